@@ -1,0 +1,1 @@
+"""Ferry controller: leader election, ideal state, assignment, REST API."""

@@ -1,0 +1,95 @@
+"""Fixtures by tier.
+
+``integration`` and ``e2e`` tests share one local stack per session: the ``local_stack``
+fixture starts whatever is not running and, at the end, stops only what it started. A
+server that cannot be started or reached fails the test; it is never skipped.
+Each test gets its own ZooKeeper chroot (``zk_chroot``) and unique topic names (``topic_name``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+from common import devstack, kafka_clients
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The tier comes from the folder, so no test can forget its marker.
+    for item in items:
+        for tier in ("unit", "integration", "e2e"):
+            if f"{os.sep}{tier}{os.sep}" in str(item.path):
+                item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture(scope="session")
+def local_stack() -> Iterator[devstack.Stack]:
+    stack = devstack.stack_from_env()
+    try:
+        started = devstack.up(stack, deadline_s=180)
+    except devstack.DevStackError as exc:
+        pytest.fail(f"the local stack is not reachable: {exc}", pytrace=False)
+    yield stack
+    if started:
+        devstack.down(stack, names=started)
+
+
+def _slug(request: pytest.FixtureRequest) -> str:
+    name = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name).strip("-")[:60]
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def zk_chroot(local_stack: devstack.Stack, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A ZooKeeper path of this test's own, removed afterwards. Yields ``host:port/chroot``."""
+    chroot = f"/ferry-tests/{_slug(request)}"
+    root = KazooClient(hosts=local_stack.zookeeper.address)
+    root.start(timeout=15)
+    root.ensure_path(chroot)
+    try:
+        yield f"{local_stack.zookeeper.address}{chroot}"
+    finally:
+        root.delete(chroot, recursive=True)
+        root.stop()
+        root.close()
+
+
+@pytest.fixture
+def zk(zk_chroot: str) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=zk_chroot)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """Makes topic names unique to this test run: ``topic_name("orders")``."""
+    slug = _slug(request)
+
+    def make(base: str = "t") -> str:
+        return f"{base}.{slug}"[:200]
+
+    return make
+
+
+@pytest.fixture
+def cluster_conf(local_stack: devstack.Stack) -> Callable[[str], dict[str, str]]:
+    return lambda name: {"bootstrap.servers": local_stack.bootstrap(name)}
+
+
+@pytest.fixture
+def create_topic(cluster_conf: Callable[[str], dict[str, str]]) -> Callable[..., None]:
+    def create(cluster: str, topic: str, partitions: int = 1) -> None:
+        admin: AdminClient = kafka_clients.admin(cluster_conf(cluster))
+        futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        futures[topic].result(timeout=30)
+
+    return create

@@ -1,0 +1,38 @@
+"""Whole `ferry` processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from common import devstack
+
+
+def _ferry(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "common.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_dev_status_reports_every_server_running(local_stack: devstack.Stack) -> None:
+    result = _ferry("dev", "status", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert set(rows) == {"zookeeper", "src", "dst"}
+    assert all(row["state"] == "running" and row["pid"] for row in rows.values())
+    assert rows["src"]["address"] == local_stack.src.address
+
+
+def test_dev_up_is_idempotent(local_stack: devstack.Stack) -> None:
+    before = {row["name"]: row["pid"] for row in devstack.status(local_stack)}
+    result = _ferry("dev", "up")
+    assert result.returncode == 0, result.stderr
+    assert "started" not in result.stdout
+    assert {row["name"]: row["pid"] for row in devstack.status(local_stack)} == before
+
+
+def test_unknown_subcommand_is_a_usage_error() -> None:
+    result = _ferry("no-such-command")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from common import devstack
+
+
+def test_ports_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(devstack.ZK_PORT_ENV, "3181")
+    monkeypatch.setenv(devstack.SRC_PORT_ENV, "39092")
+    monkeypatch.delenv(devstack.DST_PORT_ENV, raising=False)
+    stack = devstack.stack_from_env()
+    assert stack.zookeeper.address == "127.0.0.1:3181"
+    assert stack.bootstrap("src") == "127.0.0.1:39092"
+    assert stack.src.controller_port == 39093
+    assert stack.bootstrap("dst") == "127.0.0.1:29092"
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "70000"])
+def test_a_bad_port_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(devstack.SRC_PORT_ENV, value)
+    with pytest.raises(devstack.DevStackError, match=devstack.SRC_PORT_ENV):
+        devstack.stack_from_env()
+
+
+def test_cluster_ids_are_what_kafka_accepts() -> None:
+    for _ in range(200):
+        cid = devstack._new_cluster_id()
+        assert len(cid) == 22 and not cid.startswith("-")
+        assert len(base64.urlsafe_b64decode(cid + "==")) == 16
+
+
+def test_kafka_config_is_a_small_loopback_kraft_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    props = dict(
+        line.split("=", 1) for line in devstack._kafka_config(devstack.stack_from_env().src).splitlines()
+    )
+    assert props["process.roles"] == "broker,controller"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    assert props["auto.create.topics.enable"] == "false"
+    assert props["group.initial.rebalance.delay.ms"] == "0"
+    assert props["offsets.topic.replication.factor"] == "1"
+    assert props["log.dirs"].startswith(str(tmp_path))
+
+
+def test_zookeeper_binds_loopback_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    cfg = devstack._zookeeper_config(devstack.stack_from_env().zookeeper)
+    assert "clientPortAddress=127.0.0.1" in cfg
+    assert "admin.enableServer=false" in cfg
+
+
+def test_a_stale_pid_file_is_not_ours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    server = devstack.stack_from_env().src
+    server.home.mkdir(parents=True)
+    server.pid_file.write_text("1\n")  # init: alive, but not started with our config
+    assert devstack._pid_of(server) is None
+    assert not server.pid_file.exists()
+
+
+def test_missing_jars_say_to_run_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(devstack.JARS_DIR_ENV, str(tmp_path))
+    with pytest.raises(devstack.DevStackError, match="make setup"):
+        _ = devstack.stack_from_env().src.classpath

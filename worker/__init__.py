@@ -1,0 +1,1 @@
+"""Ferry worker: applies its assignment with assign()-based consumers and copies records."""

@@ -8,6 +8,13 @@ import pytest
 from common import devstack
 
 
+@pytest.fixture(autouse=True)
+def _default_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The suite may run against a stack on other ports; these tests reason about the defaults.
+    for env in (devstack.ZK_PORT_ENV, devstack.SRC_PORT_ENV, devstack.DST_PORT_ENV):
+        monkeypatch.delenv(env, raising=False)
+
+
 def test_ports_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(devstack.ZK_PORT_ENV, "3181")
     monkeypatch.setenv(devstack.SRC_PORT_ENV, "39092")

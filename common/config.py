@@ -1,0 +1,146 @@
+"""Ferry's configuration: one YAML file, validated at start with pydantic.
+
+Every key is documented in ``docs/configuration.md``. A bad file raises :class:`ConfigError`
+whose message names each offending key and the problem, e.g.
+``controller.rest_port: Input should be less than 65536``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from common.errors import ConfigError
+
+# Cluster names become part of ZooKeeper node names, route names and consumer group ids.
+CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+# A librdkafka property value as YAML can spell it.
+ClientValue = str | int | float | bool
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ZookeeperConfig(_Strict):
+    connect: str = Field(min_length=1, description="host:port[,host:port...] of the ensemble")
+    root: str = Field("/ferry", description="the path under which Ferry keeps all its nodes")
+    session_timeout_s: float = Field(10.0, ge=2.0, le=120.0)
+    # How long a ZooKeeper operation retries on connection loss before giving up.
+    retry_deadline_s: float = Field(30.0, gt=0)
+
+    @field_validator("root")
+    @classmethod
+    def _absolute_path(cls, value: str) -> str:
+        if not value.startswith("/") or (value != "/" and value.endswith("/")) or "//" in value:
+            raise ValueError("must be an absolute ZooKeeper path like /ferry/prod, without a trailing /")
+        return value
+
+
+class RouteConfig(_Strict):
+    source: str
+    destination: str
+
+    @property
+    def name(self) -> str:
+        """``<source>.<destination>``: a ZooKeeper node name, unique per route."""
+        return f"{self.source}.{self.destination}"
+
+    @property
+    def group_id(self) -> str:
+        """The consumer group, on the source cluster, that holds this route's committed offsets."""
+        return f"ferry.{self.source}.{self.destination}"
+
+
+class ControllerConfig(_Strict):
+    rest_host: str = "127.0.0.1"
+    rest_port: int = Field(9000, ge=1, lt=65536)
+    rebalance_delay_s: float = Field(120.0, ge=0)
+    failover_delay_s: float = Field(10.0, ge=0)
+    # How long a write forwarded to the leader may take.
+    forward_timeout_s: float = Field(10.0, gt=0)
+
+
+class WorkerConfig(_Strict):
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(9100, ge=0, lt=65536, description="0 disables the metrics endpoint")
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    commit_interval_s: float = Field(1.0, gt=0)
+    consume_batch: int = Field(1000, ge=1, le=100_000)
+    # librdkafka overrides for the worker's clients, on top of the cluster's own properties.
+    producer: dict[str, ClientValue] = Field(default_factory=dict)
+    consumer: dict[str, ClientValue] = Field(default_factory=dict)
+
+
+class FerryConfig(_Strict):
+    zookeeper: ZookeeperConfig
+    clusters: dict[str, dict[str, ClientValue]]
+    routes: list[RouteConfig] = Field(min_length=1)
+    controller: ControllerConfig = ControllerConfig()
+    worker: WorkerConfig = WorkerConfig()
+
+    @field_validator("clusters")
+    @classmethod
+    def _clusters(cls, value: dict[str, dict[str, ClientValue]]) -> dict[str, dict[str, ClientValue]]:
+        if not value:
+            raise ValueError("at least one cluster is needed")
+        for name, props in value.items():
+            if not CLUSTER_NAME.match(name):
+                raise ValueError(f"cluster name {name!r} may use only letters, digits, '_' and '-'")
+            if not str(props.get("bootstrap.servers", "")).strip():
+                raise ValueError(f"cluster {name!r} needs bootstrap.servers")
+        return value
+
+    @model_validator(mode="after")
+    def _routes_name_known_clusters(self) -> FerryConfig:
+        seen: set[str] = set()
+        for i, route in enumerate(self.routes):
+            for end in ("source", "destination"):
+                cluster = getattr(route, end)
+                if cluster not in self.clusters:
+                    raise ValueError(f"routes[{i}].{end}: unknown cluster {cluster!r} (known: {sorted(self.clusters)})")
+            if route.source == route.destination:
+                raise ValueError(f"routes[{i}]: source and destination are the same cluster")
+            if route.name in seen:
+                raise ValueError(f"routes[{i}]: route {route.name} is listed twice")
+            seen.add(route.name)
+        return self
+
+    def route(self, name: str) -> RouteConfig:
+        for route in self.routes:
+            if route.name == name:
+                return route
+        raise ConfigError(f"unknown route {name!r} (known: {[r.name for r in self.routes]})")
+
+
+def parse_config(data: Any, origin: str = "config") -> FerryConfig:
+    """Validate already-parsed YAML/JSON data."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: the top level must be a mapping with zookeeper, clusters and routes")
+    try:
+        return FerryConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+            problems.append(f"  {key}: {error['msg']}")
+        raise ConfigError(f"{origin} is invalid:\n" + "\n".join(problems)) from None
+
+
+def load_config(path: str | Path) -> FerryConfig:
+    """Read and validate a YAML config file; any problem raises :class:`ConfigError`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    return parse_config(data, origin=str(path))

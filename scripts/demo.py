@@ -1,58 +1,186 @@
-"""`make demo`: the local stack, then Ferry's main job as far as it exists today.
+"""`make demo`: Ferry end to end on the local stack.
 
-Today: start ZooKeeper and the two Kafka clusters, create a topic on `src`, produce records
-with keys, headers and timestamps, read them back, and say that replication is not built yet.
+Starts ZooKeeper and the two Kafka clusters, a controller and two workers (real `ferry`
+processes), creates a topic on `src`, whitelists it through the REST API, produces records
+with keys, headers and timestamps, shows a progress bar until `dst` caught up, checks every
+record arrived in order, and prints what was mirrored. The stack keeps running afterwards;
+the controller and workers stop.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 import time
 import uuid
 
-from confluent_kafka import TopicPartition
+import requests
+import yaml
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from confluent_kafka.admin import NewTopic
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from common import devstack, kafka_clients
+
+RECORDS = 50_000
+PARTITIONS = 8
+REST_PORT = int(os.environ.get("FERRY_DEMO_REST_PORT", "9000"))
+METRICS_PORTS = (9101, 9102)
+console = Console()
+
+
+def wait_for(what: str, condition, timeout: float = 60.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            result = condition()
+            if result:
+                return result
+        except requests.RequestException:
+            pass
+        time.sleep(0.3)
+    raise SystemExit(f"demo: timed out waiting for {what}")
+
+
+def end_offsets(cluster: dict[str, str], topic: str) -> dict[int, int]:
+    consumer = kafka_clients.consumer(cluster, group_id="ferry-demo-reader")
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return {}
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions}
+    finally:
+        consumer.close()
+
+
+def read_all(cluster: dict[str, str], topic: str) -> dict[int, list[tuple]]:  # type: ignore[type-arg]
+    ends = end_offsets(cluster, topic)
+    consumer = kafka_clients.consumer(cluster, group_id="ferry-demo-reader")
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+    out: dict[int, list[tuple]] = {p: [] for p in ends}  # type: ignore[type-arg]
+    left = sum(ends.values())
+    while left > 0:
+        for m in consumer.consume(10_000, timeout=1.0):
+            if m.error() is None:
+                out[m.partition()].append((m.key(), m.value(), m.headers(), m.timestamp()))
+                left -= 1
+    consumer.close()
+    return out
 
 
 def main() -> int:
     stack = devstack.stack_from_env()
-    print("== starting the local stack (ZooKeeper, Kafka 'src', Kafka 'dst')")
-    devstack.up(stack)
-    src = {"bootstrap.servers": stack.bootstrap("src")}
-    topic = f"demo.orders.{uuid.uuid4().hex[:6]}"
-    print(f"== creating topic {topic} (4 partitions) on src {stack.bootstrap('src')}")
-    admin = kafka_clients.admin(src)  # keep the handle alive until the future resolves
-    admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(30)
+    console.rule("[bold]Ferry demo")
+    console.print("starting the local stack (ZooKeeper, Kafka [cyan]src[/], Kafka [cyan]dst[/]) ...")
+    devstack.up(stack, echo=lambda line: console.print(f"  {line}"))
 
-    producer = kafka_clients.producer(src)
-    now_ms = int(time.time() * 1000)
-    for i in range(12):
-        producer.produce(
-            topic, key=f"order-{i}".encode(), value=f'{{"amount": {i * 10}}}'.encode(),
-            headers=[("source", b"demo"), ("seq", str(i).encode())], timestamp=now_ms + i, partition=i % 4,
-        )
-    producer.flush(30)
-    print("== produced 12 records; reading them back from src")
+    workdir = devstack.dev_dir() / "demo"
+    workdir.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex[:6]
+    config = {
+        "zookeeper": {"connect": stack.zookeeper.address, "root": f"/ferry/demo-{run_id}"},
+        "clusters": {
+            "src": {"bootstrap.servers": stack.bootstrap("src")},
+            "dst": {"bootstrap.servers": stack.bootstrap("dst")},
+        },
+        "routes": [{"source": "src", "destination": "dst"}],
+        "controller": {"rest_host": "127.0.0.1", "rest_port": REST_PORT, "rebalance_delay_s": 30, "failover_delay_s": 5},
+        "worker": {"commit_interval_s": 0.5},
+    }
+    config_path = workdir / "ferry.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    processes: list[tuple[str, subprocess.Popen[bytes]]] = []
 
-    consumer = kafka_clients.consumer(src, group_id=f"demo-{topic}")
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(4)])
-    records = []
-    deadline = time.monotonic() + 30
-    while len(records) < 12 and time.monotonic() < deadline:
-        records.extend(m for m in consumer.consume(100, timeout=1.0) if m.error() is None)
-    consumer.close()
-    for m in sorted(records, key=lambda m: (m.partition(), m.offset())):
-        headers = ", ".join(f"{k}={v.decode()}" for k, v in m.headers() or [])
-        print(f"  p{m.partition()} @{m.offset()}  key={m.key().decode():<9} value={m.value().decode():<15} [{headers}]")
-    if len(records) != 12:
-        print(f"!! read {len(records)} of 12 records", file=sys.stderr)
-        return 1
-    print()
-    print("Replication (controller and workers) is not built yet: see the core replication issue.")
-    print("The stack keeps running; `.venv/bin/ferry dev status` shows it, `make down` stops it.")
-    return 0
+    def spawn(name: str, *args: str) -> None:
+        log = open(workdir / f"{name}.log", "wb")  # noqa: SIM115 - the child writes it
+        proc = subprocess.Popen([sys.executable, "-m", "common.cli", *args, "--config", str(config_path)],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        processes.append((name, proc))
+        console.print(f"  started {name} (pid {proc.pid}), log {workdir / (name + '.log')}")
+
+    try:
+        console.print("starting a controller and two workers ...")
+        spawn("controller", "controller", "--id", "controller-1", "--rest-port", str(REST_PORT))
+        for i, port in enumerate(METRICS_PORTS, 1):
+            spawn(f"worker-{i}", "worker", "--id", f"worker-{i}", "--metrics-port", str(port))
+        api = f"http://127.0.0.1:{REST_PORT}"
+        wait_for("the controller to lead", lambda: requests.get(f"{api}/health", timeout=2).json().get("leader"))
+        wait_for("both workers", lambda: len(requests.get(f"{api}/instances", timeout=2).json()["instances"]) == 2)
+
+        topic = f"demo.orders.{run_id}"
+        src = {"bootstrap.servers": stack.bootstrap("src")}
+        dst = {"bootstrap.servers": stack.bootstrap("dst")}
+        admin = kafka_clients.admin(src)
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+        console.print(f"created topic [cyan]{topic}[/] ({PARTITIONS} partitions) on src")
+
+        response = requests.post(f"{api}/topics", json={"topic": topic}, timeout=10)
+        console.print(f"POST /topics {{\"topic\": \"{topic}\"}} -> {response.status_code} {response.json()}")
+        if response.status_code != 201:
+            return 1
+
+        producer = kafka_clients.producer(src, **{"linger.ms": 20})
+        now_ms = int(time.time() * 1000)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as progress:
+            produced = progress.add_task("produced on src   ", total=RECORDS)
+            mirrored = progress.add_task("mirrored to dst   ", total=RECORDS)
+            for i in range(RECORDS):
+                while True:
+                    try:
+                        producer.produce(topic, key=f"customer-{i % 977}".encode(), value=f'{{"order": {i}}}'.encode(),
+                                         headers=[("source", b"demo"), ("seq", str(i).encode())],
+                                         timestamp=now_ms + i, partition=i % PARTITIONS)
+                        break
+                    except BufferError:
+                        producer.poll(0.05)
+                if i % 5000 == 4999:
+                    producer.poll(0)
+                    progress.update(produced, completed=i + 1)
+                    progress.update(mirrored, completed=sum(end_offsets(dst, topic).values()))
+            producer.flush(60)
+            progress.update(produced, completed=RECORDS)
+            deadline = time.monotonic() + 180
+            while (done := sum(end_offsets(dst, topic).values())) < RECORDS and time.monotonic() < deadline:
+                progress.update(mirrored, completed=done)
+                time.sleep(0.3)
+            progress.update(mirrored, completed=done)
+
+        source, destination = read_all(src, topic), read_all(dst, topic)
+        view = requests.get(f"{api}/topics/{topic}", timeout=5).json()
+        table = Table(title=f"mirrored {topic}: src -> dst")
+        for column in ("partition", "worker", "state", "src records", "dst records", "identical, in order"):
+            table.add_column(column)
+        identical = True
+        for p in sorted(source):
+            same = source[p] == destination.get(p)
+            identical &= same
+            entry = view["externalView"].get(str(p), {})
+            table.add_row(str(p), entry.get("worker", "-"), entry.get("state", "-"), str(len(source[p])),
+                          str(len(destination.get(p, []))), "yes" if same else "[red]NO[/]")
+        console.print(table)
+        validation = requests.get(f"{api}/validation", timeout=5).json()
+        console.print(f"GET /validation -> summary {validation.get('summary')}, mismatches: {len(validation.get('mismatches', []))}")
+        if not identical:
+            console.print("[red]the destination differs from the source[/]")
+            return 1
+        console.print(f"[green]all {RECORDS} records mirrored with keys, headers and timestamps, in order per partition[/]")
+        console.print(f"REST API: {api} (GET /topics, /instances, /validation); metrics: "
+                      + ", ".join(f"http://127.0.0.1:{p}/metrics" for p in METRICS_PORTS))
+        return 0
+    finally:
+        for _name, proc in processes:
+            proc.send_signal(signal.SIGTERM)
+        for _name, proc in processes:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        console.print("controller and workers stopped; the stack keeps running (`make down` stops it)")
 
 
 if __name__ == "__main__":

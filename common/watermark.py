@@ -1,0 +1,164 @@
+"""Which source offset a worker may commit, given what it sent and what the destination acknowledged.
+
+Pure: plain data in, plain data out; no I/O, no clock.
+
+Each offset of a partition (any hashable key, usually a :class:`common.model.PartitionKey`) goes
+through these states::
+
+    SENT -> ACKED     the destination acknowledged the copy
+    SENT -> FAILED    the copy failed for good; the watermark never passes it until forget(key)
+
+Offsets are sent in strictly increasing order per key, possibly with gaps (compacted topics,
+transaction markers). Acknowledgements may arrive in any order. The committable offset, in
+Kafka terms the next offset to read, is the lowest sent offset not yet acknowledged, or last
+acknowledged + 1 when nothing is in flight; never beyond a failed offset. Nothing is committable
+for a key until something was acknowledged (committing the starting position again is pointless).
+
+The hot path (:meth:`OffsetWatermarks.sent`, :meth:`OffsetWatermarks.acked`) is O(1) amortised
+per record and never logs.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+class _KeyState:
+    """One key's offsets: ``order`` holds sent offsets in send order, ``pending`` the unacknowledged ones.
+
+    Offsets at the left of ``order`` that are no longer pending (acknowledged or failed) are popped
+    as soon as they reach the head, so ``order[0]``, when present, is always pending.
+    """
+
+    __slots__ = ("acked_any", "failure", "last_done", "last_sent", "order", "pending")
+
+    def __init__(self) -> None:
+        self.order: deque[int] = deque()
+        self.pending: set[int] = set()
+        self.last_sent: int | None = None
+        self.last_done: int | None = None  # highest offset popped from the head (acknowledged or failed)
+        self.acked_any = False
+        self.failure: tuple[int, str] | None = None
+
+    def settle(self, offset: int) -> None:
+        """``offset`` is no longer in flight: pop every settled offset at the head."""
+        self.pending.discard(offset)
+        order, pending = self.order, self.pending
+        while order and order[0] not in pending:
+            self.last_done = order.popleft()
+
+    def committable(self) -> int | None:
+        if not self.acked_any:
+            return None
+        if self.order:
+            offset = self.order[0]
+        elif self.last_done is not None:
+            offset = self.last_done + 1
+        else:  # pragma: no cover - acked_any implies something was popped or is still queued
+            return None
+        if self.failure is not None:
+            offset = min(offset, self.failure[0])
+        return offset
+
+
+class OffsetWatermarks(Generic[K]):
+    """Per key, offsets sent and acknowledged, and the offset that is safe to commit."""
+
+    def __init__(self) -> None:
+        self._keys: dict[K, _KeyState] = {}
+
+    def sent(self, key: K, offset: int) -> None:
+        """``offset`` was handed to the producer. Offsets per key must strictly increase."""
+        state = self._keys.get(key)
+        if state is None:
+            state = self._keys[key] = _KeyState()
+        if state.last_sent is not None and offset <= state.last_sent:
+            raise ValueError(f"{key}: offset {offset} sent after {state.last_sent}; offsets must increase")
+        state.last_sent = offset
+        state.order.append(offset)
+        state.pending.add(offset)
+
+    def acked(self, key: K, offset: int) -> None:
+        """The destination acknowledged ``offset``. Unknown or repeated acknowledgements are ignored."""
+        state = self._keys.get(key)
+        if state is None or offset not in state.pending:
+            return
+        state.acked_any = True
+        state.settle(offset)
+
+    def acked_oldest(self, key: K) -> int:
+        """Acknowledges the oldest offset in flight for ``key`` and returns it.
+
+        For producers that report deliveries in send order per partition (an idempotent Kafka
+        producer does), so the delivery callback need not carry the source offset.
+        """
+        state = self._keys.get(key)
+        if state is None or not state.order:
+            raise ValueError(f"{key}: an acknowledgement arrived with nothing in flight")
+        offset = state.order[0]
+        state.acked_any = True
+        state.settle(offset)
+        return offset
+
+    def fail_oldest(self, key: K, reason: str) -> int:
+        """Marks the oldest offset in flight for ``key`` as failed (see :meth:`failed`) and returns it."""
+        state = self._keys.get(key)
+        if state is None or not state.order:
+            raise ValueError(f"{key}: a delivery failure arrived with nothing in flight")
+        offset = state.order[0]
+        self.failed(key, offset, reason)
+        return offset
+
+    def failed(self, key: K, offset: int, reason: str) -> None:
+        """The copy of ``offset`` failed for good: the watermark stays at or below it until :meth:`forget`.
+
+        With several failures, the lowest offset (and its reason) is kept.
+        """
+        state = self._keys.get(key)
+        if state is None:
+            state = self._keys[key] = _KeyState()
+        if state.failure is None or offset < state.failure[0]:
+            state.failure = (offset, reason)
+        if offset in state.pending:
+            state.settle(offset)
+
+    def committable(self, key: K) -> int | None:
+        """The offset to commit (the next one to read) for ``key``, or None when there is nothing to commit."""
+        state = self._keys.get(key)
+        return None if state is None else state.committable()
+
+    def committables(self) -> dict[K, int]:
+        """Key -> offset to commit, for every key that has something committable."""
+        result: dict[K, int] = {}
+        for key, state in self._keys.items():
+            offset = state.committable()
+            if offset is not None:
+                result[key] = offset
+        return result
+
+    def in_flight(self, key: K | None = None) -> int:
+        """How many offsets are sent and neither acknowledged nor failed: for ``key``, or all keys when None."""
+        if key is None:
+            return sum(len(state.pending) for state in self._keys.values())
+        state = self._keys.get(key)
+        return 0 if state is None else len(state.pending)
+
+    def is_failed(self, key: K) -> bool:
+        state = self._keys.get(key)
+        return state is not None and state.failure is not None
+
+    def failure(self, key: K) -> tuple[int, str] | None:
+        """(lowest failed offset, reason) for ``key``, or None."""
+        state = self._keys.get(key)
+        return None if state is None else state.failure
+
+    def keys(self) -> set[K]:
+        return set(self._keys)
+
+    def forget(self, key: K) -> None:
+        """Drop everything known about ``key`` (its partition was released or will be re-read)."""
+        self._keys.pop(key, None)

@@ -1,0 +1,178 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from common.watermark import OffsetWatermarks
+
+pytestmark = pytest.mark.unit
+
+K = "src.dst/t/0"
+
+
+def test_nothing_is_committable_before_an_ack() -> None:
+    marks = OffsetWatermarks()
+    assert marks.committable(K) is None
+    marks.sent(K, 5)
+    marks.sent(K, 6)
+    assert marks.committable(K) is None
+    assert marks.in_flight(K) == 2
+    assert marks.committables() == {}
+
+
+def test_in_order_acks_move_the_watermark_past_the_last_ack() -> None:
+    marks = OffsetWatermarks()
+    for offset in (5, 6, 7):
+        marks.sent(K, offset)
+    marks.acked(K, 5)
+    assert marks.committable(K) == 6
+    marks.acked(K, 6)
+    marks.acked(K, 7)
+    assert marks.committable(K) == 8
+    assert marks.in_flight(K) == 0
+
+
+def test_an_out_of_order_ack_does_not_pass_an_unacked_offset() -> None:
+    marks = OffsetWatermarks()
+    for offset in (10, 11, 12):
+        marks.sent(K, offset)
+    marks.acked(K, 12)
+    assert marks.committable(K) == 10
+    marks.acked(K, 11)
+    assert marks.committable(K) == 10
+    marks.acked(K, 10)
+    assert marks.committable(K) == 13
+
+
+def test_gaps_in_offsets_are_fine() -> None:
+    marks = OffsetWatermarks()
+    for offset in (3, 7, 20):
+        marks.sent(K, offset)
+    marks.acked(K, 3)
+    assert marks.committable(K) == 7
+    marks.acked(K, 20)
+    marks.acked(K, 7)
+    assert marks.committable(K) == 21
+
+
+def test_unknown_and_repeated_acks_are_ignored() -> None:
+    marks = OffsetWatermarks()
+    marks.acked("other", 1)
+    assert marks.keys() == set()
+    marks.sent(K, 1)
+    marks.sent(K, 4)
+    marks.acked(K, 2)
+    marks.acked(K, 1)
+    marks.acked(K, 1)
+    assert marks.committable(K) == 4
+    assert marks.in_flight(K) == 1
+
+
+def test_offsets_must_increase() -> None:
+    marks = OffsetWatermarks()
+    marks.sent(K, 5)
+    with pytest.raises(ValueError, match="must increase"):
+        marks.sent(K, 5)
+
+
+def test_a_failed_offset_holds_the_watermark_until_forget() -> None:
+    marks = OffsetWatermarks()
+    for offset in range(5):
+        marks.sent(K, offset)
+    marks.acked(K, 0)
+    marks.failed(K, 2, "MSG_SIZE_TOO_LARGE")
+    for offset in (1, 3, 4):
+        marks.acked(K, offset)
+    assert marks.committable(K) == 2
+    assert marks.is_failed(K)
+    assert marks.failure(K) == (2, "MSG_SIZE_TOO_LARGE")
+    assert marks.in_flight(K) == 0
+    marks.sent(K, 5)
+    marks.acked(K, 5)
+    assert marks.committable(K) == 2
+    marks.forget(K)
+    assert marks.committable(K) is None
+    assert not marks.is_failed(K)
+    assert marks.failure(K) is None
+    assert marks.keys() == set()
+
+
+def test_the_lowest_failure_is_kept() -> None:
+    marks = OffsetWatermarks()
+    for offset in range(4):
+        marks.sent(K, offset)
+    marks.failed(K, 3, "late")
+    marks.failed(K, 1, "early")
+    marks.acked(K, 0)
+    assert marks.failure(K) == (1, "early")
+    assert marks.committable(K) == 1
+
+
+def test_a_failure_before_any_ack_commits_nothing() -> None:
+    marks = OffsetWatermarks()
+    marks.sent(K, 0)
+    marks.failed(K, 0, "boom")
+    assert marks.committable(K) is None
+    assert marks.is_failed(K)
+
+
+def test_keys_are_independent() -> None:
+    marks = OffsetWatermarks()
+    marks.sent("a", 1)
+    marks.sent("b", 1)
+    marks.sent("b", 2)
+    marks.acked("b", 1)
+    assert marks.committables() == {"b": 2}
+    assert marks.in_flight() == 2
+    assert marks.in_flight("a") == 1
+    assert marks.keys() == {"a", "b"}
+    marks.forget("b")
+    assert marks.in_flight() == 1
+
+
+@st.composite
+def sends_and_acks(draw: st.DrawFn) -> tuple[list[int], list[int]]:
+    gaps = draw(st.lists(st.integers(min_value=1, max_value=5), min_size=1, max_size=40))
+    start = draw(st.integers(min_value=0, max_value=1000))
+    offsets = []
+    for gap in gaps:
+        start += gap
+        offsets.append(start)
+    acked = draw(st.lists(st.sampled_from(offsets), unique=True))
+    return offsets, draw(st.permutations(acked))
+
+
+@given(sends_and_acks(), st.data())
+def test_the_watermark_never_passes_an_unacked_offset_and_never_decreases(
+    case: tuple[list[int], list[int]], data: st.DataObject
+) -> None:
+    offsets, acks = case
+    marks = OffsetWatermarks()
+    sent: list[int] = []
+    done: set[int] = set()
+    previous: int | None = None
+    # interleave: each ack comes after its offset was sent; sends go in order
+    pending_sends = list(offsets)
+    pending_acks = list(acks)
+    while pending_sends or pending_acks:
+        ackable = [a for a in pending_acks if a in sent]
+        if pending_sends and (not ackable or data.draw(st.booleans())):
+            offset = pending_sends.pop(0)
+            marks.sent("k", offset)
+            sent.append(offset)
+        else:
+            offset = ackable[0]
+            pending_acks.remove(offset)
+            marks.acked("k", offset)
+            done.add(offset)
+        unacked = [o for o in sent if o not in done]
+        committable = marks.committable("k")
+        if not done:
+            assert committable is None
+        else:
+            expected = min(unacked) if unacked else max(done) + 1
+            assert committable == expected
+            assert previous is None or committable >= previous
+            previous = committable
+        assert marks.in_flight("k") == len(unacked)

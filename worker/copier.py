@@ -1,0 +1,343 @@
+"""Copies one route's partitions: an ``assign()``-only consumer on the source, a producer on the destination.
+
+Every record goes to the same topic and partition on the destination with its key, value,
+headers and timestamp. Source offsets are committed (group ``ferry.<source>.<destination>``)
+only up to the lowest offset the destination has not acknowledged yet
+(:class:`common.watermark.OffsetWatermarks`), so a crash copies some records again and loses none.
+
+States of a partition on this copier (the worker reports them in its status)::
+
+    (not held) --acquire--> ONLINE --release--> (not held; reported OFFLINE)
+    ONLINE --the destination rejects a record for good--> ERROR (paused; nothing committed past it)
+    ERROR --release--> (not held)
+
+A partition whose destination topic cannot be prepared for a temporary reason (a cluster
+unreachable) is not acquired; :meth:`RouteCopier.acquire` says so and the worker retries later.
+
+The copier is driven by one thread (the worker's copy loop); delivery callbacks run inside
+``poll``/``flush`` on that same thread, so no state here needs a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import NewPartitions, NewTopic
+
+from common import kafka_clients
+from common.config import RouteConfig, WorkerConfig
+from common.model import PartitionStatus
+from common.watermark import OffsetWatermarks
+from worker.metrics import WorkerMetrics
+
+log = logging.getLogger(__name__)
+
+TopicPartitionKey = tuple[str, int]
+
+# Errors that mean the record (or the partition) will never be accepted as it is.
+_PERMANENT_CONSUMER_ERRORS = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+}
+_METADATA_TIMEOUT_S = 10.0
+_ADMIN_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class AcquireResult:
+    online: list[TopicPartitionKey]
+    errors: dict[TopicPartitionKey, str]  # stopped for good: the reason
+    deferred: dict[TopicPartitionKey, str]  # not acquired for a temporary reason: retry later
+
+
+class RouteCopier:
+    """One route's consumer, producer and offset tracker. See the module docstring for states."""
+
+    def __init__(
+        self,
+        route: RouteConfig,
+        source: Mapping[str, Any],
+        destination: Mapping[str, Any],
+        config: WorkerConfig,
+        metrics: WorkerMetrics,
+        client_id: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.route = route
+        self._config = config
+        self._metrics = metrics
+        self._clock = clock
+        self._consumer = kafka_clients.consumer(
+            source, route.group_id,
+            **{"auto.offset.reset": config.auto_offset_reset, "client.id": f"{client_id}-{route.name}"},
+            **config.consumer,
+        )
+        self._producer = kafka_clients.producer(
+            destination, on_delivery=self._on_delivery,
+            **{"client.id": f"{client_id}-{route.name}"}, **config.producer,
+        )
+        self._destination_admin = kafka_clients.admin(destination)
+        self._tracker: OffsetWatermarks[TopicPartitionKey] = OffsetWatermarks()
+        self._assigned: set[TopicPartitionKey] = set()
+        self._errors: dict[TopicPartitionKey, str] = {}
+        self._committed: dict[TopicPartitionKey, int] = {}
+        self._warned_at: dict[int, float] = {}
+        self.changed = False  # a partition went to ERROR since the worker last looked
+
+    # -- what the worker reads --------------------------------------------------------------
+
+    def statuses(self) -> dict[TopicPartitionKey, PartitionStatus]:
+        """Every partition this copier holds, ONLINE or ERROR with its reason."""
+        result = {key: PartitionStatus("ONLINE") for key in self._assigned}
+        for key, reason in self._errors.items():
+            result[key] = PartitionStatus("ERROR", reason)
+        return result
+
+    def held(self) -> set[TopicPartitionKey]:
+        return self._assigned | set(self._errors)
+
+    def in_flight(self) -> int:
+        return self._tracker.in_flight()
+
+    # -- OFFLINE -> ONLINE ------------------------------------------------------------------
+
+    def acquire(self, keys: Iterable[TopicPartitionKey]) -> AcquireResult:
+        """Starts copying ``keys`` from their committed offsets (``auto_offset_reset`` when none)."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in keys:
+            by_topic.setdefault(topic, []).append(partition)
+        online: list[TopicPartitionKey] = []
+        errors: dict[TopicPartitionKey, str] = {}
+        deferred: dict[TopicPartitionKey, str] = {}
+        to_assign: list[TopicPartition] = []
+        for topic, partitions in sorted(by_topic.items()):
+            try:
+                source_partitions = self._prepare_destination(topic)
+            except _Deferred as exc:
+                deferred.update({(topic, p): str(exc) for p in partitions})
+                continue
+            except _Stopped as exc:
+                errors.update({(topic, p): str(exc) for p in partitions})
+                continue
+            for partition in sorted(partitions):
+                if partition >= source_partitions:
+                    errors[(topic, partition)] = f"partition {partition} does not exist at the source ({source_partitions} partitions)"
+                else:
+                    # OFFSET_INVALID (the default) makes librdkafka start from the committed offset.
+                    to_assign.append(TopicPartition(topic, partition))
+                    online.append((topic, partition))
+        if to_assign:
+            self._consumer.incremental_assign(to_assign)
+            self._assigned.update(online)
+        for key, reason in errors.items():
+            self._errors[key] = reason
+            self._metrics.errors.labels(self.route.name, "partition").inc()
+            log.error("route %s: %s/%s stopped: %s", self.route.name, key[0], key[1], reason)
+        return AcquireResult(online, errors, deferred)
+
+    def _prepare_destination(self, topic: str) -> int:
+        """Creates or expands the destination topic to the source's partition count; returns that count."""
+        try:
+            source_meta = self._consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S).topics.get(topic)
+        except KafkaException as exc:
+            raise _Deferred(f"source cluster unreachable: {exc.args[0].str()}") from None
+        if source_meta is None or source_meta.error is not None:
+            code = source_meta.error.code() if source_meta is not None and source_meta.error is not None else None
+            if code in (None, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+                raise _Stopped(f"topic {topic!r} does not exist at the source (or is not readable)")
+            raise _Deferred(f"source metadata for {topic!r}: {source_meta.error}")
+        wanted = len(source_meta.partitions)
+        try:
+            dest_meta = self._destination_admin.list_topics(topic, timeout=_METADATA_TIMEOUT_S).topics.get(topic)
+            if dest_meta is None or dest_meta.error is not None:
+                future = self._destination_admin.create_topics([NewTopic(topic, num_partitions=wanted)])[topic]
+                self._admin_result(future, KafkaError.TOPIC_ALREADY_EXISTS)
+                log.info("route %s: created destination topic %s with %d partitions", self.route.name, topic, wanted)
+            elif len(dest_meta.partitions) < wanted:
+                future = self._destination_admin.create_partitions([NewPartitions(topic, wanted)])[topic]
+                self._admin_result(future, KafkaError.INVALID_PARTITIONS)
+                log.info("route %s: expanded destination topic %s to %d partitions", self.route.name, topic, wanted)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                                KafkaError.TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION):
+                raise _Stopped(f"cannot create destination topic {topic!r}: {error.str()}") from None
+            raise _Deferred(f"destination cluster: {error.str()}") from None
+        return wanted
+
+    @staticmethod
+    def _admin_result(future: Any, benign: int) -> None:
+        try:
+            future.result(timeout=_ADMIN_TIMEOUT_S)
+        except KafkaException as exc:
+            if exc.args[0].code() != benign:  # another worker did it first
+                raise
+
+    # -- copying ----------------------------------------------------------------------------
+
+    def copy_batch(self, timeout: float) -> int:
+        """Consumes one batch and hands it to the producer; returns the number of records sent."""
+        messages: list[Any] = self._consumer.consume(self._config.consume_batch, timeout)
+        if not messages:
+            self._producer.poll(0)
+            return 0
+        produce = self._producer.produce
+        sent = self._tracker.sent
+        errors = self._errors
+        copied = 0
+        size = 0
+        for message in messages:
+            if message.error() is not None:
+                self._consumer_error(message)
+                continue
+            topic = message.topic()
+            partition = message.partition()
+            key = (topic, partition)
+            if key in errors:
+                continue  # stopped: fetched before the pause took effect; never committed past
+            offset = message.offset()
+            timestamp_type, timestamp = message.timestamp()
+            while True:
+                try:
+                    produce(topic, message.value(), message.key(), partition,
+                            timestamp=timestamp if timestamp_type else 0, headers=message.headers())
+                    break
+                except BufferError:
+                    # The producer's queue is full: wait for deliveries (back-pressure on the source).
+                    self._producer.poll(0.05)
+                except KafkaException as exc:
+                    self._stop(key, offset, f"offset {offset}: the destination producer refused the record: {exc.args[0].str()}")
+                    break
+            if key in errors:
+                continue
+            sent(key, offset)
+            copied += 1
+            size += len(message)
+        self._producer.poll(0)
+        self._metrics.records.labels(self.route.name).inc(copied)
+        self._metrics.bytes.labels(self.route.name).inc(size)
+        return copied
+
+    def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
+        # Runs inside poll()/flush() on the copy-loop thread. Delivery reports of one partition
+        # arrive in produce order (idempotent producer), so the oldest in-flight offset is this one.
+        key = (message.topic(), message.partition())
+        if error is None:
+            self._tracker.acked_oldest(key)
+        else:
+            offset = self._tracker.fail_oldest(key, error.str())
+            self._stop(key, offset, f"offset {offset}: the destination rejected the record: {error.str()}")
+
+    def _consumer_error(self, message: Any) -> None:
+        error: KafkaError = message.error()
+        topic, partition = message.topic(), message.partition()
+        if error.code() in _PERMANENT_CONSUMER_ERRORS and topic and partition is not None and partition >= 0:
+            self._stop((topic, partition), None, f"the source reports: {error.str()}")
+            return
+        self._metrics.errors.labels(self.route.name, "consumer").inc()
+        now = self._clock()
+        if now - self._warned_at.get(error.code(), -1e9) > 30:  # one line per kind per 30 s
+            self._warned_at[error.code()] = now
+            log.warning("route %s: source consumer: %s", self.route.name, error.str())
+
+    def _stop(self, key: TopicPartitionKey, offset: int | None, reason: str) -> None:
+        """ONLINE -> ERROR: pause the partition; the watermark never passes ``offset``."""
+        if key in self._errors:
+            return
+        self._errors[key] = reason
+        self.changed = True
+        self._metrics.errors.labels(self.route.name, "partition").inc()
+        log.error("route %s: %s/%s stopped: %s", self.route.name, key[0], key[1], reason)
+        if key in self._assigned:
+            try:
+                self._consumer.pause([TopicPartition(key[0], key[1])])
+            except KafkaException as exc:  # the partition is skipped in copy_batch anyway
+                log.warning("route %s: pausing %s/%s: %s", self.route.name, key[0], key[1], exc)
+
+    # -- committing -------------------------------------------------------------------------
+
+    def commit(self, keys: Collection[TopicPartitionKey] | None = None) -> bool:
+        """Commits the watermark of ``keys`` (all held partitions when None); False if Kafka refused."""
+        offsets = []
+        for key, offset in self._tracker.committables().items():
+            if (keys is None or key in keys) and self._committed.get(key) != offset:
+                offsets.append(TopicPartition(key[0], key[1], offset))
+        if not offsets:
+            return True
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            self._metrics.errors.labels(self.route.name, "commit").inc()
+            log.warning("route %s: commit failed (will retry): %s", self.route.name, exc.args[0].str())
+            return False
+        for tp in offsets:
+            self._committed[(tp.topic, tp.partition)] = tp.offset
+        return True
+
+    def flush(self, timeout: float) -> int:
+        """Waits for the destination to acknowledge everything sent; returns what is still in flight."""
+        remaining: int = self._producer.flush(timeout)
+        return remaining
+
+    # -- ONLINE -> OFFLINE ------------------------------------------------------------------
+
+    def release(self, keys: Collection[TopicPartitionKey], flush_timeout: float, commit_deadline: float) -> None:
+        """Flushes, commits the watermark of ``keys``, and only then unassigns them.
+
+        The new owner starts at the committed offset, so nothing is copied twice; anything the
+        destination did not acknowledge stays uncommitted and is copied again, never lost.
+        """
+        if not keys:
+            return
+        remaining = self.flush(flush_timeout)
+        if remaining:
+            log.error("route %s: %d records still unacknowledged after %.0fs; releasing anyway (they will be copied again)",
+                      self.route.name, remaining, flush_timeout)
+        deadline = self._clock() + commit_deadline
+        while not self.commit(keys) and self._clock() < deadline:
+            time.sleep(0.2)
+        assigned = [TopicPartition(t, p) for t, p in keys if (t, p) in self._assigned]
+        if assigned:
+            self._consumer.incremental_unassign(assigned)
+        for key in keys:
+            self._assigned.discard(key)
+            self._errors.pop(key, None)
+            self._committed.pop(key, None)
+            self._tracker.forget(key)
+
+    # -- lag --------------------------------------------------------------------------------
+
+    def update_lag(self) -> None:
+        """Sets the lag gauge of each ONLINE partition from the consumer's cached log-end offsets."""
+        if not self._assigned:
+            return
+        try:
+            positions = self._consumer.position([TopicPartition(t, p) for t, p in self._assigned])
+        except KafkaException:
+            return
+        for tp in positions:
+            if tp.offset < 0:
+                continue
+            _, high = self._consumer.get_watermark_offsets(tp, cached=True)
+            if high >= 0:
+                self._metrics.lag.labels(self.route.name, tp.topic, str(tp.partition)).set(max(0, high - tp.offset))
+
+    def close(self, flush_timeout: float) -> None:
+        self.flush(flush_timeout)
+        self.commit()
+        self._consumer.close()
+
+
+class _Deferred(Exception):
+    """The partition cannot start now, for a temporary reason."""
+
+
+class _Stopped(Exception):
+    """The partition cannot be copied until someone changes something."""

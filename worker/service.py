@@ -1,0 +1,346 @@
+"""A Ferry worker: registers in ZooKeeper, watches its assignment and applies it, level-triggered.
+
+States of the worker::
+
+    STARTING  -> RUNNING    registered (live node + status node); assignment watched
+    RUNNING   -> SUSPENDED  ZooKeeper session lost, or unreachable for longer than the session
+                            timeout: the leader may already have moved our partitions, so every
+                            partition is released (flushed, committed, unassigned)
+    SUSPENDED -> RUNNING    connected again: registers again (same id) and applies the assignment
+    RUNNING   -> DRAINING   SIGTERM or :meth:`Worker.stop`: releases everything, writes its status
+                            with ``leaving: true`` so the leader moves its partitions at once, and
+                            waits (bounded) until the leader emptied its assignment
+    DRAINING  -> STOPPED    live and status nodes deleted, clients closed
+
+ZooKeeper watch callbacks (kazoo runs them all on one thread) only store the newest assignment
+and wake the copy loop. The copy loop owns every Kafka client; each pass compares the partitions
+it holds with the newest assignment and releases or acquires the difference (level-triggered),
+then copies a batch per route and, every ``commit_interval_s``, commits acknowledged offsets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import DataWatch
+
+from common.config import FerryConfig
+from common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus
+from common.zk_layout import ZkLayout, make_client
+from worker.copier import RouteCopier, TopicPartitionKey
+from worker.errors import RegistrationError
+from worker.metrics import WorkerMetrics, serve
+
+log = logging.getLogger(__name__)
+
+STARTING, RUNNING, SUSPENDED, DRAINING, STOPPED = "STARTING", "RUNNING", "SUSPENDED", "DRAINING", "STOPPED"
+
+# How long a partition whose destination could not be prepared waits before the next try.
+DEFER_RETRY_S = 5.0
+# How long SIGTERM waits for the destination to acknowledge what is in flight.
+FLUSH_TIMEOUT_S = 30.0
+COMMIT_DEADLINE_S = 10.0
+# How long a draining worker waits for the leader to take its partitions away.
+LEAVE_WAIT_S = 10.0
+
+
+class Worker:
+    """One worker process's logic. See the module docstring for its states."""
+
+    def __init__(
+        self,
+        config: FerryConfig,
+        worker_id: str,
+        metrics_port: int | None = None,
+        zk: KazooClient | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.worker_id = worker_id
+        self.layout = ZkLayout(config.zookeeper.root)
+        self.metrics = WorkerMetrics()
+        self.state = STARTING
+        self._metrics_port = config.worker.metrics_port if metrics_port is None else metrics_port
+        self._zk = zk or make_client(config.zookeeper)
+        self._owns_zk = zk is None
+        self._clock = clock
+        self._copiers: dict[str, RouteCopier] = {}
+        self._routes = {route.name: route for route in config.routes}
+        # Partitions assigned on a route this worker has no config for: reported ERROR.
+        self._foreign: dict[PartitionKey, str] = {}
+        self._deferred: dict[PartitionKey, tuple[float, str]] = {}  # retry at, why
+        self._assignment = WorkerAssignment(generation=0)
+        self._assignment_lock = threading.Lock()
+        self._applied: WorkerAssignment | None = None
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._session_lost = threading.Event()
+        self._suspended_since: float | None = None
+        self._status_dirty = True
+        self._health: dict[str, Any] = {"status": STARTING, "worker": worker_id}
+        self._server: Any = None
+
+    # -- control from other threads ---------------------------------------------------------
+
+    def stop(self) -> None:
+        """Asks the copy loop to drain and stop; safe from signal handlers and other threads."""
+        self._stopping.set()
+        self._wake.set()
+
+    def health(self) -> dict[str, Any]:
+        return dict(self._health)
+
+    # -- the copy loop ----------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Runs until :meth:`stop`; returns the process exit status."""
+        if self._metrics_port:
+            self._server = serve(self.metrics, self.health, self.config.worker.metrics_host, self._metrics_port)
+        if self._owns_zk:
+            self._zk.start(timeout=self.config.zookeeper.retry_deadline_s)
+        self._zk.add_listener(self._on_session_state)
+        for path in self.layout.persistent_paths():
+            self._zk.ensure_path(path)
+        self._register()
+        DataWatch(self._zk, self.layout.assignment(self.worker_id), self._on_assignment)
+        self._set_state(RUNNING)
+        interval = self.config.worker.commit_interval_s
+        next_commit = self._clock() + interval
+        try:
+            while not self._stopping.is_set():
+                self._check_session()
+                self._reconcile()
+                if any(copier.held() for copier in self._copiers.values()):
+                    timeout = 0.1 / len(self._copiers)
+                    for copier in self._copiers.values():
+                        copier.copy_batch(timeout)
+                else:
+                    self._wake.wait(0.2)
+                    self._wake.clear()
+                now = self._clock()
+                if now >= next_commit:
+                    next_commit = now + interval
+                    self._commit_and_measure()
+                if self._status_dirty or any(copier.changed for copier in self._copiers.values()):
+                    self._publish_status()
+            self._drain()
+        finally:
+            self._shutdown()
+        return 0
+
+    def _reconcile(self) -> None:
+        """Releases what is held but no longer assigned; acquires what is assigned but not held."""
+        with self._assignment_lock:
+            assignment = self._assignment
+        now = self._clock()
+        deferred_due = any(at <= now for at, _ in self._deferred.values())
+        if assignment is self._applied and not deferred_due:
+            return
+        wanted = assignment.partitions if self.state == RUNNING else frozenset()
+        held = self._held()
+        release = held - wanted
+        for route, keys in _by_route(release).items():
+            if route in self._copiers:
+                self._copiers[route].release(keys, FLUSH_TIMEOUT_S, COMMIT_DEADLINE_S)
+        for key in release:
+            self._foreign.pop(key, None)
+        self._deferred = {k: v for k, v in self._deferred.items() if k in wanted}
+        acquire = {k for k in wanted - held if k not in self._deferred or self._deferred[k][0] <= now}
+        for route, keys in _by_route(acquire).items():
+            if route not in self._routes:
+                for topic, partition in keys:
+                    self._foreign[PartitionKey(route, topic, partition)] = f"route {route!r} is not in this worker's config"
+                continue
+            result = self._copier(route).acquire(keys)
+            for (topic, partition), why in result.deferred.items():
+                self._deferred[PartitionKey(route, topic, partition)] = (now + DEFER_RETRY_S, why)
+                log.warning("route %s: %s/%s not started yet (retry in %.0fs): %s", route, topic, partition, DEFER_RETRY_S, why)
+            for key in (PartitionKey(route, t, p) for t, p in result.online):
+                self._deferred.pop(key, None)
+            for key in (PartitionKey(route, t, p) for t, p in result.errors):
+                self._deferred.pop(key, None)
+        if release or acquire or assignment is not self._applied:
+            log.info("applied assignment generation %d: %d partitions (released %d, started %d)",
+                     assignment.generation, len(wanted), len(release), len(acquire))
+        self._applied = assignment
+        self._status_dirty = True
+
+    def _held(self) -> set[PartitionKey]:
+        held = set(self._foreign)
+        for route, copier in self._copiers.items():
+            held.update(PartitionKey(route, t, p) for t, p in copier.held())
+        return held
+
+    def _copier(self, route: str) -> RouteCopier:
+        if route not in self._copiers:
+            config = self._routes[route]
+            self._copiers[route] = RouteCopier(
+                config, self.config.clusters[config.source], self.config.clusters[config.destination],
+                self.config.worker, self.metrics, client_id=f"ferry-{self.worker_id}", clock=self._clock,
+            )
+        return self._copiers[route]
+
+    def _commit_and_measure(self) -> None:
+        in_flight = 0
+        for copier in self._copiers.values():
+            copier.commit()
+            copier.update_lag()
+            in_flight += copier.in_flight()
+        self.metrics.in_flight.set(in_flight)
+
+    # -- ZooKeeper --------------------------------------------------------------------------
+
+    def _on_assignment(self, data: bytes | None, stat: Any) -> None:
+        # kazoo's watch thread: store and wake, never block.
+        try:
+            assignment = WorkerAssignment.from_bytes(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.error("ignoring an unreadable assignment node: %s", exc)
+            return
+        with self._assignment_lock:
+            if assignment.generation >= self._assignment.generation or data is None:
+                self._assignment = assignment
+        self._wake.set()
+
+    def _on_session_state(self, state: str) -> None:
+        # kazoo's connection thread: only record what happened.
+        if state == KazooState.LOST:
+            self._session_lost.set()
+        elif state == KazooState.SUSPENDED:
+            self._suspended_since = self._clock()
+        else:
+            self._suspended_since = None
+        self._wake.set()
+
+    def _check_session(self) -> None:
+        suspended_for = None if self._suspended_since is None else self._clock() - self._suspended_since
+        cut_off = self._session_lost.is_set() or (
+            suspended_for is not None and suspended_for > self.config.zookeeper.session_timeout_s
+        )
+        if cut_off and self.state == RUNNING:
+            log.warning("ZooKeeper session lost: releasing every partition until registered again")
+            self._set_state(SUSPENDED)
+            self._applied = None
+            self._reconcile()  # wanted is empty while SUSPENDED: releases everything
+        if self.state == SUSPENDED and self._zk.connected and self._suspended_since is None:
+            self._session_lost.clear()
+            try:
+                self._register()
+                data, _ = self._zk.get(self.layout.assignment(self.worker_id))
+                self._on_assignment(data, None)
+            except NoNodeError:
+                self._on_assignment(None, None)
+            except Exception as exc:
+                log.warning("registering again failed (will retry): %s", exc)
+                return
+            self._applied = None
+            self._set_state(RUNNING)
+            log.info("registered again in ZooKeeper")
+
+    def _register(self) -> None:
+        """Creates the ephemeral live node, waiting out a previous incarnation's session."""
+        path = self.layout.live_worker(self.worker_id)
+        metrics_url = f"http://{self.config.worker.metrics_host}:{self._metrics_port}" if self._metrics_port else None
+        info = WorkerInfo(self.worker_id, socket.gethostname(), os.getpid(), metrics_url)
+        deadline = self._clock() + self.config.zookeeper.session_timeout_s * 2 + 5
+        while True:
+            try:
+                self._zk.create(path, info.to_bytes(), ephemeral=True)
+                break
+            except NodeExistsError:
+                stat = self._zk.exists(path)
+                if stat is not None and stat.owner_session_id == self._zk.client_id[0]:
+                    self._zk.set(path, info.to_bytes())
+                    break
+                if self._clock() > deadline:
+                    raise RegistrationError(
+                        f"another live worker holds the id {self.worker_id!r} ({path}); give this one another --id"
+                    ) from None
+                log.info("waiting for the previous session of worker %s to expire", self.worker_id)
+                time.sleep(0.5)
+        self._status_dirty = True
+        self._publish_status()
+
+    def _publish_status(self, leaving: bool = False) -> None:
+        partitions = {key: PartitionStatus("ERROR", why) for key, why in self._foreign.items()}
+        for key, (_, why) in self._deferred.items():
+            partitions[key] = PartitionStatus("OFFLINE", why)
+        for route, copier in self._copiers.items():
+            copier.changed = False
+            for (topic, partition), status in copier.statuses().items():
+                partitions[PartitionKey(route, topic, partition)] = status
+        generation = self._applied.generation if self._applied is not None else 0
+        payload = WorkerStatus(generation=generation, partitions=partitions, leaving=leaving).to_bytes()
+        path = self.layout.worker_state(self.worker_id)
+        try:
+            try:
+                self._zk.set(path, payload)
+            except NoNodeError:
+                self._zk.create(path, payload, ephemeral=True)
+        except Exception as exc:
+            log.debug("status not published yet: %s", exc)
+            return
+        self._status_dirty = False
+        counts = {"ONLINE": 0, "ERROR": 0, "OFFLINE": 0}
+        for partition_status in partitions.values():
+            counts[partition_status.state] = counts.get(partition_status.state, 0) + 1
+        for state, count in counts.items():
+            self.metrics.partitions.labels(state).set(count)
+        self.metrics.generation.set(generation)
+        self._health = {"status": self.state, "worker": self.worker_id, "generation": generation,
+                        "partitions": counts, "leaving": leaving}
+
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        self._health = {**self._health, "status": state}
+
+    # -- leaving ----------------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        log.info("draining: releasing every partition")
+        self._set_state(DRAINING)
+        self._applied = None
+        self._reconcile()  # wanted is empty while DRAINING: flush, commit, unassign everything
+        self._publish_status(leaving=True)
+        deadline = self._clock() + LEAVE_WAIT_S
+        while self._clock() < deadline and self._zk.connected:
+            with self._assignment_lock:
+                if not self._assignment.partitions:
+                    break
+            self._wake.wait(0.2)
+            self._wake.clear()
+
+    def _shutdown(self) -> None:
+        for copier in self._copiers.values():
+            try:
+                copier.close(FLUSH_TIMEOUT_S)
+            except Exception as exc:
+                log.warning("closing route %s: %s", copier.route.name, exc)
+        if self._zk.connected:
+            for path in (self.layout.live_worker(self.worker_id), self.layout.worker_state(self.worker_id)):
+                with contextlib.suppress(NoNodeError):
+                    self._zk.delete(path)
+        if self._owns_zk:
+            self._zk.stop()
+            self._zk.close()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        self._set_state(STOPPED)
+        log.info("worker %s stopped", self.worker_id)
+
+
+def _by_route(keys: set[PartitionKey]) -> dict[str, list[TopicPartitionKey]]:
+    grouped: dict[str, list[TopicPartitionKey]] = {}
+    for key in keys:
+        grouped.setdefault(key.route, []).append((key.topic, key.partition))
+    return grouped

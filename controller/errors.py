@@ -1,0 +1,42 @@
+"""The controller's exceptions: one base, :class:`ControllerError`, under Ferry's :class:`FerryError`.
+
+Each carries the HTTP status the REST API answers with, so user mistakes never become a 500.
+"""
+
+from __future__ import annotations
+
+from common.errors import FerryError
+
+
+class ControllerError(FerryError):
+    """Base of every error the controller raises on purpose."""
+
+    status = 500
+
+
+class BadRequest(ControllerError):
+    """The request is malformed or asks for something impossible (400)."""
+
+    status = 400
+
+
+class NotFound(ControllerError):
+    """A topic unknown to Ferry, or missing at the source (404)."""
+
+    status = 404
+
+
+class Conflict(ControllerError):
+    """The topic is already mirrored (409)."""
+
+    status = 409
+
+
+class Unavailable(ControllerError):
+    """No leader right now, or a cluster cannot be reached; worth retrying (503)."""
+
+    status = 503
+
+
+class NotLeader(Unavailable):
+    """This controller does not lead (any more); its write was refused by the fence."""

@@ -1,0 +1,558 @@
+"""A Ferry controller: one of several; the elected leader keeps the ideal state and the assignments.
+
+States::
+
+    STANDBY -> LEADING   won the kazoo Election: creates the ephemeral leader node, watches workers,
+                         reconciles
+    LEADING -> STANDBY   lost the lead (session expired, or a fenced write found its election node
+                         gone): stops writing at once, campaigns again
+    any     -> STOPPED   :meth:`Controller.stop`
+
+Level-triggered: ZooKeeper watch callbacks (all on kazoo's one event thread) only *schedule*
+the APScheduler job ``reconcile``; the job reads the whole state, computes the whole desired
+state with :func:`controller.planner.plan` and writes what differs in fenced transactions,
+stamping changed assignments with a new generation. Jobs run on one scheduler thread, so they
+never overlap; REST writes share the same lock.
+
+Jobs: ``reconcile`` (now, coalesced), ``rebalance`` (``rebalance_delay_s`` after the last
+membership change, debounced), ``failover-<worker>`` (when a departed worker's retention ends),
+``resync`` (every few seconds, a safety net for a trigger that arrived mid-run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from confluent_kafka import KafkaError, KafkaException
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, NodeExistsError
+from kazoo.recipe.election import Election
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from common import kafka_clients
+from common.config import FerryConfig, RouteConfig
+from common.diff import compare, summarize
+from common.model import (
+    ExternalView,
+    IdealState,
+    PartitionState,
+    TopicKey,
+    WorkerAssignment,
+    encode,
+    topic_name_problem,
+)
+from common.zk_layout import ZkLayout, make_client
+from controller import planner
+from controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
+from controller.store import Op, Snapshot, Store
+
+log = logging.getLogger(__name__)
+
+STANDBY, LEADING, STOPPED = "STANDBY", "LEADING", "STOPPED"
+RESYNC_INTERVAL_S = 5.0
+RETRY_AFTER_FAILURE_S = 1.0
+
+# (cluster name, topic) -> partition count at that cluster, or None when the topic does not exist.
+PartitionCounter = Callable[[str, str], "int | None"]
+
+
+class Controller:
+    """See the module docstring for states and jobs."""
+
+    def __init__(
+        self,
+        config: FerryConfig,
+        controller_id: str,
+        rest_url: str,
+        zk: KazooClient | None = None,
+        partition_counter: PartitionCounter | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.controller_id = controller_id
+        self.rest_url = rest_url
+        self.layout = ZkLayout(config.zookeeper.root)
+        self._zk = zk or make_client(config.zookeeper)
+        self._owns_zk = zk is None
+        self.store = Store(self._zk, self.layout)
+        self._count_partitions = partition_counter or self._kafka_partition_count
+        self._admins: dict[str, Any] = {}
+        self._clock = clock
+        self.state = STANDBY
+        self._lock = threading.RLock()
+        self._stopping = threading.Event()
+        self._lead_lost = threading.Event()
+        self._epoch = 0
+        self._fence: str | None = None
+        self._election: Election | None = None
+        self._thread: threading.Thread | None = None
+        self._departed_at: dict[str, float] = {}
+        self._live_seen: set[str] | None = None
+        self._dirty = False
+        self._scheduler = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(1)},
+            job_defaults={"coalesce": True, "max_instances": 1},
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._owns_zk:
+            self._zk.start(timeout=self.config.zookeeper.retry_deadline_s)
+        self._zk.add_listener(self._on_session_state)
+        self.store.ensure_layout()
+        self._scheduler.start()
+        self._thread = threading.Thread(target=self._campaign, name="controller-election", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._lead_lost.set()
+        if self._election is not None:
+            with contextlib.suppress(Exception):
+                self._election.cancel()
+        if self._thread is not None:
+            self._thread.join(10)
+        with contextlib.suppress(Exception):
+            self._scheduler.shutdown(wait=False)
+        if self._owns_zk:
+            self._zk.stop()
+            self._zk.close()
+        self.state = STOPPED
+
+    def _on_session_state(self, state: str) -> None:
+        # kazoo's connection thread: only record it. A lost session lost the election node too.
+        if state == KazooState.LOST:
+            self._lead_lost.set()
+
+    def _campaign(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                if not self._zk.connected:
+                    time.sleep(0.5)
+                    continue
+                self._election = Election(self._zk, self.layout.election, identifier=self.controller_id)
+                self._election.run(self._lead)
+            except Exception as exc:
+                if not self._stopping.is_set():
+                    log.warning("election interrupted (%s); campaigning again", exc)
+                    time.sleep(1)
+
+    def _lead(self) -> None:
+        """Runs while this controller holds the lead; returning gives it up."""
+        assert self._election is not None
+        self._lead_lost.clear()
+        if self._stopping.is_set():
+            return
+        self._fence = f"{self.layout.election}/{self._election.lock.node}"
+        self._epoch += 1
+        epoch = self._epoch
+        try:
+            self._publish_leader()
+        except (KazooException, NotLeader) as exc:
+            log.warning("could not publish the leader node: %s", exc)
+            return
+        self._departed_at = {}
+        self._live_seen = None
+        self.state = LEADING
+        log.info("controller %s leads (fence %s)", self.controller_id, self._fence)
+        try:
+            ChildrenWatch(self._zk, self.layout.live_workers, lambda children: self._on_live(epoch, children))
+            ChildrenWatch(self._zk, self.layout.worker_states, lambda children: self._on_states(epoch, children))
+            self._scheduler.add_job(self._run_reconcile, "interval", seconds=RESYNC_INTERVAL_S, id="resync",
+                                    replace_existing=True)
+            self.request_reconcile()
+            while not self._lead_lost.wait(0.5):
+                if self._stopping.is_set():
+                    break
+        finally:
+            self.state = STANDBY
+            self._epoch += 1
+            for job in self._scheduler.get_jobs():
+                with contextlib.suppress(Exception):
+                    job.remove()
+            if self._zk.connected:
+                with contextlib.suppress(KazooException):
+                    leader = self.store.leader()
+                    if leader and leader.get("id") == self.controller_id:
+                        self._zk.delete(self.layout.leader)
+            log.info("controller %s no longer leads", self.controller_id)
+
+    def _publish_leader(self) -> None:
+        assert self._fence is not None
+        payload = encode({"id": self.controller_id, "rest_url": self.rest_url})
+        try:
+            self._zk.create(self.layout.leader, payload, ephemeral=True)
+        except NodeExistsError:
+            # A former leader's node from a session that has not expired yet: ours now.
+            transaction = self._zk.transaction()
+            transaction.check(self._fence, 0)
+            transaction.delete(self.layout.leader)
+            transaction.create(self.layout.leader, payload, ephemeral=True)
+            results = transaction.commit()
+            if any(isinstance(r, Exception) for r in results):
+                raise NotLeader(f"could not take over the leader node: {results}") from None
+
+    # -- watches: schedule only -------------------------------------------------------------
+
+    def _on_live(self, epoch: int, children: list[str]) -> bool:
+        if epoch != self._epoch:
+            return False  # stops this watch: it belongs to an earlier lead
+        live = set(children)
+        if self._live_seen is not None and live != self._live_seen:
+            joined, left = sorted(live - self._live_seen), sorted(self._live_seen - live)
+            log.info("workers joined %s left %s; rebalance in %.0fs", joined, left, self.config.controller.rebalance_delay_s)
+            self._schedule("rebalance", self.config.controller.rebalance_delay_s, rebalance=True)
+        self._live_seen = live
+        self.request_reconcile()
+        return True
+
+    def _on_states(self, epoch: int, children: list[str]) -> bool:
+        if epoch != self._epoch:
+            return False
+        for worker in children:
+            DataWatch(self._zk, self.layout.worker_state(worker), self._state_watcher(epoch))
+        self.request_reconcile()
+        return True
+
+    def _state_watcher(self, epoch: int) -> Callable[[bytes | None, Any], bool]:
+        def on_data(data: bytes | None, stat: Any) -> bool:
+            if epoch != self._epoch:
+                return False
+            self.request_reconcile()
+            return data is not None  # a deleted node: the children watch makes a new watcher
+        return on_data
+
+    def request_reconcile(self) -> None:
+        self._dirty = True
+        self._schedule("reconcile", 0.0)
+
+    def _schedule(self, job_id: str, delay_s: float, rebalance: bool = False) -> None:
+        if self.state != LEADING:
+            return
+        with contextlib.suppress(Exception):  # the scheduler is shut down while stopping
+            self._scheduler.add_job(
+                self._run_reconcile, "date", run_date=datetime.now() + timedelta(seconds=delay_s), id=job_id,
+                replace_existing=True, misfire_grace_time=None, kwargs={"rebalance": rebalance},
+            )
+
+    # -- reconciliation ---------------------------------------------------------------------
+
+    def _run_reconcile(self, rebalance: bool = False) -> None:
+        """The scheduler's job: reconcile until no trigger arrived meanwhile."""
+        self._dirty = True
+        while self._dirty and self.state == LEADING:
+            self._dirty = False
+            try:
+                self.reconcile(rebalance=rebalance)
+            except NotLeader as exc:
+                log.warning("%s", exc)
+                self._lead_lost.set()
+                return
+            except (ControllerError, KazooException) as exc:
+                log.warning("reconcile failed (retrying in %.0fs): %s", RETRY_AFTER_FAILURE_S, exc)
+                self._schedule("reconcile", RETRY_AFTER_FAILURE_S, rebalance=rebalance)
+                return
+            rebalance = False
+
+    def reconcile(self, rebalance: bool = False) -> planner.Plan:
+        """Reads everything, plans the whole desired state, writes what differs (fenced)."""
+        with self._lock:
+            self._require_leader()
+            snapshot = self.store.snapshot()
+            now = self._clock()
+            plan = planner.plan(
+                snapshot.ideal, snapshot.live, snapshot.statuses, set(snapshot.assignments), self._departed_at,
+                now, self.config.controller.failover_delay_s, rebalance=rebalance,
+            )
+            ops = self._changes(snapshot, plan)
+            if ops:
+                self._commit(ops)
+            self._departed_at = dict(plan.departed_at)
+            for worker, until in plan.retained_until.items():
+                self._schedule(f"failover-{worker}", max(0.0, until - now) + 0.05)
+            if plan.moved:
+                log.info("reconciled: %d partitions moved%s", plan.moved, " (rebalance)" if rebalance else "")
+            return plan
+
+    def _changes(self, snapshot: Snapshot, plan: planner.Plan) -> list[Op]:
+        ops: list[Op] = []
+        for key, ideal in plan.ideal.items():
+            if snapshot.ideal.get(key) != ideal:
+                ops.append(Op("set", self.layout.topic(key.route, key.topic), ideal.to_bytes(), snapshot.ideal_versions[key]))
+        generation = snapshot.generation + 1
+        assignment_ops = []
+        for worker, partitions in sorted(plan.assignments.items()):
+            old = snapshot.assignments.get(worker)
+            path = self.layout.assignment(worker)
+            if old is None:
+                assignment_ops.append(Op("create", path, WorkerAssignment(generation, partitions).to_bytes()))
+            elif old.partitions != partitions:
+                assignment_ops.append(Op("set", path, WorkerAssignment(generation, partitions).to_bytes()))
+            elif not partitions and worker not in snapshot.live:
+                assignment_ops.append(Op("delete", path))  # a departed worker with nothing left
+        if assignment_ops:
+            ops.extend(assignment_ops)
+            kind = "set" if snapshot.generation_exists else "create"
+            ops.append(Op(kind, self.layout.generation, encode(generation)))
+        for key, view in plan.external.items():
+            old_view = snapshot.external.get(key)
+            if old_view != view:
+                self._zk.ensure_path(self.layout.route_external(key.route))
+                kind = "create" if old_view is None else "set"
+                ops.append(Op(kind, self.layout.external_topic(key.route, key.topic), view.to_bytes()))
+        for key in snapshot.external.keys() - plan.external.keys():
+            ops.append(Op("delete", self.layout.external_topic(key.route, key.topic)))
+        return ops
+
+    def _commit(self, ops: list[Op]) -> None:
+        if self._fence is None or self.state != LEADING:
+            raise NotLeader(f"controller {self.controller_id} does not lead")
+        self.store.commit(self._fence, ops)
+
+    # -- reads (any controller) -------------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        return self.state == LEADING
+
+    def leader(self) -> dict[str, str] | None:
+        try:
+            return self.store.leader()
+        except KazooException:
+            return None
+
+    def health(self) -> dict[str, Any]:
+        leader = self.leader()
+        return {
+            "status": "ok" if self._zk.connected else "zookeeper unreachable",
+            "id": self.controller_id,
+            "state": self.state,
+            "leader": self.is_leader(),
+            "leaderId": leader.get("id") if leader else None,
+            "leaderUrl": leader.get("rest_url") if leader else None,
+        }
+
+    def _routes(self, route: str | None) -> list[RouteConfig]:
+        if route is None:
+            return list(self.config.routes)
+        for candidate in self.config.routes:
+            if candidate.name == route:
+                return [candidate]
+        raise BadRequest(f"unknown route {route!r}; configured routes: {[r.name for r in self.config.routes]}")
+
+    def _read(self, what: Callable[[], Any]) -> Any:
+        try:
+            return what()
+        except KazooException as exc:
+            raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
+
+    def _ideal_state(self, route: str, topic: str) -> IdealState | None:
+        try:
+            return self.store.ideal_state(route, topic)
+        except KazooException as exc:
+            raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
+
+    def list_topics(self) -> list[dict[str, Any]]:
+        ideal, _ = self._read(self.store.ideal_states)
+        return [
+            {"topic": key.topic, "route": key.route, "partitions": state.partitions}
+            for key, state in sorted(ideal.items())
+        ]
+
+    def topic_view(self, topic: str, route: str | None = None) -> dict[str, Any]:
+        routes = self._routes(route)
+        ideal: dict[str, IdealState] = {}
+        external: dict[str, ExternalView] = {}
+        for r in routes:
+            state = self._ideal_state(r.name, topic)
+            if state is not None:
+                ideal[r.name] = state
+                external[r.name] = self._read(self.store.external_views).get(TopicKey(r.name, topic)) \
+                    or ExternalView(r.name, topic)
+        if not ideal:
+            raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
+        per_route = {name: _route_view(ideal[name], external[name]) for name in ideal}
+        if len(per_route) == 1:
+            view = dict(next(iter(per_route.values())))
+        else:  # several routes: flat maps keyed "<route>/<partition>"
+            view = {"idealState": {}, "externalView": {}, "workers": {}}
+            for name, one in per_route.items():
+                for p, w in one["idealState"].items():
+                    view["idealState"][f"{name}/{p}"] = w
+                for p, entry in one["externalView"].items():
+                    view["externalView"][f"{name}/{p}"] = entry
+                for w, parts in one["workers"].items():
+                    view["workers"].setdefault(w, []).extend(f"{name}/{p}" for p in parts)
+        return {"topic": topic, **view, "routes": per_route}
+
+    def instances(self) -> dict[str, Any]:
+        live = self._read(self.store.live_workers)
+        statuses = self._read(self.store.statuses)
+        ideal, _ = self._read(self.store.ideal_states)
+        holding: dict[str, list[str]] = {}
+        for key, state in sorted(ideal.items()):
+            for p, worker in sorted(state.assignment.items()):
+                holding.setdefault(worker, []).append(f"{key.route}/{key.topic}/{p}")
+        instances = []
+        for worker, info in sorted(live.items()):
+            status = statuses.get(worker)
+            states = [s.state for s in status.partitions.values()] if status else []
+            instances.append({
+                "id": worker, "host": info.host, "pid": info.pid, "metricsUrl": info.metrics_url,
+                "partitions": holding.get(worker, []),
+                "online": states.count(PartitionState.ONLINE), "error": states.count(PartitionState.ERROR),
+                "generation": status.generation if status else None,
+                "leaving": bool(status and status.leaving),
+            })
+        departed = [{"id": w, "partitions": parts} for w, parts in sorted(holding.items()) if w not in live]
+        return {"instances": instances, "departed": departed}
+
+    def validation(self) -> dict[str, Any]:
+        ideal, _ = self._read(self.store.ideal_states)
+        external = self._read(self.store.external_views)
+        live = set(self._read(self.store.live_workers))
+        mismatches = compare(ideal, external, live)
+        return {
+            "ok": not mismatches,
+            "summary": summarize(ideal, external),
+            "mismatches": [m.to_json() for m in mismatches],
+        }
+
+    # -- writes (leader only) ---------------------------------------------------------------
+
+    def _require_leader(self) -> None:
+        if not self.is_leader():
+            raise NotLeader(f"controller {self.controller_id} does not lead")
+
+    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> dict[str, Any]:
+        """Whitelists ``topic`` on every route (or ``route``); its partitions are assigned at once."""
+        _check_topic(topic)
+        count = _check_count(num_partitions, required=False)
+        routes = self._routes(route)
+        with self._lock:
+            self._require_leader()
+            for r in routes:
+                if self._ideal_state(r.name, topic) is not None:
+                    raise Conflict(f"topic {topic!r} is already mirrored on route {r.name}")
+            ops = []
+            for r in routes:
+                at_source = self._source_count(r, topic)
+                wanted = count or at_source
+                if wanted > at_source:
+                    raise BadRequest(f"numPartitions {wanted} exceeds the {at_source} partitions of {topic!r} on {r.source}")
+                self._zk.ensure_path(self.layout.route_topics(r.name))
+                ops.append(Op("create", self.layout.topic(r.name, topic), IdealState(r.name, topic, wanted).to_bytes()))
+            self._commit(ops)
+            log.info("whitelisted topic %s on %s", topic, [r.name for r in routes])
+            self.reconcile()
+        return self.topic_view(topic, route)
+
+    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> dict[str, Any]:
+        """Raises the partition count Ferry mirrors (never lowers it); new partitions are assigned at once."""
+        _check_topic(topic)
+        count = _check_count(num_partitions, required=True)
+        assert count is not None
+        with self._lock:
+            self._require_leader()
+            ops = []
+            for r in self._routes(route):
+                state = self._ideal_state(r.name, topic)
+                if state is None:
+                    continue
+                if count < state.partitions:
+                    raise BadRequest(f"topic {topic!r} has {state.partitions} partitions; Kafka cannot shrink it to {count}")
+                at_source = self._source_count(r, topic)
+                if count > at_source:
+                    raise BadRequest(f"numPartitions {count} exceeds the {at_source} partitions of {topic!r} on {r.source}")
+                if count > state.partitions:
+                    expanded = IdealState(r.name, topic, count, dict(state.assignment))
+                    ops.append(Op("set", self.layout.topic(r.name, topic), expanded.to_bytes()))
+            if not ops and not any(self.store.ideal_state(r.name, topic) for r in self._routes(route)):
+                raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
+            if ops:
+                self._commit(ops)
+                self.reconcile()
+        return self.topic_view(topic, route)
+
+    def delete_topic(self, topic: str, route: str | None = None) -> dict[str, Any]:
+        """Stops mirroring ``topic``; workers release its partitions. The destination topic stays."""
+        with self._lock:
+            self._require_leader()
+            ops = []
+            for r in self._routes(route):
+                if self._ideal_state(r.name, topic) is not None:
+                    ops.append(Op("delete", self.layout.topic(r.name, topic)))
+            if not ops:
+                raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
+            self._commit(ops)
+            log.info("stopped mirroring topic %s", topic)
+            self.reconcile()
+        return {"topic": topic, "deleted": True}
+
+    def rebalance_now(self) -> dict[str, Any]:
+        with self._lock:
+            plan = self.reconcile(rebalance=True)
+        return {"rebalanced": True, "moved": plan.moved}
+
+    # -- Kafka metadata ---------------------------------------------------------------------
+
+    def _source_count(self, route: RouteConfig, topic: str) -> int:
+        count = self._count_partitions(route.source, topic)
+        if count is None:
+            raise NotFound(f"topic {topic!r} does not exist on the source cluster {route.source!r}")
+        return count
+
+    def _kafka_partition_count(self, cluster: str, topic: str) -> int | None:
+        if cluster not in self._admins:
+            self._admins[cluster] = kafka_clients.admin(self.config.clusters[cluster])
+        try:
+            metadata = self._admins[cluster].list_topics(topic, timeout=10).topics.get(topic)
+        except KafkaException as exc:
+            raise Unavailable(f"cluster {cluster!r} cannot be reached: {exc.args[0].str()}") from None
+        if metadata is None:
+            return None
+        if metadata.error is not None:
+            if metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None
+            raise Unavailable(f"cluster {cluster!r}: {metadata.error.str()}")
+        return len(metadata.partitions)
+
+
+def _route_view(ideal: IdealState, external: ExternalView) -> dict[str, Any]:
+    workers: dict[str, list[int]] = {}
+    for p, w in sorted(ideal.assignment.items()):
+        workers.setdefault(w, []).append(p)
+    return {
+        "partitions": ideal.partitions,
+        "idealState": {str(p): w for p, w in sorted(ideal.assignment.items())},
+        "externalView": {str(p): v for p, v in sorted(external.partitions.items())},
+        "workers": workers,
+    }
+
+
+def _check_topic(topic: Any) -> None:
+    problem = topic_name_problem(topic)
+    if problem:
+        raise BadRequest(problem)
+    if topic.startswith("__"):
+        raise BadRequest(f"{topic!r} is an internal topic; Ferry does not mirror internal topics")
+
+
+def _check_count(value: Any, required: bool) -> int | None:
+    if value is None:
+        if required:
+            raise BadRequest("numPartitions is required")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"numPartitions must be a positive integer, not {value!r}")
+    if value <= 0:
+        raise BadRequest(f"numPartitions must be positive, not {value}")
+    return value

@@ -1,0 +1,254 @@
+"""``ferry zk``: read Ferry's ZooKeeper layout the way an operator wants to see it.
+
+``tree`` walks the layout with sizes, versions and whether a node is ephemeral; ``get`` decodes
+one node; ``ideal`` and ``external`` show one topic's ideal state and external view side by
+side with the partition numbers; ``diff`` lists where they disagree (the pure comparison lives
+in :mod:`common.diff`). Everything prints readably, or as JSON with ``--json``.
+
+Read-only: this module never writes to ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from common.config import FerryConfig, load_config
+from common.errors import FerryError
+from common.model import (
+    ExternalView,
+    IdealState,
+    TopicKey,
+    decode,
+)
+from common.zk_layout import ZkLayout, make_client
+
+if TYPE_CHECKING:
+    from common.diff import Mismatch
+
+
+class InspectError(FerryError):
+    """A path or topic that is not in Ferry's layout."""
+
+
+def _decoded(data: bytes | None) -> Any:
+    if not data:
+        return None
+    try:
+        return decode(data)
+    except ValueError:
+        return data.decode("utf-8", errors="replace")
+
+
+def walk(client: KazooClient, path: str) -> Iterator[dict[str, Any]]:
+    """Depth-first: every node under ``path`` (included) with its stat and decoded data."""
+    try:
+        data, stat = client.get(path)
+        children = sorted(client.get_children(path))
+    except NoNodeError:
+        return
+    yield {
+        "path": path,
+        "size": stat.dataLength,
+        "version": stat.version,
+        "ephemeral": bool(stat.ephemeralOwner),
+        "children": len(children),
+        "data": _decoded(data),
+    }
+    for child in children:
+        yield from walk(client, path.rstrip("/") + "/" + child)
+
+
+def get_node(client: KazooClient, path: str) -> dict[str, Any]:
+    try:
+        data, stat = client.get(path)
+    except NoNodeError as exc:
+        raise InspectError(f"no node at {path}") from exc
+    return {
+        "path": path,
+        "size": stat.dataLength,
+        "version": stat.version,
+        "ephemeral": bool(stat.ephemeralOwner),
+        "data": _decoded(data),
+    }
+
+
+def _route(config: FerryConfig, route: str | None) -> str:
+    names = [r.name for r in config.routes]
+    if route is None:
+        if len(names) == 1:
+            return names[0]
+        raise InspectError(f"several routes are configured ({', '.join(names)}): pass --route")
+    if route not in names:
+        raise InspectError(f"unknown route {route!r}; configured: {', '.join(names)}")
+    return route
+
+
+def read_ideal(client: KazooClient, layout: ZkLayout, route: str, topic: str) -> IdealState:
+    try:
+        data, _ = client.get(layout.topic(route, topic))
+    except NoNodeError as exc:
+        raise InspectError(f"topic {topic!r} is not mirrored on route {route}") from exc
+    return IdealState.from_bytes(data)
+
+
+def read_external(client: KazooClient, layout: ZkLayout, route: str, topic: str) -> ExternalView:
+    try:
+        data, _ = client.get(layout.external_topic(route, topic))
+    except NoNodeError:
+        return ExternalView(route=route, topic=topic)
+    return ExternalView.from_bytes(data)
+
+
+def topic_table(ideal: IdealState, view: ExternalView) -> list[dict[str, Any]]:
+    rows = []
+    for partition in range(ideal.partitions):
+        reported = view.partitions.get(partition, {})
+        rows.append(
+            {
+                "partition": partition,
+                "ideal": ideal.assignment.get(partition),
+                "worker": reported.get("worker"),
+                "state": reported.get("state"),
+                "reason": reported.get("reason"),
+            }
+        )
+    return rows
+
+
+def _children(client: KazooClient, path: str) -> list[str]:
+    try:
+        return sorted(client.get_children(path))
+    except NoNodeError:
+        return []
+
+
+def mismatches(client: KazooClient, layout: ZkLayout, config: FerryConfig) -> list[Mismatch]:
+    """Where the ideal state and the external view disagree, for every mirrored topic."""
+    from common.diff import compare
+
+    live = set(_children(client, layout.live_workers))
+    ideal: dict[TopicKey, IdealState] = {}
+    views: dict[TopicKey, ExternalView] = {}
+    for route in (r.name for r in config.routes):
+        for topic in _children(client, layout.route_topics(route)):
+            ideal[TopicKey(route, topic)] = read_ideal(client, layout, route, topic)
+            views[TopicKey(route, topic)] = read_external(client, layout, route, topic)
+    return compare(ideal, views, live)
+
+
+def _print_rows(rows: list[dict[str, Any]], columns: list[str]) -> None:
+    widths = {c: max([len(c)] + [len("" if r.get(c) is None else str(r.get(c))) for r in rows]) for c in columns}
+    print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
+    for row in rows:
+        print("  ".join(("-" if row.get(c) is None else str(row.get(c))).ljust(widths[c]) for c in columns).rstrip())
+
+
+def _short(data: Any, limit: int = 70) -> str:
+    if data is None:
+        return ""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("zk", help="inspect Ferry's state in ZooKeeper (read-only)")
+    parser.add_argument("--config", required=True, help="Ferry's YAML config (ZooKeeper address and root)")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    actions = parser.add_subparsers(dest="zk_action", required=True)
+    tree_parser = actions.add_parser("tree", help="every node under the root: size, version, data")
+    tree_parser.add_argument("path", nargs="?", help="start here instead of the root")
+    get_parser = actions.add_parser("get", help="one node, decoded")
+    get_parser.add_argument("path", help="absolute, or relative to the root")
+    for name, help_text in (("ideal", "a topic's ideal state"), ("external", "a topic's external view")):
+        topic_parser = actions.add_parser(name, help=help_text)
+        topic_parser.add_argument("topic")
+        topic_parser.add_argument("--route", help="needed when several routes are configured")
+    diff_parser = actions.add_parser("diff", help="where the ideal state and the external view disagree")
+    diff_parser.add_argument("--route", help=argparse.SUPPRESS)
+    parser.set_defaults(func=_run)
+
+
+def _absolute(layout: ZkLayout, path: str | None) -> str:
+    if not path:
+        return layout.root
+    if path.startswith("/"):
+        return path
+    return layout.root.rstrip("/") + "/" + path
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    layout = ZkLayout(config.zookeeper.root)
+    client = make_client(config.zookeeper)
+    try:
+        client.start(timeout=config.zookeeper.retry_deadline_s)
+    except Exception as exc:  # kazoo raises its own timeout type; the message is what matters
+        raise InspectError(f"cannot reach ZooKeeper at {config.zookeeper.connect}: {exc}") from exc
+    try:
+        return _dispatch(args, client, layout, config)
+    finally:
+        client.stop()
+        client.close()
+
+
+def _dispatch(args: argparse.Namespace, client: KazooClient, layout: ZkLayout, config: FerryConfig) -> int:
+    action = args.zk_action
+    if action == "tree":
+        nodes = list(walk(client, _absolute(layout, args.path)))
+        if not nodes:
+            raise InspectError(f"no node at {_absolute(layout, args.path)}")
+        if args.json:
+            json.dump(nodes, sys.stdout, indent=1)
+            print()
+        else:
+            _print_rows(
+                [{**n, "ephemeral": "yes" if n["ephemeral"] else "", "data": _short(n["data"])} for n in nodes],
+                ["path", "size", "version", "ephemeral", "data"],
+            )
+        return 0
+    if action == "get":
+        node = get_node(client, _absolute(layout, args.path))
+        if args.json:
+            json.dump(node, sys.stdout, indent=1)
+            print()
+        else:
+            flag = ", ephemeral" if node["ephemeral"] else ""
+            print(f"{node['path']}  ({node['size']} bytes, version {node['version']}{flag})")
+            print(json.dumps(node["data"], indent=2, sort_keys=True))
+        return 0
+    if action in ("ideal", "external"):
+        route = _route(config, args.route)
+        ideal = read_ideal(client, layout, route, args.topic)
+        view = read_external(client, layout, route, args.topic)
+        rows = topic_table(ideal, view)
+        if args.json:
+            payload: Any = ideal.assignment if action == "ideal" else view.partitions
+            json.dump({"route": route, "topic": args.topic, action: {str(k): v for k, v in payload.items()}}, sys.stdout, indent=1)
+            print()
+        else:
+            print(f"{route}/{args.topic}: {ideal.partitions} partitions")
+            columns = ["partition", "ideal"] if action == "ideal" else ["partition", "worker", "state", "reason"]
+            _print_rows(rows, columns)
+        return 0
+    found = mismatches(client, layout, config)
+    if args.json:
+        json.dump([m.to_json() for m in found], sys.stdout, indent=1)
+        print()
+    elif not found:
+        print("ideal state and external view agree")
+    else:
+        _print_rows(
+            [
+                {"partition": str(m.partition), "problem": m.problem, "ideal": m.ideal_worker, "reported": m.reported_worker, "reason": m.reason}
+                for m in found
+            ],
+            ["partition", "problem", "ideal", "reported", "reason"],
+        )
+    return 1 if found else 0

@@ -45,6 +45,26 @@ class ZookeeperConfig(_Strict):
 class RouteConfig(_Strict):
     source: str
     destination: str
+    # Auto-whitelisting (leader's topic observer): a source topic whose full name matches one of
+    # ``include`` and none of ``exclude`` is mirrored without a POST. Empty include: POST only.
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    # Destination topic configs that must not follow the source (e.g. retention.ms on a DR copy).
+    config_exclude: list[str] = Field(default_factory=list)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _regexes(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+        return value
+
+    def wants(self, topic: str) -> bool:
+        """Whether the observer mirrors ``topic`` by itself (full-name match)."""
+        return any(re.fullmatch(p, topic) for p in self.include) and not any(re.fullmatch(p, topic) for p in self.exclude)
 
     @property
     def name(self) -> str:
@@ -64,6 +84,14 @@ class ControllerConfig(_Strict):
     failover_delay_s: float = Field(10.0, ge=0)
     # How long a write forwarded to the leader may take.
     forward_timeout_s: float = Field(10.0, gt=0)
+    # The leader's topic observer: new matching topics, added partitions, destination configs.
+    observer_interval_s: float = Field(30.0, gt=0)
+    # How often the leader samples committed and log-end offsets (lag, /noprogress).
+    lag_interval_s: float = Field(10.0, gt=0)
+    # A lagging partition whose committed offset has not moved for this long makes no progress.
+    noprogress_after_s: float = Field(60.0, gt=0)
+    # How often the leader runs the Spark validation job (`ferry validate --store`); 0: never.
+    validation_interval_s: float = Field(0.0, ge=0)
 
 
 class WorkerConfig(_Strict):

@@ -10,6 +10,8 @@ Everything lives under the configured root (``zookeeper.root``)::
     <root>/assignments/<worker>        WorkerAssignment: what the worker must copy (leader writes)
     <root>/topics/<route>/<topic>      IdealState: partition -> worker (leader writes)
     <root>/external/<route>/<topic>    ExternalView: partition -> {worker, state} (leader writes)
+    <root>/validation                  last `ferry validate --store` result: {ok, problems, counts, checkedAt}
+    <root>/removed/<route>/<topic>     {"at": epoch s}: deleted through REST; never auto-whitelisted again
 
 ``<route>`` is ``<source>.<destination>``. Payloads are JSON (see :mod:`common.model`).
 Leader writes are fenced: they go in a transaction that also checks the leader's own election
@@ -89,6 +91,19 @@ class ZkLayout:
 
     def external_topic(self, route: str, topic: str) -> str:
         return self._join("external", route, topic)
+
+    @property
+    def removed(self) -> str:
+        return self._join("removed")
+
+    def removed_topic(self, route: str, topic: str) -> str:
+        """A topic deleted through the REST API: the observer does not whitelist it again."""
+        return self._join("removed", route, topic)
+
+    # pipeline
+    @property
+    def validation(self) -> str:
+        return self._join("validation")
 
     def persistent_paths(self) -> list[str]:
         """The folders every participant may ``ensure_path`` at start."""

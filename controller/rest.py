@@ -34,6 +34,10 @@ class ControllerApi(Protocol):
     def instances(self) -> dict[str, Any]: ...
     def rebalance_now(self) -> dict[str, Any]: ...
     def validation(self) -> dict[str, Any]: ...
+    def source_validation(self) -> dict[str, Any]: ...
+    def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[Any, Any]: ...
+    def noprogress(self) -> dict[str, Any]: ...
+    def metrics_text(self) -> bytes: ...
 
 
 def _controller() -> ControllerApi:
@@ -82,6 +86,7 @@ def _forward_if_standby() -> Response | None:
 health_api = Blueprint("health", __name__)
 topics_api = Blueprint("topics", __name__)
 instances_api = Blueprint("instances", __name__)
+offsets_api = Blueprint("offsets", __name__)
 
 
 @health_api.get("/health")
@@ -143,6 +148,47 @@ def validation() -> Any:
     return jsonify(_controller().validation())
 
 
+@instances_api.get("/validation/srcKafka")
+def source_validation() -> Any:
+    return jsonify(_controller().source_validation())
+
+
+def _offsets_json(samples: dict[Any, Any]) -> list[dict[str, Any]]:
+    return [
+        {"partition": str(key), "route": key.route, "topic": key.topic, "partitionId": key.partition,
+         "committed": sample.committed, "logEnd": sample.end, "lag": sample.lag}
+        for key, sample in sorted(samples.items())
+    ]
+
+
+@offsets_api.get("/offset")
+def offsets() -> Any:
+    return jsonify({"offsets": _offsets_json(_controller().offsets())})
+
+
+@offsets_api.get("/offset/<topic>")
+def topic_offsets(topic: str) -> Any:
+    return jsonify({"offsets": _offsets_json(_controller().offsets(topic))})
+
+
+@offsets_api.get("/offset/<topic>/<int:partition>")
+def partition_offsets(topic: str, partition: int) -> Any:
+    return jsonify({"offsets": _offsets_json(_controller().offsets(topic, partition))})
+
+
+@offsets_api.get("/noprogress")
+def noprogress() -> Any:
+    forwarded = _forward_if_standby()  # only the leader samples offsets over time
+    if forwarded is not None:
+        return forwarded
+    return jsonify(_controller().noprogress())
+
+
+@health_api.get("/metrics")
+def metrics() -> Any:
+    return Response(_controller().metrics_text(), content_type="text/plain; version=0.0.4; charset=utf-8")
+
+
 def _error(status: int, message: str) -> tuple[Response, int]:
     return jsonify({"error": message, "status": status}), status
 
@@ -152,7 +198,7 @@ def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0) -> Fl
     app.extensions["ferry.controller"] = controller
     app.config["FERRY_FORWARD_TIMEOUT_S"] = forward_timeout_s
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    for blueprint in (health_api, topics_api, instances_api):
+    for blueprint in (health_api, topics_api, instances_api, offsets_api):
         app.register_blueprint(blueprint)
 
     @app.errorhandler(ControllerError)

@@ -31,18 +31,18 @@ from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from confluent_kafka import KafkaError, KafkaException
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.election import Election
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from common import kafka_clients
 from common.config import FerryConfig, RouteConfig
 from common.diff import compare, summarize
 from common.model import (
     ExternalView,
     IdealState,
+    PartitionKey,
     PartitionState,
     TopicKey,
     WorkerAssignment,
@@ -50,8 +50,10 @@ from common.model import (
     topic_name_problem,
 )
 from common.zk_layout import ZkLayout, make_client
-from controller import planner
+from controller import observer, planner
 from controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
+from controller.kafka_meta import ClusterMetadata
+from controller.progress import OffsetSample, ProgressTracker
 from controller.store import Op, Snapshot, Store
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,7 @@ class Controller:
         zk: KazooClient | None = None,
         partition_counter: PartitionCounter | None = None,
         clock: Callable[[], float] = time.time,
+        kafka: ClusterMetadata | None = None,
     ) -> None:
         self.config = config
         self.controller_id = controller_id
@@ -83,8 +86,17 @@ class Controller:
         self._zk = zk or make_client(config.zookeeper)
         self._owns_zk = zk is None
         self.store = Store(self._zk, self.layout)
-        self._count_partitions = partition_counter or self._kafka_partition_count
-        self._admins: dict[str, Any] = {}
+        self.kafka = kafka or ClusterMetadata(config.clusters)
+        self._count_partitions = partition_counter or self.kafka.partition_count
+        self.progress = ProgressTracker(config.controller.noprogress_after_s)
+        self.registry = CollectorRegistry()
+        self._leader_gauge = Gauge("ferry_controller_leader", "1 while this controller leads", registry=self.registry)
+        self._partitions_gauge = Gauge("ferry_controller_partitions", "Mirrored partitions by reported state",
+                                       ["state"], registry=self.registry)
+        self._lag_gauge = Gauge("ferry_controller_partition_lag", "Log-end minus committed offset at the source",
+                                ["route", "topic", "partition"], registry=self.registry)
+        self._stalled_gauge = Gauge("ferry_controller_noprogress_partitions",
+                                    "Lagging partitions whose committed offset has not moved", registry=self.registry)
         self._clock = clock
         self.state = STANDBY
         self._lock = threading.RLock()
@@ -123,6 +135,7 @@ class Controller:
             self._thread.join(10)
         with contextlib.suppress(Exception):
             self._scheduler.shutdown(wait=False)
+        self.kafka.close()
         if self._owns_zk:
             self._zk.stop()
             self._zk.close()
@@ -169,12 +182,21 @@ class Controller:
             ChildrenWatch(self._zk, self.layout.worker_states, lambda children: self._on_states(epoch, children))
             self._scheduler.add_job(self._run_reconcile, "interval", seconds=RESYNC_INTERVAL_S, id="resync",
                                     replace_existing=True)
+            controller_config = self.config.controller
+            self._scheduler.add_job(self._run_guarded, "interval", args=[self.observe], id="observe",
+                                    seconds=controller_config.observer_interval_s, replace_existing=True,
+                                    next_run_time=datetime.now())
+            self._scheduler.add_job(self._run_guarded, "interval", args=[self.sample_offsets], id="lag",
+                                    seconds=controller_config.lag_interval_s, replace_existing=True,
+                                    next_run_time=datetime.now() + timedelta(seconds=1))
+            self._leader_gauge.set(1)
             self.request_reconcile()
             while not self._lead_lost.wait(0.5):
                 if self._stopping.is_set():
                     break
         finally:
             self.state = STANDBY
+            self._leader_gauge.set(0)
             self._epoch += 1
             for job in self._scheduler.get_jobs():
                 with contextlib.suppress(Exception):
@@ -277,6 +299,7 @@ class Controller:
             if ops:
                 self._commit(ops)
             self._departed_at = dict(plan.departed_at)
+            self._count_states(plan)
             for worker, until in plan.retained_until.items():
                 self._schedule(f"failover-{worker}", max(0.0, until - now) + 0.05)
             if plan.moved:
@@ -450,6 +473,8 @@ class Controller:
                     raise BadRequest(f"numPartitions {wanted} exceeds the {at_source} partitions of {topic!r} on {r.source}")
                 self._zk.ensure_path(self.layout.route_topics(r.name))
                 ops.append(Op("create", self.layout.topic(r.name, topic), IdealState(r.name, topic, wanted).to_bytes()))
+                if self._zk.exists(self.layout.removed_topic(r.name, topic)):
+                    ops.append(Op("delete", self.layout.removed_topic(r.name, topic)))
             self._commit(ops)
             log.info("whitelisted topic %s on %s", topic, [r.name for r in routes])
             self.reconcile()
@@ -490,6 +515,11 @@ class Controller:
             for r in self._routes(route):
                 if self._ideal_state(r.name, topic) is not None:
                     ops.append(Op("delete", self.layout.topic(r.name, topic)))
+                    # Remembered, so the observer does not whitelist it again until someone POSTs it.
+                    self._zk.ensure_path(f"{self.layout.removed}/{r.name}")
+                    removed = self.layout.removed_topic(r.name, topic)
+                    if not self._zk.exists(removed):
+                        ops.append(Op("create", removed, encode({"at": self._clock()})))
             if not ops:
                 raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
             self._commit(ops)
@@ -510,20 +540,146 @@ class Controller:
             raise NotFound(f"topic {topic!r} does not exist on the source cluster {route.source!r}")
         return count
 
-    def _kafka_partition_count(self, cluster: str, topic: str) -> int | None:
-        if cluster not in self._admins:
-            self._admins[cluster] = kafka_clients.admin(self.config.clusters[cluster])
+    # -- the observer, lag and progress (leader jobs) ------------------------------------------
+
+    def _run_guarded(self, job: Callable[[], Any]) -> None:
+        """Runs a periodic leader job; a failure is logged and the next run tries again."""
+        if self.state != LEADING:
+            return
         try:
-            metadata = self._admins[cluster].list_topics(topic, timeout=10).topics.get(topic)
-        except KafkaException as exc:
-            raise Unavailable(f"cluster {cluster!r} cannot be reached: {exc.args[0].str()}") from None
-        if metadata is None:
-            return None
-        if metadata.error is not None:
-            if metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                return None
-            raise Unavailable(f"cluster {cluster!r}: {metadata.error.str()}")
-        return len(metadata.partitions)
+            job()
+        except NotLeader as exc:
+            log.warning("%s", exc)
+            self._lead_lost.set()
+        except (ControllerError, KazooException) as exc:
+            log.warning("%s failed (next run retries): %s", getattr(job, "__name__", job), exc)
+
+    def removed_topics(self) -> set[TopicKey]:
+        removed = set()
+        for route in self.config.routes:
+            try:
+                for topic in self._zk.get_children(f"{self.layout.removed}/{route.name}"):
+                    removed.add(TopicKey(route.name, topic))
+            except NoNodeError:
+                continue
+        return removed
+
+    def observe(self) -> observer.Decisions:
+        """Whitelists new matching source topics, expands grown ones, makes destination configs follow."""
+        source_topics = {r.name: self.kafka.topics(r.source) for r in self.config.routes if r.include}
+        with self._lock:
+            self._require_leader()
+            ideal, versions = self.store.ideal_states()
+            for r in self.config.routes:  # grown topics on routes without auto-whitelisting too
+                if r.name not in source_topics:
+                    mirrored = [k.topic for k in ideal if k.route == r.name]
+                    if mirrored:
+                        counts = {t: self._count_partitions(r.source, t) for t in mirrored}
+                        source_topics[r.name] = {t: n for t, n in counts.items() if n is not None}
+            decisions = observer.decide(self.config.routes, source_topics, ideal, self.removed_topics())
+            ops = []
+            for key, partitions in sorted(decisions.add.items()):
+                self._zk.ensure_path(self.layout.route_topics(key.route))
+                ops.append(Op("create", self.layout.topic(key.route, key.topic),
+                              IdealState(key.route, key.topic, partitions).to_bytes()))
+            for key, partitions in sorted(decisions.expand.items()):
+                old = ideal[key]
+                grown = IdealState(key.route, key.topic, partitions, dict(old.assignment))
+                ops.append(Op("set", self.layout.topic(key.route, key.topic), grown.to_bytes(), versions[key]))
+            if ops:
+                self._commit(ops)
+                log.info("observer: whitelisted %s, expanded %s", sorted(map(str, decisions.add)),
+                         {str(k): n for k, n in decisions.expand.items()})
+                self.reconcile()
+        self._follow_configs(set(ideal) | set(decisions.add))
+        return decisions
+
+    def _follow_configs(self, topics: set[TopicKey]) -> None:
+        for route in self.config.routes:
+            names = sorted(k.topic for k in topics if k.route == route.name)
+            if not names:
+                continue
+            source = self.kafka.topic_configs(route.source, names)
+            destination = self.kafka.topic_configs(route.destination, names)
+            for topic in names:
+                if topic not in source or topic not in destination:
+                    continue  # the destination topic does not exist yet: its worker creates it
+                changes = observer.config_changes(source[topic], destination[topic], route.config_exclude)
+                if changes:
+                    self.kafka.set_topic_configs(route.destination, topic, changes)
+                    log.info("observer: %s on %s now follows the source: %s", topic, route.destination, changes)
+
+    def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
+        """Committed (route's group, at the source) and log-end offsets of mirrored partitions, read now."""
+        ideal, _ = self._read(self.store.ideal_states)
+        if topic is not None and not any(k.topic == topic for k in ideal):
+            raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
+        result: dict[PartitionKey, OffsetSample] = {}
+        for route in self.config.routes:
+            wanted = [
+                (key.topic, p) for key, state in ideal.items() if key.route == route.name
+                and (topic is None or key.topic == topic) for p in range(state.partitions)
+                if partition is None or p == partition
+            ]
+            if not wanted:
+                continue
+            ends = self.kafka.end_offsets(route.source, wanted)
+            committed = self.kafka.committed(route.source, route.group_id, wanted)
+            for t, p in wanted:
+                if (t, p) in ends:
+                    result[PartitionKey(route.name, t, p)] = OffsetSample(committed.get((t, p)), ends[(t, p)])
+        if topic is not None and partition is not None and not result:
+            raise NotFound(f"partition {partition} of {topic!r} is not mirrored by Ferry")
+        return result
+
+    def sample_offsets(self) -> None:
+        """The leader's lag job: feeds /noprogress and the lag metrics."""
+        samples = self.offsets()
+        self.progress.update(samples, self._clock())
+        self._lag_gauge.clear()
+        for key, sample in samples.items():
+            self._lag_gauge.labels(key.route, key.topic, str(key.partition)).set(sample.lag)
+        self._stalled_gauge.set(len(self.progress.stalled(self._clock())))
+
+    def noprogress(self) -> dict[str, Any]:
+        self._require_leader()  # only the leader samples; the REST layer forwards to it
+        now = self._clock()
+        latest = self.progress.latest()
+        return {"noprogress": [
+            {"partition": str(key), "route": key.route, "topic": key.topic, "partitionId": key.partition,
+             "committed": latest[key].committed, "logEnd": latest[key].end, "lag": latest[key].lag,
+             "stalledForS": round(since, 1)}
+            for key, since in sorted(self.progress.stalled(now).items())
+        ], "thresholdS": self.progress.noprogress_after_s}
+
+    def source_validation(self) -> dict[str, Any]:
+        """uReplicator's ``/validation/srcKafka``: partition counts at the source vs the ideal state."""
+        ideal, _ = self._read(self.store.ideal_states)
+        problems = []
+        for key, state in sorted(ideal.items()):
+            route = self.config.route(key.route) if key.route in {r.name for r in self.config.routes} else None
+            if route is None:
+                continue
+            at_source = self._count_partitions(route.source, key.topic)
+            if at_source != state.partitions:
+                problems.append({"route": key.route, "topic": key.topic, "idealPartitions": state.partitions,
+                                 "sourcePartitions": at_source,
+                                 "problem": "missing at source" if at_source is None else "partition count differs"})
+        return {"ok": not problems, "topics": len(ideal), "mismatches": problems}
+
+    def _count_states(self, plan: planner.Plan) -> None:
+        counts = {PartitionState.ONLINE: 0, PartitionState.OFFLINE: 0, PartitionState.ERROR: 0}
+        for key, state in plan.ideal.items():
+            view = plan.external.get(key)
+            for p in range(state.partitions):
+                entry = view.partitions.get(p) if view else None
+                reported = entry.get("state", PartitionState.OFFLINE) if entry else PartitionState.OFFLINE
+                counts[reported] = counts.get(reported, 0) + 1
+        for name, count in counts.items():
+            self._partitions_gauge.labels(name).set(count)
+
+    def metrics_text(self) -> bytes:
+        return generate_latest(self.registry)
 
 
 def _route_view(ideal: IdealState, external: ExternalView) -> dict[str, Any]:

@@ -164,6 +164,7 @@ class RouteCopier:
                 future = self._destination_admin.create_partitions([NewPartitions(topic, wanted)])[topic]
                 self._admin_result(future, KafkaError.INVALID_PARTITIONS)
                 log.info("route %s: expanded destination topic %s to %d partitions", self.route.name, topic, wanted)
+            self._await_producer_metadata(topic, wanted)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
@@ -171,6 +172,21 @@ class RouteCopier:
                 raise _Stopped(f"cannot create destination topic {topic!r}: {error.str()}") from None
             raise _Deferred(f"destination cluster: {error.str()}") from None
         return wanted
+
+    def _await_producer_metadata(self, topic: str, partitions: int) -> None:
+        """Waits (bounded) until the producer's metadata shows ``partitions`` partitions of ``topic``.
+
+        Right after a topic is created or expanded, librdkafka's cached metadata may not know the
+        new partitions yet, and ``produce`` would refuse records for them as an unknown partition.
+        """
+        deadline = self._clock() + _METADATA_TIMEOUT_S
+        while True:
+            meta = self._producer.list_topics(topic, timeout=_METADATA_TIMEOUT_S).topics.get(topic)
+            if meta is not None and meta.error is None and len(meta.partitions) >= partitions:
+                return
+            if self._clock() > deadline:
+                raise _Deferred(f"the destination does not show {partitions} partitions of {topic!r} yet")
+            time.sleep(0.2)
 
     @staticmethod
     def _admin_result(future: Any, benign: int) -> None:

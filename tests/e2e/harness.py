@@ -90,12 +90,26 @@ class Fleet:
     failover_delay_s: float = 2.0
     session_timeout_s: float = 4.0
     processes: list[FerryProcess] = field(default_factory=list)
+    # Merged into the generated config, one level deep per section (e.g. {"controller": {...}}).
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.write_config()
+
+    def write_config(self) -> None:
         self.config_path = self.workdir / "ferry.yaml"
         self.config_path.write_text(yaml.safe_dump(self.config()))
 
     def config(self) -> dict[str, Any]:
+        config = self._base_config()
+        for section, values in self.extra.items():
+            if isinstance(values, dict) and isinstance(config.get(section), dict):
+                config[section] = {**config[section], **values}
+            else:
+                config[section] = values
+        return config
+
+    def _base_config(self) -> dict[str, Any]:
         return {
             "zookeeper": {
                 "connect": self.stack.zookeeper.address,

@@ -1,0 +1,127 @@
+"""The controller's view of the Kafka clusters: topics, partition counts, offsets, topic configs.
+
+Clients come from :mod:`common.kafka_clients` (one AdminClient per cluster, kept for the life
+of the controller). Every call has a timeout; an unreachable cluster raises :class:`Unavailable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, OffsetSpec
+
+from common import kafka_clients
+from controller.errors import Unavailable
+
+TIMEOUT_S = 10.0
+
+
+class ClusterMetadata:
+    def __init__(self, clusters: Mapping[str, Mapping[str, Any]]) -> None:
+        self._clusters = clusters
+        self._admins: dict[str, Any] = {}
+        self._consumers: dict[tuple[str, str], Any] = {}
+
+    def _admin(self, cluster: str) -> Any:
+        if cluster not in self._admins:
+            self._admins[cluster] = kafka_clients.admin(self._clusters[cluster])
+        return self._admins[cluster]
+
+    def _unavailable(self, cluster: str, exc: KafkaException) -> Unavailable:
+        error = exc.args[0]
+        detail = error.str() if isinstance(error, KafkaError) else str(error)
+        return Unavailable(f"cluster {cluster!r} cannot be reached: {detail}")
+
+    def topics(self, cluster: str) -> dict[str, int]:
+        """Every topic of ``cluster`` -> its partition count."""
+        try:
+            metadata = self._admin(cluster).list_topics(timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            raise self._unavailable(cluster, exc) from None
+        return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+    def partition_count(self, cluster: str, topic: str) -> int | None:
+        """``topic``'s partition count on ``cluster``, or None when it does not exist there."""
+        try:
+            metadata = self._admin(cluster).list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
+        except KafkaException as exc:
+            raise self._unavailable(cluster, exc) from None
+        if metadata is None:
+            return None
+        if metadata.error is not None:
+            if metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return None
+            raise Unavailable(f"cluster {cluster!r}: {metadata.error.str()}")
+        return len(metadata.partitions)
+
+    def end_offsets(self, cluster: str, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Log-end offset of each (topic, partition); partitions the cluster does not answer for are left out."""
+        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
+        if not request:
+            return {}
+        try:
+            futures = self._admin(cluster).list_offsets(request, request_timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            raise self._unavailable(cluster, exc) from None
+        result = {}
+        for tp, future in futures.items():
+            try:
+                result[(tp.topic, tp.partition)] = future.result(TIMEOUT_S).offset
+            except KafkaException:
+                continue
+        return result
+
+    def committed(self, cluster: str, group: str, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Committed offset of ``group`` for each (topic, partition) that has one."""
+        tps = [TopicPartition(t, p) for t, p in partitions]
+        if not tps:
+            return {}
+        key = (cluster, group)
+        if key not in self._consumers:
+            # Only reads committed offsets: never subscribes, assigns or commits.
+            self._consumers[key] = kafka_clients.consumer(self._clusters[cluster], group)
+        try:
+            answered = self._consumers[key].committed(tps, timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            raise self._unavailable(cluster, exc) from None
+        return {(tp.topic, tp.partition): tp.offset for tp in answered if tp.offset >= 0}
+
+    def topic_configs(self, cluster: str, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """Topic -> the configs set on the topic itself (not broker defaults)."""
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+        if not resources:
+            return {}
+        try:
+            futures = self._admin(cluster).describe_configs(resources, request_timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            raise self._unavailable(cluster, exc) from None
+        result: dict[str, dict[str, str]] = {}
+        for resource, future in futures.items():
+            try:
+                entries = future.result(TIMEOUT_S)
+            except KafkaException:
+                continue
+            result[resource.name] = {
+                name: entry.value for name, entry in entries.items()
+                if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and not entry.is_sensitive
+                and entry.value is not None
+            }
+        return result
+
+    def set_topic_configs(self, cluster: str, topic: str, changes: Mapping[str, str]) -> None:
+        if not changes:
+            return
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in changes.items()
+        ])
+        try:
+            self._admin(cluster).incremental_alter_configs([resource], request_timeout=TIMEOUT_S)[resource].result(TIMEOUT_S)
+        except KafkaException as exc:
+            raise self._unavailable(cluster, exc) from None
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
+        self._consumers.clear()

@@ -1,0 +1,88 @@
+"""Operations with real processes: auto-whitelisting, partition expansion, config following,
+removed topics staying removed, lag endpoints and controller metrics."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+import requests
+from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
+
+from common import kafka_clients
+from tests.e2e.harness import Fleet, RecordLedger, wait_until
+
+
+def test_observer_whitelists_expands_follows_configs_and_remembers_removals(
+    fleet: Fleet, topic_name: Callable[[str], str]
+) -> None:
+    topic, skipped = topic_name("auto"), topic_name("auto.skip")
+    fleet.extra = {
+        # Other tests' topics live on the same cluster: include only this test's two.
+        "routes": [{"source": "src", "destination": "dst", "include": [re.escape(topic), re.escape(skipped)],
+                    "exclude": [r"auto\.skip\..*"], "config_exclude": ["max.message.bytes"]}],
+        "controller": {"observer_interval_s": 1, "lag_interval_s": 1, "noprogress_after_s": 2},
+    }
+    fleet.write_config()
+    src_admin = kafka_clients.admin({"bootstrap.servers": fleet.stack.bootstrap("src")})
+    dst_admin = kafka_clients.admin({"bootstrap.servers": fleet.stack.bootstrap("dst")})
+    futures = src_admin.create_topics([
+        NewTopic(topic, 2, 1, config={"retention.ms": "123456789", "max.message.bytes": "500000"}),
+        NewTopic(skipped, 1, 1),
+    ])
+    for future in futures.values():
+        future.result(30)
+
+    controller = fleet.start_controller("c1")
+    fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    fleet.wait_for_workers(controller, {"w1"})
+    url = controller.url
+
+    # Whitelisted by the observer, without a POST; the excluded one is not.
+    wait_until(lambda: requests.get(f"{url}/topics/{topic}", timeout=2).status_code == 200, 15, "auto-whitelisting")
+    assert requests.get(f"{url}/topics/{skipped}", timeout=2).status_code == 404
+
+    ledger = RecordLedger(fleet.stack, topic, 2)
+    ledger.produce(200)
+    ledger.wait_for_destination(timeout=30)
+
+    # Destination configs follow the source, except the excluded key.
+    def destination_configs() -> dict[str, str]:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        entries = dst_admin.describe_configs([resource])[resource].result(10)
+        return {name: entry.value for name, entry in entries.items()}
+
+    wait_until(lambda: destination_configs().get("retention.ms") == "123456789", 15, "retention.ms to follow the source")
+    assert destination_configs().get("max.message.bytes") != "500000"
+
+    # Partitions added at the source are mirrored from their beginning.
+    src_admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
+    wait_until(lambda: requests.get(f"{url}/topics/{topic}", timeout=2).json()["partitions"] == 4, 15, "the expansion")
+    ledger.partitions = 4
+    wait_until(lambda: len(ledger._producer.list_topics(topic, timeout=5).topics[topic].partitions) == 4, 15,
+               "the producer to see the new partitions")
+    ledger.produce(400)
+    ledger.wait_for_destination(timeout=30)
+    assert ledger.check(allow_duplicates=False)["records"] == 600
+
+    # Lag endpoints.
+    def caught_up() -> bool:
+        body = requests.get(f"{url}/offset/{topic}", timeout=5).json()
+        return len(body["offsets"]) == 4 and all(o["lag"] == 0 for o in body["offsets"])
+
+    wait_until(caught_up, 15, "committed offsets to reach the log end")
+    one = requests.get(f"{url}/offset/{topic}/3", timeout=5)
+    assert one.status_code == 200 and one.json()["offsets"][0]["partitionId"] == 3
+    assert requests.get(f"{url}/offset/{topic}/9", timeout=5).status_code == 404
+    assert requests.get(f"{url}/offset/no-such-topic", timeout=5).status_code == 404
+    assert requests.get(f"{url}/noprogress", timeout=5).json()["noprogress"] == []
+    assert requests.get(f"{url}/validation/srcKafka", timeout=10).json()["ok"] is True
+    assert "ferry_controller_partition_lag" in requests.get(f"{url}/metrics", timeout=5).text
+
+    # A topic removed through the API stays removed until someone POSTs it again.
+    assert requests.delete(f"{url}/topics/{topic}", timeout=10).status_code == 200
+    time.sleep(2.5)  # two observer intervals: it must not whitelist the topic again
+    assert requests.get(f"{url}/topics/{topic}", timeout=2).status_code == 404
+    assert requests.post(f"{url}/topics", json={"topic": topic}, timeout=10).status_code == 201

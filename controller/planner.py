@@ -54,7 +54,8 @@ def plan(
     when it should copy nothing, so a worker is always told to stop).
     """
     active = active_workers(live, statuses)
-    leaving = set(live) - active
+    # A worker that said it leaves is never retained, even once its live node is gone.
+    leaving = (set(live) - active) | {w for w, status in statuses.items() if status.leaving}
     current: dict[PartitionKey, str] = {}
     partitions: list[PartitionKey] = []
     for key, state in ideal.items():

@@ -264,6 +264,9 @@ class Controller:
             self._scheduler.add_job(
                 self._run_reconcile, "date", run_date=datetime.now() + timedelta(seconds=delay_s), id=job_id,
                 replace_existing=True, misfire_grace_time=None, kwargs={"rebalance": rebalance},
+                # A trigger arriving while the same job runs waits for the one scheduler thread
+                # instead of being skipped (the pool has one thread, so runs never overlap).
+                max_instances=2,
             )
 
     # -- reconciliation ---------------------------------------------------------------------

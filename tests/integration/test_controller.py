@@ -1,0 +1,333 @@
+"""The real Controller in-process, against the local stack's ZooKeeper and Kafka.
+
+Each controller and each fake worker gets its own KazooClient on this test's chroot, so the
+config's ``zookeeper.root`` is ``/``. Fake workers only register (``workers/live/<id>``) and, where
+a test says so, write a status; they copy nothing, so no handoff ever waits on them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from common.config import FerryConfig, parse_config
+from common.devstack import Stack
+from common.model import (
+    IdealState,
+    PartitionKey,
+    PartitionState,
+    PartitionStatus,
+    WorkerAssignment,
+    WorkerInfo,
+    WorkerStatus,
+    decode,
+)
+from common.zk_layout import ZkLayout
+from controller.errors import BadRequest, Conflict, NotFound, NotLeader
+from controller.service import LEADING, Controller
+from controller.store import Op
+
+ROUTE = "src.dst"
+SESSION_TIMEOUT_S = 4.0
+LAYOUT = ZkLayout("/")
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """Polls ``condition`` until it returns something truthy; fails after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s}s waiting for {what} (last: {value!r})")
+        time.sleep(0.05)
+
+
+def connect(hosts: str, **kwargs: Any) -> KazooClient:
+    client = KazooClient(hosts=hosts, timeout=SESSION_TIMEOUT_S, **kwargs)
+    client.start(timeout=15)
+    return client
+
+
+def close(client: KazooClient) -> None:
+    client.stop()
+    client.close()
+
+
+class Cluster:
+    """Starts controllers and fake workers on one chroot and stops them all at the end."""
+
+    def __init__(self, chroot: str, stack: Stack) -> None:
+        self.chroot = chroot
+        self.stack = stack
+        self.controllers: list[Controller] = []
+        self.clients: list[KazooClient] = []
+        self.admin = connect(chroot)
+        self.clients.append(self.admin)
+
+    def config(self, failover_delay_s: float = 1.5) -> FerryConfig:
+        return parse_config({
+            "zookeeper": {"connect": self.chroot, "root": "/", "session_timeout_s": SESSION_TIMEOUT_S},
+            "clusters": {name: {"bootstrap.servers": self.stack.bootstrap(name)} for name in ("src", "dst")},
+            "routes": [{"source": "src", "destination": "dst"}],
+            # Rebalance is tested in the planner; here it must not move anything by itself.
+            "controller": {"failover_delay_s": failover_delay_s, "rebalance_delay_s": 600},
+        })
+
+    def controller(self, controller_id: str, failover_delay_s: float = 1.5) -> tuple[Controller, KazooClient]:
+        zk = connect(self.chroot)
+        self.clients.append(zk)
+        controller = Controller(self.config(failover_delay_s), controller_id, f"http://{controller_id}.invalid:9000", zk=zk)
+        self.controllers.append(controller)
+        controller.start()
+        return controller, zk
+
+    def leader(self, controller_id: str = "c1", failover_delay_s: float = 1.5) -> Controller:
+        controller, _ = self.controller(controller_id, failover_delay_s)
+        wait_for(controller.is_leader, 15, f"{controller_id} to lead")
+        return controller
+
+    def worker(self, worker_id: str) -> KazooClient:
+        zk = connect(self.chroot)
+        self.clients.append(zk)
+        zk.create(LAYOUT.live_worker(worker_id), WorkerInfo(worker_id, "host", 1).to_bytes(), ephemeral=True)
+        return zk
+
+    def ideal(self, topic: str) -> IdealState | None:
+        got = self.admin.exists(LAYOUT.topic(ROUTE, topic))
+        return IdealState.from_bytes(self.admin.get(LAYOUT.topic(ROUTE, topic))[0]) if got else None
+
+    def assignment(self, worker_id: str) -> WorkerAssignment | None:
+        if not self.admin.exists(LAYOUT.assignment(worker_id)):
+            return None
+        return WorkerAssignment.from_bytes(self.admin.get(LAYOUT.assignment(worker_id))[0])
+
+    def stop(self) -> None:
+        for controller in self.controllers:
+            controller.stop()
+        for client in self.clients:
+            close(client)
+
+
+@pytest.fixture
+def cluster(zk_chroot: str, local_stack: Stack) -> Iterator[Cluster]:
+    running = Cluster(zk_chroot, local_stack)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def source_topic(create_topic: Callable[..., None], topic_name: Callable[[str], str]) -> Callable[[int], str]:
+    """Creates a topic with ``n`` partitions on the source cluster; returns its name."""
+
+    def make(partitions: int) -> str:
+        name = topic_name("ctl")
+        create_topic("src", name, partitions)
+        return name
+
+    return make
+
+
+def keys(topic: str, partitions: range | list[int]) -> frozenset[PartitionKey]:
+    return frozenset(PartitionKey(ROUTE, topic, p) for p in partitions)
+
+
+def test_a_single_controller_leads_and_publishes_the_leader_node(cluster: Cluster) -> None:
+    controller = cluster.leader("c1")
+    assert controller.state == LEADING
+    assert decode(cluster.admin.get(LAYOUT.leader)[0]) == {"id": "c1", "rest_url": "http://c1.invalid:9000"}
+    assert controller.leader() == {"id": "c1", "rest_url": "http://c1.invalid:9000"}
+    health = controller.health()
+    assert health["leader"] is True and health["leaderId"] == "c1" and health["status"] == "ok"
+    for path in LAYOUT.persistent_paths():
+        assert cluster.admin.exists(path), path
+
+
+def test_topic_requests_are_validated(cluster: Cluster, source_topic: Callable[[int], str],
+                                      topic_name: Callable[[str], str]) -> None:
+    controller = cluster.leader()
+    with pytest.raises(NotFound, match="does not exist on the source"):
+        controller.add_topic(topic_name("missing"))
+    for name in ("", "a b", "..", "x" * 250, None, 7, "__consumer_offsets"):
+        with pytest.raises(BadRequest):
+            controller.add_topic(name)
+    topic = source_topic(4)
+    for count in (0, -1, True, "8", 5.0):
+        with pytest.raises(BadRequest):
+            controller.add_topic(topic, count)
+    with pytest.raises(BadRequest, match="exceeds"):
+        controller.add_topic(topic, 5)
+    with pytest.raises(BadRequest, match="unknown route"):
+        controller.add_topic(topic, route="dst.src")
+    assert cluster.ideal(topic) is None  # nothing above wrote anything
+
+    view = controller.add_topic(topic, 3)
+    assert view["topic"] == topic and view["partitions"] == 3
+    with pytest.raises(Conflict):
+        controller.add_topic(topic)
+    with pytest.raises(BadRequest, match="shrink"):
+        controller.expand_topic(topic, 2)
+    with pytest.raises(BadRequest):
+        controller.expand_topic(topic, None)
+    with pytest.raises(BadRequest, match="exceeds"):
+        controller.expand_topic(topic, 5)
+    with pytest.raises(NotFound):
+        controller.expand_topic(topic_name("unknown"), 2)
+    with pytest.raises(NotFound):
+        controller.delete_topic(topic_name("unknown"))
+    assert controller.list_topics() == [{"topic": topic, "route": ROUTE, "partitions": 3}]
+
+    assert controller.delete_topic(topic) == {"topic": topic, "deleted": True}
+    assert cluster.ideal(topic) is None
+    with pytest.raises(NotFound):
+        controller.topic_view(topic)
+
+
+def test_partitions_wait_for_a_worker_then_all_go_to_it(cluster: Cluster, source_topic: Callable[[int], str]) -> None:
+    controller = cluster.leader()
+    topic = source_topic(6)
+    controller.add_topic(topic, 4)
+    ideal = cluster.ideal(topic)
+    assert ideal is not None and ideal.partitions == 4 and ideal.assignment == {}
+    assert cluster.admin.get_children(LAYOUT.assignments) == []
+
+    cluster.worker("w1")
+    first = wait_for(lambda: cluster.assignment("w1"), 10, "w1's assignment")
+    assert first.partitions == keys(topic, range(4))
+    assert first.generation >= 1
+    assert cluster.ideal(topic) == IdealState(ROUTE, topic, 4, dict.fromkeys(range(4), "w1"))
+
+    controller.expand_topic(topic, 6)  # reconciles at once
+    second = cluster.assignment("w1")
+    assert second is not None and second.partitions == keys(topic, range(6))
+    assert second.generation > first.generation
+    assert decode(cluster.admin.get(LAYOUT.generation)[0]) == second.generation
+
+    controller.delete_topic(topic)
+    third = cluster.assignment("w1")
+    assert third is not None and third.partitions == frozenset()
+    assert third.generation > second.generation
+
+
+def test_exactly_one_of_two_controllers_leads_and_a_fenced_out_leader_cannot_write(
+    cluster: Cluster, source_topic: Callable[[int], str]
+) -> None:
+    a, a_zk = cluster.controller("a")
+    b, b_zk = cluster.controller("b")
+    wait_for(lambda: a.is_leader() or b.is_leader(), 15, "a leader")
+    # Both contend (two election nodes), so the other one is blocked behind the leader's node.
+    wait_for(lambda: len(cluster.admin.get_children(LAYOUT.election)) == 2, 10, "two contenders")
+    assert [a.is_leader(), b.is_leader()].count(True) == 1
+    old, old_zk, new = (a, a_zk, b) if a.is_leader() else (b, b_zk, a)
+    assert decode(cluster.admin.get(LAYOUT.leader)[0])["id"] == old.controller_id
+    old_fence = old._fence
+    assert old_fence is not None and cluster.admin.exists(old_fence)
+    with pytest.raises(NotLeader):
+        new.add_topic("orders")  # a standby refuses writes (the REST layer forwards them)
+
+    cluster.worker("w1")
+    topic = source_topic(2)
+    old.add_topic(topic)
+    assigned = wait_for(lambda: cluster.assignment("w1"), 5, "w1's assignment")
+    assert assigned.partitions == keys(topic, range(2))
+
+    # Expire the leader's session: a second client on the same session closes it.
+    twin = KazooClient(hosts=cluster.chroot, client_id=old_zk.client_id, timeout=SESSION_TIMEOUT_S)
+    twin.start(timeout=15)
+    twin.stop()
+    twin.close()
+
+    wait_for(new.is_leader, SESSION_TIMEOUT_S + 5, f"{new.controller_id} to take over")
+    wait_for(lambda: not old.is_leader(), SESSION_TIMEOUT_S + 5, f"{old.controller_id} to step down")
+    wait_for(lambda: (decode(cluster.admin.get(LAYOUT.leader)[0]) or {}).get("id") == new.controller_id,
+             5, "the leader node to name the new leader")
+    assert not cluster.admin.exists(old_fence)
+
+    # kazoo opens a new session for the old leader's client; its old election node stays gone.
+    wait_for(lambda: old_zk.connected, SESSION_TIMEOUT_S + 5, "the old leader's client to reconnect")
+    with pytest.raises(NotLeader):
+        old.store.commit(old_fence, [Op("create", "/fenced-write", b"x")])
+    assert not cluster.admin.exists("/fenced-write")
+    with pytest.raises(NotLeader):
+        old.reconcile()
+    assert new._fence is not None
+    new.store.commit(new._fence, [Op("create", "/allowed-write", b"x")])
+    assert cluster.admin.exists("/allowed-write")
+
+    # The new leader takes the state over as it is: nothing moves, no new generation.
+    assert new.reconcile().moved == 0
+    assert cluster.ideal(topic) == IdealState(ROUTE, topic, 2, {0: "w1", 1: "w1"})
+    assert cluster.assignment("w1") == assigned
+
+
+def test_a_vanished_workers_partitions_move_after_the_failover_delay(
+    cluster: Cluster, source_topic: Callable[[int], str]
+) -> None:
+    delay = 1.5
+    controller = cluster.leader(failover_delay_s=delay)
+    cluster.worker("w1")
+    w2 = cluster.worker("w2")
+    wait_for(lambda: set(controller.store.live_workers()) == {"w1", "w2"}, 5, "both workers live")
+    topic = source_topic(4)
+    controller.add_topic(topic)
+    ideal = cluster.ideal(topic)
+    assert ideal is not None
+    held_by_w2 = sorted(p for p, w in ideal.assignment.items() if w == "w2")
+    assert len(held_by_w2) == 2
+
+    close(w2)  # its live node vanishes with its session
+    gone_at = time.monotonic()
+    seen_retained = False
+
+    def moved() -> bool:
+        nonlocal seen_retained
+        state = cluster.ideal(topic)
+        assert state is not None
+        if any(state.assignment[p] == "w2" for p in held_by_w2):
+            seen_retained = True
+            return False
+        return True
+
+    wait_for(moved, delay + 8, "w2's partitions to move")
+    took = time.monotonic() - gone_at
+    assert seen_retained
+    assert took >= delay - 0.1, f"moved after {took:.2f}s, before the {delay}s failover delay"
+    assert cluster.ideal(topic) == IdealState(ROUTE, topic, 4, dict.fromkeys(range(4), "w1"))
+    w1 = wait_for(lambda: cluster.assignment("w1"), 5, "w1's assignment")
+    assert w1.partitions == keys(topic, range(4))
+    # w2 is told to copy nothing (its node goes on a later reconciliation).
+    w2_assignment = cluster.assignment("w2")
+    assert w2_assignment is None or w2_assignment.partitions == frozenset()
+
+
+def test_a_leaving_worker_loses_its_partitions_at_once(cluster: Cluster, source_topic: Callable[[int], str]) -> None:
+    delay = 60.0  # long: a move now cannot be the failover
+    controller = cluster.leader(failover_delay_s=delay)
+    cluster.worker("w1")
+    w2 = cluster.worker("w2")
+    wait_for(lambda: set(controller.store.live_workers()) == {"w1", "w2"}, 5, "both workers live")
+    topic = source_topic(4)
+    controller.add_topic(topic)
+    ideal = cluster.ideal(topic)
+    assert ideal is not None
+    held_by_w2 = [PartitionKey(ROUTE, topic, p) for p, w in ideal.assignment.items() if w == "w2"]
+    assert len(held_by_w2) == 2
+
+    leaving = WorkerStatus(1, {p: PartitionStatus(PartitionState.OFFLINE) for p in held_by_w2}, leaving=True)
+    w2.create(LAYOUT.worker_state("w2"), leaving.to_bytes(), ephemeral=True)
+
+    wait_for(lambda: cluster.ideal(topic) == IdealState(ROUTE, topic, 4, dict.fromkeys(range(4), "w1")),
+             5, "w2's partitions to move to w1")
+    w1 = wait_for(lambda: (a := cluster.assignment("w1")) and a.partitions == keys(topic, range(4)) and a,
+                  5, "w1 to be assigned everything")
+    w2_assignment = cluster.assignment("w2")
+    assert w2_assignment is not None and w2_assignment.partitions == frozenset()
+    assert w2_assignment.generation <= w1.generation
+    assert "w2" not in controller._departed_at

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -184,6 +185,7 @@ def _absolute(layout: ZkLayout, path: str | None) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    logging.getLogger("kazoo").setLevel(logging.WARNING)  # connection chatter would mix with the output
     config = load_config(args.config)
     layout = ZkLayout(config.zookeeper.root)
     client = make_client(config.zookeeper)

@@ -119,7 +119,8 @@ def main() -> int:
         console.print(f"created topic [cyan]{topic}[/] ({PARTITIONS} partitions) on src")
 
         response = requests.post(f"{api}/topics", json={"topic": topic}, timeout=10)
-        console.print(f"POST /topics {{\"topic\": \"{topic}\"}} -> {response.status_code} {response.json()}")
+        console.print(f"POST /topics {{\"topic\": \"{topic}\"}} -> {response.status_code}, "
+                      f"workers -> partitions {response.json().get('workers')}")
         if response.status_code != 201:
             return 1
 

@@ -1,0 +1,68 @@
+"""The observer's decisions and the progress tracker: pure, no servers."""
+
+from __future__ import annotations
+
+from common.config import RouteConfig
+from common.model import IdealState, PartitionKey, TopicKey
+from controller.observer import config_changes, decide, is_internal
+from controller.progress import OffsetSample, ProgressTracker
+
+ROUTE = RouteConfig(source="src", destination="dst", include=[r"orders\..*", "payments"], exclude=[r"orders\.tmp\..*"])
+PLAIN = RouteConfig(source="src", destination="dr")
+
+
+def test_matching_topics_are_whitelisted_with_the_source_partition_count() -> None:
+    source = {"src.dst": {"orders.eu": 8, "orders.tmp.x": 2, "payments": 3, "payments2": 1, "__consumer_offsets": 50}}
+    decisions = decide([ROUTE], source, ideal={}, removed=set())
+    assert decisions.add == {TopicKey("src.dst", "orders.eu"): 8, TopicKey("src.dst", "payments"): 3}
+    assert decisions.expand == {}
+
+
+def test_internal_and_removed_topics_are_never_whitelisted() -> None:
+    route = RouteConfig(source="src", destination="dst", include=[".*"])
+    source = {"src.dst": {"__consumer_offsets": 50, "__transaction_state": 50, "gone": 1, "kept": 1}}
+    decisions = decide([route], source, ideal={}, removed={TopicKey("src.dst", "gone")})
+    assert decisions.add == {TopicKey("src.dst", "kept"): 1}
+    assert is_internal("__consumer_offsets") and not is_internal("_schemas")
+
+
+def test_a_route_without_include_whitelists_nothing_but_still_expands() -> None:
+    ideal = {TopicKey("src.dr", "orders"): IdealState("src.dr", "orders", 4)}
+    decisions = decide([PLAIN], {"src.dr": {"orders": 6, "other": 1}}, ideal=ideal, removed=set())
+    assert decisions.add == {}
+    assert decisions.expand == {TopicKey("src.dr", "orders"): 6}
+
+
+def test_a_topic_never_shrinks() -> None:
+    ideal = {TopicKey("src.dst", "orders.eu"): IdealState("src.dst", "orders.eu", 8)}
+    assert decide([ROUTE], {"src.dst": {"orders.eu": 4}}, ideal=ideal, removed=set()).expand == {}
+
+
+def test_destination_configs_follow_the_source_except_excluded_keys() -> None:
+    source = {"retention.ms": "100", "cleanup.policy": "compact", "max.message.bytes": "5000"}
+    destination = {"retention.ms": "100", "cleanup.policy": "delete"}
+    assert config_changes(source, destination, exclude=["max.message.bytes"]) == {"cleanup.policy": "compact"}
+    assert config_changes(source, source, exclude=[]) == {}
+
+
+KEY = PartitionKey("src.dst", "orders", 0)
+OTHER = PartitionKey("src.dst", "orders", 1)
+
+
+def test_a_lagging_partition_whose_commit_does_not_move_is_stalled_after_the_threshold() -> None:
+    tracker = ProgressTracker(noprogress_after_s=60)
+    tracker.update({KEY: OffsetSample(100, 500), OTHER: OffsetSample(10, 10)}, now=0)
+    tracker.update({KEY: OffsetSample(100, 600), OTHER: OffsetSample(10, 10)}, now=59)
+    assert tracker.stalled(now=59) == {}
+    assert tracker.stalled(now=61) == {KEY: 61}  # OTHER does not lag: never stalled
+
+
+def test_a_moving_commit_resets_the_clock_and_absent_partitions_are_forgotten() -> None:
+    tracker = ProgressTracker(noprogress_after_s=10)
+    tracker.update({KEY: OffsetSample(None, 50)}, now=0)
+    tracker.update({KEY: OffsetSample(20, 50)}, now=8)
+    assert tracker.stalled(now=15) == {}
+    assert tracker.stalled(now=18) == {KEY: 10}
+    tracker.update({}, now=19)
+    assert tracker.stalled(now=100) == {} and tracker.latest() == {}
+    assert OffsetSample(None, 7).lag == 7

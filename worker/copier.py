@@ -9,6 +9,8 @@ States of a partition on this copier (the worker reports them in its status)::
 
     (not held) --acquire--> ONLINE --release--> (not held; reported OFFLINE)
     ONLINE --the destination rejects a record for good--> ERROR (paused; nothing committed past it)
+    ONLINE --a record fails for a temporary reason--> ERROR (paused), and after RETRY_BACKOFF_S
+        the worker releases it (committing up to the failed record) and acquires it again
     ERROR --release--> (not held)
 
 A partition whose destination topic cannot be prepared for a temporary reason (a cluster
@@ -46,6 +48,24 @@ _PERMANENT_CONSUMER_ERRORS = {
     KafkaError._UNKNOWN_PARTITION,
     KafkaError._UNKNOWN_TOPIC,
 }
+# The destination will never take these records as they are: the partition stops in ERROR until
+# it is unassigned. Any other delivery failure (a timeout while the destination was down, ...)
+# restarts the partition from its committed offset after RETRY_BACKOFF_S.
+_PERMANENT_DELIVERY_ERRORS = {
+    KafkaError.MSG_SIZE_TOO_LARGE,
+    KafkaError.RECORD_LIST_TOO_LARGE,
+    KafkaError.INVALID_RECORD,
+    KafkaError.INVALID_MSG,
+    KafkaError.INVALID_TIMESTAMP,
+    KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.POLICY_VIOLATION,
+    KafkaError.TOPIC_EXCEPTION,
+    KafkaError.INVALID_REQUIRED_ACKS,
+    KafkaError._INVALID_ARG,
+}
+RETRY_BACKOFF_S = 5.0
 _METADATA_TIMEOUT_S = 10.0
 _ADMIN_TIMEOUT_S = 30.0
 
@@ -87,6 +107,7 @@ class RouteCopier:
         self._tracker: OffsetWatermarks[TopicPartitionKey] = OffsetWatermarks()
         self._assigned: set[TopicPartitionKey] = set()
         self._errors: dict[TopicPartitionKey, str] = {}
+        self._retry_at: dict[TopicPartitionKey, float] = {}
         self._committed: dict[TopicPartitionKey, int] = {}
         self._warned_at: dict[int, float] = {}
         self.changed = False  # a partition went to ERROR since the worker last looked
@@ -229,7 +250,9 @@ class RouteCopier:
                     # The producer's queue is full: wait for deliveries (back-pressure on the source).
                     self._producer.poll(0.05)
                 except KafkaException as exc:
-                    self._stop(key, offset, f"offset {offset}: the destination producer refused the record: {exc.args[0].str()}")
+                    error = exc.args[0]
+                    self._stop(key, offset, f"offset {offset}: the destination producer refused the record: {error.str()}",
+                               retry=error.code() not in _PERMANENT_DELIVERY_ERRORS)
                     break
             if key in errors:
                 continue
@@ -249,7 +272,8 @@ class RouteCopier:
             self._tracker.acked_oldest(key)
         else:
             offset = self._tracker.fail_oldest(key, error.str())
-            self._stop(key, offset, f"offset {offset}: the destination rejected the record: {error.str()}")
+            self._stop(key, offset, f"offset {offset}: the destination rejected the record: {error.str()}",
+                       retry=error.code() not in _PERMANENT_DELIVERY_ERRORS)
 
     def _consumer_error(self, message: Any) -> None:
         error: KafkaError = message.error()
@@ -263,10 +287,17 @@ class RouteCopier:
             self._warned_at[error.code()] = now
             log.warning("route %s: source consumer: %s", self.route.name, error.str())
 
-    def _stop(self, key: TopicPartitionKey, offset: int | None, reason: str) -> None:
-        """ONLINE -> ERROR: pause the partition; the watermark never passes ``offset``."""
+    def _stop(self, key: TopicPartitionKey, offset: int | None, reason: str, retry: bool = False) -> None:
+        """ONLINE -> ERROR: pause the partition; the watermark never passes ``offset``.
+
+        With ``retry`` the cause is temporary: :meth:`due_retries` offers the partition for a
+        restart from its committed offset after ``RETRY_BACKOFF_S``.
+        """
         if key in self._errors:
             return
+        if retry:
+            reason += f" (temporary: restarting from the committed offset in {RETRY_BACKOFF_S:.0f}s)"
+            self._retry_at[key] = self._clock() + RETRY_BACKOFF_S
         self._errors[key] = reason
         self.changed = True
         self._metrics.errors.labels(self.route.name, "partition").inc()
@@ -276,6 +307,13 @@ class RouteCopier:
                 self._consumer.pause([TopicPartition(key[0], key[1])])
             except KafkaException as exc:  # the partition is skipped in copy_batch anyway
                 log.warning("route %s: pausing %s/%s: %s", self.route.name, key[0], key[1], exc)
+
+    def due_retries(self) -> list[TopicPartitionKey]:
+        """Partitions stopped for a temporary reason whose backoff is over."""
+        if not self._retry_at:
+            return []
+        now = self._clock()
+        return [key for key, at in self._retry_at.items() if at <= now]
 
     # -- committing -------------------------------------------------------------------------
 
@@ -325,6 +363,7 @@ class RouteCopier:
         for key in keys:
             self._assigned.discard(key)
             self._errors.pop(key, None)
+            self._retry_at.pop(key, None)
             self._committed.pop(key, None)
             self._tracker.forget(key)
 

@@ -118,6 +118,7 @@ class Worker:
         try:
             while not self._stopping.is_set():
                 self._check_session()
+                self._restart_failed()
                 self._reconcile()
                 if any(copier.held() for copier in self._copiers.values()):
                     timeout = 0.1 / len(self._copiers)
@@ -173,6 +174,15 @@ class Worker:
                      assignment.generation, len(wanted), len(release), len(acquire))
         self._applied = assignment
         self._status_dirty = True
+
+    def _restart_failed(self) -> None:
+        """ERROR -> released -> acquired again, for partitions stopped by a temporary failure."""
+        for route, copier in self._copiers.items():
+            due = copier.due_retries()
+            if due:
+                log.info("route %s: restarting %d partitions after a temporary failure", route, len(due))
+                copier.release(due, FLUSH_TIMEOUT_S, COMMIT_DEADLINE_S)
+                self._applied = None  # the next reconcile acquires them again
 
     def _held(self) -> set[PartitionKey]:
         held = set(self._foreign)

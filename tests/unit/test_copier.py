@@ -1,0 +1,231 @@
+"""RouteCopier's bookkeeping with fake clients in place of Ferry's Kafka client adapter.
+
+Only ``common.kafka_clients`` (Ferry's own adapter) is replaced; the fakes hand back plain
+messages and delivery reports so the copy path, the watermark and the ERROR states can be
+checked without servers. The real clients are exercised by tests/integration/test_worker.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
+
+from common.config import RouteConfig, WorkerConfig
+from worker import copier as copier_module
+from worker.copier import RETRY_BACKOFF_S, RouteCopier
+from worker.metrics import WorkerMetrics
+
+TOPIC = "orders"
+
+
+@dataclass
+class FakeMessage:
+    _topic: str
+    _partition: int
+    _offset: int
+    _value: bytes = b"v"
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes:
+        return self._value
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return [("h", b"1")]
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000 + self._offset)
+
+    def error(self) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return len(self._value)
+
+
+def _metadata(partitions: int | None) -> Any:
+    topics = {} if partitions is None else {TOPIC: SimpleNamespace(partitions=dict.fromkeys(range(partitions)), error=None)}
+    return SimpleNamespace(topics=topics)
+
+
+@dataclass
+class FakeConsumer:
+    calls: list[tuple[str, Any]]
+    source_partitions: int | None = 2
+    queue: list[FakeMessage] = field(default_factory=list)
+
+    def consume(self, num: int, timeout: float) -> list[FakeMessage]:
+        batch, self.queue[:] = self.queue[:num], self.queue[num:]
+        return batch
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        return _metadata(self.source_partitions)
+
+    def incremental_assign(self, tps: list[Any]) -> None:
+        self.calls.append(("assign", sorted((tp.topic, tp.partition) for tp in tps)))
+
+    def incremental_unassign(self, tps: list[Any]) -> None:
+        self.calls.append(("unassign", sorted((tp.topic, tp.partition) for tp in tps)))
+
+    def pause(self, tps: list[Any]) -> None:
+        self.calls.append(("pause", sorted((tp.topic, tp.partition) for tp in tps)))
+
+    def commit(self, offsets: list[Any], asynchronous: bool) -> None:
+        self.calls.append(("commit", sorted((tp.topic, tp.partition, tp.offset) for tp in offsets)))
+
+    def close(self) -> None:
+        self.calls.append(("close", None))
+
+
+@dataclass
+class FakeProducer:
+    calls: list[tuple[str, Any]]
+    on_delivery: Any
+    pending: list[tuple[str, int, int]] = field(default_factory=list)
+    fail: dict[tuple[str, int, int], KafkaError] = field(default_factory=dict)  # (topic, partition, nth produce) -> error
+    produced: list[tuple[str, int, bytes]] = field(default_factory=list)
+
+    def produce(self, topic: str, value: bytes, key: bytes, partition: int, timestamp: int, headers: Any) -> None:
+        self.produced.append((topic, partition, value))
+        nth = sum(1 for t, p, _ in self.produced if (t, p) == (topic, partition))
+        self.pending.append((topic, partition, nth))
+
+    def poll(self, timeout: float) -> int:
+        return self.flush(timeout)
+
+    def flush(self, timeout: float) -> int:
+        self.calls.append(("flush", len(self.pending)))
+        pending, self.pending = self.pending, []
+        for topic, partition, nth in pending:
+            error = self.fail.pop((topic, partition, nth), None)
+            self.on_delivery(error, SimpleNamespace(topic=lambda t=topic: t, partition=lambda p=partition: p))
+        return 0
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        return _metadata(2)
+
+
+class FakeAdmin:
+    def __init__(self, destination_partitions: int | None) -> None:
+        self.destination_partitions = destination_partitions
+        self.created: list[tuple[str, int]] = []
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        return _metadata(self.destination_partitions)
+
+    def create_topics(self, topics: list[Any]) -> dict[str, Any]:
+        self.created.extend((t.topic, t.num_partitions) for t in topics)
+        self.destination_partitions = topics[0].num_partitions
+        return {t.topic: SimpleNamespace(result=lambda timeout: None) for t in topics}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    calls: list[tuple[str, Any]] = []
+    rig = SimpleNamespace(calls=calls, clock=Clock(), admin=FakeAdmin(destination_partitions=None))
+    rig.consumer = FakeConsumer(calls)
+
+    def make_producer(cluster: Any, on_delivery: Any, **overrides: Any) -> FakeProducer:
+        rig.producer = FakeProducer(calls, on_delivery)
+        return rig.producer
+
+    monkeypatch.setattr(copier_module.kafka_clients, "consumer", lambda cluster, group, **kw: rig.consumer)
+    monkeypatch.setattr(copier_module.kafka_clients, "producer", make_producer)
+    monkeypatch.setattr(copier_module.kafka_clients, "admin", lambda cluster, **kw: rig.admin)
+    rig.copier = RouteCopier(
+        RouteConfig(source="src", destination="dst"), {}, {}, WorkerConfig(), WorkerMetrics(), "test", clock=rig.clock,
+    )
+    return rig
+
+
+def _feed(rig: SimpleNamespace, partition: int, offsets: range) -> None:
+    rig.consumer.queue.extend(FakeMessage(TOPIC, partition, o) for o in offsets)
+
+
+def test_acquire_creates_the_destination_topic_and_copying_commits_what_was_acknowledged(rig: SimpleNamespace) -> None:
+    result = rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    assert sorted(result.online) == [(TOPIC, 0), (TOPIC, 1)] and not result.errors and not result.deferred
+    assert rig.admin.created == [(TOPIC, 2)]
+    _feed(rig, 0, range(10, 15))
+    assert rig.copier.copy_batch(0.1) == 5
+    assert rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 15)]) in rig.calls
+    assert {k: s.state for k, s in rig.copier.statuses().items()} == {(TOPIC, 0): "ONLINE", (TOPIC, 1): "ONLINE"}
+
+
+def test_a_partition_missing_at_the_source_is_an_error_not_a_skip(rig: SimpleNamespace) -> None:
+    result = rig.copier.acquire([(TOPIC, 0), (TOPIC, 5)])
+    assert result.online == [(TOPIC, 0)]
+    assert "does not exist at the source" in result.errors[(TOPIC, 5)]
+    assert rig.copier.statuses()[(TOPIC, 5)].state == "ERROR"
+
+
+def test_a_permanent_rejection_stops_the_partition_and_holds_the_watermark(rig: SimpleNamespace) -> None:
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    rig.copier.copy_batch(0.1)  # creates the producer's pending list
+    rig.producer.fail[(TOPIC, 0, 3)] = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)  # the 3rd record: offset 2
+    _feed(rig, 0, range(0, 3))
+    _feed(rig, 1, range(0, 2))
+    rig.copier.copy_batch(0.1)
+    status = rig.copier.statuses()[(TOPIC, 0)]
+    assert status.state == "ERROR" and "offset 2" in status.reason and "temporary" not in status.reason
+    assert ("pause", [(TOPIC, 0)]) in rig.calls
+    _feed(rig, 0, range(3, 6))  # fetched before the pause took effect: never sent
+    produced_before = len(rig.producer.produced)
+    rig.copier.copy_batch(0.1)
+    assert len(rig.producer.produced) == produced_before
+    rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 2), (TOPIC, 1, 2)]) in rig.calls
+    rig.clock.now += 3600
+    assert rig.copier.due_retries() == []
+
+
+def test_a_temporary_failure_restarts_the_partition_after_the_backoff(rig: SimpleNamespace) -> None:
+    rig.copier.acquire([(TOPIC, 0)])
+    rig.copier.copy_batch(0.1)
+    rig.producer.fail[(TOPIC, 0, 2)] = KafkaError(KafkaError._MSG_TIMED_OUT)
+    _feed(rig, 0, range(0, 4))
+    rig.copier.copy_batch(0.1)
+    assert "temporary" in rig.copier.statuses()[(TOPIC, 0)].reason
+    assert rig.copier.due_retries() == []
+    rig.clock.now += RETRY_BACKOFF_S
+    assert rig.copier.due_retries() == [(TOPIC, 0)]
+    rig.copier.release([(TOPIC, 0)], flush_timeout=1, commit_deadline=1)
+    assert ("commit", [(TOPIC, 0, 1)]) in rig.calls  # up to the failed record, not past it
+    assert rig.copier.held() == set() and rig.copier.due_retries() == []
+
+
+def test_release_flushes_then_commits_then_unassigns(rig: SimpleNamespace) -> None:
+    rig.copier.acquire([(TOPIC, 0)])
+    _feed(rig, 0, range(0, 3))
+    rig.copier.copy_batch(0.1)
+    rig.calls.clear()
+    _feed(rig, 0, range(3, 5))
+    rig.copier.copy_batch(0.1)
+    rig.calls.clear()
+    rig.copier.release([(TOPIC, 0)], flush_timeout=1, commit_deadline=1)
+    kinds = [kind for kind, _ in rig.calls]
+    assert kinds.index("flush") < kinds.index("commit") < kinds.index("unassign")
+    assert ("commit", [(TOPIC, 0, 5)]) in rig.calls

@@ -156,6 +156,8 @@ class RouteCopier:
                     online.append((topic, partition))
         if to_assign:
             self._consumer.incremental_assign(to_assign)
+            # A partition stopped in ERROR earlier was paused; the pause may outlive the unassign.
+            self._consumer.resume(to_assign)
             self._assigned.update(online)
         for key, reason in errors.items():
             self._errors[key] = reason

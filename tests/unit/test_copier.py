@@ -81,6 +81,9 @@ class FakeConsumer:
     def incremental_unassign(self, tps: list[Any]) -> None:
         self.calls.append(("unassign", sorted((tp.topic, tp.partition) for tp in tps)))
 
+    def resume(self, tps: list[Any]) -> None:
+        self.calls.append(("resume", sorted((tp.topic, tp.partition) for tp in tps)))
+
     def pause(self, tps: list[Any]) -> None:
         self.calls.append(("pause", sorted((tp.topic, tp.partition) for tp in tps)))
 

@@ -20,9 +20,10 @@ $(BIN)/.installed: setup.cfg pyproject.toml
 
 # Re-runs only when the pinned Maven file changed; a second run downloads nothing.
 $(JARS)/.fetched: deploy/pom.xml
-	rm -rf $(JARS)/kafka $(JARS)/zookeeper
+	rm -rf $(JARS)/kafka $(JARS)/zookeeper $(JARS)/spark
 	$(MVN) -P kafka $(COPY_DEPS) -DoutputDirectory=$(CURDIR)/$(JARS)/kafka
 	$(MVN) -P zookeeper $(COPY_DEPS) -DoutputDirectory=$(CURDIR)/$(JARS)/zookeeper
+	$(MVN) -P spark $(COPY_DEPS) -DoutputDirectory=$(CURDIR)/$(JARS)/spark
 	touch $@
 
 demo: setup
@@ -30,7 +31,7 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/mypy common controller worker
+	$(BIN)/mypy common controller worker pipeline
 	$(BIN)/lint-imports
 
 test: lint

@@ -105,12 +105,20 @@ class WorkerConfig(_Strict):
     consumer: dict[str, ClientValue] = Field(default_factory=dict)
 
 
+class SparkConfig(_Strict):
+    # Where `ferry validate` and `ferry audit` run: local[*] on this machine, or a cluster's
+    # master URL (spark://..., yarn, k8s://...). `--master` wins over it; without either,
+    # $FERRY_SPARK_MASTER, then local[*].
+    master: str | None = None
+
+
 class FerryConfig(_Strict):
     zookeeper: ZookeeperConfig
     clusters: dict[str, dict[str, ClientValue]]
     routes: list[RouteConfig] = Field(min_length=1)
     controller: ControllerConfig = ControllerConfig()
     worker: WorkerConfig = WorkerConfig()
+    spark: SparkConfig = SparkConfig()
 
     @field_validator("clusters")
     @classmethod

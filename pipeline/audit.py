@@ -1,0 +1,307 @@
+"""``ferry audit``: did every record of a topic reach the destination, exactly once?
+
+Spark reads the topic on the source and on the destination in batch (Spark's Kafka source,
+``startingOffsets=earliest``, ``endingOffsets=latest``), keeps the records whose timestamp is in
+``[from, to)``, and identifies each by ``(partition, sha256(key, value, headers), timestamp)``:
+Ferry copies key, value, headers and the CreateTime timestamp to the same partition, so a record
+and its copy share the identity while offsets differ. Counting each identity on both sides gives,
+per identity with ``s`` source and ``d`` destination copies:
+
+- missing at the destination: ``s - d`` when ``s > d``
+- duplicated: ``d - s`` when ``d > s > 0``
+- extra (on the destination only): ``d`` when ``s == 0``
+
+The totals are also given per partition and per time bucket. The pure parts (time parsing,
+route choice, the report) sit at the top of this module; the Spark job in :func:`run_audit`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from common.config import FerryConfig, RouteConfig
+from pipeline import PipelineError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+COUNT_FIELDS = ("source", "destination", "missing", "duplicated", "extra")
+PROBLEM_FIELDS = ("missing", "duplicated", "extra")
+
+
+def parse_time(text: str) -> int:
+    """Epoch milliseconds from ``text``: an integer (epoch ms) or an ISO-8601 date/time.
+
+    An ISO time without a zone is taken as UTC.
+    """
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        raise PipelineError(f"{text!r} is neither epoch milliseconds nor an ISO-8601 time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return math.floor(moment.timestamp() * 1000)
+
+
+def iso_ms(ms: int) -> str:
+    """``2024-05-01T12:00:00.000Z`` for epoch milliseconds."""
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def pick_route(config: FerryConfig, name: str | None) -> RouteConfig:
+    """The route named ``name``, or the only configured one."""
+    if name is not None:
+        return config.route(name)
+    if len(config.routes) == 1:
+        return config.routes[0]
+    raise PipelineError(f"several routes are configured ({', '.join(r.name for r in config.routes)}): pass --route")
+
+
+def classify(source: int, destination: int) -> dict[str, int]:
+    """Records missing, duplicated and extra for one identity seen ``source`` and ``destination`` times.
+
+    The rule :func:`compare_identities` applies as Spark expressions (a test holds them equal).
+    """
+    return {
+        "missing": max(source - destination, 0),
+        "duplicated": destination - source if destination > source > 0 else 0,
+        "extra": destination if source == 0 else 0,
+    }
+
+
+def _totals(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    totals = dict.fromkeys(COUNT_FIELDS, 0)
+    for row in rows:
+        for name in COUNT_FIELDS:
+            totals[name] += int(row.get(name) or 0)
+    return totals
+
+
+def build_report(
+    topic: str,
+    route: str,
+    partitions: Iterable[Mapping[str, Any]],
+    buckets: Iterable[Mapping[str, Any]],
+    bucket_s: int,
+    window: tuple[int | None, int | None] = (None, None),
+) -> dict[str, Any]:
+    """The audit result from per-partition and per-bucket counts (``partition``/``startMs`` + COUNT_FIELDS)."""
+    partition_rows = sorted(({"partition": int(r["partition"]), **_totals([r])} for r in partitions),
+                            key=lambda r: r["partition"])
+    bucket_rows: list[dict[str, Any]] = [
+        {"start": iso_ms(int(r["startMs"])), "startMs": int(r["startMs"]), **_totals([r])} for r in buckets
+    ]
+    bucket_rows.sort(key=lambda r: int(r["startMs"]))
+    totals = _totals(partition_rows)
+    return {
+        "topic": topic,
+        "route": route,
+        "from": None if window[0] is None else iso_ms(window[0]),
+        "to": None if window[1] is None else iso_ms(window[1]),
+        "bucketSeconds": bucket_s,
+        **totals,
+        "partitions": partition_rows,
+        "buckets": bucket_rows,
+        "ok": all(totals[name] == 0 for name in PROBLEM_FIELDS),
+    }
+
+
+# --- Spark ---------------------------------------------------------------------------------------
+
+def _hex_or_null(column: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    # A null and an empty key/value are different records; "-" is never a sha256 hex digest.
+    return F.coalesce(F.sha2(column, 256), F.lit("-"))
+
+
+def record_identity(records: DataFrame) -> DataFrame:
+    """``partition, record_id, ts_ms`` from a Kafka DataFrame (with headers).
+
+    ``record_id`` hashes the digests of key, value and each header (name and value, in order),
+    so field boundaries are unambiguous and no field can be mistaken for another.
+    """
+    from pyspark.sql import functions as F
+
+    headers = F.array_join(
+        F.transform(
+            F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>")),
+            lambda h: F.concat(F.sha2(F.encode(h["key"], "UTF-8"), 256), F.lit("="), _hex_or_null(h["value"])),
+        ),
+        ",",
+    )
+    content = F.concat_ws("|", _hex_or_null(F.col("key")), _hex_or_null(F.col("value")), headers)
+    return records.select(
+        "partition",
+        F.sha2(F.encode(content, "UTF-8"), 256).alias("record_id"),
+        F.unix_millis(F.col("timestamp")).alias("ts_ms"),
+    )
+
+
+def read_topic(spark: SparkSession, bootstrap: str, topic: str, options: Mapping[str, str] | None = None) -> DataFrame:
+    """The whole topic as it is now, in batch, headers included."""
+    reader = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .option("includeHeaders", "true")
+        # A topic being written to may have offsets that vanish (retention) while we read.
+        .option("failOnDataLoss", "false")
+    )
+    for key, value in (options or {}).items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _empty_identities(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame([], "partition int, record_id string, ts_ms long")
+
+
+def compare_identities(source: DataFrame, destination: DataFrame, bucket_s: int) -> DataFrame:
+    """Per identity: source, destination, missing, duplicated and extra counts, and its bucket's ``startMs``."""
+    from pyspark.sql import functions as F
+
+    keys = ["partition", "record_id", "ts_ms"]
+    src = source.groupBy(*keys).agg(F.count(F.lit(1)).alias("s"))
+    dst = destination.groupBy(*keys).agg(F.count(F.lit(1)).alias("d"))
+    s, d = F.col("s"), F.col("d")
+    return (
+        src.join(dst, keys, "full_outer")
+        .fillna(0, subset=["s", "d"])
+        .select(
+            *keys,
+            s.alias("source"),
+            d.alias("destination"),
+            F.when(s > d, s - d).otherwise(0).alias("missing"),
+            F.when((d > s) & (s > 0), d - s).otherwise(0).alias("duplicated"),
+            F.when(s == 0, d).otherwise(0).alias("extra"),
+            (F.floor(F.col("ts_ms") / (bucket_s * 1000)) * (bucket_s * 1000)).cast("long").alias("startMs"),
+        )
+    )
+
+
+def summarize(per_identity: DataFrame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Collected (per partition, per bucket) sums of :func:`compare_identities`' counts."""
+    from pyspark.sql import functions as F
+
+    sums = [F.sum(name).cast("long").alias(name) for name in COUNT_FIELDS]
+    # Both groupings in one job, so each topic is read from Kafka once.
+    rows = (
+        per_identity.groupingSets([("partition",), ("startMs",)], "partition", "startMs")
+        .agg(*sums, F.grouping("partition").alias("by_bucket"))
+        .collect()
+    )
+    partitions = [{k: v for k, v in r.asDict().items() if k not in ("startMs", "by_bucket")} for r in rows if not r["by_bucket"]]
+    buckets = [{k: v for k, v in r.asDict().items() if k not in ("partition", "by_bucket")} for r in rows if r["by_bucket"]]
+    return partitions, buckets
+
+
+def _topic_exists(cluster: Mapping[str, Any], topic: str) -> bool:
+    from common import kafka_clients
+
+    try:
+        metadata = kafka_clients.admin(dict(cluster)).list_topics(topic=topic, timeout=15)
+    except Exception as exc:  # confluent-kafka raises KafkaException; the message is what matters
+        raise PipelineError(f"cannot read metadata from {cluster.get('bootstrap.servers')}: {exc}") from exc
+    found = metadata.topics.get(topic)
+    return found is not None and found.error is None
+
+
+def run_audit(
+    config: FerryConfig,
+    topic: str,
+    route: str | None = None,
+    start_ms: int | None = None,
+    end_ms: int | None = None,
+    bucket_s: int = 60,
+    master: str | None = None,
+    spark: SparkSession | None = None,
+) -> dict[str, Any]:
+    """Audits ``topic`` on a route; the JSON-ready report (see :func:`build_report`).
+
+    The time window is ``[start_ms, end_ms)`` on record timestamps; None leaves a side open.
+    """
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+
+    from pipeline.spark import get_session, require_kafka_jars
+
+    if bucket_s < 1:
+        raise PipelineError("--bucket must be at least 1 second")
+    if start_ms is not None and end_ms is not None and start_ms >= end_ms:
+        raise PipelineError("--from must be before --to")
+    chosen = pick_route(config, route)
+    source_cluster = config.clusters[chosen.source]
+    destination_cluster = config.clusters[chosen.destination]
+    if not _topic_exists(source_cluster, topic):
+        raise PipelineError(f"topic {topic!r} does not exist on the source cluster {chosen.source}")
+    require_kafka_jars()
+    spark = spark or get_session(master, app_name="ferry-audit")
+
+    def identities(cluster: Mapping[str, Any]) -> DataFrame:
+        if not _topic_exists(cluster, topic):  # nothing copied yet: every record is missing
+            return _empty_identities(spark)
+        frame = record_identity(read_topic(spark, str(cluster["bootstrap.servers"]), topic))
+        if start_ms is not None:
+            frame = frame.filter(F.col("ts_ms") >= start_ms)
+        if end_ms is not None:
+            frame = frame.filter(F.col("ts_ms") < end_ms)
+        return frame
+
+    compared = compare_identities(identities(source_cluster), identities(destination_cluster), bucket_s)
+    try:
+        partitions, buckets = summarize(compared)
+    except (PySparkException, Py4JJavaError) as exc:  # e.g. a broker that went away mid-read
+        raise PipelineError(f"the audit job of {topic!r} failed: {str(exc).strip().splitlines()[0]}") from exc
+    return build_report(topic, chosen.name, partitions, buckets, bucket_s, (start_ms, end_ms))
+
+
+def write_chart(report: Mapping[str, Any], path: str) -> None:
+    """A PNG of source vs destination record counts per time bucket (problems marked in red)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: render to a file only
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    buckets = report["buckets"]
+    starts = [float(mdates.date2num(datetime.fromtimestamp(b["startMs"] / 1000, tz=timezone.utc))) for b in buckets]
+    width = report["bucketSeconds"] / 86400 * 0.4  # bar width in days, matplotlib's date unit
+    figure, axes = plt.subplots(figsize=(10, 4.5))
+    try:
+        if buckets:
+            axes.bar(starts, [b["source"] for b in buckets], width=width, align="edge",
+                     label="source", color="#4c72b0")
+            axes.bar([s + width for s in starts], [b["destination"] for b in buckets],
+                     width=width, align="edge", label="destination", color="#55a868")
+            # Over the bucket's pair of bars, so a bucket with a problem stands out at a glance.
+            bad = [(s + width, max(b["source"], b["destination"])) for s, b in zip(starts, buckets, strict=True)
+                   if any(b[name] for name in PROBLEM_FIELDS)]
+            if bad:
+                axes.scatter([s for s, _ in bad], [n for _, n in bad], marker="v", s=60, color="#c44e52", zorder=3,
+                             label="missing/duplicated/extra")
+            axes.xaxis_date()
+            figure.autofmt_xdate()
+        else:
+            axes.text(0.5, 0.5, "no records in the window", ha="center", va="center", transform=axes.transAxes)
+        status = "OK" if report["ok"] else (
+            f"missing {report['missing']}, duplicated {report['duplicated']}, extra {report['extra']}"
+        )
+        axes.set_title(f"{report['topic']} ({report['route']}): records per {report['bucketSeconds']} s - {status}")
+        axes.margins(y=0.12)  # room for the markers above the bars
+        axes.set_ylabel("records")
+        axes.set_xlabel("record timestamp (UTC)")
+        axes.legend()
+        figure.tight_layout()
+        figure.savefig(path, format="png", dpi=100)
+    finally:
+        plt.close(figure)

@@ -30,7 +30,7 @@ def _run(args: argparse.Namespace) -> int:
     host = config.controller.rest_host
     port = args.rest_port or config.controller.rest_port
     controller_id = args.id or f"{socket.gethostname()}-{port}"
-    controller = Controller(config, controller_id, rest_url=f"http://{host}:{port}")
+    controller = Controller(config, controller_id, rest_url=f"http://{host}:{port}", config_path=args.config)
     app = create_app(controller, forward_timeout_s=config.controller.forward_timeout_s)
     server = make_server(host, port, app, threaded=True)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +48,7 @@ from common.model import (
     PartitionState,
     TopicKey,
     WorkerAssignment,
+    decode,
     encode,
     topic_name_problem,
 )
@@ -78,6 +81,7 @@ class Controller:
         partition_counter: PartitionCounter | None = None,
         clock: Callable[[], float] = time.time,
         kafka: ClusterMetadata | None = None,
+        config_path: str | None = None,
     ) -> None:
         self.config = config
         self.controller_id = controller_id
@@ -87,6 +91,7 @@ class Controller:
         self._owns_zk = zk is None
         self.store = Store(self._zk, self.layout)
         self.kafka = kafka or ClusterMetadata(config.clusters)
+        self._config_path = config_path  # for the Spark validation, run as `ferry validate --store`
         self._count_partitions = partition_counter or self.kafka.partition_count
         self.progress = ProgressTracker(config.controller.noprogress_after_s)
         self.registry = CollectorRegistry()
@@ -95,6 +100,8 @@ class Controller:
                                        ["state"], registry=self.registry)
         self._lag_gauge = Gauge("ferry_controller_partition_lag", "Log-end minus committed offset at the source",
                                 ["route", "topic", "partition"], registry=self.registry)
+        self._validation_gauge = Gauge("ferry_controller_validation_problems",
+                                       "Problems found by the last Spark validation", registry=self.registry)
         self._stalled_gauge = Gauge("ferry_controller_noprogress_partitions",
                                     "Lagging partitions whose committed offset has not moved", registry=self.registry)
         self._clock = clock
@@ -110,7 +117,9 @@ class Controller:
         self._live_seen: set[str] | None = None
         self._dirty = False
         self._scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(1)},
+            # Reconciliation and the quick leader jobs share one thread; the Spark validation,
+            # which takes many seconds, gets its own so it never delays a failover.
+            executors={"default": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1},
         )
 
@@ -189,6 +198,10 @@ class Controller:
             self._scheduler.add_job(self._run_guarded, "interval", args=[self.sample_offsets], id="lag",
                                     seconds=controller_config.lag_interval_s, replace_existing=True,
                                     next_run_time=datetime.now() + timedelta(seconds=1))
+            if controller_config.validation_interval_s and self._config_path:
+                self._scheduler.add_job(self._run_guarded, "interval", args=[self.run_spark_validation], id="validate",
+                                        seconds=controller_config.validation_interval_s, replace_existing=True,
+                                        executor="spark")
             self._leader_gauge.set(1)
             self.request_reconcile()
             while not self._lead_lost.wait(0.5):
@@ -450,6 +463,7 @@ class Controller:
             "ok": not mismatches,
             "summary": summarize(ideal, external),
             "mismatches": [m.to_json() for m in mismatches],
+            "spark": self.spark_validation(),  # the last `ferry validate --store`, with checkedAt
         }
 
     # -- writes (leader only) ---------------------------------------------------------------
@@ -655,6 +669,33 @@ class Controller:
             for key, since in sorted(self.progress.stalled(now).items())
         ], "thresholdS": self.progress.noprogress_after_s}
 
+    def run_spark_validation(self) -> None:
+        """The leader's ``validate`` job: ``ferry validate --store`` in a process of its own (a JVM)."""
+        assert self._config_path is not None
+        command = [sys.executable, "-m", "common.cli", "validate", "--config", self._config_path, "--store", "--json"]
+        timeout = max(60.0, self.config.controller.validation_interval_s)
+        try:
+            done = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            log.warning("the Spark validation took longer than %.0fs; stopped", timeout)
+            return
+        if done.returncode not in (0, 1):  # 1: it ran and found problems
+            log.warning("the Spark validation failed (exit %d): %s", done.returncode, done.stderr.decode()[-500:])
+        stored = self.spark_validation()
+        if stored is not None:
+            self._validation_gauge.set(len(stored.get("problems", [])))
+
+    def spark_validation(self) -> dict[str, Any] | None:
+        """The last stored result of ``ferry validate --store``, or None."""
+        try:
+            data, _ = self._zk.get(self.layout.validation)
+        except NoNodeError:
+            return None
+        except KazooException as exc:
+            raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
+        stored: dict[str, Any] | None = decode(data)
+        return stored
+
     def source_validation(self) -> dict[str, Any]:
         """uReplicator's ``/validation/srcKafka``: partition counts at the source vs the ideal state."""
         ideal, _ = self._read(self.store.ideal_states)
@@ -668,7 +709,9 @@ class Controller:
                 problems.append({"route": key.route, "topic": key.topic, "idealPartitions": state.partitions,
                                  "sourcePartitions": at_source,
                                  "problem": "missing at source" if at_source is None else "partition count differs"})
-        return {"ok": not problems, "topics": len(ideal), "mismatches": problems}
+        spark = self.spark_validation()
+        return {"ok": not problems, "topics": len(ideal), "mismatches": problems,
+                "spark": None if spark is None else {"checkedAt": spark.get("checkedAt"), "srcKafka": spark.get("srcKafka")}}
 
     def _count_states(self, plan: planner.Plan) -> None:
         counts = {PartitionState.ONLINE: 0, PartitionState.OFFLINE: 0, PartitionState.ERROR: 0}

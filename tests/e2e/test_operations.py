@@ -86,3 +86,25 @@ def test_observer_whitelists_expands_follows_configs_and_remembers_removals(
     time.sleep(2.5)  # two observer intervals: it must not whitelist the topic again
     assert requests.get(f"{url}/topics/{topic}", timeout=2).status_code == 404
     assert requests.post(f"{url}/topics", json={"topic": topic}, timeout=10).status_code == 201
+
+
+def test_the_leader_runs_the_spark_validation_and_serves_its_result(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
+    fleet.extra = {"controller": {"validation_interval_s": 3}}
+    fleet.write_config()
+    topic = topic_name("validated")
+    RecordLedger(fleet.stack, topic, 2).create_source_topic()
+    controller = fleet.start_controller("c1")
+    fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    fleet.wait_for_workers(controller, {"w1"})
+    assert requests.post(f"{controller.url}/topics", json={"topic": topic}, timeout=10).status_code == 201
+    wait_until(lambda: len(fleet.online_by_worker(controller, topic)) == 2, 30, "both partitions ONLINE")
+
+    def validated_after_online() -> dict | None:  # type: ignore[type-arg]
+        spark = requests.get(f"{controller.url}/validation", timeout=5).json().get("spark")
+        return spark if spark and spark.get("ok") else None
+
+    spark = wait_until(validated_after_online, 120, "a clean Spark validation result")
+    assert spark["checkedAt"] > 0 and spark["problems"] == []
+    assert 'ferry_controller_validation_problems 0.0' in requests.get(f"{controller.url}/metrics", timeout=5).text
+    assert requests.get(f"{controller.url}/validation/srcKafka", timeout=10).json()["spark"]["srcKafka"] == []

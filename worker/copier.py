@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import NewPartitions, NewTopic
+from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
 from common import kafka_clients
 from common.config import RouteConfig, WorkerConfig
@@ -66,7 +66,11 @@ _PERMANENT_DELIVERY_ERRORS = {
     KafkaError._INVALID_ARG,
 }
 RETRY_BACKOFF_S = 5.0
+LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
+# Room for the record batch's own framing under a topic's max.message.bytes.
+_BATCH_FRAMING_BYTES = 1024
 _METADATA_TIMEOUT_S = 10.0
+FLUSH_TIMEOUT_S = 30.0
 _ADMIN_TIMEOUT_S = 30.0
 
 
@@ -99,10 +103,10 @@ class RouteCopier:
             **{"auto.offset.reset": config.auto_offset_reset, "client.id": f"{client_id}-{route.name}"},
             **config.consumer,
         )
-        self._producer = kafka_clients.producer(
-            destination, on_delivery=self._on_delivery,
-            **{"client.id": f"{client_id}-{route.name}"}, **config.producer,
-        )
+        self._destination = destination
+        self._producer_settings: dict[str, Any] = {"client.id": f"{client_id}-{route.name}", **config.producer}
+        self._batch_size = int(self._producer_settings.get("batch.size", LIBRDKAFKA_BATCH_SIZE))
+        self._producer = self._new_producer()
         self._destination_admin = kafka_clients.admin(destination)
         self._tracker: OffsetWatermarks[TopicPartitionKey] = OffsetWatermarks()
         self._assigned: set[TopicPartitionKey] = set()
@@ -188,6 +192,7 @@ class RouteCopier:
                 self._admin_result(future, KafkaError.INVALID_PARTITIONS)
                 log.info("route %s: expanded destination topic %s to %d partitions", self.route.name, topic, wanted)
             self._await_producer_metadata(topic, wanted)
+            self._fit_batches_to(topic)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
@@ -195,6 +200,38 @@ class RouteCopier:
                 raise _Stopped(f"cannot create destination topic {topic!r}: {error.str()}") from None
             raise _Deferred(f"destination cluster: {error.str()}") from None
         return wanted
+
+    def _new_producer(self) -> Any:
+        return kafka_clients.producer(self._destination, on_delivery=self._on_delivery, **self._producer_settings)
+
+    def _fit_batches_to(self, topic: str) -> None:
+        """Keeps producer batches under the destination topic's ``max.message.bytes``.
+
+        The broker checks a whole record batch against that limit and librdkafka does not split
+        a rejected batch, so a batch bigger than the limit would fail every record in it, good
+        ones included. A record bigger than ``batch.size`` still travels alone in its own batch,
+        so when the destination refuses it, only it fails, at its own offset.
+        """
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        try:
+            entries = self._destination_admin.describe_configs([resource])[resource].result(_ADMIN_TIMEOUT_S)
+            limit = int(entries["max.message.bytes"].value)
+        except (KafkaException, KeyError, ValueError, TypeError) as exc:
+            log.warning("route %s: cannot read max.message.bytes of %s on the destination: %s", self.route.name, topic, exc)
+            return
+        fitting = max(1, limit - _BATCH_FRAMING_BYTES)
+        if fitting >= self._batch_size:
+            return
+        remaining = self.flush(FLUSH_TIMEOUT_S)
+        if remaining:
+            log.warning("route %s: %d records unacknowledged; keeping the larger batches for now", self.route.name, remaining)
+            return
+        log.info("route %s: producer batches capped at %d bytes to fit %s's max.message.bytes=%d",
+                 self.route.name, fitting, topic, limit)
+        self._producer.flush(0)
+        self._batch_size = fitting
+        self._producer_settings["batch.size"] = fitting
+        self._producer = self._new_producer()
 
     def _await_producer_metadata(self, topic: str, partitions: int) -> None:
         """Waits (bounded) until the producer's metadata shows ``partitions`` partitions of ``topic``.
@@ -223,10 +260,16 @@ class RouteCopier:
 
     def copy_batch(self, timeout: float) -> int:
         """Consumes one batch and hands it to the producer; returns the number of records sent."""
-        messages: list[Any] = self._consumer.consume(self._config.consume_batch, timeout)
+        # consume(n, timeout) waits for n records or the whole timeout: at a modest rate that adds
+        # the timeout to every record's latency. Take what is fetched already; when nothing is,
+        # wait for the first record only.
+        messages: list[Any] = self._consumer.consume(self._config.consume_batch, 0)
         if not messages:
-            self._producer.poll(0)
-            return 0
+            first = self._consumer.poll(timeout)
+            if first is None:
+                self._producer.poll(0)
+                return 0
+            messages = [first, *self._consumer.consume(self._config.consume_batch - 1, 0)]
         produce = self._producer.produce
         sent = self._tracker.sent
         errors = self._errors

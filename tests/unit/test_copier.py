@@ -72,6 +72,9 @@ class FakeConsumer:
         batch, self.queue[:] = self.queue[:num], self.queue[num:]
         return batch
 
+    def poll(self, timeout: float) -> FakeMessage | None:
+        return self.queue.pop(0) if self.queue else None
+
     def list_topics(self, topic: str, timeout: float) -> Any:
         return _metadata(self.source_partitions)
 
@@ -125,10 +128,15 @@ class FakeProducer:
 class FakeAdmin:
     def __init__(self, destination_partitions: int | None) -> None:
         self.destination_partitions = destination_partitions
+        self.max_message_bytes = 1_048_588
         self.created: list[tuple[str, int]] = []
 
     def list_topics(self, topic: str, timeout: float) -> Any:
         return _metadata(self.destination_partitions)
+
+    def describe_configs(self, resources: list[Any]) -> dict[Any, Any]:
+        entries = {"max.message.bytes": SimpleNamespace(value=str(self.max_message_bytes))}
+        return {r: SimpleNamespace(result=lambda timeout: entries) for r in resources}
 
     def create_topics(self, topics: list[Any]) -> dict[str, Any]:
         self.created.extend((t.topic, t.num_partitions) for t in topics)
@@ -152,6 +160,7 @@ def rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 
     def make_producer(cluster: Any, on_delivery: Any, **overrides: Any) -> FakeProducer:
         rig.producer = FakeProducer(calls, on_delivery)
+        rig.producer_settings = overrides
         return rig.producer
 
     monkeypatch.setattr(copier_module.kafka_clients, "consumer", lambda cluster, group, **kw: rig.consumer)
@@ -232,3 +241,14 @@ def test_release_flushes_then_commits_then_unassigns(rig: SimpleNamespace) -> No
     kinds = [kind for kind, _ in rig.calls]
     assert kinds.index("flush") < kinds.index("commit") < kinds.index("unassign")
     assert ("commit", [(TOPIC, 0, 5)]) in rig.calls
+
+
+def test_producer_batches_shrink_to_fit_the_destination_topic_limit(rig: SimpleNamespace) -> None:
+    first = rig.producer
+    rig.admin.max_message_bytes = 50_000
+    rig.copier.acquire([(TOPIC, 0)])
+    assert rig.producer is not first  # rebuilt, after a flush, with smaller batches
+    assert rig.producer_settings["batch.size"] == 50_000 - 1024
+    second = rig.producer
+    rig.copier.acquire([(TOPIC, 1)])
+    assert rig.producer is second  # already fits

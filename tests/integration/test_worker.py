@@ -1,0 +1,584 @@
+"""A real :class:`worker.service.Worker`, in-process on a thread, against the local stack.
+
+The test plays the controller: it writes ``assignments/<worker>`` and reads
+``workers/state/<worker>`` in its own ZooKeeper chroot, produces on the ``src`` cluster and
+reads what arrived on ``dst``. Every wait polls a real server with a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import socket
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_CREATE_TIME,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import NewTopic
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from common import kafka_clients
+from common.config import FerryConfig, parse_config
+from common.model import PartitionKey, WorkerAssignment, WorkerStatus
+from common.zk_layout import ZkLayout, make_client
+from worker.service import Worker
+
+ROUTE = "src.dst"
+GROUP = "ferry.src.dst"
+LAYOUT = ZkLayout("/")  # the worker's config points at this test's chroot
+# What worker/copier.py logs when it releases partitions with records still unacknowledged.
+UNACKED_AT_RELEASE = re.compile(r"(\d+) records still unacknowledged")
+# key, value, headers, (timestamp type, timestamp)
+Record = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], tuple[int, int]]
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str | Callable[[], str], interval: float = 0.1) -> Any:
+    """Polls ``condition`` until it returns something truthy; fails naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            described = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {described}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- Kafka side ------------------------------------------------------------------------------
+
+
+class Kafka:
+    """Produces on ``src``, reads ``dst``, and reads the route's committed offsets on ``src``."""
+
+    def __init__(self, cluster_conf: Callable[[str], dict[str, str]]) -> None:
+        self.conf = cluster_conf
+        self._producer: Producer = kafka_clients.producer(cluster_conf("src"), **{"linger.ms": 0})
+        self._group: Consumer = kafka_clients.consumer(cluster_conf("src"), GROUP)
+        self._readers: dict[str, Consumer] = {}
+
+    def close(self) -> None:
+        self._group.close()
+        for reader in self._readers.values():
+            reader.close()
+
+    def produce(self, topic: str, partition: int, records: Sequence[Record]) -> None:
+        """Produces ``records`` to one source partition, in order, and waits until all are acknowledged."""
+        failures: list[str] = []
+
+        def delivered(error: Any, _message: Any) -> None:
+            if error is not None:
+                failures.append(error.str())
+
+        for key, value, headers, (_, timestamp) in records:
+            self._producer.produce(topic, value, key, partition, timestamp=timestamp,
+                                   headers=list(headers), on_delivery=delivered)
+        assert self._producer.flush(30) == 0, "the source did not acknowledge every record"
+        assert not failures, failures
+
+    def _reader(self, cluster: str) -> Consumer:
+        if cluster not in self._readers:
+            self._readers[cluster] = kafka_clients.consumer(self.conf(cluster), f"ferry-test-reader-{uuid.uuid4().hex}")
+        return self._readers[cluster]
+
+    def end_offset(self, cluster: str, topic: str, partition: int) -> int:
+        """The partition's log-end offset; 0 while the topic does not exist (or has no leader) yet."""
+        try:
+            _, high = self._reader(cluster).get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        except KafkaException as exc:
+            # Not there yet, or just created and its leader not known everywhere yet.
+            if exc.args[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
+                                      KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE):
+                return 0
+            raise
+        return int(high)
+
+    def read(self, cluster: str, topic: str, partition: int) -> list[Record]:
+        """Everything in one partition now, from the beginning up to the log-end offset."""
+        end = self.end_offset(cluster, topic, partition)
+        if end <= 0:
+            return []
+        reader = self._reader(cluster)
+        reader.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        records: list[Record] = []
+        deadline = time.monotonic() + 20
+        try:
+            while time.monotonic() < deadline:
+                # Asks for exactly what is left, so consume() returns as soon as it is there.
+                for m in reader.consume(end - len(records), 0.5):
+                    assert m.error() is None, m.error()
+                    headers: Any = m.headers() or ()
+                    records.append((m.key(), m.value(), tuple(headers), m.timestamp()))
+                    if (m.offset() or 0) >= end - 1:
+                        return records
+            raise AssertionError(f"{cluster} {topic}/{partition}: read {len(records)} of {end} records")
+        finally:
+            reader.unassign()
+
+    def wait_arrived(self, topic: str, partition: int, count: int, timeout: float = 20) -> list[Record]:
+        """Waits until the destination partition holds at least ``count`` records; returns them all."""
+        def describe() -> str:
+            seqs = [dict(headers).get("seq") for _, _, headers, _ in self.read("dst", topic, partition)]
+            return f"{count} records at dst {topic}/{partition} (has {len(seqs)}, seq headers {seqs})"
+
+        wait_until(lambda: self.end_offset("dst", topic, partition) >= count, timeout, describe)
+        return self.read("dst", topic, partition)
+
+    def committed(self, topic: str, partition: int) -> int:
+        """The route group's committed offset on the source; negative when none."""
+        [tp] = self._group.committed([TopicPartition(topic, partition)], timeout=10)
+        return int(tp.offset)
+
+    def wait_committed(self, topic: str, partition: int, offset: int, timeout: float = 15) -> None:
+        wait_until(lambda: self.committed(topic, partition) == offset, timeout,
+                   lambda: f"committed offset {offset} on src {topic}/{partition} (is {self.committed(topic, partition)})")
+
+
+def records(tag: str, count: int, start: int = 0, partition: int = 0) -> list[Record]:
+    """Numbered records with a key, two headers (one repeated name) and a CreateTime an hour ago.
+
+    Every fifth record (the first included) has no key; the last one of a batch of more than two
+    is a tombstone (value None).
+    """
+    base_ts = int(time.time() * 1000) - 3_600_000
+    result: list[Record] = []
+    for i in range(start, start + count):
+        key = None if i % 5 == 0 else f"key-{partition}-{i}".encode()
+        value: bytes | None = f"{tag}-{partition}-{i}".encode() * 4
+        if count > 2 and i == start + count - 1:
+            value = None
+        headers = (("seq", str(i).encode()), ("origin", tag.encode()), ("seq", b"again"))
+        result.append((key, value, headers, (TIMESTAMP_CREATE_TIME, base_ts + i)))
+    return result
+
+
+def recopied_count(arrived: list[Record], sent: list[Record]) -> int:
+    """``arrived`` is ``sent[:a] + sent[b:]`` with ``b <= a``: nothing lost, nothing reordered,
+    and the only duplicates are one contiguous re-read from an earlier offset. Returns ``a - b``."""
+    for cut in range(len(sent) + 1):
+        head, tail = arrived[:cut], arrived[cut:]
+        if head != sent[:cut]:
+            break
+        start = len(sent) - len(tail)
+        if 0 <= start <= cut and tail == sent[start:]:
+            return cut - start
+    raise AssertionError(f"destination is not a prefix plus a re-read suffix of the source "
+                         f"({len(arrived)} arrived, {len(sent)} sent)")
+
+
+def expire_session(client: KazooClient, servers: str, timeout: float = 30) -> None:
+    """Expires ``client``'s ZooKeeper session: another connection takes the session over and closes it.
+
+    ``client`` may reconnect and take its session back before the other connection closed it;
+    then this tries again, until ``client`` is connected under a new session.
+    """
+    session = client.client_id
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        thief = KazooClient(hosts=servers, client_id=session)  # no chroot: nothing to check at start
+        with contextlib.suppress(KazooException, KazooTimeoutError):
+            thief.start(timeout=5)
+        thief.stop()  # closes the session, if this connection still holds it
+        thief.close()
+        attempt_over = time.monotonic() + 5
+        while time.monotonic() < attempt_over:
+            current = client.client_id
+            if client.connected and current is not None and current[0] != session[0]:
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"the ZooKeeper session {session[0]:#x} did not expire within {timeout:.0f}s")
+
+
+# -- the worker ------------------------------------------------------------------------------
+
+
+@dataclass
+class RunningWorker:
+    """A worker on a thread, and the test's controller-side view of it."""
+
+    worker: Worker
+    zk: KazooClient  # the test's chrooted client
+    thread: threading.Thread
+    result: list[int | BaseException] = field(default_factory=list)
+    generation: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.worker.worker_id
+
+    def assign(self, topic: str, partitions: Sequence[int]) -> int:
+        """Writes a new generation of this worker's assignment; returns the generation."""
+        self.generation += 1
+        data = WorkerAssignment(self.generation, frozenset(PartitionKey(ROUTE, topic, p) for p in partitions)).to_bytes()
+        path = LAYOUT.assignment(self.id)
+        if self.zk.exists(path):
+            self.zk.set(path, data)
+        else:
+            self.zk.create(path, data, makepath=True)
+        return self.generation
+
+    def status(self) -> WorkerStatus | None:
+        try:
+            data, _ = self.zk.get(LAYOUT.worker_state(self.id))
+        except NoNodeError:
+            return None
+        return WorkerStatus.from_bytes(data)
+
+    def wait_status(self, condition: Callable[[WorkerStatus], bool], what: str, timeout: float = 20) -> WorkerStatus:
+        def check() -> WorkerStatus | None:
+            status = self.status()
+            return status if status is not None and condition(status) else None
+
+        status: WorkerStatus = wait_until(check, timeout, lambda: f"{what} (status: {self.status()})")
+        return status
+
+    def wait_online(self, topic: str, partitions: Sequence[int], generation: int, timeout: float = 20) -> WorkerStatus:
+        wanted = {PartitionKey(ROUTE, topic, p) for p in partitions}
+        return self.wait_status(
+            lambda s: s.generation == generation and set(s.partitions) == wanted
+            and all(v.state == "ONLINE" for v in s.partitions.values()),
+            f"generation {generation} applied with {sorted(partitions)} ONLINE", timeout,
+        )
+
+    def leave(self, timeout: float = 30) -> int | BaseException:
+        """Stops the worker as SIGTERM does, and empties its assignment once it says it is leaving."""
+        self.worker.stop()
+        self.wait_status(lambda s: s.leaving, "status with leaving=true")
+        self.generation += 1
+        self.zk.set(LAYOUT.assignment(self.id), WorkerAssignment(self.generation).to_bytes())
+        return self.join(timeout)
+
+    def join(self, timeout: float = 30) -> int | BaseException:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "worker.run() did not return after stop()"
+        return self.result[0]
+
+
+@pytest.fixture
+def kafka(cluster_conf: Callable[[str], dict[str, str]]) -> Iterator[Kafka]:
+    tool = Kafka(cluster_conf)
+    yield tool
+    tool.close()
+
+
+@pytest.fixture
+def make_config(zk_chroot: str, cluster_conf: Callable[[str], dict[str, str]]) -> Callable[..., FerryConfig]:
+    def make(**worker: Any) -> FerryConfig:
+        return parse_config({
+            "zookeeper": {"connect": zk_chroot, "root": "/"},
+            "clusters": {"src": cluster_conf("src"), "dst": cluster_conf("dst")},
+            "routes": [{"source": "src", "destination": "dst"}],
+            "worker": {"commit_interval_s": 0.2, "metrics_port": 0, **worker},
+        })
+
+    return make
+
+
+@pytest.fixture
+def start_worker(zk: KazooClient, make_config: Callable[..., FerryConfig]) -> Iterator[Callable[..., RunningWorker]]:
+    started: list[RunningWorker] = []
+    clients: list[KazooClient] = []
+
+    def start(config: FerryConfig | None = None, zk_client: KazooClient | None = None, metrics_port: int | None = None) -> RunningWorker:
+        """Runs a worker on a thread; with ``zk_client``, starts that client for it (and closes it at the end)."""
+        if zk_client is not None:
+            clients.append(zk_client)
+            zk_client.start(timeout=15)
+        worker = Worker(config or make_config(), f"w-{uuid.uuid4().hex[:8]}", metrics_port=metrics_port, zk=zk_client)
+        result: list[int | BaseException] = []
+
+        def run() -> None:
+            try:
+                result.append(worker.run())
+            except BaseException as exc:  # reported by join() and by this fixture's teardown
+                result.append(exc)
+
+        running = RunningWorker(worker, zk, threading.Thread(target=run, name=f"worker-{worker.worker_id}", daemon=True), result)
+        started.append(running)
+        running.thread.start()
+        wait_until(lambda: zk.exists(LAYOUT.live_worker(worker.worker_id)) or result, 20, f"worker {worker.worker_id} registered")
+        assert not result, f"worker.run() ended early: {result}"
+        return running
+
+    yield start
+    for running in started:
+        if running.thread.is_alive():
+            running.worker.stop()
+            # An empty assignment ends the drain's wait for the leader at once.
+            with contextlib.suppress(NoNodeError):
+                zk.delete(LAYOUT.assignment(running.id))
+            running.thread.join(30)
+    for client in clients:  # only once the workers using them stopped
+        client.stop()
+        client.close()
+    for running in started:
+        assert not running.thread.is_alive(), f"worker {running.id} did not stop"
+        assert running.result and not isinstance(running.result[0], BaseException), running.result
+
+
+# -- the tests -------------------------------------------------------------------------------
+
+
+def test_copies_records_identically_and_commits_to_the_end(
+    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+) -> None:
+    topic = topic_name("copy")
+    create_topic("src", topic, 3)
+    sent = {p: records("one", 12, partition=p) for p in range(3)}
+    for p, batch in sent.items():
+        kafka.produce(topic, p, batch)
+
+    running = start_worker()
+    generation = running.assign(topic, [0, 1, 2])
+
+    for p in range(3):
+        assert kafka.wait_arrived(topic, p, len(sent[p])) == sent[p]
+    meta = kafka_clients.admin(kafka.conf("dst")).list_topics(topic, timeout=10).topics[topic]
+    assert meta.error is None and len(meta.partitions) == 3
+    running.wait_online(topic, [0, 1, 2], generation)
+    for p in range(3):
+        kafka.wait_committed(topic, p, kafka.end_offset("src", topic, p))
+
+
+def test_unassigned_partition_is_committed_and_resumes_without_duplicates(
+    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+) -> None:
+    topic = topic_name("move")
+    create_topic("src", topic, 3)
+    first = {p: records("first", 10, partition=p) for p in range(3)}
+    for p, batch in first.items():
+        kafka.produce(topic, p, batch)
+    running = start_worker()
+    running.wait_online(topic, [0, 1, 2], running.assign(topic, [0, 1, 2]))
+    for p in range(3):
+        kafka.wait_arrived(topic, p, 10)
+
+    generation = running.assign(topic, [0, 2])
+    running.wait_online(topic, [0, 2], generation)
+    assert kafka.committed(topic, 1) == 10, "the release commits everything the destination acknowledged"
+
+    second = {p: records("second", 7, start=10, partition=p) for p in range(3)}
+    for p, batch in second.items():
+        kafka.produce(topic, p, batch)
+    for p in (0, 2):
+        assert kafka.wait_arrived(topic, p, 17) == first[p] + second[p]
+    assert kafka.end_offset("dst", topic, 1) == 10, "an unassigned partition is not copied"
+
+    generation = running.assign(topic, [0, 1, 2])
+    running.wait_online(topic, [0, 1, 2], generation)
+    assert kafka.wait_arrived(topic, 1, 17) == first[1] + second[1]
+    for p in range(3):
+        kafka.wait_committed(topic, p, 17)
+    assert kafka.read("dst", topic, 1) == first[1] + second[1], "nothing copied twice"
+
+
+@pytest.mark.parametrize(
+    ("producer_limit", "copy_small_first"),
+    [
+        # worker.producer message.max.bytes below the record's size: produce() itself refuses it.
+        pytest.param(4000, False, id="refused-by-produce"),
+        # The destination broker rejects it; the small records before it were copied earlier.
+        pytest.param(None, True, id="rejected-by-broker"),
+        # Produced together with the small records before it: batches fit the topic limit, so only it fails.
+        pytest.param(None, False, id="rejected-by-broker-in-one-batch"),
+    ],
+)
+def test_record_too_large_for_the_destination_stops_only_its_partition(
+    start_worker: Callable[..., RunningWorker], make_config: Callable[..., FerryConfig], kafka: Kafka,
+    create_topic: Callable[..., None], topic_name: Callable[[str], str], producer_limit: int | None,
+    copy_small_first: bool,
+) -> None:
+    topic = topic_name("large")
+    create_topic("src", topic, 3)
+    admin = kafka_clients.admin(kafka.conf("dst"))
+    admin.create_topics([NewTopic(topic, 3, 1, config={"max.message.bytes": "2000"})])[topic].result(timeout=30)
+    small_before = records("small", 5, partition=0)
+    big: Record = (b"big", b"x" * 10_000, (), (TIMESTAMP_CREATE_TIME, small_before[-1][3][1] + 1))
+    small_after = records("after", 5, start=6, partition=0)
+    others = {p: records("other", 8, partition=p) for p in (1, 2)}
+    for p, batch in others.items():
+        kafka.produce(topic, p, batch)
+    kafka.produce(topic, 0, small_before)
+    if not copy_small_first:
+        kafka.produce(topic, 0, [big, *small_after])
+
+    producer = {} if producer_limit is None else {"message.max.bytes": producer_limit}
+    running = start_worker(make_config(producer=producer))
+    running.assign(topic, [0, 1, 2])
+    if copy_small_first:
+        assert kafka.wait_arrived(topic, 0, 5) == small_before
+        kafka.produce(topic, 0, [big, *small_after])
+    key = PartitionKey(ROUTE, topic, 0)
+    status = running.wait_status(lambda s: key in s.partitions and s.partitions[key].state == "ERROR",
+                                 "partition 0 in ERROR")
+    reason = status.partitions[key].reason or ""
+    assert "offset 5" in reason, reason
+    assert kafka.wait_arrived(topic, 0, 5)[:5] == small_before
+    for p, batch in others.items():
+        assert kafka.wait_arrived(topic, p, 8) == batch
+    kafka.wait_committed(topic, 0, 5)
+
+    # The other partitions keep copying while partition 0 stays stopped.
+    more = {p: records("more", 4, start=8, partition=p) for p in (1, 2)}
+    for p, batch in more.items():
+        kafka.produce(topic, p, batch)
+    for p in (1, 2):
+        assert kafka.wait_arrived(topic, p, 12) == others[p] + more[p]
+        kafka.wait_committed(topic, p, 12)
+    assert kafka.committed(topic, 0) == 5, "never committed past the rejected record"
+    assert big not in kafka.read("dst", topic, 0)
+    final = running.status()
+    assert final is not None and final.partitions[key].state == "ERROR"
+    assert {final.partitions[PartitionKey(ROUTE, topic, p)].state for p in (1, 2)} == {"ONLINE"}
+
+
+def test_stop_drains_commits_and_leaves(
+    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    topic_name: Callable[[str], str], zk: KazooClient,
+) -> None:
+    topic = topic_name("stop")
+    create_topic("src", topic, 3)
+    sent = {p: records("stop", 300, partition=p) for p in range(3)}
+    for p, batch in sent.items():
+        kafka.produce(topic, p, batch)
+    running = start_worker()
+    generation = running.assign(topic, [0, 1, 2])
+    running.wait_online(topic, [0, 1, 2], generation)
+
+    # Stop as soon as every partition has started copying, so some may still be on their way.
+    wait_until(lambda: all(kafka.end_offset("dst", topic, p) > 0 for p in range(3)), 20, "copying started everywhere")
+    running.worker.stop()
+    status = running.wait_status(lambda s: s.leaving, "status with leaving=true")
+    assert not status.partitions or {v.state for v in status.partitions.values()} == {"OFFLINE"}, status
+    for p in range(3):
+        arrived = kafka.read("dst", topic, p)
+        assert arrived == sent[p][: len(arrived)]
+        assert kafka.committed(topic, p) == len(arrived), "drained: everything that arrived is committed"
+    # The controller's part: it moves the partitions away, which ends the drain.
+    running.assign(topic, [])
+    assert running.join() == 0
+    assert zk.exists(LAYOUT.live_worker(running.id)) is None
+    assert zk.exists(LAYOUT.worker_state(running.id)) is None
+
+
+def test_session_expiry_releases_registers_again_and_resumes(
+    start_worker: Callable[..., RunningWorker], make_config: Callable[..., FerryConfig], kafka: Kafka,
+    create_topic: Callable[..., None], topic_name: Callable[[str], str], zk_chroot: str, zk: KazooClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="worker")
+    topic = topic_name("expire")
+    create_topic("src", topic, 3)
+    sent = {p: records("before", 10, partition=p) for p in range(3)}
+    for p, batch in sent.items():
+        kafka.produce(topic, p, batch)
+    config = make_config()
+    # The test's own client for the worker, to know (and steal) its session; the fixture closes it.
+    worker_zk = make_client(config.zookeeper)
+    running = start_worker(config, zk_client=worker_zk)
+    generation = running.assign(topic, [0, 1, 2])
+    running.wait_online(topic, [0, 1, 2], generation)
+    for p in range(3):
+        kafka.wait_arrived(topic, p, 10)
+    old_session = worker_zk.client_id[0]
+
+    # Keep records flowing through the expiry, so some are in flight when it happens.
+    stop_producing = threading.Event()
+    during: dict[int, list[Record]] = {p: [] for p in range(3)}
+
+    def produce_steadily() -> None:
+        i = 10
+        while not stop_producing.is_set():
+            for p in range(3):
+                batch = records("during", 1, start=i, partition=p)
+                kafka.produce(topic, p, batch)
+                during[p].extend(batch)
+            i += 1
+
+    producer = threading.Thread(target=produce_steadily, daemon=True)
+    producer.start()
+    try:
+        expire_session(worker_zk, zk_chroot.split("/", 1)[0])
+
+        def registered_again() -> bool:
+            stat = zk.exists(LAYOUT.live_worker(running.id))
+            return stat is not None and stat.owner_session_id not in (old_session, None)
+
+        wait_until(registered_again, 30, "the live node under a new session")
+        running.wait_online(topic, [0, 1, 2], generation)
+    finally:
+        stop_producing.set()
+        producer.join(10)
+
+    assert worker_zk.client_id[0] != old_session
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("session lost: releasing every partition" in m for m in messages), messages
+    assert any("registered again" in m for m in messages), messages
+    # Releasing flushes before it commits, so only what the destination had not acknowledged
+    # by then (the copier logs how many) may be copied twice.
+    in_flight_bound = sum(int(m.group(1)) for m in map(UNACKED_AT_RELEASE.search, messages) if m)
+    for p in range(3):
+        expected = sent[p] + during[p]
+        kafka.wait_committed(topic, p, len(expected), timeout=20)
+        arrived = kafka.read("dst", topic, p)
+        recopied = recopied_count(arrived, expected)
+        assert recopied <= in_flight_bound, f"partition {p}: {recopied} records copied twice"
+    # The assignment watch survived the new session: a new generation still applies.
+    running.wait_online(topic, [0, 1], running.assign(topic, [0, 1]))
+    assert running.leave() == 0
+
+
+def test_health_and_metrics_endpoints(
+    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+) -> None:
+    topic = topic_name("metrics")
+    create_topic("src", topic, 3)
+    for p in range(3):
+        kafka.produce(topic, p, records("m", 5, partition=p))
+    port = free_port()
+    running = start_worker(metrics_port=port)
+    running.wait_online(topic, [0, 1, 2], running.assign(topic, [0, 1, 2]))
+    for p in range(3):
+        kafka.wait_arrived(topic, p, 5)
+
+    def get(path: str) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return str(response.read().decode())
+
+    def health_online() -> dict[str, Any] | None:
+        body: dict[str, Any] = json.loads(get("/health"))
+        return body if body.get("partitions", {}).get("ONLINE") == 3 else None
+
+    health = wait_until(health_online, 10, "/health with 3 partitions ONLINE")
+    assert health["worker"] == running.id
+    assert health["status"] == "RUNNING"
+    assert health["partitions"] == {"ONLINE": 3, "ERROR": 0, "OFFLINE": 0}
+    line = f'ferry_worker_records_copied_total{{route="{ROUTE}"}} 15.0'
+    wait_until(lambda: line in get("/metrics"), 10, f"{line!r} in /metrics")

@@ -1,0 +1,275 @@
+"""Runs every workload through every system, measures each run, checks it, and reports.
+
+For each workload the source topic is filled once; then, per system, on a destination where
+the topic does not exist yet:
+
+1. *throughput*: the system copies the whole topic. The bench polls the destination's log-end
+   offsets every 50 ms; records/s, MB/s and CPU seconds per million records are taken over the
+   window from the first poll that saw records to the poll that saw the last one (so a JVM's
+   start-up and Ferry's registration are not counted; the total CPU is reported too);
+2. *latency*: with the system still running and idle, the bench produces at a steady rate to
+   a second, empty topic the system also copies, and consumes it at the destination
+   (:func:`bench.workload.measure_latency`);
+3. peak resident memory (``VmHWM``) of the system's processes, then the system is stopped;
+4. *check*: every partition's count must equal the source's and sampled windows must hold
+   exactly the records expected at their offsets. A lossy or reordered run is FAILED.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import platform
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import procstat, workload
+from bench.errors import BenchError
+from bench.systems import Ceiling, FerryWorkers, MirrorMaker2, System
+from bench.workload import Latency, Workload
+from common.devstack import Stack
+
+log = logging.getLogger(__name__)
+
+SYSTEMS = ("ceiling", "ferry-1w", "ferry-2w", "mm2-t1", "mm2-t2")
+BASELINE = "mm2-t1"
+POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class Options:
+    records: int = 1_000_000
+    value_sizes: tuple[int, ...] = (100, 1024)
+    partitions: int = 8
+    systems: tuple[str, ...] = SYSTEMS
+    latency_rate: int = 5000
+    latency_seconds: float = 10.0
+    # Waiting for the first record (a JVM starting) and for progress once records flow.
+    start_timeout_s: float = 180.0
+    stall_timeout_s: float = 60.0
+    keep_topics: bool = False
+
+
+@dataclass
+class RunResult:
+    workload: str
+    value_bytes: int
+    system: str
+    label: str
+    records: int
+    processes: int
+    status: str = "FAILED"
+    problems: list[str] = field(default_factory=list)
+    window: str | None = None  # "arrival": first to last record seen; "start": from go()
+    seconds: float | None = None
+    records_per_s: float | None = None
+    mb_per_s: float | None = None
+    cpu_s_per_million: float | None = None
+    cpu_s_total: float | None = None
+    peak_rss_mb: float | None = None
+    latency: Latency | None = None
+    logs: list[str] = field(default_factory=list)
+    vs_baseline: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "OK"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload, "value_bytes": self.value_bytes, "system": self.system, "label": self.label,
+            "records": self.records, "processes": self.processes, "status": self.status, "problems": self.problems,
+            "window": self.window, "seconds": self.seconds, "records_per_s": self.records_per_s,
+            "mb_per_s": self.mb_per_s, "cpu_s_per_million": self.cpu_s_per_million, "cpu_s_total": self.cpu_s_total,
+            "peak_rss_mb": self.peak_rss_mb, "latency": self.latency.to_json() if self.latency else None,
+            "ratios": self.vs_baseline, "logs": self.logs,
+        }
+
+
+def make_system(name: str, stack: Stack, workdir: Path, partitions: int, slug: str) -> System:
+    if name == "ceiling":
+        return Ceiling(stack, workdir, partitions, slug)
+    if name.startswith("ferry-") and name.endswith("w"):
+        return FerryWorkers(stack, workdir, partitions, slug, workers=int(name[6:-1]))
+    if name.startswith("mm2-t"):
+        return MirrorMaker2(stack, workdir, partitions, slug, tasks=int(name[5:]))
+    raise BenchError(f"unknown system {name!r} (known: {', '.join(SYSTEMS)})")
+
+
+def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Runs the whole benchmark; returns the report (what ``--json`` writes)."""
+    for name in options.systems:
+        make_system(name, stack, workdir, options.partitions, "check")  # unknown names fail before any work
+    started = datetime.datetime.now(datetime.timezone.utc)
+    clock_started = time.monotonic()
+    source = {"bootstrap.servers": stack.bootstrap("src")}
+    destination = {"bootstrap.servers": stack.bootstrap("dst")}
+    src_admin = workload.admin(source)
+    dst_admin = workload.admin(destination)
+    runs: list[RunResult] = []
+    workloads: list[dict[str, Any]] = []
+    for value_bytes in options.value_sizes:
+        run_id = uuid.uuid4().hex[:8]
+        load = Workload(value_bytes, options.partitions, options.records)
+        topic = f"ferry-bench-{value_bytes}-{run_id}"
+        workload.create_topic(src_admin, topic, load.partitions)
+        try:
+            echo(f"[{load.name}] producing {load.records:,} records to {topic} ...")
+            fill_s = workload.fill(source, topic, load, run_id)
+            echo(f"[{load.name}] source filled in {fill_s:.1f}s ({load.records / fill_s:,.0f} records/s)")
+            workloads.append({
+                "name": load.name, "value_bytes": value_bytes, "records": load.records, "partitions": load.partitions,
+                "record_bytes": load.record_bytes(run_id), "headers": 2, "keys": True, "source_topic": topic,
+                "source_fill_s": round(fill_s, 2), "source_fill_records_per_s": round(load.records / fill_s),
+            })
+            for name in options.systems:
+                slug = f"{run_id}-{name}"
+                system = make_system(name, stack, workdir, options.partitions, slug)
+                echo(f"[{load.name}] {system.label} ...")
+                result = _run_one(system, load, topic, run_id, options, source, destination, src_admin, dst_admin)
+                runs.append(result)
+                summary = (f"{result.records_per_s:,.0f} records/s, {result.cpu_s_per_million:.1f} CPU s/M records"
+                           if result.ok and result.records_per_s and result.cpu_s_per_million is not None else "")
+                echo(f"[{load.name}] {system.label}: {result.status} {summary}")
+                for problem in result.problems:
+                    echo(f"    {problem}")
+        finally:
+            if not options.keep_topics:
+                with contextlib.suppress(BenchError):
+                    workload.delete_topics(src_admin, [topic])
+                with contextlib.suppress(BenchError):
+                    workload.delete_topics(dst_admin, [topic])
+    _ratios(runs)
+    return {
+        "started_at": started.isoformat(timespec="seconds"),
+        "machine": {**procstat.machine(), "python": platform.python_version(), "platform": platform.platform()},
+        "options": {"records": options.records, "workloads": list(options.value_sizes), "partitions": options.partitions,
+                    "systems": list(options.systems), "latency_rate": options.latency_rate,
+                    "latency_seconds": options.latency_seconds},
+        "workloads": workloads,
+        "runs": [r.to_json() for r in runs],
+        "ok": all(r.ok for r in runs),
+        "duration_s": round(time.monotonic() - clock_started, 1),
+        "workdir": str(workdir),
+    }
+
+
+def _run_one(
+    system: System, load: Workload, topic: str, run_id: str, options: Options,
+    source: dict[str, Any], destination: dict[str, Any], src_admin: Any, dst_admin: Any,
+) -> RunResult:
+    latency_topic = f"ferry-bench-lat-{load.value_bytes}-{system.slug}"
+    topics = [topic, latency_topic]
+    result = RunResult(load.name, load.value_bytes, system.name, system.label, load.records, processes=0)
+    workload.delete_topics(dst_admin, topics)  # each system writes to a destination of its own
+    workload.create_topic(src_admin, latency_topic, load.partitions)
+    try:
+        system.start(topics)
+        result.processes = len(system.pids())
+        result.logs = system.logs()
+        pids = system.pids()
+        _copy(system, load, topics, run_id, options, dst_admin, pids, result)
+        if not result.problems and options.latency_seconds > 0:
+            result.latency = workload.measure_latency(
+                source, destination, latency_topic, load, options.latency_rate, options.latency_seconds, run_id)
+            if result.latency.received != result.latency.expected:
+                result.problems.append(f"latency run: {result.latency.received} of {result.latency.expected} records arrived")
+        result.peak_rss_mb = round(procstat.total_peak_rss_bytes(pids) / 1e6, 1)
+        result.cpu_s_total = round(procstat.total_cpu_seconds(pids), 2)
+        system.stop()
+        if not result.problems:
+            result.problems.extend(workload.verify(destination, topic, load, run_id))
+        if not result.problems:
+            result.status = "OK"
+    except BenchError as exc:
+        result.problems.append(str(exc))
+    finally:
+        system.stop()
+        with contextlib.suppress(Exception):
+            system.cleanup()
+        if not options.keep_topics:
+            with contextlib.suppress(BenchError):
+                workload.delete_topics(dst_admin, topics)
+            with contextlib.suppress(BenchError):
+                workload.delete_topics(src_admin, [latency_topic])
+    return result
+
+
+def _copy(
+    system: System, load: Workload, topics: list[str], run_id: str, options: Options, dst_admin: Any,
+    pids: list[int], result: RunResult,
+) -> None:
+    """Lets ``system`` copy ``topics``; fills the throughput and CPU figures of ``result`` from the first."""
+    topic = topics[0]
+    expected = load.records
+    started = time.monotonic()
+    cpu_started = procstat.total_cpu_seconds(pids)
+    system.go(topics)
+    first: tuple[float, int, float] | None = None  # (time, records, CPU seconds) at the first poll with records
+    last = (started, 0, cpu_started)
+    last_change = started
+    next_report = started + 10
+    while True:
+        count = sum(workload.end_offsets(dst_admin, topic, load.partitions).values())
+        now = time.monotonic()
+        if count != last[1]:
+            last = (now, count, procstat.total_cpu_seconds(pids))
+            last_change = now
+            if first is None:
+                first = last
+        if count >= expected:
+            break
+        problem = system.failure()
+        if problem:
+            result.problems.append(problem)
+            return
+        limit = options.start_timeout_s if count == 0 else options.stall_timeout_s
+        if now - last_change > limit:
+            result.problems.append(f"stalled: {count:,} of {expected:,} records at the destination, none for {limit:.0f}s")
+            return
+        if now >= next_report:
+            log.info("%s: %d of %d records copied", system.name, count, expected)
+            next_report = now + 10
+        time.sleep(POLL_S)
+    assert first is not None
+    if count > expected:
+        result.problems.append(f"{count:,} records at the destination, {expected:,} at the source (duplicates)")
+    end_time, _, end_cpu = last
+    if first[1] < expected and end_time > first[0]:
+        result.window = "arrival"
+        base_time, base_count, base_cpu = first
+    else:  # everything arrived between two polls (a tiny run): measure from go()
+        result.window = "start"
+        base_time, base_count, base_cpu = started, 0, cpu_started
+    records = expected - base_count
+    seconds = end_time - base_time
+    result.seconds = round(seconds, 3)
+    result.records_per_s = round(records / seconds, 1)
+    result.mb_per_s = round(records * load.record_bytes(run_id) / seconds / 1e6, 2)
+    result.cpu_s_per_million = round((end_cpu - base_cpu) / records * 1e6, 2)
+
+
+def _ratios(runs: list[RunResult]) -> None:
+    """Adds to each run its ratios to MirrorMaker 2 (tasks.max=1) and to the ceiling, same workload."""
+    by_key = {(r.workload, r.system): r for r in runs if r.ok}
+    for run in runs:
+        if not run.ok:
+            continue
+        baseline = by_key.get((run.workload, BASELINE))
+        ceiling = by_key.get((run.workload, "ceiling"))
+        run.vs_baseline = {
+            "records_per_s_vs_mm2_t1": _ratio(run.records_per_s, baseline.records_per_s if baseline else None),
+            "records_per_cpu_s_vs_mm2_t1": _ratio(baseline.cpu_s_per_million if baseline else None, run.cpu_s_per_million),
+            "records_per_s_vs_ceiling": _ratio(run.records_per_s, ceiling.records_per_s if ceiling else None),
+        }
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if not numerator or not denominator:
+        return None
+    return round(numerator / denominator, 2)

@@ -1,0 +1,299 @@
+"""The replicators under test, each started as processes of its own and measured from outside.
+
+* :class:`Ceiling` -- ``python -m bench.ceiling``, one process per CPU: bare librdkafka copy
+  loops, no replicator; the most these brokers take through these clients on this machine.
+* :class:`FerryWorkers` -- 1 or 2 ``ferry worker`` processes (``python -m common.cli worker``);
+  the bench writes their assignments straight into ZooKeeper (``assignments/<id>``, generation
+  1), as a controller would, so no controller runs and no rebalance delay is measured.
+* :class:`MirrorMaker2` -- Apache Kafka's MirrorMaker 2 in dedicated mode
+  (``org.apache.kafka.connect.mirror.MirrorMaker``) from ``.dev/jars/kafka``, one-way,
+  identity topic names, ``tasks.max`` 1 or 2, every emitter and sync off.
+
+Each one mirrors a topic to the same name on the destination, so the runner deletes the
+destination topics between systems. Each run uses names of its own (ZooKeeper root, cluster
+aliases, consumer groups), so no run resumes from another's offsets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import KafkaException
+
+from bench import workload
+from bench.errors import BenchError
+from common.config import ZookeeperConfig
+from common.devstack import LOG4J2_CONFIG, REPO_ROOT, Stack, jars_dir
+from common.model import PartitionKey, WorkerAssignment, WorkerStatus
+from common.zk_layout import ZkLayout, make_client
+
+MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
+# As kafka-run-class.sh starts every Kafka tool (KAFKA_JVM_PERFORMANCE_OPTS), with a small heap.
+MM2_JVM_OPTS = [
+    "-Xmx512m", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+]
+_START_TIMEOUT_S = 60.0
+_STOP_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, timeout: float = _STOP_TIMEOUT_S) -> None:
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(10)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def spawn(name: str, command: list[str], log: Path, env: dict[str, str] | None = None) -> Process:
+    with open(log, "ab") as out:
+        popen = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
+    return Process(name, popen, log)
+
+
+class System:
+    """One replicator under test; ``start``, measure ``pids()``, ``stop``, ``cleanup``."""
+
+    name = "?"
+    label = "?"
+
+    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str) -> None:
+        self.stack = stack
+        self.workdir = workdir
+        self.partitions = partitions
+        self.slug = slug
+        self.processes: list[Process] = []
+        self.source = {"bootstrap.servers": stack.bootstrap("src")}
+        self.destination = {"bootstrap.servers": stack.bootstrap("dst")}
+
+    def start(self, topics: list[str]) -> None:
+        raise NotImplementedError
+
+    def go(self, topics: list[str]) -> None:
+        """Tells a started system to copy ``topics`` (the ones that start copying by themselves: no-op)."""
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.stop()
+
+    def cleanup(self) -> None:
+        """Removes what this run left behind besides the topics (groups, ZooKeeper nodes)."""
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    def failure(self) -> str | None:
+        """Why the system cannot finish (a process exited), or None."""
+        for process in self.processes:
+            if not process.alive():
+                return f"{process.name} exited with status {process.popen.returncode}; its log ends:\n{process.log_tail()}"
+        return None
+
+    def logs(self) -> list[str]:
+        return [str(p.log) for p in self.processes]
+
+    def _log(self, suffix: str) -> Path:
+        return self.workdir / f"{self.slug}-{suffix}.log"
+
+
+class Ceiling(System):
+    """``processes`` bare copy processes (default: one per CPU), each a contiguous block of partitions."""
+
+    name = "ceiling"
+
+    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, processes: int | None = None) -> None:
+        super().__init__(stack, workdir, partitions, slug)
+        self.count = max(1, min(partitions, processes or len(os.sched_getaffinity(0))))
+        self.label = f"broker ceiling ({self.count} bare librdkafka copy process{'es' if self.count > 1 else ''})"
+
+    def start(self, topics: list[str]) -> None:
+        admin = workload.admin(self.destination)
+        for topic in topics:
+            workload.create_topic(admin, topic, self.partitions)
+        for index in range(self.count):
+            command = [sys.executable, "-m", "bench.ceiling", "--source", self.stack.bootstrap("src"),
+                       "--destination", self.stack.bootstrap("dst"), "--partitions", str(self.partitions),
+                       "--block", f"{index}/{self.count}", *topics]
+            self.processes.append(spawn(f"ceiling-{index + 1}", command, self._log(f"ceiling-{index + 1}")))
+
+
+class FerryWorkers(System):
+    """``workers`` Ferry worker processes; partitions split in contiguous blocks (0-3 and 4-7 for 2)."""
+
+    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, workers: int) -> None:
+        super().__init__(stack, workdir, partitions, slug)
+        self.workers = workers
+        self.name = f"ferry-{workers}w"
+        self.label = f"Ferry, {workers} worker process{'es' if workers > 1 else ''}"
+        self.layout = ZkLayout(f"/ferry-bench/{slug}")
+        # A destination cluster name of its own gives the route a consumer group of its own.
+        self.destination_name = f"dst-{slug}"
+        self.route = f"src.{self.destination_name}"
+        self.ids = [f"bench-w{i + 1}" for i in range(workers)]
+        self._zk: Any = None
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "zookeeper": {"connect": self.stack.zookeeper.address, "root": self.layout.root},
+            "clusters": {"src": dict(self.source), self.destination_name: dict(self.destination)},
+            "routes": [{"source": "src", "destination": self.destination_name}],
+            "worker": {"metrics_port": 0},
+        }
+
+    def start(self, topics: list[str]) -> None:
+        config_path = self.workdir / f"{self.slug}-ferry.yaml"
+        config_path.write_text(yaml.safe_dump(self.config()))
+        self._zk = make_client(ZookeeperConfig(connect=self.stack.zookeeper.address))
+        self._zk.start(timeout=15)
+        for path in self.layout.persistent_paths():
+            self._zk.ensure_path(path)
+        for worker_id in self.ids:
+            command = [sys.executable, "-m", "common.cli", "--log-level", "WARNING", "worker",
+                       "--config", str(config_path), "--id", worker_id, "--metrics-port", "0"]
+            self.processes.append(spawn(worker_id, command, self._log(worker_id)))
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while not all(self._zk.exists(self.layout.live_worker(w)) for w in self.ids):
+            problem = self.failure()
+            if problem:
+                raise BenchError(problem)
+            if time.monotonic() > deadline:
+                raise BenchError(f"Ferry workers did not register within {_START_TIMEOUT_S:.0f}s")
+            time.sleep(0.1)
+
+    def go(self, topics: list[str]) -> None:
+        """Writes each worker's assignment (generation 1): its block of partitions of every topic."""
+        for index, worker_id in enumerate(self.ids):
+            block = [p for p in range(self.partitions) if p * self.workers // self.partitions == index]
+            keys = frozenset(PartitionKey(self.route, t, p) for t in topics for p in block)
+            self._zk.create(self.layout.assignment(worker_id), WorkerAssignment(1, keys).to_bytes(), makepath=True)
+
+    def stop(self) -> None:
+        if self._zk is not None and self._zk.connected:
+            # Empty assignments first: the workers release (flush, commit) and SIGTERM need not
+            # wait for a controller that does not exist.
+            for worker_id in self.ids:
+                with contextlib.suppress(Exception):
+                    self._zk.set(self.layout.assignment(worker_id), WorkerAssignment(2).to_bytes())
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not all(self._released(w) for w in self.ids) and not self.failure():
+                time.sleep(0.1)
+        super().stop()
+
+    def _released(self, worker_id: str) -> bool:
+        try:
+            data, _ = self._zk.get(self.layout.worker_state(worker_id))
+        except Exception:
+            return True
+        status = WorkerStatus.from_bytes(data)
+        return status.generation >= 2 and not status.partitions
+
+    def cleanup(self) -> None:
+        if self._zk is not None:
+            with contextlib.suppress(Exception):
+                self._zk.delete(self.layout.root, recursive=True)
+            self._zk.stop()
+            self._zk.close()
+            self._zk = None
+        group = f"ferry.{self.route}"
+        admin = workload.admin(self.source)
+        with contextlib.suppress(KafkaException):
+            admin.delete_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
+
+
+class MirrorMaker2(System):
+    """MirrorMaker 2 dedicated mode; cluster aliases unique per run, so its internal topics are too."""
+
+    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, tasks: int) -> None:
+        super().__init__(stack, workdir, partitions, slug)
+        self.tasks = tasks
+        self.name = f"mm2-t{tasks}"
+        self.label = f"MirrorMaker 2, tasks.max={tasks}"
+        token = slug.replace("-", "")
+        self.src_alias = f"src{token}"
+        self.dst_alias = f"dst{token}"
+
+    def properties(self, topics: list[str]) -> dict[str, str]:
+        s, d = self.src_alias, self.dst_alias
+        return {
+            "clusters": f"{s}, {d}",
+            f"{s}.bootstrap.servers": self.stack.bootstrap("src"),
+            f"{d}.bootstrap.servers": self.stack.bootstrap("dst"),
+            f"{s}->{d}.enabled": "true",
+            f"{d}->{s}.enabled": "false",
+            # Topic names are regular expressions; the bench's names hold no regex metacharacters.
+            f"{s}->{d}.topics": ",".join(topics),
+            "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+            "tasks.max": str(self.tasks),
+            # Only the data path: no heartbeats, checkpoints, offset syncs, group/config/ACL syncs.
+            "emit.heartbeats.enabled": "false",
+            "emit.checkpoints.enabled": "false",
+            "emit.offset-syncs.enabled": "false",
+            "sync.group.offsets.enabled": "false",
+            "sync.topic.configs.enabled": "false",
+            "sync.topic.acls.enabled": "false",
+            "refresh.groups.enabled": "false",
+            # One broker per cluster. (No offset-syncs.* setting: with offset syncs off MM2 rejects it.)
+            "replication.factor": "1",
+            "checkpoints.topic.replication.factor": "1",
+            "heartbeats.topic.replication.factor": "1",
+            "offset.storage.replication.factor": "1",
+            "config.storage.replication.factor": "1",
+            "status.storage.replication.factor": "1",
+            "dedicated.mode.enable.internal.rest": "false",
+        }
+
+    def start(self, topics: list[str]) -> None:
+        folder = jars_dir() / "kafka"
+        if not any(folder.glob("connect-mirror-*.jar")):
+            raise BenchError(f"no connect-mirror jar in {folder}: run `make setup` (deploy/pom.xml fetches it)")
+        props = self.workdir / f"{self.slug}-mm2.properties"
+        props.write_text("".join(f"{k}={v}\n" for k, v in self.properties(topics).items()))
+        log = self._log("mm2")
+        command = ["java", *MM2_JVM_OPTS, f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}", f"-Dferry.log.file={log}",
+                   "-cp", f"{folder}/*", MM2_MAIN, str(props)]
+        self.processes.append(spawn(self.name, command, self._log("mm2-stdout")))
+
+    def cleanup(self) -> None:
+        # MM2's Connect worker keeps offsets, configs and status in topics named after the aliases.
+        for cluster in (self.source, self.destination):
+            admin = workload.admin(cluster)
+            mine = [t for t in admin.list_topics(timeout=10).topics if self.src_alias in t or self.dst_alias in t]
+            with contextlib.suppress(BenchError):
+                workload.delete_topics(admin, mine)
+        admin = workload.admin(self.destination)
+        group = f"{self.src_alias}-mm2"
+        with contextlib.suppress(KafkaException):
+            admin.delete_consumer_groups([group], request_timeout=10)[group].result(timeout=15)

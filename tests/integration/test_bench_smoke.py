@@ -1,0 +1,80 @@
+"""`ferry bench` end to end on a tiny workload: the ceiling and Ferry (1 and 2 workers), no MirrorMaker 2.
+
+Real processes against the local stack; checks the JSON report's shape and that every run's
+check (every record arrived, in order) passed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import workload
+from bench.cli import main
+from bench.workload import Workload
+from common import devstack, kafka_clients
+
+RUN_KEYS = {
+    "workload", "value_bytes", "system", "label", "records", "processes", "status", "problems", "window", "seconds",
+    "records_per_s", "mb_per_s", "cpu_s_per_million", "cpu_s_total", "peak_rss_mb", "latency", "ratios", "logs",
+}
+
+
+def test_bench_runs_ceiling_and_ferry_and_every_record_arrives(local_stack: devstack.Stack, tmp_path: Path) -> None:
+    report_path = tmp_path / "bench.json"
+    status = main([
+        "--records", "2000", "--workloads", "100", "--skip-mm2", "--latency-rate", "500", "--latency-seconds", "1",
+        "--json", str(report_path), "--workdir", str(tmp_path / "work"),
+    ])
+    report = json.loads(report_path.read_text())
+    failed = [(r["system"], r["problems"]) for r in report["runs"] if r["status"] != "OK"]
+    assert status == 0 and report["ok"], failed
+
+    assert report["options"]["systems"] == ["ceiling", "ferry-1w", "ferry-2w"]
+    assert report["machine"]["nproc"] >= 1
+    [load] = report["workloads"]
+    assert (load["records"], load["partitions"], load["value_bytes"], load["headers"]) == (2000, 8, 100, 2)
+
+    runs = {r["system"]: r for r in report["runs"]}
+    assert set(runs) == {"ceiling", "ferry-1w", "ferry-2w"}
+    assert runs["ferry-2w"]["processes"] == 2 and runs["ferry-1w"]["processes"] == 1
+    for run in runs.values():
+        assert set(run) == RUN_KEYS
+        assert run["records"] == 2000 and run["problems"] == []
+        assert run["records_per_s"] > 0 and run["mb_per_s"] > 0
+        assert run["cpu_s_per_million"] >= 0 and run["cpu_s_total"] > 0
+        assert run["peak_rss_mb"] > 10
+        assert run["latency"]["expected"] == run["latency"]["received"] == 500
+        assert 0 <= run["latency"]["p50_ms"] <= run["latency"]["p99_ms"] <= run["latency"]["max_ms"]
+        # No MirrorMaker 2 run: no ratio to it; the ceiling is there.
+        assert run["ratios"]["records_per_s_vs_mm2_t1"] is None
+        assert run["ratios"]["records_per_s_vs_ceiling"] > 0
+    assert runs["ceiling"]["ratios"]["records_per_s_vs_ceiling"] == 1.0
+
+
+def test_the_check_fails_a_lossy_or_reordered_copy(
+    local_stack: devstack.Stack, topic_name: Callable[[str], str], create_topic: Callable[..., None],
+) -> None:
+    cluster = {"bootstrap.servers": local_stack.bootstrap("dst")}
+    load = Workload(value_bytes=100, partitions=2, records=1000)
+    good, lossy, reordered = topic_name("good"), topic_name("lossy"), topic_name("reordered")
+    for topic in (good, lossy, reordered):
+        create_topic("dst", topic, partitions=2)
+    workload.fill(cluster, good, load, "r1")
+    assert workload.verify(cluster, good, load, "r1") == []
+
+    workload.fill(cluster, lossy, Workload(100, 2, 999), "r1")  # partition 1 lacks its last record
+    assert workload.verify(cluster, lossy, load, "r1") == ["partition 1: offsets 0..499 at the destination, expected 0..500"]
+
+    # Partition 0 with records 250 and 251 swapped (the middle window starts at 150).
+    producer = kafka_clients.producer(cluster)
+    value = bytes(100)
+    orders = {0: [*range(250), 251, 250, *range(252, 500)], 1: list(range(500))}
+    for partition, order in orders.items():
+        for seq in order:
+            key = workload.record_key(seq)
+            producer.produce(reordered, value, key, partition, headers=[(workload.HEADER_RUN, b"r1"), (workload.HEADER_SEQ, key)])
+    assert producer.flush(30) == 0
+    problems = workload.verify(cluster, reordered, load, "r1")
+    assert len(problems) == 1 and problems[0].startswith("partition 0: offset 250 holds key b'0000000251'"), problems

@@ -288,7 +288,8 @@ class Worker:
             copier.changed = False
             for (topic, partition), status in copier.statuses().items():
                 partitions[PartitionKey(route, topic, partition)] = status
-        generation = self._applied.generation if self._applied is not None else 0
+        # Only a RUNNING worker has applied its assignment; released while suspended or draining.
+        generation = self._applied.generation if self._applied is not None and self.state == RUNNING else 0
         payload = WorkerStatus(generation=generation, partitions=partitions, leaving=leaving).to_bytes()
         path = self.layout.worker_state(self.worker_id)
         try:

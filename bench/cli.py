@@ -8,7 +8,6 @@ the command really runs.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
@@ -86,18 +85,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ferry bench", description="Benchmark Ferry against MirrorMaker 2.")
-    parser.add_argument("--log-level", default="INFO")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        return run(args)
-    except FerryError as exc:
-        print(f"ferry bench: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    """``python -m bench.cli ARGS`` is ``ferry bench ARGS``."""
+    from common.cli import main as ferry_main
+
+    return ferry_main(["bench", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

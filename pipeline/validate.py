@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -122,19 +124,26 @@ def topic_partitions(cluster: dict[str, Any], timeout_s: float = 15.0) -> dict[s
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
 
 
-def collect_state(config: FerryConfig) -> ClusterState:
-    """Reads ZooKeeper and both clusters of every route (driver side, no Spark)."""
-    layout = ZkLayout(config.zookeeper.root)
+@contextmanager
+def _zookeeper(config: FerryConfig) -> Iterator[KazooClient]:
+    """A started kazoo client for one job, closed afterwards; unreachable raises PipelineError."""
     client = make_client(config.zookeeper)
     try:
         client.start(timeout=config.zookeeper.retry_deadline_s)
     except Exception as exc:  # kazoo raises its own timeout type
         raise PipelineError(f"cannot reach ZooKeeper at {config.zookeeper.connect}: {exc}") from exc
     try:
-        state = read_zookeeper(client, layout, [r.name for r in config.routes])
+        yield client
     finally:
         client.stop()
         client.close()
+
+
+def collect_state(config: FerryConfig) -> ClusterState:
+    """Reads ZooKeeper and both clusters of every route (driver side, no Spark)."""
+    layout = ZkLayout(config.zookeeper.root)
+    with _zookeeper(config) as client:
+        state = read_zookeeper(client, layout, [r.name for r in config.routes])
     counts: dict[str, dict[str, int]] = {}
     for route in config.routes:
         for cluster in (route.source, route.destination):
@@ -321,12 +330,7 @@ def store_result(config: FerryConfig, result: dict[str, Any], now: float | None 
         stored = {**stored, "problems": result["problems"][:keep], "problemsTruncated": len(result["problems"])}
         data = json.dumps(stored, sort_keys=True, separators=(",", ":")).encode()
     path = ZkLayout(config.zookeeper.root).validation
-    client = make_client(config.zookeeper)
-    try:
-        client.start(timeout=config.zookeeper.retry_deadline_s)
-    except Exception as exc:  # kazoo raises its own timeout type
-        raise PipelineError(f"cannot reach ZooKeeper at {config.zookeeper.connect}: {exc}") from exc
-    try:
+    with _zookeeper(config) as client:
         try:
             client.set(path, data)
         except NoNodeError:
@@ -334,7 +338,4 @@ def store_result(config: FerryConfig, result: dict[str, Any], now: float | None 
                 client.create(path, data, makepath=True)
             except NodeExistsError:  # created meanwhile by another validation
                 client.set(path, data)
-    finally:
-        client.stop()
-        client.close()
     return stored

@@ -22,7 +22,7 @@ from typing import Any
 
 import requests
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from common import kafka_clients
@@ -46,7 +46,8 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval
             result = condition()
             if result:
                 return result
-        except (requests.RequestException, KeyError, ValueError) as exc:
+        # A topic created a moment ago may answer "not leader" for a while: that is not a failure.
+        except (requests.RequestException, KeyError, ValueError, KafkaException) as exc:
             last_error = exc
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
@@ -211,6 +212,9 @@ class RecordLedger:
         self.src = {"bootstrap.servers": stack.bootstrap("src")}
         self.dst = {"bootstrap.servers": stack.bootstrap("dst")}
         self.produced = 0
+        # Recent CreateTimes: records older than the topic's retention (7 days by default) would be
+        # deleted by the brokers' retention check in the middle of a test.
+        self._base_timestamp_ms = int(time.time() * 1000) - 3_600_000
         self._producer = kafka_clients.producer(self.src, **{"linger.ms": 20})
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -224,7 +228,7 @@ class RecordLedger:
             try:
                 self._producer.produce(
                     self.topic, partition=seq % self.partitions, key=f"key-{seq}".encode(),
-                    value=f"value-{seq}-".encode() * 3, timestamp=1_700_000_000_000 + seq,
+                    value=f"value-{seq}-".encode() * 3, timestamp=self._base_timestamp_ms + seq,
                     headers=[(HEADER_SEQ, str(seq).encode()), ("origin", b"e2e")],
                 )
                 return

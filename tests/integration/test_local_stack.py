@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from confluent_kafka import TopicPartition
@@ -37,8 +38,9 @@ def test_records_round_trip_with_keys_headers_and_timestamps(
     create_topic("src", topic, partitions=2)
     producer = kafka_clients.producer(cluster_conf("src"))
     sent = []
+    now_ms = int(time.time() * 1000)  # recent timestamps: older records may be deleted by retention
     for i in range(20):
-        record = (f"k{i}".encode(), f"v{i}".encode(), [("h1", b"a"), ("n", str(i).encode())], 1_700_000_000_000 + i)
+        record = (f"k{i}".encode(), f"v{i}".encode(), [("h1", b"a"), ("n", str(i).encode())], now_ms - 60_000 + i)
         producer.produce(topic, key=record[0], value=record[1], headers=record[2], timestamp=record[3], partition=i % 2)
         sent.append(record)
     assert producer.flush(30) == 0

@@ -18,7 +18,7 @@ import uuid
 
 import requests
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -52,7 +52,13 @@ def end_offsets(cluster: dict[str, str], topic: str) -> dict[int, int]:
         metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:
             return {}
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions}
+        ends = {}
+        for p in metadata.partitions:
+            try:
+                ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            except KafkaException:  # a topic created a moment ago may answer "not leader" for a while
+                ends[p] = 0
+        return ends
     finally:
         consumer.close()
 

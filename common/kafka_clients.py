@@ -18,6 +18,9 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "enable.idempotence": True,
     "linger.ms": 5,
     "compression.type": "none",
+    # Memory stays bounded under a backlog: produce() raises BufferError beyond this (librdkafka's
+    # default is 1 GiB) and the worker waits for deliveries, which slows consumption.
+    "queue.buffering.max.kbytes": 65536,
 }
 
 # Ferry consumes with assign(), never subscribe(), and commits only what the destination acked.
@@ -26,6 +29,8 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "enable.auto.offset.store": False,
     "auto.offset.reset": "earliest",
     "enable.partition.eof": False,
+    # Records fetched ahead of the copy loop, per consumer (librdkafka's default is 64 MiB).
+    "queued.max.messages.kbytes": 32768,
 }
 
 

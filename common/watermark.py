@@ -28,28 +28,45 @@ K = TypeVar("K", bound=Hashable)
 
 
 class _KeyState:
-    """One key's offsets: ``order`` holds sent offsets in send order, ``pending`` the unacknowledged ones.
+    """One key's offsets: ``order`` holds, in send order, every offset from the oldest one in
+    flight on; ``settled`` the offsets in ``order`` already settled (acknowledged or failed) out of
+    order, waiting for the ones before them.
 
-    Offsets at the left of ``order`` that are no longer pending (acknowledged or failed) are popped
-    as soon as they reach the head, so ``order[0]``, when present, is always pending.
+    ``order[0]``, when present, is always in flight. Acknowledgements in send order (the common
+    case: an idempotent producer reports deliveries of a partition in order) only pop the head,
+    so the hot path touches no set.
     """
 
-    __slots__ = ("acked_any", "failure", "last_done", "last_sent", "order", "pending")
+    __slots__ = ("acked_any", "failure", "last_done", "last_sent", "order", "settled")
 
     def __init__(self) -> None:
         self.order: deque[int] = deque()
-        self.pending: set[int] = set()
+        self.settled: set[int] = set()
         self.last_sent: int | None = None
         self.last_done: int | None = None  # highest offset popped from the head (acknowledged or failed)
         self.acked_any = False
         self.failure: tuple[int, str] | None = None
 
+    def in_flight(self, offset: int) -> bool:
+        order = self.order
+        if not order or offset < order[0] or offset > order[-1] or offset in self.settled:
+            return False
+        return offset == order[0] or offset in order  # O(n), only for out-of-order settlements
+
     def settle(self, offset: int) -> None:
-        """``offset`` is no longer in flight: pop every settled offset at the head."""
-        self.pending.discard(offset)
-        order, pending = self.order, self.pending
-        while order and order[0] not in pending:
+        """``offset`` (in flight) is no longer: pop every settled offset at the head."""
+        order = self.order
+        if offset != order[0]:
+            self.settled.add(offset)
+            return
+        self.last_done = order.popleft()
+        settled = self.settled
+        while settled and order and order[0] in settled:
+            settled.discard(order[0])
             self.last_done = order.popleft()
+
+    def pending(self) -> int:
+        return len(self.order) - len(self.settled)
 
     def committable(self) -> int | None:
         if not self.acked_any:
@@ -80,12 +97,11 @@ class OffsetWatermarks(Generic[K]):
             raise ValueError(f"{key}: offset {offset} sent after {state.last_sent}; offsets must increase")
         state.last_sent = offset
         state.order.append(offset)
-        state.pending.add(offset)
 
     def acked(self, key: K, offset: int) -> None:
         """The destination acknowledged ``offset``. Unknown or repeated acknowledgements are ignored."""
         state = self._keys.get(key)
-        if state is None or offset not in state.pending:
+        if state is None or not state.in_flight(offset):
             return
         state.acked_any = True
         state.settle(offset)
@@ -123,7 +139,7 @@ class OffsetWatermarks(Generic[K]):
             state = self._keys[key] = _KeyState()
         if state.failure is None or offset < state.failure[0]:
             state.failure = (offset, reason)
-        if offset in state.pending:
+        if state.in_flight(offset):
             state.settle(offset)
 
     def committable(self, key: K) -> int | None:
@@ -143,9 +159,9 @@ class OffsetWatermarks(Generic[K]):
     def in_flight(self, key: K | None = None) -> int:
         """How many offsets are sent and neither acknowledged nor failed: for ``key``, or all keys when None."""
         if key is None:
-            return sum(len(state.pending) for state in self._keys.values())
+            return sum(state.pending() for state in self._keys.values())
         state = self._keys.get(key)
-        return 0 if state is None else len(state.pending)
+        return 0 if state is None else state.pending()
 
     def is_failed(self, key: K) -> bool:
         state = self._keys.get(key)

@@ -108,3 +108,49 @@ def test_the_leader_runs_the_spark_validation_and_serves_its_result(fleet: Fleet
     assert spark["checkedAt"] > 0 and spark["problems"] == []
     assert 'ferry_controller_validation_problems 0.0' in requests.get(f"{controller.url}/metrics", timeout=5).text
     assert requests.get(f"{controller.url}/validation/srcKafka", timeout=10).json()["spark"]["srcKafka"] == []
+
+
+def test_a_rejected_record_shows_as_error_and_its_partition_makes_no_progress(
+    fleet: Fleet, topic_name: Callable[[str], str]
+) -> None:
+    fleet.extra = {"controller": {"lag_interval_s": 1, "noprogress_after_s": 2}}
+    fleet.write_config()
+    topic = topic_name("rejected")
+    src = {"bootstrap.servers": fleet.stack.bootstrap("src")}
+    dst_admin = kafka_clients.admin({"bootstrap.servers": fleet.stack.bootstrap("dst")})
+    src_admin = kafka_clients.admin(src)  # kept referenced until the result arrives
+    src_admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    # The destination takes smaller records than the source: the big one can never be copied.
+    dst_admin.create_topics([NewTopic(topic, 2, 1, config={"max.message.bytes": "2000"})])[topic].result(30)
+    producer = kafka_clients.producer(src)
+    for i in range(10):
+        producer.produce(topic, value=(b"x" * 10_000) if i == 5 else b"small", partition=0)
+        producer.produce(topic, value=b"small", partition=1)
+    assert producer.flush(30) == 0
+
+    controller = fleet.start_controller("c1")
+    fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    fleet.wait_for_workers(controller, {"w1"})
+    url = controller.url
+    assert requests.post(f"{url}/topics", json={"topic": topic}, timeout=10).status_code == 201
+
+    def error_reported() -> dict | None:  # type: ignore[type-arg]
+        entry = requests.get(f"{url}/topics/{topic}", timeout=5).json()["externalView"].get("0", {})
+        return entry if entry.get("state") == "ERROR" else None
+
+    entry = wait_until(error_reported, 30, "partition 0 in ERROR")
+    assert "offset 5" in entry["reason"] and entry["worker"] == "w1"
+    validation = requests.get(f"{url}/validation", timeout=5).json()
+    assert validation["ok"] is False and validation["summary"]["error"] == 1
+    [mismatch] = validation["mismatches"]
+    assert mismatch["problem"] == "error" and "offset 5" in mismatch["reason"]
+
+    def stalled() -> list | None:  # type: ignore[type-arg]
+        rows = requests.get(f"{url}/noprogress", timeout=5).json()["noprogress"]
+        return rows or None
+
+    [row] = wait_until(stalled, 30, "partition 0 in /noprogress")
+    assert (row["partitionId"], row["committed"], row["lag"]) == (0, 5, 5)
+    partition_1 = requests.get(f"{url}/offset/{topic}/1", timeout=5).json()["offsets"][0]
+    assert partition_1["lag"] == 0  # the other partition copied everything

@@ -112,6 +112,7 @@ class RouteCopier:
         self._assigned: set[TopicPartitionKey] = set()
         self._errors: dict[TopicPartitionKey, str] = {}
         self._retry_at: dict[TopicPartitionKey, float] = {}
+        self._producer_fatal = False  # a fatal producer error: rebuild it at the next release
         self._committed: dict[TopicPartitionKey, int] = {}
         self._warned_at: dict[int, float] = {}
         self.changed = False  # a partition went to ERROR since the worker last looked
@@ -297,7 +298,7 @@ class RouteCopier:
                 except KafkaException as exc:
                     error = exc.args[0]
                     self._stop(key, offset, f"offset {offset}: the destination producer refused the record: {error.str()}",
-                               retry=error.code() not in _PERMANENT_DELIVERY_ERRORS)
+                               retry=error.code() not in _PERMANENT_DELIVERY_ERRORS, fatal=error.fatal())
                     break
             if key in errors:
                 continue
@@ -318,7 +319,7 @@ class RouteCopier:
         else:
             offset = self._tracker.fail_oldest(key, error.str())
             self._stop(key, offset, f"offset {offset}: the destination rejected the record: {error.str()}",
-                       retry=error.code() not in _PERMANENT_DELIVERY_ERRORS)
+                       retry=error.code() not in _PERMANENT_DELIVERY_ERRORS, fatal=error.fatal())
 
     def _consumer_error(self, message: Any) -> None:
         error: KafkaError = message.error()
@@ -332,12 +333,19 @@ class RouteCopier:
             self._warned_at[error.code()] = now
             log.warning("route %s: source consumer: %s", self.route.name, error.str())
 
-    def _stop(self, key: TopicPartitionKey, offset: int | None, reason: str, retry: bool = False) -> None:
+    def _stop(self, key: TopicPartitionKey, offset: int | None, reason: str, retry: bool = False,
+              fatal: bool = False) -> None:
         """ONLINE -> ERROR: pause the partition; the watermark never passes ``offset``.
 
         With ``retry`` the cause is temporary: :meth:`due_retries` offers the partition for a
-        restart from its committed offset after ``RETRY_BACKOFF_S``.
+        restart from its committed offset after ``RETRY_BACKOFF_S``. A ``fatal`` error leaves the
+        producer unusable: every partition of the route stops, and the producer is built anew
+        when they are released for their restart.
         """
+        if fatal and not self._producer_fatal:
+            self._producer_fatal = True
+            for other in sorted(self._assigned - set(self._errors) - {key}):
+                self._stop(other, None, f"the destination producer failed for good: {reason}", retry=True)
         if key in self._errors:
             return
         if retry:
@@ -395,8 +403,9 @@ class RouteCopier:
         """
         if not keys:
             return
-        remaining = self.flush(flush_timeout)
-        if remaining:
+        # A fatally failed producer delivers nothing more: waiting for it would only stall.
+        remaining = self.flush(0 if self._producer_fatal else flush_timeout)
+        if remaining and not self._producer_fatal:
             log.error("route %s: %d records still unacknowledged after %.0fs; releasing anyway (they will be copied again)",
                       self.route.name, remaining, flush_timeout)
         deadline = self._clock() + commit_deadline
@@ -411,6 +420,10 @@ class RouteCopier:
             self._retry_at.pop(key, None)
             self._committed.pop(key, None)
             self._tracker.forget(key)
+        if self._producer_fatal:
+            log.warning("route %s: building a new destination producer after a fatal error", self.route.name)
+            self._producer = self._new_producer()
+            self._producer_fatal = False
 
     # -- lag --------------------------------------------------------------------------------
 

@@ -252,3 +252,19 @@ def test_producer_batches_shrink_to_fit_the_destination_topic_limit(rig: SimpleN
     second = rig.producer
     rig.copier.acquire([(TOPIC, 1)])
     assert rig.producer is second  # already fits
+
+
+def test_a_fatal_producer_error_stops_the_route_and_a_new_producer_takes_over(rig: SimpleNamespace) -> None:
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    rig.copier.copy_batch(0.1)
+    broken = rig.producer
+    broken.fail[(TOPIC, 0, 1)] = KafkaError(KafkaError._FATAL, fatal=True)
+    _feed(rig, 0, range(0, 2))
+    rig.copier.copy_batch(0.1)
+    assert {k: s.state for k, s in rig.copier.statuses().items()} == {(TOPIC, 0): "ERROR", (TOPIC, 1): "ERROR"}
+    rig.clock.now += RETRY_BACKOFF_S
+    due = rig.copier.due_retries()
+    assert sorted(due) == [(TOPIC, 0), (TOPIC, 1)]
+    rig.copier.release(due, flush_timeout=1, commit_deadline=1)
+    assert rig.producer is not broken
+    assert sorted(rig.copier.acquire(due).online) == sorted(due)  # copying again, with the new producer

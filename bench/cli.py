@@ -8,8 +8,10 @@ the command really runs.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from common.errors import FerryError
 
@@ -34,7 +36,19 @@ def _systems(text: str) -> tuple[str, ...]:
     return names
 
 
+def _worker_config(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"--worker-config is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError('--worker-config must be a JSON object, e.g. {"consume_batch": 5000}')
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--worker-config", type=_worker_config, default={}, metavar="JSON",
+                        help='merged into the Ferry workers\' worker: config, e.g. \'{"producer": {"linger.ms": 20}}\'')
     parser.add_argument("--records", type=int, default=1_000_000, help="records per workload (default 1,000,000)")
     parser.add_argument("--workloads", type=_sizes, default=(100, 1024), metavar="SIZES",
                         help="value sizes in bytes, comma-separated (default 100,1024)")
@@ -71,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     options = Options(
         records=args.records, value_sizes=args.workloads, partitions=args.partitions, systems=systems,
         latency_rate=args.latency_rate, latency_seconds=args.latency_seconds, keep_topics=args.keep_topics,
+        worker_config=args.worker_config,
     )
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)

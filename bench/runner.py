@@ -53,6 +53,8 @@ class Options:
     start_timeout_s: float = 180.0
     stall_timeout_s: float = 60.0
     keep_topics: bool = False
+    # Merged into the Ferry workers' `worker:` config section, to tune by measurement.
+    worker_config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,11 +93,12 @@ class RunResult:
         }
 
 
-def make_system(name: str, stack: Stack, workdir: Path, partitions: int, slug: str) -> System:
+def make_system(name: str, stack: Stack, workdir: Path, partitions: int, slug: str,
+                worker_config: dict[str, Any] | None = None) -> System:
     if name == "ceiling":
         return Ceiling(stack, workdir, partitions, slug)
     if name.startswith("ferry-") and name.endswith("w"):
-        return FerryWorkers(stack, workdir, partitions, slug, workers=int(name[6:-1]))
+        return FerryWorkers(stack, workdir, partitions, slug, workers=int(name[6:-1]), worker_config=worker_config)
     if name.startswith("mm2-t"):
         return MirrorMaker2(stack, workdir, partitions, slug, tasks=int(name[5:]))
     raise BenchError(f"unknown system {name!r} (known: {', '.join(SYSTEMS)})")
@@ -129,7 +132,7 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
             })
             for name in options.systems:
                 slug = f"{run_id}-{name}"
-                system = make_system(name, stack, workdir, options.partitions, slug)
+                system = make_system(name, stack, workdir, options.partitions, slug, options.worker_config)
                 echo(f"[{load.name}] {system.label} ...")
                 result = _run_one(system, load, topic, run_id, options, source, destination, src_admin, dst_admin)
                 runs.append(result)
@@ -150,7 +153,7 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
         "machine": {**procstat.machine(), "python": platform.python_version(), "platform": platform.platform()},
         "options": {"records": options.records, "workloads": list(options.value_sizes), "partitions": options.partitions,
                     "systems": list(options.systems), "latency_rate": options.latency_rate,
-                    "latency_seconds": options.latency_seconds},
+                    "latency_seconds": options.latency_seconds, "worker_config": options.worker_config},
         "workloads": workloads,
         "runs": [r.to_json() for r in runs],
         "ok": all(r.ok for r in runs),

@@ -153,9 +153,11 @@ class Ceiling(System):
 class FerryWorkers(System):
     """``workers`` Ferry worker processes; partitions split in contiguous blocks (0-3 and 4-7 for 2)."""
 
-    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, workers: int) -> None:
+    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, workers: int,
+                 worker_config: dict[str, Any] | None = None) -> None:
         super().__init__(stack, workdir, partitions, slug)
         self.workers = workers
+        self.worker_config = worker_config or {}
         self.name = f"ferry-{workers}w"
         self.label = f"Ferry, {workers} worker process{'es' if workers > 1 else ''}"
         self.layout = ZkLayout(f"/ferry-bench/{slug}")
@@ -170,7 +172,7 @@ class FerryWorkers(System):
             "zookeeper": {"connect": self.stack.zookeeper.address, "root": self.layout.root},
             "clusters": {"src": dict(self.source), self.destination_name: dict(self.destination)},
             "routes": [{"source": "src", "destination": self.destination_name}],
-            "worker": {"metrics_port": 0},
+            "worker": {**self.worker_config, "metrics_port": 0},
         }
 
     def start(self, topics: list[str]) -> None:

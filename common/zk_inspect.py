@@ -25,10 +25,10 @@ from common.errors import FerryError
 from common.model import (
     ExternalView,
     IdealState,
-    TopicKey,
     decode,
 )
 from common.zk_layout import ZkLayout, make_client
+from common.zk_state import StateReader
 
 if TYPE_CHECKING:
     from common.diff import Mismatch
@@ -92,19 +92,14 @@ def _route(config: FerryConfig, route: str | None) -> str:
 
 
 def read_ideal(client: KazooClient, layout: ZkLayout, route: str, topic: str) -> IdealState:
-    try:
-        data, _ = client.get(layout.topic(route, topic))
-    except NoNodeError as exc:
-        raise InspectError(f"topic {topic!r} is not mirrored on route {route}") from exc
-    return IdealState.from_bytes(data)
+    ideal = StateReader(client, layout).ideal_state(route, topic)
+    if ideal is None:
+        raise InspectError(f"topic {topic!r} is not mirrored on route {route}")
+    return ideal
 
 
 def read_external(client: KazooClient, layout: ZkLayout, route: str, topic: str) -> ExternalView:
-    try:
-        data, _ = client.get(layout.external_topic(route, topic))
-    except NoNodeError:
-        return ExternalView(route=route, topic=topic)
-    return ExternalView.from_bytes(data)
+    return StateReader(client, layout).external_view(route, topic) or ExternalView(route=route, topic=topic)
 
 
 def topic_table(ideal: IdealState, view: ExternalView) -> list[dict[str, Any]]:
@@ -123,24 +118,15 @@ def topic_table(ideal: IdealState, view: ExternalView) -> list[dict[str, Any]]:
     return rows
 
 
-def _children(client: KazooClient, path: str) -> list[str]:
-    try:
-        return sorted(client.get_children(path))
-    except NoNodeError:
-        return []
-
-
 def mismatches(client: KazooClient, layout: ZkLayout, config: FerryConfig) -> list[Mismatch]:
     """Where the ideal state and the external view disagree, for every mirrored topic."""
     from common.diff import compare
 
-    live = set(_children(client, layout.live_workers))
-    ideal: dict[TopicKey, IdealState] = {}
-    views: dict[TopicKey, ExternalView] = {}
-    for route in (r.name for r in config.routes):
-        for topic in _children(client, layout.route_topics(route)):
-            ideal[TopicKey(route, topic)] = read_ideal(client, layout, route, topic)
-            views[TopicKey(route, topic)] = read_external(client, layout, route, topic)
+    reader = StateReader(client, layout)
+    routes = [r.name for r in config.routes]
+    ideal, _ = reader.ideal_states(routes)
+    views = {key: reader.external_view(key.route, key.topic) or ExternalView(key.route, key.topic) for key in ideal}
+    live = set(reader.children(layout.live_workers))
     return compare(ideal, views, live)
 
 

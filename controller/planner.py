@@ -93,9 +93,10 @@ def plan(
     for key in ideal:
         views.setdefault(key, ExternalView(route=key.route, topic=key.topic))
     # Forget workers that hold nothing any more.
-    departed = {w: t for w, t in departed.items() if w in set(desired.values())}
+    holding = set(desired.values())
+    departed = {w: t for w, t in departed.items() if w in holding}
     return Plan(
         ideal=new_ideal, assignments=assignments, external=views, departed_at=departed,
-        retained_until={w: t for w, t in retained_until.items() if w in set(desired.values())},
+        retained_until={w: t for w, t in retained_until.items() if w in holding},
         moved=len(assignment.moved(current, desired)),
     )

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -394,10 +395,8 @@ class Controller:
             raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
 
     def _ideal_state(self, route: str, topic: str) -> IdealState | None:
-        try:
-            return self.store.ideal_state(route, topic)
-        except KazooException as exc:
-            raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
+        state: IdealState | None = self._read(partial(self.store.ideal_state, route, topic))
+        return state
 
     def list_topics(self) -> list[dict[str, Any]]:
         ideal, _ = self._read(self.store.ideal_states)
@@ -414,8 +413,8 @@ class Controller:
             state = self._ideal_state(r.name, topic)
             if state is not None:
                 ideal[r.name] = state
-                external[r.name] = self._read(self.store.external_views).get(TopicKey(r.name, topic)) \
-                    or ExternalView(r.name, topic)
+                stored: ExternalView | None = self._read(partial(self.store.external_view, r.name, topic))
+                external[r.name] = stored or ExternalView(r.name, topic)
         if not ideal:
             raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
         per_route = {name: _route_view(ideal[name], external[name]) for name in ideal}
@@ -505,10 +504,12 @@ class Controller:
         with self._lock:
             self._require_leader()
             ops = []
+            mirrored = False
             for r in self._routes(route):
                 state = self._ideal_state(r.name, topic)
                 if state is None:
                     continue
+                mirrored = True
                 if count < state.partitions:
                     raise BadRequest(f"topic {topic!r} has {state.partitions} partitions; Kafka cannot shrink it to {count}")
                 at_source = self._source_count(r, topic)
@@ -517,7 +518,7 @@ class Controller:
                 if count > state.partitions:
                     expanded = IdealState(r.name, topic, count, dict(state.assignment))
                     ops.append(Op("set", self.layout.topic(r.name, topic), expanded.to_bytes()))
-            if not ops and not any(self.store.ideal_state(r.name, topic) for r in self._routes(route)):
+            if not mirrored:
                 raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
             if ops:
                 self._commit(ops)
@@ -572,14 +573,10 @@ class Controller:
             log.warning("%s failed (next run retries): %s", getattr(job, "__name__", job), exc)
 
     def removed_topics(self) -> set[TopicKey]:
-        removed = set()
-        for route in self.config.routes:
-            try:
-                for topic in self._zk.get_children(f"{self.layout.removed}/{route.name}"):
-                    removed.add(TopicKey(route.name, topic))
-            except NoNodeError:
-                continue
-        return removed
+        return {
+            TopicKey(route.name, topic)
+            for route in self.config.routes for topic in self.store.children(f"{self.layout.removed}/{route.name}")
+        }
 
     def observe(self) -> observer.Decisions:
         """Whitelists new matching source topics, expands grown ones, makes destination configs follow."""

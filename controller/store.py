@@ -10,11 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
-
 from common.model import ExternalView, IdealState, TopicKey, WorkerAssignment, WorkerInfo, WorkerStatus, decode
-from common.zk_layout import ZkLayout
+from common.zk_state import StateReader
 from controller.errors import ControllerError, NotLeader
 
 # Ops per transaction; ZooKeeper refuses a request larger than jute.maxbuffer (1 MB by default).
@@ -45,77 +42,21 @@ class Op:
     version: int = -1
 
 
-class Store:
-    def __init__(self, zk: KazooClient, layout: ZkLayout) -> None:
-        self.zk = zk
-        self.layout = layout
+class Store(StateReader):
+    """The leader's view: :class:`common.zk_state.StateReader` plus snapshots and fenced writes."""
 
     def ensure_layout(self) -> None:
         for path in self.layout.persistent_paths():
             self.zk.ensure_path(path)
 
-    def _children(self, path: str) -> list[str]:
-        try:
-            return sorted(self.zk.get_children(path))
-        except NoNodeError:
-            return []
-
-    def _data(self, path: str) -> tuple[bytes, int] | None:
-        try:
-            data, stat = self.zk.get(path)
-        except NoNodeError:
-            return None
-        return data, stat.version
-
-    def live_workers(self) -> dict[str, WorkerInfo]:
-        live = {}
-        for worker in self._children(self.layout.live_workers):
-            got = self._data(self.layout.live_worker(worker))
-            info = WorkerInfo.from_bytes(got[0]) if got else None
-            if got is not None:
-                live[worker] = info or WorkerInfo(worker, "?", 0)
-        return live
-
-    def statuses(self) -> dict[str, WorkerStatus]:
-        result = {}
-        for worker in self._children(self.layout.worker_states):
-            got = self._data(self.layout.worker_state(worker))
-            if got is not None:
-                result[worker] = WorkerStatus.from_bytes(got[0])
-        return result
-
-    def ideal_states(self) -> tuple[dict[TopicKey, IdealState], dict[TopicKey, int]]:
-        ideal, versions = {}, {}
-        for route in self._children(self.layout.topics):
-            for topic in self._children(self.layout.route_topics(route)):
-                got = self._data(self.layout.topic(route, topic))
-                if got is not None:
-                    key = TopicKey(route, topic)
-                    ideal[key] = IdealState.from_bytes(got[0])
-                    versions[key] = got[1]
-        return ideal, versions
-
-    def ideal_state(self, route: str, topic: str) -> IdealState | None:
-        got = self._data(self.layout.topic(route, topic))
-        return IdealState.from_bytes(got[0]) if got else None
-
-    def external_views(self) -> dict[TopicKey, ExternalView]:
-        views = {}
-        for route in self._children(self.layout.external):
-            for topic in self._children(self.layout.route_external(route)):
-                got = self._data(self.layout.external_topic(route, topic))
-                if got is not None:
-                    views[TopicKey(route, topic)] = ExternalView.from_bytes(got[0])
-        return views
-
     def snapshot(self) -> Snapshot:
         ideal, versions = self.ideal_states()
         assignments = {}
-        for worker in self._children(self.layout.assignments):
-            got = self._data(self.layout.assignment(worker))
+        for worker in self.children(self.layout.assignments):
+            got = self.data(self.layout.assignment(worker))
             if got is not None:
                 assignments[worker] = WorkerAssignment.from_bytes(got[0])
-        generation = self._data(self.layout.generation)
+        generation = self.data(self.layout.generation)
         return Snapshot(
             live=self.live_workers(), statuses=self.statuses(), ideal=ideal, ideal_versions=versions,
             external=self.external_views(), assignments=assignments,
@@ -123,7 +64,7 @@ class Store:
         )
 
     def leader(self) -> dict[str, str] | None:
-        got = self._data(self.layout.leader)
+        got = self.data(self.layout.leader)
         leader: dict[str, str] | None = decode(got[0]) if got else None
         return leader
 

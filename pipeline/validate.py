@@ -28,8 +28,9 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from common import kafka_clients
 from common.config import FerryConfig
 from common.diff import Problem
-from common.model import ExternalView, IdealState, PartitionState
+from common.model import PartitionState
 from common.zk_layout import ZkLayout, make_client
+from common.zk_state import StateReader
 from pipeline import PipelineError
 
 if TYPE_CHECKING:
@@ -77,41 +78,19 @@ class ClusterState:
     metadata: list[tuple[str, str, int | None, int | None]] = field(default_factory=list)
 
 
-def _children(client: KazooClient, path: str) -> list[str]:
-    try:
-        return sorted(client.get_children(path))
-    except NoNodeError:
-        return []
-
-
-def _get(client: KazooClient, path: str) -> bytes | None:
-    try:
-        data, _ = client.get(path)
-    except NoNodeError:
-        return None
-    return data or None
-
-
 def read_zookeeper(client: KazooClient, layout: ZkLayout, routes: list[str]) -> ClusterState:
     """Ideal state, external view and live workers of the given routes."""
-    state = ClusterState(live=_children(client, layout.live_workers))
-    for route in routes:
-        for topic in _children(client, layout.route_topics(route)):
-            data = _get(client, layout.topic(route, topic))
-            if data is None:  # deleted between listing and reading
-                continue
-            ideal = IdealState.from_bytes(data)
-            state.ideal_topics.append((route, topic, ideal.partitions))
-            state.ideal.extend((route, topic, p, ideal.assignment.get(p)) for p in range(ideal.partitions))
-        for topic in _children(client, layout.route_external(route)):
-            data = _get(client, layout.external_topic(route, topic))
-            if data is None:
-                continue
-            view = ExternalView.from_bytes(data)
-            state.external.extend(
-                (route, topic, p, v.get("worker"), v.get("state"), v.get("reason"))
-                for p, v in sorted(view.partitions.items())
-            )
+    reader = StateReader(client, layout)
+    state = ClusterState(live=reader.children(layout.live_workers))
+    ideal_states, _ = reader.ideal_states(routes)
+    for key, ideal in ideal_states.items():
+        state.ideal_topics.append((key.route, key.topic, ideal.partitions))
+        state.ideal.extend((key.route, key.topic, p, ideal.assignment.get(p)) for p in range(ideal.partitions))
+    for key, view in reader.external_views(routes).items():
+        state.external.extend(
+            (key.route, key.topic, p, v.get("worker"), v.get("state"), v.get("reason"))
+            for p, v in sorted(view.partitions.items())
+        )
     return state
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import requests
 
-from tests.e2e.harness import Fleet, RecordLedger, wait_until
+from tests.e2e.harness import FerryProcess, Fleet, RecordLedger, wait_until
 
 PARTITIONS = 8
 
@@ -19,6 +20,27 @@ PARTITIONS = 8
 def _add_topic(fleet: Fleet, controller_url: str, topic: str) -> None:
     response = requests.post(f"{controller_url}/topics", json={"topic": topic, "numPartitions": PARTITIONS}, timeout=10)
     assert response.status_code == 201, response.text
+
+
+@dataclass
+class Mirroring:
+    ledger: RecordLedger
+    controller: FerryProcess
+    w1: FerryProcess
+    w2: FerryProcess
+
+
+def _mirror_with_two_workers(fleet: Fleet, topic: str) -> Mirroring:
+    """A source topic, one controller, workers w1 and w2, the topic added and every partition ONLINE."""
+    ledger = RecordLedger(fleet.stack, topic, PARTITIONS)
+    ledger.create_source_topic()
+    controller = fleet.start_controller("c1")
+    w1, w2 = fleet.start_worker("w1"), fleet.start_worker("w2")
+    fleet.wait_for_leader(controller)
+    fleet.wait_for_workers(controller, {"w1", "w2"})
+    _add_topic(fleet, controller.url, topic)
+    wait_until(lambda: len(fleet.online_by_worker(controller, topic)) == PARTITIONS, 30, "all partitions ONLINE")
+    return Mirroring(ledger, controller, w1, w2)
 
 
 def test_100k_records_arrive_identical_and_in_order(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
@@ -42,14 +64,8 @@ def test_100k_records_arrive_identical_and_in_order(fleet: Fleet, topic_name: Ca
 
 def test_kill_9_of_a_worker_loses_nothing_and_fails_over_in_time(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
     topic = topic_name("kill9")
-    ledger = RecordLedger(fleet.stack, topic, PARTITIONS)
-    ledger.create_source_topic()
-    controller = fleet.start_controller("c1")
-    victim, survivor = fleet.start_worker("w1"), fleet.start_worker("w2")
-    fleet.wait_for_leader(controller)
-    fleet.wait_for_workers(controller, {"w1", "w2"})
-    _add_topic(fleet, controller.url, topic)
-    wait_until(lambda: len(fleet.online_by_worker(controller, topic)) == PARTITIONS, 30, "all partitions ONLINE")
+    run = _mirror_with_two_workers(fleet, topic)
+    ledger, controller, victim, survivor = run.ledger, run.controller, run.w1, run.w2
 
     ledger.produce_steadily(rate_per_s=4000)
     ledger.wait_for_destination(timeout=30, at_least=4000)
@@ -105,15 +121,8 @@ def test_a_joining_worker_gets_a_fair_share_after_the_rebalance_delay(
     fleet: Fleet, topic_name: Callable[[str], str]
 ) -> None:
     topic = topic_name("join")
-    ledger = RecordLedger(fleet.stack, topic, PARTITIONS)
-    ledger.create_source_topic()
-    controller = fleet.start_controller("c1")
-    fleet.start_worker("w1")
-    fleet.start_worker("w2")
-    fleet.wait_for_leader(controller)
-    fleet.wait_for_workers(controller, {"w1", "w2"})
-    _add_topic(fleet, controller.url, topic)
-    wait_until(lambda: len(fleet.online_by_worker(controller, topic)) == PARTITIONS, 30, "all partitions ONLINE")
+    run = _mirror_with_two_workers(fleet, topic)
+    ledger, controller = run.ledger, run.controller
 
     ledger.produce_steadily(rate_per_s=3000)
     fleet.start_worker("w3")
@@ -136,14 +145,8 @@ def test_sigterm_of_a_worker_moves_its_partitions_with_no_duplicates(
     fleet: Fleet, topic_name: Callable[[str], str]
 ) -> None:
     topic = topic_name("sigterm")
-    ledger = RecordLedger(fleet.stack, topic, PARTITIONS)
-    ledger.create_source_topic()
-    controller = fleet.start_controller("c1")
-    leaving, staying = fleet.start_worker("w1"), fleet.start_worker("w2")
-    fleet.wait_for_leader(controller)
-    fleet.wait_for_workers(controller, {"w1", "w2"})
-    _add_topic(fleet, controller.url, topic)
-    wait_until(lambda: len(fleet.online_by_worker(controller, topic)) == PARTITIONS, 30, "all partitions ONLINE")
+    run = _mirror_with_two_workers(fleet, topic)
+    ledger, controller, leaving, staying = run.ledger, run.controller, run.w1, run.w2
 
     ledger.produce_steadily(rate_per_s=4000)
     ledger.wait_for_destination(timeout=30, at_least=4000)

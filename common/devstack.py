@@ -504,8 +504,22 @@ def up(
     for server in stack.servers:
         _wait_until_answers(server, deadline_s, clock, sleep)
     for server in stack.kafka:
-        ensure_scram_user(server, deadline_s, clock, sleep)
+        if configured_with_sasl_ssl(server):
+            ensure_scram_user(server, deadline_s, clock, sleep)
+        else:
+            echo(
+                f"kafka '{server.name}' was started before it had a SASL_SSL listener; "
+                f"`ferry dev down` then `ferry dev up` adds {server.sasl_ssl_address}"
+            )
     return started
+
+
+def configured_with_sasl_ssl(server: Server) -> bool:
+    """Whether the running broker's config (written when it was spawned) has the SASL_SSL listener."""
+    try:
+        return f"SASL_SSL://{server.sasl_ssl_address}" in server.config_file.read_text()
+    except OSError:
+        return False
 
 
 def _env_of(server: Server) -> str:

@@ -92,3 +92,15 @@ def test_each_broker_adds_a_sasl_ssl_listener_two_ports_up(tmp_path: Path, monke
         "sasl.password": devstack.SASL_PASSWORD,
         "ssl.ca.location": str(tmp_path / "tls" / "ca.pem"),
     }
+
+
+def test_a_broker_spawned_before_the_secured_listener_existed_is_recognized(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `up` must not wait for a SASL_SSL listener that a broker started by older code does not have.
+    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    server = devstack.stack_from_env().src
+    assert not devstack.configured_with_sasl_ssl(server)  # no config file at all
+    server.home.mkdir(parents=True)
+    server.config_file.write_text("listeners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\n")
+    assert not devstack.configured_with_sasl_ssl(server)
+    server.config_file.write_text(devstack._kafka_config(server))
+    assert devstack.configured_with_sasl_ssl(server)

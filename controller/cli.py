@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import threading
 from types import FrameType
 
@@ -47,9 +48,12 @@ def _run(args: argparse.Namespace) -> int:
                          server_name=f"ferry-{controller_id}", timeout=30, shutdown_timeout=5)
     if tls:
         for path in (tls.cert_file, tls.key_file, *([tls.ca_file] if tls.ca_file else [])):
-            if not os.path.isfile(path):
+            if not os.access(path, os.R_OK) or not os.path.isfile(path):
                 raise ConfigError(f"controller.tls: {path} is not a readable file")
-        server.ssl_adapter = BuiltinSSLAdapter(tls.cert_file, tls.key_file)
+        try:
+            server.ssl_adapter = BuiltinSSLAdapter(tls.cert_file, tls.key_file)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            raise ConfigError(f"controller.tls: cannot use {tls.cert_file} with {tls.key_file}: {exc}") from None
     # A trigger that arrives while the same job runs is skipped on purpose (the run loops on a
     # dirty flag); APScheduler reports each skip as a warning.
     logging.getLogger("apscheduler").setLevel(logging.ERROR)

@@ -6,7 +6,9 @@ No workers: every request here is about the API, not about copying.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -236,3 +238,32 @@ def test_tls_serves_https_and_a_standby_forwards_over_it(
     assert created.status_code == 201, created.text
     assert created.json()["topic"] == topic
     assert_no_token_in_logs(fleet, WRITE_TOKEN)
+
+
+@pytest.mark.parametrize(("controller", "env", "problem"), [
+    ({"auth": {"tokens": [{"name": "ops", "env": "FERRY_E2E_UNSET_TOKEN"}]}}, {},
+     "token 'ops': environment variable FERRY_E2E_UNSET_TOKEN is not set"),
+    ({"auth": {"tokens": [{"name": "ops", "env": "FERRY_E2E_SHORT_TOKEN"}]}}, {"FERRY_E2E_SHORT_TOKEN": "tiny-secret"},
+     "token 'ops' must be at least 16 characters"),
+    ({"tls": {"cert_file": "/nonexistent/rest.crt", "key_file": "/nonexistent/rest.key"}}, {},
+     "controller.tls: /nonexistent/rest.crt is not a readable file"),
+    ({"tls": {"cert_file": "{tmp}/garbage.pem", "key_file": "{tmp}/garbage.pem"}}, {},
+     "controller.tls: cannot use"),
+], ids=["unset-env", "short-token", "missing-cert", "garbage-cert"])
+def test_a_controller_with_unusable_auth_or_tls_settings_exits_with_one_line(
+    fleet: Fleet, tmp_path: Path, controller: dict[str, Any], env: dict[str, str], problem: str,
+) -> None:
+    (tmp_path / "garbage.pem").write_text("not a certificate\n")
+    tls = controller.get("tls")
+    if tls:
+        controller = {"tls": {key: value.format(tmp=tmp_path) for key, value in tls.items()}}
+    fleet.extra = {"controller": controller}
+    fleet.write_config()
+    result = subprocess.run(
+        [sys.executable, "-m", "common.cli", "controller", "--config", str(fleet.config_path)],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("ferry: ") and problem in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "tiny-secret" not in result.stderr

@@ -22,7 +22,6 @@ import requests
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from common.config import CLUSTER_NAME
 from common.model import topic_name_problem
 from controller.auth import TokenChecker
 from controller.errors import BadRequest, ControllerError, Unauthorized, Unavailable
@@ -33,8 +32,10 @@ log = logging.getLogger(__name__)
 FORWARDED_HEADER = "X-Ferry-Forwarded-By"
 REQUEST_ID_HEADER = "X-Request-Id"
 # A caller's request id is kept when it is this tame (it goes into logs and headers as is).
-_SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-_ROUTE_NAME = re.compile(CLUSTER_NAME.pattern.rstrip("$") + r"\." + CLUSTER_NAME.pattern.lstrip("^"))
+_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # fullmatch
+# <source>.<destination>, each a cluster name (common.config.CLUSTER_NAME); used with fullmatch,
+# since a pattern's $ also matches before a trailing newline.
+_ROUTE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64}")
 MAX_BODY_BYTES = 64 * 1024  # a topic request is a few dozen bytes
 MAX_PARTITIONS = 2**31 - 1  # Kafka's partition ids are int32
 # Probes and the API description answer without a token, even when reads are closed.
@@ -83,7 +84,7 @@ def _topic(topic: Any) -> str:
 def _route(route: Any, where: str) -> str | None:
     if route is None:
         return None
-    if not isinstance(route, str) or not _ROUTE_NAME.match(route):
+    if not isinstance(route, str) or not _ROUTE_NAME.fullmatch(route):
         raise BadRequest(f"{where} route must be a route name like source.destination, not {route!r}"[:300])
     return route
 
@@ -131,7 +132,7 @@ def _request_id() -> str:
 
 def _before() -> None:
     offered = request.headers.get(REQUEST_ID_HEADER, "")
-    g.request_id = offered if _SANE_REQUEST_ID.match(offered) else uuid.uuid4().hex
+    g.request_id = offered if _SANE_REQUEST_ID.fullmatch(offered) else uuid.uuid4().hex
     g.token_name = None
     checker: TokenChecker | None = current_app.extensions.get("ferry.auth")
     if checker is None or request.path in _ALWAYS_OPEN:

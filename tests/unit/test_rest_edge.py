@@ -62,7 +62,7 @@ def client(fake: ZkLikeFake) -> FlaskClient:
 # -- path, query and body parameters ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("topic", [".", ".."])
+@pytest.mark.parametrize("topic", [".", "..", "orders%0A"])
 @pytest.mark.parametrize(("method", "template"), [
     ("GET", "/topics/{}"), ("HEAD", "/topics/{}"), ("DELETE", "/topics/{}"),
     ("GET", "/offset/{}"), ("GET", "/offset/{}/0"),
@@ -93,7 +93,7 @@ def test_no_topic_in_a_path_makes_a_5xx_or_reaches_the_controller_invalid(topic:
         assert args and isinstance(args[0], str) and args[0] not in (".", "..")
 
 
-@pytest.mark.parametrize("route", ["", "src", "src.dst.x", "a b.c", "../x", "src/dst"])
+@pytest.mark.parametrize("route", ["", "src", "src.dst.x", "a b.c", "../x", "src/dst", "src.dst\n"])
 def test_a_malformed_route_query_is_a_400(client: FlaskClient, fake: ZkLikeFake, route: str) -> None:
     for method in ("GET", "DELETE"):
         assert_json_error(client.open("/topics/orders", method=method, query_string={"route": route}), 400)
@@ -106,6 +106,7 @@ def test_a_malformed_route_query_is_a_400(client: FlaskClient, fake: ZkLikeFake,
     {"topic": ".."},
     {"topic": "a/b"},
     {"topic": "x" * 250},
+    {"topic": "orders\n"},
     {"topic": 7},
     {"topic": "orders", "numPartitions": True},
     {"topic": "orders", "numPartitions": "8"},

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import schemathesis
 from flask import Flask, request
 from flask.testing import FlaskClient
 from hypothesis import given, settings
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from common.config import RestAuthConfig, RestTokenConfig, parse_config
 from common.errors import ConfigError
 from controller.auth import TokenChecker, load_tokens
+from controller.openapi import openapi_document
 from controller.rest import REQUEST_ID_HEADER, create_app
 from tests.unit.test_rest import FakeController, _typed, assert_json_error, serve  # noqa: F401 - fixture
 
@@ -305,6 +307,11 @@ def test_the_openapi_document_lists_every_route_and_method(fake: ZkLikeFake) -> 
     for ops in document["paths"].values():
         for op in ops.values():
             assert "default" in op["responses"] and op["security"] == []
+
+
+@pytest.mark.parametrize(("auth", "open_reads"), [(False, True), (True, True), (True, False)])
+def test_the_openapi_document_is_valid_openapi_3(auth: bool, open_reads: bool) -> None:
+    schemathesis.openapi.from_dict(openapi_document(auth_enabled=auth, open_reads=open_reads)).validate()
 
 
 def test_the_openapi_document_follows_the_auth_settings(fake: ZkLikeFake) -> None:

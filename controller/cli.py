@@ -40,20 +40,22 @@ def _run(args: argparse.Namespace) -> int:
     tls = controller_config.tls
     scheme = "https" if tls else "http"
     forward_verify: bool | str = (tls.ca_file or tls.cert_file) if tls else True
+    ssl_adapter = None
+    if tls:  # checked before anything starts, so a bad file is one line and exit status 2
+        for path in (tls.cert_file, tls.key_file, *([tls.ca_file] if tls.ca_file else [])):
+            if not os.access(path, os.R_OK) or not os.path.isfile(path):
+                raise ConfigError(f"controller.tls: {path} is not a readable file")
+        try:
+            ssl_adapter = BuiltinSSLAdapter(tls.cert_file, tls.key_file)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            raise ConfigError(f"controller.tls: cannot use {tls.cert_file} with {tls.key_file}: {exc}") from None
     controller = Controller(config, controller_id, rest_url=f"{scheme}://{host}:{port}", config_path=args.config)
     app = create_app(controller, forward_timeout_s=controller_config.forward_timeout_s, auth=checker,
                      forward_verify=forward_verify)
     # cheroot: a thread pool and TLS built in (waitress has no TLS); see docs/design.md.
     server = wsgi.Server((host, port), app, numthreads=controller_config.rest_threads,
                          server_name=f"ferry-{controller_id}", timeout=30, shutdown_timeout=5)
-    if tls:
-        for path in (tls.cert_file, tls.key_file, *([tls.ca_file] if tls.ca_file else [])):
-            if not os.access(path, os.R_OK) or not os.path.isfile(path):
-                raise ConfigError(f"controller.tls: {path} is not a readable file")
-        try:
-            server.ssl_adapter = BuiltinSSLAdapter(tls.cert_file, tls.key_file)
-        except (ssl.SSLError, OSError, ValueError) as exc:
-            raise ConfigError(f"controller.tls: cannot use {tls.cert_file} with {tls.key_file}: {exc}") from None
+    server.ssl_adapter = ssl_adapter
     # A trigger that arrives while the same job runs is skipped on purpose (the run loops on a
     # dirty flag); APScheduler reports each skip as a warning.
     logging.getLogger("apscheduler").setLevel(logging.ERROR)

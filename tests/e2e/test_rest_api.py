@@ -7,6 +7,7 @@ No workers: every request here is about the API, not about copying.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -267,3 +268,17 @@ def test_a_controller_with_unusable_auth_or_tls_settings_exits_with_one_line(
     assert result.stderr.startswith("ferry: ") and problem in result.stderr
     assert "Traceback" not in result.stderr
     assert "tiny-secret" not in result.stderr
+
+
+def test_a_controller_whose_rest_port_is_taken_exits_with_one_line(fleet: Fleet) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "common.cli", "controller", "--config", str(fleet.config_path),
+             "--rest-port", str(port)],
+            capture_output=True, text=True, timeout=60,
+        )
+    assert result.returncode == 2, result.stderr
+    assert f"ferry: cannot serve REST on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr

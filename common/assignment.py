@@ -12,8 +12,10 @@ Both spread each topic's partitions across workers, so one busy topic does not l
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Generator, Iterable, Mapping
+from contextlib import closing
 
 from common.model import PartitionKey, TopicKey
 
@@ -30,6 +32,45 @@ def loads(assignment: Mapping[PartitionKey, str], workers: Iterable[str]) -> dic
     return result
 
 
+class _LeastLoaded:
+    """Workers in (load, id) order, for "the least-loaded worker that ..." in O(k log W).
+
+    A lazy heap: a worker's load only grows (:meth:`bump`) or it leaves (:meth:`drop`); entries that
+    no longer match are skipped when they surface. :meth:`scan` yields valid workers in order and
+    puts back what it took when the caller stops.
+    """
+
+    def __init__(self, load: dict[str, int], workers: Iterable[str]) -> None:
+        self._load = load
+        self._heap = [(load[w], w) for w in workers]
+        heapq.heapify(self._heap)
+        self._dropped: set[str] = set()
+
+    def bump(self, worker: str) -> None:
+        self._load[worker] += 1
+        heapq.heappush(self._heap, (self._load[worker], worker))
+
+    def drop(self, worker: str) -> None:
+        self._dropped.add(worker)
+
+    def load(self, worker: str) -> int:
+        return self._load[worker]
+
+    def scan(self) -> Generator[tuple[int, str], None, None]:
+        taken: list[tuple[int, str]] = []
+        try:
+            while self._heap:
+                entry = heapq.heappop(self._heap)
+                load, worker = entry
+                if worker in self._dropped or self._load[worker] != load:
+                    continue  # stale: the worker left or its load grew since
+                taken.append(entry)
+                yield entry
+        finally:
+            for entry in taken:
+                heapq.heappush(self._heap, entry)
+
+
 def assign(
     partitions: Iterable[PartitionKey],
     current: Mapping[PartitionKey, str],
@@ -44,6 +85,9 @@ def assign(
     count for them, but they never receive new ones); ties go to the worker with the fewest
     partitions of the same route/topic, then the lowest worker id. With no live worker a
     partition stays unassigned (absent from the result).
+
+    O(P log W): each placement looks only at the least-loaded workers, in (load, id) order, and
+    stops at the first one holding nothing of the topic.
     """
     wanted = set(partitions)
     keep = set(live) | set(retained)
@@ -56,13 +100,30 @@ def assign(
     for partition, worker in result.items():
         if worker in per_topic:
             per_topic[worker][_topic(partition)] += 1
+    least = _LeastLoaded({w: load[w] for w in candidates}, candidates)
     for partition in sorted(wanted - result.keys()):
         topic = _topic(partition)
-        worker = min(candidates, key=lambda w: (load[w], per_topic[w][topic], w))
+        worker = _least_loaded_for(topic, least, per_topic)
         result[partition] = worker
-        load[worker] += 1
+        least.bump(worker)
         per_topic[worker][topic] += 1
     return result
+
+
+def _least_loaded_for(topic: TopicKey, least: _LeastLoaded, per_topic: Mapping[str, Counter[TopicKey]]) -> str:
+    """min over workers of (load, partitions of ``topic``, id)."""
+    lowest: list[str] = []
+    min_load = None
+    with closing(least.scan()) as scan:
+        for load, worker in scan:
+            if min_load is None:
+                min_load = load
+            if load != min_load:
+                break
+            if not per_topic[worker][topic]:
+                return worker  # the lowest id among the least loaded with none of the topic
+            lowest.append(worker)
+    return min(lowest, key=lambda w: (per_topic[w][topic], w))
 
 
 def rebalance(assignment: Mapping[PartitionKey, str], live: Collection[str]) -> dict[PartitionKey, str]:
@@ -73,6 +134,10 @@ def rebalance(assignment: Mapping[PartitionKey, str], live: Collection[str]) -> 
     one at a time, a partition (its highest-numbered) of the route/topic it holds most of compared
     with the worker below target that holds fewest of it, and that worker receives it (ties: the
     donor's bigger topic, the lowest topic; the receiver with fewer partitions, the lowest id).
+
+    O(P log P + M log W) for M moves: the donor's topics wait in a heap by size, and a topic's
+    receiver is found among the least-loaded receivers, so a move looks at a few topics and
+    workers instead of all of them.
     """
     result = dict(assignment)
     workers = sorted(set(live))
@@ -91,34 +156,76 @@ def rebalance(assignment: Mapping[PartitionKey, str], live: Collection[str]) -> 
     if not need:
         return result
     per_topic = {w: Counter(_topic(p) for p in held[w]) for w in workers}
+    receivers = _LeastLoaded({w: load[w] for w in need}, need)
     for donor in (w for w in by_load if load[w] > target[w]):
-        pool = held[donor]
+        counts = per_topic[donor]
+        # The donor's partitions by topic, highest-numbered last; its topics by (-count, name).
+        pools: dict[TopicKey, list[PartitionKey]] = {}
+        for partition in sorted(held[donor]):
+            pools.setdefault(_topic(partition), []).append(partition)
+        topics = [(-n, t) for t, n in counts.items()]
+        heapq.heapify(topics)
         for _ in range(load[donor] - target[donor]):
-            counts = per_topic[donor]
-            # For each topic the donor holds, the receiver that has the fewest of it; move the topic
-            # that evens out most (donor's count minus receiver's), then the donor's biggest one.
-            best = {t: _fewest_of(t, need, per_topic, load) for t in counts}
-            topic = min(counts, key=lambda t: (per_topic[best[t]][t] - counts[t], -counts[t], t))
-            receiver = best[topic]
-            partition = max(p for p in pool if _topic(p) == topic)
-            pool.remove(partition)
+            topic, receiver = _best_move(counts, topics, need, receivers, per_topic)
+            partition = pools[topic].pop()
             counts[topic] -= 1
-            if not counts[topic]:
+            if counts[topic]:
+                heapq.heappush(topics, (-counts[topic], topic))
+            else:
                 del counts[topic]
             load[donor] -= 1
             load[receiver] += 1
+            receivers.bump(receiver)
             per_topic[receiver][topic] += 1
             need[receiver] -= 1
             if not need[receiver]:
                 del need[receiver]
+                receivers.drop(receiver)
             result[partition] = receiver
     return result
 
 
+def _best_move(
+    counts: Counter[TopicKey],
+    topics: list[tuple[int, TopicKey]],
+    need: Mapping[str, int],
+    receivers: _LeastLoaded,
+    per_topic: Mapping[str, Counter[TopicKey]],
+) -> tuple[TopicKey, str]:
+    """The (topic, receiver) minimizing (receiver's count - donor's count, -donor's count, topic).
+
+    Topics come off the heap biggest first; a topic of donor count c scores at least -c, so the
+    search stops at the first topic that cannot beat the best found.
+    """
+    best: tuple[tuple[int, int, TopicKey], str] | None = None
+    taken: list[tuple[int, TopicKey]] = []
+    while topics:
+        negative_count, topic = topics[0]
+        if counts.get(topic, 0) != -negative_count:
+            heapq.heappop(topics)  # stale entry: the donor gave some of this topic away since
+            continue
+        if best is not None and negative_count >= best[0][0]:
+            break
+        taken.append(heapq.heappop(topics))
+        receiver = _fewest_of(topic, need, receivers, per_topic)
+        key = (per_topic[receiver][topic] + negative_count, negative_count, topic)
+        if best is None or key < best[0]:
+            best = (key, receiver)
+    for entry in taken:
+        heapq.heappush(topics, entry)
+    assert best is not None, "a donor above its target holds partitions"
+    return best[0][2], best[1]
+
+
 def _fewest_of(
-    topic: TopicKey, candidates: Iterable[str], per_topic: Mapping[str, Counter[TopicKey]], load: Mapping[str, int]
+    topic: TopicKey, need: Mapping[str, int], receivers: _LeastLoaded, per_topic: Mapping[str, Counter[TopicKey]]
 ) -> str:
-    return min(candidates, key=lambda w: (per_topic[w][topic], load[w], w))
+    """min over the receivers of (partitions of ``topic``, load, id)."""
+    with closing(receivers.scan()) as scan:
+        for _, worker in scan:
+            if not per_topic[worker][topic]:
+                return worker  # holds none of the topic, and the least loaded of those that hold none
+    return min(need, key=lambda w: (per_topic[w][topic], receivers.load(w), w))
 
 
 def moved(before: Mapping[PartitionKey, str], after: Mapping[PartitionKey, str]) -> set[PartitionKey]:

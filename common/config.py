@@ -131,6 +131,49 @@ class RouteConfig(_Strict):
         return f"ferry.{self.source}.{self.destination}"
 
 
+class RestTokenConfig(_Strict):
+    """One bearer token of the REST API. Its secret comes from exactly one of ``value``,
+    ``file`` (the file's first line) or ``env`` (an environment variable's name); the file and
+    the variable are read when the controller starts."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="who holds it; logged instead of the token")
+    # read: GET/HEAD only; write: every request.
+    role: Literal["read", "write"] = "write"
+    value: SecretStr | None = None  # SecretStr: never shown by repr() or in a validation error
+    file: str | None = None
+    env: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RestTokenConfig:
+        given = [key for key in ("value", "file", "env") if getattr(self, key) is not None]
+        if len(given) != 1:
+            raise ValueError(f"token {self.name!r} needs exactly one of value, file or env (got {given or 'none'})")
+        return self
+
+
+class RestAuthConfig(_Strict):
+    # Whether GET/HEAD requests need a token too. /health and /openapi.json never do (probes);
+    # /metrics does when reads are closed.
+    open_reads: bool = False
+    tokens: list[RestTokenConfig] = Field(min_length=1)
+
+    @field_validator("tokens")
+    @classmethod
+    def _unique_names(cls, value: list[RestTokenConfig]) -> list[RestTokenConfig]:
+        names = [token.name for token in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"token names must be unique: {sorted(names)}")
+        return value
+
+
+class RestTlsConfig(_Strict):
+    cert_file: str = Field(min_length=1, description="PEM certificate (chain) the REST port presents")
+    key_file: str = Field(min_length=1, description="PEM private key of cert_file")
+    # What a standby trusts when it forwards a write to the leader over https; default: cert_file
+    # (every controller presents the same certificate).
+    ca_file: str | None = None
+
+
 class ControllerConfig(_Strict):
     rest_host: str = "127.0.0.1"
     rest_port: int = Field(9000, ge=1, lt=65536)
@@ -146,6 +189,12 @@ class ControllerConfig(_Strict):
     noprogress_after_s: float = Field(60.0, gt=0)
     # How often the leader runs the Spark validation job (`ferry validate --store`); 0: never.
     validation_interval_s: float = Field(0.0, ge=0)
+    # REST worker threads of the WSGI server (cheroot).
+    rest_threads: int = Field(8, ge=1, le=256)
+    # Bearer tokens for the REST API; None: no authentication (every request is allowed).
+    auth: RestAuthConfig | None = None
+    # https on the REST port; None: plain http.
+    tls: RestTlsConfig | None = None
 
 
 class WorkerConfig(_Strict):

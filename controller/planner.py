@@ -76,14 +76,14 @@ def plan(
     if rebalance:
         desired = assignment.rebalance(desired, active)
 
-    new_ideal: dict[TopicKey, IdealState] = {}
-    for key, state in ideal.items():
-        new_ideal[key] = IdealState(
-            route=key.route, topic=key.topic, partitions=state.partitions,
-            assignment={
-                p.partition: w for p, w in desired.items() if p.route == key.route and p.topic == key.topic
-            },
-        )
+    # One pass over the partitions, not one per topic: planning stays linear in the partitions.
+    by_topic: dict[TopicKey, dict[int, str]] = {key: {} for key in ideal}
+    for partition, worker in desired.items():
+        by_topic[TopicKey(partition.route, partition.topic)][partition.partition] = worker
+    new_ideal = {
+        key: IdealState(route=key.route, topic=key.topic, partitions=state.partitions, assignment=by_topic[key])
+        for key, state in ideal.items()
+    }
     per_worker = handoff.worker_assignments(desired, statuses, set(live))
     assignments: dict[str, frozenset[PartitionKey]] = {w: frozenset() for w in known_workers | set(live)}
     assignments.update(per_worker)

@@ -116,6 +116,7 @@ class Controller:
         self._thread: threading.Thread | None = None
         self._departed_at: dict[str, float] = {}
         self._live_seen: set[str] | None = None
+        self._state_watched: set[str] = set()
         self._dirty = False
         self._scheduler = BackgroundScheduler(
             # Reconciliation and the quick leader jobs share one thread; the Spark validation,
@@ -185,6 +186,9 @@ class Controller:
             return
         self._departed_at = {}
         self._live_seen = None
+        # Workers whose status node has a DataWatch in this epoch (touched only on kazoo's
+        # event thread once the watches below exist).
+        self._state_watched = set()
         self.state = LEADING
         log.info("controller %s leads (fence %s)", self.controller_id, self._fence)
         try:
@@ -252,19 +256,30 @@ class Controller:
         return True
 
     def _on_states(self, epoch: int, children: list[str]) -> bool:
+        """One DataWatch per worker status node per lead: a worker already watched in this
+        epoch gets no second one (each would fire on every later change of that node)."""
         if epoch != self._epoch:
             return False
         for worker in children:
-            DataWatch(self._zk, self.layout.worker_state(worker), self._state_watcher(epoch))
+            if worker not in self._state_watched:
+                self._state_watched.add(worker)
+                DataWatch(self._zk, self.layout.worker_state(worker), self._state_watcher(epoch, worker))
         self.request_reconcile()
         return True
 
-    def _state_watcher(self, epoch: int) -> Callable[[bytes | None, Any], bool]:
+    def _state_watcher(self, epoch: int, worker: str) -> Callable[[bytes | None, Any], bool]:
+        """A watch lives while its epoch does and its node exists; returning False ends it."""
         def on_data(data: bytes | None, stat: Any) -> bool:
             if epoch != self._epoch:
+                return False  # an earlier lead's watch: the new lead has its own
+            if data is None:
+                # The node is gone: this watch ends, and the children watch starts a new one
+                # when the worker writes its status again.
+                self._state_watched.discard(worker)
+                self.request_reconcile()
                 return False
             self.request_reconcile()
-            return data is not None  # a deleted node: the children watch makes a new watcher
+            return True
         return on_data
 
     def request_reconcile(self) -> None:

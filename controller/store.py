@@ -14,8 +14,12 @@ from common.model import ExternalView, IdealState, TopicKey, WorkerAssignment, W
 from common.zk_state import StateReader
 from controller.errors import ControllerError, NotLeader
 
-# Ops per transaction; ZooKeeper refuses a request larger than jute.maxbuffer (1 MB by default).
+# ZooKeeper refuses a request larger than jute.maxbuffer (1 MiB by default): a transaction is
+# cut at 512 KiB of paths and payloads (half the limit, a margin for the framing) or 200 ops.
 MAX_OPS_PER_TRANSACTION = 200
+MAX_BYTES_PER_TRANSACTION = 512 * 1024
+# What one op costs in a multi request beyond its path and data: header, version, ACL of a create.
+OP_OVERHEAD_BYTES = 64
 
 
 @dataclass
@@ -40,6 +44,38 @@ class Op:
     path: str
     data: bytes = b""
     version: int = -1
+
+
+def op_size(op: Op) -> int:
+    """An upper estimate of the bytes ``op`` adds to a ZooKeeper multi request."""
+    return len(op.path.encode()) + len(op.data) + OP_OVERHEAD_BYTES
+
+
+def chunks(
+    ops: Sequence[Op], max_bytes: int = MAX_BYTES_PER_TRANSACTION, max_ops: int = MAX_OPS_PER_TRANSACTION
+) -> list[list[Op]]:
+    """Cuts ``ops``, in order, into transactions of at most ``max_ops`` ops and ``max_bytes`` bytes.
+
+    Pure. An op that alone exceeds ``max_bytes`` raises :class:`ControllerError` before anything is
+    written: ZooKeeper would refuse it at every retry, after the earlier chunks had committed.
+    """
+    result: list[list[Op]] = []
+    current: list[Op] = []
+    size = 0
+    for op in ops:
+        cost = op_size(op)
+        if cost > max_bytes:
+            raise ControllerError(
+                f"the write of {op.path} takes {cost} bytes, more than the {max_bytes} bytes a transaction may hold"
+            )
+        if current and (size + cost > max_bytes or len(current) >= max_ops):
+            result.append(current)
+            current, size = [], 0
+        current.append(op)
+        size += cost
+    if current:
+        result.append(current)
+    return result
 
 
 class Store(StateReader):
@@ -71,11 +107,13 @@ class Store(StateReader):
     def commit(self, fence: str, ops: Sequence[Op]) -> None:
         """Applies ``ops`` in transactions that each first check the leader's election node ``fence``.
 
+        Transactions are bounded in ops and bytes (:func:`chunks`); each is atomic, the whole list
+        is not, so callers order ``ops`` so that every prefix is a safe state.
+
         Raises :class:`NotLeader` when the fence is gone (this controller lost the lead) and
         :class:`ControllerError` when a node changed under us (the caller reconciles again).
         """
-        for start in range(0, len(ops), MAX_OPS_PER_TRANSACTION):
-            chunk = ops[start:start + MAX_OPS_PER_TRANSACTION]
+        for chunk in chunks(ops):
             transaction = self.zk.transaction()
             transaction.check(fence, 0)
             for op in chunk:

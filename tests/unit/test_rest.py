@@ -209,10 +209,17 @@ def test_controller_errors_map_to_their_status(
         assert assert_json_error(response, status)["error"] == str(error)
 
 
-def test_a_bug_is_a_500_json_answer(client: FlaskClient, fake: FakeController) -> None:
+def test_a_bug_is_a_500_json_answer_whose_request_id_is_in_the_log(
+    client: FlaskClient, fake: FakeController, caplog: pytest.LogCaptureFixture
+) -> None:
     fake.fail = RuntimeError("boom")
-    body = assert_json_error(client.get("/topics"), 500)
-    assert "RuntimeError" in body["error"] and "boom" in body["error"]
+    response = client.get("/topics", headers={"X-Request-Id": "trace-42"})
+    body = assert_json_error(response, 500)
+    assert body["requestId"] == response.headers["X-Request-Id"] == "trace-42"
+    assert "trace-42" in body["error"] and "boom" not in body["error"]  # internals stay in the log
+    logged = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(logged) == 1 and "trace-42" in logged[0].getMessage()
+    assert logged[0].exc_info is not None and "boom" in str(logged[0].exc_info[1])
 
 
 def test_an_unknown_url_is_a_404_json_answer(client: FlaskClient) -> None:

@@ -31,7 +31,7 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/mypy common controller worker pipeline bench
+	$(BIN)/mypy common controller worker pipeline bench fleet
 	$(BIN)/lint-imports
 
 test: lint

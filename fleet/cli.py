@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="one at a time, each waiting until every partition is ONLINE again")
     restart.set_defaults(func=_restart)
 
-    logs = commands.add_parser("logs", parents=both, help="a container's output")
+    logs = commands.add_parser("logs", parents=[engine_opt], help="a container's output")
     logs.add_argument("container", help="the container's name (see `ferry fleet status`)")
     logs.add_argument("--tail", type=int, help="only the last N lines")
     logs.set_defaults(func=_logs)
@@ -150,7 +150,9 @@ def _restart(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    sys.stdout.write(_manager(args).logs(args.container, args.tail))
+    from fleet.manager import logs
+
+    sys.stdout.write(logs(_client(args), args.container, args.tail))
     return 0
 
 

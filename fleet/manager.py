@@ -47,6 +47,15 @@ def fleets(client: Any) -> list[str]:
     return sorted({c.labels[plan.LABEL_FLEET] for c in containers})
 
 
+def logs(client: Any, container_name: str, tail: int | None = None) -> str:
+    """The output of a container of any fleet (only containers with a fleet label are looked at)."""
+    for container in client.containers.list(all=True, filters={"label": plan.LABEL_FLEET}):
+        if container.name == container_name:
+            data: bytes = container.logs(tail=tail if tail is not None else "all")
+            return data.decode(errors="replace")
+    raise FleetNotFound(f"no container of a Ferry fleet is named {container_name!r} (see `ferry fleet status`)")
+
+
 def _free_port(taken: set[int]) -> int:
     while True:
         with socket.socket() as sock:
@@ -290,11 +299,6 @@ class FleetManager:
             self._rebalance()
             self._wait(self._all_online, timeout_s, "every partition to be ONLINE after the rebalance")
         return [m.name for m in order]
-
-    def logs(self, member_name: str, tail: int | None = None) -> str:
-        container = self._container(member_name)
-        data: bytes = container.logs(tail=tail if tail is not None else "all")
-        return data.decode(errors="replace")
 
     def down(self) -> list[str]:
         """Stops the workers (SIGTERM: they drain at the same time), then the controllers, and removes

@@ -137,6 +137,32 @@ class FleetManager:
                     continue
         raise FleetError("no controller accepted the rebalance (POST /instances)")
 
+    def contenders(self) -> list[str]:
+        """Ids of the controllers in the ZooKeeper election, the leader first (read from the
+        config the fleet's containers mount; an unreachable ZooKeeper gives an empty list)."""
+        from kazoo.exceptions import KazooException
+        from kazoo.handlers.threading import KazooTimeoutError
+        from kazoo.recipe.election import Election
+
+        from common.zk_layout import ZkLayout, make_client
+
+        containers = self.containers()
+        if not containers:
+            return []
+        config = load_config(containers[0].labels[plan.LABEL_CONFIG])
+        zk = make_client(config.zookeeper)
+        try:
+            zk.start(timeout=10)
+            return [str(c) for c in Election(zk, ZkLayout(config.zookeeper.root).election).contenders()]
+        except (KazooException, KazooTimeoutError):
+            return []
+        finally:
+            zk.stop()
+            zk.close()
+
+    def _in_election(self, names: set[str]) -> bool:
+        return names <= set(self.contenders())
+
     def status(self) -> dict[str, Any]:
         """Containers, each worker's health and partitions, the leader and the partition summary."""
         members = self.require()
@@ -268,30 +294,43 @@ class FleetManager:
             if rebalance:
                 self._rebalance()
         by_index = {m.index: m for m in current}
+        undrained = []
         for index in decided.remove:
             member = by_index[index]
-            self._stop(member)
+            if self._stop(member) != 0:
+                undrained.append(member.name)
             self._container(member.name).remove()
             self._wait(partial(self._workers_registered, set(), frozenset({member.name})), timeout_s,
                        f"{member.name} to leave")
             self._wait(self._all_online, timeout_s, "every partition to be ONLINE")
         self._wait(self._all_online, timeout_s, "every partition to be ONLINE")
+        if undrained:
+            raise FleetError(f"{', '.join(undrained)} did not drain cleanly (killed at the stop timeout): "
+                             "records after their last commit may be copied twice")
 
     def restart_rolling(self, timeout_s: float = 180, rebalance: bool = True) -> list[str]:
-        """Restarts one container at a time: workers, standby controllers, then the leader (so the
-        lead moves once, to a controller that is already running). After each one: it answers
-        again, a controller leads, and every partition is ONLINE. Returns the order taken."""
+        """Restarts one container at a time: workers, standby controllers, then the leader, so the
+        lead moves once. Before a controller goes, every other controller is a contender in the
+        ZooKeeper election (the successor's node is next in line, so the lead passes the moment
+        the old leader's node goes); after each restart: it answers again (a controller: and is
+        back in the election), a controller leads, and every partition is ONLINE.
+        Returns the order taken."""
         members = self.require()
         leader = self.leader(members)
         order = plan.rolling_order(members, leader.name if leader else None)
+        controllers = {m.name for m in members if m.role == CONTROLLER}
         for member in order:
             started = self._clock()
+            if member.role == CONTROLLER and len(controllers) > 1:
+                others = controllers - {member.name}
+                self._wait(partial(self._in_election, others), timeout_s, f"{sorted(others)} to be in the election")
             self._container(member.name).restart(timeout=STOP_TIMEOUT_S)
             if member.role == WORKER:
                 self._wait(partial(self._workers_registered, {member.name}), timeout_s,
                            f"{member.name} to register again")
             else:
                 self._wait(partial(_get, f"{self.url(member)}/health", 2), timeout_s, f"{member.name} to answer again")
+                self._wait(partial(self._in_election, {member.name}), timeout_s, f"{member.name} to rejoin the election")
             self._wait(self.leader, timeout_s, "a leading controller")
             self._wait(self._all_online, timeout_s, "every partition to be ONLINE")
             self._log(f"restarted {member.name} ({self._clock() - started:.1f} s)")

@@ -23,7 +23,7 @@ from common import devstack, kafka_clients
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The tier comes from the folder, so no test can forget its marker.
     for item in items:
-        for tier in ("unit", "integration", "e2e"):
+        for tier in ("unit", "integration", "e2e", "fleet"):
             if f"{os.sep}{tier}{os.sep}" in str(item.path):
                 item.add_marker(getattr(pytest.mark, tier))
 

@@ -7,6 +7,7 @@
     ferry fleet scale --workers M [--name NAME]
     ferry fleet restart --rolling [--name NAME]
     ferry fleet logs CONTAINER [--tail N]
+    ferry fleet targets --dir DIR [--name NAME]       Prometheus file_sd files (deploy/monitoring)
     ferry fleet down [--name NAME]
     ferry fleet ls
 
@@ -73,6 +74,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     down = commands.add_parser("down", parents=both, help="stop and remove every container and network of the fleet")
     down.set_defaults(func=_down)
+
+    targets = commands.add_parser("targets", parents=both,
+                                  help="write Prometheus file_sd target files for the fleet (deploy/monitoring)")
+    targets.add_argument("--dir", type=Path, required=True, help="where ferry-controllers.json and ferry-workers.json go")
+    targets.set_defaults(func=_targets)
 
     ls = commands.add_parser("ls", parents=[engine_opt], help="the fleets on the engine")
     ls.set_defaults(func=_ls)
@@ -159,6 +165,18 @@ def _logs(args: argparse.Namespace) -> int:
 def _down(args: argparse.Namespace) -> int:
     removed = _manager(args).down()
     print(f"fleet {args.name}: removed {len(removed)} container(s)")
+    return 0
+
+
+def _targets(args: argparse.Namespace) -> int:
+    groups = _manager(args).scrape_targets()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    for file, content in groups.items():
+        # Written whole, then renamed: Prometheus never reads half a file.
+        partial = args.dir / f".{file}.tmp"
+        partial.write_text(json.dumps(content, indent=1) + "\n")
+        partial.replace(args.dir / file)
+        print(f"{args.dir / file}: {len(content)} target(s)")
     return 0
 
 

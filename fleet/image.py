@@ -215,5 +215,19 @@ def build(client: Any, base: str | None = None, dockerfile: Path = DOCKERFILE) -
             raise FleetError(f"the image build failed: {exc.explanation or exc}") from None
     finally:
         shutil.rmtree(context, ignore_errors=True)
-    client.images.get(tag).tag(IMAGE_REPOSITORY, "latest")
+    new = client.images.get(tag)
+    new.tag(IMAGE_REPOSITORY, "latest")
+    _prune(client, keep=new.id)
     return BuildResult(tag, built_base, True, time.monotonic() - started)
+
+
+def _prune(client: Any, keep: str) -> None:
+    """Removes Ferry's older images (by label), except those a container still uses."""
+    from docker.errors import APIError
+
+    for old in client.images.list(filters={"label": "io.ferry.image=ferry"}):
+        if old.id != keep:
+            try:
+                client.images.remove(old.id, force=False)
+            except APIError:
+                pass  # a container of some fleet still runs it: it goes with a later build

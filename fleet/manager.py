@@ -189,6 +189,16 @@ class FleetManager:
                 "summary": validation.get("summary") if validation else None,
                 "ok": bool(validation and validation.get("ok"))}
 
+    def scrape_targets(self) -> dict[str, list[dict[str, Any]]]:
+        """Prometheus file_sd target groups (``ferry-controllers.json``, ``ferry-workers.json``):
+        one group per container, labelled with the fleet and the container's name."""
+        groups: dict[str, list[dict[str, Any]]] = {"ferry-controllers.json": [], "ferry-workers.json": []}
+        for member in self.require():
+            file = "ferry-controllers.json" if member.role == CONTROLLER else "ferry-workers.json"
+            groups[file].append({"targets": [f"{HOST}:{member.port}"],
+                                 "labels": {"fleet": self.name, "member": member.name}})
+        return groups
+
     # -- waiting ----------------------------------------------------------------------------
 
     def _wait(self, condition: Callable[[], Any], timeout_s: float, what: str) -> Any:

@@ -20,6 +20,7 @@ asks for Spark validation.
 from __future__ import annotations
 
 import configparser
+import contextlib
 import hashlib
 import os
 import shutil
@@ -227,7 +228,6 @@ def _prune(client: Any, keep: str) -> None:
 
     for old in client.images.list(filters={"label": "io.ferry.image=ferry"}):
         if old.id != keep:
-            try:
+            # A container of some fleet may still run it: then it goes with a later build.
+            with contextlib.suppress(APIError):
                 client.images.remove(old.id, force=False)
-            except APIError:
-                pass  # a container of some fleet still runs it: it goes with a later build

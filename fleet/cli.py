@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,8 @@ def _client(args: argparse.Namespace) -> Any:
 def _manager(args: argparse.Namespace) -> Any:
     from fleet.manager import FleetManager
 
+    # The rolling restart reads the ZooKeeper election; kazoo's connection chatter is not news.
+    logging.getLogger("kazoo.client").setLevel(logging.WARNING)
     return FleetManager(_client(args), args.name, log=_say)
 
 
@@ -197,7 +200,7 @@ def format_status(status: dict[str, Any]) -> str:
     rows = []
     for m in status["members"]:
         states = m.get("states")
-        detail = ", ".join(f"{n} {s}" for s, n in sorted(states.items()) if n) if states else None
+        detail = (", ".join(f"{n} {s}" for s, n in sorted(states.items()) if n) or None) if states else None
         rows.append([m["name"], m["role"], m["state"], m["port"], m.get("leader"), m["health"],
                      m.get("partitions"), detail])
     header = ["NAME", "ROLE", "STATE", "PORT", "LEADER", "HEALTH", "PARTITIONS", "REPORTED"]

@@ -1,7 +1,7 @@
 """Fixtures of the ``fleet`` tier: a real Docker engine, Ferry's image, fleets with their own names.
 
 The engine is Ferry's own ``dockerd`` (``ferry fleet engine up``: started when its socket does not
-answer, left running for the next session, like the image cache). An engine that cannot be
+answer, and then stopped at the end of the session; the image cache stays on disk). An engine that cannot be
 started or reached, or an image that cannot be built, FAILS the tier; it is never skipped.
 """
 
@@ -25,11 +25,18 @@ _timings: list[str] = []
 
 
 @pytest.fixture(scope="session")
-def engine_url() -> str:
+def engine_url() -> Iterator[str]:
+    """Ferry's own engine; stopped at the end only when this session started it (its images stay
+    on disk, so the next session builds nothing)."""
+    dirs = engine.dirs_from_env()
+    was_up = engine.answers(dirs)
     try:
-        return engine.up(deadline_s=120)
+        url = engine.up(dirs, deadline_s=120)
     except FleetError as exc:
         pytest.fail(f"no Docker engine: {exc}", pytrace=False)
+    yield url
+    if not was_up:
+        engine.down(dirs)
 
 
 @pytest.fixture(scope="session")

@@ -277,6 +277,11 @@ def _pid_of(server: Server) -> int | None:
     return pid if _is_ours(server, pid) else None
 
 
+def pid_of(server: Server) -> int | None:
+    """The pid of our live process for ``server``, or None (for fault-injection tests and tools)."""
+    return _pid_of(server)
+
+
 def _is_ours(server: Server, pid: int) -> bool:
     """Whether ``pid`` is a live process started with ``server``'s config file (pids are recycled).
 

@@ -157,7 +157,8 @@ def test_chaos_loses_nothing_and_every_partition_ends_online(
     def recover(phase: Phase) -> None:
         """Every partition ONLINE on its ideal worker; the destination holds what the source held."""
         phase.repaired = time.monotonic()
-        target = source_total()
+        # A broker restarted a moment ago may answer "not leader" for a while: ask until it knows.
+        target = wait_until(source_total, RECOVERY_TIMEOUT_S, "the source's log-end offsets")
 
         def recovered() -> bool:
             current = _leader(controllers)

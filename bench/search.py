@@ -104,12 +104,20 @@ def coordinate_search(
     measure: Callable[[dict[str, Any], dict[str, Any]], list[Pair]],
     threshold: float = 1.05, cpu_limit: float = 1.25,
     on_trial: Callable[[Trial], None] | None = None,
+    defaults: dict[str, Any] | None = None,
 ) -> SearchResult:
-    """One pass over ``grid`` from ``start``; see the module docstring."""
+    """One pass over ``grid`` from ``start``; see the module docstring.
+
+    ``defaults`` (``{"consumer": {...}, "producer": {...}}``) are the settings the measured
+    system has when ``start`` does not override them (Ferry's client defaults): a value equal to
+    the one in force is not tried again.
+    """
     best = copy.deepcopy(start)
     result = SearchResult(start=copy.deepcopy(start), best=best)
     for param in grid:
         current = get_setting(best, param)
+        if current is DEFAULT and defaults is not None:
+            current = get_setting(defaults, param)
         winner: Trial | None = None
         for value in param.values:
             if value == current:

@@ -104,6 +104,17 @@ def test_coordinate_search_takes_the_fastest_value_beyond_the_threshold() -> Non
     assert result.start == start
 
 
+def test_a_value_already_in_force_through_the_defaults_is_not_tried_again() -> None:
+    tried: list[dict[str, Any]] = []
+
+    def measure(a: dict[str, Any], b: dict[str, Any]) -> list[Pair]:
+        tried.append(b)
+        return _pairs(1.0)
+
+    search.coordinate_search({}, [LINGER], measure, defaults={"producer": {"linger.ms": 5}})
+    assert tried == [{"producer": {"linger.ms": 20}}]
+
+
 def test_a_faster_candidate_that_costs_too_much_cpu_is_not_taken() -> None:
     trial = search.judge(WAIT, 50, _pairs(1.5, cpu=1.4), threshold=1.05, cpu_limit=1.25)
     assert (trial.speed, trial.cpu, trial.accepted) == (1.5, 1.4, False)

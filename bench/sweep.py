@@ -116,12 +116,15 @@ def main(argv: list[str] | None = None) -> int:
 
     def one_run(load: Workload, config: dict[str, Any]) -> tuple[float, float]:
         topic, run_id = topics[load.name]
-        slug = f"{run_id}-{uuid.uuid4().hex[:6]}"
-        system = FerryWorkers(stack, workdir, load.partitions, slug, workers=1, worker_config=config)
-        result = runner.run_one(system, load, topic, run_id, options, source, destination, src_admin, dst_admin)
-        if not result.ok or not result.records_per_s or result.cpu_s_per_million is None:
-            raise SystemExit(f"{load.name} with {json.dumps(config)} FAILED: {result.problems}")
-        return result.records_per_s, result.cpu_s_per_million
+        for attempt in (1, 2):  # a failed run is reported and run once more; twice ends the sweep
+            slug = f"{run_id}-{uuid.uuid4().hex[:6]}"
+            system = FerryWorkers(stack, workdir, load.partitions, slug, workers=1, worker_config=config)
+            result = runner.run_one(system, load, topic, run_id, options, source, destination, src_admin, dst_admin)
+            if result.ok and result.records_per_s and result.cpu_s_per_million is not None:
+                return result.records_per_s, result.cpu_s_per_million
+            print(f"  {load.name} with {json.dumps(config)} FAILED (attempt {attempt}, logs {result.logs}): "
+                  f"{result.problems}", flush=True)
+        raise SystemExit(f"{load.name} with {json.dumps(config)} FAILED twice")
 
     def measure(a: dict[str, Any], b: dict[str, Any]) -> list[Pair]:
         pairs = []

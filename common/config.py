@@ -189,6 +189,8 @@ class ControllerConfig(_Strict):
     noprogress_after_s: float = Field(60.0, gt=0)
     # How often the leader runs the Spark validation job (`ferry validate --store`); 0: never.
     validation_interval_s: float = Field(0.0, ge=0)
+    # A validation run that takes longer is stopped (a JVM start alone can take a minute on a busy host).
+    validation_timeout_s: float = Field(300.0, gt=0)
     # REST worker threads of the WSGI server (cheroot).
     rest_threads: int = Field(8, ge=1, le=256)
     # Bearer tokens for the REST API; None: no authentication (every request is allowed).

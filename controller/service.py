@@ -685,7 +685,7 @@ class Controller:
         """The leader's ``validate`` job: ``ferry validate --store`` in a process of its own (a JVM)."""
         assert self._config_path is not None
         command = [sys.executable, "-m", "common.cli", "validate", "--config", self._config_path, "--store", "--json"]
-        timeout = max(60.0, self.config.controller.validation_interval_s)
+        timeout = self.config.controller.validation_timeout_s
         try:
             done = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:

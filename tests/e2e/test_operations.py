@@ -88,6 +88,7 @@ def test_observer_whitelists_expands_follows_configs_and_remembers_removals(
     assert requests.post(f"{url}/topics", json={"topic": topic}, timeout=10).status_code == 201
 
 
+@pytest.mark.timeout(420)
 def test_the_leader_runs_the_spark_validation_and_serves_its_result(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
     fleet.extra = {"controller": {"validation_interval_s": 3}}
     fleet.write_config()

@@ -1,0 +1,236 @@
+"""The leader's schema distributor: primary registry -> target registries, same schema IDs.
+
+One pass (:meth:`SchemaDistributor.run`), every ``schemas.interval_s`` on the leader and on
+``POST /schemas/sync``:
+
+1. read the primary: its subjects (those that fit the primary's ``subject_format`` and
+   ``schemas.include``), their live versions, each version's ID and content;
+2. read each target: the translated subjects' versions, and for every ID still to copy, what
+   the target holds under that ID;
+3. plan (:func:`common.schemas.plan`, pure): copies in version order; an ID or version the
+   target holds for something else is a conflict, reported and never written;
+4. export the primary once, import into each target only its copies (Apicurio keeps their IDs),
+   then read every copied version back: a version that did not land with its ID and content is
+   reported as a conflict too (nothing silent).
+
+No state of its own: the registries are the state, so a pass after a restart or a change of
+leader finds what was copied and copies only the rest. Passes never overlap (one lock).
+
+Deletions are never distributed: a version soft-deleted on the primary is no longer listed, so
+it is not copied if it was not yet, and a copy already on a target stays there (its ID keeps
+resolving for records mirrored with it); the same for a hard delete. Deleting on targets is the
+operator's decision.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from common.config import SchemasConfig
+from common.schemas import (
+    Copy,
+    Plan,
+    RenameTopic,
+    SchemaVersion,
+    SubjectFormat,
+    TargetState,
+    fingerprint,
+    identity,
+    ids_to_check,
+    plan,
+    translate_subject,
+)
+from controller.schema_registry import RegistryClient, VersionCopy, import_zip_for
+
+log = logging.getLogger(__name__)
+
+
+class SchemaDistributor:
+    """See the module docstring. ``run`` and ``status`` may be called from any thread."""
+
+    def __init__(
+        self,
+        config: SchemasConfig,
+        metrics: CollectorRegistry,
+        clients: Mapping[str, RegistryClient] | None = None,
+        rename_topic: RenameTopic = identity,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.targets = config.target_names
+        self._clients = dict(clients) if clients is not None else {
+            name: RegistryClient(name, config.registries[name]) for name in [config.primary, *self.targets]}
+        self._formats = {name: SubjectFormat(reg.subject_format, reg.subject_vars)
+                         for name, reg in config.registries.items()}
+        self._rename_topic = rename_topic
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last: dict[str, Any] | None = None
+        # A primary (subject, version) never changes its ID or content: read it once.
+        self._primary_cache: dict[tuple[str, int], SchemaVersion] = {}
+        self._out_of_sync = Gauge("ferry_controller_schema_subjects_out_of_sync",
+                                  "Primary subjects not (yet) in sync on the target registry",
+                                  ["target"], registry=metrics)
+        self._conflicts = Gauge("ferry_controller_schema_conflicts",
+                                "Subject versions that cannot keep their schema ID on the target",
+                                ["target"], registry=metrics)
+        self._copied = Counter("ferry_controller_schema_versions_copied",
+                               "Subject versions copied to the target registry with their IDs",
+                               ["target"], registry=metrics)
+        self._failures = Counter("ferry_controller_schema_pass_failures",
+                                 "Distribution passes that failed (a registry unreachable)", registry=metrics)
+
+    def close(self) -> None:
+        for client in self._clients.values():
+            client.close()
+
+    def translate(self, subject: str, target: str) -> str | None:
+        return translate_subject(subject, self._formats[self.config.primary], self._formats[target],
+                                 self._rename_topic)
+
+    # -- one pass ----------------------------------------------------------------------------
+
+    def run(self, write: bool = True) -> dict[str, Any]:
+        """One pass (copies only when ``write``); returns the report ``GET /schemas`` serves."""
+        with self._lock:
+            try:
+                report = self._pass(write)
+            except Exception:
+                self._failures.inc()
+                raise
+            self._last = report
+            return report
+
+    def status(self) -> dict[str, Any]:
+        """The last pass's report; a read-only pass when there was none yet."""
+        last = self._last
+        return last if last is not None else self.run(write=False)
+
+    def _read_primary(self) -> dict[str, list[SchemaVersion]]:
+        primary = self._clients[self.config.primary]
+        primary_format = self._formats[self.config.primary]
+        found: dict[str, list[SchemaVersion]] = {}
+        for subject in primary.subjects():
+            if primary_format.topic(subject) is None or not self.config.wants(subject):
+                continue
+            versions: list[SchemaVersion] = []
+            for number in primary.versions(subject):
+                cached = self._primary_cache.get((subject, number))
+                if cached is None:
+                    registered = primary.version(subject, number)
+                    if registered is None:  # deleted meanwhile
+                        continue
+                    cached = SchemaVersion(subject, number, registered.schema_id,
+                                           fingerprint(registered.schema, registered.schema_type))
+                    self._primary_cache[(subject, number)] = cached
+                versions.append(cached)
+            if versions:
+                found[subject] = versions
+        return found
+
+    def _read_target(self, target: str, subjects: list[str]) -> dict[str, dict[int, tuple[int, str]]]:
+        client = self._clients[target]
+        held: dict[str, dict[int, tuple[int, str]]] = {}
+        for subject in subjects:
+            target_subject = self.translate(subject, target)
+            if target_subject is None:
+                continue
+            for number in client.versions(target_subject):
+                registered = client.version(target_subject, number)
+                if registered is not None:
+                    held.setdefault(target_subject, {})[number] = (
+                        registered.schema_id, fingerprint(registered.schema, registered.schema_type))
+        return held
+
+    def _read_ids(self, target: str, ids: set[int]) -> dict[int, str | None]:
+        client = self._clients[target]
+        found: dict[int, str | None] = {}
+        for schema_id in sorted(ids):
+            there = client.schema_by_id(schema_id)
+            found[schema_id] = None if there is None else fingerprint(*there)
+        return found
+
+    def _pass(self, write: bool) -> dict[str, Any]:
+        primary = self._read_primary()
+        held = {target: self._read_target(target, sorted(primary)) for target in self.targets}
+        wanted = ids_to_check(primary, self.targets, held, self.translate)
+        ids = {target: self._read_ids(target, wanted[target]) for target in self.targets}
+        result = plan(primary, self.targets, held, ids, self.translate)
+        for conflict in result.conflicts:
+            log.error("schema conflict: %s", conflict.reason)
+        copied: list[Copy] = []
+        failed: list[dict[str, Any]] = []
+        if write and result.copies:
+            copied, failed = self._copy(primary, result.copies)
+            for copy in copied:  # what is now on the target, without reading it all again
+                version = next(v for v in primary[copy.subject] if v.version == copy.version)
+                held[copy.target].setdefault(copy.target_subject, {})[copy.version] = (copy.schema_id, version.fingerprint)
+                ids[copy.target][copy.schema_id] = version.fingerprint
+            result = plan(primary, self.targets, held, ids, self.translate)
+        return self._report(primary, result, copied, failed)
+
+    def _copy(self, primary: Mapping[str, list[SchemaVersion]], copies: list[Copy]) -> tuple[list[Copy], list[dict[str, Any]]]:
+        export = self._clients[self.config.primary].export_zip()
+        copied: list[Copy] = []
+        failed: list[dict[str, Any]] = []
+        for target in self.targets:
+            mine = [c for c in copies if c.target == target]
+            if not mine:
+                continue
+            client = self._clients[target]
+            client.import_zip(import_zip_for(export, [VersionCopy(c.subject, c.version, c.target_subject) for c in mine]))
+            for copy in mine:  # read back: an import can answer 204 and not have done it
+                expected = next(v for v in primary[copy.subject] if v.version == copy.version)
+                landed = client.version(copy.target_subject, copy.version)
+                landed_as = None if landed is None else (landed.schema_id, fingerprint(landed.schema, landed.schema_type))
+                if landed_as == (copy.schema_id, expected.fingerprint):
+                    copied.append(copy)
+                    self._copied.labels(target).inc()
+                    log.info("schema copied: %s version %d -> %s %s, ID %d", copy.subject, copy.version, target,
+                             copy.target_subject, copy.schema_id)
+                    continue
+                reason = (f"{copy.subject} version {copy.version} did not land on {target} as "
+                          f"{copy.target_subject} with ID {copy.schema_id}: "
+                          + ("nothing was imported" if landed is None else f"it holds ID {landed.schema_id}"
+                             + ("" if landed_as and landed_as[1] == expected.fingerprint else " with other content")))
+                log.error("schema copy failed: %s", reason)
+                failed.append({"target": target, "subject": copy.subject, "version": copy.version,
+                               "id": copy.schema_id, "targetSubject": copy.target_subject, "reason": reason})
+        return copied, failed
+
+    def _report(self, primary: Mapping[str, list[SchemaVersion]], result: Plan, copied: list[Copy],
+                failed: list[dict[str, Any]]) -> dict[str, Any]:
+        for target in self.targets:
+            self._out_of_sync.labels(target).set(result.out_of_sync(target))
+            self._conflicts.labels(target).set(result.conflicts_on(target) + sum(1 for f in failed if f["target"] == target))
+        subjects = []
+        for subject in sorted(primary):
+            latest = max(primary[subject], key=lambda v: v.version)
+            targets = {
+                target: {"subject": status.target_subject, "state": status.state.value,
+                         "syncedVersions": list(status.synced_versions),
+                         "missingVersions": list(status.missing_versions), "conflict": status.conflict}
+                for target, status in result.statuses.get(subject, {}).items()
+            }
+            subjects.append({"subject": subject, "version": latest.version, "id": latest.schema_id,
+                             "versions": {str(v.version): v.schema_id for v in sorted(primary[subject])},
+                             "targets": targets})
+        return {
+            "primary": self.config.primary,
+            "targets": list(self.targets),
+            "checkedAt": self._clock(),
+            "subjects": subjects,
+            "inSync": all(s.state == TargetState.IN_SYNC for per in result.statuses.values() for s in per.values())
+            and not failed,
+            "outOfSync": {target: result.out_of_sync(target) for target in self.targets},
+            "conflicts": [{"target": c.target, "subject": c.subject, "version": c.version, "id": c.schema_id,
+                           "targetSubject": c.target_subject, "reason": c.reason} for c in result.conflicts] + failed,
+            "copied": [{"target": c.target, "subject": c.subject, "version": c.version, "id": c.schema_id,
+                        "targetSubject": c.target_subject} for c in copied],
+        }

@@ -63,6 +63,7 @@ class SchemaDistributor:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
+        self.metrics = metrics
         self.targets = config.target_names
         self._clients = dict(clients) if clients is not None else {
             name: RegistryClient(name, config.registries[name]) for name in [config.primary, *self.targets]}

@@ -78,7 +78,7 @@ def _run(args: argparse.Namespace) -> int:
 def _print_status(report: dict[str, Any], copied: bool) -> None:
     age = time.time() - float(report.get("checkedAt", time.time()))
     print(f"primary {report['primary']}, targets {', '.join(report['targets']) or '-'}; checked {age:.0f}s ago")
-    rows = [("SUBJECT", "VERSION", "ID", "TARGET", "TARGET SUBJECT", "STATE")]
+    rows: list[tuple[str, ...]] = [("SUBJECT", "VERSION", "ID", "TARGET", "TARGET SUBJECT", "STATE")]
     for subject in report["subjects"]:
         for target, state in sorted(subject["targets"].items()):
             missing = state["missingVersions"]

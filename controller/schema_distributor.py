@@ -73,6 +73,7 @@ class SchemaDistributor:
         self._clock = clock
         self._lock = threading.Lock()
         self._last: dict[str, Any] | None = None
+        self._logged_conflicts: set[str] = set()
         # A primary (subject, version) never changes its ID or content: read it once.
         self._primary_cache: dict[tuple[str, int], SchemaVersion] = {}
         self._out_of_sync = Gauge("ferry_controller_schema_subjects_out_of_sync",
@@ -163,8 +164,7 @@ class SchemaDistributor:
         wanted = ids_to_check(primary, self.targets, held, self.translate)
         ids = {target: self._read_ids(target, wanted[target]) for target in self.targets}
         result = plan(primary, self.targets, held, ids, self.translate)
-        for conflict in result.conflicts:
-            log.error("schema conflict: %s", conflict.reason)
+        self._log_conflicts({conflict.reason for conflict in result.conflicts})
         copied: list[Copy] = []
         failed: list[dict[str, Any]] = []
         if write and result.copies:
@@ -175,6 +175,14 @@ class SchemaDistributor:
                 ids[copy.target][copy.schema_id] = version.fingerprint
             result = plan(primary, self.targets, held, ids, self.translate)
         return self._report(primary, result, copied, failed)
+
+    def _log_conflicts(self, reasons: set[str]) -> None:
+        """Each conflict at ERROR once when it appears (not every pass), and when it is gone."""
+        for reason in sorted(reasons - self._logged_conflicts):
+            log.error("schema conflict (not written; GET /schemas lists it): %s", reason)
+        for reason in sorted(self._logged_conflicts - reasons):
+            log.info("schema conflict resolved: %s", reason)
+        self._logged_conflicts = set(reasons)
 
     def _copy(self, primary: Mapping[str, list[SchemaVersion]], copies: list[Copy]) -> tuple[list[Copy], list[dict[str, Any]]]:
         export = self._clients[self.config.primary].export_zip()

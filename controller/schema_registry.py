@@ -30,6 +30,7 @@ from typing import Any
 import requests
 
 from common.config import RegistryConfig
+from common.errors import ConfigError
 from controller.errors import ControllerError, Unavailable
 
 CCOMPAT = "/apis/ccompat/v7"
@@ -86,8 +87,13 @@ class RegistryClient:
         self._session = session or requests.Session()
         if config.auth is not None:
             auth = config.auth
-            password = (auth.password.get_secret_value() if auth.password is not None
-                        else os.environ.get(auth.password_env or "", ""))
+            if auth.password is not None:
+                password = auth.password.get_secret_value()
+            elif os.environ.get(auth.password_env or ""):
+                password = os.environ[auth.password_env or ""]
+            else:
+                raise ConfigError(f"schemas.registries.{name}.auth: the environment variable "
+                                  f"{auth.password_env} is not set")
             self._session.auth = (auth.username, password)
 
     def close(self) -> None:

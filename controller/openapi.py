@@ -177,6 +177,7 @@ _SCHEMAS: dict[str, Any] = {
                           "description": "target -> subjects not in sync"},
             "conflicts": {"type": "array", "items": {"type": "object"}},
             "copied": {"type": "array", "items": {"type": "object"}},
+            "lastError": {**_NULLABLE_STR, "description": "GET only: why the passes since this report failed"},
         },
     },
     "SyncRequest": {"type": "object", "additionalProperties": False, "properties": {},

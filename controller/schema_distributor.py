@@ -74,6 +74,7 @@ class SchemaDistributor:
         self._lock = threading.Lock()
         self._last: dict[str, Any] | None = None
         self._logged_conflicts: set[str] = set()
+        self._last_error: str | None = None
         # A primary (subject, version) never changes its ID or content: read it once.
         self._primary_cache: dict[tuple[str, int], SchemaVersion] = {}
         self._out_of_sync = Gauge("ferry_controller_schema_subjects_out_of_sync",
@@ -103,16 +104,20 @@ class SchemaDistributor:
         with self._lock:
             try:
                 report = self._pass(write)
-            except Exception:
+            except Exception as exc:
                 self._failures.inc()
+                self._last_error = f"{self._clock():.0f}: {exc}"
                 raise
-            self._last = report
+            self._last, self._last_error = report, None
             return report
 
     def status(self) -> dict[str, Any]:
-        """The last pass's report; a read-only pass when there was none yet."""
+        """The last successful pass's report, with ``lastError`` when a later pass failed (a
+        registry unreachable); a read-only pass when none succeeded yet."""
         last = self._last
-        return last if last is not None else self.run(write=False)
+        if last is None:
+            return {**self.run(write=False), "lastError": None}
+        return {**last, "lastError": self._last_error}
 
     def _read_primary(self) -> dict[str, list[SchemaVersion]]:
         primary = self._clients[self.config.primary]

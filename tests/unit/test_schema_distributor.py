@@ -1,0 +1,95 @@
+"""The distributor's pass over in-memory fake registries: the read-back after an import, and
+what a failed pass leaves in the status. (Real registries: tests/integration/test_schemas.py.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from common.config import SchemasConfig
+from controller.schema_distributor import SchemaDistributor
+from controller.schema_registry import RegisteredVersion, RegistryClient, RegistryUnavailable
+
+CONFIG = SchemasConfig.model_validate({"primary": "src", "registries": {
+    "src": {"url": "http://src"}, "dst": {"url": "http://dst", "subject_format": "dr-{topic}-value"}}})
+
+
+class FakeRegistry(RegistryClient):
+    """subject -> [(id, schema)]. An import answers and changes nothing, as Apicurio's does when
+    the ID is taken (unless ``down``)."""
+
+    def __init__(self, name: str, subjects: dict[str, list[tuple[int, str]]]) -> None:
+        self.name, self.data, self.down = name, subjects, False
+        self.imported: list[Any] = []
+
+    def close(self) -> None:
+        pass
+
+    def _check(self) -> None:
+        if self.down:
+            raise RegistryUnavailable(f"registry of {self.name} did not answer")
+
+    def subjects(self) -> list[str]:
+        self._check()
+        return sorted(self.data)
+
+    def versions(self, subject: str) -> list[int]:
+        self._check()
+        return list(range(1, len(self.data.get(subject, [])) + 1))
+
+    def version(self, subject: str, version: int) -> RegisteredVersion | None:
+        entries = self.data.get(subject, [])
+        if version > len(entries):
+            return None
+        schema_id, schema = entries[version - 1]
+        return RegisteredVersion(subject, version, schema_id, schema, "AVRO")
+
+    def schema_by_id(self, schema_id: int) -> tuple[str, str] | None:
+        for entries in self.data.values():
+            for found_id, schema in entries:
+                if found_id == schema_id:
+                    return schema, "AVRO"
+        return None
+
+    def export_zip(self) -> bytes:
+        return b"export"
+
+    def import_zip(self, data: bytes) -> None:
+        self._check()
+        self.imported.append(data)
+
+
+@pytest.fixture(autouse=True)
+def _import_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The import file itself is tested in test_schema_rest.
+    monkeypatch.setattr("controller.schema_distributor.import_zip_for", lambda export, wanted: b"zip")
+
+
+def _distributor(src: FakeRegistry, dst: FakeRegistry) -> SchemaDistributor:
+    return SchemaDistributor(CONFIG, CollectorRegistry(), clients={"src": src, "dst": dst})
+
+
+def test_an_import_that_answers_but_lands_nothing_is_reported_not_skipped() -> None:
+    src = FakeRegistry("src", {"orders-value": [(7, '"string"')]})
+    dst = FakeRegistry("dst", {})
+    distributor = _distributor(src, dst)
+    report = distributor.run()
+    assert report["copied"] == [] and not report["inSync"]
+    [problem] = report["conflicts"]
+    assert "did not land on dst as dr-orders-value with ID 7: nothing was imported" in problem["reason"]
+    assert 'ferry_controller_schema_conflicts{target="dst"} 1.0' in generate_latest(distributor.metrics).decode()
+
+
+def test_a_failed_pass_keeps_the_last_report_and_says_why() -> None:
+    src = FakeRegistry("src", {"orders-value": [(7, '"string"')]})
+    dst = FakeRegistry("dst", {"dr-orders-value": [(7, '"string"')]})
+    distributor = _distributor(src, dst)
+    assert distributor.status()["inSync"] and distributor.status()["lastError"] is None
+    dst.down = True
+    with pytest.raises(RegistryUnavailable):
+        distributor.run()
+    status = distributor.status()
+    assert status["inSync"] and "registry of dst did not answer" in status["lastError"]
+    assert "ferry_controller_schema_pass_failures_total 1.0" in generate_latest(distributor.metrics).decode()

@@ -13,9 +13,13 @@ REGISTRY_MVN := mvn -B -q -s deploy/registry/settings.xml
 REGISTRY_SOURCES := deploy/registry/pom.xml deploy/registry/settings.xml \
 	$(shell find deploy/registry/config-index-deployment -type f -not -path '*/target/*' 2>/dev/null)
 
-.PHONY: setup jars registry demo test lint unit integration e2e up down status clean
+.PHONY: setup jars registry fleet-prereqs demo test lint unit integration e2e fleet up down status clean
 
-setup: $(BIN)/.installed $(JARS)/.fetched $(REGISTRY)/.built
+setup: $(BIN)/.installed $(JARS)/.fetched $(REGISTRY)/.built fleet-prereqs
+
+# docker.io, debootstrap and prometheus for the fleet tier (only what is missing).
+fleet-prereqs:
+	scripts/fleet-prereqs.sh
 
 # Re-runs only when the package's metadata changed.
 $(BIN)/.installed: setup.cfg pyproject.toml
@@ -49,7 +53,7 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/mypy common controller worker pipeline bench
+	$(BIN)/mypy common controller worker pipeline bench fleet
 	$(BIN)/lint-imports
 
 test: lint
@@ -61,6 +65,8 @@ integration: setup
 	$(BIN)/pytest -m integration
 e2e: setup
 	$(BIN)/pytest -m e2e
+fleet: setup
+	$(BIN)/pytest -m fleet
 
 up: setup
 	$(BIN)/ferry dev up --registries

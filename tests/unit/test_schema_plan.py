@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from common.config import parse_config
+from common.errors import ConfigError
 from common.schemas import (
     SchemaVersion,
     SubjectFormat,
@@ -138,3 +143,36 @@ def test_plan_never_overwrites_and_applying_it_converges(world: tuple[dict[str, 
         assert status.state in (TargetState.IN_SYNC, TargetState.CONFLICT)
         # Synced versions are always a prefix 1..k of the subject's history (order kept).
         assert status.synced_versions == tuple(range(1, len(status.synced_versions) + 1))
+
+
+# -- the schemas config section ---------------------------------------------------------------
+
+def _config(**schemas: Any) -> dict[str, Any]:
+    return {"zookeeper": {"connect": "zk:2181"},
+            "clusters": {"src": {"bootstrap.servers": "s:9092"}, "dst": {"bootstrap.servers": "d:9092"}},
+            "routes": [{"source": "src", "destination": "dst"}],
+            "schemas": {"primary": "src", "registries": {"src": {"url": "http://s:8080"}, "dst": {"url": "http://d:8080"}},
+                        **schemas}}
+
+
+def test_a_valid_schemas_section() -> None:
+    schemas = parse_config(_config(include=["orders-.*"])).schemas
+    assert schemas is not None and schemas.target_names == ["dst"] and schemas.wants("orders-x-value")
+    assert not schemas.wants("payments-value")
+    assert parse_config(_config()).schemas.registries["dst"].subject_format == "{topic}-value"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    ({"primary": "nowhere"}, "primary 'nowhere' has no entry in registries"),
+    ({"targets": ["src"]}, "is the primary"),
+    ({"registries": {"src": {"url": "http://s"}, "elsewhere": {"url": "http://e"}}}, "unknown clusters ['elsewhere']"),
+    ({"registries": {"src": {"url": "ftp://s"}}}, "schemas.registries.src.url"),
+    ({"registries": {"src": {"url": "http://s", "subject_format": "{tenant}-{topic}"}}}, "subject_vars does not define"),
+    ({"registries": {"src": {"url": "http://s", "subject_format": "static"}}}, "exactly once"),
+    ({"registries": {"src": {"url": "http://s", "auth": {"username": "u"}}}}, "exactly one of password"),
+    ({"include": ["("]}, "not a valid regular expression"),
+    ({"interval_s": 0}, "schemas.interval_s"),
+])
+def test_a_bad_schemas_section_names_the_problem(change: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        parse_config(_config(**change))

@@ -168,9 +168,14 @@ class Plan:
         return sum(1 for c in self.conflicts if c.target == target)
 
 
+# A ``TargetIds`` value: the ID is free on the target, but the target already holds the same
+# schema under another ID (a registry keeps one ID per schema, so it cannot take this one).
+HELD_UNDER_ANOTHER_ID = "held-under-another-id"
+
 # On a target: target subject -> version -> (schema ID, fingerprint).
 TargetSubjects = Mapping[str, Mapping[int, tuple[int, str]]]
-# On a target: schema ID -> fingerprint of the schema it holds there, None when free.
+# On a target: schema ID -> fingerprint of the schema it holds there, None when free (or
+# HELD_UNDER_ANOTHER_ID).
 TargetIds = Mapping[int, "str | None"]
 # (primary subject, target) -> target subject, None when the subject is not distributed.
 Translate = Callable[[str, str], "str | None"]
@@ -237,6 +242,9 @@ def plan(
                 elif version.schema_id not in ids:
                     missing.append(version.version)
                     continue
+                elif ids[version.schema_id] == HELD_UNDER_ANOTHER_ID:
+                    conflict = (f"{target} already holds the schema of {subject} version {version.version} "
+                                f"under another ID, so it cannot take ID {version.schema_id}")
                 elif ids[version.schema_id] not in (None, version.fingerprint):
                     conflict = (f"ID {version.schema_id} is used on {target} by a different schema; "
                                 f"{subject} version {version.version} cannot keep its ID there")

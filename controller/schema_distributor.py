@@ -9,7 +9,9 @@ One pass (:meth:`SchemaDistributor.run`), every ``schemas.interval_s`` on the le
    the target holds under that ID;
 3. plan (:func:`common.schemas.plan`, pure): copies in version order; an ID or version the
    target holds for something else is a conflict, reported and never written;
-4. export the primary once, import into each target only its copies (Apicurio keeps their IDs),
+4. export the primary once; an ID that is free on a target whose registry already holds the
+   same schema under another ID is a conflict too (Apicurio keeps one ID per content and would
+   import nothing); import into each target only its copies (Apicurio keeps their IDs),
    then read every copied version back: a version that did not land with its ID and content is
    reported as a conflict too (nothing silent).
 
@@ -34,6 +36,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from common.config import SchemasConfig
 from common.schemas import (
+    HELD_UNDER_ANOTHER_ID,
     Copy,
     Plan,
     RenameTopic,
@@ -46,7 +49,7 @@ from common.schemas import (
     plan,
     translate_subject,
 )
-from controller.schema_registry import RegistryClient, VersionCopy, import_zip_for
+from controller.schema_registry import RegistryClient, VersionCopy, content_hashes, import_zip_for
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +176,11 @@ class SchemaDistributor:
         copied: list[Copy] = []
         failed: list[dict[str, Any]] = []
         if write and result.copies:
-            copied, failed = self._copy(primary, result.copies)
+            export = self._clients[self.config.primary].export_zip()
+            if self._mark_held_elsewhere(export, result.copies, ids):
+                result = plan(primary, self.targets, held, ids, self.translate)
+                self._log_conflicts({conflict.reason for conflict in result.conflicts})
+            copied, failed = self._copy(export, primary, result.copies)
             for copy in copied:  # what is now on the target, without reading it all again
                 version = next(v for v in primary[copy.subject] if v.version == copy.version)
                 held[copy.target].setdefault(copy.target_subject, {})[copy.version] = (copy.schema_id, version.fingerprint)
@@ -189,8 +196,21 @@ class SchemaDistributor:
             log.info("schema conflict resolved: %s", reason)
         self._logged_conflicts = set(reasons)
 
-    def _copy(self, primary: Mapping[str, list[SchemaVersion]], copies: list[Copy]) -> tuple[list[Copy], list[dict[str, Any]]]:
-        export = self._clients[self.config.primary].export_zip()
+    def _mark_held_elsewhere(self, export: bytes, copies: list[Copy], ids: dict[str, dict[int, str | None]]) -> bool:
+        """Marks the free IDs whose schema the target already holds under another ID: Apicurio
+        would answer the import with 204 and import nothing. True when it marked any."""
+        hashes = content_hashes(export)
+        marked = False
+        for copy in copies:
+            content_hash = hashes.get((copy.subject, copy.version))
+            if ids[copy.target].get(copy.schema_id) is None and content_hash is not None \
+                    and self._clients[copy.target].has_content(content_hash):
+                ids[copy.target][copy.schema_id] = HELD_UNDER_ANOTHER_ID
+                marked = True
+        return marked
+
+    def _copy(self, export: bytes, primary: Mapping[str, list[SchemaVersion]],
+              copies: list[Copy]) -> tuple[list[Copy], list[dict[str, Any]]]:
         copied: list[Copy] = []
         failed: list[dict[str, Any]] = []
         for target in self.targets:

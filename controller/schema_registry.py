@@ -154,6 +154,11 @@ class RegistryClient:
             return None
         return str(found["schema"]), str(found.get("schemaType") or "AVRO")
 
+    def has_content(self, content_hash: str) -> bool:
+        """Whether the registry holds content with this hash (under whatever ID)."""
+        found = self._request("GET", f"/apis/registry/v2/ids/contentHashes/{content_hash}", missing_ok=True)
+        return found is not None
+
     # -- export and import (Apicurio admin API) ---------------------------------------------
 
     def export_zip(self) -> bytes:
@@ -169,6 +174,22 @@ class RegistryClient:
 
 def _quote(subject: str) -> str:
     return urllib.parse.quote(subject, safe="")
+
+
+def content_hashes(export: bytes) -> dict[tuple[str, int], str]:
+    """(subject, version) -> the hash of its content, from an export."""
+    with zipfile.ZipFile(io.BytesIO(export)) as source:
+        by_id: dict[int, str] = {}
+        versions: dict[tuple[str, int], int] = {}
+        for name in source.namelist():
+            if name.startswith("content/") and name.endswith(".Content.json"):
+                entry = json.loads(source.read(name))
+                by_id[int(entry["contentId"])] = str(entry["contentHash"])
+            elif name.startswith("groups/") and name.endswith(".ArtifactVersion.json"):
+                entry = json.loads(source.read(name))
+                if str(entry.get("version", "")).isdigit():
+                    versions[(str(entry["artifactId"]), int(entry["version"]))] = int(entry["contentId"])
+    return {key: by_id[cid] for key, cid in versions.items() if cid in by_id}
 
 
 def import_zip_for(export: bytes, copies: Iterable[VersionCopy]) -> bytes:

@@ -128,6 +128,29 @@ def test_a_conflicting_id_is_reported_and_the_target_is_left_alone(registry_stac
     assert distributor.run()["conflicts"] == report["conflicts"]  # still reported, still not written
 
 
+def test_the_same_schema_under_another_id_on_the_target_is_a_conflict(registry_stack: devstack.Stack, topic: str,
+                                                                       distributor: SchemaDistributor) -> None:
+    src, dst = registry_stack.registry_url("src"), registry_stack.registry_url("dst")
+    subject, translated = f"{topic}-value", f"acme-prod-{topic}-value"
+    schema = {"type": "record", "name": "Twice", "namespace": topic.replace(".", "_").replace("-", "_"),
+              "fields": [{"name": "id", "type": "long"}]}
+    there = register(dst, f"local-{topic}-value", schema)  # registered on the target first, by itself
+    # The primary's IDs come from its own counter: step it past `there` so the IDs differ.
+    filler = register(src, f"pad-{topic}-value", {"type": "enum", "name": "Pad", "symbols": ["A"],
+                                                   "namespace": schema["namespace"]})
+    if filler + 1 == there:
+        register(src, f"pad-{topic}-value", {"type": "enum", "name": "Pad2", "symbols": ["A"],
+                                             "namespace": schema["namespace"]})
+    here = register(src, subject, schema)
+    assert here != there
+    report = distributor.run()
+    assert report["copied"] == []
+    [conflict] = report["conflicts"]
+    assert conflict["reason"] == (f"dst already holds the schema of {subject} version 1 under another ID, "
+                                  f"so it cannot take ID {here}")
+    assert versions(dst, translated) == [] and schema_at(dst, here) is None  # nothing written
+
+
 class CrashAfterImport(RegistryClient):
     """A target client whose process 'dies' right after its first import reached the registry."""
 

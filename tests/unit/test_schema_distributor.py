@@ -65,6 +65,7 @@ class FakeRegistry(RegistryClient):
 def _import_file(monkeypatch: pytest.MonkeyPatch) -> None:
     # The import file itself is tested in test_schema_rest.
     monkeypatch.setattr("controller.schema_distributor.import_zip_for", lambda export, wanted: b"zip")
+    monkeypatch.setattr("controller.schema_distributor.content_hashes", lambda export: {})
 
 
 def _distributor(src: FakeRegistry, dst: FakeRegistry) -> SchemaDistributor:

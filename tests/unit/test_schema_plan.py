@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from common.config import parse_config
 from common.errors import ConfigError
 from common.schemas import (
+    HELD_UNDER_ANOTHER_ID,
     SchemaVersion,
     SubjectFormat,
     TargetState,
@@ -88,6 +89,12 @@ def test_the_same_schema_at_that_id_is_fine() -> None:
     primary = {"orders-value": [v("orders-value", 1, 5, "a")]}
     result = plan(primary, ["dst"], {}, {"dst": {5: "a"}}, _translate)
     assert len(result.copies) == 1 and not result.conflicts
+
+
+def test_a_free_id_whose_schema_the_target_holds_under_another_id_is_a_conflict() -> None:
+    primary = {"orders-value": [v("orders-value", 1, 5, "a")]}
+    result = plan(primary, ["dst"], {}, {"dst": {5: HELD_UNDER_ANOTHER_ID}}, _translate)
+    assert not result.copies and "under another ID, so it cannot take ID 5" in result.conflicts[0].reason
 
 
 def test_a_version_held_with_another_id_is_a_conflict() -> None:

@@ -93,6 +93,9 @@ def test_avro_records_mirrored_by_ferry_decode_against_the_target_registry(
                           "--url", controller.url, "status"], capture_output=True, text=True, timeout=60)
     assert cli.returncode == 0, cli.stderr
     assert f"acme-prod-{topic}-value" in cli.stdout and "in_sync" in cli.stdout
+    diff = subprocess.run([sys.executable, "-m", "common.cli", "schemas", "--config", str(fleet.config_path),
+                           "--url", controller.url, "diff"], capture_output=True, text=True, timeout=60)
+    assert diff.returncode == 0 and "is in sync on dst" in diff.stdout, diff.stdout + diff.stderr
 
 
 def test_a_controller_restart_mid_distribution_leaves_every_subject_in_sync_once(

@@ -271,6 +271,9 @@ class SchemasConfig(_Strict):
     # Only primary subjects whose full name matches one of these (default: all that fit the format).
     include: list[str] = Field(default_factory=lambda: [".*"])
     interval_s: float = Field(10.0, gt=0)
+    # Subject versions per import request to a target (bounds a request's size; a pass
+    # interrupted between requests leaves the rest for the next pass).
+    import_batch: int = Field(50, ge=1, le=10_000)
 
     @field_validator("include")
     @classmethod

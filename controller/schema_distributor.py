@@ -213,30 +213,43 @@ class SchemaDistributor:
               copies: list[Copy]) -> tuple[list[Copy], list[dict[str, Any]]]:
         copied: list[Copy] = []
         failed: list[dict[str, Any]] = []
+        batch = self.config.import_batch
         for target in self.targets:
             mine = [c for c in copies if c.target == target]
-            if not mine:
-                continue
             client = self._clients[target]
-            client.import_zip(import_zip_for(export, [VersionCopy(c.subject, c.version, c.target_subject) for c in mine]))
-            for copy in mine:  # read back: an import can answer 204 and not have done it
-                expected = next(v for v in primary[copy.subject] if v.version == copy.version)
-                landed = client.version(copy.target_subject, copy.version)
-                landed_as = None if landed is None else (landed.schema_id, fingerprint(landed.schema, landed.schema_type))
-                if landed_as == (copy.schema_id, expected.fingerprint):
-                    copied.append(copy)
-                    self._copied.labels(target).inc()
-                    log.info("schema copied: %s version %d -> %s %s, ID %d", copy.subject, copy.version, target,
-                             copy.target_subject, copy.schema_id)
+            stopped: set[str] = set()  # subjects with a version that did not land: later ones wait
+            for start in range(0, len(mine), batch):
+                chunk = [c for c in mine[start:start + batch] if c.subject not in stopped]
+                if not chunk:
                     continue
-                reason = (f"{copy.subject} version {copy.version} did not land on {target} as "
-                          f"{copy.target_subject} with ID {copy.schema_id}: "
-                          + ("nothing was imported" if landed is None else f"it holds ID {landed.schema_id}"
-                             + ("" if landed_as and landed_as[1] == expected.fingerprint else " with other content")))
-                log.error("schema copy failed: %s", reason)
-                failed.append({"target": target, "subject": copy.subject, "version": copy.version,
-                               "id": copy.schema_id, "targetSubject": copy.target_subject, "reason": reason})
+                client.import_zip(import_zip_for(export, [VersionCopy(c.subject, c.version, c.target_subject)
+                                                          for c in chunk]))
+                for copy in chunk:  # read back: an import can answer 204 and not have done it
+                    problem = self._landed(client, primary, copy)
+                    if problem is None:
+                        copied.append(copy)
+                        self._copied.labels(target).inc()
+                        log.info("schema copied: %s version %d -> %s %s, ID %d", copy.subject, copy.version,
+                                 target, copy.target_subject, copy.schema_id)
+                        continue
+                    stopped.add(copy.subject)
+                    log.error("schema copy failed: %s", problem)
+                    failed.append({"target": target, "subject": copy.subject, "version": copy.version,
+                                   "id": copy.schema_id, "targetSubject": copy.target_subject, "reason": problem})
         return copied, failed
+
+    @staticmethod
+    def _landed(client: RegistryClient, primary: Mapping[str, list[SchemaVersion]], copy: Copy) -> str | None:
+        """None when ``copy`` is on the target with its ID and content; else what is wrong."""
+        expected = next(v for v in primary[copy.subject] if v.version == copy.version)
+        landed = client.version(copy.target_subject, copy.version)
+        landed_as = None if landed is None else (landed.schema_id, fingerprint(landed.schema, landed.schema_type))
+        if landed_as == (copy.schema_id, expected.fingerprint):
+            return None
+        return (f"{copy.subject} version {copy.version} did not land on {client.name} as "
+                f"{copy.target_subject} with ID {copy.schema_id}: "
+                + ("nothing was imported" if landed is None else f"it holds ID {landed.schema_id}"
+                   + ("" if landed_as and landed_as[1] == expected.fingerprint else " with other content")))
 
     def _report(self, primary: Mapping[str, list[SchemaVersion]], result: Plan, copied: list[Copy],
                 failed: list[dict[str, Any]]) -> dict[str, Any]:

@@ -107,19 +107,25 @@ def test_a_controller_restart_mid_distribution_leaves_every_subject_in_sync_once
         register(src, subject, {"type": "record", "name": f"M{n}", "fields": [{"name": "a", "type": "int"}]})
         register(src, subject, {"type": "record", "name": f"M{n}", "fields": [
             {"name": "a", "type": "int"}, {"name": "b", "type": "int", "default": 0}]})
-    fleet.extra = {"schemas": _schemas(registry_stack, rf"{base}\..*-value")}
+    # Two versions per import request: 25 requests, each read back before the next.
+    fleet.extra = {"schemas": {**_schemas(registry_stack, rf"{base}\..*-value"), "import_batch": 2}}
     fleet.write_config()
 
     first = fleet.start_controller("c1")
     fleet.wait_for_leader(first)
-    # Kill it the moment the first copies land (it is still reading them back), not before.
-    wait_until(lambda: versions(dst, f"acme-prod-{subjects[0]}"), 60, "distribution to start", interval=0.05)
+    # Kill it the moment the first subject landed, while it still has requests to make.
+    wait_until(lambda: versions(dst, f"acme-prod-{subjects[0]}"), 60, "distribution to start", interval=0.02)
     first.signal(signal.SIGKILL)
     first.wait(10)
+    landed_before = sum(len(versions(dst, f"acme-prod-{subject}")) for subject in subjects)
+    print(f"SIGKILL after {landed_before} of {2 * len(subjects)} versions had landed")
 
     second = fleet.start_controller("c2")
     fleet.wait_for_leader(second)
     wait_until(lambda: _schema_report(second.url)["inSync"], 60, "every subject in sync after the restart")
+    copied_after = requests.get(f"{second.url}/metrics", timeout=10).text
+    print("after the restart:", [line for line in copied_after.splitlines()
+                                 if line.startswith("ferry_controller_schema_versions_copied_total")])
     sync = requests.post(f"{second.url}/schemas/sync", timeout=60).json()
     assert sync["copied"] == [] and sync["inSync"] and sync["outOfSync"] == {"dst": 0}
     assert len(sync["subjects"]) == len(subjects)

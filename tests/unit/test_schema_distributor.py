@@ -94,3 +94,14 @@ def test_a_failed_pass_keeps_the_last_report_and_says_why() -> None:
     status = distributor.status()
     assert status["inSync"] and "registry of dst did not answer" in status["lastError"]
     assert "ferry_controller_schema_pass_failures_total 1.0" in generate_latest(distributor.metrics).decode()
+
+
+def test_imports_go_in_batches_and_stop_for_a_subject_whose_version_did_not_land() -> None:
+    config = CONFIG.model_copy(update={"import_batch": 1})
+    src = FakeRegistry("src", {"orders-value": [(7, '"string"'), (8, '"long"')], "other-value": [(9, '"int"')]})
+    dst = FakeRegistry("dst", {})
+    report = SchemaDistributor(config, CollectorRegistry(), clients={"src": src, "dst": dst}).run()
+    # other-value v1 and orders-value v1 each in a request of their own; orders-value v2 waits
+    # behind its version 1, which did not land (it would be out of order).
+    assert len(dst.imported) == 2
+    assert sorted((c["subject"], c["version"]) for c in report["conflicts"]) == [("orders-value", 1), ("other-value", 1)]

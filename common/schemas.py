@@ -16,6 +16,8 @@ States of one (subject, target), computed afresh each run from what both registr
     PENDING  --an ID or version taken there by another-->   CONFLICT (reported, never overwritten;
                                                              later versions wait behind it)
     IN_SYNC  --a new version on the primary-->              PENDING
+    IN_SYNC  --a version's state changed on the primary-->  IN_SYNC, the copy's state follows
+             (a soft delete disables a version; the ID keeps resolving)
     CONFLICT --the operator freed the ID or version-->      PENDING / IN_SYNC
 
 Nothing is remembered between runs: the registries are the state, so a restart (or a new
@@ -132,6 +134,18 @@ class Copy:
 
 
 @dataclass(frozen=True)
+class StateChange:
+    """Give the copy of ``subject`` version ``version`` on ``target`` the primary's ``state``
+    (ENABLED, DISABLED: soft-deleted, DEPRECATED)."""
+
+    target: str
+    subject: str
+    version: int
+    target_subject: str
+    state: str
+
+
+@dataclass(frozen=True)
 class ConflictReport:
     target: str
     subject: str
@@ -157,6 +171,7 @@ class SubjectStatus:
 class Plan:
     copies: list[Copy] = field(default_factory=list)
     conflicts: list[ConflictReport] = field(default_factory=list)
+    state_changes: list[StateChange] = field(default_factory=list)
     # primary subject -> target -> status
     statuses: dict[str, dict[str, SubjectStatus]] = field(default_factory=dict)
 
@@ -206,8 +221,10 @@ def plan(
     target_subjects: Mapping[str, TargetSubjects],
     target_ids: Mapping[str, TargetIds],
     translate: Translate,
+    primary_states: Mapping[tuple[str, int], str] | None = None,
+    target_states: Mapping[str, Mapping[tuple[str, int], str]] | None = None,
 ) -> Plan:
-    """What to copy where, and what conflicts.
+    """What to copy where, what conflicts, and which copies' states follow the primary's.
 
     Per subject and target, versions go in ascending order. A version the target subject holds
     with the same ID and content is in sync. One the target holds with another ID or content,
@@ -235,6 +252,11 @@ def plan(
                 if there is not None:
                     if there == (version.schema_id, version.fingerprint):
                         synced.append(version.version)
+                        wanted_state = (primary_states or {}).get((subject, version.version))
+                        current = (target_states or {}).get(target, {}).get((target_subject, version.version))
+                        if wanted_state is not None and current is not None and wanted_state != current:
+                            result.state_changes.append(
+                                StateChange(target, subject, version.version, target_subject, wanted_state))
                         continue
                     what = "a different schema" if there[1] != version.fingerprint else "the same schema"
                     conflict = (f"version {version.version} of {target_subject} on {target} is {what} with ID "

@@ -177,6 +177,8 @@ _SCHEMAS: dict[str, Any] = {
                           "description": "target -> subjects not in sync"},
             "conflicts": {"type": "array", "items": {"type": "object"}},
             "copied": {"type": "array", "items": {"type": "object"}},
+            "stateChanged": {"type": "array", "items": {"type": "object"},
+                             "description": "copies whose state now follows the primary's (soft delete: DISABLED)"},
             "lastError": {**_NULLABLE_STR, "description": "GET only: why the passes since this report failed"},
         },
     },

@@ -18,10 +18,12 @@ One pass (:meth:`SchemaDistributor.run`), every ``schemas.interval_s`` on the le
 No state of its own: the registries are the state, so a pass after a restart or a change of
 leader finds what was copied and copies only the rest. Passes never overlap (one lock).
 
-Deletions are never distributed: a version soft-deleted on the primary is no longer listed, so
-it is not copied if it was not yet, and a copy already on a target stays there (its ID keeps
-resolving for records mirrored with it); the same for a hard delete. Deleting on targets is the
-operator's decision.
+Soft deletes follow the primary; hard deletes do not. A soft delete (Confluent-compatible
+``DELETE`` without ``permanent``) makes Apicurio disable the version (state ``DISABLED``; the ID
+keeps resolving): the distributor reads every version's state (Apicurio's own API) and gives the
+copies on targets the same state (re-enabling follows too). A hard delete removes the version
+(and its content once unused, so the ID stops resolving): the copies on targets stay, so
+records mirrored with that ID stay readable there; deleting them is the operator's decision.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from common.schemas import (
     Plan,
     RenameTopic,
     SchemaVersion,
+    StateChange,
     SubjectFormat,
     TargetState,
     fingerprint,
@@ -122,13 +125,15 @@ class SchemaDistributor:
             return {**self.run(write=False), "lastError": None}
         return {**last, "lastError": self._last_error}
 
-    def _read_primary(self) -> dict[str, list[SchemaVersion]]:
+    def _read_primary(self) -> tuple[dict[str, list[SchemaVersion]], dict[tuple[str, int], str]]:
         primary = self._clients[self.config.primary]
         primary_format = self._formats[self.config.primary]
         found: dict[str, list[SchemaVersion]] = {}
+        states: dict[tuple[str, int], str] = {}
         for subject in primary.subjects():
             if primary_format.topic(subject) is None or not self.config.wants(subject):
                 continue
+            states.update({(subject, number): state for number, state in primary.states(subject).items()})
             versions: list[SchemaVersion] = []
             for number in primary.versions(subject):
                 cached = self._primary_cache.get((subject, number))
@@ -142,16 +147,20 @@ class SchemaDistributor:
                 versions.append(cached)
             if versions:
                 found[subject] = versions
-        return found
+        return found, states
 
-    def _read_target(self, target: str, subjects: list[str]) -> dict[str, dict[int, tuple[int, str]]]:
+    def _read_target(self, target: str, subjects: list[str],
+                     states: dict[tuple[str, int], str]) -> dict[str, dict[int, tuple[int, str]]]:
         client = self._clients[target]
         held: dict[str, dict[int, tuple[int, str]]] = {}
         for subject in subjects:
             target_subject = self.translate(subject, target)
             if target_subject is None:
                 continue
-            for number in client.versions(target_subject):
+            numbers = client.versions(target_subject)
+            if numbers:
+                states.update({(target_subject, n): state for n, state in client.states(target_subject).items()})
+            for number in numbers:
                 registered = client.version(target_subject, number)
                 if registered is not None:
                     held.setdefault(target_subject, {})[number] = (
@@ -167,26 +176,40 @@ class SchemaDistributor:
         return found
 
     def _pass(self, write: bool) -> dict[str, Any]:
-        primary = self._read_primary()
-        held = {target: self._read_target(target, sorted(primary)) for target in self.targets}
+        primary, primary_states = self._read_primary()
+        target_states: dict[str, dict[tuple[str, int], str]] = {target: {} for target in self.targets}
+        held = {target: self._read_target(target, sorted(primary), target_states[target]) for target in self.targets}
         wanted = ids_to_check(primary, self.targets, held, self.translate)
         ids = {target: self._read_ids(target, wanted[target]) for target in self.targets}
-        result = plan(primary, self.targets, held, ids, self.translate)
+
+        def planned() -> Plan:
+            return plan(primary, self.targets, held, ids, self.translate, primary_states, target_states)
+
+        result = planned()
         self._log_conflicts({conflict.reason for conflict in result.conflicts})
         copied: list[Copy] = []
         failed: list[dict[str, Any]] = []
         if write and result.copies:
             export = self._clients[self.config.primary].export_zip()
             if self._mark_held_elsewhere(export, result.copies, ids):
-                result = plan(primary, self.targets, held, ids, self.translate)
+                result = planned()
                 self._log_conflicts({conflict.reason for conflict in result.conflicts})
             copied, failed = self._copy(export, primary, result.copies)
             for copy in copied:  # what is now on the target, without reading it all again
                 version = next(v for v in primary[copy.subject] if v.version == copy.version)
                 held[copy.target].setdefault(copy.target_subject, {})[copy.version] = (copy.schema_id, version.fingerprint)
                 ids[copy.target][copy.schema_id] = version.fingerprint
-            result = plan(primary, self.targets, held, ids, self.translate)
-        return self._report(primary, result, copied, failed)
+        changed: list[StateChange] = []
+        if write:
+            for change in result.state_changes:  # copies made just now came with the primary's state
+                self._clients[change.target].set_state(change.target_subject, change.version, change.state)
+                target_states[change.target][(change.target_subject, change.version)] = change.state
+                changed.append(change)
+                log.info("schema state follows the primary: %s version %d on %s is %s", change.target_subject,
+                         change.version, change.target, change.state)
+        if copied or changed:
+            result = planned()
+        return self._report(primary, result, copied, failed, changed)
 
     def _log_conflicts(self, reasons: set[str]) -> None:
         """Each conflict at ERROR once when it appears (not every pass), and when it is gone."""
@@ -252,7 +275,7 @@ class SchemaDistributor:
                    + ("" if landed_as and landed_as[1] == expected.fingerprint else " with other content")))
 
     def _report(self, primary: Mapping[str, list[SchemaVersion]], result: Plan, copied: list[Copy],
-                failed: list[dict[str, Any]]) -> dict[str, Any]:
+                failed: list[dict[str, Any]], changed: list[StateChange]) -> dict[str, Any]:
         for target in self.targets:
             self._out_of_sync.labels(target).set(result.out_of_sync(target))
             self._conflicts.labels(target).set(result.conflicts_on(target) + sum(1 for f in failed if f["target"] == target))
@@ -280,4 +303,6 @@ class SchemaDistributor:
                            "targetSubject": c.target_subject, "reason": c.reason} for c in result.conflicts] + failed,
             "copied": [{"target": c.target, "subject": c.subject, "version": c.version, "id": c.schema_id,
                         "targetSubject": c.target_subject} for c in copied],
+            "stateChanged": [{"target": c.target, "subject": c.subject, "version": c.version,
+                              "targetSubject": c.target_subject, "state": c.state} for c in changed],
         }

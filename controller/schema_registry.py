@@ -6,9 +6,10 @@ Confluent-compatible one cannot register a schema under a chosen ID (``PUT /mode
 "not supported" and an ``id`` in the body is ignored): :meth:`RegistryClient.export_zip` gives
 the primary's registrations, :func:`import_zip_for` keeps the versions to copy under their
 target subject names, and :meth:`RegistryClient.import_zip` loads them into a target with
-their IDs. An import whose ID the target already uses for another schema still answers 204
-and attaches the subject to the wrong schema, so the distributor checks every ID on the target
-first (:meth:`RegistryClient.schema_by_id`) and reads every copied version back afterwards.
+their schema IDs. An import whose ID the target already uses for another schema still answers
+204 and attaches the subject to the wrong schema (or imports nothing), so the distributor
+checks every ID on the target first (:meth:`RegistryClient.schema_by_id`) and reads every copied
+version back afterwards.
 
 Temporary failures (connection refused, timeouts, 5xx) retry with backoff until the client's
 deadline, then raise :class:`RegistryUnavailable`; other refusals raise :class:`RegistryRefused`
@@ -35,6 +36,7 @@ from controller.errors import ControllerError, Unavailable
 
 CCOMPAT = "/apis/ccompat/v7"
 ADMIN = "/apis/registry/v2/admin"
+ARTIFACTS = "/apis/registry/v2/groups/default/artifacts"  # the ccompat API's subjects live in group default
 _JSON = "application/vnd.schemaregistry.v1+json"
 
 
@@ -126,14 +128,34 @@ class RegistryClient:
             delay = min(delay * 2, 2.0)
 
     def _json(self, path: str, missing_ok: bool = False) -> Any:
-        answer = self._request("GET", path, missing_ok=missing_ok, headers={"Accept": _JSON})
+        accept = _JSON if path.startswith(CCOMPAT) else "application/json"
+        answer = self._request("GET", path, missing_ok=missing_ok, headers={"Accept": accept})
         return None if answer is None else answer.json()
 
     # -- reads (Confluent-compatible API) ---------------------------------------------------
 
     def subjects(self) -> list[str]:
-        subjects = self._json(f"{CCOMPAT}/subjects")
+        """Every subject, soft-deleted ones included (their versions are DISABLED, see :meth:`states`)."""
+        subjects = self._json(f"{CCOMPAT}/subjects?deleted=true")
         return sorted(str(s) for s in subjects)
+
+    def states(self, subject: str) -> dict[int, str]:
+        """Version -> state (ENABLED, DISABLED: soft-deleted, DEPRECATED) through Apicurio's own
+        API, which the Confluent-compatible one does not show; {} when the subject does not exist."""
+        states: dict[int, str] = {}
+        offset, page = 0, 500
+        while True:
+            found = self._json(f"{ARTIFACTS}/{_quote(subject)}/versions?offset={offset}&limit={page}", missing_ok=True)
+            entries = (found or {}).get("versions", [])
+            for entry in entries:
+                if str(entry.get("version", "")).isdigit():
+                    states[int(entry["version"])] = str(entry.get("state", "ENABLED"))
+            offset += len(entries)
+            if not entries or offset >= int((found or {}).get("count", 0)):
+                return states
+
+    def set_state(self, subject: str, version: int, state: str) -> None:
+        self._request("PUT", f"{ARTIFACTS}/{_quote(subject)}/versions/{version}/state", json={"state": state})
 
     def versions(self, subject: str) -> list[int]:
         """The subject's live versions (soft-deleted ones are not listed); [] when it does not exist."""
@@ -167,9 +189,13 @@ class RegistryClient:
         return answer.content
 
     def import_zip(self, data: bytes) -> None:
-        # The default (X-Registry-Preserve-GlobalId: true) keeps the primary's content IDs,
-        # which are the Confluent-compatible schema IDs.
-        self._request("POST", f"{ADMIN}/import", data=data, headers={"Content-Type": "application/zip"})
+        # Content IDs (the Confluent-compatible schema IDs) are kept either way. Global IDs (one
+        # per version, Apicurio's own) are the target's business: preserving the primary's would
+        # make the import skip, silently, every version whose global ID the target already used.
+        # Without preservation a content ID the target uses for another schema would be reused
+        # for it: the distributor has checked every ID before, and reads every copy back after.
+        self._request("POST", f"{ADMIN}/import", data=data,
+                      headers={"Content-Type": "application/zip", "X-Registry-Preserve-GlobalId": "false"})
 
 
 def _quote(subject: str) -> str:

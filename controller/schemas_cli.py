@@ -90,6 +90,9 @@ def _print_status(report: dict[str, Any], copied: bool) -> None:
         for entry in report["copied"]:
             print(f"copied {entry['subject']} v{entry['version']} (ID {entry['id']}) -> "
                   f"{entry['target']} {entry['targetSubject']}")
+        for entry in report.get("stateChanged", []):
+            print(f"state of {entry['target']} {entry['targetSubject']} v{entry['version']} -> {entry['state']} "
+                  f"(as on the primary)")
     for conflict in report["conflicts"]:
         print(f"CONFLICT: {conflict['reason']}")
     print(f"{len(report['subjects'])} subject(s); out of sync: "

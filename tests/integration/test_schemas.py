@@ -151,6 +151,36 @@ def test_the_same_schema_under_another_id_on_the_target_is_a_conflict(registry_s
     assert versions(dst, translated) == [] and schema_at(dst, here) is None  # nothing written
 
 
+def _state(url: str, subject: str, number: int) -> str:
+    answer = requests.get(f"{url}/apis/registry/v2/groups/default/artifacts/{subject}/versions", timeout=10)
+    answer.raise_for_status()
+    return next(str(e["state"]) for e in answer.json()["versions"] if e["version"] == str(number))
+
+
+def test_soft_deletes_follow_the_primary_and_hard_deletes_do_not(registry_stack: devstack.Stack, topic: str,
+                                                                 distributor: SchemaDistributor) -> None:
+    src, dst = registry_stack.registry_url("src"), registry_stack.registry_url("dst")
+    subject, translated = f"{topic}-value", f"acme-prod-{topic}-value"
+    first, second = register(src, subject, ORDER_V1), register(src, subject, ORDER_V2)
+    assert len(distributor.run()["copied"]) == 2
+
+    requests.delete(f"{src}/apis/ccompat/v7/subjects/{subject}/versions/1", timeout=10).raise_for_status()
+    report = distributor.run()
+    assert [(c["version"], c["state"]) for c in report["stateChanged"]] == [(1, "DISABLED")]
+    assert _state(dst, translated, 1) == "DISABLED" and _state(dst, translated, 2) == "ENABLED"
+    assert schema_at(dst, first) is not None  # soft-deleted: the ID still resolves for mirrored records
+
+    requests.delete(f"{src}/apis/ccompat/v7/subjects/{subject}", timeout=10).raise_for_status()  # the whole subject
+    report = distributor.run()
+    assert [(c["version"], c["state"]) for c in report["stateChanged"]] == [(2, "DISABLED")]
+    assert report["inSync"] and distributor.run()["stateChanged"] == []
+
+    requests.delete(f"{src}/apis/ccompat/v7/subjects/{subject}/versions/2?permanent=true", timeout=10).raise_for_status()
+    report = distributor.run()
+    assert report["copied"] == [] and report["stateChanged"] == []
+    assert versions(dst, translated) == [1, 2] and schema_at(dst, second) is not None  # kept on the target
+
+
 class CrashAfterImport(RegistryClient):
     """A target client whose process 'dies' right after its first import reached the registry."""
 

@@ -53,6 +53,12 @@ class FakeRegistry(RegistryClient):
                     return schema, "AVRO"
         return None
 
+    def states(self, subject: str) -> dict[int, str]:
+        return {}
+
+    def set_state(self, subject: str, version: int, state: str) -> None:
+        raise AssertionError("no state changes expected")
+
     def export_zip(self) -> bytes:
         return b"export"
 

@@ -97,6 +97,16 @@ def test_a_free_id_whose_schema_the_target_holds_under_another_id_is_a_conflict(
     assert not result.copies and "under another ID, so it cannot take ID 5" in result.conflicts[0].reason
 
 
+def test_a_synced_versions_state_follows_the_primary() -> None:
+    primary = {"orders-value": [v("orders-value", 1, 5, "a"), v("orders-value", 2, 6, "b")]}
+    held = {"dst": {"acme-prod-orders-value": {1: (5, "a"), 2: (6, "b")}}}
+    states = {("orders-value", 1): "DISABLED", ("orders-value", 2): "ENABLED"}
+    there = {"dst": {("acme-prod-orders-value", 1): "ENABLED", ("acme-prod-orders-value", 2): "ENABLED"}}
+    result = plan(primary, ["dst"], held, {"dst": {}}, _translate, states, there)
+    assert [(c.version, c.state) for c in result.state_changes] == [(1, "DISABLED")]
+    assert result.statuses["orders-value"]["dst"].state == TargetState.IN_SYNC
+
+
 def test_a_version_held_with_another_id_is_a_conflict() -> None:
     primary = {"orders-value": [v("orders-value", 1, 5, "a")]}
     held = {"dst": {"acme-prod-orders-value": {1: (9, "a")}}}

@@ -162,6 +162,8 @@ _SCHEMAS: dict[str, Any] = {
                     "id": {"type": "integer", "description": "schema ID of the latest version"},
                     "versions": {"type": "object", "additionalProperties": {"type": "integer"},
                                  "description": "version -> schema ID"},
+                    "states": {"type": "object", "additionalProperties": {"type": "string"},
+                               "description": "version -> state on the primary (DISABLED: soft-deleted)"},
                     "targets": {"type": "object", "additionalProperties": {
                         "type": "object", "required": ["subject", "state", "syncedVersions", "missingVersions", "conflict"],
                         "properties": {

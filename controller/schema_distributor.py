@@ -209,7 +209,7 @@ class SchemaDistributor:
                          change.version, change.target, change.state)
         if copied or changed:
             result = planned()
-        return self._report(primary, result, copied, failed, changed)
+        return self._report(primary, primary_states, result, copied, failed, changed)
 
     def _log_conflicts(self, reasons: set[str]) -> None:
         """Each conflict at ERROR once when it appears (not every pass), and when it is gone."""
@@ -274,8 +274,9 @@ class SchemaDistributor:
                 + ("nothing was imported" if landed is None else f"it holds ID {landed.schema_id}"
                    + ("" if landed_as and landed_as[1] == expected.fingerprint else " with other content")))
 
-    def _report(self, primary: Mapping[str, list[SchemaVersion]], result: Plan, copied: list[Copy],
-                failed: list[dict[str, Any]], changed: list[StateChange]) -> dict[str, Any]:
+    def _report(self, primary: Mapping[str, list[SchemaVersion]], primary_states: Mapping[tuple[str, int], str],
+                result: Plan, copied: list[Copy], failed: list[dict[str, Any]],
+                changed: list[StateChange]) -> dict[str, Any]:
         for target in self.targets:
             self._out_of_sync.labels(target).set(result.out_of_sync(target))
             self._conflicts.labels(target).set(result.conflicts_on(target) + sum(1 for f in failed if f["target"] == target))
@@ -290,6 +291,8 @@ class SchemaDistributor:
             }
             subjects.append({"subject": subject, "version": latest.version, "id": latest.schema_id,
                              "versions": {str(v.version): v.schema_id for v in sorted(primary[subject])},
+                             "states": {str(v.version): primary_states.get((subject, v.version), "ENABLED")
+                                        for v in sorted(primary[subject])},
                              "targets": targets})
         return {
             "primary": self.config.primary,

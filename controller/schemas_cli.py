@@ -83,8 +83,9 @@ def _print_status(report: dict[str, Any], copied: bool) -> None:
         for target, state in sorted(subject["targets"].items()):
             missing = state["missingVersions"]
             shown = state["state"] + (f" (missing {','.join(map(str, missing))})" if missing else "")
-            rows.append((subject["subject"], str(subject["version"]), str(subject["id"]), target,
-                         state["subject"], shown))
+            states = set(subject.get("states", {}).values())
+            name = subject["subject"] + (" (soft-deleted)" if states == {"DISABLED"} else "")
+            rows.append((name, str(subject["version"]), str(subject["id"]), target, state["subject"], shown))
     _table(rows)
     if copied:
         for entry in report["copied"]:

@@ -181,6 +181,8 @@ _SCHEMAS: dict[str, Any] = {
             "copied": {"type": "array", "items": {"type": "object"}},
             "stateChanged": {"type": "array", "items": {"type": "object"},
                              "description": "copies whose state now follows the primary's (soft delete: DISABLED)"},
+            "unreachable": {"type": "object", "additionalProperties": {"type": "string"},
+                            "description": "targets this pass could not reach -> why (left out of it)"},
             "lastError": {**_NULLABLE_STR, "description": "GET only: why the passes since this report failed"},
         },
     },

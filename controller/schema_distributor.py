@@ -9,6 +9,8 @@ One pass (:meth:`SchemaDistributor.run`), every ``schemas.interval_s`` on the le
    the target holds under that ID;
 3. plan (:func:`common.schemas.plan`, pure): copies in version order; an ID or version the
    target holds for something else is a conflict, reported and never written;
+   A target that cannot be reached is left out of the pass (``unreachable`` in the report,
+   ``ferry_controller_schema_target_up`` 0); the others go on. The primary unreachable fails it.
 4. export the primary once; an ID that is free on a target whose registry already holds the
    same schema under another ID is a conflict too (Apicurio keeps one ID per content and would
    import nothing); import into each target only its copies (Apicurio keeps their IDs),
@@ -52,7 +54,13 @@ from common.schemas import (
     plan,
     translate_subject,
 )
-from controller.schema_registry import RegistryClient, VersionCopy, content_hashes, import_zip_for
+from controller.schema_registry import (
+    RegistryClient,
+    RegistryUnavailable,
+    VersionCopy,
+    content_hashes,
+    import_zip_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +101,10 @@ class SchemaDistributor:
                                "Subject versions copied to the target registry with their IDs",
                                ["target"], registry=metrics)
         self._failures = Counter("ferry_controller_schema_pass_failures",
-                                 "Distribution passes that failed (a registry unreachable)", registry=metrics)
+                                 "Distribution passes that failed or skipped a target (a registry unreachable)",
+                                 registry=metrics)
+        self._target_up = Gauge("ferry_controller_schema_target_up",
+                                "1 when the last pass reached the target registry", ["target"], registry=metrics)
 
     def close(self) -> None:
         for client in self._clients.values():
@@ -176,14 +187,23 @@ class SchemaDistributor:
         return found
 
     def _pass(self, write: bool) -> dict[str, Any]:
-        primary, primary_states = self._read_primary()
+        primary, primary_states = self._read_primary()  # the primary unreachable: the pass fails
+        # A target that cannot be reached is left out of this pass; the others go on.
+        unreachable: dict[str, str] = {}
         target_states: dict[str, dict[tuple[str, int], str]] = {target: {} for target in self.targets}
-        held = {target: self._read_target(target, sorted(primary), target_states[target]) for target in self.targets}
-        wanted = ids_to_check(primary, self.targets, held, self.translate)
-        ids = {target: self._read_ids(target, wanted[target]) for target in self.targets}
+        held: dict[str, dict[str, dict[int, tuple[int, str]]]] = {}
+        ids: dict[str, dict[int, str | None]] = {}
+        for target in self.targets:
+            try:
+                held[target] = self._read_target(target, sorted(primary), target_states[target])
+                wanted = ids_to_check(primary, [target], held, self.translate)
+                ids[target] = self._read_ids(target, wanted[target])
+            except RegistryUnavailable as exc:
+                unreachable[target] = str(exc)
+        reachable = [target for target in self.targets if target not in unreachable]
 
         def planned() -> Plan:
-            return plan(primary, self.targets, held, ids, self.translate, primary_states, target_states)
+            return plan(primary, reachable, held, ids, self.translate, primary_states, target_states)
 
         result = planned()
         self._log_conflicts({conflict.reason for conflict in result.conflicts})
@@ -194,7 +214,7 @@ class SchemaDistributor:
             if self._mark_held_elsewhere(export, result.copies, ids):
                 result = planned()
                 self._log_conflicts({conflict.reason for conflict in result.conflicts})
-            copied, failed = self._copy(export, primary, result.copies)
+            copied, failed = self._copy(export, primary, result.copies, unreachable)
             for copy in copied:  # what is now on the target, without reading it all again
                 version = next(v for v in primary[copy.subject] if v.version == copy.version)
                 held[copy.target].setdefault(copy.target_subject, {})[copy.version] = (copy.schema_id, version.fingerprint)
@@ -202,14 +222,28 @@ class SchemaDistributor:
         changed: list[StateChange] = []
         if write:
             for change in result.state_changes:  # copies made just now came with the primary's state
-                self._clients[change.target].set_state(change.target_subject, change.version, change.state)
+                if change.target in unreachable:
+                    continue
+                try:
+                    self._clients[change.target].set_state(change.target_subject, change.version, change.state)
+                except RegistryUnavailable as exc:
+                    unreachable[change.target] = str(exc)
+                    continue
                 target_states[change.target][(change.target_subject, change.version)] = change.state
                 changed.append(change)
                 log.info("schema state follows the primary: %s version %d on %s is %s", change.target_subject,
                          change.version, change.target, change.state)
         if copied or changed:
             result = planned()
-        return self._report(primary, primary_states, result, copied, failed, changed)
+        for target in self.targets:
+            self._target_up.labels(target).set(0 if target in unreachable else 1)
+        if unreachable:
+            self._failures.inc()
+            log.warning("schema distribution skipped unreachable targets: %s", "; ".join(unreachable.values()))
+        report = self._report(primary, primary_states, result, copied, failed, changed, unreachable)
+        report["unreachable"] = unreachable
+        report["inSync"] = report["inSync"] and not unreachable
+        return report
 
     def _log_conflicts(self, reasons: set[str]) -> None:
         """Each conflict at ERROR once when it appears (not every pass), and when it is gone."""
@@ -232,8 +266,8 @@ class SchemaDistributor:
                 marked = True
         return marked
 
-    def _copy(self, export: bytes, primary: Mapping[str, list[SchemaVersion]],
-              copies: list[Copy]) -> tuple[list[Copy], list[dict[str, Any]]]:
+    def _copy(self, export: bytes, primary: Mapping[str, list[SchemaVersion]], copies: list[Copy],
+              unreachable: dict[str, str]) -> tuple[list[Copy], list[dict[str, Any]]]:
         copied: list[Copy] = []
         failed: list[dict[str, Any]] = []
         batch = self.config.import_batch
@@ -245,10 +279,15 @@ class SchemaDistributor:
                 chunk = [c for c in mine[start:start + batch] if c.subject not in stopped]
                 if not chunk:
                     continue
-                client.import_zip(import_zip_for(export, [VersionCopy(c.subject, c.version, c.target_subject)
-                                                          for c in chunk]))
-                for copy in chunk:  # read back: an import can answer 204 and not have done it
-                    problem = self._landed(client, primary, copy)
+                try:
+                    client.import_zip(import_zip_for(export, [VersionCopy(c.subject, c.version, c.target_subject)
+                                                              for c in chunk]))
+                    problems = [self._landed(client, primary, copy) for copy in chunk]
+                except RegistryUnavailable as exc:  # this target's rest waits for the next pass
+                    unreachable[target] = str(exc)
+                    break
+                for copy, problem in zip(chunk, problems, strict=True):  # read back: an import can
+                    # answer 204 and not have done it
                     if problem is None:
                         copied.append(copy)
                         self._copied.labels(target).inc()
@@ -276,9 +315,15 @@ class SchemaDistributor:
 
     def _report(self, primary: Mapping[str, list[SchemaVersion]], primary_states: Mapping[tuple[str, int], str],
                 result: Plan, copied: list[Copy], failed: list[dict[str, Any]],
-                changed: list[StateChange]) -> dict[str, Any]:
+                changed: list[StateChange], unreachable: Mapping[str, str]) -> dict[str, Any]:
+        out_of_sync: dict[str, int] = {}
         for target in self.targets:
-            self._out_of_sync.labels(target).set(result.out_of_sync(target))
+            if target in unreachable:  # not known to be in sync: every subject it should hold
+                out_of_sync[target] = sum(1 for subject in primary if self.translate(subject, target) is not None)
+                self._out_of_sync.labels(target).set(out_of_sync[target])
+                continue  # its conflicts are as the last pass that reached it found them
+            out_of_sync[target] = result.out_of_sync(target)
+            self._out_of_sync.labels(target).set(out_of_sync[target])
             self._conflicts.labels(target).set(result.conflicts_on(target) + sum(1 for f in failed if f["target"] == target))
         subjects = []
         for subject in sorted(primary):
@@ -301,7 +346,7 @@ class SchemaDistributor:
             "subjects": subjects,
             "inSync": all(s.state == TargetState.IN_SYNC for per in result.statuses.values() for s in per.values())
             and not failed,
-            "outOfSync": {target: result.out_of_sync(target) for target in self.targets},
+            "outOfSync": out_of_sync,
             "conflicts": [{"target": c.target, "subject": c.subject, "version": c.version, "id": c.schema_id,
                            "targetSubject": c.target_subject, "reason": c.reason} for c in result.conflicts] + failed,
             "copied": [{"target": c.target, "subject": c.subject, "version": c.version, "id": c.schema_id,

@@ -94,6 +94,8 @@ def _print_status(report: dict[str, Any], copied: bool) -> None:
         for entry in report.get("stateChanged", []):
             print(f"state of {entry['target']} {entry['targetSubject']} v{entry['version']} -> {entry['state']} "
                   f"(as on the primary)")
+    for target, why in report.get("unreachable", {}).items():
+        print(f"UNREACHABLE: {target}: {why}")
     for conflict in report["conflicts"]:
         print(f"CONFLICT: {conflict['reason']}")
     print(f"{len(report['subjects'])} subject(s); out of sync: "

@@ -94,11 +94,11 @@ def test_a_failed_pass_keeps_the_last_report_and_says_why() -> None:
     dst = FakeRegistry("dst", {"dr-orders-value": [(7, '"string"')]})
     distributor = _distributor(src, dst)
     assert distributor.status()["inSync"] and distributor.status()["lastError"] is None
-    dst.down = True
+    src.down = True  # the primary: no pass without it
     with pytest.raises(RegistryUnavailable):
         distributor.run()
     status = distributor.status()
-    assert status["inSync"] and "registry of dst did not answer" in status["lastError"]
+    assert status["inSync"] and "registry of src did not answer" in status["lastError"]
     assert "ferry_controller_schema_pass_failures_total 1.0" in generate_latest(distributor.metrics).decode()
 
 
@@ -111,3 +111,21 @@ def test_imports_go_in_batches_and_stop_for_a_subject_whose_version_did_not_land
     # behind its version 1, which did not land (it would be out of order).
     assert len(dst.imported) == 2
     assert sorted((c["subject"], c["version"]) for c in report["conflicts"]) == [("orders-value", 1), ("other-value", 1)]
+
+
+def test_an_unreachable_target_is_left_out_and_the_others_go_on() -> None:
+    config = SchemasConfig.model_validate({"primary": "src", "registries": {
+        "src": {"url": "http://src"}, "dst": {"url": "http://dst"}, "dr": {"url": "http://dr"}}})
+    src = FakeRegistry("src", {"orders-value": [(7, '"string"')]})
+    dst = FakeRegistry("dst", {"orders-value": [(7, '"string"')]})
+    dr = FakeRegistry("dr", {})
+    dr.down = True
+    distributor = SchemaDistributor(config, CollectorRegistry(), clients={"src": src, "dst": dst, "dr": dr})
+    report = distributor.run()
+    assert report["unreachable"] == {"dr": "registry of dr did not answer"}
+    assert report["subjects"][0]["targets"] == {"dst": {
+        "subject": "orders-value", "state": "in_sync", "syncedVersions": [1], "missingVersions": [], "conflict": None}}
+    assert report["outOfSync"] == {"dr": 1, "dst": 0} and not report["inSync"]
+    metrics = generate_latest(distributor.metrics).decode()
+    assert 'ferry_controller_schema_target_up{target="dr"} 0.0' in metrics
+    assert 'ferry_controller_schema_target_up{target="dst"} 1.0' in metrics

@@ -87,6 +87,14 @@ class FakeController:
     def metrics_text(self) -> bytes:
         return b"# no metrics\n"
 
+    def schema_status(self) -> dict[str, Any]:
+        self._call("schema_status")
+        return {"primary": "src", "subjects": []}
+
+    def schema_sync(self) -> dict[str, Any]:
+        self._call("schema_sync")
+        return {"primary": "src", "copied": [], "by": self.controller_id}
+
 
 def _typed(fake: FakeController) -> ControllerApi:
     return fake  # mypy checks that the fake satisfies the Protocol

@@ -7,6 +7,7 @@ import re
 import time
 from collections.abc import Callable
 
+import pytest
 import requests
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 

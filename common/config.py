@@ -92,6 +92,9 @@ class ControllerConfig(_Strict):
     noprogress_after_s: float = Field(60.0, gt=0)
     # How often the leader runs the Spark validation job (`ferry validate --store`); 0: never.
     validation_interval_s: float = Field(0.0, ge=0)
+    # false: POST /topics trusts numPartitions (then required) instead of asking the source
+    # cluster; for benchmarks whose topics exist only in ZooKeeper (`ferry bench controller`).
+    check_source_topics: bool = True
 
 
 class WorkerConfig(_Strict):

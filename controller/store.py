@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kazoo.client import KazooClient
+
 from common.model import ExternalView, IdealState, TopicKey, WorkerAssignment, WorkerInfo, WorkerStatus, decode
+from common.zk_layout import ZkLayout
 from common.zk_state import StateReader
 from controller.errors import ControllerError, NotLeader
 
@@ -79,7 +82,18 @@ def chunks(
 
 
 class Store(StateReader):
-    """The leader's view: :class:`common.zk_state.StateReader` plus snapshots and fenced writes."""
+    """The leader's view: :class:`common.zk_state.StateReader` plus snapshots and fenced writes.
+
+    Counts what it wrote (``writes`` ops, ``transactions``) and the biggest transaction and node
+    (``max_transaction_bytes``, ``max_node_bytes``) for the controller's metrics.
+    """
+
+    def __init__(self, zk: KazooClient, layout: ZkLayout) -> None:
+        super().__init__(zk, layout)
+        self.writes = 0
+        self.transactions = 0
+        self.max_transaction_bytes = 0
+        self.max_node_bytes = 0
 
     def ensure_layout(self) -> None:
         for path in self.layout.persistent_paths():
@@ -87,11 +101,9 @@ class Store(StateReader):
 
     def snapshot(self) -> Snapshot:
         ideal, versions = self.ideal_states()
-        assignments = {}
-        for worker in self.children(self.layout.assignments):
-            got = self.data(self.layout.assignment(worker))
-            if got is not None:
-                assignments[worker] = WorkerAssignment.from_bytes(got[0])
+        assignments = {
+            worker: WorkerAssignment.from_bytes(data) for worker, (data, _) in self._folder(self.layout.assignments).items()
+        }
         generation = self.data(self.layout.generation)
         return Snapshot(
             live=self.live_workers(), statuses=self.statuses(), ideal=ideal, ideal_versions=versions,
@@ -114,6 +126,10 @@ class Store(StateReader):
         :class:`ControllerError` when a node changed under us (the caller reconciles again).
         """
         for chunk in chunks(ops):
+            self.transactions += 1
+            self.writes += len(chunk)
+            self.max_transaction_bytes = max(self.max_transaction_bytes, sum(op_size(op) for op in chunk))
+            self.max_node_bytes = max(self.max_node_bytes, max(len(op.data) for op in chunk))
             transaction = self.zk.transaction()
             transaction.check(fence, 0)
             for op in chunk:

@@ -167,12 +167,13 @@ class Controller:
         self._seen_live: set[str] | None = None
         self._seen_statuses: dict[str, bytes | None] = {}
         self._status_watched: set[str] = set()
+        self._reconcile_queued = False
         self._external_routes: set[str] = set()
         self._scheduler = BackgroundScheduler(
             # Reconciliation (with rebalance, failover and resync) has one thread; the observer,
             # the lag sampler and the Spark validation each have their own, so a long reconcile
             # never starves them, and they never delay a failover.
-            executors={"default": ThreadPoolExecutor(1), "observer": ThreadPoolExecutor(1),
+            executors={"default": ThreadPoolExecutor(1), "timer": ThreadPoolExecutor(1), "observer": ThreadPoolExecutor(1),
                        "lag": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1)},
             # A late run still runs (no misfire grace limit); missed runs coalesce into one.
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -218,9 +219,9 @@ class Controller:
             exception = event.exception if isinstance(event, JobExecutionEvent) else None
             log.error("job %s failed: %r", event.job_id, exception)
         else:
+            # APScheduler logs each skip as a warning itself (left visible); this counts them.
             why = "missed" if event.code == EVENT_JOB_MISSED else "max_instances"
             self._job_skips.labels(job, why).inc()
-            log.warning("job %s skipped a run (%s)", event.job_id, why)
 
     def job_counts(self) -> dict[str, dict[str, int]]:
         """Job -> {"runs", "failures", "skips"}, from the metrics (for tests and the bench)."""
@@ -271,13 +272,15 @@ class Controller:
         with self._seen_lock:
             self._seen_live, self._seen_statuses = None, {}
         self._status_watched = set()
+        self._reconcile_queued = False
         self.state = LEADING
         log.info("controller %s leads (fence %s)", self.controller_id, self._fence)
         try:
             ChildrenWatch(self._zk, self.layout.live_workers, lambda children: self._on_live(epoch, children))
             ChildrenWatch(self._zk, self.layout.worker_states, lambda children: self._on_states(epoch, children))
-            self._scheduler.add_job(self._run_reconcile, "interval", seconds=RESYNC_INTERVAL_S, id="resync",
-                                    replace_existing=True)
+            # The safety net only queues a reconcile (on a thread of its own, so it never piles up).
+            self._scheduler.add_job(self.request_reconcile, "interval", seconds=RESYNC_INTERVAL_S, id="resync",
+                                    replace_existing=True, executor="timer")
             controller_config = self.config.controller
             self._scheduler.add_job(self._run_guarded, "interval", args=[self.observe], id="observe",
                                     seconds=controller_config.observer_interval_s, replace_existing=True,
@@ -366,25 +369,42 @@ class Controller:
         return on_data
 
     def request_reconcile(self) -> None:
-        self._dirty = True
-        self._schedule("reconcile", 0.0)
+        """Marks the state dirty and queues one ``reconcile`` run unless one is queued already.
 
-    def _schedule(self, job_id: str, delay_s: float, rebalance: bool = False) -> None:
+        At most one run waits while another runs: a burst of triggers costs one run, and no
+        trigger is ever refused by APScheduler (a refused run would count as a skip).
+        """
+        self._dirty = True
+        with self._seen_lock:
+            if self._reconcile_queued:
+                return
+            self._reconcile_queued = True
+        if not self._schedule("reconcile", 0.0, queued=True):
+            with self._seen_lock:
+                self._reconcile_queued = False
+
+    def _schedule(self, job_id: str, delay_s: float, rebalance: bool = False, queued: bool = False) -> bool:
+        """(Re)schedules the one-shot job ``job_id``; False when not leading or the scheduler stopped."""
         if self.state != LEADING:
-            return
-        with contextlib.suppress(Exception):  # the scheduler is shut down while stopping
+            return False
+        try:
             self._scheduler.add_job(
                 self._run_reconcile, "date", run_date=datetime.now() + timedelta(seconds=delay_s), id=job_id,
-                replace_existing=True, misfire_grace_time=None, kwargs={"rebalance": rebalance},
-                # A trigger arriving while the same job runs waits for the one scheduler thread
-                # instead of being skipped (the pool has one thread, so runs never overlap).
+                replace_existing=True, misfire_grace_time=None, kwargs={"rebalance": rebalance, "queued": queued},
+                # One run may wait for the one reconcile thread while another runs.
                 max_instances=2,
             )
+        except Exception:  # the scheduler is shut down while stopping
+            return False
+        return True
 
     # -- reconciliation ---------------------------------------------------------------------
 
-    def _run_reconcile(self, rebalance: bool = False) -> None:
+    def _run_reconcile(self, rebalance: bool = False, queued: bool = False) -> None:
         """The scheduler's job: reconcile until no trigger arrived meanwhile."""
+        if queued:
+            with self._seen_lock:
+                self._reconcile_queued = False  # a trigger from now on queues the next run
         self._dirty = True
         while self._dirty and self.state == LEADING:
             self._dirty = False
@@ -396,7 +416,7 @@ class Controller:
                 return
             except (ControllerError, KazooException) as exc:
                 log.warning("reconcile failed (retrying in %.0fs): %s", RETRY_AFTER_FAILURE_S, exc)
-                self._schedule("reconcile", RETRY_AFTER_FAILURE_S, rebalance=rebalance)
+                self._schedule("retry", RETRY_AFTER_FAILURE_S, rebalance=rebalance)
                 return
             rebalance = False
 

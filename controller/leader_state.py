@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from common import assignment
-from common.diff import HELD_STATES
+from common.diff import HELD_STATES, Mismatch, compare, summarize
 from common.model import (
     ExternalView,
     IdealState,
@@ -94,6 +94,9 @@ class LeaderState:
         # Reported states per topic, for the partition-state gauge.
         self._topic_counts: dict[TopicKey, Counter[str]] = {}
         self.state_counts: Counter[str] = Counter()
+        # /validation per topic (it depends on the topic's ideal state and view, and the live set).
+        self._checks: dict[TopicKey, tuple[list[Mismatch], dict[str, int]]] = {}
+        self._checked_live: set[str] = set()
         # What the next plan must look at again.
         self._touched: set[PartitionKey] = set()
         self._touched_topics: set[TopicKey] = set(self.external)
@@ -130,6 +133,7 @@ class LeaderState:
 
     def put_topic(self, key: TopicKey, state: IdealState | None, version: int = 0) -> None:
         """The leader itself wrote (or deleted: None) a topic's ideal state."""
+        self._checks.pop(key, None)
         self._drop_desired(key)
         if state is None:
             self.ideal.pop(key, None)
@@ -197,6 +201,8 @@ class LeaderState:
 
     def applied(self, changes: Changes, generation: int) -> None:
         """ZooKeeper took ``changes``: the mirrors now hold them (``generation`` stamped on assignments)."""
+        for key in (*changes.ideal, *changes.views, *changes.delete_views):
+            self._checks.pop(key, None)
         for key, state in changes.ideal.items():
             self.ideal[key] = state
             self.ideal_versions[key] = self.ideal_versions.get(key, 0) + 1
@@ -355,6 +361,28 @@ class LeaderState:
                         del self._holders[partition]
 
     # -- reads for the REST API -------------------------------------------------------------
+
+    def validation(self) -> tuple[list[Mismatch], dict[str, int]]:
+        """:func:`common.diff.compare` and :func:`common.diff.summarize` of the mirrors, kept per topic:
+        only topics whose ideal state or view changed since (all, when the live set changed) are
+        compared again."""
+        live = set(self.live)
+        if live != self._checked_live:
+            self._checks.clear()
+            self._checked_live = live
+        keys = set(self.ideal) | set(self.external)
+        for key in [k for k in self._checks if k not in keys]:
+            del self._checks[key]
+        for key in keys - set(self._checks):
+            ideal = {key: self.ideal[key]} if key in self.ideal else {}
+            external = {key: self.external[key]} if key in self.external else {}
+            self._checks[key] = (compare(ideal, external, live), summarize(ideal, external))
+        mismatches: list[Mismatch] = []
+        summary: Counter[str] = Counter({"partitions": 0, "online": 0, "offline": 0, "error": 0})
+        for found, counts in self._checks.values():
+            mismatches.extend(found)
+            summary.update(counts)
+        return sorted(mismatches, key=lambda m: m.partition), dict(summary)
 
     def holding(self) -> dict[str, list[PartitionKey]]:
         """Worker -> the partitions the ideal states give it, sorted."""

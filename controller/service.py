@@ -168,7 +168,7 @@ class Controller:
         self._seen_statuses: dict[str, bytes | None] = {}
         self._status_watched: set[str] = set()
         self._reconcile_queued = False
-        self._external_routes: set[str] = set()
+        self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
         self._scheduler = BackgroundScheduler(
             # Reconciliation (with rebalance, failover and resync) has one thread; the observer,
             # the lag sampler and the Spark validation each have their own, so a long reconcile
@@ -273,6 +273,7 @@ class Controller:
             self._seen_live, self._seen_statuses = None, {}
         self._status_watched = set()
         self._reconcile_queued = False
+        self._ensured_paths = set()
         self.state = LEADING
         log.info("controller %s leads (fence %s)", self.controller_id, self._fence)
         try:
@@ -509,9 +510,7 @@ class Controller:
             generation_ops.append(Op(kind, self.layout.generation, encode(generation)))
         view_ops = []
         for key, view in sorted(changes.views.items()):
-            if key.route not in self._external_routes:
-                self._zk.ensure_path(self.layout.route_external(key.route))
-                self._external_routes.add(key.route)
+            self._ensure_path(self.layout.route_external(key.route))
             kind = "set" if key in model.external else "create"
             view_ops.append(Op(kind, self.layout.external_topic(key.route, key.topic), view.to_bytes()))
         for key in sorted(changes.delete_views):
@@ -529,6 +528,12 @@ class Controller:
         except BaseException:
             self._model = None  # some transactions may have committed: the next reconcile reads everything
             raise
+
+    def _ensure_path(self, path: str) -> None:
+        """``ensure_path`` once per lead: a route's folders are never deleted while it leads."""
+        if path not in self._ensured_paths:
+            self._zk.ensure_path(path)
+            self._ensured_paths.add(path)
 
     def _put_topic(self, key: TopicKey, state: IdealState | None, version: int = 0) -> None:
         """Tells the model about a topic node this controller just wrote (no model: read at the next reconcile)."""
@@ -658,9 +663,7 @@ class Controller:
         with self._lock:
             model = self._leader_model()
             if model is not None:
-                ideal, external, live = model.ideal, model.external, set(model.live)
-                mismatches = compare(ideal, external, live)
-                summary = summarize(ideal, external)
+                mismatches, summary = model.validation()
             else:
                 ideal, _ = self._read(self.store.ideal_states)
                 external = self._read(self.store.external_views)
@@ -712,7 +715,7 @@ class Controller:
             ops, created = [], []
             for r in routes:
                 removed = set(self.store.children(f"{self.layout.removed}/{r.name}"))
-                self._zk.ensure_path(self.layout.route_topics(r.name))
+                self._ensure_path(self.layout.route_topics(r.name))
                 for topic, count in wanted_counts.items():
                     wanted = self._mirrored_count(r, topic, count)
                     state = IdealState(r.name, topic, wanted)
@@ -852,7 +855,7 @@ class Controller:
             decisions = observer.decide(self.config.routes, source_topics, ideal, self.removed_topics())
             ops, written = [], []
             for key, partitions in sorted(decisions.add.items()):
-                self._zk.ensure_path(self.layout.route_topics(key.route))
+                self._ensure_path(self.layout.route_topics(key.route))
                 state = IdealState(key.route, key.topic, partitions)
                 ops.append(Op("create", self.layout.topic(key.route, key.topic), state.to_bytes()))
                 written.append((key, state, 0))

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.diff import compare, summarize
 from common.model import (
     ExternalView,
     IdealState,
@@ -73,6 +74,7 @@ def same(zk: Zk, model: LeaderState) -> None:
     assert model.ideal == zk.ideal
     assert {w: a.partitions for w, a in model.assignments.items()} == zk.assignments
     assert model.external == zk.external
+    assert model.validation() == (compare(zk.ideal, zk.external, set(zk.live)), summarize(zk.ideal, zk.external))
 
 
 events = st.lists(

@@ -64,7 +64,6 @@ from common.model import (
     PartitionKey,
     PartitionState,
     TopicKey,
-    WorkerAssignment,
     WorkerInfo,
     WorkerStatus,
     decode,
@@ -75,9 +74,9 @@ from common.zk_layout import ZkLayout, make_client
 from controller import observer
 from controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
 from controller.kafka_meta import ClusterMetadata
-from controller.leader_state import Changes, LeaderState
+from controller.leader_state import Changes, LeaderState, writes
 from controller.progress import OffsetSample, ProgressTracker
-from controller.store import Op, Store, chunks
+from controller.store import Op, Store
 
 log = logging.getLogger(__name__)
 
@@ -476,49 +475,10 @@ class Controller:
         return model
 
     def _changes(self, model: LeaderState, changes: Changes, generation: int) -> list[Op]:
-        """The writes of ``changes``, in an order where every prefix is safe (see docs/design.md).
-
-        ZooKeeper applies each transaction atomically but a big batch takes several, so a worker
-        may see any prefix: the generation node first (a successor never reuses a generation),
-        then the ideal states (the decision, durable before anyone acts on it), then every
-        assignment that loses partitions, written without the ones it gains, then the
-        assignments as planned, then the external views (read by nobody that acts). A partition
-        thus leaves its old worker's assignment before it appears in its new one's.
-        """
-        ideal_ops = [
-            Op("set", self.layout.topic(key.route, key.topic), state.to_bytes(), model.ideal_versions[key])
-            for key, state in sorted(changes.ideal.items())
-        ]
-        assignment_ops, shrink_ops, grow_ops = [], [], []
-        for worker, partitions in sorted(changes.assignments.items()):
-            old = model.assignments.get(worker)
-            path = self.layout.assignment(worker)
-            final = Op("create" if old is None else "set", path, WorkerAssignment(generation, partitions).to_bytes())
-            assignment_ops.append(final)
-            kept = partitions if old is None else old.partitions & partitions
-            if old is not None and kept != old.partitions:  # loses partitions: that comes first
-                shrink_ops.append(final if kept == partitions else Op("set", path, WorkerAssignment(generation, kept).to_bytes()))
-            if kept != partitions or old is None:
-                grow_ops.append(final)
-        for worker in sorted(changes.delete_assignments):
-            delete = Op("delete", self.layout.assignment(worker))  # a departed worker with nothing left
-            assignment_ops.append(delete)
-            grow_ops.append(delete)
-        generation_ops = []
-        if changes.assignments:
-            kind = "set" if model.generation_exists else "create"
-            generation_ops.append(Op(kind, self.layout.generation, encode(generation)))
-        view_ops = []
-        for key, view in sorted(changes.views.items()):
+        """The writes of ``changes`` in a safe order (:func:`controller.leader_state.writes`)."""
+        for key in changes.views:
             self._ensure_path(self.layout.route_external(key.route))
-            kind = "set" if key in model.external else "create"
-            view_ops.append(Op(kind, self.layout.external_topic(key.route, key.topic), view.to_bytes()))
-        for key in sorted(changes.delete_views):
-            view_ops.append(Op("delete", self.layout.external_topic(key.route, key.topic)))
-        plain = generation_ops + ideal_ops + assignment_ops + view_ops
-        if len(chunks(plain)) <= 1:
-            return plain  # one transaction: atomic, no intermediate state to order
-        return generation_ops + ideal_ops + shrink_ops + grow_ops + view_ops
+        return writes(self.layout, model, changes, generation)
 
     def _commit(self, ops: list[Op]) -> None:
         if self._fence is None or self.state != LEADING:

@@ -9,6 +9,7 @@ which workers are retained and until when.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
@@ -23,12 +24,14 @@ from common.model import (
     PartitionState,
     PartitionStatus,
     TopicKey,
+    WorkerAssignment,
     WorkerInfo,
     WorkerStatus,
 )
-from controller.leader_state import LeaderState
+from common.zk_layout import ZkLayout
+from controller.leader_state import LeaderState, writes
 from controller.planner import plan
-from controller.store import Snapshot
+from controller.store import Snapshot, chunks
 
 pytestmark = pytest.mark.unit
 
@@ -171,3 +174,34 @@ def test_a_partition_held_by_a_worker_whose_live_node_vanished_goes_to_its_new_o
     assert spec_step(zk, departed, 1001.0, False) == model_step(model, 1001.0, False)
     same(zk, model)
     assert len(zk.assignments["w1"]) == 2
+
+
+def test_a_batch_of_several_transactions_never_names_a_partition_in_two_assignments() -> None:
+    """A rebalance onto new workers, written in small transactions: every prefix is safe."""
+    topics = {TopicKey(ROUTE, f"t{i}"): IdealState(ROUTE, f"t{i}", 8) for i in range(30)}
+    first = [f"w{i}" for i in range(4)]
+    model = LeaderState(Snapshot(live={w: WorkerInfo(w, "h", 1) for w in first}, ideal=topics,
+                                 ideal_versions=dict.fromkeys(topics, 0)))
+    model.applied(model.plan(1000.0, DELAY), 1)
+    stored = {w: a.partitions for w, a in model.assignments.items()}
+    # The new workers sort before the old ones: in plain order their gains would come first.
+    model.set_live({w: WorkerInfo(w, "h", 1) for w in [*first, "a4", "a5", "a6"]})
+    changes = model.plan(1001.0, DELAY, rebalance=True)
+    assert changes.moved > 0
+    layout = ZkLayout("/")
+    ops = writes(layout, model, changes, 2, max_bytes=3000)
+    transactions = chunks(ops, 3000)
+    assert len(transactions) > 3
+    for transaction in transactions:
+        for op in transaction:
+            if op.path.startswith(layout.assignments + "/"):
+                worker = op.path.rsplit("/", 1)[1]
+                if op.kind == "delete":
+                    stored.pop(worker, None)
+                else:
+                    stored[worker] = WorkerAssignment.from_bytes(op.data).partitions
+        named = Counter(p for partitions in stored.values() for p in partitions)
+        assert not [p for p, n in named.items() if n > 1]  # after every transaction
+    assert stored == {w: frozenset(p) for w, p in changes.assignments.items()} | {
+        w: a.partitions for w, a in model.assignments.items() if w not in changes.assignments
+    }

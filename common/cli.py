@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 
 from common.errors import FerryError
@@ -17,12 +18,49 @@ from common.errors import FerryError
 COMMAND_GROUP = "ferry.commands"
 
 
+def options_anywhere(define: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
+    """A parent parser (argparse's ``parents=``) for options a command accepts before *and* after
+    its subcommand, as people type them: ``ferry zk --config F ideal T`` and ``ferry zk ideal T
+    --config F``.
+
+    Pass it to the command's parser and to each of its subcommands' parsers. Its options default
+    to "absent" (``argparse.SUPPRESS``), so a subcommand that did not see an option does not
+    overwrite what the command saw. Read them with ``getattr(args, dest, default)`` (not
+    ``set_defaults``: the parsers share the option objects, so a default set on one would be set
+    on all and overwrite the value given before the subcommand), and check required ones with
+    :func:`require_option` (argparse's ``required=True`` would insist on one of the two places).
+    """
+    parent = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    define(parent)
+    return parent
+
+
+def require_option(args: argparse.Namespace, dest: str, option: str, command: str) -> None:
+    """Usage error (exit 2, one line) when an :func:`options_anywhere` option was given nowhere."""
+    if getattr(args, dest, None) is None:
+        print(f"ferry {command}: error: the following arguments are required: {option}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """Every parser below ``parser``: its subcommands, their subcommands, and so on."""
+    for action in parser._actions:  # argparse exposes no public walk over subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # aliases map to the same parser
+                yield child
+                yield from _subcommand_parsers(child)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferry", description="Mirror Apache Kafka topics between clusters.")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    log_level = "DEBUG, INFO, WARNING or ERROR (default INFO)"
+    parser.add_argument("--log-level", default="INFO", help=log_level)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
         entry.load()(subparsers)
+    # `ferry validate --config F --log-level DEBUG` as well as `ferry --log-level DEBUG validate ...`.
+    for child in _subcommand_parsers(parser):
+        child.add_argument("--log-level", default=argparse.SUPPRESS, help=log_level)
     return parser
 
 

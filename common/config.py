@@ -7,12 +7,13 @@ whose message names each offending key and the problem, e.g.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from common.errors import ConfigError
 
@@ -27,12 +28,65 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ZookeeperAuthConfig(_Strict):
+    """Digest authentication, and the ACL on every node Ferry creates (see docs/security.md).
+
+    Ferry's identity may do everything on its nodes; ``others`` may ``read`` them or do ``none``.
+    The ``user:password`` comes from exactly one of ``digest`` (in this file), ``digest_file``
+    (a file holding it) or ``digest_env`` (an environment variable holding it); the last two are
+    read when a ZooKeeper client is built, so the secret need not be in the config file.
+    """
+
+    digest: SecretStr | None = None
+    digest_file: str | None = None
+    digest_env: str | None = None
+    others: Literal["read", "none"] = "read"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ZookeeperAuthConfig:
+        given = [name for name in ("digest", "digest_file", "digest_env") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give the user:password in exactly one of digest, digest_file, digest_env"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        if self.digest is not None:
+            _split_digest(self.digest.get_secret_value(), "zookeeper.auth.digest")
+        return self
+
+    def credentials(self) -> tuple[str, str]:
+        """``(user, password)`` from wherever the config says; :class:`ConfigError` when unusable."""
+        if self.digest is not None:
+            return _split_digest(self.digest.get_secret_value(), "zookeeper.auth.digest")
+        if self.digest_file is not None:
+            try:
+                text = Path(self.digest_file).read_text()
+            except OSError as exc:
+                raise ConfigError(f"zookeeper.auth.digest_file: cannot read {self.digest_file}: {exc.strerror}") from None
+            return _split_digest(text.strip(), f"zookeeper.auth.digest_file ({self.digest_file})")
+        assert self.digest_env is not None  # one source is given (validated above)
+        value = os.environ.get(self.digest_env)
+        if value is None:
+            raise ConfigError(f"zookeeper.auth.digest_env: the environment variable {self.digest_env} is not set")
+        return _split_digest(value.strip(), f"zookeeper.auth.digest_env ({self.digest_env})")
+
+
+def _split_digest(value: str, where: str) -> tuple[str, str]:
+    # The message never repeats the value: it is a secret.
+    user, sep, password = value.partition(":")
+    if not sep or not user or not password:
+        raise ConfigError(f"{where}: must be user:password, with a non-empty user and password")
+    return user, password
+
+
 class ZookeeperConfig(_Strict):
     connect: str = Field(min_length=1, description="host:port[,host:port...] of the ensemble")
     root: str = Field("/ferry", description="the path under which Ferry keeps all its nodes")
     session_timeout_s: float = Field(10.0, ge=2.0, le=120.0)
     # How long a ZooKeeper operation retries on connection loss before giving up.
     retry_deadline_s: float = Field(30.0, gt=0)
+    # Digest authentication and ACLs on Ferry's nodes; None: no authentication, open ACLs.
+    auth: ZookeeperAuthConfig | None = None
 
     @field_validator("root")
     @classmethod
@@ -77,6 +131,49 @@ class RouteConfig(_Strict):
         return f"ferry.{self.source}.{self.destination}"
 
 
+class RestTokenConfig(_Strict):
+    """One bearer token of the REST API. Its secret comes from exactly one of ``value``,
+    ``file`` (the file's first line) or ``env`` (an environment variable's name); the file and
+    the variable are read when the controller starts."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="who holds it; logged instead of the token")
+    # read: GET/HEAD only; write: every request.
+    role: Literal["read", "write"] = "write"
+    value: SecretStr | None = None  # SecretStr: never shown by repr() or in a validation error
+    file: str | None = None
+    env: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RestTokenConfig:
+        given = [key for key in ("value", "file", "env") if getattr(self, key) is not None]
+        if len(given) != 1:
+            raise ValueError(f"token {self.name!r} needs exactly one of value, file or env (got {given or 'none'})")
+        return self
+
+
+class RestAuthConfig(_Strict):
+    # Whether GET/HEAD requests need a token too. /health and /openapi.json never do (probes);
+    # /metrics does when reads are closed.
+    open_reads: bool = False
+    tokens: list[RestTokenConfig] = Field(min_length=1)
+
+    @field_validator("tokens")
+    @classmethod
+    def _unique_names(cls, value: list[RestTokenConfig]) -> list[RestTokenConfig]:
+        names = [token.name for token in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"token names must be unique: {sorted(names)}")
+        return value
+
+
+class RestTlsConfig(_Strict):
+    cert_file: str = Field(min_length=1, description="PEM certificate (chain) the REST port presents")
+    key_file: str = Field(min_length=1, description="PEM private key of cert_file")
+    # What a standby trusts when it forwards a write to the leader over https; default: cert_file
+    # (every controller presents the same certificate).
+    ca_file: str | None = None
+
+
 class ControllerConfig(_Strict):
     rest_host: str = "127.0.0.1"
     rest_port: int = Field(9000, ge=1, lt=65536)
@@ -92,6 +189,12 @@ class ControllerConfig(_Strict):
     noprogress_after_s: float = Field(60.0, gt=0)
     # How often the leader runs the Spark validation job (`ferry validate --store`); 0: never.
     validation_interval_s: float = Field(0.0, ge=0)
+    # REST worker threads of the WSGI server (cheroot).
+    rest_threads: int = Field(8, ge=1, le=256)
+    # Bearer tokens for the REST API; None: no authentication (every request is allowed).
+    auth: RestAuthConfig | None = None
+    # https on the REST port; None: plain http.
+    tls: RestTlsConfig | None = None
     # false: POST /topics trusts numPartitions (then required) instead of asking the source
     # cluster; for benchmarks whose topics exist only in ZooKeeper (`ferry bench controller`).
     check_source_topics: bool = True

@@ -23,7 +23,7 @@ def topic_name_problem(name: object) -> str | None:
         return f"topic name {name!r} is not allowed"
     if len(name) > 249:
         return f"topic name is {len(name)} characters long; Kafka allows at most 249"
-    if not _TOPIC_CHARS.match(name):
+    if not _TOPIC_CHARS.fullmatch(name):  # match() would let a trailing newline through ($)
         return f"topic name {name!r} may contain only ASCII letters, digits, '.', '_' and '-'"
     return None
 

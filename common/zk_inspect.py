@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from common.cli import options_anywhere, require_option
 from common.config import FerryConfig, load_config
 from common.errors import FerryError
 from common.model import (
@@ -144,20 +145,25 @@ def _short(data: Any, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("zk", help="inspect Ferry's state in ZooKeeper (read-only)")
-    parser.add_argument("--config", required=True, help="Ferry's YAML config (ZooKeeper address and root)")
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="Ferry's YAML config (ZooKeeper address and root); required")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    # --config and --json are accepted before and after the action: `ferry zk ideal T --config F`.
+    anywhere = options_anywhere(_options)
+    parser = subparsers.add_parser("zk", help="inspect Ferry's state in ZooKeeper (read-only)", parents=[anywhere])
     actions = parser.add_subparsers(dest="zk_action", required=True)
-    tree_parser = actions.add_parser("tree", help="every node under the root: size, version, data")
+    tree_parser = actions.add_parser("tree", help="every node under the root: size, version, data", parents=[anywhere])
     tree_parser.add_argument("path", nargs="?", help="start here instead of the root")
-    get_parser = actions.add_parser("get", help="one node, decoded")
+    get_parser = actions.add_parser("get", help="one node, decoded", parents=[anywhere])
     get_parser.add_argument("path", help="absolute, or relative to the root")
     for name, help_text in (("ideal", "a topic's ideal state"), ("external", "a topic's external view")):
-        topic_parser = actions.add_parser(name, help=help_text)
+        topic_parser = actions.add_parser(name, help=help_text, parents=[anywhere])
         topic_parser.add_argument("topic")
         topic_parser.add_argument("--route", help="needed when several routes are configured")
-    diff_parser = actions.add_parser("diff", help="where the ideal state and the external view disagree")
+    diff_parser = actions.add_parser("diff", help="where the ideal state and the external view disagree", parents=[anywhere])
     diff_parser.add_argument("--route", help=argparse.SUPPRESS)
     parser.set_defaults(func=_run)
 
@@ -171,6 +177,8 @@ def _absolute(layout: ZkLayout, path: str | None) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    require_option(args, "config", "--config", "zk")
+    args.json = getattr(args, "json", False)
     logging.getLogger("kazoo").setLevel(logging.WARNING)  # connection chatter would mix with the output
     config = load_config(args.config)
     layout = ZkLayout(config.zookeeper.root)

@@ -21,11 +21,13 @@ node, so a controller that lost its session (and so its lead) cannot overwrite s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
+from kazoo.security import ACL, READ_ACL_UNSAFE, make_digest_acl
 
-from common.config import ZookeeperConfig
+from common.config import ZookeeperAuthConfig, ZookeeperConfig
 
 
 @dataclass(frozen=True)
@@ -110,15 +112,32 @@ class ZkLayout:
         return [self.election, self.live_workers, self.worker_states, self.assignments, self.topics, self.external]
 
 
+def ferry_acl(auth: ZookeeperAuthConfig, user: str, password: str) -> list[ACL]:
+    """The ACL of every node Ferry creates: Ferry's digest identity may do everything (including
+    changing the ACL), anyone else may read (``others: read``) or nothing (``others: none``)."""
+    acl = [make_digest_acl(user, password, all=True)]
+    return acl + list(READ_ACL_UNSAFE) if auth.others == "read" else acl
+
+
 def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooClient:
     """A kazoo client whose operations retry connection loss with backoff until a deadline.
 
     Nothing retries forever: ``retry_deadline_s`` bounds both connecting and each command.
+    With ``zookeeper.auth`` the client authenticates with its digest on every (re)connection and
+    every node it creates (``create``, ``ensure_path`` and its parents, transactions, kazoo's
+    recipes) gets :func:`ferry_acl` as kazoo's ``default_acl``. This is the one place that builds
+    Ferry's ZooKeeper clients, so controller, worker, ``ferry zk`` and ``ferry validate`` all do.
+    Unusable credentials raise :class:`common.errors.ConfigError`.
     """
     retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0, "deadline": config.retry_deadline_s}
+    secured: dict[str, Any] = {}
+    if config.auth is not None:
+        user, password = config.auth.credentials()
+        secured = {"auth_data": [("digest", f"{user}:{password}")], "default_acl": ferry_acl(config.auth, user, password)}
     return KazooClient(
         hosts=connect or config.connect,
         timeout=config.session_timeout_s,
         connection_retry=KazooRetry(**retry),
         command_retry=KazooRetry(**retry),
+        **secured,
     )

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
+import ssl
 import threading
 from types import FrameType
 
 from common.config import load_config
+from common.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,19 +24,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from werkzeug.serving import make_server
+    from cheroot import wsgi
+    from cheroot.ssl.builtin import BuiltinSSLAdapter
 
+    from controller.auth import TokenChecker
     from controller.rest import create_app
     from controller.service import Controller
 
     config = load_config(args.config)
-    host = config.controller.rest_host
-    port = args.rest_port or config.controller.rest_port
+    controller_config = config.controller
+    host = controller_config.rest_host
+    port = args.rest_port or controller_config.rest_port
     controller_id = args.id or f"{socket.gethostname()}-{port}"
-    controller = Controller(config, controller_id, rest_url=f"http://{host}:{port}", config_path=args.config)
-    app = create_app(controller, forward_timeout_s=config.controller.forward_timeout_s)
-    server = make_server(host, port, app, threaded=True)
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    checker = TokenChecker.from_config(controller_config.auth) if controller_config.auth else None
+    tls = controller_config.tls
+    scheme = "https" if tls else "http"
+    forward_verify: bool | str = (tls.ca_file or tls.cert_file) if tls else True
+    ssl_adapter = None
+    if tls:  # checked before anything starts, so a bad file is one line and exit status 2
+        for path in (tls.cert_file, tls.key_file, *([tls.ca_file] if tls.ca_file else [])):
+            if not os.access(path, os.R_OK) or not os.path.isfile(path):
+                raise ConfigError(f"controller.tls: {path} is not a readable file")
+        try:
+            ssl_adapter = BuiltinSSLAdapter(tls.cert_file, tls.key_file)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            raise ConfigError(f"controller.tls: cannot use {tls.cert_file} with {tls.key_file}: {exc}") from None
+    controller = Controller(config, controller_id, rest_url=f"{scheme}://{host}:{port}", config_path=args.config)
+    app = create_app(controller, forward_timeout_s=controller_config.forward_timeout_s, auth=checker,
+                     forward_verify=forward_verify)
+    # cheroot: a thread pool and TLS built in (waitress has no TLS); see docs/design.md.
+    server = wsgi.Server((host, port), app, numthreads=controller_config.rest_threads,
+                         server_name=f"ferry-{controller_id}", timeout=30, shutdown_timeout=5)
+    server.ssl_adapter = ssl_adapter
     # APScheduler's warnings (a skipped or missed run) stay visible, and the controller counts
     # them in ferry_controller_job_skips_total; its per-run INFO lines are noise.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
@@ -44,12 +66,17 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    try:
+        server.prepare()  # binds now, so a taken port fails here with one line
+    except OSError as exc:
+        raise ConfigError(f"cannot serve REST on {host}:{port}: {exc.strerror or exc}") from None
     controller.start()
-    threading.Thread(target=server.serve_forever, name="controller-rest", daemon=True).start()
-    logging.getLogger(__name__).info("controller %s serving REST on http://%s:%d", controller_id, host, port)
+    threading.Thread(target=server.serve, name="controller-rest", daemon=True).start()
+    logging.getLogger(__name__).info("controller %s serving REST on %s://%s:%d (authentication %s)", controller_id,
+                                     scheme, host, port, "on" if checker else "off")
     try:
         stop.wait()
     finally:
-        server.shutdown()
+        server.stop()
         controller.stop()
     return 0

@@ -40,3 +40,19 @@ class Unavailable(ControllerError):
 
 class NotLeader(Unavailable):
     """This controller does not lead (any more); its write was refused by the fence."""
+
+
+class Unauthorized(ControllerError):
+    """No bearer token, or one the controller does not know (401, with ``WWW-Authenticate: Bearer``)."""
+
+    status = 401
+
+    def __init__(self, message: str, invalid_token: bool = False) -> None:
+        super().__init__(message)
+        self.invalid_token = invalid_token
+
+
+class Forbidden(ControllerError):
+    """A valid token whose role does not allow the request, e.g. a read token on a write (403)."""
+
+    status = 403

@@ -1,21 +1,46 @@
 """The controller's REST API (Flask), shaped like uReplicator's: JSON everywhere.
 
 Thin: :func:`create_app` wires blueprints over a controller object; no thread starts here.
-Any controller answers reads; a standby forwards writes to the leader named in ZooKeeper.
-User mistakes get a 4xx with a message (``{"error": ..., "status": ...}``), never a 500.
+Any controller answers reads; a standby forwards writes to the leader named in ZooKeeper,
+with the caller's token and request id.
+
+Every path parameter, query argument and body field is checked here, before it reaches the
+controller (and so ZooKeeper or Kafka). User mistakes get a 4xx with a message
+(``{"error": ..., "status": ..., "requestId": ...}``), never a 500; a 500 is a bug, logged under
+the request id that the response carries too (header ``X-Request-Id`` on every response).
+Authentication (optional): :mod:`controller.auth`. The OpenAPI document: :mod:`controller.openapi`.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+import uuid
 from typing import Any, Protocol
 
 import requests
-from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from controller.errors import BadRequest, ControllerError, Unavailable
+from common.model import topic_name_problem
+from controller.auth import TokenChecker
+from controller.errors import BadRequest, ControllerError, Unauthorized, Unavailable
+from controller.openapi import openapi_document
+
+log = logging.getLogger(__name__)
 
 FORWARDED_HEADER = "X-Ferry-Forwarded-By"
+REQUEST_ID_HEADER = "X-Request-Id"
+# A caller's request id is kept when it is this tame (it goes into logs and headers as is).
+_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # fullmatch
+# <source>.<destination>, each a cluster name (common.config.CLUSTER_NAME); used with fullmatch,
+# since a pattern's $ also matches before a trailing newline.
+_ROUTE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64}")
+MAX_BODY_BYTES = 64 * 1024  # a topic request is a few dozen bytes
+MAX_PARTITIONS = 2**31 - 1  # Kafka's partition ids are int32
+# Probes and the API description answer without a token, even when reads are closed.
+_ALWAYS_OPEN = frozenset({"/health", "/openapi.json"})
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class ControllerApi(Protocol):
@@ -46,22 +71,117 @@ def _controller() -> ControllerApi:
     return controller
 
 
-def _body() -> dict[str, Any]:
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise BadRequest('the body must be a JSON object, e.g. {"topic": "orders", "numPartitions": 8}')
-    return body
+# -- validation at the edge: nothing unchecked reaches ZooKeeper or Kafka ----------------------
 
 
-def _route_arg(body: dict[str, Any] | None = None) -> str | None:
-    route = (body or {}).get("route") or request.args.get("route")
-    if route is not None and not isinstance(route, str):
-        raise BadRequest("route must be a string like source.destination")
+def _topic(topic: Any) -> str:
+    problem = topic_name_problem(topic)
+    if problem:
+        raise BadRequest(problem)
+    name: str = topic
+    return name
+
+
+def _route(route: Any, where: str) -> str | None:
+    if route is None:
+        return None
+    if not isinstance(route, str) or not _ROUTE_NAME.fullmatch(route):
+        raise BadRequest(f"{where} route must be a route name like source.destination, not {route!r}"[:300])
     return route
 
 
+def _partitions(value: Any, required: bool) -> int | None:
+    if value is None:
+        if required:
+            raise BadRequest("numPartitions is required")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_PARTITIONS:
+        raise BadRequest(f"numPartitions must be an integer from 1 to {MAX_PARTITIONS}, not {value!r}"[:300])
+    return value
+
+
+_BODY_KEYS = ("topic", "numPartitions", "route")
+
+
+def _body(partitions_required: bool) -> tuple[str, int | None, str | None]:
+    """The topic body of POST/PUT /topics, checked: (topic, numPartitions, route)."""
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise BadRequest('the body must be a JSON object, e.g. {"topic": "orders", "numPartitions": 8}')
+    unknown = sorted(str(key) for key in body if key not in _BODY_KEYS)
+    if unknown:
+        raise BadRequest(f"unknown body fields {unknown}; known: {list(_BODY_KEYS)}"[:300])
+    if "topic" not in body:
+        raise BadRequest("topic is required")
+    topic = _topic(body["topic"])
+    count = _partitions(body.get("numPartitions"), partitions_required)
+    route = _route(body.get("route"), "the body's") or _route_arg()
+    return topic, count, route
+
+
+_BULK_KEYS = ("topics", "route")
+_BULK_ENTRY_KEYS = ("topic", "numPartitions")
+MAX_BULK_TOPICS = 1000
+
+
+def _bulk_body(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The bulk body of POST /topics, checked: ([{"topic", "numPartitions"?}, ...], route)."""
+    unknown = sorted(str(key) for key in body if key not in _BULK_KEYS)
+    if unknown:
+        raise BadRequest(f"unknown body fields {unknown}; known with topics: {list(_BULK_KEYS)}"[:300])
+    entries = body["topics"]
+    if not isinstance(entries, list) or not 0 < len(entries) <= MAX_BULK_TOPICS:
+        raise BadRequest(f"topics must be a list of 1 to {MAX_BULK_TOPICS} objects like "
+                         '{"topic": "orders", "numPartitions": 8}')
+    topics = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise BadRequest(f"every entry of topics must be an object, not {entry!r}"[:300])
+        unknown = sorted(str(key) for key in entry if key not in _BULK_ENTRY_KEYS)
+        if unknown or "topic" not in entry:
+            raise BadRequest(f"every entry of topics needs topic and may have numPartitions; got {sorted(entry)}"[:300])
+        topics.append({"topic": _topic(entry["topic"]), "numPartitions": _partitions(entry.get("numPartitions"), False)})
+    return topics, _route(body.get("route"), "the body's") or _route_arg()
+
+
+def _route_arg() -> str | None:
+    return _route(request.args.get("route"), "the query's")
+
+
+# -- request ids, authentication, forwarding --------------------------------------------------
+
+
+def _request_id() -> str:
+    request_id: str = g.get("request_id") or "-"
+    return request_id
+
+
+def _before() -> None:
+    offered = request.headers.get(REQUEST_ID_HEADER, "")
+    g.request_id = offered if _SANE_REQUEST_ID.fullmatch(offered) else uuid.uuid4().hex
+    g.token_name = None
+    checker: TokenChecker | None = current_app.extensions.get("ferry.auth")
+    if checker is None or request.path in _ALWAYS_OPEN:
+        return
+    token = checker.check(request.headers.get("Authorization"), write=request.method not in _READ_METHODS)
+    g.token_name = token.name if token else None
+
+
+def _after(response: Response) -> Response:
+    response.headers[REQUEST_ID_HEADER] = _request_id()
+    if request.method not in _READ_METHODS:
+        # An audit line per write: who (the token's name, never the token) did what.
+        log.info("%s %s -> %d (token %s, request %s)", request.method, request.path, response.status_code,
+                 g.get("token_name") or "-", _request_id())
+    return response
+
+
 def _forward_if_standby() -> Response | None:
-    """A standby sends the write to the leader and relays its answer; None when we lead."""
+    """A standby sends the write to the leader and relays its answer; None when we lead.
+
+    The caller's token and request id go along, so the leader checks the same token and
+    logs the same id.
+    """
     controller = _controller()
     if controller.is_leader():
         return None
@@ -71,17 +191,25 @@ def _forward_if_standby() -> Response | None:
     if not leader or not leader.get("rest_url"):
         raise Unavailable("no controller leads right now; retry in a few seconds")
     timeout = current_app.config.get("FERRY_FORWARD_TIMEOUT_S", 10.0)
+    headers = {"Content-Type": request.content_type or "application/json",
+               FORWARDED_HEADER: controller.controller_id, REQUEST_ID_HEADER: _request_id()}
+    if request.headers.get("Authorization"):
+        headers["Authorization"] = request.headers["Authorization"]
     try:
         answer = requests.request(
             request.method, leader["rest_url"].rstrip("/") + request.full_path.rstrip("?"),
-            data=request.get_data(), headers={"Content-Type": request.content_type or "application/json",
-                                              FORWARDED_HEADER: controller.controller_id},
-            timeout=timeout,
+            data=request.get_data(), headers=headers, timeout=timeout,
+            verify=current_app.config.get("FERRY_FORWARD_VERIFY", True),
         )
     except requests.RequestException as exc:
-        raise Unavailable(f"the leader {leader.get('id')} at {leader['rest_url']} did not answer: {exc}") from None
-    return Response(answer.content, status=answer.status_code,
-                    content_type=answer.headers.get("Content-Type", "application/json"))
+        # The exception's text names the URL and the cause; it carries no header of ours.
+        raise Unavailable(f"the leader {leader.get('id')} at {leader['rest_url']} did not answer: "
+                          f"{type(exc).__name__}") from None
+    response = Response(answer.content, status=answer.status_code,
+                        content_type=answer.headers.get("Content-Type", "application/json"))
+    if "WWW-Authenticate" in answer.headers:
+        response.headers["WWW-Authenticate"] = answer.headers["WWW-Authenticate"]
+    return response
 
 
 health_api = Blueprint("health", __name__)
@@ -95,6 +223,11 @@ def health() -> Any:
     return jsonify(_controller().health())
 
 
+@health_api.get("/openapi.json")
+def openapi() -> Any:
+    return jsonify(current_app.extensions["ferry.openapi"])
+
+
 @topics_api.get("/topics")
 def list_topics() -> Any:
     return jsonify({"topics": _controller().list_topics()})
@@ -102,35 +235,41 @@ def list_topics() -> Any:
 
 @topics_api.get("/topics/<topic>")
 def get_topic(topic: str) -> Any:
-    return jsonify(_controller().topic_view(topic, _route_arg()))
+    return jsonify(_controller().topic_view(_topic(topic), _route_arg()))
 
 
 @topics_api.post("/topics")
 def add_topic() -> Any:
-    body = _body()
+    body = request.get_json(silent=True)
+    if isinstance(body, dict) and "topics" in body:  # bulk: one write and one reconcile for them all
+        topics, route = _bulk_body(body)
+        forwarded = _forward_if_standby()
+        if forwarded is not None:
+            return forwarded
+        return jsonify(_controller().add_topics(topics, route)), 201
+    topic, count, route = _body(partitions_required=False)
     forwarded = _forward_if_standby()
     if forwarded is not None:
         return forwarded
-    if "topics" in body:  # bulk: [{"topic", "numPartitions"?}, ...] in one write and one reconcile
-        return jsonify(_controller().add_topics(body.get("topics"), _route_arg(body))), 201
-    return jsonify(_controller().add_topic(body.get("topic"), body.get("numPartitions"), _route_arg(body))), 201
+    return jsonify(_controller().add_topic(topic, count, route)), 201
 
 
 @topics_api.put("/topics")
 def expand_topic() -> Any:
-    body = _body()
+    topic, count, route = _body(partitions_required=True)
     forwarded = _forward_if_standby()
     if forwarded is not None:
         return forwarded
-    return jsonify(_controller().expand_topic(body.get("topic"), body.get("numPartitions"), _route_arg(body)))
+    return jsonify(_controller().expand_topic(topic, count, route))
 
 
 @topics_api.delete("/topics/<topic>")
 def delete_topic(topic: str) -> Any:
+    topic, route = _topic(topic), _route_arg()
     forwarded = _forward_if_standby()
     if forwarded is not None:
         return forwarded
-    return jsonify(_controller().delete_topic(topic, _route_arg()))
+    return jsonify(_controller().delete_topic(topic, route))
 
 
 @instances_api.get("/instances")
@@ -171,12 +310,12 @@ def offsets() -> Any:
 
 @offsets_api.get("/offset/<topic>")
 def topic_offsets(topic: str) -> Any:
-    return jsonify({"offsets": _offsets_json(_controller().offsets(topic))})
+    return jsonify({"offsets": _offsets_json(_controller().offsets(_topic(topic)))})
 
 
-@offsets_api.get("/offset/<topic>/<int:partition>")
+@offsets_api.get(f"/offset/<topic>/<int(max={MAX_PARTITIONS - 1}):partition>")
 def partition_offsets(topic: str, partition: int) -> Any:
-    return jsonify({"offsets": _offsets_json(_controller().offsets(topic, partition))})
+    return jsonify({"offsets": _offsets_json(_controller().offsets(_topic(topic), partition))})
 
 
 @offsets_api.get("/noprogress")
@@ -192,29 +331,52 @@ def metrics() -> Any:
     return Response(_controller().metrics_text(), content_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-def _error(status: int, message: str) -> tuple[Response, int]:
-    return jsonify({"error": message, "status": status}), status
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> tuple[Response, int]:
+    response = jsonify({"error": message, "status": status, "requestId": _request_id()})
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response, status
 
 
-def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0) -> Flask:
+def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0, auth: TokenChecker | None = None,
+               forward_verify: bool | str = True) -> Flask:
+    """The WSGI app over ``controller``.
+
+    ``auth``: bearer-token checks (None: every request is allowed). ``forward_verify``: what a
+    standby trusts when it forwards a write to an https leader (requests' ``verify``: a CA file,
+    or True for the system's CAs).
+    """
     app = Flask("ferry.controller")
     app.extensions["ferry.controller"] = controller
+    app.extensions["ferry.auth"] = auth
+    app.extensions["ferry.openapi"] = openapi_document(auth_enabled=auth is not None,
+                                                       open_reads=auth is None or auth.open_reads)
     app.config["FERRY_FORWARD_TIMEOUT_S"] = forward_timeout_s
+    app.config["FERRY_FORWARD_VERIFY"] = forward_verify
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # larger bodies: a JSON 413
     app.json.sort_keys = False  # type: ignore[attr-defined]
     for blueprint in (health_api, topics_api, instances_api, offsets_api):
         app.register_blueprint(blueprint)
+    app.before_request(_before)
+    app.after_request(_after)
 
     @app.errorhandler(ControllerError)
     def on_controller_error(exc: ControllerError) -> tuple[Response, int]:
-        return _error(exc.status, str(exc))
+        headers = {}
+        if isinstance(exc, Unauthorized):
+            headers["WWW-Authenticate"] = 'Bearer realm="ferry"' + (', error="invalid_token"' if exc.invalid_token else "")
+        return _error(exc.status, str(exc), headers)
 
     @app.errorhandler(HTTPException)
     def on_http_error(exc: HTTPException) -> tuple[Response, int]:
-        return _error(exc.code or 500, exc.description or exc.name)
+        headers = {name: value for name, value in exc.get_headers() if name == "Allow"}
+        return _error(exc.code or 500, exc.description or exc.name, headers)
 
     @app.errorhandler(Exception)
     def on_bug(exc: Exception) -> tuple[Response, int]:
-        app.logger.exception("internal error")
-        return _error(500, f"internal error: {type(exc).__name__}: {exc}")
+        # A bug, not the caller's mistake: the details go to the log under the request id,
+        # the caller gets the id to quote.
+        log.error("request %s: %s %s failed", _request_id(), request.method, request.path, exc_info=exc)
+        return _error(500, f"internal error; the controller's log has the details under request id {_request_id()}")
 
     return app

@@ -159,13 +159,13 @@ class Controller:
         self._thread: threading.Thread | None = None
         self._departed_at: dict[str, float] = {}
         self._live_seen: set[str] | None = None
+        self._state_watched: set[str] = set()
         self._dirty = False
         # The leader's model (None: read it at the next reconcile) and what the watches saw since.
         self._model: LeaderState | None = None
         self._seen_lock = threading.Lock()
         self._seen_live: set[str] | None = None
         self._seen_statuses: dict[str, bytes | None] = {}
-        self._status_watched: set[str] = set()
         self._reconcile_queued = False
         self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
         self._scheduler = BackgroundScheduler(
@@ -270,7 +270,9 @@ class Controller:
         self._model = None
         with self._seen_lock:
             self._seen_live, self._seen_statuses = None, {}
-        self._status_watched = set()
+        # Workers whose status node has a DataWatch in this epoch (touched only on kazoo's
+        # event thread once the watches below exist).
+        self._state_watched = set()
         self._reconcile_queued = False
         self._ensured_paths = set()
         self.state = LEADING
@@ -345,25 +347,33 @@ class Controller:
         return True
 
     def _on_states(self, epoch: int, children: list[str]) -> bool:
+        """One DataWatch per worker status node per lead: a worker already watched in this
+        epoch gets no second one (each would fire on every later change of that node)."""
         if epoch != self._epoch:
             return False
         with self._seen_lock:
             self._watch_reads += 1
-        # One DataWatch per worker per lead: it follows the node through deletion and re-creation.
         for worker in children:
-            if worker not in self._status_watched:
-                self._status_watched.add(worker)
+            if worker not in self._state_watched:
+                self._state_watched.add(worker)
                 DataWatch(self._zk, self.layout.worker_state(worker), self._state_watcher(epoch, worker))
         self.request_reconcile()
         return True
 
     def _state_watcher(self, epoch: int, worker: str) -> Callable[[bytes | None, Any], bool]:
+        """A watch lives while its epoch does and its node exists; returning False ends it."""
         def on_data(data: bytes | None, stat: Any) -> bool:
             if epoch != self._epoch:
-                return False
+                return False  # an earlier lead's watch: the new lead has its own
             with self._seen_lock:
-                self._seen_statuses[worker] = data
+                self._seen_statuses[worker] = data  # None: the node is gone
                 self._watch_reads += 1
+            if data is None:
+                # The node is gone: this watch ends, and the children watch starts a new one
+                # when the worker writes its status again.
+                self._state_watched.discard(worker)
+                self.request_reconcile()
+                return False
             self.request_reconcile()
             return True
         return on_data

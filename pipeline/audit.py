@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from common.config import FerryConfig, RouteConfig
 from pipeline import PipelineError
+from pipeline.kafka_options import spark_kafka_options
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -144,11 +145,15 @@ def record_identity(records: DataFrame) -> DataFrame:
     )
 
 
-def read_topic(spark: SparkSession, bootstrap: str, topic: str, options: Mapping[str, str] | None = None) -> DataFrame:
-    """The whole topic as it is now, in batch, headers included."""
+def read_topic(spark: SparkSession, kafka_options: Mapping[str, str], topic: str) -> DataFrame:
+    """The whole topic as it is now, in batch, headers included.
+
+    ``kafka_options``: the cluster's connection and security settings as Spark Kafka source
+    options (:func:`pipeline.kafka_options.spark_kafka_options`).
+    """
     reader = (
         spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
+        .options(**kafka_options)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
@@ -156,8 +161,6 @@ def read_topic(spark: SparkSession, bootstrap: str, topic: str, options: Mapping
         # A topic being written to may have offsets that vanish (retention) while we read.
         .option("failOnDataLoss", "false")
     )
-    for key, value in (options or {}).items():
-        reader = reader.option(key, value)
     return reader.load()
 
 
@@ -242,22 +245,28 @@ def run_audit(
     chosen = pick_route(config, route)
     source_cluster = config.clusters[chosen.source]
     destination_cluster = config.clusters[chosen.destination]
+    # Spark's Kafka source must connect as securely as Ferry's own clients: translated up front,
+    # so what cannot be translated fails before Spark starts.
+    source_options = spark_kafka_options(source_cluster, chosen.source)
+    destination_options = spark_kafka_options(destination_cluster, chosen.destination)
     if not _topic_exists(source_cluster, topic):
         raise PipelineError(f"topic {topic!r} does not exist on the source cluster {chosen.source}")
     require_kafka_jars()
     spark = spark or get_session(master, app_name="ferry-audit")
 
-    def identities(cluster: Mapping[str, Any]) -> DataFrame:
+    def identities(cluster: Mapping[str, Any], kafka_options: Mapping[str, str]) -> DataFrame:
         if not _topic_exists(cluster, topic):  # nothing copied yet: every record is missing
             return _empty_identities(spark)
-        frame = record_identity(read_topic(spark, str(cluster["bootstrap.servers"]), topic))
+        frame = record_identity(read_topic(spark, kafka_options, topic))
         if start_ms is not None:
             frame = frame.filter(F.col("ts_ms") >= start_ms)
         if end_ms is not None:
             frame = frame.filter(F.col("ts_ms") < end_ms)
         return frame
 
-    compared = compare_identities(identities(source_cluster), identities(destination_cluster), bucket_s)
+    compared = compare_identities(
+        identities(source_cluster, source_options), identities(destination_cluster, destination_options), bucket_s
+    )
     try:
         partitions, buckets = summarize(compared)
     except (PySparkException, Py4JJavaError) as exc:  # e.g. a broker that went away mid-read

@@ -205,12 +205,16 @@ class RecordLedger:
     and an explicit CreateTime timestamp, so the check compares all of them.
     """
 
-    def __init__(self, stack: Stack, topic: str, partitions: int) -> None:
+    def __init__(
+        self, stack: Stack, topic: str, partitions: int,
+        src: dict[str, str] | None = None, dst: dict[str, str] | None = None,
+    ) -> None:
         self.stack = stack
         self.topic = topic
         self.partitions = partitions
-        self.src = {"bootstrap.servers": stack.bootstrap("src")}
-        self.dst = {"bootstrap.servers": stack.bootstrap("dst")}
+        # The clusters' client properties: the PLAINTEXT listeners unless given (e.g. stack.secured("src")).
+        self.src = src or {"bootstrap.servers": stack.bootstrap("src")}
+        self.dst = dst or {"bootstrap.servers": stack.bootstrap("dst")}
         self.produced = 0
         # Recent CreateTimes: records older than the topic's retention (7 days by default) would be
         # deleted by the brokers' retention check in the middle of a test.

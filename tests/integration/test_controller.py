@@ -331,3 +331,37 @@ def test_a_leaving_worker_loses_its_partitions_at_once(cluster: Cluster, source_
     assert w2_assignment is not None and w2_assignment.partitions == frozenset()
     assert w2_assignment.generation <= w1.generation
     assert "w2" not in controller._departed_at
+
+
+def test_a_status_change_wakes_the_leader_once_however_often_membership_changed(cluster: Cluster) -> None:
+    # Regression: every children event of workers/state added one more DataWatch per worker,
+    # so after N membership changes one status write triggered N+1 callbacks.
+    controller, controller_zk = cluster.controller("c1")
+    wait_for(controller.is_leader, 15, "c1 to lead")
+    steady = cluster.worker("steady")
+    steady.create(LAYOUT.worker_state("steady"), WorkerStatus(0).to_bytes(), ephemeral=True)
+
+    # A barrier on the controller's own ZooKeeper client: kazoo runs every watch callback of a
+    # client on one thread in ZooKeeper's order, so once the sentinel's change is seen, every
+    # callback of the changes written before it has run.
+    sentinel = "/watch-sentinel"
+    cluster.admin.create(sentinel, b"0")
+    seen: list[bytes] = []
+    controller_zk.DataWatch(sentinel, lambda data, stat: seen.append(data))
+
+    def barrier(mark: bytes) -> None:
+        cluster.admin.set(sentinel, mark)
+        wait_for(lambda: mark in seen, 10, f"the sentinel's change {mark!r}")
+
+    churn = cluster.worker("churn")
+    for i in range(4):
+        churn.create(LAYOUT.worker_state("churn"), WorkerStatus(0).to_bytes(), ephemeral=True)
+        barrier(f"join-{i}".encode())
+        churn.delete(LAYOUT.worker_state("churn"))
+        barrier(f"leave-{i}".encode())
+
+    wakeups: list[str] = []
+    controller.request_reconcile = lambda: wakeups.append("reconcile")  # type: ignore[method-assign]
+    steady.set(LAYOUT.worker_state("steady"), WorkerStatus(1).to_bytes())
+    barrier(b"after-status-change")
+    assert wakeups == ["reconcile"], f"one status change woke the leader {len(wakeups)} times"

@@ -86,3 +86,9 @@ def test_diff_lists_disagreements_and_exits_1(config_file: Path, layout: ZkLayou
     assert ("src.dst/orders/1", "error") in problems
     assert ("src.dst/orders/2", "worker_dead") in problems
     assert not any(p == "src.dst/orders/0" for p, _ in problems)
+
+
+def test_options_after_the_action_are_accepted(config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]) -> None:
+    # Regression (issue 12): `ferry zk ideal T --config F` was refused, options only before the action.
+    assert main(["zk", "ideal", "orders", "--config", str(config_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ideal"]["2"] == "w2"

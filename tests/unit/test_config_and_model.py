@@ -215,6 +215,7 @@ def test_valid_topic_names(name: str) -> None:
         ("a b", "may contain only"),
         ("a/b", "may contain only"),
         ("ordérs", "may contain only"),
+        ("orders\n", "may contain only"),  # a regex's $ matches before a trailing newline
     ],
 )
 def test_invalid_topic_names(name: object, fragment: str) -> None:

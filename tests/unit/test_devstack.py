@@ -46,7 +46,7 @@ def test_kafka_config_is_a_small_loopback_kraft_node(tmp_path: Path, monkeypatch
         line.split("=", 1) for line in devstack._kafka_config(devstack.stack_from_env().src).splitlines()
     )
     assert props["process.roles"] == "broker,controller"
-    assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093,SASL_SSL://127.0.0.1:19094"
     assert props["auto.create.topics.enable"] == "false"
     assert props["group.initial.rebalance.delay.ms"] == "0"
     assert props["offsets.topic.replication.factor"] == "1"
@@ -73,3 +73,34 @@ def test_missing_jars_say_to_run_setup(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv(devstack.JARS_DIR_ENV, str(tmp_path))
     with pytest.raises(devstack.DevStackError, match="make setup"):
         _ = devstack.stack_from_env().src.classpath
+
+
+def test_each_broker_adds_a_sasl_ssl_listener_two_ports_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    stack = devstack.stack_from_env()
+    props = dict(line.split("=", 1) for line in devstack._kafka_config(stack.src).splitlines())
+    assert "PLAINTEXT://127.0.0.1:19092" in props["listeners"]
+    assert "SASL_SSL://127.0.0.1:19094" in props["listeners"]
+    assert "SASL_SSL:SASL_SSL" in props["listener.security.protocol.map"]
+    assert props["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert props["ssl.keystore.location"] == str(tmp_path / "tls" / "broker.p12")
+    assert stack.secured("dst") == {
+        "bootstrap.servers": "127.0.0.1:29094",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": devstack.SASL_USER,
+        "sasl.password": devstack.SASL_PASSWORD,
+        "ssl.ca.location": str(tmp_path / "tls" / "ca.pem"),
+    }
+
+
+def test_a_broker_spawned_before_the_secured_listener_existed_is_recognized(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `up` must not wait for a SASL_SSL listener that a broker started by older code does not have.
+    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    server = devstack.stack_from_env().src
+    assert not devstack.configured_with_sasl_ssl(server)  # no config file at all
+    server.home.mkdir(parents=True)
+    server.config_file.write_text("listeners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\n")
+    assert not devstack.configured_with_sasl_ssl(server)
+    server.config_file.write_text(devstack._kafka_config(server))
+    assert devstack.configured_with_sasl_ssl(server)

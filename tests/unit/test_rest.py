@@ -52,6 +52,11 @@ class FakeController:
         self._call("add_topic", topic, num_partitions, route)
         return {"topic": topic, "partitions": num_partitions, "by": self.controller_id}
 
+    def add_topics(self, topics: Any, route: str | None = None) -> dict[str, Any]:
+        self._call("add_topics", topics, route)
+        return {"topics": [{"topic": t["topic"], "route": route or "src.dst", "partitions": t["numPartitions"] or 1}
+                           for t in topics]}
+
     def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> dict[str, Any]:
         self._call("expand_topic", topic, num_partitions, route)
         return {"topic": topic, "partitions": num_partitions}
@@ -209,10 +214,17 @@ def test_controller_errors_map_to_their_status(
         assert assert_json_error(response, status)["error"] == str(error)
 
 
-def test_a_bug_is_a_500_json_answer(client: FlaskClient, fake: FakeController) -> None:
+def test_a_bug_is_a_500_json_answer_whose_request_id_is_in_the_log(
+    client: FlaskClient, fake: FakeController, caplog: pytest.LogCaptureFixture
+) -> None:
     fake.fail = RuntimeError("boom")
-    body = assert_json_error(client.get("/topics"), 500)
-    assert "RuntimeError" in body["error"] and "boom" in body["error"]
+    response = client.get("/topics", headers={"X-Request-Id": "trace-42"})
+    body = assert_json_error(response, 500)
+    assert body["requestId"] == response.headers["X-Request-Id"] == "trace-42"
+    assert "trace-42" in body["error"] and "boom" not in body["error"]  # internals stay in the log
+    logged = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(logged) == 1 and "trace-42" in logged[0].getMessage()
+    assert logged[0].exc_info is not None and "boom" in str(logged[0].exc_info[1])
 
 
 def test_an_unknown_url_is_a_404_json_answer(client: FlaskClient) -> None:

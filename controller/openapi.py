@@ -1,0 +1,269 @@
+"""The REST API's OpenAPI 3 document, served at ``GET /openapi.json`` by every controller.
+
+Built once per app from plain dicts (no I/O). The security requirements follow the
+controller's configuration: without ``controller.auth`` no operation needs a token; with it,
+writes need a ``write`` token and reads need a token unless ``open_reads``. ``/health`` and
+``/openapi.json`` never need one.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
+ROUTE_PATTERN = r"^[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64}$"
+MAX_PARTITION_ID = 2**31 - 2
+
+_REQUEST_ID = {
+    "description": "This request's id: the caller's own X-Request-Id when it is sane "
+                   "(1-128 of letters, digits and ._:-), else a new one. Errors carry it as requestId.",
+    "schema": {"type": "string"},
+}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "headers": {"X-Request-Id": _REQUEST_ID},
+            "content": {"application/json": {"schema": schema}}}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return _json(description, _ref("Error"))
+
+
+_ERRORS = {
+    "400": _error("Bad input: an invalid topic name, route, partition or body"),
+    "404": _error("Unknown URL, or a topic/partition Ferry does not mirror"),
+    "503": _error("No leader, or ZooKeeper/Kafka cannot be reached; worth retrying"),
+    "default": _error("Any other error (405 wrong method, 500 a bug: quote requestId)"),
+}
+_AUTH_ERRORS = {
+    "401": {**_error("No bearer token, or an unknown one"),
+            "headers": {"X-Request-Id": _REQUEST_ID,
+                        "WWW-Authenticate": {"description": 'Bearer realm="ferry"', "schema": {"type": "string"}}}},
+    "403": _error("The token may only read; this request writes"),
+}
+
+_NULLABLE_INT = {"type": "integer", "nullable": True}
+_NULLABLE_STR = {"type": "string", "nullable": True}
+
+_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object", "required": ["error", "status", "requestId"],
+        "properties": {"error": {"type": "string"}, "status": {"type": "integer"}, "requestId": {"type": "string"}},
+    },
+    "Health": {
+        "type": "object", "required": ["status", "id", "state", "leader", "leaderId", "leaderUrl"],
+        "properties": {
+            "status": {"type": "string", "description": "ok, or why not"},
+            "id": {"type": "string"}, "state": {"type": "string", "enum": ["STANDBY", "LEADING", "STOPPED"]},
+            "leader": {"type": "boolean"}, "leaderId": _NULLABLE_STR, "leaderUrl": _NULLABLE_STR,
+        },
+    },
+    "TopicList": {
+        "type": "object", "required": ["topics"],
+        "properties": {"topics": {"type": "array", "items": {
+            "type": "object", "required": ["topic", "route", "partitions"],
+            "properties": {"topic": {"type": "string"}, "route": {"type": "string"}, "partitions": {"type": "integer"}},
+        }}},
+    },
+    "TopicView": {
+        "type": "object", "required": ["topic", "idealState", "externalView", "workers", "routes"],
+        "description": "With one route, partitions are keyed by their id; with several, by <route>/<id>.",
+        "properties": {
+            "topic": {"type": "string"},
+            "partitions": {"type": "integer", "description": "only when the topic is mirrored on one route"},
+            "idealState": {"type": "object", "additionalProperties": {"type": "string"},
+                           "description": "partition -> the worker it is assigned to"},
+            "externalView": {"type": "object", "additionalProperties": {"type": "object"},
+                             "description": "partition -> what its worker last reported (state, worker, ...)"},
+            "workers": {"type": "object", "additionalProperties": {"type": "array"}},
+            "routes": {"type": "object", "additionalProperties": {"type": "object"}},
+        },
+    },
+    "TopicRequest": {
+        "type": "object", "required": ["topic"], "additionalProperties": False,
+        "properties": {
+            "topic": {"type": "string", "pattern": TOPIC_PATTERN},
+            "numPartitions": {"type": "integer", "minimum": 1, "maximum": MAX_PARTITION_ID + 1,
+                              "description": "POST: how many partitions to mirror (default: all at the source)"},
+            "route": {"type": "string", "pattern": ROUTE_PATTERN,
+                      "description": "only this route (default: every configured route)"},
+        },
+    },
+    "TopicsRequest": {
+        "type": "object", "required": ["topics"], "additionalProperties": False,
+        "description": "Many topics in one write and one reconcile; all or nothing.",
+        "properties": {
+            "topics": {"type": "array", "minItems": 1, "maxItems": 1000, "items": {
+                "type": "object", "required": ["topic"], "additionalProperties": False,
+                "properties": {
+                    "topic": {"type": "string", "pattern": TOPIC_PATTERN},
+                    "numPartitions": {"type": "integer", "minimum": 1, "maximum": MAX_PARTITION_ID + 1},
+                },
+            }},
+            "route": {"type": "string", "pattern": ROUTE_PATTERN,
+                      "description": "only this route (default: every configured route)"},
+        },
+    },
+    "TopicsCreated": {
+        "type": "object", "required": ["topics"],
+        "properties": {"topics": {"type": "array", "items": {
+            "type": "object", "required": ["topic", "route", "partitions"],
+            "properties": {"topic": {"type": "string"}, "route": {"type": "string"}, "partitions": {"type": "integer"}},
+        }}},
+    },
+    "Deleted": {
+        "type": "object", "required": ["topic", "deleted"],
+        "properties": {"topic": {"type": "string"}, "deleted": {"type": "boolean"}},
+    },
+    "Instances": {
+        "type": "object", "required": ["instances", "departed"],
+        "properties": {
+            "instances": {"type": "array", "items": {
+                "type": "object", "required": ["id", "partitions", "online", "error", "leaving"],
+                "properties": {
+                    "id": {"type": "string"}, "host": {"type": "string"}, "pid": {"type": "integer"},
+                    "metricsUrl": _NULLABLE_STR, "partitions": {"type": "array", "items": {"type": "string"}},
+                    "online": {"type": "integer"}, "error": {"type": "integer"}, "generation": _NULLABLE_INT,
+                    "leaving": {"type": "boolean"},
+                },
+            }},
+            "departed": {"type": "array", "items": {
+                "type": "object", "required": ["id", "partitions"],
+                "properties": {"id": {"type": "string"}, "partitions": {"type": "array", "items": {"type": "string"}}},
+            }},
+        },
+    },
+    "Rebalanced": {
+        "type": "object", "required": ["rebalanced", "moved"],
+        "properties": {"rebalanced": {"type": "boolean"}, "moved": {"type": "integer"}},
+    },
+    "Validation": {
+        "type": "object", "required": ["ok", "summary", "mismatches", "spark"],
+        "properties": {
+            "ok": {"type": "boolean"}, "summary": {"type": "object"},
+            "mismatches": {"type": "array", "items": {"type": "object"}},
+            "spark": {"type": "object", "nullable": True, "description": "the last `ferry validate --store`"},
+        },
+    },
+    "SourceValidation": {
+        "type": "object", "required": ["ok", "topics", "mismatches", "spark"],
+        "properties": {
+            "ok": {"type": "boolean"}, "topics": {"type": "integer"},
+            "mismatches": {"type": "array", "items": {"type": "object"}},
+            "spark": {"type": "object", "nullable": True},
+        },
+    },
+    "Offsets": {
+        "type": "object", "required": ["offsets"],
+        "properties": {"offsets": {"type": "array", "items": {
+            "type": "object", "required": ["partition", "route", "topic", "partitionId", "committed", "logEnd", "lag"],
+            "properties": {
+                "partition": {"type": "string"}, "route": {"type": "string"}, "topic": {"type": "string"},
+                "partitionId": {"type": "integer"}, "committed": _NULLABLE_INT, "logEnd": {"type": "integer"},
+                "lag": {"type": "integer"},
+            },
+        }}},
+    },
+    "NoProgress": {
+        "type": "object", "required": ["noprogress", "thresholdS"],
+        "properties": {"noprogress": {"type": "array", "items": {"type": "object"}}, "thresholdS": {"type": "number"}},
+    },
+}
+
+_TOPIC_PARAM = {"name": "topic", "in": "path", "required": True,
+                "schema": {"type": "string", "pattern": TOPIC_PATTERN}}
+_ROUTE_QUERY = {"name": "route", "in": "query", "required": False,
+                "schema": {"type": "string", "pattern": ROUTE_PATTERN},
+                "description": "only this route, <source>.<destination>"}
+_PARTITION_PARAM = {"name": "partition", "in": "path", "required": True,
+                    "schema": {"type": "integer", "minimum": 0, "maximum": MAX_PARTITION_ID}}
+
+
+def _op(summary: str, ok: dict[str, Any], write: bool = False, parameters: list[dict[str, Any]] | None = None,
+        body: str | list[str] | None = None, ok_status: str = "200") -> dict[str, Any]:
+    operation: dict[str, Any] = {"summary": summary, "responses": {ok_status: ok, **_ERRORS},
+                                 "x-ferry-write": write}
+    if parameters:
+        operation["parameters"] = parameters
+    if body:
+        schema = _ref(body) if isinstance(body, str) else {"oneOf": [_ref(name) for name in body]}
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema}}}
+    return operation
+
+
+_PATHS: dict[str, Any] = {
+    "/health": {"get": _op("This controller's state and the leader (never needs a token)", _json("ok", _ref("Health")))},
+    "/openapi.json": {"get": _op("This document (never needs a token)", _json("ok", {"type": "object"}))},
+    "/metrics": {"get": _op("Prometheus metrics", {
+        "description": "Prometheus text format", "headers": {"X-Request-Id": _REQUEST_ID},
+        "content": {"text/plain": {"schema": {"type": "string"}}}})},
+    "/topics": {
+        "get": _op("Mirrored topics", _json("ok", _ref("TopicList"))),
+        "post": _op("Mirror a topic, or many ({\"topics\": [...]}); a standby forwards it to the leader",
+                    _json("created: the topic's view, or (bulk) the created topics",
+                          {"oneOf": [_ref("TopicView"), _ref("TopicsCreated")]}),
+                    write=True, body=["TopicRequest", "TopicsRequest"], ok_status="201"),
+        "put": _op("Mirror more partitions of a topic (numPartitions required; never fewer)",
+                   _json("the topic's view", _ref("TopicView")), write=True, body="TopicRequest"),
+    },
+    "/topics/{topic}": {
+        "get": _op("A topic's ideal state and external view", _json("ok", _ref("TopicView")),
+                   parameters=[_TOPIC_PARAM, _ROUTE_QUERY]),
+        "delete": _op("Stop mirroring a topic (the destination topic stays)", _json("ok", _ref("Deleted")),
+                      write=True, parameters=[_TOPIC_PARAM, _ROUTE_QUERY]),
+    },
+    "/instances": {
+        "get": _op("Live workers and what they hold", _json("ok", _ref("Instances"))),
+        "post": _op("Rebalance now", _json("ok", _ref("Rebalanced")), write=True),
+    },
+    "/validation": {"get": _op("Ideal state vs what workers report", _json("ok", _ref("Validation")))},
+    "/validation/srcKafka": {"get": _op("Partition counts at the source vs the ideal state",
+                                        _json("ok", _ref("SourceValidation")))},
+    "/offset": {"get": _op("Committed and log-end offsets of every mirrored partition", _json("ok", _ref("Offsets")))},
+    "/offset/{topic}": {"get": _op("Offsets of one topic", _json("ok", _ref("Offsets")), parameters=[_TOPIC_PARAM])},
+    "/offset/{topic}/{partition}": {"get": _op("Offsets of one partition", _json("ok", _ref("Offsets")),
+                                               parameters=[_TOPIC_PARAM, _PARTITION_PARAM])},
+    "/noprogress": {"get": _op("Lagging partitions whose offset has not moved (asks the leader)",
+                               _json("ok", _ref("NoProgress")))},
+}
+
+_OPEN_PATHS = ("/health", "/openapi.json")
+
+
+def openapi_document(auth_enabled: bool, open_reads: bool) -> dict[str, Any]:
+    """The OpenAPI 3.0 document for a controller configured so."""
+    paths = copy.deepcopy(_PATHS)
+    for path, operations in paths.items():
+        for operation in operations.values():
+            write = operation.pop("x-ferry-write")
+            needs_token = auth_enabled and path not in _OPEN_PATHS and (write or not open_reads)
+            operation["security"] = [{"bearerAuth": []}] if needs_token else []
+            if needs_token:
+                operation["responses"].update(copy.deepcopy(_AUTH_ERRORS))
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Ferry controller",
+            "version": "1",
+            "description": (
+                "Any controller answers reads; a standby forwards writes (and /noprogress) to the leader, "
+                "with the caller's token. Every response carries X-Request-Id. "
+                + ("Authentication: bearer tokens; writes need a write token; reads "
+                   + ("are open." if open_reads else "need a read or write token.")
+                   + " 401: no or unknown token; 403: a read token on a write."
+                   if auth_enabled else "Authentication is off on this controller (controller.auth).")
+            ),
+        },
+        "paths": paths,
+        "components": {
+            "schemas": copy.deepcopy(_SCHEMAS),
+            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
+                                               "description": "a token from controller.auth.tokens"}},
+        },
+    }

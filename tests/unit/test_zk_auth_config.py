@@ -1,0 +1,87 @@
+"""zookeeper.auth: where the digest comes from, and the ACL it puts on Ferry's nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.security import ACL, Id, Permissions, make_digest_acl_credential
+
+from common.config import ZookeeperConfig, parse_config
+from common.errors import ConfigError
+from common.zk_layout import ferry_acl, make_client
+
+BASE: dict[str, Any] = {
+    "clusters": {"src": {"bootstrap.servers": "a:1"}, "dst": {"bootstrap.servers": "b:1"}},
+    "routes": [{"source": "src", "destination": "dst"}],
+}
+
+
+def zk(auth: dict[str, Any] | None) -> ZookeeperConfig:
+    section: dict[str, Any] = {"connect": "127.0.0.1:2181"}
+    if auth is not None:
+        section["auth"] = auth
+    return parse_config({**BASE, "zookeeper": section}).zookeeper
+
+
+def test_off_by_default_and_the_client_then_sets_no_acl() -> None:
+    config = zk(None)
+    assert config.auth is None
+    client = make_client(config)
+    assert client.auth_data == set() and client.default_acl is None
+
+
+def test_digest_in_the_file_is_never_printed() -> None:
+    config = zk({"digest": "ferry:s3cret"})
+    assert config.auth is not None and config.auth.credentials() == ("ferry", "s3cret")
+    assert "s3cret" not in repr(config) and "s3cret" not in str(config.model_dump())
+
+
+def test_digest_from_a_file_or_an_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = tmp_path / "zk-digest"
+    secret.write_text("ferry:from-file\n")
+    from_file = zk({"digest_file": str(secret)}).auth
+    assert from_file is not None and from_file.credentials() == ("ferry", "from-file")
+    monkeypatch.setenv("FERRY_TEST_ZK_DIGEST", "ferry:from:env")
+    from_env = zk({"digest_env": "FERRY_TEST_ZK_DIGEST", "others": "none"}).auth
+    assert from_env is not None and from_env.credentials() == ("ferry", "from:env")
+
+
+@pytest.mark.parametrize(
+    ("auth", "message"),
+    [
+        ({}, "exactly one of digest, digest_file, digest_env"),
+        ({"digest": "a:b", "digest_env": "X"}, "got digest, digest_env"),
+        ({"digest": "no-colon"}, "must be user:password"),
+        ({"digest": ":password"}, "must be user:password"),
+        ({"digest": "a:b", "others": "write"}, "zookeeper.auth.others"),
+    ],
+)
+def test_bad_auth_sections_are_named(auth: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as raised:
+        zk(auth)
+    assert "no-colon" not in str(raised.value)
+
+
+def test_unusable_sources_are_config_errors_at_client_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FERRY_TEST_UNSET", raising=False)
+    with pytest.raises(ConfigError, match="FERRY_TEST_UNSET is not set"):
+        make_client(zk({"digest_env": "FERRY_TEST_UNSET"}))
+    with pytest.raises(ConfigError, match="cannot read"):
+        make_client(zk({"digest_file": str(tmp_path / "missing")}))
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(ConfigError, match="must be user:password"):
+        make_client(zk({"digest_file": str(tmp_path / "empty")}))
+
+
+@pytest.mark.parametrize("others", ["read", "none"])
+def test_ferrys_identity_may_do_everything_others_read_or_nothing(others: str) -> None:
+    config = zk({"digest": "ferry:s3cret", "others": others})
+    assert config.auth is not None
+    ferry = ACL(Permissions.ALL, Id("digest", make_digest_acl_credential("ferry", "s3cret")))
+    anyone_reads = ACL(Permissions.READ, Id("world", "anyone"))
+    expected = [ferry, anyone_reads] if others == "read" else [ferry]
+    assert ferry_acl(config.auth, "ferry", "s3cret") == expected
+    client = make_client(config)
+    assert client.default_acl == expected and client.auth_data == {("digest", "ferry:s3cret")}

@@ -106,7 +106,7 @@ class LeaderState:
         for key, state in self.ideal.items():
             self._set_desired(key, state)
         for worker, status in self.statuses.items():
-            self._index_status(worker, status, add=True)
+            self._index_status(worker, {}, status.partitions)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -125,12 +125,11 @@ class LeaderState:
         old = self.statuses.get(worker)
         if old == status:
             return
-        if old is not None:
-            self._index_status(worker, old, add=False)
+        self._index_status(worker, old.partitions if old else {}, status.partitions if status else {})
+        if status is None:
             del self.statuses[worker]
-        if status is not None:
+        else:
             self.statuses[worker] = status
-            self._index_status(worker, status, add=True)
         self._check_workers.add(worker)
 
     def put_topic(self, key: TopicKey, state: IdealState | None, version: int = 0) -> None:
@@ -335,32 +334,48 @@ class LeaderState:
             partition = PartitionKey(key.route, key.topic, p)
             self._held_by[worker].discard(partition)
             self._touched.add(partition)
-        self._unplaced = {p for p in self._unplaced if _topic(p) != key} if self._unplaced else self._unplaced
+        old = self.ideal.get(key)
+        if old is not None and self._unplaced:
+            for p in range(old.partitions):
+                self._unplaced.discard(PartitionKey(key.route, key.topic, p))
         self._touched_topics.add(key)
 
-    def _index_status(self, worker: str, status: WorkerStatus, add: bool) -> None:
-        for partition, reported in status.partitions.items():
-            key = _topic(partition)
-            self._touched.add(partition)
-            self._touched_topics.add(key)
-            by_worker = self._reports.setdefault(key, {})
-            if add:
-                by_worker.setdefault(worker, {})[partition.partition] = reported
-                if reported.state in HELD_STATES:
-                    self._holders.setdefault(partition, set()).add(worker)
-            else:
-                mine = by_worker.get(worker)
-                if mine is not None:
-                    mine.pop(partition.partition, None)
-                    if not mine:
-                        del by_worker[worker]
-                if not by_worker:
-                    self._reports.pop(key, None)
-                holders = self._holders.get(partition)
-                if holders is not None:
-                    holders.discard(worker)
-                    if not holders:
-                        del self._holders[partition]
+    def _index_status(
+        self, worker: str, old: Mapping[PartitionKey, PartitionStatus], new: Mapping[PartitionKey, PartitionStatus]
+    ) -> None:
+        """Indexes what changed between a worker's old and new reports (only that is touched)."""
+        for partition, reported in old.items():
+            if new.get(partition) != reported:
+                self._unindex(worker, partition)
+        for partition, reported in new.items():
+            if old.get(partition) != reported:
+                self._index(worker, partition, reported)
+
+    def _index(self, worker: str, partition: PartitionKey, reported: PartitionStatus) -> None:
+        key = _topic(partition)
+        self._touched.add(partition)
+        self._touched_topics.add(key)
+        self._reports.setdefault(key, {}).setdefault(worker, {})[partition.partition] = reported
+        if reported.state in HELD_STATES:
+            self._holders.setdefault(partition, set()).add(worker)
+
+    def _unindex(self, worker: str, partition: PartitionKey) -> None:
+        key = _topic(partition)
+        self._touched.add(partition)
+        self._touched_topics.add(key)
+        by_worker = self._reports.get(key, {})
+        mine = by_worker.get(worker)
+        if mine is not None:
+            mine.pop(partition.partition, None)
+            if not mine:
+                del by_worker[worker]
+        if not by_worker:
+            self._reports.pop(key, None)
+        holders = self._holders.get(partition)
+        if holders is not None:
+            holders.discard(worker)
+            if not holders:
+                del self._holders[partition]
 
     # -- reads for the REST API -------------------------------------------------------------
 

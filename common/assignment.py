@@ -163,7 +163,8 @@ def rebalance(assignment: Mapping[PartitionKey, str], live: Collection[str]) -> 
     need = {w: target[w] - load[w] for w in workers if load[w] < target[w]}
     if not need:
         return result
-    per_topic = {w: Counter(_topic(p) for p in held[w]) for w in workers}
+    # Only donors and receivers are ever asked what they hold of a topic.
+    per_topic = {w: Counter(_topic(p) for p in held[w]) for w in workers if w in need or load[w] > target[w]}
     receivers = _LeastLoaded({w: load[w] for w in need}, need)
     for donor in (w for w in by_load if load[w] > target[w]):
         counts = per_topic[donor]

@@ -171,9 +171,7 @@ class LeaderState:
         if self._unplaced and active - set(retained_until):
             self._place(active, set(retained_until))
         if rebalance:
-            flat = {
-                PartitionKey(k.route, k.topic, p): w for k, parts in self._desired.items() for p, w in parts.items()
-            }
+            flat = {p: w for w, held in self._held_by.items() for p in held}  # keys made once, at load
             for partition, worker in assignment.rebalance(flat, active).items():
                 if flat[partition] != worker:
                     origin.setdefault(partition, flat[partition])
@@ -381,12 +379,15 @@ class LeaderState:
 
     def validation(self) -> tuple[list[Mismatch], dict[str, int]]:
         """:func:`common.diff.compare` and :func:`common.diff.summarize` of the mirrors, kept per topic:
-        only topics whose ideal state or view changed since (all, when the live set changed) are
-        compared again."""
+        only topics whose ideal state or view changed since, or whose ideal workers came or went,
+        are compared again."""
         live = set(self.live)
-        if live != self._checked_live:
-            self._checks.clear()
-            self._checked_live = live
+        for worker in live.symmetric_difference(self._checked_live):
+            # compare() sees the live set only through "is the ideal worker live": only the topics
+            # the ideal states give to a worker that came or went are compared again.
+            for partition in self._held_by.get(worker, ()):
+                self._checks.pop(_topic(partition), None)
+        self._checked_live = live
         keys = set(self.ideal) | set(self.external)
         for key in [k for k in self._checks if k not in keys]:
             del self._checks[key]

@@ -90,7 +90,7 @@ events = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.sets(st.sampled_from(WORKERS), max_size=4), st.dictionaries(st.sampled_from(TOPICS), st.integers(1, 6)),
        events)
 def test_the_incremental_planner_decides_as_the_whole_state_plan(

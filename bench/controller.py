@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -93,10 +94,12 @@ class Options:
     steady_s: float = 30.0
     failover_delay_s: float = 5.0
     rebalance_delay_s: float = 10.0
-    session_timeout_s: float = 6.0
+    session_timeout_s: float = 6.0  # the controllers' (leader failover waits for it)
+    worker_session_timeout_s: float = 30.0  # the fake workers' (thousands of sessions on two cores)
     observer_interval_s: float = 10.0
     lag_interval_s: float = 10.0
     timeout_s: float = 600.0
+    keep: bool = False  # keep the ZooKeeper root of each size
     phases: list[str] = field(default_factory=lambda: ["whitelist", "steady", "rest", "failover", "rebalance", "leader"])
 
 
@@ -311,7 +314,7 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
     config_path = _write_config(workdir, stack, root, options, f"controller-{size.partitions}")
     result: dict[str, Any] = {"partitions": partitions, "topics": topics, "workers": size.workers, "root": root}
     controllers: list[ControllerProcess] = []
-    fleet = Fleet(stack.zookeeper.address, root, options.session_timeout_s)
+    fleet = Fleet(stack.zookeeper.address, root, options.worker_session_timeout_s)
     try:
         leader = ControllerProcess(config_path, "c1", workdir)
         controllers.append(leader)
@@ -458,7 +461,41 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         fleet.stop()
         for controller in controllers:
             controller.stop()
+        if not options.keep:
+            started = time.time()
+            delete_tree(stack.zookeeper.address, root)
+            log(f"deleted {root} in {time.time() - started:.1f}s")
     return result
+
+
+def delete_tree(connect: str, root: str) -> None:
+    """Deletes ``root`` and everything under it, each folder's children pipelined (not one by one)."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError, NotEmptyError
+
+    zk = KazooClient(hosts=connect, timeout=30)
+    zk.start(timeout=60)
+    try:
+        def remove(path: str) -> None:
+            try:
+                children = zk.get_children(path)
+            except NoNodeError:
+                return
+            pending = [(f"{path}/{c}", zk.delete_async(f"{path}/{c}")) for c in children]
+            for child, answer in pending:
+                try:
+                    answer.get()
+                except NotEmptyError:
+                    remove(child)
+                except NoNodeError:
+                    continue
+            with contextlib.suppress(NoNodeError):
+                zk.delete(path)
+
+        remove(root)
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -514,9 +551,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steady-s", type=float, default=30.0, help="steady-state window (default 30)")
     parser.add_argument("--failover-delay-s", type=float, default=5.0, help="controller.failover_delay_s (default 5)")
     parser.add_argument("--rebalance-delay-s", type=float, default=10.0, help="controller.rebalance_delay_s (default 10)")
+    parser.add_argument("--session-timeout-s", type=float, default=6.0,
+                        help="the controllers' ZooKeeper session timeout (default 6)")
+    parser.add_argument("--worker-session-timeout-s", type=float, default=30.0,
+                        help="the fake workers' ZooKeeper session timeout (default 30)")
     parser.add_argument("--timeout-s", type=float, default=900.0, help="the longest any phase may take (default 900)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
     parser.add_argument("--workdir", metavar="DIR", help="configs and controller logs (default: a new temporary folder)")
+    parser.add_argument("--keep", action="store_true", help="keep each size's ZooKeeper root (default: deleted)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -535,11 +577,14 @@ def run(args: argparse.Namespace) -> int:
         raise FerryError("--processes and --batch-topics must be at least 1, --single-posts at least 0")
     options = Options(sizes=sizes, processes=args.processes, batch_topics=args.batch_topics,
                       single_posts=args.single_posts, steady_s=args.steady_s, failover_delay_s=args.failover_delay_s,
-                      rebalance_delay_s=args.rebalance_delay_s, timeout_s=args.timeout_s)
+                      rebalance_delay_s=args.rebalance_delay_s, timeout_s=args.timeout_s,
+                      session_timeout_s=args.session_timeout_s, worker_session_timeout_s=args.worker_session_timeout_s,
+                      keep=args.keep)
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-bench-controller-"))
     workdir.mkdir(parents=True, exist_ok=True)
     stack = devstack.stack_from_env()
     devstack.up(stack)
+    logging.getLogger("kazoo").setLevel(logging.WARNING)  # thousands of sessions' connection chatter
     results = []
     for size in sizes:
         print(f"== {size.partitions:,} partitions, {size.workers:,} workers", flush=True)

@@ -22,6 +22,7 @@ partitions whenever ZooKeeper acknowledged a new status, and takes commands (``k
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -33,6 +34,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.recipe.watchers import DataWatch
 
 from common.model import PartitionState, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus
@@ -42,18 +44,32 @@ from common.zk_layout import ZkLayout
 Report = Callable[[str, int, float], None]
 
 
+class SharedHandler(SequentialThreadingHandler):
+    """One kazoo handler (a callback and a completion thread) for every session of a process.
+
+    kazoo gives each client its own handler, so 500 sessions in a process would run 1,500
+    threads (and starve their own heartbeats on two cores). Sessions here only share the two
+    dispatch threads (each keeps its connection thread); a client's ``start``/``stop`` calls
+    ``handler.stop()``, which must not stop the others': it does nothing, and the threads end
+    with the process (they are daemons).
+    """
+
+    def stop(self) -> None:
+        return None
+
+
 class FakeWorker:
     """See the module docstring."""
 
     def __init__(self, connect: str, layout: ZkLayout, worker_id: str, report: Report,
-                 session_timeout_s: float = 10.0) -> None:
+                 session_timeout_s: float = 10.0, handler: SequentialThreadingHandler | None = None) -> None:
         self.worker_id = worker_id
         self.layout = layout
         self.state = "NEW"
         self.online = 0
         self.generation = 0
         self._report = report
-        self._zk = KazooClient(hosts=connect, timeout=session_timeout_s)
+        self._zk = KazooClient(hosts=connect, timeout=session_timeout_s, handler=handler)
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -126,6 +142,7 @@ def start_all(workers: list[FakeWorker], parallel: int = 16) -> None:
 
 def fleet_main(connect: str, root: str, worker_ids: list[str], session_timeout_s: float, conn: Connection) -> None:
     """One fleet process: starts ``worker_ids``, reports, obeys ``kill``/``join``/``leave``/``stop``."""
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
     layout = ZkLayout(root)
     send_lock = threading.Lock()
 
@@ -133,7 +150,8 @@ def fleet_main(connect: str, root: str, worker_ids: list[str], session_timeout_s
         with send_lock:
             conn.send(("online", worker_id, online, at))
 
-    workers = {w: FakeWorker(connect, layout, w, report, session_timeout_s) for w in worker_ids}
+    handler = SharedHandler()
+    workers = {w: FakeWorker(connect, layout, w, report, session_timeout_s, handler) for w in worker_ids}
     start_all(list(workers.values()))
     with send_lock:
         conn.send(("ready", len(workers), time.time()))
@@ -147,7 +165,7 @@ def fleet_main(connect: str, root: str, worker_ids: list[str], session_timeout_s
         elif kind == "leave":
             workers.pop(args[0]).leave()
         elif kind == "join":
-            worker = FakeWorker(connect, layout, args[0], report, session_timeout_s)
+            worker = FakeWorker(connect, layout, args[0], report, session_timeout_s, handler)
             workers[args[0]] = worker
             worker.start()
         with send_lock:

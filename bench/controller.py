@@ -323,6 +323,14 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         started = time.time()
         fleet.start(worker_ids, options.processes, options.timeout_s)
         result["fleet_start_s"] = round(time.time() - started, 1)
+        # The leader must know every worker before topics arrive: a worker it sees late would
+        # get its share through the rebalance (``rebalance_delay_s`` later), not the whitelisting.
+        deadline = time.monotonic() + options.timeout_s
+        while len(leader.get("/instances").json()["instances"]) < size.workers:
+            if time.monotonic() > deadline:
+                raise BenchError("the leader never listed every fake worker")
+            time.sleep(0.5)
+        time.sleep(options.rebalance_delay_s + 1)  # the joins' rebalance runs now, not amid the whitelisting
         log(f"{size.workers} fake workers registered in {result['fleet_start_s']}s")
 
         # 1. whitelisting

@@ -79,6 +79,7 @@ class LeaderState:
         self.ideal: dict[TopicKey, IdealState] = dict(snapshot.ideal)
         self.ideal_versions: dict[TopicKey, int] = dict(snapshot.ideal_versions)
         self.external: dict[TopicKey, ExternalView] = dict(snapshot.external)
+        self.unread_views: set[TopicKey] = set(snapshot.unread_views)  # exist; content unknown
         self.assignments: dict[str, WorkerAssignment] = dict(snapshot.assignments)
         self.generation = snapshot.generation
         self.generation_exists = snapshot.generation_exists
@@ -101,7 +102,7 @@ class LeaderState:
         self._checked_live: set[str] = set()
         # What the next plan must look at again.
         self._touched: set[PartitionKey] = set()
-        self._touched_topics: set[TopicKey] = set(self.external)
+        self._touched_topics: set[TopicKey] = set(self.external) | self.unread_views
         self._check_workers: set[str] = set(self.assignments) | set(self.live)
         for key, state in self.ideal.items():
             self._set_desired(key, state)
@@ -214,8 +215,10 @@ class LeaderState:
             self.generation_exists = True
         for key, view in changes.views.items():
             self.external[key] = view
+            self.unread_views.discard(key)
         for key in changes.delete_views:
             self.external.pop(key, None)
+            self.unread_views.discard(key)
 
     # -- the parts of a plan ----------------------------------------------------------------
 
@@ -285,11 +288,11 @@ class LeaderState:
             if old_counts:
                 self.state_counts.subtract(old_counts)
             if key not in self.ideal:
-                if key in self.external:
+                if key in self.external or key in self.unread_views:
                     changes.delete_views.add(key)
                 continue
             view = self._view(key)
-            if self.external.get(key) != view:
+            if key in self.unread_views or self.external.get(key) != view:
                 changes.views[key] = view
             counts: Counter[str] = Counter()
             for p in range(self.ideal[key].partitions):
@@ -445,7 +448,8 @@ def writes(
     if changes.assignments:
         generation_ops.append(Op("set" if model.generation_exists else "create", layout.generation, encode(generation)))
     view_ops = [
-        Op("set" if key in model.external else "create", layout.external_topic(key.route, key.topic), view.to_bytes())
+        Op("set" if key in model.external or key in model.unread_views else "create",
+           layout.external_topic(key.route, key.topic), view.to_bytes())
         for key, view in sorted(changes.views.items())
     ]
     view_ops += [Op("delete", layout.external_topic(key.route, key.topic)) for key in sorted(changes.delete_views)]

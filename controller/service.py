@@ -465,7 +465,9 @@ class Controller:
             with self._seen_lock:
                 self._seen_live, self._seen_statuses = None, {}
             started = time.perf_counter()
-            self._model = LeaderState(self.store.snapshot(), self._departed_at)
+            # The views are the leader's own function of the statuses: rewritten at the first
+            # reconcile rather than read (half the nodes of a takeover read).
+            self._model = LeaderState(self.store.snapshot(read_views=False), self._departed_at)
             log.info("read the state: %d topics, %d workers in %.2fs", len(self._model.ideal),
                      len(self._model.live), time.perf_counter() - started)
         model = self._model

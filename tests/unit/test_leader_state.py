@@ -205,3 +205,15 @@ def test_a_batch_of_several_transactions_never_names_a_partition_in_two_assignme
     assert stored == {w: frozenset(p) for w, p in changes.assignments.items()} | {
         w: a.partitions for w, a in model.assignments.items() if w not in changes.assignments
     }
+
+
+def test_views_not_read_at_takeover_are_written_once_or_deleted() -> None:
+    topic, gone = TopicKey(ROUTE, "t0"), TopicKey(ROUTE, "old")
+    model = LeaderState(Snapshot(live={"w0": WorkerInfo("w0", "h", 1)}, ideal={topic: IdealState(ROUTE, "t0", 2)},
+                                 ideal_versions={topic: 0}, unread_views={topic, gone}))
+    changes = model.plan(1000.0, DELAY)
+    assert set(changes.views) == {topic} and changes.delete_views == {gone}
+    ops = {op.path: op.kind for op in writes(ZkLayout("/"), model, changes, 1)}
+    assert ops["/external/src.dst/t0"] == "set" and ops["/external/src.dst/old"] == "delete"
+    model.applied(changes, 1)
+    assert not model.unread_views and model.plan(1001.0, DELAY).empty()

@@ -217,3 +217,49 @@ def test_views_not_read_at_takeover_are_written_once_or_deleted() -> None:
     assert ops["/external/src.dst/t0"] == "set" and ops["/external/src.dst/old"] == "delete"
     model.applied(changes, 1)
     assert not model.unread_views and model.plan(1001.0, DELAY).empty()
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_at_a_larger_size_the_incremental_planner_still_decides_as_the_whole_state_plan(seed: int) -> None:
+    """~2,000 partitions, 40 workers: joins, deaths, reports, new and deleted topics, a rebalance."""
+    import random
+
+    rng = random.Random(seed)
+    workers = [f"w{i:02d}" for i in range(40)]
+    zk = Zk(live={w: WorkerInfo(w, "h", 1) for w in workers[:30]}, statuses={w: WorkerStatus(0) for w in workers[:30]},
+            ideal={TopicKey(ROUTE, f"t{i}"): IdealState(ROUTE, f"t{i}", rng.randint(1, 12)) for i in range(300)})
+    model = LeaderState(Snapshot(live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal),
+                                 ideal_versions=dict.fromkeys(zk.ideal, 0)))
+    departed: dict[str, float] = {}
+    now = 1000.0
+    for step in range(12):
+        kind = rng.choice(["join", "die", "report", "add", "delete", "tick", "rebalance"]) if step else "report"
+        worker = rng.choice(workers)
+        if kind == "join" and worker not in zk.live:
+            zk.live[worker], zk.statuses[worker] = WorkerInfo(worker, "h", 1), WorkerStatus(0)
+            model.set_live(zk.live)
+            model.set_status(worker, zk.statuses[worker])
+        elif kind == "die" and worker in zk.live:
+            del zk.live[worker]
+            zk.statuses.pop(worker, None)
+            model.set_live(zk.live)
+            model.set_status(worker, None)
+        elif kind == "add":
+            key = TopicKey(ROUTE, f"n{step}")
+            zk.ideal[key] = IdealState(ROUTE, key.topic, rng.randint(1, 12))
+            model.put_topic(key, zk.ideal[key])
+        elif kind == "delete":
+            key = rng.choice(sorted(zk.ideal))
+            del zk.ideal[key]
+            model.put_topic(key, None)
+        elif kind == "tick":
+            now += rng.choice([1.0, 20.0])
+        if kind in ("report", "join", "tick"):  # every live worker reports what it was assigned
+            for w in zk.statuses:
+                zk.statuses[w] = WorkerStatus(1, {p: PartitionStatus(PartitionState.ONLINE)
+                                                  for p in zk.assignments.get(w, frozenset())})
+                model.set_status(w, zk.statuses[w])
+        rebalance = kind == "rebalance"
+        assert spec_step(zk, departed, now, rebalance) == model_step(model, now, rebalance), kind
+        same(zk, model)

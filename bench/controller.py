@@ -89,7 +89,7 @@ class Options:
     sizes: list[Size]
     topic_partitions: int = 8
     processes: int = 4
-    batch_topics: int = 500
+    batch_topics: int = 1000
     single_posts: int = 50
     steady_s: float = 30.0
     failover_delay_s: float = 5.0
@@ -348,6 +348,7 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
             if answer.status_code != 201:
                 raise BenchError(f"bulk POST /topics answered {answer.status_code}: {answer.text[:300]}")
         latencies = []
+        before_singles = leader.metrics()
         for topic in singles:
             sent = time.perf_counter()
             answer = session.post(leader.url + "/topics", json={"topic": topic, "numPartitions": options.topic_partitions},
@@ -357,6 +358,8 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
                 raise BenchError(f"POST /topics answered {answer.status_code}: {answer.text[:300]}")
         posted = time.time()
         done = fleet.wait_online(partitions, options.timeout_s)
+        # The reconciles of the single POSTs and of the statuses they caused: the everyday ones.
+        result["reconcile_single_posts"] = _histogram(before_singles, leader.metrics(), "ferry_controller_reconcile_seconds")
         result["whitelist"] = {
             "all_online_s": round(done - started, 2), "posts_done_s": round(posted - started, 2),
             "bulk_posts": len(bulk_s), "bulk_topics_per_post": options.batch_topics,
@@ -460,6 +463,7 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
             "consistent_after_s": round(time.time() - killed, 2),
         }
         after_standby = standby.metrics()
+        result["reconcile_takeover"] = _histogram({}, after_standby, "ferry_controller_reconcile_seconds")
         result["zk_standby"] = {
             "max_transaction_bytes": after_standby["ferry_controller_zk_max_transaction_bytes"],
             "max_node_bytes": after_standby["ferry_controller_zk_max_node_bytes"],
@@ -518,6 +522,7 @@ def render(results: list[dict[str, Any]]) -> str:
     for r in results:
         steady, reconcile = r.get("steady", {}), r.get("steady", {}).get("reconcile", {})
         whole = r.get("reconcile_whole_run", {})
+        singles = r.get("reconcile_single_posts", {})
         rest = r.get("rest", {})
         zk = r.get("zk_leader", {})
         lines.append(
@@ -525,6 +530,7 @@ def render(results: list[dict[str, Any]]) -> str:
             f"| {r.get('whitelist', {}).get('all_online_s')} s "
             f"| {r.get('whitelist', {}).get('post_median_ms')} ms "
             f"| steady {_fmt_s(reconcile.get('mean_s'))} (< {_fmt_s(reconcile.get('max_below_s'))}); "
+            f"single POSTs {_fmt_s(singles.get('mean_s'))} (< {_fmt_s(singles.get('max_below_s'))}); "
             f"whole run {_fmt_s(whole.get('mean_s'))} (< {_fmt_s(whole.get('max_below_s'))}) "
             f"| {steady.get('controller_cpu_pct')} % "
             f"| {steady.get('zk_reads_per_s')}, {steady.get('zk_writes_per_s')} "
@@ -553,7 +559,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", dest="sizes", type=Size.parse, action="append", metavar="PARTITIONS:WORKERS",
                         help="a size to run, e.g. 16000:200 (repeatable; default 16000:200 and 160000:2000)")
     parser.add_argument("--processes", type=int, default=4, help="processes for the fake workers (default 4)")
-    parser.add_argument("--batch-topics", type=int, default=500, help="topics per bulk POST /topics (default 500)")
+    parser.add_argument("--batch-topics", type=int, default=1000, help="topics per bulk POST /topics (default 1000, the most one may hold)")
     parser.add_argument("--single-posts", type=int, default=50,
                         help="topics whitelisted last, one POST each, for the POST latency (default 50)")
     parser.add_argument("--steady-s", type=float, default=30.0, help="steady-state window (default 30)")

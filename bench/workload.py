@@ -21,7 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from bench.errors import BenchError
-from common import kafka_clients
+from common import kafka_clients, provenance
 
 HEADER_RUN = "bench-run"
 HEADER_SEQ = "bench-seq"
@@ -206,7 +206,7 @@ def _record_problem(message: Any, offset: int, value_bytes: int, run_header: byt
     value = message.value()
     if value is None or len(value) != value_bytes:
         return f"offset {offset}: value of {0 if value is None else len(value)} bytes, expected {value_bytes}"
-    if list(message.headers() or ()) != [(HEADER_RUN, run_header), (HEADER_SEQ, key)]:
+    if provenance.split(message.headers())[0] != [(HEADER_RUN, run_header), (HEADER_SEQ, key)]:
         return f"offset {offset}: headers {message.headers()!r} differ from the source"
     return None
 

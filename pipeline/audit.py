@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from common.config import FerryConfig, RouteConfig
+from common.provenance import HEADER as PROVENANCE_HEADER
 from pipeline import PipelineError
 from pipeline.kafka_options import spark_kafka_options
 
@@ -126,13 +127,18 @@ def record_identity(records: DataFrame) -> DataFrame:
     """``partition, record_id, ts_ms`` from a Kafka DataFrame (with headers).
 
     ``record_id`` hashes the digests of key, value and each header (name and value, in order),
-    so field boundaries are unambiguous and no field can be mistaken for another.
+    so field boundaries are unambiguous and no field can be mistaken for another. Ferry's own
+    provenance header (:data:`common.provenance.HEADER`) is left out: a copy carries it, its
+    source record does not, and they are the same record.
     """
     from pyspark.sql import functions as F
 
     headers = F.array_join(
         F.transform(
-            F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>")),
+            F.filter(
+                F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>")),
+                lambda h: h["key"] != F.lit(PROVENANCE_HEADER),
+            ),
             lambda h: F.concat(F.sha2(F.encode(h["key"], "UTF-8"), 256), F.lit("="), _hex_or_null(h["value"])),
         ),
         ",",

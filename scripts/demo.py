@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from common import devstack, kafka_clients
+from common import devstack, kafka_clients, provenance
 
 RECORDS = 50_000
 PARTITIONS = 8
@@ -72,7 +72,7 @@ def read_all(cluster: dict[str, str], topic: str) -> dict[int, list[tuple]]:  # 
     while left > 0:
         for m in consumer.consume(10_000, timeout=1.0):
             if m.error() is None:
-                out[m.partition()].append((m.key(), m.value(), m.headers(), m.timestamp()))
+                out[m.partition()].append((m.key(), m.value(), provenance.split(m.headers())[0], m.timestamp()))
                 left -= 1
     consumer.close()
     return out

@@ -1,7 +1,8 @@
 """Copies one route's partitions: an ``assign()``-only consumer on the source, a producer on the destination.
 
 Every record goes to the same topic and partition on the destination with its key, value,
-headers and timestamp. Source offsets are committed (group ``ferry.<source>.<destination>``)
+headers and timestamp, plus Ferry's provenance header (:mod:`common.provenance`: the clusters it
+came through and its source offset). Source offsets are committed (group ``ferry.<source>.<destination>``)
 only up to the lowest offset the destination has not acknowledged yet
 (:class:`common.watermark.OffsetWatermarks`), so a crash copies some records again and loses none.
 
@@ -34,6 +35,7 @@ from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 from common import kafka_clients
 from common.config import RouteConfig, WorkerConfig
 from common.model import PartitionStatus
+from common.provenance import ProvenanceError, stamp
 from common.watermark import OffsetWatermarks
 from worker.metrics import WorkerMetrics
 
@@ -272,6 +274,7 @@ class RouteCopier:
                 return 0
             messages = [first, *self._consumer.consume(self._config.consume_batch - 1, 0)]
         produce = self._producer.produce
+        source = self.route.source
         sent = self._tracker.sent
         errors = self._errors
         copied = 0
@@ -287,10 +290,15 @@ class RouteCopier:
                 continue  # stopped: fetched before the pause took effect; never committed past
             offset = message.offset()
             timestamp_type, timestamp = message.timestamp()
+            try:
+                headers = stamp(message.headers(), source, offset)
+            except ProvenanceError as exc:
+                self._stop(key, offset, f"offset {offset}: {exc}")
+                continue
             while True:
                 try:
                     produce(topic, message.value(), message.key(), partition,
-                            timestamp=timestamp if timestamp_type else 0, headers=message.headers())
+                            timestamp=timestamp if timestamp_type else 0, headers=headers)
                     break
                 except BufferError:
                     # The producer's queue is full: wait for deliveries (back-pressure on the source).

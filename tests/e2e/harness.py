@@ -25,7 +25,7 @@ import yaml
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from common import kafka_clients
+from common import kafka_clients, provenance
 from common.devstack import Stack
 
 HEADER_SEQ = "ferry-test-seq"
@@ -296,7 +296,7 @@ class RecordLedger:
             for m in consumer.consume(10_000, timeout=1.0):
                 if m.error() is not None:
                     continue
-                records[m.partition()].append((m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()))
+                records[m.partition()].append((m.key(), m.value(), tuple(provenance.split(m.headers())[0]), m.timestamp()))
                 remaining -= 1
         consumer.close()
         return records

@@ -35,7 +35,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from common import kafka_clients
+from common import kafka_clients, provenance
 from common.config import FerryConfig, parse_config
 from common.model import PartitionKey, WorkerAssignment, WorkerStatus
 from common.zk_layout import ZkLayout, make_client
@@ -117,8 +117,11 @@ class Kafka:
             raise
         return int(high)
 
-    def read(self, cluster: str, topic: str, partition: int) -> list[Record]:
-        """Everything in one partition now, from the beginning up to the log-end offset."""
+    def read(self, cluster: str, topic: str, partition: int, own_header: bool = False) -> list[Record]:
+        """Everything in one partition now, from the beginning up to the log-end offset.
+
+        Ferry's provenance header is left out of each record's headers unless ``own_header``.
+        """
         end = self.end_offset(cluster, topic, partition)
         if end <= 0:
             return []
@@ -131,7 +134,7 @@ class Kafka:
                 # Asks for exactly what is left, so consume() returns as soon as it is there.
                 for m in reader.consume(end - len(records), 0.5):
                     assert m.error() is None, m.error()
-                    headers: Any = m.headers() or ()
+                    headers: Any = m.headers() or () if own_header else provenance.split(m.headers())[0]
                     records.append((m.key(), m.value(), tuple(headers), m.timestamp()))
                     if (m.offset() or 0) >= end - 1:
                         return records
@@ -358,6 +361,11 @@ def test_copies_records_identically_and_commits_to_the_end(
 
     for p in range(3):
         assert kafka.wait_arrived(topic, p, len(sent[p])) == sent[p]
+        # Each copy names where it came from: the source cluster and its offset there.
+        copies = kafka.read("dst", topic, p, own_header=True)
+        assert [provenance.read(headers) for _, _, headers, _ in copies] == [
+            provenance.Provenance(("src",), 0, offset) for offset in range(len(sent[p]))
+        ]
     meta = kafka_clients.admin(kafka.conf("dst")).list_topics(topic, timeout=10).topics[topic]
     assert meta.error is None and len(meta.partitions) == 3
     running.wait_online(topic, [0, 1, 2], generation)

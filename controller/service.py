@@ -35,9 +35,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from functools import partial
+from types import MappingProxyType
 from typing import Any
 
 from apscheduler.events import (
@@ -53,7 +54,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.election import Election
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.recipe.watchers import ChildrenWatch
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from common.config import FerryConfig, RouteConfig
@@ -167,6 +168,7 @@ class Controller:
         self._seen_live: set[str] | None = None
         self._seen_statuses: dict[str, bytes | None] = {}
         self._reconcile_queued = False
+        self._ideal_published: Mapping[TopicKey, IdealState] | None = None
         self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
         self._scheduler = BackgroundScheduler(
             # Reconciliation (with rebalance, failover and resync) has one thread; the observer,
@@ -347,7 +349,7 @@ class Controller:
         return True
 
     def _on_states(self, epoch: int, children: list[str]) -> bool:
-        """One DataWatch per worker status node per lead: a worker already watched in this
+        """One follower per worker status node per lead: a worker already followed in this
         epoch gets no second one (each would fire on every later change of that node)."""
         if epoch != self._epoch:
             return False
@@ -356,27 +358,57 @@ class Controller:
         for worker in children:
             if worker not in self._state_watched:
                 self._state_watched.add(worker)
-                DataWatch(self._zk, self.layout.worker_state(worker), self._state_watcher(epoch, worker))
+                self._follow_status(epoch, worker)
         self.request_reconcile()
         return True
 
-    def _state_watcher(self, epoch: int, worker: str) -> Callable[[bytes | None, Any], bool]:
-        """A watch lives while its epoch does and its node exists; returning False ends it."""
-        def on_data(data: bytes | None, stat: Any) -> bool:
+    def _follow_status(self, epoch: int, worker: str) -> None:
+        """Follows one worker's status node for this lead, pipelined.
+
+        A kazoo ``DataWatch`` reads the node again on kazoo's one event thread and waits for the
+        answer, so 2,000 workers reporting at once are 2,000 round trips one after another.
+        Here a notification only sends ``get_async`` (with the next watch) and the answer is
+        recorded when it arrives: the reads are in flight together. A deleted node is recorded
+        (None) and followed with ``exists_async`` until it comes back. A read that failed (the
+        connection dropped) is sent again a second later, while this lead lasts; a lost session
+        ends the lead, and the next lead reads everything anyway.
+        """
+        path = self.layout.worker_state(worker)
+
+        def on_event(event: Any) -> None:  # kazoo's event thread: only send the next read
+            if epoch == self._epoch:
+                fetch()
+
+        def fetch() -> None:
             if epoch != self._epoch:
-                return False  # an earlier lead's watch: the new lead has its own
+                return
+            try:
+                self._zk.get_async(path, watch=on_event).rawlink(on_data)
+            except KazooException:
+                threading.Timer(1.0, fetch).start()
+
+        def on_data(result: Any) -> None:
+            if epoch != self._epoch:
+                return
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                data = None
+                self._zk.exists_async(path, watch=on_event).rawlink(on_exists)
+            except KazooException:
+                threading.Timer(1.0, fetch).start()
+                return
             with self._seen_lock:
                 self._seen_statuses[worker] = data  # None: the node is gone
                 self._watch_reads += 1
-            if data is None:
-                # The node is gone: this watch ends, and the children watch starts a new one
-                # when the worker writes its status again.
-                self._state_watched.discard(worker)
-                self.request_reconcile()
-                return False
             self.request_reconcile()
-            return True
-        return on_data
+
+        def on_exists(result: Any) -> None:
+            with contextlib.suppress(KazooException):
+                if epoch == self._epoch and result.get() is not None:
+                    fetch()  # it came back between the read and the watch
+
+        fetch()
 
     def request_reconcile(self) -> None:
         """Marks the state dirty and queues one ``reconcile`` run unless one is queued already.
@@ -449,6 +481,8 @@ class Controller:
                     self._model = None  # some transactions may have committed: read everything again
                     raise
             model.applied(changes, generation)
+            if changes.ideal:
+                self._publish_ideal()
             self._departed_at = dict(model.departed_at)
             for state, count in model.state_counts.items():
                 self._partitions_gauge.labels(state).set(count)
@@ -468,6 +502,7 @@ class Controller:
             # The views are the leader's own function of the statuses: rewritten at the first
             # reconcile rather than read (half the nodes of a takeover read).
             self._model = LeaderState(self.store.snapshot(read_views=False), self._departed_at)
+            self._publish_ideal()
             log.info("read the state: %d topics, %d workers in %.2fs", len(self._model.ideal),
                      len(self._model.live), time.perf_counter() - started)
         model = self._model
@@ -511,6 +546,7 @@ class Controller:
         """Tells the model about a topic node this controller just wrote (no model: read at the next reconcile)."""
         if self._model is not None:
             self._model.put_topic(key, state, version)
+            self._publish_ideal()
 
     # -- reads (any controller) -------------------------------------------------------------
 
@@ -567,13 +603,18 @@ class Controller:
         got = self._read(partial(self.store.data, self.layout.topic(key.route, key.topic)))
         return -1 if got is None else int(got[1])
 
-    def _ideal_states(self) -> dict[TopicKey, IdealState]:
-        with self._lock:
-            model = self._leader_model()
-            if model is not None:
-                return dict(model.ideal)
+    def _ideal_states(self) -> Mapping[TopicKey, IdealState]:
+        """Every ideal state; on the leader the model's as of its last change, without waiting for
+        the lock (the observer, the lag job and GET /topics never wait behind a long reconcile)."""
+        published = self._ideal_published
+        if published is not None and self.state == LEADING and self._model is not None:
+            return published
         ideal, _ = self._read(self.store.ideal_states)
         return dict(ideal)
+
+    def _publish_ideal(self) -> None:
+        """A fresh read-only copy of the model's ideal states (call with the lock, after each change)."""
+        self._ideal_published = None if self._model is None else MappingProxyType(dict(self._model.ideal))
 
     def _external_view(self, route: str, topic: str) -> ExternalView | None:
         with self._lock:

@@ -370,7 +370,10 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         }
         log(f"whitelist: {result['whitelist']}")
 
-        # 2. steady state
+        # 2. steady state: once the leader itself shows every partition ONLINE (it has taken in
+        # every worker's report), with nothing more to do
+        caught_up = _wait_consistent(leader, partitions, options.timeout_s)
+        result["whitelist"]["leader_consistent_s"] = round(caught_up - started, 2)
         time.sleep(3)
         before, cpu_before, at_before = leader.metrics(), leader.cpu_seconds(), time.monotonic()
         time.sleep(options.steady_s)
@@ -446,21 +449,10 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         leader.kill()
         leads = standby.wait(lambda h: bool(h.get("leader")), options.timeout_s, "to lead")
 
-        def consistent() -> bool:
-            try:
-                summary = standby.get("/validation").json()
-            except (requests.RequestException, ValueError):
-                return False
-            return bool(summary.get("ok")) and summary["summary"]["online"] == partitions
-
-        deadline = time.monotonic() + options.timeout_s
-        while not consistent():
-            if time.monotonic() > deadline:
-                raise BenchError("the new leader never showed every partition ONLINE")
-            time.sleep(0.2)
+        consistent = _wait_consistent(standby, partitions, options.timeout_s)
         result["leader_failover"] = {
             "session_timeout_s": options.session_timeout_s, "leads_after_s": round(leads - killed, 2),
-            "consistent_after_s": round(time.time() - killed, 2),
+            "consistent_after_s": round(consistent - killed, 2),
         }
         after_standby = standby.metrics()
         result["reconcile_takeover"] = _histogram({}, after_standby, "ferry_controller_reconcile_seconds")
@@ -508,6 +500,21 @@ def delete_tree(connect: str, root: str) -> None:
     finally:
         zk.stop()
         zk.close()
+
+
+def _wait_consistent(controller: ControllerProcess, partitions: int, timeout_s: float) -> float:
+    """Waits until ``controller``'s /validation is clean with every partition ONLINE; returns when."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            summary = controller.get("/validation").json()
+            if summary.get("ok") and summary["summary"]["online"] == partitions:
+                return time.time()
+        except (requests.RequestException, ValueError, KeyError):
+            pass
+        if time.monotonic() > deadline:
+            raise BenchError(f"controller {controller.controller_id} never showed every partition ONLINE")
+        time.sleep(0.2)
 
 
 def _ms(seconds: float | None) -> float | None:

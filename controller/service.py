@@ -862,10 +862,17 @@ class Controller:
         source_topics = {
             r.name: self.kafka.topics(r.source) for r in self.config.routes if r.include or r.name in mirrored_routes
         }
+        removed = self.removed_topics()
+        ideal = self._ideal_states()
+        decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
+        if not decisions.add and not decisions.expand:  # the usual case: no need to wait for the lock
+            at_source = {TopicKey(route, t) for route, topics in source_topics.items() for t in topics}
+            self._follow_configs(set(ideal) & at_source)
+            return decisions
         with self._lock:
             self._require_leader()
-            ideal = self._ideal_states()
-            decisions = observer.decide(self.config.routes, source_topics, ideal, self.removed_topics())
+            ideal = self._ideal_states()  # again, under the lock: what the writes start from
+            decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
             ops, written = [], []
             for key, partitions in sorted(decisions.add.items()):
                 self._ensure_path(self.layout.route_topics(key.route))

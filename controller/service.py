@@ -84,6 +84,7 @@ log = logging.getLogger(__name__)
 STANDBY, LEADING, STOPPED = "STANDBY", "LEADING", "STOPPED"
 RESYNC_INTERVAL_S = 5.0
 RETRY_AFTER_FAILURE_S = 1.0
+MAX_PARSED_KEYS = 2_000_000
 
 # (cluster name, topic) -> partition count at that cluster, or None when the topic does not exist.
 PartitionCounter = Callable[[str, str], "int | None"]
@@ -169,6 +170,8 @@ class Controller:
         self._seen_statuses: dict[str, bytes | None] = {}
         self._reconcile_queued = False
         self._ideal_published: Mapping[TopicKey, IdealState] | None = None
+        # Partition keys parsed from the workers' statuses (a status repeats its keys at every report).
+        self._parsed_keys: dict[str, PartitionKey] = {}
         self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
         self._scheduler = BackgroundScheduler(
             # Reconciliation (with rebalance, failover and resync) has one thread; the observer,
@@ -517,8 +520,10 @@ class Controller:
                 if got is not None:
                     infos[worker] = WorkerInfo.from_bytes(got[0]) or WorkerInfo(worker, "?", 0)
             model.set_live(infos)
+        if len(self._parsed_keys) > MAX_PARSED_KEYS:
+            self._parsed_keys = {}  # topics came and went: start over rather than grow forever
         for worker, data in statuses.items():
-            model.set_status(worker, None if data is None else WorkerStatus.from_bytes(data))
+            model.set_status(worker, None if data is None else WorkerStatus.from_bytes(data, self._parsed_keys))
         return model
 
     def _changes(self, model: LeaderState, changes: Changes, generation: int) -> list[Op]:
@@ -546,7 +551,6 @@ class Controller:
         """Tells the model about a topic node this controller just wrote (no model: read at the next reconcile)."""
         if self._model is not None:
             self._model.put_topic(key, state, version)
-            self._publish_ideal()
 
     # -- reads (any controller) -------------------------------------------------------------
 
@@ -739,6 +743,7 @@ class Controller:
             self._commit(ops)
             for state in created:
                 self._put_topic(TopicKey(state.route, state.topic), state, 0)
+            self._publish_ideal()
             if len(wanted_counts) == 1:
                 log.info("whitelisted topic %s on %s", next(iter(wanted_counts)), [r.name for r in routes])
             else:
@@ -791,6 +796,7 @@ class Controller:
                 self._commit(ops)
                 for key, expanded, version in grown:
                     self._put_topic(key, expanded, version)
+                self._publish_ideal()
                 self.reconcile()
         return self.topic_view(topic, route)
 
@@ -814,6 +820,7 @@ class Controller:
             self._commit(ops)
             for key in deleted:
                 self._put_topic(key, None)
+            self._publish_ideal()
             log.info("stopped mirroring topic %s", topic)
             self.reconcile()
         return {"topic": topic, "deleted": True}
@@ -889,6 +896,7 @@ class Controller:
                 self._commit(ops)
                 for key, state, version in written:
                     self._put_topic(key, state, version)
+                self._publish_ideal()
                 log.info("observer: whitelisted %d topics %s, expanded %s", len(decisions.add),
                          sorted(map(str, decisions.add))[:20], {str(k): n for k, n in decisions.expand.items()})
                 self.reconcile()

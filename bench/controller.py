@@ -449,6 +449,13 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         leader.kill()
         leads = standby.wait(lambda h: bool(h.get("leader")), options.timeout_s, "to lead")
 
+        # Until its first reconcile a new leader answers /validation from ZooKeeper, which still
+        # shows the old leader's views: wait for that reconcile (it read the state and wrote).
+        deadline = time.monotonic() + options.timeout_s
+        while standby.metrics().get("ferry_controller_reconcile_seconds_count", 0) < 1:
+            if time.monotonic() > deadline:
+                raise BenchError("the new leader never reconciled")
+            time.sleep(0.2)
         consistent = _wait_consistent(standby, partitions, options.timeout_s)
         result["leader_failover"] = {
             "session_timeout_s": options.session_timeout_s, "leads_after_s": round(leads - killed, 2),

@@ -70,6 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("bench", help="benchmark Ferry against MirrorMaker 2 and the broker ceiling")
     add_arguments(parser)
     parser.set_defaults(func=run)
+    # `ferry bench controller ...`: the controller at scale (bench/controller.py); `ferry bench [options]` as before.
+    from bench import controller
+
+    controller.register(parser.add_subparsers(dest="bench_command", metavar="controller"))
 
 
 def run(args: argparse.Namespace) -> int:

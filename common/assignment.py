@@ -76,6 +76,7 @@ def assign(
     current: Mapping[PartitionKey, str],
     live: Collection[str],
     retained: Collection[str] = (),
+    base_load: Mapping[str, int] | None = None,
 ) -> dict[PartitionKey, str]:
     """Partition -> worker for every partition in ``partitions`` that can have one.
 
@@ -88,6 +89,10 @@ def assign(
 
     O(P log W): each placement looks only at the least-loaded workers, in (load, id) order, and
     stops at the first one holding nothing of the topic.
+
+    ``base_load`` (worker -> partitions it holds outside ``partitions``) lets a caller place the
+    partitions of a few topics alone: the result is the same as placing them among all partitions,
+    as long as every other partition already has a kept worker (the incremental planner's case).
     """
     wanted = set(partitions)
     keep = set(live) | set(retained)
@@ -96,6 +101,9 @@ def assign(
     if not candidates:
         return result
     load = loads(result, candidates)
+    if base_load:
+        for worker in candidates:
+            load[worker] += base_load.get(worker, 0)
     per_topic: dict[str, Counter[TopicKey]] = {w: Counter() for w in candidates}
     for partition, worker in result.items():
         if worker in per_topic:
@@ -155,7 +163,8 @@ def rebalance(assignment: Mapping[PartitionKey, str], live: Collection[str]) -> 
     need = {w: target[w] - load[w] for w in workers if load[w] < target[w]}
     if not need:
         return result
-    per_topic = {w: Counter(_topic(p) for p in held[w]) for w in workers}
+    # Only donors and receivers are ever asked what they hold of a topic.
+    per_topic = {w: Counter(_topic(p) for p in held[w]) for w in workers if w in need or load[w] > target[w]}
     receivers = _LeastLoaded({w: load[w] for w in need}, need)
     for donor in (w for w in by_load if load[w] > target[w]):
         counts = per_topic[donor]

@@ -197,6 +197,9 @@ class ControllerConfig(_Strict):
     auth: RestAuthConfig | None = None
     # https on the REST port; None: plain http.
     tls: RestTlsConfig | None = None
+    # false: POST /topics trusts numPartitions (then required) instead of asking the source
+    # cluster; for benchmarks whose topics exist only in ZooKeeper (`ferry bench controller`).
+    check_source_topics: bool = True
 
 
 class WorkerConfig(_Strict):

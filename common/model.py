@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 # Kafka's own rule (org.apache.kafka.common.internals.Topic): 1-249 of [a-zA-Z0-9._-], not "." or "..".
@@ -119,8 +120,9 @@ class WorkerAssignment:
         )
 
 
-@dataclass(frozen=True)
-class PartitionStatus:
+class PartitionStatus(NamedTuple):
+    """A partition's state as its worker reports it (a tuple: the leader compares millions of them)."""
+
     state: str  # a PartitionState value
     reason: str | None = None  # why, when state is ERROR
 
@@ -148,18 +150,25 @@ class WorkerStatus:
         })
 
     @classmethod
-    def from_bytes(cls, data: bytes | None) -> WorkerStatus:
+    def from_bytes(cls, data: bytes | None, keys: dict[str, PartitionKey] | None = None) -> WorkerStatus:
+        """``keys``: a cache of parsed partition keys the caller keeps (the leader parses the same
+        keys again at every report of every worker)."""
         raw = decode(data)
         if not raw:
             return cls(generation=0)
+        parse = PartitionKey.parse if keys is None else partial(_cached_key, keys)
         return cls(
             generation=int(raw.get("generation", 0)),
             leaving=bool(raw.get("leaving", False)),
-            partitions={
-                PartitionKey.parse(k): PartitionStatus(v["state"], v.get("reason"))
-                for k, v in raw.get("partitions", {}).items()
-            },
+            partitions={parse(k): PartitionStatus(v["state"], v.get("reason")) for k, v in raw.get("partitions", {}).items()},
         )
+
+
+def _cached_key(keys: dict[str, PartitionKey], text: str) -> PartitionKey:
+    key = keys.get(text)
+    if key is None:
+        key = keys[text] = PartitionKey.parse(text)
+    return key
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,28 @@ _SCHEMAS: dict[str, Any] = {
                       "description": "only this route (default: every configured route)"},
         },
     },
+    "TopicsRequest": {
+        "type": "object", "required": ["topics"], "additionalProperties": False,
+        "description": "Many topics in one write and one reconcile; all or nothing.",
+        "properties": {
+            "topics": {"type": "array", "minItems": 1, "maxItems": 1000, "items": {
+                "type": "object", "required": ["topic"], "additionalProperties": False,
+                "properties": {
+                    "topic": {"type": "string", "pattern": TOPIC_PATTERN},
+                    "numPartitions": {"type": "integer", "minimum": 1, "maximum": MAX_PARTITION_ID + 1},
+                },
+            }},
+            "route": {"type": "string", "pattern": ROUTE_PATTERN,
+                      "description": "only this route (default: every configured route)"},
+        },
+    },
+    "TopicsCreated": {
+        "type": "object", "required": ["topics"],
+        "properties": {"topics": {"type": "array", "items": {
+            "type": "object", "required": ["topic", "route", "partitions"],
+            "properties": {"topic": {"type": "string"}, "route": {"type": "string"}, "partitions": {"type": "integer"}},
+        }}},
+    },
     "Deleted": {
         "type": "object", "required": ["topic", "deleted"],
         "properties": {"topic": {"type": "string"}, "deleted": {"type": "boolean"}},
@@ -204,15 +226,15 @@ _PARTITION_PARAM = {"name": "partition", "in": "path", "required": True,
 
 
 def _op(summary: str, ok: dict[str, Any], write: bool = False, parameters: list[dict[str, Any]] | None = None,
-        body: str | None = None, ok_status: str = "200", body_required: bool = True,
+        body: str | list[str] | None = None, ok_status: str = "200", body_required: bool = True,
         extra: dict[str, Any] | None = None) -> dict[str, Any]:
     operation: dict[str, Any] = {"summary": summary, "responses": {ok_status: ok, **_ERRORS, **(extra or {})},
                                  "x-ferry-write": write}
     if parameters:
         operation["parameters"] = parameters
     if body:
-        operation["requestBody"] = {"required": body_required,
-                                    "content": {"application/json": {"schema": _ref(body)}}}
+        schema = _ref(body) if isinstance(body, str) else {"oneOf": [_ref(name) for name in body]}
+        operation["requestBody"] = {"required": body_required, "content": {"application/json": {"schema": schema}}}
     return operation
 
 
@@ -227,9 +249,10 @@ _PATHS: dict[str, Any] = {
         "content": {"text/plain": {"schema": {"type": "string"}}}})},
     "/topics": {
         "get": _op("Mirrored topics", _json("ok", _ref("TopicList"))),
-        "post": _op("Mirror a topic (whitelist it); a standby forwards it to the leader",
-                    _json("created: the topic's view", _ref("TopicView")), write=True, body="TopicRequest",
-                    ok_status="201"),
+        "post": _op("Mirror a topic, or many ({\"topics\": [...]}); a standby forwards it to the leader",
+                    _json("created: the topic's view, or (bulk) the created topics",
+                          {"oneOf": [_ref("TopicView"), _ref("TopicsCreated")]}),
+                    write=True, body=["TopicRequest", "TopicsRequest"], ok_status="201"),
         "put": _op("Mirror more partitions of a topic (numPartitions required; never fewer)",
                    _json("the topic's view", _ref("TopicView")), write=True, body="TopicRequest"),
     },

@@ -54,6 +54,7 @@ class ControllerApi(Protocol):
     def list_topics(self) -> list[dict[str, Any]]: ...
     def topic_view(self, topic: str, route: str | None = None) -> dict[str, Any]: ...
     def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> dict[str, Any]: ...
+    def add_topics(self, topics: Any, route: str | None = None) -> dict[str, Any]: ...
     def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> dict[str, Any]: ...
     def delete_topic(self, topic: str, route: str | None = None) -> dict[str, Any]: ...
     def instances(self) -> dict[str, Any]: ...
@@ -118,6 +119,31 @@ def _body(partitions_required: bool) -> tuple[str, int | None, str | None]:
     count = _partitions(body.get("numPartitions"), partitions_required)
     route = _route(body.get("route"), "the body's") or _route_arg()
     return topic, count, route
+
+
+_BULK_KEYS = ("topics", "route")
+_BULK_ENTRY_KEYS = ("topic", "numPartitions")
+MAX_BULK_TOPICS = 1000
+
+
+def _bulk_body(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The bulk body of POST /topics, checked: ([{"topic", "numPartitions"?}, ...], route)."""
+    unknown = sorted(str(key) for key in body if key not in _BULK_KEYS)
+    if unknown:
+        raise BadRequest(f"unknown body fields {unknown}; known with topics: {list(_BULK_KEYS)}"[:300])
+    entries = body["topics"]
+    if not isinstance(entries, list) or not 0 < len(entries) <= MAX_BULK_TOPICS:
+        raise BadRequest(f"topics must be a list of 1 to {MAX_BULK_TOPICS} objects like "
+                         '{"topic": "orders", "numPartitions": 8}')
+    topics = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise BadRequest(f"every entry of topics must be an object, not {entry!r}"[:300])
+        unknown = sorted(str(key) for key in entry if key not in _BULK_ENTRY_KEYS)
+        if unknown or "topic" not in entry:
+            raise BadRequest(f"every entry of topics needs topic and may have numPartitions; got {sorted(entry)}"[:300])
+        topics.append({"topic": _topic(entry["topic"]), "numPartitions": _partitions(entry.get("numPartitions"), False)})
+    return topics, _route(body.get("route"), "the body's") or _route_arg()
 
 
 def _route_arg() -> str | None:
@@ -217,6 +243,13 @@ def get_topic(topic: str) -> Any:
 
 @topics_api.post("/topics")
 def add_topic() -> Any:
+    body = request.get_json(silent=True)
+    if isinstance(body, dict) and "topics" in body:  # bulk: one write and one reconcile for them all
+        topics, route = _bulk_body(body)
+        forwarded = _forward_if_standby()
+        if forwarded is not None:
+            return forwarded
+        return jsonify(_controller().add_topics(topics, route)), 201
     topic, count, route = _body(partitions_required=False)
     forwarded = _forward_if_standby()
     if forwarded is not None:

@@ -8,15 +8,23 @@ States::
                          gone): stops writing at once, campaigns again
     any     -> STOPPED   :meth:`Controller.stop`
 
-Level-triggered: ZooKeeper watch callbacks (all on kazoo's one event thread) only *schedule*
-the APScheduler job ``reconcile``; the job reads the whole state, computes the whole desired
-state with :func:`controller.planner.plan` and writes what differs in fenced transactions,
-stamping changed assignments with a new generation. Jobs run on one scheduler thread, so they
-never overlap; REST writes share the same lock.
+Level-triggered, from a model: at takeover the leader reads Ferry's state once (pipelined) into
+a :class:`controller.leader_state.LeaderState`. ZooKeeper watch callbacks (all on kazoo's one
+event thread) only record what they saw (the newest live set, each worker's newest status bytes)
+and *schedule* the APScheduler job ``reconcile``; the job feeds what was recorded to the model,
+which plans only what those changes touched (deciding exactly as :func:`controller.planner.plan`),
+and writes what differs in fenced transactions, stamping changed assignments with a new
+generation. The leader's own writes (REST, observer) go to the model once ZooKeeper took them; a
+failed write drops the model and the next reconcile reads everything again. REST reads on the
+leader answer from the model; a standby reads ZooKeeper.
 
-Jobs: ``reconcile`` (now, coalesced), ``rebalance`` (``rebalance_delay_s`` after the last
-membership change, debounced), ``failover-<worker>`` (when a departed worker's retention ends),
-``resync`` (every few seconds, a safety net for a trigger that arrived mid-run).
+Jobs, on separate executors so that none waits behind another: ``reconcile`` (now, coalesced),
+``rebalance`` (``rebalance_delay_s`` after the last membership change, debounced),
+``failover-<worker>`` (when a departed worker's retention ends) and ``resync`` (every few seconds,
+a safety net for a trigger that arrived mid-run) share the ``reconcile`` thread; ``observe``,
+``lag`` and ``validate`` have a thread each. No job has a misfire grace limit (a late run runs,
+coalesced); every run, failure and skip is counted in ``ferry_controller_job_*`` metrics, and
+APScheduler's own warnings stay visible.
 """
 
 from __future__ import annotations
@@ -27,18 +35,27 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from functools import partial
+from types import MappingProxyType
 from typing import Any
 
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_EXECUTED,
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    JobEvent,
+    JobExecutionEvent,
+)
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.election import Election
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from kazoo.recipe.watchers import ChildrenWatch
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from common.config import FerryConfig, RouteConfig
 from common.diff import compare, summarize
@@ -48,24 +65,27 @@ from common.model import (
     PartitionKey,
     PartitionState,
     TopicKey,
-    WorkerAssignment,
+    WorkerInfo,
+    WorkerStatus,
     decode,
     encode,
     topic_name_problem,
 )
 from common.zk_layout import ZkLayout, make_client
-from controller import observer, planner
+from controller import observer
 from controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
 from controller.kafka_meta import ClusterMetadata
+from controller.leader_state import Changes, LeaderState, writes
 from controller.progress import OffsetSample, ProgressTracker
 from controller.schema_distributor import SchemaDistributor
-from controller.store import Op, Snapshot, Store
+from controller.store import Op, Store
 
 log = logging.getLogger(__name__)
 
 STANDBY, LEADING, STOPPED = "STANDBY", "LEADING", "STOPPED"
 RESYNC_INTERVAL_S = 5.0
 RETRY_AFTER_FAILURE_S = 1.0
+MAX_PARSED_KEYS = 2_000_000
 
 # (cluster name, topic) -> partition count at that cluster, or None when the topic does not exist.
 PartitionCounter = Callable[[str, str], "int | None"]
@@ -108,6 +128,31 @@ class Controller:
                                     "Lagging partitions whose committed offset has not moved", registry=self.registry)
         # Schema distribution (config `schemas`): a leader job of its own, see schema_distributor.
         self.schemas = SchemaDistributor(config.schemas, self.registry) if config.schemas else None
+        self._job_runs = Counter("ferry_controller_job_runs", "Runs of the leader's jobs", ["job"], registry=self.registry)
+        self._job_failures = Counter("ferry_controller_job_failures", "Runs of the leader's jobs that raised",
+                                     ["job"], registry=self.registry)
+        self._job_skips = Counter("ferry_controller_job_skips",
+                                  "Runs APScheduler skipped (missed their time, or too many instances)",
+                                  ["job", "why"], registry=self.registry)
+        self._reconcile_seconds = Histogram(
+            "ferry_controller_reconcile_seconds", "Time of one reconcile (plan and writes)", registry=self.registry,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0))
+        self._plan_seconds = Histogram(
+            "ferry_controller_plan_seconds", "Time of one reconcile's planning alone", registry=self.registry,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0))
+        self._watch_reads = 0  # data the watches brought (each a read at the server)
+        zk_counters = (
+            ("ferry_controller_zk_reads", "ZooKeeper reads by this controller (watch reads included)",
+             lambda: self.store.reads + self._watch_reads),
+            ("ferry_controller_zk_writes", "ZooKeeper write ops committed by this controller", lambda: self.store.writes),
+            ("ferry_controller_zk_transactions", "ZooKeeper transactions by this controller",
+             lambda: self.store.transactions),
+            ("ferry_controller_zk_max_transaction_bytes", "The biggest transaction written, in bytes",
+             lambda: self.store.max_transaction_bytes),
+            ("ferry_controller_zk_max_node_bytes", "The biggest node written, in bytes", lambda: self.store.max_node_bytes),
+        )
+        for name, text, read in zk_counters:
+            Gauge(name, text, registry=self.registry).set_function(read)
         self._clock = clock
         self.state = STANDBY
         self._lock = threading.RLock()
@@ -121,13 +166,28 @@ class Controller:
         self._live_seen: set[str] | None = None
         self._state_watched: set[str] = set()
         self._dirty = False
+        # The leader's model (None: read it at the next reconcile) and what the watches saw since.
+        self._model: LeaderState | None = None
+        self._seen_lock = threading.Lock()
+        self._seen_live: set[str] | None = None
+        self._seen_statuses: dict[str, bytes | None] = {}
+        self._reconcile_queued = False
+        self._ideal_published: Mapping[TopicKey, IdealState] | None = None
+        # Partition keys parsed from the workers' statuses (a status repeats its keys at every report).
+        self._parsed_keys: dict[str, PartitionKey] = {}
+        self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
         self._scheduler = BackgroundScheduler(
-            # Reconciliation and the quick leader jobs share one thread; the Spark validation,
-            # which takes many seconds, gets its own so it never delays a failover.
-            executors={"default": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1),
+            # Reconciliation (with rebalance, failover and resync) has one thread; the observer,
+            # the lag sampler and the Spark validation each have their own, so a long reconcile
+            # never starves them, and they never delay a failover.
+            executors={"default": ThreadPoolExecutor(1), "timer": ThreadPoolExecutor(1), "observer": ThreadPoolExecutor(1),
+                       "lag": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1),
                        "schemas": ThreadPoolExecutor(1)},  # registry I/O never delays a failover
-            job_defaults={"coalesce": True, "max_instances": 1},
+            # A late run still runs (no misfire grace limit); missed runs coalesce into one.
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
         )
+        self._scheduler.add_listener(self._on_job_event,
+                                     EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -157,6 +217,32 @@ class Controller:
             self._zk.stop()
             self._zk.close()
         self.state = STOPPED
+
+    def _on_job_event(self, event: JobEvent) -> None:
+        """Counts every run, failure and skip of a job (the scheduler's thread; never raises)."""
+        job = _job_name(event.job_id)
+        if event.code == EVENT_JOB_EXECUTED:
+            self._job_runs.labels(job).inc()
+        elif event.code == EVENT_JOB_ERROR:
+            self._job_runs.labels(job).inc()
+            self._job_failures.labels(job).inc()
+            exception = event.exception if isinstance(event, JobExecutionEvent) else None
+            log.error("job %s failed: %r", event.job_id, exception)
+        else:
+            # APScheduler logs each skip as a warning itself (left visible); this counts them.
+            why = "missed" if event.code == EVENT_JOB_MISSED else "max_instances"
+            self._job_skips.labels(job, why).inc()
+
+    def job_counts(self) -> dict[str, dict[str, int]]:
+        """Job -> {"runs", "failures", "skips"}, from the metrics (for tests and the bench)."""
+        result: dict[str, dict[str, int]] = {}
+        for metric, field in ((self._job_runs, "runs"), (self._job_failures, "failures"), (self._job_skips, "skips")):
+            for family in metric.collect():
+                for sample in family.samples:
+                    if sample.name.endswith("_total"):
+                        entry = result.setdefault(sample.labels["job"], {"runs": 0, "failures": 0, "skips": 0})
+                        entry[field] += int(sample.value)
+        return result
 
     def _on_session_state(self, state: str) -> None:
         # kazoo's connection thread: only record it. A lost session lost the election node too.
@@ -192,23 +278,29 @@ class Controller:
             return
         self._departed_at = {}
         self._live_seen = None
+        self._model = None
+        with self._seen_lock:
+            self._seen_live, self._seen_statuses = None, {}
         # Workers whose status node has a DataWatch in this epoch (touched only on kazoo's
         # event thread once the watches below exist).
         self._state_watched = set()
+        self._reconcile_queued = False
+        self._ensured_paths = set()
         self.state = LEADING
         log.info("controller %s leads (fence %s)", self.controller_id, self._fence)
         try:
             ChildrenWatch(self._zk, self.layout.live_workers, lambda children: self._on_live(epoch, children))
             ChildrenWatch(self._zk, self.layout.worker_states, lambda children: self._on_states(epoch, children))
-            self._scheduler.add_job(self._run_reconcile, "interval", seconds=RESYNC_INTERVAL_S, id="resync",
-                                    replace_existing=True)
+            # The safety net only queues a reconcile (on a thread of its own, so it never piles up).
+            self._scheduler.add_job(self.request_reconcile, "interval", seconds=RESYNC_INTERVAL_S, id="resync",
+                                    replace_existing=True, executor="timer")
             controller_config = self.config.controller
             self._scheduler.add_job(self._run_guarded, "interval", args=[self.observe], id="observe",
                                     seconds=controller_config.observer_interval_s, replace_existing=True,
-                                    next_run_time=datetime.now())
+                                    next_run_time=datetime.now(), executor="observer")
             self._scheduler.add_job(self._run_guarded, "interval", args=[self.sample_offsets], id="lag",
                                     seconds=controller_config.lag_interval_s, replace_existing=True,
-                                    next_run_time=datetime.now() + timedelta(seconds=1))
+                                    next_run_time=datetime.now() + timedelta(seconds=1), executor="lag")
             if controller_config.validation_interval_s and self._config_path:
                 self._scheduler.add_job(self._run_guarded, "interval", args=[self.run_spark_validation], id="validate",
                                         seconds=controller_config.validation_interval_s, replace_existing=True,
@@ -226,6 +318,7 @@ class Controller:
             self.state = STANDBY
             self._leader_gauge.set(0)
             self._epoch += 1
+            self._model = None
             for job in self._scheduler.get_jobs():
                 with contextlib.suppress(Exception):
                     job.remove()
@@ -262,56 +355,111 @@ class Controller:
             log.info("workers joined %s left %s; rebalance in %.0fs", joined, left, self.config.controller.rebalance_delay_s)
             self._schedule("rebalance", self.config.controller.rebalance_delay_s, rebalance=True)
         self._live_seen = live
+        with self._seen_lock:
+            self._seen_live = live
+            self._watch_reads += 1
         self.request_reconcile()
         return True
 
     def _on_states(self, epoch: int, children: list[str]) -> bool:
-        """One DataWatch per worker status node per lead: a worker already watched in this
+        """One follower per worker status node per lead: a worker already followed in this
         epoch gets no second one (each would fire on every later change of that node)."""
         if epoch != self._epoch:
             return False
+        with self._seen_lock:
+            self._watch_reads += 1
         for worker in children:
             if worker not in self._state_watched:
                 self._state_watched.add(worker)
-                DataWatch(self._zk, self.layout.worker_state(worker), self._state_watcher(epoch, worker))
+                self._follow_status(epoch, worker)
         self.request_reconcile()
         return True
 
-    def _state_watcher(self, epoch: int, worker: str) -> Callable[[bytes | None, Any], bool]:
-        """A watch lives while its epoch does and its node exists; returning False ends it."""
-        def on_data(data: bytes | None, stat: Any) -> bool:
+    def _follow_status(self, epoch: int, worker: str) -> None:
+        """Follows one worker's status node for this lead, pipelined.
+
+        A kazoo ``DataWatch`` reads the node again on kazoo's one event thread and waits for the
+        answer, so 2,000 workers reporting at once are 2,000 round trips one after another.
+        Here a notification only sends ``get_async`` (with the next watch) and the answer is
+        recorded when it arrives: the reads are in flight together. A deleted node is recorded
+        (None) and followed with ``exists_async`` until it comes back. A read that failed (the
+        connection dropped) is sent again a second later, while this lead lasts; a lost session
+        ends the lead, and the next lead reads everything anyway.
+        """
+        path = self.layout.worker_state(worker)
+
+        def on_event(event: Any) -> None:  # kazoo's event thread: only send the next read
+            if epoch == self._epoch:
+                fetch()
+
+        def fetch() -> None:
             if epoch != self._epoch:
-                return False  # an earlier lead's watch: the new lead has its own
-            if data is None:
-                # The node is gone: this watch ends, and the children watch starts a new one
-                # when the worker writes its status again.
-                self._state_watched.discard(worker)
-                self.request_reconcile()
-                return False
+                return
+            try:
+                self._zk.get_async(path, watch=on_event).rawlink(on_data)
+            except KazooException:
+                threading.Timer(1.0, fetch).start()
+
+        def on_data(result: Any) -> None:
+            if epoch != self._epoch:
+                return
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                data = None
+                self._zk.exists_async(path, watch=on_event).rawlink(on_exists)
+            except KazooException:
+                threading.Timer(1.0, fetch).start()
+                return
+            with self._seen_lock:
+                self._seen_statuses[worker] = data  # None: the node is gone
+                self._watch_reads += 1
             self.request_reconcile()
-            return True
-        return on_data
+
+        def on_exists(result: Any) -> None:
+            with contextlib.suppress(KazooException):
+                if epoch == self._epoch and result.get() is not None:
+                    fetch()  # it came back between the read and the watch
+
+        fetch()
 
     def request_reconcile(self) -> None:
-        self._dirty = True
-        self._schedule("reconcile", 0.0)
+        """Marks the state dirty and queues one ``reconcile`` run unless one is queued already.
 
-    def _schedule(self, job_id: str, delay_s: float, rebalance: bool = False) -> None:
+        At most one run waits while another runs: a burst of triggers costs one run, and no
+        trigger is ever refused by APScheduler (a refused run would count as a skip).
+        """
+        self._dirty = True
+        with self._seen_lock:
+            if self._reconcile_queued:
+                return
+            self._reconcile_queued = True
+        if not self._schedule("reconcile", 0.0, queued=True):
+            with self._seen_lock:
+                self._reconcile_queued = False
+
+    def _schedule(self, job_id: str, delay_s: float, rebalance: bool = False, queued: bool = False) -> bool:
+        """(Re)schedules the one-shot job ``job_id``; False when not leading or the scheduler stopped."""
         if self.state != LEADING:
-            return
-        with contextlib.suppress(Exception):  # the scheduler is shut down while stopping
+            return False
+        try:
             self._scheduler.add_job(
                 self._run_reconcile, "date", run_date=datetime.now() + timedelta(seconds=delay_s), id=job_id,
-                replace_existing=True, misfire_grace_time=None, kwargs={"rebalance": rebalance},
-                # A trigger arriving while the same job runs waits for the one scheduler thread
-                # instead of being skipped (the pool has one thread, so runs never overlap).
+                replace_existing=True, misfire_grace_time=None, kwargs={"rebalance": rebalance, "queued": queued},
+                # One run may wait for the one reconcile thread while another runs.
                 max_instances=2,
             )
+        except Exception:  # the scheduler is shut down while stopping
+            return False
+        return True
 
     # -- reconciliation ---------------------------------------------------------------------
 
-    def _run_reconcile(self, rebalance: bool = False) -> None:
+    def _run_reconcile(self, rebalance: bool = False, queued: bool = False) -> None:
         """The scheduler's job: reconcile until no trigger arrived meanwhile."""
+        if queued:
+            with self._seen_lock:
+                self._reconcile_queued = False  # a trigger from now on queues the next run
         self._dirty = True
         while self._dirty and self.state == LEADING:
             self._dirty = False
@@ -323,65 +471,96 @@ class Controller:
                 return
             except (ControllerError, KazooException) as exc:
                 log.warning("reconcile failed (retrying in %.0fs): %s", RETRY_AFTER_FAILURE_S, exc)
-                self._schedule("reconcile", RETRY_AFTER_FAILURE_S, rebalance=rebalance)
+                self._schedule("retry", RETRY_AFTER_FAILURE_S, rebalance=rebalance)
                 return
             rebalance = False
 
-    def reconcile(self, rebalance: bool = False) -> planner.Plan:
-        """Reads everything, plans the whole desired state, writes what differs (fenced)."""
+    def reconcile(self, rebalance: bool = False) -> Changes:
+        """Feeds the model what the watches saw, plans what that touched, writes what differs (fenced)."""
         with self._lock:
             self._require_leader()
-            snapshot = self.store.snapshot()
+            started = time.perf_counter()
+            model = self._leader_state()
             now = self._clock()
-            plan = planner.plan(
-                snapshot.ideal, snapshot.live, snapshot.statuses, set(snapshot.assignments), self._departed_at,
-                now, self.config.controller.failover_delay_s, rebalance=rebalance,
-            )
-            ops = self._changes(snapshot, plan)
+            plan_started = time.perf_counter()
+            changes = model.plan(now, self.config.controller.failover_delay_s, rebalance=rebalance)
+            self._plan_seconds.observe(time.perf_counter() - plan_started)
+            generation = model.generation + 1
+            ops = self._changes(model, changes, generation)
             if ops:
-                self._commit(ops)
-            self._departed_at = dict(plan.departed_at)
-            self._count_states(plan)
-            for worker, until in plan.retained_until.items():
+                try:
+                    self._commit(ops)
+                except BaseException:
+                    self._model = None  # some transactions may have committed: read everything again
+                    raise
+            model.applied(changes, generation)
+            if changes.ideal:
+                self._publish_ideal()
+            self._departed_at = dict(model.departed_at)
+            for state, count in model.state_counts.items():
+                self._partitions_gauge.labels(state).set(count)
+            for worker, until in changes.retained_until.items():
                 self._schedule(f"failover-{worker}", max(0.0, until - now) + 0.05)
-            if plan.moved:
-                log.info("reconciled: %d partitions moved%s", plan.moved, " (rebalance)" if rebalance else "")
-            return plan
+            if changes.moved:
+                log.info("reconciled: %d partitions moved%s", changes.moved, " (rebalance)" if rebalance else "")
+            self._reconcile_seconds.observe(time.perf_counter() - started)
+            return changes
 
-    def _changes(self, snapshot: Snapshot, plan: planner.Plan) -> list[Op]:
-        ops: list[Op] = []
-        for key, ideal in plan.ideal.items():
-            if snapshot.ideal.get(key) != ideal:
-                ops.append(Op("set", self.layout.topic(key.route, key.topic), ideal.to_bytes(), snapshot.ideal_versions[key]))
-        generation = snapshot.generation + 1
-        assignment_ops = []
-        for worker, partitions in sorted(plan.assignments.items()):
-            old = snapshot.assignments.get(worker)
-            path = self.layout.assignment(worker)
-            if old is None:
-                assignment_ops.append(Op("create", path, WorkerAssignment(generation, partitions).to_bytes()))
-            elif old.partitions != partitions:
-                assignment_ops.append(Op("set", path, WorkerAssignment(generation, partitions).to_bytes()))
-            elif not partitions and worker not in snapshot.live:
-                assignment_ops.append(Op("delete", path))  # a departed worker with nothing left
-        if assignment_ops:
-            ops.extend(assignment_ops)
-            kind = "set" if snapshot.generation_exists else "create"
-            ops.append(Op(kind, self.layout.generation, encode(generation)))
-        for key, view in plan.external.items():
-            old_view = snapshot.external.get(key)
-            if old_view != view:
-                self._zk.ensure_path(self.layout.route_external(key.route))
-                kind = "create" if old_view is None else "set"
-                ops.append(Op(kind, self.layout.external_topic(key.route, key.topic), view.to_bytes()))
-        for key in snapshot.external.keys() - plan.external.keys():
-            ops.append(Op("delete", self.layout.external_topic(key.route, key.topic)))
-        return ops
+    def _leader_state(self) -> LeaderState:
+        """The model, read from ZooKeeper when there is none, with what the watches saw since."""
+        if self._model is None:
+            with self._seen_lock:
+                self._seen_live, self._seen_statuses = None, {}
+            started = time.perf_counter()
+            # The views are the leader's own function of the statuses: rewritten at the first
+            # reconcile rather than read (half the nodes of a takeover read).
+            self._model = LeaderState(self.store.snapshot(read_views=False), self._departed_at)
+            self._publish_ideal()
+            log.info("read the state: %d topics, %d workers in %.2fs", len(self._model.ideal),
+                     len(self._model.live), time.perf_counter() - started)
+        model = self._model
+        with self._seen_lock:
+            live, statuses = self._seen_live, self._seen_statuses
+            self._seen_live, self._seen_statuses = None, {}
+        if live is not None and live != set(model.live):
+            infos = {w: info for w, info in model.live.items() if w in live}
+            new = self.store.data_many(self.layout.live_worker(w) for w in live - set(infos))
+            for worker in live - set(infos):
+                got = new.get(self.layout.live_worker(worker))
+                if got is not None:
+                    infos[worker] = WorkerInfo.from_bytes(got[0]) or WorkerInfo(worker, "?", 0)
+            model.set_live(infos)
+        if len(self._parsed_keys) > MAX_PARSED_KEYS:
+            self._parsed_keys = {}  # topics came and went: start over rather than grow forever
+        for worker, data in statuses.items():
+            model.set_status(worker, None if data is None else WorkerStatus.from_bytes(data, self._parsed_keys))
+        return model
+
+    def _changes(self, model: LeaderState, changes: Changes, generation: int) -> list[Op]:
+        """The writes of ``changes`` in a safe order (:func:`controller.leader_state.writes`)."""
+        for key in changes.views:
+            self._ensure_path(self.layout.route_external(key.route))
+        return writes(self.layout, model, changes, generation)
 
     def _commit(self, ops: list[Op]) -> None:
         if self._fence is None or self.state != LEADING:
             raise NotLeader(f"controller {self.controller_id} does not lead")
-        self.store.commit(self._fence, ops)
+        try:
+            self.store.commit(self._fence, ops)
+        except BaseException:
+            self._model = None  # some transactions may have committed: the next reconcile reads everything
+            raise
+
+    def _ensure_path(self, path: str) -> None:
+        """``ensure_path`` once per lead: a route's folders are never deleted while it leads."""
+        if path not in self._ensured_paths:
+            self._zk.ensure_path(path)
+            self._ensured_paths.add(path)
+
+    def _put_topic(self, key: TopicKey, state: IdealState | None, version: int = 0) -> None:
+        """Tells the model about a topic node this controller just wrote (no model: read at the next reconcile)."""
+        if self._model is not None:
+            self._model.put_topic(key, state, version)
 
     # -- reads (any controller) -------------------------------------------------------------
 
@@ -419,12 +598,48 @@ class Controller:
         except KazooException as exc:
             raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
 
+    def _leader_model(self) -> LeaderState | None:
+        """The model when this controller leads and has read it (call with the lock held), else None."""
+        return self._model if self.state == LEADING else None
+
     def _ideal_state(self, route: str, topic: str) -> IdealState | None:
+        with self._lock:
+            model = self._leader_model()
+            if model is not None:
+                return model.ideal.get(TopicKey(route, topic))
         state: IdealState | None = self._read(partial(self.store.ideal_state, route, topic))
         return state
 
-    def list_topics(self) -> list[dict[str, Any]]:
+    def _ideal_version(self, key: TopicKey) -> int:
+        model = self._leader_model()
+        if model is not None and key in model.ideal_versions:
+            return model.ideal_versions[key]
+        got = self._read(partial(self.store.data, self.layout.topic(key.route, key.topic)))
+        return -1 if got is None else int(got[1])
+
+    def _ideal_states(self) -> Mapping[TopicKey, IdealState]:
+        """Every ideal state; on the leader the model's as of its last change, without waiting for
+        the lock (the observer, the lag job and GET /topics never wait behind a long reconcile)."""
+        published = self._ideal_published
+        if published is not None and self.state == LEADING and self._model is not None:
+            return published
         ideal, _ = self._read(self.store.ideal_states)
+        return dict(ideal)
+
+    def _publish_ideal(self) -> None:
+        """A fresh read-only copy of the model's ideal states (call with the lock, after each change)."""
+        self._ideal_published = None if self._model is None else MappingProxyType(dict(self._model.ideal))
+
+    def _external_view(self, route: str, topic: str) -> ExternalView | None:
+        with self._lock:
+            model = self._leader_model()
+            if model is not None:
+                return model.external.get(TopicKey(route, topic))
+        stored: ExternalView | None = self._read(partial(self.store.external_view, route, topic))
+        return stored
+
+    def list_topics(self) -> list[dict[str, Any]]:
+        ideal = self._ideal_states()
         return [
             {"topic": key.topic, "route": key.route, "partitions": state.partitions}
             for key, state in sorted(ideal.items())
@@ -438,8 +653,7 @@ class Controller:
             state = self._ideal_state(r.name, topic)
             if state is not None:
                 ideal[r.name] = state
-                stored: ExternalView | None = self._read(partial(self.store.external_view, r.name, topic))
-                external[r.name] = stored or ExternalView(r.name, topic)
+                external[r.name] = self._external_view(r.name, topic) or ExternalView(r.name, topic)
         if not ideal:
             raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
         per_route = {name: _route_view(ideal[name], external[name]) for name in ideal}
@@ -457,35 +671,35 @@ class Controller:
         return {"topic": topic, **view, "routes": per_route}
 
     def instances(self) -> dict[str, Any]:
+        with self._lock:
+            model = self._leader_model()
+            if model is not None:
+                live, statuses = dict(model.live), dict(model.statuses)
+                holding = {w: [str(p) for p in held] for w, held in model.holding().items()}
+                return _instances(live, statuses, holding)
         live = self._read(self.store.live_workers)
         statuses = self._read(self.store.statuses)
         ideal, _ = self._read(self.store.ideal_states)
-        holding: dict[str, list[str]] = {}
+        holding = {}
         for key, state in sorted(ideal.items()):
             for p, worker in sorted(state.assignment.items()):
                 holding.setdefault(worker, []).append(f"{key.route}/{key.topic}/{p}")
-        instances = []
-        for worker, info in sorted(live.items()):
-            status = statuses.get(worker)
-            states = [s.state for s in status.partitions.values()] if status else []
-            instances.append({
-                "id": worker, "host": info.host, "pid": info.pid, "metricsUrl": info.metrics_url,
-                "partitions": holding.get(worker, []),
-                "online": states.count(PartitionState.ONLINE), "error": states.count(PartitionState.ERROR),
-                "generation": status.generation if status else None,
-                "leaving": bool(status and status.leaving),
-            })
-        departed = [{"id": w, "partitions": parts} for w, parts in sorted(holding.items()) if w not in live]
-        return {"instances": instances, "departed": departed}
+        return _instances(live, statuses, holding)
 
     def validation(self) -> dict[str, Any]:
-        ideal, _ = self._read(self.store.ideal_states)
-        external = self._read(self.store.external_views)
-        live = set(self._read(self.store.live_workers))
-        mismatches = compare(ideal, external, live)
+        with self._lock:
+            model = self._leader_model()
+            if model is not None:
+                mismatches, summary = model.validation()
+            else:
+                ideal, _ = self._read(self.store.ideal_states)
+                external = self._read(self.store.external_views)
+                live = set(self._read(self.store.live_workers))
+                mismatches = compare(ideal, external, live)
+                summary = summarize(ideal, external)
         return {
             "ok": not mismatches,
-            "summary": summarize(ideal, external),
+            "summary": summary,
             "mismatches": [m.to_json() for m in mismatches],
             "spark": self.spark_validation(),  # the last `ferry validate --store`, with checkedAt
         }
@@ -498,28 +712,69 @@ class Controller:
 
     def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> dict[str, Any]:
         """Whitelists ``topic`` on every route (or ``route``); its partitions are assigned at once."""
-        _check_topic(topic)
-        count = _check_count(num_partitions, required=False)
+        self.add_topics([{"topic": topic, "numPartitions": num_partitions}], route)
+        return self.topic_view(topic, route)
+
+    def add_topics(self, topics: Any, route: str | None = None) -> dict[str, Any]:
+        """Whitelists many topics (``[{"topic", "numPartitions"?}, ...]``) in one write and one reconcile.
+
+        All or nothing: any bad, already mirrored or missing topic refuses the whole request.
+        """
+        if not isinstance(topics, list) or not topics:
+            raise BadRequest('topics must be a non-empty list like [{"topic": "orders", "numPartitions": 8}]')
+        wanted_counts: dict[str, int | None] = {}
+        for item in topics:
+            if not isinstance(item, dict):
+                raise BadRequest(f'every entry of topics must be an object like {{"topic": "orders"}}, not {item!r}')
+            topic = item.get("topic")
+            _check_topic(topic)
+            assert isinstance(topic, str)  # _check_topic refused anything else
+            if topic in wanted_counts:
+                raise BadRequest(f"topic {topic!r} is listed twice")
+            wanted_counts[topic] = _check_count(item.get("numPartitions"), required=not self._checks_source)
         routes = self._routes(route)
         with self._lock:
             self._require_leader()
             for r in routes:
-                if self._ideal_state(r.name, topic) is not None:
-                    raise Conflict(f"topic {topic!r} is already mirrored on route {r.name}")
-            ops = []
+                for topic in wanted_counts:
+                    if self._ideal_state(r.name, topic) is not None:
+                        raise Conflict(f"topic {topic!r} is already mirrored on route {r.name}")
+            ops, created = [], []
             for r in routes:
-                at_source = self._source_count(r, topic)
-                wanted = count or at_source
-                if wanted > at_source:
-                    raise BadRequest(f"numPartitions {wanted} exceeds the {at_source} partitions of {topic!r} on {r.source}")
-                self._zk.ensure_path(self.layout.route_topics(r.name))
-                ops.append(Op("create", self.layout.topic(r.name, topic), IdealState(r.name, topic, wanted).to_bytes()))
-                if self._zk.exists(self.layout.removed_topic(r.name, topic)):
-                    ops.append(Op("delete", self.layout.removed_topic(r.name, topic)))
+                removed = set(self.store.children(f"{self.layout.removed}/{r.name}"))
+                self._ensure_path(self.layout.route_topics(r.name))
+                for topic, count in wanted_counts.items():
+                    wanted = self._mirrored_count(r, topic, count)
+                    state = IdealState(r.name, topic, wanted)
+                    ops.append(Op("create", self.layout.topic(r.name, topic), state.to_bytes()))
+                    created.append(state)
+                    if topic in removed:
+                        ops.append(Op("delete", self.layout.removed_topic(r.name, topic)))
             self._commit(ops)
-            log.info("whitelisted topic %s on %s", topic, [r.name for r in routes])
+            for state in created:
+                self._put_topic(TopicKey(state.route, state.topic), state, 0)
+            self._publish_ideal()
+            if len(wanted_counts) == 1:
+                log.info("whitelisted topic %s on %s", next(iter(wanted_counts)), [r.name for r in routes])
+            else:
+                log.info("whitelisted %d topics on %s", len(wanted_counts), [r.name for r in routes])
             self.reconcile()
-        return self.topic_view(topic, route)
+        return {"topics": [{"topic": s.topic, "route": s.route, "partitions": s.partitions} for s in created]}
+
+    def _mirrored_count(self, route: RouteConfig, topic: str, count: int | None) -> int:
+        """How many partitions of ``topic`` to mirror: ``count``, checked against the source when configured."""
+        if not self._checks_source:
+            assert count is not None  # required by add_topics then
+            return count
+        at_source = self._source_count(route, topic)
+        wanted = count or at_source
+        if wanted > at_source:
+            raise BadRequest(f"numPartitions {wanted} exceeds the {at_source} partitions of {topic!r} on {route.source}")
+        return wanted
+
+    @property
+    def _checks_source(self) -> bool:
+        return self.config.controller.check_source_topics
 
     def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> dict[str, Any]:
         """Raises the partition count Ferry mirrors (never lowers it); new partitions are assigned at once."""
@@ -529,6 +784,7 @@ class Controller:
         with self._lock:
             self._require_leader()
             ops = []
+            grown: list[tuple[TopicKey, IdealState, int]] = []
             mirrored = False
             for r in self._routes(route):
                 state = self._ideal_state(r.name, topic)
@@ -537,16 +793,20 @@ class Controller:
                 mirrored = True
                 if count < state.partitions:
                     raise BadRequest(f"topic {topic!r} has {state.partitions} partitions; Kafka cannot shrink it to {count}")
-                at_source = self._source_count(r, topic)
-                if count > at_source:
-                    raise BadRequest(f"numPartitions {count} exceeds the {at_source} partitions of {topic!r} on {r.source}")
+                self._mirrored_count(r, topic, count)
                 if count > state.partitions:
                     expanded = IdealState(r.name, topic, count, dict(state.assignment))
-                    ops.append(Op("set", self.layout.topic(r.name, topic), expanded.to_bytes()))
+                    key = TopicKey(r.name, topic)
+                    version = self._ideal_version(key)
+                    ops.append(Op("set", self.layout.topic(r.name, topic), expanded.to_bytes(), version))
+                    grown.append((key, expanded, version + 1))
             if not mirrored:
                 raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
             if ops:
                 self._commit(ops)
+                for key, expanded, version in grown:
+                    self._put_topic(key, expanded, version)
+                self._publish_ideal()
                 self.reconcile()
         return self.topic_view(topic, route)
 
@@ -555,9 +815,11 @@ class Controller:
         with self._lock:
             self._require_leader()
             ops = []
+            deleted = []
             for r in self._routes(route):
                 if self._ideal_state(r.name, topic) is not None:
                     ops.append(Op("delete", self.layout.topic(r.name, topic)))
+                    deleted.append(TopicKey(r.name, topic))
                     # Remembered, so the observer does not whitelist it again until someone POSTs it.
                     self._zk.ensure_path(f"{self.layout.removed}/{r.name}")
                     removed = self.layout.removed_topic(r.name, topic)
@@ -566,6 +828,9 @@ class Controller:
             if not ops:
                 raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
             self._commit(ops)
+            for key in deleted:
+                self._put_topic(key, None)
+            self._publish_ideal()
             log.info("stopped mirroring topic %s", topic)
             self.reconcile()
         return {"topic": topic, "deleted": True}
@@ -604,36 +869,53 @@ class Controller:
         }
 
     def observe(self) -> observer.Decisions:
-        """Whitelists new matching source topics, expands grown ones, makes destination configs follow."""
-        source_topics = {r.name: self.kafka.topics(r.source) for r in self.config.routes if r.include}
+        """Whitelists new matching source topics, expands grown ones, makes destination configs follow.
+
+        One metadata request per source cluster (not one per topic), one write and one reconcile
+        for everything it decided. Topics Ferry mirrors but the source does not have (e.g. a
+        benchmark's topics that live only in ZooKeeper) are left alone.
+        """
+        mirrored_routes = {k.route for k in self._ideal_states()}
+        source_topics = {
+            r.name: self.kafka.topics(r.source) for r in self.config.routes if r.include or r.name in mirrored_routes
+        }
+        removed = self.removed_topics()
+        ideal = self._ideal_states()
+        decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
+        if not decisions.add and not decisions.expand:  # the usual case: no need to wait for the lock
+            at_source = {TopicKey(route, t) for route, topics in source_topics.items() for t in topics}
+            self._follow_configs(set(ideal) & at_source)
+            return decisions
         with self._lock:
             self._require_leader()
-            ideal, versions = self.store.ideal_states()
-            for r in self.config.routes:  # grown topics on routes without auto-whitelisting too
-                if r.name not in source_topics:
-                    mirrored = [k.topic for k in ideal if k.route == r.name]
-                    if mirrored:
-                        counts = {t: self._count_partitions(r.source, t) for t in mirrored}
-                        source_topics[r.name] = {t: n for t, n in counts.items() if n is not None}
-            decisions = observer.decide(self.config.routes, source_topics, ideal, self.removed_topics())
-            ops = []
+            ideal = self._ideal_states()  # again, under the lock: what the writes start from
+            decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
+            ops, written = [], []
             for key, partitions in sorted(decisions.add.items()):
-                self._zk.ensure_path(self.layout.route_topics(key.route))
-                ops.append(Op("create", self.layout.topic(key.route, key.topic),
-                              IdealState(key.route, key.topic, partitions).to_bytes()))
+                self._ensure_path(self.layout.route_topics(key.route))
+                state = IdealState(key.route, key.topic, partitions)
+                ops.append(Op("create", self.layout.topic(key.route, key.topic), state.to_bytes()))
+                written.append((key, state, 0))
             for key, partitions in sorted(decisions.expand.items()):
                 old = ideal[key]
                 grown = IdealState(key.route, key.topic, partitions, dict(old.assignment))
-                ops.append(Op("set", self.layout.topic(key.route, key.topic), grown.to_bytes(), versions[key]))
+                version = self._ideal_version(key)
+                ops.append(Op("set", self.layout.topic(key.route, key.topic), grown.to_bytes(), version))
+                written.append((key, grown, version + 1))
             if ops:
                 self._commit(ops)
-                log.info("observer: whitelisted %s, expanded %s", sorted(map(str, decisions.add)),
-                         {str(k): n for k, n in decisions.expand.items()})
+                for key, state, version in written:
+                    self._put_topic(key, state, version)
+                self._publish_ideal()
+                log.info("observer: whitelisted %d topics %s, expanded %s", len(decisions.add),
+                         sorted(map(str, decisions.add))[:20], {str(k): n for k, n in decisions.expand.items()})
                 self.reconcile()
-        self._follow_configs(set(ideal) | set(decisions.add))
+        at_source = {TopicKey(route, t) for route, topics in source_topics.items() for t in topics}
+        self._follow_configs((set(ideal) | set(decisions.add)) & at_source)
         return decisions
 
     def _follow_configs(self, topics: set[TopicKey]) -> None:
+        """Only for topics that exist at the source (the caller filters)."""
         for route in self.config.routes:
             names = sorted(k.topic for k in topics if k.route == route.name)
             if not names:
@@ -649,15 +931,22 @@ class Controller:
                     log.info("observer: %s on %s now follows the source: %s", topic, route.destination, changes)
 
     def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
-        """Committed (route's group, at the source) and log-end offsets of mirrored partitions, read now."""
-        ideal, _ = self._read(self.store.ideal_states)
+        """Committed (route's group, at the source) and log-end offsets of mirrored partitions, read now.
+
+        Only partitions of topics the source has (one metadata request per route): a topic that
+        exists only in ZooKeeper has no offsets, and asking for them would wait for timeouts.
+        """
+        ideal = self._ideal_states()
         if topic is not None and not any(k.topic == topic for k in ideal):
             raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
         result: dict[PartitionKey, OffsetSample] = {}
         for route in self.config.routes:
+            if not any(k.route == route.name for k in ideal):
+                continue
+            at_source = self.kafka.topics(route.source)
             wanted = [
-                (key.topic, p) for key, state in ideal.items() if key.route == route.name
-                and (topic is None or key.topic == topic) for p in range(state.partitions)
+                (key.topic, p) for key, state in ideal.items() if key.route == route.name and key.topic in at_source
+                and (topic is None or key.topic == topic) for p in range(min(state.partitions, at_source[key.topic]))
                 if partition is None or p == partition
             ]
             if not wanted:
@@ -720,13 +1009,16 @@ class Controller:
 
     def source_validation(self) -> dict[str, Any]:
         """uReplicator's ``/validation/srcKafka``: partition counts at the source vs the ideal state."""
-        ideal, _ = self._read(self.store.ideal_states)
+        ideal = self._ideal_states()
         problems = []
+        routes = {r.name: r for r in self.config.routes}
+        source_topics = {name: self.kafka.topics(r.source) for name, r in routes.items()
+                         if any(k.route == name for k in ideal)}
         for key, state in sorted(ideal.items()):
-            route = self.config.route(key.route) if key.route in {r.name for r in self.config.routes} else None
+            route = routes.get(key.route)
             if route is None:
                 continue
-            at_source = self._count_partitions(route.source, key.topic)
+            at_source = source_topics[key.route].get(key.topic)
             if at_source != state.partitions:
                 problems.append({"route": key.route, "topic": key.topic, "idealPartitions": state.partitions,
                                  "sourcePartitions": at_source,
@@ -734,17 +1026,6 @@ class Controller:
         spark = self.spark_validation()
         return {"ok": not problems, "topics": len(ideal), "mismatches": problems,
                 "spark": None if spark is None else {"checkedAt": spark.get("checkedAt"), "srcKafka": spark.get("srcKafka")}}
-
-    def _count_states(self, plan: planner.Plan) -> None:
-        counts = {PartitionState.ONLINE: 0, PartitionState.OFFLINE: 0, PartitionState.ERROR: 0}
-        for key, state in plan.ideal.items():
-            view = plan.external.get(key)
-            for p in range(state.partitions):
-                entry = view.partitions.get(p) if view else None
-                reported = entry.get("state", PartitionState.OFFLINE) if entry else PartitionState.OFFLINE
-                counts[reported] = counts.get(reported, 0) + 1
-        for name, count in counts.items():
-            self._partitions_gauge.labels(name).set(count)
 
     def metrics_text(self) -> bytes:
         return generate_latest(self.registry)
@@ -767,6 +1048,29 @@ class Controller:
         distributor = self._schema_distributor()
         self._require_leader()
         return distributor.run()
+
+
+def _job_name(job_id: str) -> str:
+    """A metric label: ``failover-<worker>`` jobs count as one ``failover`` job."""
+    return "failover" if job_id.startswith("failover-") else job_id
+
+
+def _instances(
+    live: dict[str, WorkerInfo], statuses: dict[str, WorkerStatus], holding: dict[str, list[str]]
+) -> dict[str, Any]:
+    instances = []
+    for worker, info in sorted(live.items()):
+        status = statuses.get(worker)
+        states = [s.state for s in status.partitions.values()] if status else []
+        instances.append({
+            "id": worker, "host": info.host, "pid": info.pid, "metricsUrl": info.metrics_url,
+            "partitions": holding.get(worker, []),
+            "online": states.count(PartitionState.ONLINE), "error": states.count(PartitionState.ERROR),
+            "generation": status.generation if status else None,
+            "leaving": bool(status and status.leaving),
+        })
+    departed = [{"id": w, "partitions": parts} for w, parts in sorted(holding.items()) if w not in live]
+    return {"instances": instances, "departed": departed}
 
 
 def _route_view(ideal: IdealState, external: ExternalView) -> dict[str, Any]:

@@ -52,6 +52,11 @@ class FakeController:
         self._call("add_topic", topic, num_partitions, route)
         return {"topic": topic, "partitions": num_partitions, "by": self.controller_id}
 
+    def add_topics(self, topics: Any, route: str | None = None) -> dict[str, Any]:
+        self._call("add_topics", topics, route)
+        return {"topics": [{"topic": t["topic"], "route": route or "src.dst", "partitions": t["numPartitions"] or 1}
+                           for t in topics]}
+
     def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> dict[str, Any]:
         self._call("expand_topic", topic, num_partitions, route)
         return {"topic": topic, "partitions": num_partitions}

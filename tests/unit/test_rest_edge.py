@@ -125,6 +125,32 @@ def test_a_bad_body_field_is_a_400(client: FlaskClient, fake: ZkLikeFake, method
     assert fake.calls == []
 
 
+@pytest.mark.parametrize("body", [
+    {"topics": []},
+    {"topics": "orders"},
+    {"topics": ["orders"]},
+    {"topics": [{"topic": "."}]},
+    {"topics": [{"topic": "orders", "numPartitions": 0}]},
+    {"topics": [{"topic": "orders", "partitions": 8}]},
+    {"topics": [{"numPartitions": 8}]},
+    {"topics": [{"topic": "orders"}], "topic": "orders"},
+    {"topics": [{"topic": "orders"}], "route": "nope"},
+    {"topics": [{"topic": f"t{i}"} for i in range(1001)]},
+], ids=lambda body: repr(body)[:60])
+def test_a_bad_bulk_body_is_a_400(client: FlaskClient, fake: ZkLikeFake, body: dict[str, Any]) -> None:
+    assert_json_error(client.post("/topics", json=body), 400)
+    assert fake.calls == []
+
+
+def test_a_bulk_post_is_one_call_with_every_topic(client: FlaskClient, fake: ZkLikeFake) -> None:
+    answer = client.post("/topics", json={"topics": [{"topic": "a", "numPartitions": 8}, {"topic": "b"}],
+                                          "route": "src.dst"})
+    assert answer.status_code == 201
+    assert fake.calls == [("add_topics", ([{"topic": "a", "numPartitions": 8}, {"topic": "b", "numPartitions": None}],
+                                          "src.dst"))]
+    assert [t["topic"] for t in answer.get_json()["topics"]] == ["a", "b"]
+
+
 def test_put_needs_num_partitions(client: FlaskClient, fake: ZkLikeFake) -> None:
     assert "numPartitions" in assert_json_error(client.put("/topics", json={"topic": "orders"}), 400)["error"]
     assert fake.calls == []

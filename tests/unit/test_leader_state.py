@@ -1,0 +1,265 @@
+"""controller.leader_state.LeaderState decides exactly as controller.planner.plan, after any events.
+
+The specification side keeps ZooKeeper's content as plain dicts and runs the whole-state
+:func:`controller.planner.plan` at every step, writing what it returns as the controller used to;
+the incremental side gets only the events and writes only what its plan says. After every step
+both must hold the same ideal states, assignments and external views, and agree on what moved,
+which workers are retained and until when.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from common.diff import compare, summarize
+from common.model import (
+    ExternalView,
+    IdealState,
+    PartitionKey,
+    PartitionState,
+    PartitionStatus,
+    TopicKey,
+    WorkerAssignment,
+    WorkerInfo,
+    WorkerStatus,
+)
+from common.zk_layout import ZkLayout
+from controller.leader_state import LeaderState, writes
+from controller.planner import plan
+from controller.store import Snapshot, chunks
+
+pytestmark = pytest.mark.unit
+
+ROUTE = "src.dst"
+DELAY = 10.0
+WORKERS = [f"w{i}" for i in range(6)]
+TOPICS = [f"t{i}" for i in range(5)]
+
+
+@dataclass
+class Zk:
+    """What ZooKeeper holds, and what only the workers write."""
+
+    ideal: dict[TopicKey, IdealState] = field(default_factory=dict)
+    assignments: dict[str, frozenset[PartitionKey]] = field(default_factory=dict)
+    external: dict[TopicKey, ExternalView] = field(default_factory=dict)
+    live: dict[str, WorkerInfo] = field(default_factory=dict)
+    statuses: dict[str, WorkerStatus] = field(default_factory=dict)
+
+
+def spec_step(zk: Zk, departed: dict[str, float], now: float, rebalance: bool) -> tuple[int, dict[str, float]]:
+    result = plan(zk.ideal, zk.live, zk.statuses, set(zk.assignments), departed, now, DELAY, rebalance=rebalance)
+    for worker, partitions in result.assignments.items():
+        old = zk.assignments.get(worker)
+        if old is None or old != partitions:
+            zk.assignments[worker] = partitions
+        elif not partitions and worker not in zk.live:
+            del zk.assignments[worker]
+    zk.ideal = dict(result.ideal)
+    zk.external = dict(result.external)
+    departed.clear()
+    departed.update(result.departed_at)
+    return result.moved, result.retained_until
+
+
+def model_step(model: LeaderState, now: float, rebalance: bool) -> tuple[int, dict[str, float]]:
+    changes = model.plan(now, DELAY, rebalance=rebalance)
+    model.applied(changes, model.generation + 1)
+    return changes.moved, changes.retained_until
+
+
+def same(zk: Zk, model: LeaderState) -> None:
+    assert model.ideal == zk.ideal
+    assert {w: a.partitions for w, a in model.assignments.items()} == zk.assignments
+    assert model.external == zk.external
+    assert model.validation() == (compare(zk.ideal, zk.external, set(zk.live)), summarize(zk.ideal, zk.external))
+
+
+events = st.lists(
+    st.tuples(
+        st.sampled_from(["join", "die", "live_gone", "report", "report_mixed", "leave", "add", "expand", "delete",
+                         "tick", "rebalance"]),
+        st.sampled_from(WORKERS), st.sampled_from(TOPICS), st.integers(1, 6), st.floats(0, 15),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sets(st.sampled_from(WORKERS), max_size=4), st.dictionaries(st.sampled_from(TOPICS), st.integers(1, 6)),
+       events)
+def test_the_incremental_planner_decides_as_the_whole_state_plan(
+    workers: set[str], topics: dict[str, int], steps: list[tuple[str, str, str, int, float]]
+) -> None:
+    zk = Zk()
+    for worker in workers:
+        zk.live[worker] = WorkerInfo(worker, "h", 1)
+        zk.statuses[worker] = WorkerStatus(0)
+    for topic, count in topics.items():
+        zk.ideal[TopicKey(ROUTE, topic)] = IdealState(ROUTE, topic, count)
+    now = 1000.0
+    departed: dict[str, float] = {}
+    snapshot = Snapshot(live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal),
+                        ideal_versions={k: 0 for k in zk.ideal})
+    model = LeaderState(snapshot)
+    assert spec_step(zk, departed, now, False) == model_step(model, now, False)
+    same(zk, model)
+    for kind, worker, topic, number, seconds in steps:
+        key = TopicKey(ROUTE, topic)
+        rebalance = False
+        if kind == "join" and worker not in zk.live:
+            zk.live[worker] = WorkerInfo(worker, "h", 1)
+            zk.statuses[worker] = WorkerStatus(0)
+            model.set_live(zk.live)
+            model.set_status(worker, zk.statuses[worker])
+        elif kind == "die" and worker in zk.live:
+            del zk.live[worker]
+            zk.statuses.pop(worker, None)
+            model.set_live(zk.live)
+            model.set_status(worker, None)
+        elif kind == "live_gone" and worker in zk.live:
+            del zk.live[worker]
+            model.set_live(zk.live)
+        elif kind in ("report", "report_mixed") and worker in zk.statuses:
+            assigned = sorted(zk.assignments.get(worker, frozenset()))
+            states = [PartitionState.ONLINE, PartitionState.ERROR, PartitionState.OFFLINE]
+            zk.statuses[worker] = WorkerStatus(1, {
+                p: PartitionStatus(states[(i + number) % 3] if kind == "report_mixed" else PartitionState.ONLINE,
+                                   "why" if kind == "report_mixed" and (i + number) % 3 == 1 else None)
+                for i, p in enumerate(assigned)
+            })
+            model.set_status(worker, zk.statuses[worker])
+        elif kind == "leave" and worker in zk.statuses:
+            zk.statuses[worker] = WorkerStatus(0, {}, leaving=True)
+            model.set_status(worker, zk.statuses[worker])
+        elif kind == "add" and key not in zk.ideal:
+            zk.ideal[key] = IdealState(ROUTE, topic, number)
+            model.put_topic(key, zk.ideal[key])
+        elif kind == "expand" and key in zk.ideal:
+            old = zk.ideal[key]
+            zk.ideal[key] = IdealState(ROUTE, topic, old.partitions + number, dict(old.assignment))
+            model.put_topic(key, zk.ideal[key])
+        elif kind == "delete" and key in zk.ideal:
+            del zk.ideal[key]
+            model.put_topic(key, None)
+        elif kind == "tick":
+            now += seconds
+        elif kind == "rebalance":
+            rebalance = True
+        assert spec_step(zk, departed, now, rebalance) == model_step(model, now, rebalance), kind
+        same(zk, model)
+
+
+def test_a_partition_held_by_a_worker_whose_live_node_vanished_goes_to_its_new_owner_at_once() -> None:
+    """Rebalance moves p from w0 to w1 while w0 reports it: withheld; w0's live node goes: w1 gets it."""
+    topic = TopicKey(ROUTE, "t0")
+    held = {PartitionKey(ROUTE, "t0", p) for p in range(4)}
+    zk = Zk(ideal={topic: IdealState(ROUTE, "t0", 4, dict.fromkeys(range(4), "w0"))},
+            live={w: WorkerInfo(w, "h", 1) for w in ("w0", "w1")},
+            statuses={"w0": WorkerStatus(1, {p: PartitionStatus(PartitionState.ONLINE) for p in held}),
+                      "w1": WorkerStatus(0)})
+    model = LeaderState(Snapshot(live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal),
+                                 ideal_versions={topic: 0}))
+    departed: dict[str, float] = {}
+    assert spec_step(zk, departed, 1000.0, True) == model_step(model, 1000.0, True)
+    same(zk, model)
+    assert zk.assignments["w1"] == frozenset()  # withheld while w0 still holds them
+    del zk.live["w0"]
+    model.set_live(zk.live)
+    assert spec_step(zk, departed, 1001.0, False) == model_step(model, 1001.0, False)
+    same(zk, model)
+    assert len(zk.assignments["w1"]) == 2
+
+
+def test_a_batch_of_several_transactions_never_names_a_partition_in_two_assignments() -> None:
+    """A rebalance onto new workers, written in small transactions: every prefix is safe."""
+    topics = {TopicKey(ROUTE, f"t{i}"): IdealState(ROUTE, f"t{i}", 8) for i in range(30)}
+    first = [f"w{i}" for i in range(4)]
+    model = LeaderState(Snapshot(live={w: WorkerInfo(w, "h", 1) for w in first}, ideal=topics,
+                                 ideal_versions=dict.fromkeys(topics, 0)))
+    model.applied(model.plan(1000.0, DELAY), 1)
+    stored = {w: a.partitions for w, a in model.assignments.items()}
+    # The new workers sort before the old ones: in plain order their gains would come first.
+    model.set_live({w: WorkerInfo(w, "h", 1) for w in [*first, "a4", "a5", "a6"]})
+    changes = model.plan(1001.0, DELAY, rebalance=True)
+    assert changes.moved > 0
+    layout = ZkLayout("/")
+    ops = writes(layout, model, changes, 2, max_bytes=3000)
+    transactions = chunks(ops, 3000)
+    assert len(transactions) > 3
+    for transaction in transactions:
+        for op in transaction:
+            if op.path.startswith(layout.assignments + "/"):
+                worker = op.path.rsplit("/", 1)[1]
+                if op.kind == "delete":
+                    stored.pop(worker, None)
+                else:
+                    stored[worker] = WorkerAssignment.from_bytes(op.data).partitions
+        named = Counter(p for partitions in stored.values() for p in partitions)
+        assert not [p for p, n in named.items() if n > 1]  # after every transaction
+    assert stored == {w: frozenset(p) for w, p in changes.assignments.items()} | {
+        w: a.partitions for w, a in model.assignments.items() if w not in changes.assignments
+    }
+
+
+def test_views_not_read_at_takeover_are_written_once_or_deleted() -> None:
+    topic, gone = TopicKey(ROUTE, "t0"), TopicKey(ROUTE, "old")
+    model = LeaderState(Snapshot(live={"w0": WorkerInfo("w0", "h", 1)}, ideal={topic: IdealState(ROUTE, "t0", 2)},
+                                 ideal_versions={topic: 0}, unread_views={topic, gone}))
+    changes = model.plan(1000.0, DELAY)
+    assert set(changes.views) == {topic} and changes.delete_views == {gone}
+    ops = {op.path: op.kind for op in writes(ZkLayout("/"), model, changes, 1)}
+    assert ops["/external/src.dst/t0"] == "set" and ops["/external/src.dst/old"] == "delete"
+    model.applied(changes, 1)
+    assert not model.unread_views and model.plan(1001.0, DELAY).empty()
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_at_a_larger_size_the_incremental_planner_still_decides_as_the_whole_state_plan(seed: int) -> None:
+    """~2,000 partitions, 40 workers: joins, deaths, reports, new and deleted topics, a rebalance."""
+    import random
+
+    rng = random.Random(seed)
+    workers = [f"w{i:02d}" for i in range(40)]
+    zk = Zk(live={w: WorkerInfo(w, "h", 1) for w in workers[:30]}, statuses={w: WorkerStatus(0) for w in workers[:30]},
+            ideal={TopicKey(ROUTE, f"t{i}"): IdealState(ROUTE, f"t{i}", rng.randint(1, 12)) for i in range(300)})
+    model = LeaderState(Snapshot(live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal),
+                                 ideal_versions=dict.fromkeys(zk.ideal, 0)))
+    departed: dict[str, float] = {}
+    now = 1000.0
+    for step in range(12):
+        kind = rng.choice(["join", "die", "report", "add", "delete", "tick", "rebalance"]) if step else "report"
+        worker = rng.choice(workers)
+        if kind == "join" and worker not in zk.live:
+            zk.live[worker], zk.statuses[worker] = WorkerInfo(worker, "h", 1), WorkerStatus(0)
+            model.set_live(zk.live)
+            model.set_status(worker, zk.statuses[worker])
+        elif kind == "die" and worker in zk.live:
+            del zk.live[worker]
+            zk.statuses.pop(worker, None)
+            model.set_live(zk.live)
+            model.set_status(worker, None)
+        elif kind == "add":
+            key = TopicKey(ROUTE, f"n{step}")
+            zk.ideal[key] = IdealState(ROUTE, key.topic, rng.randint(1, 12))
+            model.put_topic(key, zk.ideal[key])
+        elif kind == "delete":
+            key = rng.choice(sorted(zk.ideal))
+            del zk.ideal[key]
+            model.put_topic(key, None)
+        elif kind == "tick":
+            now += rng.choice([1.0, 20.0])
+        if kind in ("report", "join", "tick"):  # every live worker reports what it was assigned
+            for w in zk.statuses:
+                zk.statuses[w] = WorkerStatus(1, {p: PartitionStatus(PartitionState.ONLINE)
+                                                  for p in zk.assignments.get(w, frozenset())})
+                model.set_status(w, zk.statuses[w])
+        rebalance = kind == "rebalance"
+        assert spec_step(zk, departed, now, rebalance) == model_step(model, now, rebalance), kind
+        same(zk, model)

@@ -196,6 +196,7 @@ class Worker:
             self._copiers[route] = RouteCopier(
                 config, self.config.clusters[config.source], self.config.clusters[config.destination],
                 self.config.worker, self.metrics, client_id=f"ferry-{self.worker_id}", clock=self._clock,
+                origins=self.config.copied_origins(config),
             )
         return self._copiers[route]
 

@@ -432,7 +432,10 @@ class Controller:
                 external[r.name] = stored or ExternalView(r.name, topic)
         if not ideal:
             raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
-        per_route = {name: _route_view(ideal[name], external[name]) for name in ideal}
+        by_name = {r.name: r for r in routes}
+        per_route = {name: {**_route_view(ideal[name], external[name]),
+                            "destination": by_name[name].destination,
+                            "destinationTopic": by_name[name].destination_topic(topic)} for name in ideal}
         if len(per_route) == 1:
             view = dict(next(iter(per_route.values())))
         else:  # several routes: flat maps keyed "<route>/<partition>"
@@ -629,14 +632,16 @@ class Controller:
             if not names:
                 continue
             source = self.kafka.topic_configs(route.source, names)
-            destination = self.kafka.topic_configs(route.destination, names)
+            renamed = {topic: route.destination_topic(topic) for topic in names}  # common.naming
+            destination = self.kafka.topic_configs(route.destination, sorted(renamed.values()))
             for topic in names:
-                if topic not in source or topic not in destination:
+                target = renamed[topic]
+                if topic not in source or target not in destination:
                     continue  # the destination topic does not exist yet: its worker creates it
-                changes = observer.config_changes(source[topic], destination[topic], route.config_exclude)
+                changes = observer.config_changes(source[topic], destination[target], route.config_exclude)
                 if changes:
-                    self.kafka.set_topic_configs(route.destination, topic, changes)
-                    log.info("observer: %s on %s now follows the source: %s", topic, route.destination, changes)
+                    self.kafka.set_topic_configs(route.destination, target, changes)
+                    log.info("observer: %s on %s now follows the source: %s", target, route.destination, changes)
 
     def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
         """Committed (route's group, at the source) and log-end offsets of mirrored partitions, read now."""

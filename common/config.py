@@ -258,6 +258,11 @@ class TreeConfig(_Strict):
     config_exclude: list[str] = Field(default_factory=list)
     # Distributor (<cluster>.L<level>) -> the leaf of its subtree it copies to; default: the first.
     targets: dict[str, str] = Field(default_factory=dict)
+    # The leader switches a distributor to another leaf of its subtree when its target has been
+    # unreachable for this long (0: never by itself; `ferry tree switch` still can).
+    switch_after_s: float = Field(60.0, ge=0)
+    # How often the leader probes every leaf for that.
+    probe_interval_s: float = Field(5.0, gt=0)
 
     @field_validator("layout")
     @classmethod
@@ -370,6 +375,23 @@ class FerryConfig(_Strict):
         if problem:
             raise ValueError(problem)
         return self
+
+    def with_targets(self, switched: dict[str, str]) -> list[RouteConfig]:
+        """The routes with tree distributors pointed at ``switched`` targets (ZooKeeper's ``tree/targets``).
+
+        A switched target outside the distributor's subtree (a stale node after a config change)
+        is ignored: the config's target stays.
+        """
+        if self.tree is None or not switched:
+            return list(self.routes)
+        derived = {d.name: d for d in distribution_tree.distributors(distribution_tree.parse(self.tree.layout))}
+        result = []
+        for route in self.routes:
+            target = switched.get(route.distributor or "")
+            if route.distributor in derived and target in derived[route.distributor].subtree:
+                route = route.model_copy(update={"destination": target})
+            result.append(route)
+        return result
 
     def copied_origins(self, route: RouteConfig) -> frozenset[str] | None:
         """For a route with loop prevention, the origins whose records it copies (:mod:`common.topology`);

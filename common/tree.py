@@ -250,3 +250,26 @@ def ascii_tree(root: Node) -> str:
 
     draw(root, "", True, True)
     return "\n".join(lines)
+
+
+def switches(
+    tree: list[Distributor], targets: Mapping[str, str], unreachable_since: Mapping[str, float], now: float,
+    after_s: float,
+) -> dict[str, str]:
+    """Distributor -> new target, for each whose target leaf has been unreachable for ``after_s`` or longer.
+
+    The new target is the first leaf of the same subtree that is reachable now (None reachable:
+    no switch; the distributor keeps waiting for its target). Pure: the caller probes the leaves
+    and keeps ``unreachable_since`` (leaf -> when it was first seen unreachable).
+    """
+    decided: dict[str, str] = {}
+    for d in tree:
+        current = targets.get(d.name, d.subtree[0])
+        since = unreachable_since.get(current)
+        if since is None or now - since < after_s:
+            continue
+        for leaf in d.subtree:
+            if leaf != current and leaf not in unreachable_since:
+                decided[d.name] = leaf
+                break
+    return decided

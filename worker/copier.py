@@ -477,6 +477,19 @@ class RouteCopier:
             self._producer = self._new_producer()
             self._producer_fatal = False
 
+    def abandon(self, commit_deadline: float) -> None:
+        """Releases every partition without waiting for the destination (a tree distributor
+        switching away from an unreachable target): records not acknowledged yet are purged from
+        the producer, so the committed offsets stay below them and the next copier (to the new
+        target) copies them again. Nothing is lost; the old target may hold some of them too.
+        """
+        try:
+            self._producer.purge()
+        except KafkaException as exc:
+            log.warning("route %s: purging the producer: %s", self.route.name, exc)
+        self._producer.flush(0)  # serves the purged records' delivery reports: each fails its offset
+        self.release(self.held(), 0, commit_deadline)
+
     # -- lag --------------------------------------------------------------------------------
 
     def update_lag(self) -> None:

@@ -322,3 +322,25 @@ def test_the_watermark_reaches_the_end_whatever_mix_of_copies_and_skips(skips: l
     while marks.in_flight("p"):
         marks.acked_oldest("p")
     assert marks.committable("p") == len(skips)
+
+
+
+# -- switching a subtree's target ---------------------------------------------------------------
+
+def test_a_target_unreachable_long_enough_switches_to_a_reachable_leaf_of_the_same_subtree() -> None:
+    derived = tree.distributors(tree.parse("3(1(c1,c2),1(c3,c4))"))
+    targets = tree.choose_targets(derived, {})
+    assert targets["c1.L3"] == "c3"
+    assert tree.switches(derived, targets, {"c3": 100.0}, now=103.0, after_s=5) == {}  # not long enough yet
+    assert tree.switches(derived, targets, {"c3": 100.0}, now=105.0, after_s=5) == {"c1.L3": "c4", "c2.L3": "c4"}
+    assert tree.switches(derived, targets, {"c3": 100.0, "c4": 100.0}, now=200.0, after_s=5) == {}  # nowhere to go
+    assert tree.switches(derived, targets, {"c2": 0.0}, now=200.0, after_s=5) == {}  # c1.L1: c2 is its only leaf
+
+
+def test_switched_targets_apply_to_the_distributors_routes_only_inside_their_subtree() -> None:
+    config = _config(tree={"layout": "3(1(c1,c2),1(c3,c4))", "include": ["t"]},
+                     routes=[{"source": "src", "destination": "dst"}])
+    routes = {r.name: r for r in config.with_targets({"c1.L3": "c4", "c2.L3": "c1", "src.dst": "c1"})}
+    assert routes["c1.L3"].destination == "c4" and routes["c1.L3"].group_id == "ferry.c1.L3"
+    assert routes["c2.L3"].destination == "c3"  # c1 is not in c2.L3's subtree: ignored
+    assert routes["src.dst"].destination == "dst"

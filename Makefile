@@ -7,9 +7,13 @@ JARS := .dev/jars
 MVN := mvn -B -q -f deploy/pom.xml
 COPY_DEPS := org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies -DincludeScope=runtime
 
-.PHONY: setup jars demo test lint unit integration e2e up down status clean
+.PHONY: setup jars fleet-prereqs demo test lint unit integration e2e fleet up down status clean
 
-setup: $(BIN)/.installed $(JARS)/.fetched
+setup: $(BIN)/.installed $(JARS)/.fetched fleet-prereqs
+
+# docker.io, debootstrap and prometheus for the fleet tier (only what is missing).
+fleet-prereqs:
+	scripts/fleet-prereqs.sh
 
 # Re-runs only when the package's metadata changed.
 $(BIN)/.installed: setup.cfg pyproject.toml
@@ -31,7 +35,7 @@ demo: setup
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/mypy common controller worker pipeline bench
+	$(BIN)/mypy common controller worker pipeline bench fleet
 	$(BIN)/lint-imports
 
 test: lint
@@ -43,6 +47,8 @@ integration: setup
 	$(BIN)/pytest -m integration
 e2e: setup
 	$(BIN)/pytest -m e2e
+fleet: setup
+	$(BIN)/pytest -m fleet
 
 up: setup
 	$(BIN)/ferry dev up

@@ -8,10 +8,10 @@ Each test gets its own ZooKeeper chroot (``zk_chroot``) and unique topic names (
 
 from __future__ import annotations
 
-import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -21,11 +21,16 @@ from common import devstack, kafka_clients
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # The tier comes from the folder, so no test can forget its marker.
+    # The tier comes from the folder under tests/ (not anywhere in the path: a checkout may live in
+    # a folder called "fleet"), so no test can forget its marker.
+    tests = Path(__file__).resolve().parent
     for item in items:
-        for tier in ("unit", "integration", "e2e"):
-            if f"{os.sep}{tier}{os.sep}" in str(item.path):
-                item.add_marker(getattr(pytest.mark, tier))
+        try:
+            tier = Path(item.path).resolve().relative_to(tests).parts[0]
+        except ValueError:
+            continue
+        if tier in ("unit", "integration", "e2e", "fleet"):
+            item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,110 @@
+"""The monitoring kit (deploy/monitoring) against a real Prometheus (Debian's package) scraping a
+running fleet: the config and alert rules load (promtool), the rules' own unit tests pass, and
+every PromQL expression of the Grafana dashboard returns data."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from common import devstack
+from fleet.manager import FleetManager
+from tests.e2e.harness import free_port, wait_until
+from tests.fleet.test_fleet import ferry, mirror
+
+KIT = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed (Debian's prometheus package; `make setup` installs it as root)", pytrace=False)
+    return path
+
+
+def dashboard_expressions() -> list[str]:
+    dashboard = json.loads((KIT / "grafana-dashboard.json").read_text())
+    return [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+
+
+def test_promtool_accepts_the_config_and_rules_and_the_rules_tests_pass() -> None:
+    promtool = _tool("promtool")
+    for args in (["check", "config", "prometheus.yml"], ["check", "rules", "alerts.yml"], ["test", "rules", "alerts_test.yml"]):
+        result = subprocess.run([promtool, *args], cwd=KIT, capture_output=True, text=True)
+        assert result.returncode == 0, f"promtool {' '.join(args)}:\n{result.stdout}{result.stderr}"
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[Callable[[], str]]:
+    """Starts Prometheus on the kit's config (scraping every second) once the targets are written."""
+    binary = _tool("prometheus")
+    config = yaml.safe_load((KIT / "prometheus.yml").read_text())
+    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    shutil.copy(KIT / "alerts.yml", tmp_path / "alerts.yml")
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> str:
+        port = free_port()
+        log = open(tmp_path / "prometheus.log", "wb")  # noqa: SIM115 - the child owns it
+        procs.append(subprocess.Popen(
+            [binary, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT))
+        log.close()
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _query(url: str, expr: str) -> list[Any]:
+    body = requests.get(f"{url}/api/v1/query", params={"query": expr}, timeout=5).json()
+    assert body["status"] == "success", (expr, body)
+    result: list[Any] = body["data"]["result"]
+    return result
+
+
+def test_prometheus_scrapes_a_fleet_loads_every_rule_and_every_dashboard_query_returns_data(
+    engine_url: str, ferry_image: str, make_fleet: Callable[[str], FleetManager], fleet_config: Callable[..., Path],
+    local_stack: devstack.Stack, topic_name: Callable[[str], str], prometheus: Callable[[], str], tmp_path: Path,
+) -> None:
+    fleet = make_fleet("mon")
+    fleet.up(fleet_config("mon", lag_interval_s=1), controllers=1, workers=2, image=ferry_image)
+    assert ferry(engine_url, "targets", "--name", fleet.name, "--dir", str(tmp_path / "targets")) == 0
+    url = prometheus()
+    ledger = mirror(fleet, local_stack, topic_name("mon"), 4)
+    ledger.produce_steadily(rate_per_s=500)
+    try:
+        def all_up() -> bool:
+            targets = requests.get(f"{url}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
+            return len(targets) == 3 and all(t["health"] == "up" for t in targets)
+
+        wait_until(all_up, 60, "Prometheus to scrape the fleet's 3 targets")
+
+        def rules() -> list[dict[str, Any]]:
+            groups = requests.get(f"{url}/api/v1/rules", timeout=5).json()["data"]["groups"]
+            return [r for g in groups for r in g["rules"]]
+
+        assert {r["name"] for r in rules()} == {"FerryWorkerDown", "FerryNoLeader", "FerryPartitionsInError",
+                                                "FerryLagHigh", "FerryNoProgress", "FerryIdealNotExternal"}
+        # Every rule evaluated against the fleet's series without an error (e.g. a bad vector match).
+        wait_until(lambda: all(r["health"] == "ok" for r in rules()), 30, "every rule to evaluate cleanly")
+        expressions = dashboard_expressions()
+        assert len(expressions) >= 10
+        for expr in expressions:
+            wait_until(lambda expr=expr: _query(url, expr), 60, f"data for {expr}")
+    finally:
+        ledger.stop_producing()
+    # A healthy fleet: none of the rules fires.
+    firing = [a for a in requests.get(f"{url}/api/v1/alerts", timeout=5).json()["data"]["alerts"] if a["state"] == "firing"]
+    assert firing == []

@@ -370,3 +370,13 @@ def test_heartbeats_on_make_every_route_mirror_the_heartbeat_topic() -> None:
                              {"source": "dst", "destination": "c1"}], heartbeats={"interval_s": 1})
     assert all(r.wants(heartbeat.TOPIC) for r in config.routes)
     assert not _config(routes=[{"source": "src", "destination": "dst", "include": [".*x"]}]).routes[0].wants(heartbeat.TOPIC)
+
+
+def test_the_header_cost_bench_counts_the_bytes_kafka_stores() -> None:
+    from bench import header_cost
+
+    # varint(16) + "ferry.provenance" + varint(8) + "1|a|0|41"
+    assert header_cost.header_bytes(b"1|a|0|41") == 1 + 16 + 1 + 8
+    result = header_cost.measure(50)
+    assert set(result["cpuNsAddedPerRecord"]) == {"local", "hop", "tree"}
+    assert result["bytesPerRecord"]["one hop, offset 41"] == 28

@@ -41,10 +41,29 @@ def clusters(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
         started = devstack.up(stack, deadline_s=300)
     except devstack.DevStackError as exc:
         pytest.fail(f"the extra clusters do not start: {exc}", pytrace=False)
+    for name in EXTRA:
+        _warm_group_coordinator(stack, name)
     yield stack
     extra_started = [name for name in started if name in EXTRA]
     if extra_started:
         devstack.down(stack, names=extra_started)
+
+
+def _warm_group_coordinator(stack: devstack.Stack, name: str) -> None:
+    """Waits until a fresh cluster's group coordinator answers (``__consumer_offsets`` created and loaded).
+
+    librdkafka bug (confluentinc/librdkafka#5586, open): an ``assign()`` whose committed-offset
+    fetch gets a request-level NOT_COORDINATOR (a coordinator still loading, as on a brand-new
+    cluster) never starts fetching that partition and never retries; the worker's partition then
+    stays ONLINE without copying. Production clusters are not fresh, but a coordinator move can
+    hit it too (see the branch's report). Here: make the coordinator ready before any worker starts.
+    """
+    consumer = kafka_clients.consumer(_conf(stack, name), group_id="ferry-tests-warmup")
+    try:
+        wait_until(lambda: consumer.committed([TopicPartition("ferry-tests-warmup", 0)], timeout=5) is not None,
+                   120, f"the group coordinator of {name}")
+    finally:
+        consumer.close()
 
 
 def _conf(stack: devstack.Stack, name: str) -> dict[str, str]:

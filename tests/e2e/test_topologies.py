@@ -41,7 +41,7 @@ def clusters(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
         started = devstack.up(stack, deadline_s=300)
     except devstack.DevStackError as exc:
         pytest.fail(f"the extra clusters do not start: {exc}", pytrace=False)
-    for name in EXTRA:
+    for name in ("src", "dst", *EXTRA):
         _warm_group_coordinator(stack, name)
     yield stack
     extra_started = [name for name in started if name in EXTRA]

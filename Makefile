@@ -7,9 +7,15 @@ JARS := .dev/jars
 MVN := mvn -B -q -f deploy/pom.xml
 COPY_DEPS := org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies -DincludeScope=runtime
 
-.PHONY: setup jars fleet-prereqs demo test lint unit integration e2e fleet up down status clean
+REGISTRY := $(JARS)/registry
+REGISTRY_REPO := $(JARS)/registry-m2
+REGISTRY_MVN := mvn -B -q -s deploy/registry/settings.xml
+REGISTRY_SOURCES := deploy/registry/pom.xml deploy/registry/settings.xml \
+	$(shell find deploy/registry/config-index-deployment -type f -not -path '*/target/*' 2>/dev/null)
 
-setup: $(BIN)/.installed $(JARS)/.fetched fleet-prereqs
+.PHONY: setup jars registry fleet-prereqs demo test lint unit integration e2e fleet up down status clean
+
+setup: $(BIN)/.installed $(JARS)/.fetched $(REGISTRY)/.built fleet-prereqs
 
 # docker.io, debootstrap and prometheus for the fleet tier (only what is missing).
 fleet-prereqs:
@@ -28,6 +34,18 @@ $(JARS)/.fetched: deploy/pom.xml
 	$(MVN) -P kafka $(COPY_DEPS) -DoutputDirectory=$(CURDIR)/$(JARS)/kafka
 	$(MVN) -P zookeeper $(COPY_DEPS) -DoutputDirectory=$(CURDIR)/$(JARS)/zookeeper
 	$(MVN) -P spark $(COPY_DEPS) -DoutputDirectory=$(CURDIR)/$(JARS)/spark
+	touch $@
+
+# The local schema registry (Apicurio Registry 2.4.2.Final, re-packaged; see deploy/registry/pom.xml).
+# Re-runs only when its build files changed; a second run builds and downloads nothing.
+registry: $(REGISTRY)/.built
+$(REGISTRY)/.built: $(REGISTRY_SOURCES)
+	rm -rf $(REGISTRY) $(REGISTRY_REPO)
+	$(REGISTRY_MVN) -f deploy/registry/config-index-deployment/pom.xml deploy \
+		-Ddeployment.build.dir=$(CURDIR)/$(JARS)/registry-deployment-build \
+		-DaltDeploymentRepository=ferry-local::default::file://$(CURDIR)/$(REGISTRY_REPO)
+	$(REGISTRY_MVN) -f deploy/registry/pom.xml package \
+		-Dregistry.build.dir=$(CURDIR)/$(REGISTRY) -Dregistry.local.repo=file://$(CURDIR)/$(REGISTRY_REPO)
 	touch $@
 
 demo: setup
@@ -51,7 +69,7 @@ fleet: setup
 	$(BIN)/pytest -m fleet
 
 up: setup
-	$(BIN)/ferry dev up
+	$(BIN)/ferry dev up --registries
 down:
 	$(BIN)/ferry dev down
 status:

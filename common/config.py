@@ -221,6 +221,8 @@ class ControllerConfig(_Strict):
     noprogress_after_s: float = Field(60.0, gt=0)
     # How often the leader runs the Spark validation job (`ferry validate --store`); 0: never.
     validation_interval_s: float = Field(0.0, ge=0)
+    # A validation run that takes longer is stopped (a JVM start alone can take a minute on a busy host).
+    validation_timeout_s: float = Field(300.0, gt=0)
     # REST worker threads of the WSGI server (cheroot).
     rest_threads: int = Field(8, ge=1, le=256)
     # Bearer tokens for the REST API; None: no authentication (every request is allowed).
@@ -329,6 +331,97 @@ class HeartbeatsConfig(_Strict):
     interval_s: float = Field(0.0, ge=0)
 
 
+_FORMAT_FIELD = re.compile(r"\{([^{}]*)\}")
+
+
+class RegistryAuthConfig(_Strict):
+    """HTTP basic auth for a schema registry; the password from exactly one of ``password``
+    or ``password_env`` (an environment variable read when the controller starts)."""
+
+    username: str = Field(min_length=1)
+    password: SecretStr | None = None
+    password_env: str | None = None
+
+    @model_validator(mode="after")
+    def _one_password(self) -> RegistryAuthConfig:
+        if (self.password is None) == (self.password_env is None):
+            raise ValueError("needs exactly one of password or password_env")
+        return self
+
+
+class RegistryConfig(_Strict):
+    """A cluster's schema registry (Confluent-compatible API; Apicurio Registry 2.x for IDs)."""
+
+    url: str = Field(pattern=r"^https?://[^\s/]+(/[^\s]*)?$", description="base URL, e.g. http://registry:8080")
+    # How subjects are named on this cluster: {topic} exactly once, plus names from subject_vars.
+    subject_format: str = "{topic}-value"
+    subject_vars: dict[str, str] = Field(default_factory=dict)
+    auth: RegistryAuthConfig | None = None
+    timeout_s: float = Field(10.0, gt=0, le=300)
+
+    @model_validator(mode="after")
+    def _format(self) -> RegistryConfig:
+        fields = _FORMAT_FIELD.findall(self.subject_format)
+        if fields.count("topic") != 1:
+            raise ValueError(f"subject_format {self.subject_format!r} must contain {{topic}} exactly once")
+        unknown = sorted({f for f in fields if f != "topic" and f not in self.subject_vars})
+        if unknown:
+            raise ValueError(f"subject_format names {unknown}, which subject_vars does not define")
+        if "topic" in self.subject_vars:
+            raise ValueError("subject_vars may not define 'topic' (it comes from the subject)")
+        return self
+
+    @property
+    def base_url(self) -> str:
+        return self.url.rstrip("/")
+
+
+class SchemasConfig(_Strict):
+    """Schema distribution: the leader copies subject versions from the primary cluster's
+    registry to the other clusters' registries, keeping schema IDs."""
+
+    primary: str = Field(description="the cluster whose registry is the source of truth")
+    registries: dict[str, RegistryConfig]
+    # The clusters to distribute to (default: every other cluster with a registry).
+    targets: list[str] | None = None
+    # Only primary subjects whose full name matches one of these (default: all that fit the format).
+    include: list[str] = Field(default_factory=lambda: [".*"])
+    interval_s: float = Field(10.0, gt=0)
+    # Subject versions per import request to a target (bounds a request's size; a pass
+    # interrupted between requests leaves the rest for the next pass).
+    import_batch: int = Field(50, ge=1, le=10_000)
+
+    @field_validator("include")
+    @classmethod
+    def _regexes(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _known(self) -> SchemasConfig:
+        if self.primary not in self.registries:
+            raise ValueError(f"primary {self.primary!r} has no entry in registries (known: {sorted(self.registries)})")
+        for target in self.targets or []:
+            if target not in self.registries:
+                raise ValueError(f"target {target!r} has no entry in registries")
+            if target == self.primary:
+                raise ValueError(f"target {target!r} is the primary")
+        return self
+
+    @property
+    def target_names(self) -> list[str]:
+        if self.targets is not None:
+            return list(self.targets)
+        return sorted(name for name in self.registries if name != self.primary)
+
+    def wants(self, subject: str) -> bool:
+        return any(re.fullmatch(pattern, subject) for pattern in self.include)
+
+
 class FerryConfig(_Strict):
     zookeeper: ZookeeperConfig
     clusters: dict[str, dict[str, ClientValue]]
@@ -339,6 +432,8 @@ class FerryConfig(_Strict):
     controller: ControllerConfig = ControllerConfig()
     worker: WorkerConfig = WorkerConfig()
     spark: SparkConfig = SparkConfig()
+    # Schema distribution (a leader job); None: off.
+    schemas: SchemasConfig | None = None
 
     @field_validator("clusters")
     @classmethod
@@ -385,6 +480,10 @@ class FerryConfig(_Strict):
         problem = loop_problem(self.routes)
         if problem:
             raise ValueError(problem)
+        if self.schemas is not None:
+            unknown = sorted(name for name in self.schemas.registries if name not in self.clusters)
+            if unknown:
+                raise ValueError(f"schemas.registries: unknown clusters {unknown} (known: {sorted(self.clusters)})")
         return self
 
     def with_targets(self, switched: dict[str, str]) -> list[RouteConfig]:

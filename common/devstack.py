@@ -1,6 +1,7 @@
-"""The embedded local stack: a real ZooKeeper and two or more single-node Apache Kafka clusters (KRaft).
+"""The embedded local stack: a real ZooKeeper and two or more single-node Apache Kafka clusters (KRaft),
+and optionally one schema registry per cluster (Apicurio Registry, Confluent-compatible API).
 
-``ferry dev up | down | status``. Everything listens on loopback only; state, data and logs
+``ferry dev up [--registries] | down | status``. Everything listens on loopback only; state, data and logs
 live under ``.dev/`` (``FERRY_DEV_DIR``), the jars under ``.dev/jars/`` (``FERRY_JARS_DIR``),
 fetched by ``make setup`` from the pinned ``deploy/pom.xml``.
 
@@ -17,6 +18,8 @@ variable                  default  what
                                    this + 10 n (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_PORT_<NAME>`` (above)  one extra cluster's broker port, e.g. ``FERRY_DEV_PORT_A=39192``
 ``FERRY_DEV_EXTRA_HEAP``  256m     heap of each extra cluster's JVM (Serial GC: 2 cores, many JVMs)
+``FERRY_DEV_SRC_REGISTRY_PORT``  18081  schema registry of ``src`` (with ``--registries``)
+``FERRY_DEV_DST_REGISTRY_PORT``  28081  schema registry of ``dst`` (with ``--registries``)
 ========================  =======  ============================================
 
 Extra clusters (``ferry dev up --clusters a,b`` or ``FERRY_DEV_CLUSTERS``) are started only when
@@ -33,6 +36,10 @@ a CA (``ca.pem``, what clients trust: ``ssl.ca.location``) and one broker certif
 created by ``up`` through the PLAINTEXT listener when the broker does not know it yet, so a stack
 formatted before the secured listener existed comes up with it too. :meth:`Stack.secured` gives a
 client's librdkafka properties for the secured listener.
+
+The registries run only when asked: ``ferry dev up --registries`` or ``FERRY_DEV_REGISTRIES=1``
+(the schema tests start them). They keep their schemas in memory: a restart starts empty. Their
+app is built by ``make registry`` (part of ``make setup``) from the pinned ``deploy/registry``.
 
 States of one server (``ServerState``), as ``up`` and ``down`` move it::
 
@@ -79,6 +86,9 @@ from common.errors import DevStackError
 ZK_PORT_ENV = "FERRY_DEV_ZK_PORT"
 SRC_PORT_ENV = "FERRY_DEV_SRC_PORT"
 DST_PORT_ENV = "FERRY_DEV_DST_PORT"
+SRC_REGISTRY_PORT_ENV = "FERRY_DEV_SRC_REGISTRY_PORT"
+DST_REGISTRY_PORT_ENV = "FERRY_DEV_DST_REGISTRY_PORT"
+REGISTRIES_ENV = "FERRY_DEV_REGISTRIES"
 DEV_DIR_ENV = "FERRY_DEV_DIR"
 CLUSTERS_ENV = "FERRY_DEV_CLUSTERS"
 EXTRA_PORT_ENV = "FERRY_DEV_EXTRA_PORT"
@@ -142,7 +152,8 @@ def ca_file() -> Path:
 
 @dataclass(frozen=True)
 class Server:
-    """One JVM of the stack: ZooKeeper (``kind == "zookeeper"``) or a Kafka cluster."""
+    """One JVM of the stack: ZooKeeper (``kind == "zookeeper"``), a Kafka cluster, or a schema
+    registry (``kind == "registry"``, named ``<cluster>-registry``)."""
 
     name: str
     kind: str
@@ -166,8 +177,9 @@ class Server:
 
     @property
     def ports(self) -> tuple[int, ...]:
-        """Every port the server binds: a Kafka node also binds its KRaft controller and SASL_SSL ports."""
-        if self.kind == "zookeeper":
+        """Every port the server binds: a Kafka node also binds its KRaft controller and SASL_SSL ports
+        (ZooKeeper and a registry: their one port)."""
+        if self.kind in ("zookeeper", "registry"):
             return (self.port,)
         return (self.port, self.controller_port, self.sasl_ssl_port)
 
@@ -176,8 +188,14 @@ class Server:
         return dev_dir() / self.name
 
     @property
+    def url(self) -> str:
+        """A registry's base URL."""
+        return f"http://{self.address}"
+
+    @property
     def config_file(self) -> Path:
-        return self.home / ("zoo.cfg" if self.kind == "zookeeper" else "server.properties")
+        names = {"zookeeper": "zoo.cfg", "registry": "application.properties"}
+        return self.home / names.get(self.kind, "server.properties")
 
     @property
     def pid_file(self) -> Path:
@@ -192,6 +210,14 @@ class Server:
         return self.home / "stdout.log"
 
     @property
+    def runner_jar(self) -> Path:
+        """A registry's runnable jar, built by ``make registry``."""
+        jars = sorted((jars_dir() / "registry").glob("*-runner.jar"))
+        if not jars:
+            raise DevStackError(f"no registry in {jars_dir() / 'registry'}: run `make registry` (or `make setup`)")
+        return jars[0]
+
+    @property
     def classpath(self) -> str:
         folder = jars_dir() / ("zookeeper" if self.kind == "zookeeper" else "kafka")
         if not any(folder.glob("*.jar")):
@@ -204,11 +230,19 @@ class Stack:
     zookeeper: Server
     src: Server
     dst: Server
-    extra: tuple[Server, ...] = ()  # clusters beyond src and dst (FERRY_DEV_CLUSTERS)
+    # One schema registry per cluster, when asked for (empty otherwise).
+    registries: tuple[Server, ...] = ()
+    extra: tuple[Server, ...] = ()  # Kafka clusters beyond src and dst (FERRY_DEV_CLUSTERS, --clusters)
 
     @property
     def servers(self) -> tuple[Server, ...]:
-        return (self.zookeeper, self.src, self.dst, *self.extra)
+        return (self.zookeeper, self.src, self.dst, *self.extra, *self.registries)
+
+    def registry_url(self, cluster: str) -> str:
+        for server in self.registries:
+            if server.name == f"{cluster}-registry":
+                return server.url
+        raise DevStackError(f"no registry for cluster {cluster!r} in this stack: start it with --registries")
 
     @property
     def kafka(self) -> tuple[Server, ...]:
@@ -234,7 +268,7 @@ class Stack:
         for name in names:
             if name not in known and name not in ("src", "dst"):
                 known[name] = _extra_server(name, len(known))
-        return Stack(self.zookeeper, self.src, self.dst, tuple(known.values()))
+        return Stack(self.zookeeper, self.src, self.dst, registries=self.registries, extra=tuple(known.values()))
 
 
 def secured_client(server: Server) -> dict[str, str]:
@@ -248,13 +282,24 @@ def secured_client(server: Server) -> dict[str, str]:
     }
 
 
-def stack_from_env(clusters: Iterable[str] = (), recorded: bool = False) -> Stack:
-    """The stack: src, dst, ``FERRY_DEV_CLUSTERS``, ``clusters``, and with ``recorded`` the extra
-    clusters an earlier ``up`` started (what ``status`` and ``down`` look at)."""
+def registries_wanted() -> bool:
+    return os.environ.get(REGISTRIES_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def stack_from_env(clusters: Iterable[str] = (), recorded: bool = False, registries: bool | None = None) -> Stack:
+    """The stack at the ports of the environment: src, dst, ``FERRY_DEV_CLUSTERS``, ``clusters``,
+    and with ``recorded`` the extra clusters an earlier ``up`` started (what ``status`` and
+    ``down`` look at); with registries when ``registries`` is true (None: when
+    ``FERRY_DEV_REGISTRIES`` is set)."""
+    with_registries = registries_wanted() if registries is None else registries
     base = Stack(
         zookeeper=Server("zookeeper", "zookeeper", _port(ZK_PORT_ENV, 2181)),
         src=Server("src", "kafka", _port(SRC_PORT_ENV, 19092)),
         dst=Server("dst", "kafka", _port(DST_PORT_ENV, 29092)),
+        registries=(
+            Server("src-registry", "registry", _port(SRC_REGISTRY_PORT_ENV, 18081)),
+            Server("dst-registry", "registry", _port(DST_REGISTRY_PORT_ENV, 28081)),
+        ) if with_registries else (),
     )
     recorded_ports = _recorded_extra() if recorded else {}
     from_env = parse_cluster_names(os.environ.get(CLUSTERS_ENV, ""), CLUSTERS_ENV)
@@ -265,7 +310,7 @@ def stack_from_env(clusters: Iterable[str] = (), recorded: bool = False) -> Stac
         if name in recorded_ports and not os.environ.get(_port_env(name)):
             server = Server(name, "kafka", recorded_ports[name])  # keep the port it was started with
         extra.append(server)
-    return Stack(base.zookeeper, base.src, base.dst, tuple(extra))
+    return Stack(base.zookeeper, base.src, base.dst, registries=base.registries, extra=tuple(extra))
 
 
 def parse_cluster_names(text: str, where: str) -> list[str]:
@@ -377,6 +422,18 @@ def _kafka_config(server: Server) -> str:
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
+def _registry_config(server: Server) -> str:
+    # Quarkus reads this file (quarkus.config.locations); in-memory H2 storage, no auth.
+    return "\n".join([
+        f"quarkus.http.port={server.port}",
+        "quarkus.http.host=127.0.0.1",
+        "quarkus.log.console.level=WARN",
+        "quarkus.log.file.enable=true",
+        f"quarkus.log.file.path={server.log_file}",
+        "",
+    ])
+
+
 def _jvm(server: Server, heap: str) -> list[str]:
     return [
         "java", f"-Xms{heap}", f"-Xmx{heap}",
@@ -389,6 +446,10 @@ def _jvm(server: Server, heap: str) -> list[str]:
 
 
 def _command(server: Server) -> list[str]:
+    if server.kind == "registry":
+        # Small heap, serial GC, C1 only: two of them share two cores with everything else.
+        return ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+                f"-Dquarkus.config.locations={server.config_file}", "-jar", str(server.runner_jar)]
     if server.kind == "zookeeper":
         return [*_jvm(server, "128m"), "org.apache.zookeeper.server.ZooKeeperServerMain", str(server.config_file)]
     if server.name in ("src", "dst"):
@@ -524,7 +585,10 @@ def _is_ours(server: Server, pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return str(server.config_file).encode() in cmdline and not _is_zombie(pid)
+    # A registry names its config file in -Dquarkus.config.locations=<file>.
+    marker = str(server.config_file).encode()
+    ours = any(arg == marker or arg.endswith(b"=" + marker) for arg in cmdline)
+    return ours and not _is_zombie(pid)
 
 
 def _forget_stale_pid(server: Server) -> None:
@@ -584,8 +648,8 @@ def _is_zombie(pid: int) -> bool:
 def _spawn(server: Server, clock: Callable[[], float], sleep: Callable[[float], None]) -> int:
     """Start ``server``'s JVM and write its pid file once the process is recognisably ours."""
     server.home.mkdir(parents=True, exist_ok=True)
-    config = _zookeeper_config(server) if server.kind == "zookeeper" else _kafka_config(server)
-    server.config_file.write_text(config)
+    writers = {"zookeeper": _zookeeper_config, "registry": _registry_config}
+    server.config_file.write_text(writers.get(server.kind, _kafka_config)(server))
     if server.kind == "kafka":
         ensure_certificates()
         _format_storage(server)
@@ -627,6 +691,13 @@ def _answers(server: Server, timeout: float) -> bool:
         finally:
             client.stop()
             client.close()
+    if server.kind == "registry":
+        import requests
+
+        try:
+            return requests.get(f"{server.url}/apis/ccompat/v7/subjects", timeout=timeout).status_code == 200
+        except requests.RequestException:
+            return False
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
@@ -725,7 +796,9 @@ def _start(
 
 
 def _env_of(server: Server) -> str:
-    return {"zookeeper": ZK_PORT_ENV, "src": SRC_PORT_ENV, "dst": DST_PORT_ENV}.get(server.name) or _port_env(server.name)
+    return {"zookeeper": ZK_PORT_ENV, "src": SRC_PORT_ENV, "dst": DST_PORT_ENV,
+            "src-registry": SRC_REGISTRY_PORT_ENV, "dst-registry": DST_REGISTRY_PORT_ENV}.get(server.name) \
+        or _port_env(server.name)
 
 
 def _wait_until_answers(
@@ -766,11 +839,14 @@ def down(
     sleep: Callable[[float], None] = time.sleep,
     echo: Callable[[str], None] = print,
 ) -> list[str]:
-    """Stop the servers this stack started (all, or only ``names``), by pid. Returns those stopped."""
-    stack = stack or stack_from_env()
+    """Stop the servers this stack started (all, or only ``names``), by pid. Returns those stopped.
+
+    Without a ``stack``, registries are stopped too when they run (whatever the environment says).
+    """
+    stack = stack or stack_from_env(registries=True)
     wanted = set(names) if names is not None else None
-    # Kafka first: a broker shutting down still talks to nobody but itself, ZooKeeper last.
-    order = [*stack.kafka, stack.zookeeper]
+    # Registries and Kafka first: a broker shutting down still talks to nobody but itself, ZooKeeper last.
+    order = [*stack.registries, *stack.kafka, stack.zookeeper]  # kafka: src, dst and the extra clusters
     stopped = []
     with _stack_lock(grace_s + 150.0, clock, sleep):
         for server in order:
@@ -795,7 +871,12 @@ def down(
 
 
 def status(stack: Stack | None = None) -> list[dict[str, object]]:
+    """One row per server; registries only when asked for or running."""
     stack = stack or stack_from_env()
+    if not stack.registries:
+        every = stack_from_env(registries=True)
+        stack = Stack(stack.zookeeper, stack.src, stack.dst,
+                      tuple(r for r in every.registries if _pid_of(r) is not None), stack.extra)
     rows: list[dict[str, object]] = []
     for server in stack.servers:
         rows.append({
@@ -812,13 +893,15 @@ def status(stack: Stack | None = None) -> list[dict[str, object]]:
 # --- CLI -----------------------------------------------------------------------------------
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("dev", help="the local ZooKeeper + Kafka clusters src, dst (and more with --clusters)")
+    parser = subparsers.add_parser("dev", help="the local ZooKeeper + Kafka clusters src, dst [+ more, + registries]")
     actions = parser.add_subparsers(dest="dev_action", required=True)
     up_parser = actions.add_parser("up", help="start what is not running and wait until all answer")
     up_parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each server")
     up_parser.add_argument("--clusters", default="", metavar="A,B,...",
                            help=f"extra Kafka clusters to start besides src and dst (also ${CLUSTERS_ENV}); "
                                 f"ports from ${EXTRA_PORT_ENV} (39092) + 10 each, or $FERRY_DEV_PORT_<NAME>")
+    up_parser.add_argument("--registries", action="store_true",
+                           help=f"also one schema registry per cluster (or set {REGISTRIES_ENV}=1)")
     up_parser.set_defaults(func=_cmd_up)
     actions.add_parser("down", help="stop what `up` started").set_defaults(func=_cmd_down)
     status_parser = actions.add_parser("status", help="what runs where")
@@ -827,15 +910,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    stack = stack_from_env(parse_cluster_names(args.clusters, "--clusters"))
+    stack = stack_from_env(parse_cluster_names(args.clusters, "--clusters"),
+                           registries=True if args.registries else None)
     up(stack, deadline_s=args.timeout)
     for row in status(stack):
-        print(f"{row['name']:<10} {row['address']:<16} {row['state']}")
+        print(f"{row['name']:<12} {row['address']:<16} {row['state']}")
     return 0
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
-    stopped = down(stack_from_env(recorded=True))
+    stopped = down(stack_from_env(recorded=True, registries=True))
     _extra_record().unlink(missing_ok=True)
     if not stopped:
         print("nothing to stop")
@@ -850,8 +934,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=2)
         print()
     else:
-        print(f"{'NAME':<10} {'KIND':<10} {'ADDRESS':<16} {'PID':<8} {'STATE':<9} LOG")
+        print(f"{'NAME':<12} {'KIND':<10} {'ADDRESS':<16} {'PID':<8} {'STATE':<9} LOG")
         for row in rows:
             pid = row["pid"] if row["pid"] is not None else "-"
-            print(f"{row['name']:<10} {row['kind']:<10} {row['address']:<16} {pid!s:<8} {row['state']:<9} {row['log']}")
+            print(f"{row['name']:<12} {row['kind']:<10} {row['address']:<16} {pid!s:<8} {row['state']:<9} {row['log']}")
     return 0

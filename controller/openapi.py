@@ -149,6 +149,46 @@ _SCHEMAS: dict[str, Any] = {
             },
         }}},
     },
+    "SchemaReport": {
+        "type": "object",
+        "required": ["primary", "targets", "checkedAt", "subjects", "inSync", "outOfSync", "conflicts", "copied"],
+        "properties": {
+            "primary": {"type": "string", "description": "the primary registry's cluster"},
+            "targets": {"type": "array", "items": {"type": "string"}},
+            "checkedAt": {"type": "number", "description": "when the pass ran (Unix time)"},
+            "subjects": {"type": "array", "items": {
+                "type": "object", "required": ["subject", "version", "id", "versions", "targets"],
+                "properties": {
+                    "subject": {"type": "string"}, "version": {"type": "integer", "description": "latest"},
+                    "id": {"type": "integer", "description": "schema ID of the latest version"},
+                    "versions": {"type": "object", "additionalProperties": {"type": "integer"},
+                                 "description": "version -> schema ID"},
+                    "states": {"type": "object", "additionalProperties": {"type": "string"},
+                               "description": "version -> state on the primary (DISABLED: soft-deleted)"},
+                    "targets": {"type": "object", "additionalProperties": {
+                        "type": "object", "required": ["subject", "state", "syncedVersions", "missingVersions", "conflict"],
+                        "properties": {
+                            "subject": {"type": "string", "description": "the translated subject on that target"},
+                            "state": {"type": "string", "enum": ["in_sync", "pending", "conflict"]},
+                            "syncedVersions": {"type": "array", "items": {"type": "integer"}},
+                            "missingVersions": {"type": "array", "items": {"type": "integer"}},
+                            "conflict": _NULLABLE_STR,
+                        }}},
+                }}},
+            "inSync": {"type": "boolean"},
+            "outOfSync": {"type": "object", "additionalProperties": {"type": "integer"},
+                          "description": "target -> subjects not in sync"},
+            "conflicts": {"type": "array", "items": {"type": "object"}},
+            "copied": {"type": "array", "items": {"type": "object"}},
+            "stateChanged": {"type": "array", "items": {"type": "object"},
+                             "description": "copies whose state now follows the primary's (soft delete: DISABLED)"},
+            "unreachable": {"type": "object", "additionalProperties": {"type": "string"},
+                            "description": "targets this pass could not reach -> why (left out of it)"},
+            "lastError": {**_NULLABLE_STR, "description": "GET only: why the passes since this report failed"},
+        },
+    },
+    "SyncRequest": {"type": "object", "additionalProperties": False, "properties": {},
+                    "description": "no fields; the body may be left out"},
     "NoProgress": {
         "type": "object", "required": ["noprogress", "thresholdS"],
         "properties": {"noprogress": {"type": "array", "items": {"type": "object"}}, "thresholdS": {"type": "number"}},
@@ -165,14 +205,19 @@ _PARTITION_PARAM = {"name": "partition", "in": "path", "required": True,
 
 
 def _op(summary: str, ok: dict[str, Any], write: bool = False, parameters: list[dict[str, Any]] | None = None,
-        body: str | None = None, ok_status: str = "200") -> dict[str, Any]:
-    operation: dict[str, Any] = {"summary": summary, "responses": {ok_status: ok, **_ERRORS},
+        body: str | None = None, ok_status: str = "200", body_required: bool = True,
+        extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    operation: dict[str, Any] = {"summary": summary, "responses": {ok_status: ok, **_ERRORS, **(extra or {})},
                                  "x-ferry-write": write}
     if parameters:
         operation["parameters"] = parameters
     if body:
-        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
+        operation["requestBody"] = {"required": body_required,
+                                    "content": {"application/json": {"schema": _ref(body)}}}
     return operation
+
+
+_REGISTRY_ERRORS = {"502": _error("A schema registry refused a request")}
 
 
 _PATHS: dict[str, Any] = {
@@ -208,6 +253,12 @@ _PATHS: dict[str, Any] = {
                                                parameters=[_TOPIC_PARAM, _PARTITION_PARAM])},
     "/noprogress": {"get": _op("Lagging partitions whose offset has not moved (asks the leader)",
                                _json("ok", _ref("NoProgress")))},
+    "/schemas": {"get": _op("Schema distribution: per primary subject, its latest version and ID and each "
+                            "target's state (asks the leader; 404 when `schemas` is not configured)",
+                            _json("the last pass's report", _ref("SchemaReport")), extra=_REGISTRY_ERRORS)},
+    "/schemas/sync": {"post": _op("Run a schema distribution pass now (the leader); its report",
+                                  _json("the pass's report", _ref("SchemaReport")), write=True,
+                                  body="SyncRequest", body_required=False, extra=_REGISTRY_ERRORS)},
 }
 
 _PATHS["/tree"] = {"get": _op(
@@ -257,7 +308,7 @@ def openapi_document(auth_enabled: bool, open_reads: bool) -> dict[str, Any]:
             "title": "Ferry controller",
             "version": "1",
             "description": (
-                "Any controller answers reads; a standby forwards writes (and /noprogress) to the leader, "
+                "Any controller answers reads; a standby forwards writes (and /noprogress, /schemas) to the leader, "
                 "with the caller's token. Every response carries X-Request-Id. "
                 + ("Authentication: bearer tokens; writes need a write token; reads "
                    + ("are open." if open_reads else "need a read or write token.")

@@ -66,6 +66,8 @@ class ControllerApi(Protocol):
     def tree_view(self) -> dict[str, Any]: ...
     def heartbeats(self) -> dict[str, Any]: ...
     def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]: ...
+    def schema_status(self) -> dict[str, Any]: ...
+    def schema_sync(self) -> dict[str, Any]: ...
 
 
 def _controller() -> ControllerApi:
@@ -193,6 +195,7 @@ health_api = Blueprint("health", __name__)
 topics_api = Blueprint("topics", __name__)
 instances_api = Blueprint("instances", __name__)
 offsets_api = Blueprint("offsets", __name__)
+schemas_api = Blueprint("schemas", __name__)
 
 
 @health_api.get("/health")
@@ -333,6 +336,30 @@ def noprogress() -> Any:
     return jsonify(_controller().noprogress())
 
 
+@schemas_api.get("/schemas")
+def schema_status() -> Any:
+    if request.args:
+        raise BadRequest(f"GET /schemas takes no query arguments, not {sorted(request.args)}"[:300])
+    forwarded = _forward_if_standby()  # the leader runs the distributor and holds its report
+    if forwarded is not None:
+        return forwarded
+    return jsonify(_controller().schema_status())
+
+
+@schemas_api.post("/schemas/sync")
+def schema_sync() -> Any:
+    if request.args:
+        raise BadRequest(f"POST /schemas/sync takes no query arguments, not {sorted(request.args)}"[:300])
+    if request.get_data():
+        body = request.get_json(silent=True)
+        if not isinstance(body, dict) or body:
+            raise BadRequest("POST /schemas/sync takes no body (or an empty JSON object {})")
+    forwarded = _forward_if_standby()
+    if forwarded is not None:
+        return forwarded
+    return jsonify(_controller().schema_sync())
+
+
 @health_api.get("/metrics")
 def metrics() -> Any:
     return Response(_controller().metrics_text(), content_type="text/plain; version=0.0.4; charset=utf-8")
@@ -362,7 +389,7 @@ def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0, auth:
     app.config["FERRY_FORWARD_VERIFY"] = forward_verify
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # larger bodies: a JSON 413
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    for blueprint in (health_api, topics_api, instances_api, offsets_api):
+    for blueprint in (health_api, topics_api, instances_api, offsets_api, schemas_api):
         app.register_blueprint(blueprint)
     app.before_request(_before)
     app.after_request(_after)

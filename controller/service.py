@@ -60,6 +60,7 @@ from controller.errors import BadRequest, Conflict, ControllerError, NotFound, N
 from controller.heartbeats import HeartbeatJob
 from controller.kafka_meta import ClusterMetadata
 from controller.progress import OffsetSample, ProgressTracker
+from controller.schema_distributor import SchemaDistributor
 from controller.store import Op, Snapshot, Store
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,8 @@ class Controller:
                                        "Problems found by the last Spark validation", registry=self.registry)
         self._stalled_gauge = Gauge("ferry_controller_noprogress_partitions",
                                     "Lagging partitions whose committed offset has not moved", registry=self.registry)
+        # Schema distribution (config `schemas`): a leader job of its own, see schema_distributor.
+        self.schemas = SchemaDistributor(config.schemas, self.registry) if config.schemas else None
         self._clock = clock
         self.state = STANDBY
         self._lock = threading.RLock()
@@ -138,7 +141,8 @@ class Controller:
             # Reconciliation and the quick leader jobs share one thread; the Spark validation,
             # which takes many seconds, gets its own so it never delays a failover.
             executors={"default": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1), "tree": ThreadPoolExecutor(1),
-                       "heartbeats": ThreadPoolExecutor(1)},
+                       "heartbeats": ThreadPoolExecutor(1),
+                       "schemas": ThreadPoolExecutor(1)},  # registry I/O never delays a failover
             job_defaults={"coalesce": True, "max_instances": 1},
         )
 
@@ -164,6 +168,8 @@ class Controller:
         with contextlib.suppress(Exception):
             self._scheduler.shutdown(wait=False)
         self.kafka.close()
+        if self.schemas is not None:
+            self.schemas.close()
         if self._owns_zk:
             self._zk.stop()
             self._zk.close()
@@ -234,6 +240,10 @@ class Controller:
                 self._scheduler.add_job(self._run_guarded, "interval", args=[self.run_spark_validation], id="validate",
                                         seconds=controller_config.validation_interval_s, replace_existing=True,
                                         executor="spark")
+            if self.schemas is not None:
+                self._scheduler.add_job(self._run_guarded, "interval", args=[self.schemas.run], id="schemas",
+                                        seconds=self.schemas.config.interval_s,
+                                        replace_existing=True, executor="schemas", next_run_time=datetime.now())
             self._leader_gauge.set(1)
             self.request_reconcile()
             while not self._lead_lost.wait(0.5):
@@ -832,7 +842,7 @@ class Controller:
         """The leader's ``validate`` job: ``ferry validate --store`` in a process of its own (a JVM)."""
         assert self._config_path is not None
         command = [sys.executable, "-m", "common.cli", "validate", "--config", self._config_path, "--store", "--json"]
-        timeout = max(60.0, self.config.controller.validation_interval_s)
+        timeout = self.config.controller.validation_timeout_s
         try:
             done = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
@@ -885,6 +895,25 @@ class Controller:
 
     def metrics_text(self) -> bytes:
         return generate_latest(self.registry)
+
+    # -- schema distribution (leader) ---------------------------------------------------------
+
+    def _schema_distributor(self) -> SchemaDistributor:
+        if self.schemas is None:
+            raise NotFound("schema distribution is off: the config has no `schemas` section")
+        return self.schemas
+
+    def schema_status(self) -> dict[str, Any]:
+        """The last distribution pass's report (the leader's; a read-only pass when none ran yet)."""
+        distributor = self._schema_distributor()
+        self._require_leader()
+        return distributor.status()
+
+    def schema_sync(self) -> dict[str, Any]:
+        """A distribution pass now; its report."""
+        distributor = self._schema_distributor()
+        self._require_leader()
+        return distributor.run()
 
 
 def _route_view(ideal: IdealState, external: ExternalView) -> dict[str, Any]:

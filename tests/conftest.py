@@ -45,6 +45,20 @@ def local_stack() -> Iterator[devstack.Stack]:
         devstack.down(stack, names=started)
 
 
+@pytest.fixture(scope="session")
+def registry_stack(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
+    """The local stack with its two schema registries (src's, dst's): every schema test uses
+    them. Starts the registries when they do not run, and stops only what it started."""
+    stack = devstack.stack_from_env(registries=True)
+    try:
+        started = devstack.up(stack, deadline_s=180)
+    except devstack.DevStackError as exc:
+        pytest.fail(f"the local schema registries are not reachable: {exc}", pytrace=False)
+    yield stack
+    if started:
+        devstack.down(stack, names=started)
+
+
 def _slug(request: pytest.FixtureRequest) -> str:
     name = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name).strip("-")[:60]
     return f"{name}-{uuid.uuid4().hex[:8]}"

@@ -99,6 +99,14 @@ class FakeController:
         self._call("switch_target", distributor, leaf)
         return {distributor: leaf}
 
+    def schema_status(self) -> dict[str, Any]:
+        self._call("schema_status")
+        return {"primary": "src", "subjects": []}
+
+    def schema_sync(self) -> dict[str, Any]:
+        self._call("schema_sync")
+        return {"primary": "src", "copied": [], "by": self.controller_id}
+
 
 def _typed(fake: FakeController) -> ControllerApi:
     return fake  # mypy checks that the fake satisfies the Protocol

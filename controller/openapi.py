@@ -14,6 +14,7 @@ from typing import Any
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 ROUTE_PATTERN = r"^[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64}$"
 MAX_PARTITION_ID = 2**31 - 2
+DISTRIBUTOR_PATTERN = r"^[A-Za-z0-9_-]{1,64}\.L[0-9]{1,2}$"
 
 _REQUEST_ID = {
     "description": "This request's id: the caller's own X-Request-Id when it is sane "
@@ -281,6 +282,34 @@ _PATHS: dict[str, Any] = {
     "/schemas/sync": {"post": _op("Run a schema distribution pass now (the leader); its report",
                                   _json("the pass's report", _ref("SchemaReport")), write=True,
                                   body="SyncRequest", body_required=False, extra=_REGISTRY_ERRORS)},
+}
+
+_PATHS["/tree"] = {"get": _op(
+    "The distribution tree's distributors: level, mask, subtree, target, state (format=text: a table)",
+    _json("ok", _ref("TreeView")),
+    parameters=[{"name": "format", "in": "query", "required": False, "schema": {"type": "string", "enum": ["json", "text"]}}])}
+_PATHS["/tree/{distributor}/target"] = {"post": _op(
+    "Switch a distributor to another leaf of its subtree; a standby forwards it to the leader",
+    _json("the switched targets", {"type": "object", "additionalProperties": {"type": "string"}}), write=True,
+    body="TargetRequest",
+    parameters=[{"name": "distributor", "in": "path", "required": True,
+                 "schema": {"type": "string", "pattern": DISTRIBUTOR_PATTERN}}])}
+_PATHS["/heartbeats"] = {"get": _op(
+    "Heartbeat latency and time since the last heartbeat, per route and end to end (asks the leader)",
+    _json("ok", _ref("Heartbeats")))}
+_SCHEMAS["Heartbeats"] = {
+    "type": "object", "required": ["endToEnd", "routes"],
+    "properties": {"endToEnd": {"type": "array", "items": {"type": "object"}},
+                   "routes": {"type": "object", "additionalProperties": {"type": "object"}}},
+}
+_SCHEMAS["TreeView"] = {
+    "type": "object", "required": ["layout", "distributors", "table"],
+    "properties": {"layout": {"type": "string"}, "table": {"type": "string"},
+                   "distributors": {"type": "array", "items": {"type": "object"}}},
+}
+_SCHEMAS["TargetRequest"] = {
+    "type": "object", "required": ["target"],
+    "properties": {"target": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{1,64}$"}},
 }
 
 _OPEN_PATHS = ("/health", "/openapi.json")

@@ -52,11 +52,12 @@ from apscheduler.events import (
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.election import Election
 from kazoo.recipe.watchers import ChildrenWatch
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from common import tree
 from common.config import FerryConfig, RouteConfig
 from common.diff import compare, summarize
 from common.model import (
@@ -74,6 +75,7 @@ from common.model import (
 from common.zk_layout import ZkLayout, make_client
 from controller import observer
 from controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
+from controller.heartbeats import HeartbeatJob
 from controller.kafka_meta import ClusterMetadata
 from controller.leader_state import Changes, LeaderState, writes
 from controller.progress import OffsetSample, ProgressTracker
@@ -176,12 +178,27 @@ class Controller:
         # Partition keys parsed from the workers' statuses (a status repeats its keys at every report).
         self._parsed_keys: dict[str, PartitionKey] = {}
         self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
+        self._unreachable_since: dict[str, float] = {}  # tree leaf -> first seen unreachable (leader only)
+        self._heartbeats: HeartbeatJob | None = None  # the leader's, with heartbeats.interval_s
+        self._beat_latency = Gauge("ferry_heartbeat_latency_seconds",
+                                   "Latest heartbeat's travel time from its origin to this cluster",
+                                   ["origin", "cluster", "hops"], registry=self.registry)
+        self._beat_age = Gauge("ferry_heartbeat_since_last_seconds",
+                               "Time since the last heartbeat from origin arrived on cluster",
+                               ["origin", "cluster"], registry=self.registry)
+        self._route_latency = Gauge("ferry_route_heartbeat_latency_seconds",
+                                    "Latest one-hop heartbeat's travel time over the route", ["route"],
+                                    registry=self.registry)
+        self._route_age = Gauge("ferry_route_heartbeat_since_last_seconds",
+                                "Time since the last one-hop heartbeat over the route arrived", ["route"],
+                                registry=self.registry)
         self._scheduler = BackgroundScheduler(
             # Reconciliation (with rebalance, failover and resync) has one thread; the observer,
-            # the lag sampler and the Spark validation each have their own, so a long reconcile
-            # never starves them, and they never delay a failover.
+            # the lag sampler, the Spark validation, the tree probes and the heartbeats each have
+            # their own, so a long reconcile never starves them, and they never delay a failover.
             executors={"default": ThreadPoolExecutor(1), "timer": ThreadPoolExecutor(1), "observer": ThreadPoolExecutor(1),
-                       "lag": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1),
+                       "lag": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1), "tree": ThreadPoolExecutor(1),
+                       "heartbeats": ThreadPoolExecutor(1),
                        "schemas": ThreadPoolExecutor(1)},  # registry I/O never delays a failover
             # A late run still runs (no misfire grace limit); missed runs coalesce into one.
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -301,6 +318,16 @@ class Controller:
             self._scheduler.add_job(self._run_guarded, "interval", args=[self.sample_offsets], id="lag",
                                     seconds=controller_config.lag_interval_s, replace_existing=True,
                                     next_run_time=datetime.now() + timedelta(seconds=1), executor="lag")
+            if self.config.heartbeats.interval_s:
+                self._heartbeats = HeartbeatJob(self.config, self._effective_routes, lambda: int(time.time() * 1000))
+                self._scheduler.add_job(self._run_guarded, "interval", args=[self.beat], id="heartbeats",
+                                        seconds=self.config.heartbeats.interval_s, replace_existing=True,
+                                        executor="heartbeats")
+            if self.config.tree is not None:  # probes may wait seconds: their own thread
+                self._unreachable_since = {}
+                self._scheduler.add_job(self._run_guarded, "interval", args=[self.check_tree], id="tree",
+                                        seconds=self.config.tree.probe_interval_s, replace_existing=True,
+                                        executor="tree")
             if controller_config.validation_interval_s and self._config_path:
                 self._scheduler.add_job(self._run_guarded, "interval", args=[self.run_spark_validation], id="validate",
                                         seconds=controller_config.validation_interval_s, replace_existing=True,
@@ -322,6 +349,10 @@ class Controller:
             for job in self._scheduler.get_jobs():
                 with contextlib.suppress(Exception):
                     job.remove()
+            if self._heartbeats is not None:
+                with contextlib.suppress(Exception):
+                    self._heartbeats.close()
+                self._heartbeats = None
             if self._zk.connected:
                 with contextlib.suppress(KazooException):
                     leader = self.store.leader()
@@ -656,7 +687,10 @@ class Controller:
                 external[r.name] = self._external_view(r.name, topic) or ExternalView(r.name, topic)
         if not ideal:
             raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
-        per_route = {name: _route_view(ideal[name], external[name]) for name in ideal}
+        by_name = {r.name: r for r in routes}
+        per_route = {name: {**_route_view(ideal[name], external[name]),
+                            "destination": by_name[name].destination,
+                            "destinationTopic": by_name[name].destination_topic(topic)} for name in ideal}
         if len(per_route) == 1:
             view = dict(next(iter(per_route.values())))
         else:  # several routes: flat maps keyed "<route>/<partition>"
@@ -862,6 +896,117 @@ class Controller:
         except (ControllerError, KazooException) as exc:
             log.warning("%s failed (next run retries): %s", getattr(job, "__name__", job), exc)
 
+    # -- the distribution tree (common/tree.py) ---------------------------------------------
+
+    def switched_targets(self) -> tuple[dict[str, str], int | None]:
+        """ZooKeeper's ``tree/targets`` (distributor -> leaf) and its version (None: no node yet)."""
+        try:
+            data, stat = self._zk.get(self.layout.tree_targets)
+        except NoNodeError:
+            return {}, None
+        except KazooException as exc:
+            raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
+        return {str(k): str(v) for k, v in (decode(data) or {}).items()}, stat.version
+
+    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]:
+        """Points ``distributor`` at ``leaf`` of its subtree; workers move its partitions there."""
+        if self.config.tree is None:
+            raise NotFound("no distribution tree is configured")
+        derived = {d.name: d for d in tree.distributors(tree.parse(self.config.tree.layout))}
+        if distributor not in derived:
+            raise NotFound(f"no distributor {distributor!r} (distributors: {sorted(derived)})")
+        if leaf not in derived[distributor].subtree:
+            raise BadRequest(f"{leaf!r} is not a leaf of {distributor}'s subtree {list(derived[distributor].subtree)}")
+        for _ in range(5):  # compare-and-set: the leader's own switches and an operator's may race
+            switched, version = self.switched_targets()
+            updated = {**switched, distributor: leaf}
+            try:
+                if version is None:
+                    self._zk.create(self.layout.tree_targets, encode(updated), makepath=True)
+                else:
+                    self._zk.set(self.layout.tree_targets, encode(updated), version=version)
+            except (NodeExistsError, BadVersionError):
+                continue
+            except KazooException as exc:
+                raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
+            log.warning("distributor %s now copies to %s (%s)", distributor, leaf, why)
+            return updated
+        raise Conflict("the tree's targets kept changing; try again")
+
+    def tree_view(self) -> dict[str, Any]:
+        """The derived distributors, their targets and state (REST ``/tree``, ``ferry tree``)."""
+        if self.config.tree is None:
+            raise NotFound("no distribution tree is configured")
+        root = tree.parse(self.config.tree.layout)
+        derived = tree.distributors(root)
+        switched, _ = self.switched_targets()
+        routes = {r.name: r for r in self.config.with_targets(switched)}
+        unreachable = dict(self._unreachable_since) if self.state == LEADING else {}
+        rows: list[dict[str, Any]] = []
+        states: dict[str, str] = {}
+        for d in derived:
+            target = routes[d.name].destination
+            state = states[d.name] = "target unreachable" if target in unreachable else "copying"
+            rows.append({"name": d.name, "cluster": d.cluster, "level": d.level, "mask": tree.format_flags(d.mask),
+                         "bit": tree.format_flags(d.bit), "subtree": list(d.subtree), "subtreeLayout": d.subtree_layout,
+                         "target": target, "switched": d.name in switched, "state": state})
+        return {"layout": root.render(), "switchAfterS": self.config.tree.switch_after_s, "distributors": rows,
+                "unreachable": sorted(unreachable),
+                "table": tree.table(derived, {d.name: routes[d.name].destination for d in derived}, states)}
+
+    def check_tree(self) -> None:
+        """The leader's tree job: probes every leaf; switches distributors whose target is down too long."""
+        assert self.config.tree is not None
+        root = tree.parse(self.config.tree.layout)
+        now = self._clock()
+        for leaf in root.leaves():
+            if self.kafka.reachable(leaf):
+                if self._unreachable_since.pop(leaf, None) is not None:
+                    log.info("tree: cluster %s is reachable again", leaf)
+            elif leaf not in self._unreachable_since:
+                log.warning("tree: cluster %s is unreachable", leaf)
+                self._unreachable_since[leaf] = now
+        if not self.config.tree.switch_after_s:
+            return
+        switched, _ = self.switched_targets()
+        targets = {r.name: r.destination for r in self.config.with_targets(switched) if r.distributor}
+        decided = tree.switches(tree.distributors(root), targets, self._unreachable_since, now,
+                                self.config.tree.switch_after_s)
+        for name, leaf in sorted(decided.items()):
+            self.switch_target(name, leaf, f"{targets[name]} unreachable for {now - self._unreachable_since[targets[name]]:.0f}s")
+
+    # -- heartbeats (common/heartbeat.py) ----------------------------------------------------
+
+    def _effective_routes(self) -> list[RouteConfig]:
+        switched = self.switched_targets()[0] if self.config.tree is not None else {}
+        return self.config.with_targets(switched)
+
+    def beat(self) -> None:
+        """The leader's heartbeat job: write, read, and publish the figures as metrics."""
+        job = self._heartbeats
+        if job is None:
+            return
+        job.tick()
+        view = self.heartbeats()
+        for row in view["endToEnd"]:
+            self._beat_latency.labels(row["origin"], row["cluster"], str(row["hops"])).set(row["latencyS"])
+            self._beat_age.labels(row["origin"], row["cluster"]).set(row["sinceLastS"])
+        for name, row in view["routes"].items():
+            if row["latencyS"] is not None:
+                self._route_latency.labels(name).set(row["latencyS"])
+                self._route_age.labels(name).set(row["sinceLastS"])
+
+    def heartbeats(self) -> dict[str, Any]:
+        """Per route and end to end: the latest heartbeat latency and the time since one arrived (REST)."""
+        if not self.config.heartbeats.interval_s:
+            raise NotFound("heartbeats are off (heartbeats.interval_s: 0)")
+        job = self._heartbeats
+        if job is None or self.state != LEADING:
+            raise NotLeader("only the leader reads heartbeats; ask it (GET /health names it)")
+        routes = [(r.name, r.source, r.destination) for r in self._effective_routes()]
+        view: dict[str, Any] = job.book.view(int(time.time() * 1000), routes)
+        return view
+
     def removed_topics(self) -> set[TopicKey]:
         return {
             TopicKey(route.name, topic)
@@ -921,14 +1066,16 @@ class Controller:
             if not names:
                 continue
             source = self.kafka.topic_configs(route.source, names)
-            destination = self.kafka.topic_configs(route.destination, names)
+            renamed = {topic: route.destination_topic(topic) for topic in names}  # common.naming
+            destination = self.kafka.topic_configs(route.destination, sorted(renamed.values()))
             for topic in names:
-                if topic not in source or topic not in destination:
+                target = renamed[topic]
+                if topic not in source or target not in destination:
                     continue  # the destination topic does not exist yet: its worker creates it
-                changes = observer.config_changes(source[topic], destination[topic], route.config_exclude)
+                changes = observer.config_changes(source[topic], destination[target], route.config_exclude)
                 if changes:
-                    self.kafka.set_topic_configs(route.destination, topic, changes)
-                    log.info("observer: %s on %s now follows the source: %s", topic, route.destination, changes)
+                    self.kafka.set_topic_configs(route.destination, target, changes)
+                    log.info("observer: %s on %s now follows the source: %s", target, route.destination, changes)
 
     def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
         """Committed (route's group, at the source) and log-end offsets of mirrored partitions, read now.

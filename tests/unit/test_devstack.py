@@ -131,3 +131,23 @@ def test_a_broker_spawned_before_the_secured_listener_existed_is_recognized(tmp_
     assert not devstack.configured_with_sasl_ssl(server)
     server.config_file.write_text(devstack._kafka_config(server))
     assert devstack.configured_with_sasl_ssl(server)
+
+
+def test_extra_clusters_get_ports_by_position_or_by_name_and_are_recorded(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(devstack.EXTRA_PORT_ENV, "40000")
+    monkeypatch.setenv("FERRY_DEV_PORT_E_2", "45000")
+    monkeypatch.delenv(devstack.CLUSTERS_ENV, raising=False)
+    stack = devstack.stack_from_env(["c", "d", "e-2"])
+    assert [(s.name, s.port) for s in stack.extra] == [("c", 40000), ("d", 40010), ("e-2", 45000)]
+    assert stack.bootstrap("d") == "127.0.0.1:40010" and [s.name for s in stack.kafka][:2] == ["src", "dst"]
+    with pytest.raises(devstack.DevStackError, match="no cluster 'x'"):
+        stack.bootstrap("x")
+    devstack._record_extra(stack)
+    assert [s.name for s in devstack.stack_from_env().extra] == []  # a plain stack: src and dst only
+    assert [s.name for s in devstack.stack_from_env(recorded=True).extra] == ["c", "d", "e-2"]
+    with pytest.raises(devstack.DevStackError, match="not a usable cluster name"):
+        devstack.parse_cluster_names("c,d/e", "--clusters")
+    monkeypatch.setattr(devstack.Server, "classpath", property(lambda self: "jars/*"))
+    assert "-XX:+UseSerialGC" in devstack._command(stack.extra[0]) and "-Xmx256m" in devstack._command(stack.extra[0])

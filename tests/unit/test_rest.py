@@ -92,6 +92,18 @@ class FakeController:
     def metrics_text(self) -> bytes:
         return b"# no metrics\n"
 
+    def tree_view(self) -> dict[str, Any]:
+        self._call("tree_view")
+        return {"layout": "1(a,b)", "distributors": [], "table": "DISTRIBUTOR ...", "unreachable": []}
+
+    def heartbeats(self) -> dict[str, Any]:
+        self._call("heartbeats")
+        return {"endToEnd": [], "routes": {}}
+
+    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]:
+        self._call("switch_target", distributor, leaf)
+        return {distributor: leaf}
+
     def schema_status(self) -> dict[str, Any]:
         self._call("schema_status")
         return {"primary": "src", "subjects": []}
@@ -334,3 +346,22 @@ def test_a_leader_that_does_not_answer_is_a_503(fake: FakeController) -> None:
     fake.leading, fake.leader_info = False, {"id": "c2", "rest_url": f"http://127.0.0.1:{port}"}
     body = assert_json_error(create_app(_typed(fake), forward_timeout_s=2).test_client().post("/instances"), 503)
     assert "c2" in body["error"]
+
+
+def test_tree_view_as_json_and_as_a_table(client: FlaskClient, fake: FakeController) -> None:
+    assert client.get("/tree").get_json()["layout"] == "1(a,b)"
+    text = client.get("/tree?format=text")
+    assert text.status_code == 200 and text.mimetype == "text/plain" and text.data == b"DISTRIBUTOR ...\n"
+    assert client.get("/tree?format=xml").status_code == 400
+
+
+def test_switching_a_target_is_checked_at_the_edge(client: FlaskClient, fake: FakeController) -> None:
+    answer = client.post("/tree/a.L1/target", json={"target": "b"})
+    assert answer.status_code == 200 and answer.get_json() == {"a.L1": "b"}
+    assert fake.calls[-1] == ("switch_target", ("a.L1", "b"))
+    for path, body in [("/tree/a.b/target", {"target": "b"}), ("/tree/a.L1/target", {"target": "b/c"}),
+                       ("/tree/a.L1/target", {"leaf": "b"}), ("/tree/a.L1/target", ["b"])]:
+        response = client.post(path, json=body)
+        assert response.status_code == 400, (path, body)
+        assert "error" in response.get_json()
+    assert len([c for c in fake.calls if c[0] == "switch_target"]) == 1

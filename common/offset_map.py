@@ -1,0 +1,181 @@
+"""The exact offset map of one partition: source offset -> destination offset, run-length encoded.
+
+Pure: plain data in, plain data out; no I/O, no clock.
+
+A :class:`Segment` says "source offsets ``src_start .. src_start + length - 1`` are at destination
+offsets ``dst_start .. dst_start + length - 1``". A 1:1 copy of a contiguous run of source offsets is
+one segment however long it is; a new segment starts where either side jumps (a gap in the source
+from transaction markers or compaction, another writer's records on the destination, a rewind, a
+new owner). Segments are identified by ``dst_start`` (unique on the destination partition), so
+each is stored under its own key in a compacted topic (:func:`segment_key`) and only the newest
+extent of each survives compaction.
+
+Translation of a committed source offset ``c`` (the next record the group will read):
+
+- the newest copy of ``c - 1`` is at ``d``: the group continues at ``d + 1`` (exact);
+- else the newest copy of ``c`` is at ``d``: at ``d`` (exact);
+- else ``c`` falls in a gap between copied runs (records never copied: transaction markers, ...): at
+  the first copy of a source offset after ``c`` (exact);
+- else ``c`` is below everything mapped (copied before Ferry recorded it, or removed by retention)
+  or above the mirror's head: no exact answer (:func:`translate` returns None) and the caller uses
+  the timestamp method (:func:`timestamp_lookup_ms`) or waits.
+
+"Newest" is the highest destination offset: after a rewind re-copied records, the group continues
+after their latest copy, so it reads each record once from there on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+EXACT, TIMESTAMP = "exact", "timestamp"
+MAX_SEGMENTS = 10_000  # per partition; the oldest are dropped beyond it (they fall back to timestamps)
+
+
+@dataclass(frozen=True)
+class Segment:
+    src_start: int
+    dst_start: int
+    length: int
+
+    @property
+    def src_end(self) -> int:
+        """One past the last source offset."""
+        return self.src_start + self.length
+
+    @property
+    def dst_end(self) -> int:
+        return self.dst_start + self.length
+
+    def destination_of(self, source_offset: int) -> int | None:
+        if self.src_start <= source_offset < self.src_end:
+            return self.dst_start + source_offset - self.src_start
+        return None
+
+
+class OffsetMap:
+    """One partition's segments in destination order; extended record by record as copies land.
+
+    :meth:`record` is O(1) amortised; :meth:`take_changed` hands out the segments created or
+    extended since the last call (the ones to persist).
+    """
+
+    def __init__(self, segments: Iterable[Segment] = ()) -> None:
+        self._segments: list[Segment] = merge(segments)
+        self._changed: set[int] = set()  # dst_start of segments changed since take_changed
+
+    def record(self, source_offset: int, destination_offset: int) -> None:
+        """The copy of ``source_offset`` landed at ``destination_offset`` (destination offsets increase)."""
+        if self._segments:
+            last = self._segments[-1]
+            if destination_offset < last.dst_end:
+                return  # already known (a look-back re-read records this map has)
+            if source_offset == last.src_end and destination_offset == last.dst_end:
+                self._segments[-1] = Segment(last.src_start, last.dst_start, last.length + 1)
+                self._changed.add(last.dst_start)
+                return
+        self._segments.append(Segment(source_offset, destination_offset, 1))
+        self._changed.add(destination_offset)
+        if len(self._segments) > MAX_SEGMENTS:
+            dropped = self._segments.pop(0)
+            self._changed.discard(dropped.dst_start)
+
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    def take_changed(self) -> list[Segment]:
+        changed = [s for s in self._segments if s.dst_start in self._changed]
+        self._changed.clear()
+        return changed
+
+    def trim(self, destination_log_start: int) -> list[Segment]:
+        """Drops what retention removed from the destination; returns the segments dropped whole."""
+        kept, dropped = [], []
+        for segment in self._segments:
+            if segment.dst_end <= destination_log_start:
+                dropped.append(segment)
+            else:
+                kept.append(segment)
+        self._segments = kept
+        return dropped
+
+    def translate(self, committed: int) -> int | None:
+        return translate(self._segments, committed)
+
+
+def merge(segments: Iterable[Segment]) -> list[Segment]:
+    """Segments in destination order, adjacent runs joined (contiguous on both sides), overlaps dropped."""
+    result: list[Segment] = []
+    for segment in sorted(segments, key=lambda s: (s.dst_start, -s.length)):
+        if segment.length <= 0:
+            continue
+        if result:
+            last = result[-1]
+            if segment.dst_start < last.dst_end:  # the same records seen twice (an older extent)
+                if segment.dst_end <= last.dst_end:
+                    continue
+                cut = last.dst_end - segment.dst_start
+                segment = Segment(segment.src_start + cut, last.dst_end, segment.length - cut)
+            if segment.src_start == last.src_end and segment.dst_start == last.dst_end:
+                result[-1] = Segment(last.src_start, last.dst_start, last.length + segment.length)
+                continue
+        result.append(segment)
+    return result
+
+
+def translate(segments: list[Segment], committed: int) -> int | None:
+    """The destination offset a group committed at source offset ``committed`` continues from, or None.
+
+    ``segments`` in destination order (as :func:`merge` returns them). See the module docstring.
+    """
+    if committed < 0 or not segments:
+        return None
+    for segment in reversed(segments):  # newest first
+        before = segment.destination_of(committed - 1)
+        if before is not None:
+            return before + 1
+    for segment in reversed(segments):
+        at = segment.destination_of(committed)
+        if at is not None:
+            return at
+    lowest = min(s.src_start for s in segments)
+    highest = max(s.src_end for s in segments)
+    if committed < lowest or committed > highest:
+        return None
+    after = [s for s in segments if s.src_start > committed]
+    if not after:
+        return None
+    first = min(after, key=lambda s: (s.src_start, -s.dst_start))
+    return first.dst_start
+
+
+def timestamp_lookup_ms(committed_record_timestamp_ms: int, margin_s: float) -> int:
+    """Axual's method (seed 000): look the destination up at the committed record's timestamp minus a margin.
+
+    ``offsets_for_times`` at this time gives the first destination record at or after it; the
+    group re-reads at most the records of the margin (and those sharing its timestamps).
+    """
+    return max(0, committed_record_timestamp_ms - int(margin_s * 1000))
+
+
+# -- storage in the compacted map topic ----------------------------------------------------------
+
+def segment_key(route: str, topic: str, partition: int, dst_start: int) -> bytes:
+    return f"{route}|{topic}|{partition}|{dst_start}".encode()
+
+
+def segment_value(segment: Segment) -> bytes:
+    return f"1|{segment.src_start}|{segment.length}".encode()
+
+
+def parse_segment(key: bytes, value: bytes | None) -> tuple[tuple[str, str, int], int, Segment | None]:
+    """(route, topic, partition), dst_start and the segment (None: a tombstone). Raises ValueError."""
+    route, topic, partition, dst_start = key.decode().split("|")
+    start = int(dst_start)
+    if value is None:
+        return (route, topic, int(partition)), start, None
+    version, src_start, length = value.decode().split("|")
+    if version != "1":
+        raise ValueError(f"offset map value of unknown version {version!r}")
+    return (route, topic, int(partition)), start, Segment(int(src_start), start, int(length))

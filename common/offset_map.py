@@ -14,8 +14,10 @@ Translation of a committed source offset ``c`` (the next record the group will r
 
 - the newest copy of ``c - 1`` is at ``d``: the group continues at ``d + 1`` (exact);
 - else the newest copy of ``c`` is at ``d``: at ``d`` (exact);
-- else ``c`` falls in a gap between copied runs (records never copied: transaction markers, ...): at
-  the first copy of a source offset after ``c`` (exact);
+- else ``c`` falls in a gap between copied runs (records never copied: transaction markers,
+  compaction): right after the newest copy of the run below the gap, which is where the next run
+  starts unless other writers' records sit between (exact; a hole in the map itself would make the
+  group re-read the hole, never skip it);
 - else ``c`` is below everything mapped (copied before Ferry recorded it, or removed by retention)
   or above the mirror's head: no exact answer (:func:`translate` returns None) and the caller uses
   the timestamp method (:func:`timestamp_lookup_ms`) or waits.
@@ -30,6 +32,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 EXACT, TIMESTAMP = "exact", "timestamp"
+# Compacted topics on the destination cluster: the map's segments, and checkpoints for tools.
+MAP_TOPIC = "__ferry_offset_map"
+CHECKPOINT_TOPIC = "__ferry_checkpoints"
 MAX_SEGMENTS = 10_000  # per partition; the oldest are dropped beyond it (they fall back to timestamps)
 
 
@@ -89,6 +94,11 @@ class OffsetMap:
         self._changed.clear()
         return changed
 
+    def touch(self, dst_start: int) -> None:
+        """Hands the segment starting at ``dst_start`` out again at the next :meth:`take_changed` (its write failed)."""
+        if any(s.dst_start == dst_start for s in self._segments):
+            self._changed.add(dst_start)
+
     def trim(self, destination_log_start: int) -> list[Segment]:
         """Drops what retention removed from the destination; returns the segments dropped whole."""
         kept, dropped = [], []
@@ -143,11 +153,12 @@ def translate(segments: list[Segment], committed: int) -> int | None:
     highest = max(s.src_end for s in segments)
     if committed < lowest or committed > highest:
         return None
-    after = [s for s in segments if s.src_start > committed]
-    if not after:
-        return None
-    first = min(after, key=lambda s: (s.src_start, -s.dst_start))
-    return first.dst_start
+    # In a gap: right after the newest copy of the last run below it. Source gaps (transaction
+    # markers, compaction) end where the next run begins; a hole in the map itself (a segment
+    # write lost with its writer) makes the group read the hole again rather than skip it.
+    below = [s for s in segments if s.src_end <= committed]
+    last = max(below, key=lambda s: (s.src_end, s.dst_start))
+    return last.dst_end
 
 
 def timestamp_lookup_ms(committed_record_timestamp_ms: int, margin_s: float) -> int:

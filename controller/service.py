@@ -55,6 +55,7 @@ from common.model import (
 )
 from common.zk_layout import ZkLayout, make_client
 from controller import observer, planner
+from controller.checkpoints import Checkpointer, translations_json
 from controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
 from controller.kafka_meta import ClusterMetadata
 from controller.progress import OffsetSample, ProgressTracker
@@ -105,6 +106,10 @@ class Controller:
                                        "Problems found by the last Spark validation", registry=self.registry)
         self._stalled_gauge = Gauge("ferry_controller_noprogress_partitions",
                                     "Lagging partitions whose committed offset has not moved", registry=self.registry)
+        self._checkpoint_age = Gauge("ferry_controller_checkpoint_age_seconds",
+                                     "Seconds since a consumer group's offsets were last checkpointed",
+                                     ["route", "group"], registry=self.registry)
+        self.checkpoints = Checkpointer(config, controller_id, clock=clock)
         self._clock = clock
         self.state = STANDBY
         self._lock = threading.RLock()
@@ -121,7 +126,8 @@ class Controller:
         self._scheduler = BackgroundScheduler(
             # Reconciliation and the quick leader jobs share one thread; the Spark validation,
             # which takes many seconds, gets its own so it never delays a failover.
-            executors={"default": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1)},
+            executors={"default": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1),
+                       "checkpoints": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1},
         )
 
@@ -207,6 +213,10 @@ class Controller:
                 self._scheduler.add_job(self._run_guarded, "interval", args=[self.run_spark_validation], id="validate",
                                         seconds=controller_config.validation_interval_s, replace_existing=True,
                                         executor="spark")
+            if controller_config.checkpoint_interval_s and any(r.groups for r in self.config.routes):
+                self._scheduler.add_job(self._run_guarded, "interval", args=[self.checkpoint], id="checkpoints",
+                                        seconds=controller_config.checkpoint_interval_s, replace_existing=True,
+                                        executor="checkpoints", next_run_time=datetime.now() + timedelta(seconds=1))
             self._leader_gauge.set(1)
             self.request_reconcile()
             while not self._lead_lost.wait(0.5):
@@ -736,7 +746,19 @@ class Controller:
         for name, count in counts.items():
             self._partitions_gauge.labels(name).set(count)
 
+    def checkpoint(self) -> None:
+        """The leader's checkpoint job (controller/checkpoints.py)."""
+        self.checkpoints.run()
+        for (route, group), age in self.checkpoints.ages().items():
+            self._checkpoint_age.labels(route, group).set(age)
+
+    def groups(self, group: str | None = None) -> dict[str, Any]:
+        """The leader's latest checkpoints: every group's, or one group's (NotFound when it has none)."""
+        return translations_json(self.checkpoints.latest(group), self.checkpoints.ages())
+
     def metrics_text(self) -> bytes:
+        for (route, group), age in self.checkpoints.ages().items():
+            self._checkpoint_age.labels(route, group).set(age)
         return generate_latest(self.registry)
 
 

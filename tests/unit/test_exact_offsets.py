@@ -147,3 +147,14 @@ def test_storage_round_trip() -> None:
 def test_timestamp_method_subtracts_the_margin() -> None:
     assert timestamp_lookup_ms(1_000_000, 60) == 940_000
     assert timestamp_lookup_ms(1_000, 60) == 0
+
+
+def test_group_sync_follows_mirrormaker_2s_rule() -> None:
+    from controller.checkpoints import should_sync
+
+    assert should_sync(10, None, group_active=False)
+    assert should_sync(10, 5, group_active=False)
+    assert not should_sync(10, 10, group_active=False)  # only forward: never rewinds a group
+    assert not should_sync(10, 12, group_active=False)
+    assert not should_sync(10, None, group_active=True)  # never under an active group
+    assert not should_sync(None, None, group_active=False)  # pending: nothing to commit

@@ -427,6 +427,17 @@ def _spawn(server: Server) -> int:
             _command(server), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, cwd=server.home,
         )
+    # Until the child has exec'd, /proc/<pid>/cmdline is still ours, and _pid_of would take the
+    # server for a stranger and drop its pid file (seen under load): wait (bounded) for the exec.
+    marker = str(server.config_file).encode()
+    give_up = time.monotonic() + 10
+    while proc.poll() is None and time.monotonic() < give_up:
+        try:
+            if marker in Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0"):
+                break
+        except OSError:
+            break
+        time.sleep(0.05)
     server.pid_file.write_text(f"{proc.pid}\n")
     return proc.pid
 

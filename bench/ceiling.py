@@ -1,12 +1,14 @@
 """The broker ceiling: the cheapest honest copy, run as its own process and measured like the others.
 
-``python -m bench.ceiling --source HOST:PORT --destination HOST:PORT --partitions N [--block I/K] TOPIC...``
+``python -m bench.ceiling --source HOST:PORT --destination HOST:PORT --partitions N [--block I/K]
+[--consumer-config JSON] [--producer-config JSON] TOPIC...``
 
 The bench runs one such process per CPU (``--block I/K``: the I-th of K contiguous blocks of
 partitions), so the ceiling is what these brokers take on this machine, not what one Python
 thread can push. Each process: one librdkafka consumer (``assign()`` from the beginning, no group, no commits) and one
-producer with the same delivery guarantees as Ferry's (``acks=all``, idempotent, ``linger.ms``
-5), copying key, value, headers and timestamp to the same partition. No offset tracking, no
+producer with the same delivery guarantees as Ferry's, built with Ferry's client defaults
+(``common/kafka_clients.py``, the best settings measured) plus the same overrides the bench
+gives Ferry's workers (``--consumer-config``, ``--producer-config``), copying key, value, headers and timestamp to the same partition. No offset tracking, no
 delivery callbacks, no status, no metrics: whatever a replicator adds costs on top of this.
 Runs until SIGTERM, then flushes and exits.
 """
@@ -14,6 +16,7 @@ Runs until SIGTERM, then flushes and exits.
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 from types import FrameType
@@ -32,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--destination", required=True)
     parser.add_argument("--partitions", type=int, required=True)
     parser.add_argument("--block", default="0/1", help="I/K: copy only the I-th of K contiguous blocks of partitions")
+    parser.add_argument("--consumer-config", type=json.loads, default={}, help="librdkafka overrides (JSON object)")
+    parser.add_argument("--producer-config", type=json.loads, default={}, help="librdkafka overrides (JSON object)")
     parser.add_argument("topics", nargs="+")
     args = parser.parse_args(argv)
     index, count = (int(part) for part in args.block.split("/"))
@@ -44,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    consumer = kafka_clients.consumer({"bootstrap.servers": args.source}, "ferry-bench-ceiling")
+    consumer = kafka_clients.consumer({"bootstrap.servers": args.source}, "ferry-bench-ceiling", **args.consumer_config)
     consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in args.topics for p in mine])
-    producer = kafka_clients.producer({"bootstrap.servers": args.destination})
+    producer = kafka_clients.producer({"bootstrap.servers": args.destination}, **args.producer_config)
     produce = producer.produce
     poll = producer.poll
     while not stopping:

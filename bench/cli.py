@@ -13,26 +13,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bench.names import KNOWN, SYSTEMS, WorkloadSpec, known_system, parse_workloads
 from common.errors import FerryError
 
-SYSTEM_NAMES = ("ceiling", "ferry-1w", "ferry-2w", "mm2-t1", "mm2-t2")
+DEFAULT_WORKLOADS = "1x100,1x1024,1x10240:200000,8x100,8x1024,8x10240:200000"
 
 
-def _sizes(text: str) -> tuple[int, ...]:
+def _workloads(text: str) -> tuple[WorkloadSpec, ...]:
     try:
-        sizes = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of value sizes in bytes") from None
-    if not sizes or any(size < 1 for size in sizes):
-        raise argparse.ArgumentTypeError("value sizes must be positive byte counts, e.g. 100,1024")
-    return sizes
+        return parse_workloads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _systems(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = [n for n in names if n not in SYSTEM_NAMES]
+    unknown = [n for n in names if not known_system(n)]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown systems {unknown}; choose from {', '.join(SYSTEM_NAMES)}")
+        raise argparse.ArgumentTypeError(f"unknown systems {unknown}; choose from {KNOWN}")
     return names
 
 
@@ -49,18 +47,23 @@ def _worker_config(text: str) -> dict[str, Any]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--worker-config", type=_worker_config, default={}, metavar="JSON",
                         help='merged into the Ferry workers\' worker: config, e.g. \'{"producer": {"linger.ms": 20}}\'')
-    parser.add_argument("--records", type=int, default=1_000_000, help="records per workload (default 1,000,000)")
-    parser.add_argument("--workloads", type=_sizes, default=(100, 1024), metavar="SIZES",
-                        help="value sizes in bytes, comma-separated (default 100,1024)")
-    parser.add_argument("--partitions", type=int, default=8, help="partitions of every topic (default 8)")
+    parser.add_argument("--records", type=int, default=1_000_000,
+                        help="records of a workload that names no count (default 1,000,000)")
+    parser.add_argument("--workloads", type=_workloads, default=DEFAULT_WORKLOADS, metavar="LIST",
+                        help="comma-separated SIZE, PARTITIONSxSIZE or PARTITIONSxSIZE:RECORDS (value bytes); "
+                             f"'none': only --idle-partitions (default {DEFAULT_WORKLOADS})")
+    parser.add_argument("--partitions", type=int, default=8, help="partitions of a workload that names none (default 8)")
     parser.add_argument("--skip-mm2", action="store_true", help="leave MirrorMaker 2 out")
-    parser.add_argument("--systems", type=_systems, default=SYSTEM_NAMES, metavar="NAMES",
-                        help=f"which systems to run, comma-separated (default all: {','.join(SYSTEM_NAMES)})")
+    parser.add_argument("--systems", type=_systems, default=SYSTEMS, metavar="NAMES",
+                        help=f"which systems to run, comma-separated (default all: {','.join(SYSTEMS)})")
     parser.add_argument("--latency-rate", type=int, default=5000, help="records/s of the latency run (default 5000)")
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="length of the latency run; 0: none (default 10)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
     parser.add_argument("--workdir", metavar="DIR", help="where configs and logs go (default: a new temporary folder)")
     parser.add_argument("--keep-topics", action="store_true", help="do not delete the benchmark's topics")
+    parser.add_argument("--idle-partitions", type=int, default=0, metavar="N",
+                        help="also measure the CPU of one idle worker holding N empty partitions (default 0: no)")
+    parser.add_argument("--idle-seconds", type=float, default=20.0, help="length of the idle measurement (default 20)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,17 +78,23 @@ def run(args: argparse.Namespace) -> int:
 
     from bench.report import render, write_json
     from bench.runner import Options, run_bench
+    from bench.workload import Workload
     from common import devstack
 
     if args.records < 1 or args.partitions < 1:
         raise FerryError("--records and --partitions must be at least 1")
+    if args.idle_partitions < 0 or args.idle_seconds <= 0:
+        raise FerryError("--idle-partitions must be at least 0 and --idle-seconds more than 0")
     systems = tuple(s for s in args.systems if not (args.skip_mm2 and s.startswith("mm2-")))
-    if not systems:
+    if not systems and args.workloads:
         raise FerryError("no system left to run")
+    if not args.workloads and not args.idle_partitions:
+        raise FerryError("--workloads none leaves nothing to do without --idle-partitions")
     options = Options(
-        records=args.records, value_sizes=args.workloads, partitions=args.partitions, systems=systems,
+        workloads=tuple(Workload(spec.value_bytes, spec.partitions or args.partitions, spec.records or args.records)
+                        for spec in args.workloads), systems=systems,
         latency_rate=args.latency_rate, latency_seconds=args.latency_seconds, keep_topics=args.keep_topics,
-        worker_config=args.worker_config,
+        worker_config=args.worker_config, idle_partitions=args.idle_partitions, idle_seconds=args.idle_seconds,
     )
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)

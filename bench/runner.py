@@ -13,6 +13,10 @@ the topic does not exist yet:
 3. peak resident memory (``VmHWM``) of the system's processes, then the system is stopped;
 4. *check*: every partition's count must equal the source's and sampled windows must hold
    exactly the records expected at their offsets. A lossy or reordered run is FAILED.
+
+The pseudo-systems ``limit-produce`` and ``limit-consume`` copy nothing: they measure the
+brokers' own limits with Kafka's perf tools (:mod:`bench.limits`). ``--idle-partitions`` adds
+the idle cost of one worker holding that many partitions with no traffic (:mod:`bench.idle`).
 """
 
 from __future__ import annotations
@@ -28,24 +32,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import procstat, workload
+from bench import idle, limits, procstat, workload
 from bench.errors import BenchError
+from bench.names import KNOWN, SYSTEMS, known_system
 from bench.systems import Ceiling, FerryWorkers, MirrorMaker2, System
 from bench.workload import Latency, Workload
 from common.devstack import Stack
 
 log = logging.getLogger(__name__)
 
-SYSTEMS = ("ceiling", "ferry-1w", "ferry-2w", "mm2-t1", "mm2-t2")
-BASELINE = "mm2-t1"
+BASELINES = ("mm2-t1", "mm2-tuned-t1")
 POLL_S = 0.05
+DEFAULT_WORKLOADS = (Workload(100, 1, 1_000_000), Workload(1024, 1, 1_000_000), Workload(10240, 1, 200_000),
+                     Workload(100, 8, 1_000_000), Workload(1024, 8, 1_000_000), Workload(10240, 8, 200_000))
 
 
 @dataclass(frozen=True)
 class Options:
-    records: int = 1_000_000
-    value_sizes: tuple[int, ...] = (100, 1024)
-    partitions: int = 8
+    workloads: tuple[Workload, ...] = DEFAULT_WORKLOADS
     systems: tuple[str, ...] = SYSTEMS
     latency_rate: int = 5000
     latency_seconds: float = 10.0
@@ -53,8 +57,11 @@ class Options:
     start_timeout_s: float = 180.0
     stall_timeout_s: float = 60.0
     keep_topics: bool = False
-    # Merged into the Ferry workers' `worker:` config section, to tune by measurement.
+    # Merged into the Ferry workers' `worker:` config section (and its consumer/producer sections
+    # into the ceiling's clients), to tune by measurement.
     worker_config: dict[str, Any] = field(default_factory=dict)
+    idle_partitions: int = 0  # 0: no idle measurement
+    idle_seconds: float = 20.0
 
 
 @dataclass
@@ -95,19 +102,22 @@ class RunResult:
 
 def make_system(name: str, stack: Stack, workdir: Path, partitions: int, slug: str,
                 worker_config: dict[str, Any] | None = None) -> System:
-    if name == "ceiling":
-        return Ceiling(stack, workdir, partitions, slug)
-    if name.startswith("ferry-") and name.endswith("w"):
+    if not known_system(name) or name.startswith("limit-"):
+        raise BenchError(f"unknown system {name!r} (known: {KNOWN})")
+    if name.startswith("ceiling"):
+        processes = int(name[8:]) if name != "ceiling" else None
+        return Ceiling(stack, workdir, partitions, slug, processes=processes, client_config=worker_config)
+    if name.startswith("ferry-"):
         return FerryWorkers(stack, workdir, partitions, slug, workers=int(name[6:-1]), worker_config=worker_config)
-    if name.startswith("mm2-t"):
-        return MirrorMaker2(stack, workdir, partitions, slug, tasks=int(name[5:]))
-    raise BenchError(f"unknown system {name!r} (known: {', '.join(SYSTEMS)})")
+    tuned = name.startswith("mm2-tuned-")
+    return MirrorMaker2(stack, workdir, partitions, slug, tasks=int(name.rsplit("t", 1)[1]), tuned=tuned)
 
 
 def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Runs the whole benchmark; returns the report (what ``--json`` writes)."""
-    for name in options.systems:
-        make_system(name, stack, workdir, options.partitions, "check")  # unknown names fail before any work
+    unknown = [name for name in options.systems if not known_system(name)]
+    if unknown:  # before any work
+        raise BenchError(f"unknown systems {unknown} (known: {KNOWN})")
     started = datetime.datetime.now(datetime.timezone.utc)
     clock_started = time.monotonic()
     source = {"bootstrap.servers": stack.bootstrap("src")}
@@ -116,10 +126,10 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
     dst_admin = workload.admin(destination)
     runs: list[RunResult] = []
     workloads: list[dict[str, Any]] = []
-    for value_bytes in options.value_sizes:
+    for load in options.workloads:
         run_id = uuid.uuid4().hex[:8]
-        load = Workload(value_bytes, options.partitions, options.records)
-        topic = f"ferry-bench-{value_bytes}-{run_id}"
+        value_bytes = load.value_bytes
+        topic = f"ferry-bench-{load.partitions}x{value_bytes}-{run_id}"
         workload.create_topic(src_admin, topic, load.partitions)
         try:
             echo(f"[{load.name}] producing {load.records:,} records to {topic} ...")
@@ -132,9 +142,16 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
             })
             for name in options.systems:
                 slug = f"{run_id}-{name}"
-                system = make_system(name, stack, workdir, options.partitions, slug, options.worker_config)
+                if name.startswith("limit-"):
+                    echo(f"[{load.name}] {name} ...")
+                    result = _broker_limit(name, stack, workdir, load, topic, run_id, dst_admin)
+                    runs.append(result)
+                    echo(f"[{load.name}] {name}: {result.status} "
+                         + (f"{result.records_per_s:,.0f} records/s" if result.records_per_s else "; ".join(result.problems)))
+                    continue
+                system = make_system(name, stack, workdir, load.partitions, slug, options.worker_config)
                 echo(f"[{load.name}] {system.label} ...")
-                result = _run_one(system, load, topic, run_id, options, source, destination, src_admin, dst_admin)
+                result = run_one(system, load, topic, run_id, options, source, destination, src_admin, dst_admin)
                 runs.append(result)
                 summary = (f"{result.records_per_s:,.0f} records/s, {result.cpu_s_per_million:.1f} CPU s/M records"
                            if result.ok and result.records_per_s and result.cpu_s_per_million is not None else "")
@@ -148,21 +165,31 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
                 with contextlib.suppress(BenchError):
                     workload.delete_topics(dst_admin, [topic])
     _ratios(runs)
+    idle_result = None
+    if options.idle_partitions > 0:
+        echo(f"[idle] one Ferry worker holding {options.idle_partitions} partitions with no traffic, "
+             f"{options.idle_seconds:g}s ...")
+        idle_result = idle.measure_idle(stack, workdir, options.idle_partitions, options.idle_seconds,
+                                        uuid.uuid4().hex[:8], options.worker_config).to_json()
+        echo(f"[idle] worker {idle_result['worker_core_pct']:.2f} % of a core, source broker "
+             f"{idle_result['source_broker_core_pct']} % of a core")
     return {
         "started_at": started.isoformat(timespec="seconds"),
         "machine": {**procstat.machine(), "python": platform.python_version(), "platform": platform.platform()},
-        "options": {"records": options.records, "workloads": list(options.value_sizes), "partitions": options.partitions,
+        "options": {"workloads": [load.name for load in options.workloads],
                     "systems": list(options.systems), "latency_rate": options.latency_rate,
-                    "latency_seconds": options.latency_seconds, "worker_config": options.worker_config},
+                    "latency_seconds": options.latency_seconds, "worker_config": options.worker_config,
+                    "idle_partitions": options.idle_partitions, "idle_seconds": options.idle_seconds},
         "workloads": workloads,
         "runs": [r.to_json() for r in runs],
+        "idle": idle_result,
         "ok": all(r.ok for r in runs),
         "duration_s": round(time.monotonic() - clock_started, 1),
         "workdir": str(workdir),
     }
 
 
-def _run_one(
+def run_one(
     system: System, load: Workload, topic: str, run_id: str, options: Options,
     source: dict[str, Any], destination: dict[str, Any], src_admin: Any, dst_admin: Any,
 ) -> RunResult:
@@ -257,19 +284,61 @@ def _copy(
     result.cpu_s_per_million = round((end_cpu - base_cpu) / records * 1e6, 2)
 
 
+def _broker_limit(name: str, stack: Stack, workdir: Path, load: Workload, topic: str, run_id: str,
+                  dst_admin: Any) -> RunResult:
+    """``limit-produce`` (into a fresh destination topic) or ``limit-consume`` (the workload's source topic)."""
+    label = ("broker limit: produce into dst (ProducerPerformance)" if name == "limit-produce"
+             else "broker limit: consume from src (ConsumerPerformance)")
+    result = RunResult(load.name, load.value_bytes, name, label, load.records, processes=1)
+    slug = f"{run_id}-{name}"
+    log_path = workdir / f"{slug}.log"
+    result.logs = [str(log_path)]
+    try:
+        if name == "limit-produce":
+            limit_topic = f"ferry-bench-limit-{slug}"
+            workload.create_topic(dst_admin, limit_topic, load.partitions)
+            try:
+                rate = limits.produce_rate(stack.bootstrap("dst"), limit_topic, load.records, load.value_bytes, log_path)
+            finally:
+                with contextlib.suppress(BenchError):
+                    workload.delete_topics(dst_admin, [limit_topic])
+        else:
+            # The source records carry a key and two headers: count them as the copies do.
+            record_bytes = load.record_bytes(run_id)
+            rate = limits.consume_rate(stack.bootstrap("src"), topic, load.records, record_bytes, workdir, log_path)
+        result.records_per_s = round(rate.records_per_s, 1)
+        result.mb_per_s = rate.mb_per_s
+        result.status = "OK"
+    except BenchError as exc:
+        result.problems.append(str(exc))
+    return result
+
+
 def _ratios(runs: list[RunResult]) -> None:
-    """Adds to each run its ratios to MirrorMaker 2 (tasks.max=1) and to the ceiling, same workload."""
+    """Adds to each copy run its ratios to MirrorMaker 2 (default and tuned, tasks.max=1) and to the ceiling.
+
+    The ceiling is the fastest ``ceiling*`` run of the same workload (one per CPU, or ``ceiling-N``).
+    """
     by_key = {(r.workload, r.system): r for r in runs if r.ok}
+    ceilings: dict[str, RunResult] = {}
     for run in runs:
-        if not run.ok:
+        if run.ok and run.system.startswith("ceiling") and run.records_per_s and (
+                run.workload not in ceilings or run.records_per_s > (ceilings[run.workload].records_per_s or 0)):
+            ceilings[run.workload] = run
+    for run in runs:
+        if not run.ok or run.system.startswith("limit-"):
             continue
-        baseline = by_key.get((run.workload, BASELINE))
-        ceiling = by_key.get((run.workload, "ceiling"))
-        run.vs_baseline = {
-            "records_per_s_vs_mm2_t1": _ratio(run.records_per_s, baseline.records_per_s if baseline else None),
-            "records_per_cpu_s_vs_mm2_t1": _ratio(baseline.cpu_s_per_million if baseline else None, run.cpu_s_per_million),
-            "records_per_s_vs_ceiling": _ratio(run.records_per_s, ceiling.records_per_s if ceiling else None),
-        }
+        ratios: dict[str, float | None] = {}
+        for name in BASELINES:
+            baseline = by_key.get((run.workload, name))
+            suffix = name.replace("-", "_")
+            ratios[f"records_per_s_vs_{suffix}"] = _ratio(run.records_per_s, baseline.records_per_s if baseline else None)
+            ratios[f"records_per_cpu_s_vs_{suffix}"] = _ratio(
+                baseline.cpu_s_per_million if baseline else None, run.cpu_s_per_million)
+        ceiling = ceilings.get(run.workload)
+        ratios["records_per_s_vs_ceiling"] = _ratio(run.records_per_s, ceiling.records_per_s if ceiling else None)
+        ratios["cpu_per_record_vs_ceiling"] = _ratio(run.cpu_s_per_million, ceiling.cpu_s_per_million if ceiling else None)
+        run.vs_baseline = ratios
 
 
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:

@@ -1,13 +1,15 @@
 """The replicators under test, each started as processes of its own and measured from outside.
 
-* :class:`Ceiling` -- ``python -m bench.ceiling``, one process per CPU: bare librdkafka copy
-  loops, no replicator; the most these brokers take through these clients on this machine.
+* :class:`Ceiling` -- ``python -m bench.ceiling``, one process per CPU (or ``ceiling-N``: N):
+  bare librdkafka copy loops with Ferry's client settings, no replicator; the most these
+  brokers take through these clients on this machine.
 * :class:`FerryWorkers` -- 1 or 2 ``ferry worker`` processes (``python -m common.cli worker``);
   the bench writes their assignments straight into ZooKeeper (``assignments/<id>``, generation
   1), as a controller would, so no controller runs and no rebalance delay is measured.
 * :class:`MirrorMaker2` -- Apache Kafka's MirrorMaker 2 in dedicated mode
   (``org.apache.kafka.connect.mirror.MirrorMaker``) from ``.dev/jars/kafka``, one-way,
-  identity topic names, ``tasks.max`` 1 or 2, every emitter and sync off.
+  identity topic names, ``tasks.max`` 1 or 2, every emitter and sync off; with its client
+  defaults (``mm2-tN``) or tuned as its users tune it (``mm2-tuned-tN``: :data:`MM2_TUNED`).
 
 Each one mirrors a topic to the same name on the destination, so the runner deletes the
 destination topics between systems. Each run uses names of its own (ZooKeeper root, cluster
@@ -17,6 +19,7 @@ aliases, consumer groups), so no run resumes from another's offsets.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -42,6 +45,23 @@ MM2_JVM_OPTS = [
     "-Xmx512m", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
     "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
 ]
+# MirrorMaker 2 tuned the way its users tune it for throughput: larger fetches, more records per
+# poll, larger producer batches that linger a little (no compression: nobody else compresses).
+MM2_TUNED: dict[str, dict[str, str]] = {
+    "consumer": {
+        "max.poll.records": "10000",               # default 500
+        "max.partition.fetch.bytes": "4194304",    # default 1 MiB
+        "fetch.max.bytes": "67108864",             # default 50 MiB
+        "receive.buffer.bytes": "1048576",         # default 64 KiB
+    },
+    "producer": {
+        "linger.ms": "20",                         # default 5
+        "batch.size": "524288",                    # default 16 KiB
+        "buffer.memory": "134217728",              # default 32 MiB
+        "max.request.size": "4194304",             # default 1 MiB
+        "send.buffer.bytes": "1048576",            # default 128 KiB
+    },
+}
 _START_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 60.0
 
@@ -130,14 +150,19 @@ class System:
 
 
 class Ceiling(System):
-    """``processes`` bare copy processes (default: one per CPU), each a contiguous block of partitions."""
+    """``processes`` bare copy processes (default: one per CPU), each a contiguous block of partitions.
 
-    name = "ceiling"
+    ``client_config`` (``{"consumer": {...}, "producer": {...}}``, the bench's ``--worker-config``)
+    overrides the client settings on top of Ferry's defaults, as it does for Ferry's workers.
+    """
 
-    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, processes: int | None = None) -> None:
+    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, processes: int | None = None,
+                 client_config: dict[str, Any] | None = None) -> None:
         super().__init__(stack, workdir, partitions, slug)
+        self.name = "ceiling" if processes is None else f"ceiling-{processes}"
         self.count = max(1, min(partitions, processes or len(os.sched_getaffinity(0))))
         self.label = f"broker ceiling ({self.count} bare librdkafka copy process{'es' if self.count > 1 else ''})"
+        self.client_config = client_config or {}
 
     def start(self, topics: list[str]) -> None:
         admin = workload.admin(self.destination)
@@ -146,7 +171,9 @@ class Ceiling(System):
         for index in range(self.count):
             command = [sys.executable, "-m", "bench.ceiling", "--source", self.stack.bootstrap("src"),
                        "--destination", self.stack.bootstrap("dst"), "--partitions", str(self.partitions),
-                       "--block", f"{index}/{self.count}", *topics]
+                       "--block", f"{index}/{self.count}",
+                       "--consumer-config", json.dumps(self.client_config.get("consumer") or {}),
+                       "--producer-config", json.dumps(self.client_config.get("producer") or {}), *topics]
             self.processes.append(spawn(f"ceiling-{index + 1}", command, self._log(f"ceiling-{index + 1}")))
 
 
@@ -214,6 +241,17 @@ class FerryWorkers(System):
                 time.sleep(0.1)
         super().stop()
 
+    def online(self) -> int:
+        """How many partitions the workers report ONLINE in their status nodes."""
+        count = 0
+        for worker_id in self.ids:
+            try:
+                data, _ = self._zk.get(self.layout.worker_state(worker_id))
+            except Exception:
+                continue
+            count += sum(1 for s in WorkerStatus.from_bytes(data).partitions.values() if s.state == "ONLINE")
+        return count
+
     def _released(self, worker_id: str) -> bool:
         try:
             data, _ = self._zk.get(self.layout.worker_state(worker_id))
@@ -238,17 +276,24 @@ class FerryWorkers(System):
 class MirrorMaker2(System):
     """MirrorMaker 2 dedicated mode; cluster aliases unique per run, so its internal topics are too."""
 
-    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, tasks: int) -> None:
+    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, tasks: int, tuned: bool = False) -> None:
         super().__init__(stack, workdir, partitions, slug)
         self.tasks = tasks
-        self.name = f"mm2-t{tasks}"
-        self.label = f"MirrorMaker 2, tasks.max={tasks}"
+        self.tuned = tuned
+        self.name = f"mm2-tuned-t{tasks}" if tuned else f"mm2-t{tasks}"
+        self.label = f"MirrorMaker 2{' tuned' if tuned else ''}, tasks.max={tasks}"
         token = slug.replace("-", "")
         self.src_alias = f"src{token}"
         self.dst_alias = f"dst{token}"
 
     def properties(self, topics: list[str]) -> dict[str, str]:
         s, d = self.src_alias, self.dst_alias
+        tuned: dict[str, str] = {}
+        if self.tuned:
+            # <source>.consumer.* reaches the source connector's consumer, <target>.producer.* the
+            # Connect worker's producers for the target, which the source tasks use.
+            tuned.update({f"{s}.consumer.{k}": v for k, v in MM2_TUNED["consumer"].items()})
+            tuned.update({f"{d}.producer.{k}": v for k, v in MM2_TUNED["producer"].items()})
         return {
             "clusters": f"{s}, {d}",
             f"{s}.bootstrap.servers": self.stack.bootstrap("src"),
@@ -275,6 +320,7 @@ class MirrorMaker2(System):
             "config.storage.replication.factor": "1",
             "status.storage.replication.factor": "1",
             "dedicated.mode.enable.internal.rest": "false",
+            **tuned,
         }
 
     def start(self, topics: list[str]) -> None:

@@ -36,7 +36,7 @@ class Workload:
 
     @property
     def name(self) -> str:
-        return f"{self.value_bytes}B"
+        return f"{self.partitions}x{self.value_bytes}B"
 
     def per_partition(self) -> dict[int, int]:
         base, extra = divmod(self.records, self.partitions)

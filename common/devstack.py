@@ -31,21 +31,33 @@ States of one server (``ServerState``), as ``up`` and ``down`` move it::
 
 A server is ours when its pid file names a live process whose command line carries our config
 file; ``down`` signals only such processes (SIGTERM, then SIGKILL after a grace period).
+
+Restarts. ``up`` and ``down`` hold an exclusive lock on ``<dev dir>/stack.lock``, so two of them
+never start the same server twice (the loser would fail to bind, and overwrite the winner's pid
+file). A process killed with ``kill -9`` does not vanish at once: it may still look alive when
+``up`` looks, and hold its ports for a moment after it stopped looking alive. So ``up`` restarts
+a server whose process vanishes while ``up`` waits for it (it reports "exited while starting"
+only for a process it started itself), and starts a server only once its ports are free.
+Reading state (``status``) never removes a pid file; only ``up`` and ``down`` do, under the lock.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import enum
+import errno
+import fcntl
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,6 +146,13 @@ class Server:
     @property
     def sasl_ssl_address(self) -> str:
         return f"127.0.0.1:{self.sasl_ssl_port}"
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        """Every port the server binds: a Kafka node also binds its KRaft controller and SASL_SSL ports."""
+        if self.kind == "zookeeper":
+            return (self.port,)
+        return (self.port, self.controller_port, self.sasl_ssl_port)
 
     @property
     def home(self) -> Path:
@@ -390,20 +409,76 @@ def ensure_scram_user(server: Server, deadline_s: float, clock: Callable[[], flo
 # --- processes -----------------------------------------------------------------------------
 
 def _pid_of(server: Server) -> int | None:
-    """The pid of our live process for ``server``, or None (a stale pid file is removed)."""
+    """The pid of our live process for ``server``, or None. Only reads: see ``_forget_stale_pid``."""
     try:
         pid = int(server.pid_file.read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
+    return pid if _is_ours(server, pid) else None
+
+
+def pid_of(server: Server) -> int | None:
+    """The pid of our live process for ``server``, or None (for fault-injection tests and tools)."""
+    return _pid_of(server)
+
+
+def _is_ours(server: Server, pid: int) -> bool:
+    """Whether ``pid`` is a live process started with ``server``'s config file (pids are recycled).
+
+    A process killed a moment ago, or one whose ``exec`` has not finished yet, has an empty
+    command line: it is not (or not yet) ours.
+    """
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        cmdline = []
-    # Pids are recycled: only a process started with our config file is ours.
-    if str(server.config_file).encode() not in cmdline or _is_zombie(pid):
+        return False
+    return str(server.config_file).encode() in cmdline and not _is_zombie(pid)
+
+
+def _forget_stale_pid(server: Server) -> None:
+    """Remove a pid file that names no live process of ours. Only under ``_stack_lock``: a reader
+    without it could remove the file a concurrent ``_spawn`` has just written."""
+    if _pid_of(server) is None:
         server.pid_file.unlink(missing_ok=True)
-        return None
-    return pid
+
+
+@contextlib.contextmanager
+def _stack_lock(
+    deadline_s: float, clock: Callable[[], float], sleep: Callable[[float], None]
+) -> Iterator[None]:
+    """Exclusive for one ``up`` or ``down`` at a time on this dev dir (across processes)."""
+    path = dev_dir() / "stack.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        give_up = clock() + deadline_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if clock() > give_up:
+                    raise DevStackError(
+                        f"another `ferry dev up` or `down` has held {path} for {deadline_s:.0f}s; try again"
+                    ) from None
+                sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _port_free(port: int) -> bool:
+    """Whether nothing listens on ``127.0.0.1:port`` (a process killed a moment ago may)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the JVM's server sockets do: a connection in TIME_WAIT does not hold the port.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise
+    return True
 
 
 def _is_zombie(pid: int) -> bool:
@@ -414,7 +489,8 @@ def _is_zombie(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
-def _spawn(server: Server) -> int:
+def _spawn(server: Server, clock: Callable[[], float], sleep: Callable[[float], None]) -> int:
+    """Start ``server``'s JVM and write its pid file once the process is recognisably ours."""
     server.home.mkdir(parents=True, exist_ok=True)
     config = _zookeeper_config(server) if server.kind == "zookeeper" else _kafka_config(server)
     server.config_file.write_text(config)
@@ -427,18 +503,16 @@ def _spawn(server: Server) -> int:
             _command(server), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True, cwd=server.home,
         )
-    # Until the child has exec'd, /proc/<pid>/cmdline is still ours, and _pid_of would take the
-    # server for a stranger and drop its pid file (seen under load): wait (bounded) for the exec.
-    marker = str(server.config_file).encode()
-    give_up = time.monotonic() + 10
-    while proc.poll() is None and time.monotonic() < give_up:
-        try:
-            if marker in Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0"):
-                break
-        except OSError:
-            break
-        time.sleep(0.05)
-    server.pid_file.write_text(f"{proc.pid}\n")
+    # Popen returns when the child's exec has passed the point of no return (the close-on-exec
+    # pipe closed), which can be before the kernel set up its new command line: for a moment,
+    # /proc/<pid>/cmdline is empty and the new server would look dead. Wait (briefly) for it.
+    give_up = clock() + 10.0
+    while not _is_ours(server, proc.pid) and proc.poll() is None and clock() < give_up:
+        sleep(0.01)
+    # Written whole or not at all: a concurrent reader never sees an empty pid file.
+    partial = server.pid_file.with_suffix(".tmp")
+    partial.write_text(f"{proc.pid}\n")
+    partial.replace(server.pid_file)
     return proc.pid
 
 
@@ -497,31 +571,29 @@ def up(
     """Start every server of ``stack`` that is not running and wait until all answer.
 
     Idempotent: a server already running is left alone. Returns the names of the servers
-    this call started, so a caller can stop exactly those.
+    this call started, so a caller can stop exactly those. A server whose process vanishes
+    while this call waits for it (killed a moment before) is started again.
     """
     stack = stack or stack_from_env()
     started: list[str] = []
-    for server in stack.servers:
-        if _pid_of(server) is not None:
-            continue
-        if _answers(server, timeout=1.0):
-            raise DevStackError(
-                f"{server.kind} '{server.name}': something else already serves {server.address}; "
-                f"stop it or pick another port with {_env_of(server)}"
-            )
-        pid = _spawn(server)
-        started.append(server.name)
-        echo(f"started {server.name} ({server.kind}) on {server.address}, pid {pid}")
-    for server in stack.servers:
-        _wait_until_answers(server, deadline_s, clock, sleep)
-    for server in stack.kafka:
-        if configured_with_sasl_ssl(server):
-            ensure_scram_user(server, deadline_s, clock, sleep)
-        else:
-            echo(
-                f"kafka '{server.name}' was started before it had a SASL_SSL listener; "
-                f"`ferry dev down` then `ferry dev up` adds {server.sasl_ssl_address}"
-            )
+    with _stack_lock(deadline_s, clock, sleep):
+        for server in stack.servers:
+            if _pid_of(server) is None:
+                _start(server, deadline_s, clock, sleep, echo)
+                started.append(server.name)
+        for server in stack.servers:
+            while not _wait_until_answers(server, deadline_s, clock, sleep, started_it=server.name in started):
+                echo(f"{server.name} ({server.kind}) is gone (killed a moment ago?); starting it again")
+                _start(server, deadline_s, clock, sleep, echo)
+                started.append(server.name)
+        for server in stack.kafka:
+            if configured_with_sasl_ssl(server):
+                ensure_scram_user(server, deadline_s, clock, sleep)
+            else:
+                echo(
+                    f"kafka '{server.name}' was started before it had a SASL_SSL listener; "
+                    f"`ferry dev down` then `ferry dev up` adds {server.sasl_ssl_address}"
+                )
     return started
 
 
@@ -533,22 +605,57 @@ def configured_with_sasl_ssl(server: Server) -> bool:
         return False
 
 
+def _start(
+    server: Server,
+    deadline_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    echo: Callable[[str], None],
+) -> None:
+    """STOPPED -> STARTING, once the server's ports are free (only under ``_stack_lock``)."""
+    _forget_stale_pid(server)
+    if _answers(server, timeout=1.0):
+        raise DevStackError(
+            f"{server.kind} '{server.name}': something else already serves {server.address}; "
+            f"stop it or pick another port with {_env_of(server)}"
+        )
+    give_up = clock() + deadline_s
+    while not all(_port_free(port) for port in server.ports):
+        if clock() > give_up:
+            raise DevStackError(
+                f"{server.kind} '{server.name}': ports {', '.join(map(str, server.ports))} are still taken "
+                f"after {deadline_s:.0f}s; stop what holds them or pick other ports with {_env_of(server)}"
+            )
+        sleep(0.2)
+    pid = _spawn(server, clock, sleep)
+    echo(f"started {server.name} ({server.kind}) on {server.address}, pid {pid}")
+
+
 def _env_of(server: Server) -> str:
     return {"zookeeper": ZK_PORT_ENV, "src": SRC_PORT_ENV, "dst": DST_PORT_ENV}.get(server.name, "")
 
 
 def _wait_until_answers(
-    server: Server, deadline_s: float, clock: Callable[[], float], sleep: Callable[[float], None]
-) -> None:
+    server: Server,
+    deadline_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    *,
+    started_it: bool,
+) -> bool:
+    """True once ``server`` answers. When its process is gone: an error if this ``up`` started it
+    (it exited while starting), else False (it was running, or dying, when ``up`` looked)."""
     give_up = clock() + deadline_s
     while True:
         if _pid_of(server) is None:
+            if not started_it:
+                return False
             raise DevStackError(
                 f"{server.kind} '{server.name}' exited while starting; its log is {server.log_file} "
                 f"(and {server.stdout_file}):\n{_tail(server.stdout_file)}\n{_tail(server.log_file)}"
             )
         if _answers(server, timeout=2.0):
-            return
+            return True
         if clock() > give_up:
             raise DevStackError(
                 f"{server.kind} '{server.name}' did not answer on {server.address} within {deadline_s:.0f}s; "
@@ -572,23 +679,25 @@ def down(
     # Kafka first: a broker shutting down still talks to nobody but itself, ZooKeeper last.
     order = [*stack.kafka, stack.zookeeper]
     stopped = []
-    for server in order:
-        if wanted is not None and server.name not in wanted:
-            continue
-        pid = _pid_of(server)
-        if pid is None:
-            continue
-        os.kill(pid, signal.SIGTERM)
-        stopped.append((server, pid))
-    for server, pid in stopped:
-        give_up = clock() + grace_s
-        while _pid_of(server) is not None and clock() < give_up:
-            sleep(0.2)
-        if _pid_of(server) is not None:
-            os.kill(pid, signal.SIGKILL)
-            echo(f"{server.name} did not stop within {grace_s:.0f}s; killed pid {pid}")
-        server.pid_file.unlink(missing_ok=True)
-        echo(f"stopped {server.name} (pid {pid})")
+    with _stack_lock(grace_s + 150.0, clock, sleep):
+        for server in order:
+            if wanted is not None and server.name not in wanted:
+                continue
+            pid = _pid_of(server)
+            if pid is None:
+                _forget_stale_pid(server)
+                continue
+            os.kill(pid, signal.SIGTERM)
+            stopped.append((server, pid))
+        for server, pid in stopped:
+            give_up = clock() + grace_s
+            while _pid_of(server) is not None and clock() < give_up:
+                sleep(0.2)
+            if _pid_of(server) is not None:
+                os.kill(pid, signal.SIGKILL)
+                echo(f"{server.name} did not stop within {grace_s:.0f}s; killed pid {pid}")
+            server.pid_file.unlink(missing_ok=True)
+            echo(f"stopped {server.name} (pid {pid})")
     return [server.name for server, _ in stopped]
 
 

@@ -6,6 +6,7 @@ of the controller). Every call has a timeout; an unreachable cluster raises :cla
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,6 +17,8 @@ from common import kafka_clients
 from controller.errors import Unavailable
 
 TIMEOUT_S = 10.0
+# What a client future's result(timeout) raises (the builtin TimeoutError from Python 3.11 on).
+FutureTimeout = concurrent.futures.TimeoutError
 
 
 class ClusterMetadata:
@@ -29,7 +32,9 @@ class ClusterMetadata:
             self._admins[cluster] = kafka_clients.admin(self._clusters[cluster])
         return self._admins[cluster]
 
-    def _unavailable(self, cluster: str, exc: KafkaException) -> Unavailable:
+    def _unavailable(self, cluster: str, exc: KafkaException | FutureTimeout) -> Unavailable:
+        if isinstance(exc, FutureTimeout):
+            return Unavailable(f"cluster {cluster!r} cannot be reached: no answer within {TIMEOUT_S:.0f}s")
         error = exc.args[0]
         detail = error.str() if isinstance(error, KafkaError) else str(error)
         return Unavailable(f"cluster {cluster!r} cannot be reached: {detail}")
@@ -71,6 +76,8 @@ class ClusterMetadata:
                 result[(tp.topic, tp.partition)] = future.result(TIMEOUT_S).offset
             except KafkaException:
                 continue
+            except FutureTimeout as exc:
+                raise self._unavailable(cluster, exc) from None
         return result
 
     def committed(self, cluster: str, group: str, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -103,6 +110,8 @@ class ClusterMetadata:
                 entries = future.result(TIMEOUT_S)
             except KafkaException:
                 continue
+            except FutureTimeout as exc:
+                raise self._unavailable(cluster, exc) from None
             result[resource.name] = {
                 name: entry.value for name, entry in entries.items()
                 if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and not entry.is_sensitive
@@ -118,7 +127,7 @@ class ClusterMetadata:
         ])
         try:
             self._admin(cluster).incremental_alter_configs([resource], request_timeout=TIMEOUT_S)[resource].result(TIMEOUT_S)
-        except KafkaException as exc:
+        except (KafkaException, FutureTimeout) as exc:
             raise self._unavailable(cluster, exc) from None
 
     def close(self) -> None:

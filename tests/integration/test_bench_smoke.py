@@ -1,4 +1,5 @@
-"""`ferry bench` end to end on a tiny workload: the ceiling and Ferry (1 and 2 workers), no MirrorMaker 2.
+"""`ferry bench` end to end on tiny workloads: the ceiling and Ferry (1 and 2 workers); the brokers' limits,
+a hot single partition and an idle worker; no MirrorMaker 2 (its JVM start alone takes longer than all this).
 
 Real processes against the local stack; checks the JSON report's shape and that every run's
 check (every record arrived, in order) passed.
@@ -24,7 +25,7 @@ RUN_KEYS = {
 def test_bench_runs_ceiling_and_ferry_and_every_record_arrives(local_stack: devstack.Stack, tmp_path: Path) -> None:
     report_path = tmp_path / "bench.json"
     status = main([
-        "--records", "2000", "--workloads", "100", "--skip-mm2", "--latency-rate", "500", "--latency-seconds", "1",
+        "--records", "2000", "--workloads", "100", "--systems", "ceiling,ferry-1w,ferry-2w", "--latency-rate", "500", "--latency-seconds", "1",
         "--json", str(report_path), "--workdir", str(tmp_path / "work"),
     ])
     report = json.loads(report_path.read_text())
@@ -34,7 +35,7 @@ def test_bench_runs_ceiling_and_ferry_and_every_record_arrives(local_stack: devs
     assert report["options"]["systems"] == ["ceiling", "ferry-1w", "ferry-2w"]
     assert report["machine"]["nproc"] >= 1
     [load] = report["workloads"]
-    assert (load["records"], load["partitions"], load["value_bytes"], load["headers"]) == (2000, 8, 100, 2)
+    assert (load["name"], load["records"], load["partitions"], load["value_bytes"], load["headers"]) == ("8x100B", 2000, 8, 100, 2)
 
     runs = {r["system"]: r for r in report["runs"]}
     assert set(runs) == {"ceiling", "ferry-1w", "ferry-2w"}
@@ -78,3 +79,26 @@ def test_the_check_fails_a_lossy_or_reordered_copy(
     assert producer.flush(30) == 0
     problems = workload.verify(cluster, reordered, load, "r1")
     assert len(problems) == 1 and problems[0].startswith("partition 0: offset 250 holds key b'0000000251'"), problems
+
+
+def test_bench_runs_the_broker_limits_a_hot_partition_and_the_idle_measurement(
+    local_stack: devstack.Stack, tmp_path: Path,
+) -> None:
+    report_path = tmp_path / "bench.json"
+    status = main([
+        "--workloads", "1x100:500", "--systems", "limit-produce,limit-consume,ceiling-1,ferry-1w", "--latency-seconds", "0",
+        "--idle-partitions", "4", "--idle-seconds", "1", "--json", str(report_path), "--workdir", str(tmp_path / "work"),
+    ])
+    report = json.loads(report_path.read_text())
+    failed = [(r["system"], r["problems"]) for r in report["runs"] if r["status"] != "OK"]
+    assert status == 0 and report["ok"], failed
+    [load] = report["workloads"]
+    assert (load["name"], load["partitions"], load["records"]) == ("1x100B", 1, 500)
+    runs = {r["system"]: r for r in report["runs"]}
+    assert runs["limit-produce"]["records_per_s"] > 0 and runs["limit-consume"]["records_per_s"] > 0
+    assert runs["limit-produce"]["ratios"] == {}  # a perf tool's rate, not a copy
+    assert runs["ceiling-1"]["processes"] == 1
+    assert runs["ferry-1w"]["ratios"]["records_per_s_vs_ceiling"] > 0
+    assert runs["ferry-1w"]["ratios"]["cpu_per_record_vs_ceiling"] is not None
+    idle = report["idle"]
+    assert idle["partitions"] == 4 and idle["seconds"] >= 1 and 0 <= idle["worker_core_pct"] < 100

@@ -66,7 +66,34 @@ def test_a_stale_pid_file_is_not_ours(tmp_path: Path, monkeypatch: pytest.Monkey
     server.home.mkdir(parents=True)
     server.pid_file.write_text("1\n")  # init: alive, but not started with our config
     assert devstack._pid_of(server) is None
+    assert server.pid_file.exists()  # a reader removes nothing: `up` may be writing it
+    devstack._forget_stale_pid(server)
     assert not server.pid_file.exists()
+
+
+def test_a_port_something_listens_on_is_not_free() -> None:
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert not devstack._port_free(port)
+    assert devstack._port_free(port)
+
+
+def test_one_up_or_down_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    held = devstack._stack_lock(5, lambda: now[0], sleep)
+    with held, pytest.raises(devstack.DevStackError, match="another"), devstack._stack_lock(5, lambda: now[0], sleep):
+        pass
+    with devstack._stack_lock(5, lambda: now[0], sleep):  # released: taken at once
+        pass
 
 
 def test_missing_jars_say_to_run_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,202 @@
+"""The pure parts of ``ferry bench`` and ``python -m bench.sweep``: names, workload specs, the
+settings search, the perf tools' output, the ratios of a report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench import cli, limits, runner, search
+from bench.errors import BenchError
+from bench.idle import core_pct
+from bench.names import WorkloadSpec, known_system, parse_workloads
+from bench.search import DEFAULT, Pair, Param
+from bench.systems import MM2_TUNED, MirrorMaker2
+from common.devstack import Server, Stack
+
+# -- names -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["ceiling", "ceiling-3", "ferry-1w", "ferry-12w", "mm2-t1", "mm2-tuned-t2",
+                                  "limit-produce", "limit-consume"])
+def test_known_systems(name: str) -> None:
+    assert known_system(name)
+
+
+@pytest.mark.parametrize("name", ["ceiling-0", "ferry-0w", "ferry-w", "mm2-t0", "mm2-tuned", "limit", "mm2-t1 ", ""])
+def test_unknown_systems(name: str) -> None:
+    assert not known_system(name)
+
+
+def test_workload_specs() -> None:
+    assert parse_workloads("100, 1x1024 ,8X10240:200000") == (
+        WorkloadSpec(100), WorkloadSpec(1024, 1), WorkloadSpec(10240, 8, 200_000))
+    assert parse_workloads("none") == ()
+
+
+@pytest.mark.parametrize("text", ["", ",", "x", "8x", "ax100", "0", "0x100", "8x100:0", "8x100:many", "1k"])
+def test_bad_workload_specs_say_what_is_wrong(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_workloads(text)
+
+
+@given(st.lists(st.tuples(st.integers(1, 4096), st.integers(1, 10**6), st.integers(1, 10**7)), min_size=1, max_size=6))
+def test_workload_specs_round_trip(items: list[tuple[int, int, int]]) -> None:
+    text = ",".join(f"{p}x{size}:{records}" for p, size, records in items)
+    assert parse_workloads(text) == tuple(WorkloadSpec(size, p, records) for p, size, records in items)
+
+
+def test_cli_arguments() -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args([])
+    assert [(s.partitions, s.value_bytes) for s in args.workloads] == [(1, 100), (1, 1024), (1, 10240), (8, 100), (8, 1024), (8, 10240)]
+    assert "mm2-tuned-t1" in args.systems and "limit-produce" in args.systems and args.idle_partitions == 0
+    args = parser.parse_args(["--systems", "ceiling-3,ferry-1w", "--workloads", "none", "--idle-partitions", "200"])
+    assert args.systems == ("ceiling-3", "ferry-1w") and args.workloads == () and args.idle_partitions == 200
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--systems", "ferry"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--workloads", "8x"])
+
+
+# -- the search ------------------------------------------------------------------------------
+
+WAIT = Param("consumer", "fetch.wait.max.ms", (10, 50, DEFAULT))
+LINGER = Param("producer", "linger.ms", (5, 20))
+
+
+def test_with_setting_copies_and_default_removes() -> None:
+    start = {"consumer": {"fetch.wait.max.ms": 10}, "consume_batch": 1000}
+    changed = search.with_setting(start, WAIT, 50)
+    assert changed == {"consumer": {"fetch.wait.max.ms": 50}, "consume_batch": 1000}
+    assert start == {"consumer": {"fetch.wait.max.ms": 10}, "consume_batch": 1000}
+    assert search.with_setting(start, WAIT, DEFAULT) == {"consumer": {}, "consume_batch": 1000}
+    assert search.get_setting(start, LINGER) is DEFAULT
+
+
+def _pairs(speed: float, cpu: float = 1.0) -> list[Pair]:
+    return [Pair("8x1024B", 100.0, 5.0, 100.0 * speed, 5.0 * cpu), Pair("1x1024B", 50.0, 4.0, 50.0 * speed, 4.0 * cpu)]
+
+
+def test_coordinate_search_takes_the_fastest_value_beyond_the_threshold() -> None:
+    # Fake measurements: a true speed per configuration; the candidate's ratio is the quotient.
+    def speed(config: dict[str, Any]) -> float:
+        wait = search.get_setting(config, WAIT)
+        linger = search.get_setting(config, LINGER)
+        return {10: 1.0, 50: 1.3, DEFAULT: 1.2}[wait] * {5: 1.0, 20: 1.02, DEFAULT: 1.0}[linger]
+
+    seen: list[tuple[str, Any]] = []
+
+    def measure(a: dict[str, Any], b: dict[str, Any]) -> list[Pair]:
+        return _pairs(speed(b) / speed(a))
+
+    start = {"consumer": {"fetch.wait.max.ms": 10}, "producer": {"linger.ms": 5}}
+    result = search.coordinate_search(start, [WAIT, LINGER], measure, threshold=1.05,
+                                      on_trial=lambda t: seen.append((t.param, t.value)))
+    assert result.best == {"consumer": {"fetch.wait.max.ms": 50}, "producer": {"linger.ms": 5}}  # 1.02x: noise
+    assert seen == [("consumer.fetch.wait.max.ms", 50), ("consumer.fetch.wait.max.ms", DEFAULT), ("producer.linger.ms", 20)]
+    assert [t.accepted for t in result.trials] == [True, True, False]
+    assert result.start == start
+
+
+def test_a_value_already_in_force_through_the_defaults_is_not_tried_again() -> None:
+    tried: list[dict[str, Any]] = []
+
+    def measure(a: dict[str, Any], b: dict[str, Any]) -> list[Pair]:
+        tried.append(b)
+        return _pairs(1.0)
+
+    search.coordinate_search({}, [LINGER], measure, defaults={"producer": {"linger.ms": 5}})
+    assert tried == [{"producer": {"linger.ms": 20}}]
+
+
+def test_a_faster_candidate_that_costs_too_much_cpu_is_not_taken() -> None:
+    trial = search.judge(WAIT, 50, _pairs(1.5, cpu=1.4), threshold=1.05, cpu_limit=1.25)
+    assert (trial.speed, trial.cpu, trial.accepted) == (1.5, 1.4, False)
+
+
+def test_geomean() -> None:
+    assert search.geomean([2.0, 0.5]) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        search.geomean([])
+
+
+def test_parse_param() -> None:
+    assert search.parse_param("consumer.fetch.wait.max.ms=5|50|default") == Param("consumer", "fetch.wait.max.ms", (5, 50, DEFAULT))
+    assert search.parse_param("producer.compression.type=lz4") == Param("producer", "compression.type", ("lz4",))
+    for bad in ("fetch.wait.max.ms=5", "consumer.x", "worker.x=1", "consumer.x="):
+        with pytest.raises(ValueError):
+            search.parse_param(bad)
+
+
+def test_trials_table() -> None:
+    result = search.SearchResult(start={}, best={}, trials=[search.judge(WAIT, DEFAULT, _pairs(1.1), 1.05, 1.25)])
+    lines = search.trials_table(result).splitlines()
+    assert lines[0] == "| setting | value | 8x1024B rec/s ratio | 1x1024B rec/s ratio | rec/s (geomean) | CPU/record | taken |"
+    assert lines[2] == "| `consumer.fetch.wait.max.ms` | librdkafka default | 1.10x | 1.10x | 1.10x | 1.00x | yes |"
+
+
+# -- the perf tools' output ------------------------------------------------------------------
+
+PRODUCER_OUTPUT = """\
+249537 records sent, 49887.4 records/sec (48.72 MB/sec), 400.1 ms avg latency, 612.0 ms max latency.
+1000000 records sent, 164338.5 records/sec (160.49 MB/sec), 151.13 ms avg latency, 612.00 ms max latency, 140 ms 50th, \
+390 ms 95th, 520 ms 99th, 600 ms 99.9th.
+"""
+
+
+def test_producer_output() -> None:
+    assert limits.parse_producer_output(PRODUCER_OUTPUT, 1024) == limits.ToolRate(1_000_000, 164338.5, 168.28)
+    with pytest.raises(BenchError):
+        limits.parse_producer_output("Exception in thread main", 1024)
+
+
+def test_consumer_output() -> None:
+    line = "2026-11-23 15:10:01:100, 2026-11-23 15:10:07:300, 976.5625, 157.5, 1000000, 161290.3, 3012, 3188, 306.3, 313676.3\n"
+    assert limits.parse_consumer_output("WARNING: something\n" + line, 1070) == limits.ToolRate(1_000_000, 313676.3, 335.63)
+    with pytest.raises(BenchError):
+        limits.parse_consumer_output("no, numbers, here", 1070)
+
+
+def test_core_pct() -> None:
+    assert core_pct(0.3, 30.0) == 1.0
+    with pytest.raises(ValueError):
+        core_pct(1.0, 0.0)
+
+
+# -- the report's ratios ---------------------------------------------------------------------
+
+def _run(system: str, rps: float, cpu: float, workload: str = "8x1024B") -> runner.RunResult:
+    return runner.RunResult(workload, 1024, system, system, 1000, 1, status="OK", records_per_s=rps, cpu_s_per_million=cpu)
+
+
+def test_ratios_use_both_mm2_rows_and_the_fastest_ceiling() -> None:
+    runs = [_run("ceiling", 200.0, 5.0), _run("ceiling-3", 250.0, 6.0), _run("ferry-1w", 150.0, 6.6),
+            _run("mm2-t1", 100.0, 20.0), _run("mm2-tuned-t1", 120.0, 16.5), _run("limit-produce", 400.0, 0.0),
+            _run("ferry-1w", 10.0, 1.0, workload="1x100B")]
+    runner._ratios(runs)
+    ferry = runs[2].vs_baseline
+    assert ferry == {"records_per_s_vs_mm2_t1": 1.5, "records_per_cpu_s_vs_mm2_t1": 3.03,
+                     "records_per_s_vs_mm2_tuned_t1": 1.25, "records_per_cpu_s_vs_mm2_tuned_t1": 2.5,
+                     "records_per_s_vs_ceiling": 0.6, "cpu_per_record_vs_ceiling": 1.1}
+    assert runs[5].vs_baseline == {}  # a broker limit is no copy
+    assert runs[6].vs_baseline["records_per_s_vs_ceiling"] is None  # no ceiling ran for that workload
+
+
+def test_tuned_mirrormaker_gets_the_overrides_on_its_source_consumer_and_target_producer(tmp_path: Path) -> None:
+    stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
+    default = MirrorMaker2(stack, tmp_path, 8, "run-1", tasks=1).properties(["t"])
+    tuned = MirrorMaker2(stack, tmp_path, 8, "run-2", tasks=1, tuned=True)
+    props = tuned.properties(["t"])
+    assert tuned.name == "mm2-tuned-t1"
+    assert props[f"{tuned.src_alias}.consumer.max.poll.records"] == MM2_TUNED["consumer"]["max.poll.records"]
+    assert props[f"{tuned.dst_alias}.producer.linger.ms"] == MM2_TUNED["producer"]["linger.ms"]
+    assert not any(".consumer." in k or ".producer." in k for k in default)
+    assert set(props) - set(default.keys() | {k.replace("run1", "run2") for k in default}) == {
+        f"{tuned.src_alias}.consumer.{k}" for k in MM2_TUNED["consumer"]} | {
+        f"{tuned.dst_alias}.producer.{k}" for k in MM2_TUNED["producer"]}

@@ -62,56 +62,70 @@ class Segment:
 class OffsetMap:
     """One partition's segments in destination order; extended record by record as copies land.
 
-    :meth:`record` is O(1) amortised; :meth:`take_changed` hands out the segments created or
-    extended since the last call (the ones to persist).
+    :meth:`record` is O(1) and allocates nothing while a run goes on (the newest segment is kept
+    as three integers until it is handed out); :meth:`take_changed` hands out the segments
+    created or extended since the last call (the ones to persist).
     """
 
     def __init__(self, segments: Iterable[Segment] = ()) -> None:
-        self._segments: list[Segment] = merge(segments)
         self._changed: set[int] = set()  # dst_start of segments changed since take_changed
+        self._load(segments)
+
+    def _load(self, segments: Iterable[Segment]) -> None:
+        merged = merge(segments)
+        self._closed: list[Segment] = merged[:-1]
+        last = merged[-1] if merged else None
+        # The newest run: source start, destination start, length (0: none yet).
+        self._src, self._dst, self._len = (last.src_start, last.dst_start, last.length) if last else (0, 0, 0)
 
     def record(self, source_offset: int, destination_offset: int) -> None:
         """The copy of ``source_offset`` landed at ``destination_offset`` (destination offsets increase)."""
-        if self._segments:
-            last = self._segments[-1]
-            if destination_offset < last.dst_end:
+        length = self._len
+        if length:
+            if destination_offset < self._dst + length:
                 return  # already known (a look-back re-read records this map has)
-            if source_offset == last.src_end and destination_offset == last.dst_end:
-                self._segments[-1] = Segment(last.src_start, last.dst_start, last.length + 1)
-                self._changed.add(last.dst_start)
+            if source_offset == self._src + length and destination_offset == self._dst + length:
+                self._len = length + 1
+                self._changed.add(self._dst)
                 return
-        self._segments.append(Segment(source_offset, destination_offset, 1))
+            self._closed.append(Segment(self._src, self._dst, length))
+            if len(self._closed) >= MAX_SEGMENTS:
+                dropped = self._closed.pop(0)
+                self._changed.discard(dropped.dst_start)
+        self._src, self._dst, self._len = source_offset, destination_offset, 1
         self._changed.add(destination_offset)
-        if len(self._segments) > MAX_SEGMENTS:
-            dropped = self._segments.pop(0)
-            self._changed.discard(dropped.dst_start)
 
     def segments(self) -> list[Segment]:
-        return list(self._segments)
+        if not self._len:
+            return list(self._closed)
+        return [*self._closed, Segment(self._src, self._dst, self._len)]
 
     def take_changed(self) -> list[Segment]:
-        changed = [s for s in self._segments if s.dst_start in self._changed]
+        if not self._changed:
+            return []
+        changed = [s for s in self.segments() if s.dst_start in self._changed]
         self._changed.clear()
         return changed
 
     def touch(self, dst_start: int) -> None:
         """Hands the segment starting at ``dst_start`` out again at the next :meth:`take_changed` (its write failed)."""
-        if any(s.dst_start == dst_start for s in self._segments):
+        if any(s.dst_start == dst_start for s in self.segments()):
             self._changed.add(dst_start)
 
     def trim(self, destination_log_start: int) -> list[Segment]:
         """Drops what retention removed from the destination; returns the segments dropped whole."""
         kept, dropped = [], []
-        for segment in self._segments:
+        for segment in self.segments():
             if segment.dst_end <= destination_log_start:
                 dropped.append(segment)
             else:
                 kept.append(segment)
-        self._segments = kept
+        self._load(kept)
+        self._changed -= {s.dst_start for s in dropped}
         return dropped
 
     def translate(self, committed: int) -> int | None:
-        return translate(self._segments, committed)
+        return translate(self.segments(), committed)
 
 
 def merge(segments: Iterable[Segment]) -> list[Segment]:

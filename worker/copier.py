@@ -403,7 +403,7 @@ class RouteCopier:
             del self._skip[key]
         self._tracker.sent(key, offset)
         self._tracker.acked(key, offset)
-        self._metrics.skipped.labels(self.route.name).inc()
+        self._metrics.resume_skipped.labels(self.route.name).inc()
         return True
 
     def _on_delivery(self, error: KafkaError | None, message: Any) -> None:

@@ -15,6 +15,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from common import naming as topic_naming
+from common import topology
+from common import tree as distribution_tree
 from common.errors import ConfigError
 
 # Cluster names become part of ZooKeeper node names, route names and consumer group ids.
@@ -109,6 +112,17 @@ class RouteConfig(_Strict):
     # and none of ``groups_exclude`` get their committed offsets translated to the destination.
     groups: list[str] = Field(default_factory=list)
     groups_exclude: list[str] = Field(default_factory=list)
+    # What a topic is called on the destination: identity, prefix (<source>.<topic>) or a
+    # template like "prod-{topic}" (common/naming.py).
+    naming: str = topic_naming.IDENTITY
+    # Skip records whose provenance path holds the destination (they came from it or through it):
+    # what makes identity-named active-active and meshes loop-free.
+    loop_prevention: bool = False
+    # Set on the routes derived from ``tree`` (common/tree.py): the distributor's level (its copy
+    # flags decide what it copies) and its name, ``<cluster>.L<level>``, which names the route
+    # and its consumer group so that switching its target leaf keeps its committed offsets.
+    copy_level: int | None = Field(None, ge=1, le=distribution_tree.MAX_LEVEL)
+    distributor: str | None = None
 
     @field_validator("include", "exclude", "groups", "groups_exclude")
     @classmethod
@@ -120,9 +134,27 @@ class RouteConfig(_Strict):
                 raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
         return value
 
+    @field_validator("naming")
+    @classmethod
+    def _naming(cls, value: str) -> str:
+        problem = topic_naming.naming_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
     def wants(self, topic: str) -> bool:
         """Whether the observer mirrors ``topic`` by itself (full-name match)."""
-        return any(re.fullmatch(p, topic) for p in self.include) and not any(re.fullmatch(p, topic) for p in self.exclude)
+        return (any(re.fullmatch(p, topic) for p in self.include) and not any(re.fullmatch(p, topic) for p in self.exclude)
+                and topic_naming.refusal(self, topic) is None)
+
+    def destination_topic(self, topic: str) -> str:
+        """The name of source topic ``topic`` on the destination (:mod:`common.naming`)."""
+        return topic_naming.destination_topic(self, topic)
+
+    @property
+    def protected(self) -> bool:
+        """Whether records that would come back are filtered (by path or by copy flags)."""
+        return self.loop_prevention or self.copy_level is not None
 
     def wants_group(self, group: str) -> bool:
         """Whether the checkpoint job translates ``group``'s offsets (full-name match; never Ferry's own groups)."""
@@ -132,13 +164,13 @@ class RouteConfig(_Strict):
 
     @property
     def name(self) -> str:
-        """``<source>.<destination>``: a ZooKeeper node name, unique per route."""
-        return f"{self.source}.{self.destination}"
+        """``<source>.<destination>`` (a tree's distributor: ``<cluster>.L<level>``): a ZooKeeper node name, unique per route."""
+        return self.distributor or f"{self.source}.{self.destination}"
 
     @property
     def group_id(self) -> str:
         """The consumer group, on the source cluster, that holds this route's committed offsets."""
-        return f"ferry.{self.source}.{self.destination}"
+        return f"ferry.{self.name}"
 
 
 class RestTokenConfig(_Strict):
@@ -236,10 +268,88 @@ class SparkConfig(_Strict):
     master: str | None = None
 
 
+class TreeConfig(_Strict):
+    """Axual's distribution tree (seed 000, :mod:`common.tree`): its routes are derived, one per distributor."""
+
+    # The clusters as leaves of a binary tree, e.g. "3(1(a,b),1(c,d))" or "((a,(b,c)),(d,e))".
+    layout: str = Field(min_length=3)
+    # The topics every distributor mirrors (full-name regexes, as a route's include/exclude).
+    include: list[str] = Field(min_length=1)
+    exclude: list[str] = Field(default_factory=list)
+    config_exclude: list[str] = Field(default_factory=list)
+    # Distributor (<cluster>.L<level>) -> the leaf of its subtree it copies to; default: the first.
+    targets: dict[str, str] = Field(default_factory=dict)
+    # The leader switches a distributor to another leaf of its subtree when its target has been
+    # unreachable for this long (0: never by itself; `ferry tree switch` still can).
+    switch_after_s: float = Field(60.0, ge=0)
+    # How often the leader probes every leaf for that.
+    probe_interval_s: float = Field(5.0, gt=0)
+
+    @field_validator("layout")
+    @classmethod
+    def _layout(cls, value: str) -> str:
+        distribution_tree.parse(value)  # TreeError is a ValueError: pydantic reports it under tree.layout
+        return value
+
+    def derive_routes(self) -> list[RouteConfig]:
+        """One identity-named route per distributor, flags-filtered at its level."""
+        derived = distribution_tree.distributors(distribution_tree.parse(self.layout))
+        targets = distribution_tree.choose_targets(derived, self.targets)
+        return [
+            RouteConfig(source=d.cluster, destination=targets[d.name], include=self.include, exclude=self.exclude,
+                        config_exclude=self.config_exclude, copy_level=d.level, distributor=d.name)
+            for d in derived
+        ]
+
+
+def loop_problem(routes: list[RouteConfig]) -> str | None:
+    """The first cycle of identity-named routes holding a route without loop prevention, named; None if none.
+
+    Such a cycle copies a record around forever (or at least back to where it came from).
+    Routes that rename topics do not count: a renamed copy is another topic.
+    """
+    edges: dict[str, list[RouteConfig]] = {}
+    for route in routes:
+        if topic_naming.is_identity(route):
+            edges.setdefault(route.source, []).append(route)
+    for start in routes:
+        if start.protected or not topic_naming.is_identity(start):
+            continue
+        # Breadth-first from the route's destination back to its source: the shortest cycle through it.
+        previous: dict[str, RouteConfig] = {}
+        frontier = [start.destination]
+        seen = {start.destination}
+        while frontier and start.source not in seen:
+            following = []
+            for cluster in frontier:
+                for route in edges.get(cluster, []):
+                    if route.destination not in seen:
+                        seen.add(route.destination)
+                        previous[route.destination] = route
+                        following.append(route.destination)
+            frontier = following
+        if start.source not in seen:
+            continue
+        cycle = [start]
+        cluster = start.source
+        while cluster != start.destination:
+            cycle.insert(1, previous[cluster])
+            cluster = previous[cluster].source
+        clusters = " -> ".join([r.source for r in cycle] + [start.source])
+        unprotected = [r.name for r in cycle if not r.protected]
+        return (f"routes {', '.join(r.name for r in cycle)} form a cycle ({clusters}) with identity naming; "
+                f"{', '.join(unprotected)} {'has' if len(unprotected) == 1 else 'have'} no loop prevention, so records "
+                f"would be copied around it again and again. Set loop_prevention: true on every route of the cycle, "
+                f"or naming: prefix")
+    return None
+
+
 class FerryConfig(_Strict):
     zookeeper: ZookeeperConfig
     clusters: dict[str, dict[str, ClientValue]]
-    routes: list[RouteConfig] = Field(min_length=1)
+    # The routes as written, plus (after validation) one per distributor of ``tree``.
+    routes: list[RouteConfig] = Field(default_factory=list)
+    tree: TreeConfig | None = None
     controller: ControllerConfig = ControllerConfig()
     worker: WorkerConfig = WorkerConfig()
     spark: SparkConfig = SparkConfig()
@@ -258,6 +368,19 @@ class FerryConfig(_Strict):
 
     @model_validator(mode="after")
     def _routes_name_known_clusters(self) -> FerryConfig:
+        if self.tree is not None:
+            if any(route.distributor for route in self.routes):
+                raise ValueError("routes: distributor is set by tree, not by hand")
+            for leaf in distribution_tree.parse(self.tree.layout).leaves():
+                if leaf not in self.clusters:
+                    raise ValueError(f"tree.layout: unknown cluster {leaf!r} (known: {sorted(self.clusters)})")
+            try:
+                derived = self.tree.derive_routes()
+            except distribution_tree.TreeError as exc:
+                raise ValueError(f"tree.targets: {exc}") from None
+            object.__setattr__(self, "routes", [*self.routes, *derived])  # frozen model: set once, here
+        if not self.routes:
+            raise ValueError("routes: at least one route (or a tree) is needed")
         seen: set[str] = set()
         for i, route in enumerate(self.routes):
             for end in ("source", "destination"):
@@ -269,7 +392,35 @@ class FerryConfig(_Strict):
             if route.name in seen:
                 raise ValueError(f"routes[{i}]: route {route.name} is listed twice")
             seen.add(route.name)
+        problem = loop_problem(self.routes)
+        if problem:
+            raise ValueError(problem)
         return self
+
+    def with_targets(self, switched: dict[str, str]) -> list[RouteConfig]:
+        """The routes with tree distributors pointed at ``switched`` targets (ZooKeeper's ``tree/targets``).
+
+        A switched target outside the distributor's subtree (a stale node after a config change)
+        is ignored: the config's target stays.
+        """
+        if self.tree is None or not switched:
+            return list(self.routes)
+        derived = {d.name: d for d in distribution_tree.distributors(distribution_tree.parse(self.tree.layout))}
+        result = []
+        for route in self.routes:
+            target = switched.get(route.distributor or "")
+            if route.distributor in derived and target in derived[route.distributor].subtree:
+                route = route.model_copy(update={"destination": target})
+            result.append(route)
+        return result
+
+    def copied_origins(self, route: RouteConfig) -> frozenset[str] | None:
+        """For a route with loop prevention, the origins whose records it copies (:mod:`common.topology`);
+        None for a route without (it copies everything)."""
+        if not route.loop_prevention or route.copy_level is not None:
+            return None
+        protected = [r for r in self.routes if r.loop_prevention and r.copy_level is None and topic_naming.is_identity(r)]
+        return topology.copied_origins(protected, route.source, route.destination)
 
     def route(self, name: str) -> RouteConfig:
         for route in self.routes:

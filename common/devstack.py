@@ -1,4 +1,4 @@
-"""The embedded local stack: a real ZooKeeper and two single-node Apache Kafka clusters (KRaft).
+"""The embedded local stack: a real ZooKeeper and two or more single-node Apache Kafka clusters (KRaft).
 
 ``ferry dev up | down | status``. Everything listens on loopback only; state, data and logs
 live under ``.dev/`` (``FERRY_DEV_DIR``), the jars under ``.dev/jars/`` (``FERRY_JARS_DIR``),
@@ -12,7 +12,18 @@ variable                  default  what
 ``FERRY_DEV_ZK_PORT``     2181     ZooKeeper client port
 ``FERRY_DEV_SRC_PORT``    19092    cluster ``src`` broker port (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_DST_PORT``    29092    cluster ``dst`` broker port (its KRaft controller: +1, SASL_SSL: +2)
+``FERRY_DEV_CLUSTERS``    (none)   extra clusters beyond ``src`` and ``dst``, comma-separated (``a,b,c``)
+``FERRY_DEV_EXTRA_PORT``  39092    broker port of the first extra cluster; the n-th (from 0) listens on
+                                   this + 10 n (its KRaft controller: +1, SASL_SSL: +2)
+``FERRY_DEV_PORT_<NAME>`` (above)  one extra cluster's broker port, e.g. ``FERRY_DEV_PORT_A=39192``
+``FERRY_DEV_EXTRA_HEAP``  256m     heap of each extra cluster's JVM (Serial GC: 2 cores, many JVMs)
 ========================  =======  ============================================
+
+Extra clusters (``ferry dev up --clusters a,b`` or ``FERRY_DEV_CLUSTERS``) are started only when
+asked; ``up`` records them in ``.dev/extra-clusters`` so that ``ferry dev status`` and ``ferry dev
+down`` know them without being told again (a later plain ``up`` starts only ``src`` and ``dst``).
+The n-th extra cluster of a list gets the n-th port: keep the order, or pin ports per name. Their names follow Ferry's cluster names
+(``[A-Za-z0-9_-]``); ``src``, ``dst`` and ``zookeeper`` are taken.
 
 Each broker serves two client listeners: ``PLAINTEXT`` on its port, and ``SASL_SSL`` on port + 2
 (SCRAM-SHA-512, user ``ferry``, password ``ferry-dev-secret``: a local test identity, not a secret).
@@ -51,6 +62,7 @@ import errno
 import fcntl
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -68,6 +80,11 @@ ZK_PORT_ENV = "FERRY_DEV_ZK_PORT"
 SRC_PORT_ENV = "FERRY_DEV_SRC_PORT"
 DST_PORT_ENV = "FERRY_DEV_DST_PORT"
 DEV_DIR_ENV = "FERRY_DEV_DIR"
+CLUSTERS_ENV = "FERRY_DEV_CLUSTERS"
+EXTRA_PORT_ENV = "FERRY_DEV_EXTRA_PORT"
+EXTRA_HEAP_ENV = "FERRY_DEV_EXTRA_HEAP"
+EXTRA_PORT_STEP = 10
+_EXTRA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 JARS_DIR_ENV = "FERRY_JARS_DIR"
 
 # The secured listener's identity: a fixed, documented test user of the local stack only.
@@ -187,21 +204,37 @@ class Stack:
     zookeeper: Server
     src: Server
     dst: Server
+    extra: tuple[Server, ...] = ()  # clusters beyond src and dst (FERRY_DEV_CLUSTERS)
 
     @property
-    def servers(self) -> tuple[Server, Server, Server]:
-        return (self.zookeeper, self.src, self.dst)
+    def servers(self) -> tuple[Server, ...]:
+        return (self.zookeeper, self.src, self.dst, *self.extra)
 
     @property
-    def kafka(self) -> tuple[Server, Server]:
-        return (self.src, self.dst)
+    def kafka(self) -> tuple[Server, ...]:
+        return (self.src, self.dst, *self.extra)
+
+    def cluster(self, name: str) -> Server:
+        for server in self.kafka:
+            if server.name == name:
+                return server
+        raise DevStackError(f"the local stack has no cluster {name!r} (it has {[s.name for s in self.kafka]}); "
+                            f"start it with `ferry dev up --clusters {name}`")
 
     def bootstrap(self, cluster: str) -> str:
-        return {"src": self.src, "dst": self.dst}[cluster].address
+        return self.cluster(cluster).address
 
     def secured(self, cluster: str) -> dict[str, str]:
         """librdkafka properties of a client of ``cluster``'s SASL_SSL listener (SCRAM-SHA-512)."""
-        return secured_client({"src": self.src, "dst": self.dst}[cluster])
+        return secured_client(self.cluster(cluster))
+
+    def with_clusters(self, names: Iterable[str]) -> Stack:
+        """This stack plus extra clusters ``names`` (ports from the environment, module docstring)."""
+        known = {server.name: server for server in self.extra}
+        for name in names:
+            if name not in known and name not in ("src", "dst"):
+                known[name] = _extra_server(name, len(known))
+        return Stack(self.zookeeper, self.src, self.dst, tuple(known.values()))
 
 
 def secured_client(server: Server) -> dict[str, str]:
@@ -215,12 +248,67 @@ def secured_client(server: Server) -> dict[str, str]:
     }
 
 
-def stack_from_env() -> Stack:
-    return Stack(
+def stack_from_env(clusters: Iterable[str] = (), recorded: bool = False) -> Stack:
+    """The stack: src, dst, ``FERRY_DEV_CLUSTERS``, ``clusters``, and with ``recorded`` the extra
+    clusters an earlier ``up`` started (what ``status`` and ``down`` look at)."""
+    base = Stack(
         zookeeper=Server("zookeeper", "zookeeper", _port(ZK_PORT_ENV, 2181)),
         src=Server("src", "kafka", _port(SRC_PORT_ENV, 19092)),
         dst=Server("dst", "kafka", _port(DST_PORT_ENV, 29092)),
     )
+    recorded_ports = _recorded_extra() if recorded else {}
+    from_env = parse_cluster_names(os.environ.get(CLUSTERS_ENV, ""), CLUSTERS_ENV)
+    names = [n for n in dict.fromkeys([*recorded_ports, *from_env, *clusters]) if n not in ("src", "dst")]
+    extra = []
+    for index, name in enumerate(names):
+        server = _extra_server(name, index)
+        if name in recorded_ports and not os.environ.get(_port_env(name)):
+            server = Server(name, "kafka", recorded_ports[name])  # keep the port it was started with
+        extra.append(server)
+    return Stack(base.zookeeper, base.src, base.dst, tuple(extra))
+
+
+def parse_cluster_names(text: str, where: str) -> list[str]:
+    """``a,b,c`` -> names; :class:`DevStackError` for a bad one."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if not _EXTRA_NAME.match(name) or name == "zookeeper":
+            raise DevStackError(f"{where}: {name!r} is not a usable cluster name (letters, digits, '_', '-')")
+    return names
+
+
+def _port_env(name: str) -> str:
+    return "FERRY_DEV_PORT_" + name.upper().replace("-", "_")
+
+
+def _extra_server(name: str, index: int) -> Server:
+    default = _port(EXTRA_PORT_ENV, 39092) + EXTRA_PORT_STEP * index
+    return Server(name, "kafka", _port(_port_env(name), default))
+
+
+def _extra_record() -> Path:
+    return dev_dir() / "extra-clusters"
+
+
+def _recorded_extra() -> dict[str, int]:
+    """name -> port of the extra clusters an earlier ``up`` started (``.dev/extra-clusters``)."""
+    try:
+        lines = _extra_record().read_text().split()
+    except OSError:
+        return {}
+    recorded: dict[str, int] = {}
+    for line in lines:
+        name, _, port = line.partition(":")
+        if _EXTRA_NAME.match(name) and port.isdigit():
+            recorded[name] = int(port)
+    return recorded
+
+
+def _record_extra(stack: Stack) -> None:
+    if stack.extra:
+        ports = {**_recorded_extra(), **{s.name: s.port for s in stack.extra}}
+        dev_dir().mkdir(parents=True, exist_ok=True)
+        _extra_record().write_text("".join(f"{name}:{port}\n" for name, port in ports.items()))
 
 
 # --- configuration files -------------------------------------------------------------------
@@ -303,7 +391,11 @@ def _jvm(server: Server, heap: str) -> list[str]:
 def _command(server: Server) -> list[str]:
     if server.kind == "zookeeper":
         return [*_jvm(server, "128m"), "org.apache.zookeeper.server.ZooKeeperServerMain", str(server.config_file)]
-    return [*_jvm(server, "512m"), "kafka.Kafka", str(server.config_file)]
+    if server.name in ("src", "dst"):
+        return [*_jvm(server, "512m"), "kafka.Kafka", str(server.config_file)]
+    heap = os.environ.get(EXTRA_HEAP_ENV, "256m")
+    jvm = _jvm(server, heap)
+    return [*jvm[:1], "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *jvm[1:], "kafka.Kafka", str(server.config_file)]
 
 
 def _new_cluster_id() -> str:
@@ -575,6 +667,7 @@ def up(
     while this call waits for it (killed a moment before) is started again.
     """
     stack = stack or stack_from_env()
+    _record_extra(stack)
     started: list[str] = []
     with _stack_lock(deadline_s, clock, sleep):
         for server in stack.servers:
@@ -632,7 +725,7 @@ def _start(
 
 
 def _env_of(server: Server) -> str:
-    return {"zookeeper": ZK_PORT_ENV, "src": SRC_PORT_ENV, "dst": DST_PORT_ENV}.get(server.name, "")
+    return {"zookeeper": ZK_PORT_ENV, "src": SRC_PORT_ENV, "dst": DST_PORT_ENV}.get(server.name) or _port_env(server.name)
 
 
 def _wait_until_answers(
@@ -719,10 +812,13 @@ def status(stack: Stack | None = None) -> list[dict[str, object]]:
 # --- CLI -----------------------------------------------------------------------------------
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("dev", help="the local ZooKeeper + two Kafka clusters (src, dst)")
+    parser = subparsers.add_parser("dev", help="the local ZooKeeper + Kafka clusters src, dst (and more with --clusters)")
     actions = parser.add_subparsers(dest="dev_action", required=True)
     up_parser = actions.add_parser("up", help="start what is not running and wait until all answer")
     up_parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each server")
+    up_parser.add_argument("--clusters", default="", metavar="A,B,...",
+                           help=f"extra Kafka clusters to start besides src and dst (also ${CLUSTERS_ENV}); "
+                                f"ports from ${EXTRA_PORT_ENV} (39092) + 10 each, or $FERRY_DEV_PORT_<NAME>")
     up_parser.set_defaults(func=_cmd_up)
     actions.add_parser("down", help="stop what `up` started").set_defaults(func=_cmd_down)
     status_parser = actions.add_parser("status", help="what runs where")
@@ -731,7 +827,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    stack = stack_from_env()
+    stack = stack_from_env(parse_cluster_names(args.clusters, "--clusters"))
     up(stack, deadline_s=args.timeout)
     for row in status(stack):
         print(f"{row['name']:<10} {row['address']:<16} {row['state']}")
@@ -739,13 +835,15 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
-    if not down():
+    stopped = down(stack_from_env(recorded=True))
+    _extra_record().unlink(missing_ok=True)
+    if not stopped:
         print("nothing to stop")
     return 0
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    rows = status()
+    rows = status(stack_from_env(recorded=True))
     if args.json:
         import json
 

@@ -7,6 +7,7 @@ through these states::
 
     SENT -> ACKED     the destination acknowledged the copy
     SENT -> FAILED    the copy failed for good; the watermark never passes it until forget(key)
+    PASSED            read and not copied on purpose (loop prevention): settled at once
 
 Offsets are sent in strictly increasing order per key, possibly with gaps (compacted topics,
 transaction markers). Acknowledgements may arrive in any order. The committable offset, in
@@ -97,6 +98,20 @@ class OffsetWatermarks(Generic[K]):
             raise ValueError(f"{key}: offset {offset} sent after {state.last_sent}; offsets must increase")
         state.last_sent = offset
         state.order.append(offset)
+
+    def passed(self, key: K, offset: int) -> None:
+        """``offset`` was read and deliberately not copied (loop prevention): settled at once.
+
+        The watermark moves past it as soon as everything sent before it is acknowledged, so
+        skipped records never stall commits. Offsets per key must strictly increase, as for :meth:`sent`.
+        """
+        self.sent(key, offset)
+        state = self._keys[key]
+        state.acked_any = True
+        if len(state.order) == 1:  # nothing before it in flight: O(1)
+            state.last_done = state.order.popleft()
+        else:
+            state.settled.add(offset)
 
     def acked(self, key: K, offset: int) -> None:
         """The destination acknowledged ``offset``. Unknown or repeated acknowledgements are ignored."""

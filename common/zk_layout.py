@@ -102,6 +102,12 @@ class ZkLayout:
         """A topic deleted through the REST API: the observer does not whitelist it again."""
         return self._join("removed", route, topic)
 
+    # the distribution tree (common/tree.py)
+    @property
+    def tree_targets(self) -> str:
+        """JSON ``{distributor: leaf}``: targets switched away from the config's (leader or operator)."""
+        return self._join("tree", "targets")
+
     # pipeline
     @property
     def validation(self) -> str:

@@ -49,7 +49,6 @@ from common.offset_map import (
     timestamp_lookup_ms,
     translate,
 )
-from common.routing import destination_topic
 from controller.errors import NotFound, Unavailable
 
 log = logging.getLogger(__name__)
@@ -213,7 +212,7 @@ class Checkpointer:
         consumer = self._consumer(route.source)
         result = []
         for (topic, partition), offset in sorted(committed.items()):
-            dest_topic = destination_topic(route, topic)
+            dest_topic = route.destination_topic(topic)
             try:
                 _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
             except KafkaException:

@@ -39,6 +39,14 @@ class ClusterMetadata:
         detail = error.str() if isinstance(error, KafkaError) else str(error)
         return Unavailable(f"cluster {cluster!r} cannot be reached: {detail}")
 
+    def reachable(self, cluster: str, timeout: float = 3.0) -> bool:
+        """Whether ``cluster`` answers a metadata request within ``timeout``."""
+        try:
+            self._admin(cluster).list_topics(timeout=timeout)
+        except KafkaException:
+            return False
+        return True
+
     def topics(self, cluster: str) -> dict[str, int]:
         """Every topic of ``cluster`` -> its partition count."""
         try:

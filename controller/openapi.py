@@ -16,6 +16,7 @@ ROUTE_PATTERN = r"^[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64}$"
 # Consumer group ids in /groups/{group}: printable ASCII without "/", not only dots.
 GROUP_PATTERN = r"^[!-.0-~]{0,124}[!-\-0-~][!-.0-~]{0,124}$"
 MAX_PARTITION_ID = 2**31 - 2
+DISTRIBUTOR_PATTERN = r"^[A-Za-z0-9_-]{1,64}\.L[0-9]{1,2}$"
 
 _REQUEST_ID = {
     "description": "This request's id: the caller's own X-Request-Id when it is sane "
@@ -237,6 +238,26 @@ _PATHS: dict[str, Any] = {
                                                 "schema": {"type": "string", "pattern": GROUP_PATTERN}}])},
     "/noprogress": {"get": _op("Lagging partitions whose offset has not moved (asks the leader)",
                                _json("ok", _ref("NoProgress")))},
+}
+
+_PATHS["/tree"] = {"get": _op(
+    "The distribution tree's distributors: level, mask, subtree, target, state (format=text: a table)",
+    _json("ok", _ref("TreeView")),
+    parameters=[{"name": "format", "in": "query", "required": False, "schema": {"type": "string", "enum": ["json", "text"]}}])}
+_PATHS["/tree/{distributor}/target"] = {"post": _op(
+    "Switch a distributor to another leaf of its subtree; a standby forwards it to the leader",
+    _json("the switched targets", {"type": "object", "additionalProperties": {"type": "string"}}), write=True,
+    body="TargetRequest",
+    parameters=[{"name": "distributor", "in": "path", "required": True,
+                 "schema": {"type": "string", "pattern": DISTRIBUTOR_PATTERN}}])}
+_SCHEMAS["TreeView"] = {
+    "type": "object", "required": ["layout", "distributors", "table"],
+    "properties": {"layout": {"type": "string"}, "table": {"type": "string"},
+                   "distributors": {"type": "array", "items": {"type": "object"}}},
+}
+_SCHEMAS["TargetRequest"] = {
+    "type": "object", "required": ["target"],
+    "properties": {"target": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{1,64}$"}},
 }
 
 _OPEN_PATHS = ("/health", "/openapi.json")

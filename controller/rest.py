@@ -66,6 +66,8 @@ class ControllerApi(Protocol):
     def noprogress(self) -> dict[str, Any]: ...
     def metrics_text(self) -> bytes: ...
     def groups(self, group: str | None = None) -> dict[str, Any]: ...
+    def tree_view(self) -> dict[str, Any]: ...
+    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]: ...
 
 
 def _controller() -> ControllerApi:
@@ -253,6 +255,35 @@ def rebalance() -> Any:
     if forwarded is not None:
         return forwarded
     return jsonify(_controller().rebalance_now())
+
+
+_DISTRIBUTOR = re.compile(r"[A-Za-z0-9_-]{1,64}\.L[0-9]{1,2}")  # fullmatch
+_CLUSTER = re.compile(r"[A-Za-z0-9_-]{1,64}")  # fullmatch
+
+
+@instances_api.get("/tree")
+def tree_view() -> Any:
+    form = request.args.get("format", "json")
+    if form not in ("json", "text"):
+        raise BadRequest(f"format must be json or text, not {form[:20]!r}")
+    view = _controller().tree_view()
+    if form == "text":
+        return Response(view["table"] + "\n", content_type="text/plain; charset=utf-8")
+    return jsonify(view)
+
+
+@instances_api.post("/tree/<distributor>/target")
+def switch_target(distributor: str) -> Any:
+    if not _DISTRIBUTOR.fullmatch(distributor):
+        raise BadRequest(f"a distributor is named <cluster>.L<level>, not {distributor[:80]!r}")
+    body = request.get_json(silent=True)
+    target = body.get("target") if isinstance(body, dict) else None
+    if not isinstance(target, str) or not _CLUSTER.fullmatch(target):
+        raise BadRequest('the body must be {"target": "<cluster>"}')
+    forwarded = _forward_if_standby()
+    if forwarded is not None:
+        return forwarded
+    return jsonify(_controller().switch_target(distributor, target, "operator's request"))
 
 
 @instances_api.get("/validation")

@@ -35,11 +35,12 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.election import Election
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
+from common import tree
 from common.config import FerryConfig, RouteConfig
 from common.diff import compare, summarize
 from common.model import (
@@ -123,10 +124,11 @@ class Controller:
         self._live_seen: set[str] | None = None
         self._state_watched: set[str] = set()
         self._dirty = False
+        self._unreachable_since: dict[str, float] = {}  # tree leaf -> first seen unreachable (leader only)
         self._scheduler = BackgroundScheduler(
             # Reconciliation and the quick leader jobs share one thread; the Spark validation,
             # which takes many seconds, gets its own so it never delays a failover.
-            executors={"default": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1),
+            executors={"default": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1), "tree": ThreadPoolExecutor(1),
                        "checkpoints": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1},
         )
@@ -209,6 +211,11 @@ class Controller:
             self._scheduler.add_job(self._run_guarded, "interval", args=[self.sample_offsets], id="lag",
                                     seconds=controller_config.lag_interval_s, replace_existing=True,
                                     next_run_time=datetime.now() + timedelta(seconds=1))
+            if self.config.tree is not None:  # probes may wait seconds: their own thread
+                self._unreachable_since = {}
+                self._scheduler.add_job(self._run_guarded, "interval", args=[self.check_tree], id="tree",
+                                        seconds=self.config.tree.probe_interval_s, replace_existing=True,
+                                        executor="tree")
             if controller_config.validation_interval_s and self._config_path:
                 self._scheduler.add_job(self._run_guarded, "interval", args=[self.run_spark_validation], id="validate",
                                         seconds=controller_config.validation_interval_s, replace_existing=True,
@@ -442,7 +449,10 @@ class Controller:
                 external[r.name] = stored or ExternalView(r.name, topic)
         if not ideal:
             raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
-        per_route = {name: _route_view(ideal[name], external[name]) for name in ideal}
+        by_name = {r.name: r for r in routes}
+        per_route = {name: {**_route_view(ideal[name], external[name]),
+                            "destination": by_name[name].destination,
+                            "destinationTopic": by_name[name].destination_topic(topic)} for name in ideal}
         if len(per_route) == 1:
             view = dict(next(iter(per_route.values())))
         else:  # several routes: flat maps keyed "<route>/<partition>"
@@ -597,6 +607,85 @@ class Controller:
         except (ControllerError, KazooException) as exc:
             log.warning("%s failed (next run retries): %s", getattr(job, "__name__", job), exc)
 
+    # -- the distribution tree (common/tree.py) ---------------------------------------------
+
+    def switched_targets(self) -> tuple[dict[str, str], int | None]:
+        """ZooKeeper's ``tree/targets`` (distributor -> leaf) and its version (None: no node yet)."""
+        try:
+            data, stat = self._zk.get(self.layout.tree_targets)
+        except NoNodeError:
+            return {}, None
+        except KazooException as exc:
+            raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
+        return {str(k): str(v) for k, v in (decode(data) or {}).items()}, stat.version
+
+    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]:
+        """Points ``distributor`` at ``leaf`` of its subtree; workers move its partitions there."""
+        if self.config.tree is None:
+            raise NotFound("no distribution tree is configured")
+        derived = {d.name: d for d in tree.distributors(tree.parse(self.config.tree.layout))}
+        if distributor not in derived:
+            raise NotFound(f"no distributor {distributor!r} (distributors: {sorted(derived)})")
+        if leaf not in derived[distributor].subtree:
+            raise BadRequest(f"{leaf!r} is not a leaf of {distributor}'s subtree {list(derived[distributor].subtree)}")
+        for _ in range(5):  # compare-and-set: the leader's own switches and an operator's may race
+            switched, version = self.switched_targets()
+            updated = {**switched, distributor: leaf}
+            try:
+                if version is None:
+                    self._zk.create(self.layout.tree_targets, encode(updated), makepath=True)
+                else:
+                    self._zk.set(self.layout.tree_targets, encode(updated), version=version)
+            except (NodeExistsError, BadVersionError):
+                continue
+            except KazooException as exc:
+                raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
+            log.warning("distributor %s now copies to %s (%s)", distributor, leaf, why)
+            return updated
+        raise Conflict("the tree's targets kept changing; try again")
+
+    def tree_view(self) -> dict[str, Any]:
+        """The derived distributors, their targets and state (REST ``/tree``, ``ferry tree``)."""
+        if self.config.tree is None:
+            raise NotFound("no distribution tree is configured")
+        root = tree.parse(self.config.tree.layout)
+        derived = tree.distributors(root)
+        switched, _ = self.switched_targets()
+        routes = {r.name: r for r in self.config.with_targets(switched)}
+        unreachable = dict(self._unreachable_since) if self.state == LEADING else {}
+        rows: list[dict[str, Any]] = []
+        states: dict[str, str] = {}
+        for d in derived:
+            target = routes[d.name].destination
+            state = states[d.name] = "target unreachable" if target in unreachable else "copying"
+            rows.append({"name": d.name, "cluster": d.cluster, "level": d.level, "mask": tree.format_flags(d.mask),
+                         "bit": tree.format_flags(d.bit), "subtree": list(d.subtree), "subtreeLayout": d.subtree_layout,
+                         "target": target, "switched": d.name in switched, "state": state})
+        return {"layout": root.render(), "switchAfterS": self.config.tree.switch_after_s, "distributors": rows,
+                "unreachable": sorted(unreachable),
+                "table": tree.table(derived, {d.name: routes[d.name].destination for d in derived}, states)}
+
+    def check_tree(self) -> None:
+        """The leader's tree job: probes every leaf; switches distributors whose target is down too long."""
+        assert self.config.tree is not None
+        root = tree.parse(self.config.tree.layout)
+        now = self._clock()
+        for leaf in root.leaves():
+            if self.kafka.reachable(leaf):
+                if self._unreachable_since.pop(leaf, None) is not None:
+                    log.info("tree: cluster %s is reachable again", leaf)
+            elif leaf not in self._unreachable_since:
+                log.warning("tree: cluster %s is unreachable", leaf)
+                self._unreachable_since[leaf] = now
+        if not self.config.tree.switch_after_s:
+            return
+        switched, _ = self.switched_targets()
+        targets = {r.name: r.destination for r in self.config.with_targets(switched) if r.distributor}
+        decided = tree.switches(tree.distributors(root), targets, self._unreachable_since, now,
+                                self.config.tree.switch_after_s)
+        for name, leaf in sorted(decided.items()):
+            self.switch_target(name, leaf, f"{targets[name]} unreachable for {now - self._unreachable_since[targets[name]]:.0f}s")
+
     def removed_topics(self) -> set[TopicKey]:
         return {
             TopicKey(route.name, topic)
@@ -639,14 +728,16 @@ class Controller:
             if not names:
                 continue
             source = self.kafka.topic_configs(route.source, names)
-            destination = self.kafka.topic_configs(route.destination, names)
+            renamed = {topic: route.destination_topic(topic) for topic in names}  # common.naming
+            destination = self.kafka.topic_configs(route.destination, sorted(renamed.values()))
             for topic in names:
-                if topic not in source or topic not in destination:
+                target = renamed[topic]
+                if topic not in source or target not in destination:
                     continue  # the destination topic does not exist yet: its worker creates it
-                changes = observer.config_changes(source[topic], destination[topic], route.config_exclude)
+                changes = observer.config_changes(source[topic], destination[target], route.config_exclude)
                 if changes:
-                    self.kafka.set_topic_configs(route.destination, topic, changes)
-                    log.info("observer: %s on %s now follows the source: %s", topic, route.destination, changes)
+                    self.kafka.set_topic_configs(route.destination, target, changes)
+                    log.info("observer: %s on %s now follows the source: %s", target, route.destination, changes)
 
     def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
         """Committed (route's group, at the source) and log-end offsets of mirrored partitions, read now."""

@@ -1,8 +1,11 @@
 """Copies one route's partitions: an ``assign()``-only consumer on the source, a producer on the destination.
 
-Every record goes to the same topic and partition on the destination with its key, value,
-headers and timestamp, plus Ferry's provenance header (:mod:`common.provenance`: the clusters it
-came through and its source offset). Source offsets are committed (group ``ferry.<source>.<destination>``)
+Every record goes to the same partition of the route's destination topic (the source name, or
+the route's renaming: :mod:`common.naming`) with its key, value, headers and timestamp, plus
+Ferry's provenance header (:mod:`common.provenance`: the clusters it came through, its copy flags
+and its source offset). A route with loop prevention or a tree distributor's level skips the
+records it must not copy (:func:`common.topology.copy_flags`); a skipped record is settled at once
+in the watermark, so it never holds commits back. Source offsets are committed (group ``ferry.<source>.<destination>``)
 only up to the lowest offset the destination has not acknowledged yet
 (:class:`common.watermark.OffsetWatermarks`), so a crash copies some records again and loses none.
 
@@ -32,13 +35,13 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
-from common import kafka_clients
+from common import kafka_clients, naming
 from common.config import RouteConfig, WorkerConfig
 from common.model import PartitionStatus
 from common.offset_map import MAP_TOPIC, OffsetMap, segment_key, segment_value
-from common.provenance import ProvenanceError, stamp
+from common.provenance import HEADER, ProvenanceError, decode, encode, split
 from common.resume import resume_plan
-from common.routing import destination_topic
+from common.topology import copy_flags
 from common.watermark import OffsetWatermarks
 from worker.lookback import DestinationReader, LookBackTimeout
 from worker.metrics import WorkerMetrics
@@ -99,8 +102,14 @@ class RouteCopier:
         metrics: WorkerMetrics,
         client_id: str,
         clock: Callable[[], float] = time.monotonic,
+        origins: frozenset[str] | None = None,
     ) -> None:
+        """``origins``: with loop prevention, the origins whose records this route copies
+        (``FerryConfig.copied_origins``); None copies every record (unless a tree level says otherwise)."""
         self.route = route
+        self._origins = origins
+        self._destination_names: dict[str, str] = {}
+        self._source_names: dict[str, str] = {}  # the reverse, for delivery reports
         self._config = config
         self._metrics = metrics
         self._clock = clock
@@ -157,6 +166,9 @@ class RouteCopier:
         to_assign: list[TopicPartition] = []
         for topic, partitions in sorted(by_topic.items()):
             try:
+                refused = naming.refusal(self.route, topic)
+                if refused:
+                    raise _Stopped(refused)
                 source_partitions = self._prepare_destination(topic)
             except _Deferred as exc:
                 deferred.update({(topic, p): str(exc) for p in partitions})
@@ -203,7 +215,7 @@ class RouteCopier:
             return {}
         committed_tps = self._consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=_METADATA_TIMEOUT_S)
         committed = {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in committed_tps}
-        dest_topic = destination_topic(self.route, topic)
+        dest_topic = self._destination_name(topic)
         starts: dict[int, int | None] = {}
         for partition in partitions:
             key = (topic, partition)
@@ -253,6 +265,7 @@ class RouteCopier:
                 raise _Stopped(f"topic {topic!r} does not exist at the source (or is not readable)")
             raise _Deferred(f"source metadata for {topic!r}: {source_meta.error}")
         wanted = len(source_meta.partitions)
+        source_topic, topic = topic, self._destination_name(topic)
         try:
             dest_meta = self._destination_admin.list_topics(topic, timeout=_METADATA_TIMEOUT_S).topics.get(topic)
             if dest_meta is None or dest_meta.error is not None:
@@ -272,7 +285,15 @@ class RouteCopier:
                                 KafkaError.TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION):
                 raise _Stopped(f"cannot create destination topic {topic!r}: {error.str()}") from None
             raise _Deferred(f"destination cluster: {error.str()}") from None
+        log.debug("route %s: %s is %s on the destination", self.route.name, source_topic, topic)
         return wanted
+
+    def _destination_name(self, topic: str) -> str:
+        name = self._destination_names.get(topic)
+        if name is None:
+            name = self._destination_names[topic] = self.route.destination_topic(topic)
+            self._source_names[name] = topic
+        return name
 
     def _new_producer(self) -> Any:
         return kafka_clients.producer(self._destination, on_delivery=self._on_delivery, **self._producer_settings)
@@ -345,10 +366,16 @@ class RouteCopier:
             messages = [first, *self._consumer.consume(self._config.consume_batch - 1, 0)]
         produce = self._producer.produce
         source = self.route.source
+        destination = self.route.destination
+        origins = self._origins
+        level = self.route.copy_level
+        filtering = origins is not None or level is not None
+        names = self._destination_names
         sent = self._tracker.sent
         errors = self._errors
         skips = self._skip
         copied = 0
+        skipped = 0
         size = 0
         for message in messages:
             if message.error() is not None:
@@ -364,13 +391,26 @@ class RouteCopier:
                 continue
             timestamp_type, timestamp = message.timestamp()
             try:
-                headers = stamp(message.headers(), source, offset)
+                # common.provenance.stamp, inlined to decode the header once for the filter too.
+                headers, own = split(message.headers())
+                previous = None if own is None else decode(own)
             except ProvenanceError as exc:
                 self._stop(key, offset, f"offset {offset}: {exc}")
                 continue
+            if filtering:
+                flags = copy_flags(previous, destination, origins, level)
+                if flags is None:
+                    self._tracker.passed(key, offset)
+                    skipped += 1
+                    continue
+            else:
+                flags = previous.flags if previous is not None else 0
+            path = (*previous.path, source) if previous is not None else (source,)
+            headers.append((HEADER, encode(path, flags, offset)))
+            destination_topic = names.get(topic) or self._destination_name(topic)
             while True:
                 try:
-                    produce(topic, message.value(), message.key(), partition,
+                    produce(destination_topic, message.value(), message.key(), partition,
                             timestamp=timestamp if timestamp_type else 0, headers=headers)
                     break
                 except BufferError:
@@ -388,6 +428,8 @@ class RouteCopier:
             size += len(message)
         self._producer.poll(0)
         self._metrics.records.labels(self.route.name).inc(copied)
+        if skipped:
+            self._metrics.skipped.labels(self.route.name).inc(skipped)
         self._metrics.bytes.labels(self.route.name).inc(size)
         return copied
 
@@ -409,7 +451,8 @@ class RouteCopier:
     def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
         # Runs inside poll()/flush() on the copy-loop thread. Delivery reports of one partition
         # arrive in produce order (idempotent producer), so the oldest in-flight offset is this one.
-        key = (message.topic(), message.partition())
+        topic = message.topic()
+        key = (self._source_names.get(topic, topic), message.partition())
         if error is None:
             source_offset = self._tracker.acked_oldest(key)
             offsets = self._maps.get(key)
@@ -500,7 +543,7 @@ class RouteCopier:
                 try:
                     self._producer.produce(
                         MAP_TOPIC, segment_value(segment),
-                        segment_key(self.route.name, destination_topic(self.route, topic), partition, segment.dst_start),
+                        segment_key(self.route.name, self._destination_name(topic), partition, segment.dst_start),
                         on_delivery=lambda error, _message, key=key, start=segment.dst_start: self._on_map_delivery(error, key, start),
                     )
                 except (BufferError, KafkaException) as exc:
@@ -569,6 +612,19 @@ class RouteCopier:
             log.warning("route %s: building a new destination producer after a fatal error", self.route.name)
             self._producer = self._new_producer()
             self._producer_fatal = False
+
+    def abandon(self, commit_deadline: float) -> None:
+        """Releases every partition without waiting for the destination (a tree distributor
+        switching away from an unreachable target): records not acknowledged yet are purged from
+        the producer, so the committed offsets stay below them and the next copier (to the new
+        target) copies them again. Nothing is lost; the old target may hold some of them too.
+        """
+        try:
+            self._producer.purge()
+        except KafkaException as exc:
+            log.warning("route %s: purging the producer: %s", self.route.name, exc)
+        self._producer.flush(0)  # serves the purged records' delivery reports: each fails its offset
+        self.release(self.held(), 0, commit_deadline)
 
     # -- lag --------------------------------------------------------------------------------
 

@@ -24,6 +24,8 @@ class WorkerMetrics:
         self.registry = registry or CollectorRegistry()
         self.records = Counter("ferry_worker_records_copied", "Records handed to the destination producer",
                                ["route"], registry=self.registry)
+        self.skipped = Counter("ferry_worker_records_skipped", "Records not copied on purpose (loop prevention, copy flags)",
+                               ["route"], registry=self.registry)
         self.bytes = Counter("ferry_worker_bytes_copied", "Value bytes handed to the destination producer",
                              ["route"], registry=self.registry)
         self.errors = Counter("ferry_worker_errors", "Errors by kind: partition (stopped), consumer, commit",

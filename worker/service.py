@@ -32,12 +32,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from confluent_kafka import KafkaException
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
 from common.config import FerryConfig
-from common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus
+from common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus, decode
 from common.zk_layout import ZkLayout, make_client
 from worker.copier import RouteCopier, TopicPartitionKey
 from worker.errors import RegistrationError
@@ -78,6 +79,9 @@ class Worker:
         self._clock = clock
         self._copiers: dict[str, RouteCopier] = {}
         self._routes = {route.name: route for route in config.routes}
+        # Tree distributors switched to another leaf (ZooKeeper tree/targets), set by its watch.
+        self._switched: dict[str, str] | None = None
+        self._switched_lock = threading.Lock()
         # Partitions assigned on a route this worker has no config for: reported ERROR.
         self._foreign: dict[PartitionKey, str] = {}
         self._deferred: dict[PartitionKey, tuple[float, str]] = {}  # retry at, why
@@ -115,6 +119,8 @@ class Worker:
             self._zk.ensure_path(path)
         self._register()
         DataWatch(self._zk, self.layout.assignment(self.worker_id), self._on_assignment)
+        if self.config.tree is not None:
+            DataWatch(self._zk, self.layout.tree_targets, self._on_targets)
         self._set_state(RUNNING)
         interval = self.config.worker.commit_interval_s
         next_commit = self._clock() + interval
@@ -122,6 +128,7 @@ class Worker:
             while not self._stopping.is_set():
                 self._check_session()
                 self._restart_failed()
+                self._apply_targets()
                 self._reconcile()
                 if self._suspended_since is not None and self.state == RUNNING:
                     # Disconnected from ZooKeeper: copy nothing more until the session is back (or
@@ -186,6 +193,44 @@ class Worker:
         self._applied = assignment
         self._status_dirty = True
 
+    def _on_targets(self, data: bytes | None, stat: Any) -> None:
+        # Runs on kazoo's event thread: hand the new targets to the copy loop.
+        try:
+            switched = decode(data) or {}
+        except ValueError:
+            log.error("ignoring an unreadable %s", self.layout.tree_targets)
+            return
+        with self._switched_lock:
+            self._switched = {str(k): str(v) for k, v in switched.items()}
+        self._wake.set()
+
+    def _apply_targets(self) -> None:
+        """Points tree distributors at their switched targets: the route's partitions are released
+        (flushed, committed up to what the old target acknowledged), its copier closed, and the
+        next reconcile acquires them again with a copier for the new target, from the committed
+        offsets. Nothing is lost; what the old target had received but not acknowledged is
+        copied again (documented duplicates)."""
+        with self._switched_lock:
+            switched, self._switched = self._switched, None
+        if switched is None:
+            return
+        for route in self.config.with_targets(switched):
+            current = self._routes.get(route.name)
+            if current is None or current.destination == route.destination:
+                continue
+            log.warning("distributor %s: switching its target from %s to %s", route.name, current.destination,
+                        route.destination)
+            copier = self._copiers.pop(route.name, None)
+            if copier is not None:
+                copier.abandon(COMMIT_DEADLINE_S)
+                try:
+                    copier.close(0)
+                except KafkaException as exc:
+                    log.warning("closing route %s: %s", route.name, exc)
+            self._routes[route.name] = route
+            self._applied = None  # the next reconcile acquires the route's partitions again
+            self._status_dirty = True
+
     def _restart_failed(self) -> None:
         """ERROR -> released -> acquired again, for partitions stopped by a temporary failure."""
         for route, copier in self._copiers.items():
@@ -207,6 +252,7 @@ class Worker:
             self._copiers[route] = RouteCopier(
                 config, self.config.clusters[config.source], self.config.clusters[config.destination],
                 self.config.worker, self.metrics, client_id=f"ferry-{self.worker_id}", clock=self._clock,
+                origins=self.config.copied_origins(config),
             )
         return self._copiers[route]
 

@@ -336,3 +336,74 @@ def test_without_a_committed_offset_the_start_is_after_the_last_own_record(rig: 
     rig.consumer.destination = {0: [_copy_of(10), _copy_of(11)]}
     starts = rig.copier._resume_at(TOPIC, [0])
     assert starts == {0: 12}
+
+
+# -- multi-cluster: renamed destination, loop prevention, copy flags ------------------------------
+
+@dataclass
+class HeaderedMessage(FakeMessage):
+    _headers: list[tuple[str, bytes]] = field(default_factory=list)
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return self._headers
+
+
+def _any_topic_metadata(partitions: int | None) -> Any:
+    meta = SimpleNamespace(partitions=dict.fromkeys(range(partitions or 0)), error=None)
+    return SimpleNamespace(topics=SimpleNamespace(get=lambda topic: meta if partitions is not None else None))
+
+
+def _copier_for(rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, route: RouteConfig,
+                origins: frozenset[str] | None = None) -> RouteCopier:
+    monkeypatch.setattr(FakeProducer, "list_topics", lambda self, topic, timeout: _any_topic_metadata(2))
+    monkeypatch.setattr(FakeAdmin, "list_topics", lambda self, topic, timeout: _any_topic_metadata(self.destination_partitions))
+    return RouteCopier(route, {}, {}, WorkerConfig(), WorkerMetrics(), "test", clock=rig.clock, origins=origins)
+
+
+def test_a_renamed_route_creates_and_writes_the_destination_name_and_commits_the_source(
+        rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    copier = _copier_for(rig, monkeypatch, RouteConfig(source="src", destination="dst", naming="prefix"))
+    assert copier.acquire([(TOPIC, 0)]).online == [(TOPIC, 0)]
+    assert rig.admin.created == [("src.orders", 2)]
+    _feed(rig, 0, range(3))
+    assert copier.copy_batch(0.1) == 3
+    assert {t for t, _, _ in rig.producer.produced} == {"src.orders"}
+    rig.producer.flush(0)
+    assert copier.commit() and ("commit", [(TOPIC, 0, 3)]) in rig.calls
+
+
+def test_prefix_naming_stops_a_topic_that_came_from_the_destination(
+        rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    copier = _copier_for(rig, monkeypatch, RouteConfig(source="src", destination="dst", naming="prefix"))
+    result = copier.acquire([("dst.orders", 0)])
+    assert "came from dst" in result.errors[("dst.orders", 0)] and not rig.admin.created
+
+
+def test_loop_prevention_skips_what_came_through_the_destination_and_commits_past_it(
+        rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    copier = _copier_for(rig, monkeypatch, RouteConfig(source="src", destination="dst", loop_prevention=True),
+                         origins=frozenset({"src"}))
+    copier.acquire([(TOPIC, 0)])
+    back = [("app", b"x"), ("ferry.provenance", b"1|dst|0|7")]
+    rig.consumer.queue.extend([
+        HeaderedMessage(TOPIC, 0, 0, _headers=[("app", b"x")]),  # local: copied
+        HeaderedMessage(TOPIC, 0, 1, _headers=back),  # came from dst: skipped
+        HeaderedMessage(TOPIC, 0, 2, _headers=back),
+    ])
+    assert copier.copy_batch(0.1) == 1
+    rig.producer.flush(0)
+    assert copier.commit() and ("commit", [(TOPIC, 0, 3)]) in rig.calls  # the skips did not stall it
+
+
+def test_a_distributor_copies_by_its_level_and_sets_its_bit(rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    route = RouteConfig(source="c3", destination="c4", copy_level=1, distributor="c3.L1")
+    copier = _copier_for(rig, monkeypatch, route)
+    sent: list[Any] = []
+    copier.acquire([(TOPIC, 0)])
+    monkeypatch.setattr(rig.producer, "produce", lambda topic, value, key, partition, timestamp, headers: sent.append(headers))
+    rig.consumer.queue.extend([
+        HeaderedMessage(TOPIC, 0, 0, _headers=[("ferry.provenance", b"1|c1|4|9")]),  # 0100 from level 3: copy
+        HeaderedMessage(TOPIC, 0, 1, _headers=[("ferry.provenance", b"1|c4|1|9")]),  # 0001: already done
+    ])
+    assert copier.copy_batch(0.1) == 1
+    assert sent == [[("ferry.provenance", b"1|c1,c3|5|0")]]  # the seed's 0101

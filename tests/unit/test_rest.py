@@ -94,6 +94,15 @@ class FakeController:
         return {"groups": []}
 
 
+    def tree_view(self) -> dict[str, Any]:
+        self._call("tree_view")
+        return {"layout": "1(a,b)", "distributors": [], "table": "DISTRIBUTOR ...", "unreachable": []}
+
+    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]:
+        self._call("switch_target", distributor, leaf)
+        return {distributor: leaf}
+
+
 def _typed(fake: FakeController) -> ControllerApi:
     return fake  # mypy checks that the fake satisfies the Protocol
 
@@ -336,3 +345,22 @@ def test_groups_checks_the_group_id_and_answers_json(client: Any, fake: FakeCont
     assert client.get("/groups/unknown").status_code == 404
     assert client.get("/groups/..").status_code in (400, 404)  # never reaches the controller as a group id
     assert ("groups", ("..",)) not in fake.calls
+
+
+def test_tree_view_as_json_and_as_a_table(client: FlaskClient, fake: FakeController) -> None:
+    assert client.get("/tree").get_json()["layout"] == "1(a,b)"
+    text = client.get("/tree?format=text")
+    assert text.status_code == 200 and text.mimetype == "text/plain" and text.data == b"DISTRIBUTOR ...\n"
+    assert client.get("/tree?format=xml").status_code == 400
+
+
+def test_switching_a_target_is_checked_at_the_edge(client: FlaskClient, fake: FakeController) -> None:
+    answer = client.post("/tree/a.L1/target", json={"target": "b"})
+    assert answer.status_code == 200 and answer.get_json() == {"a.L1": "b"}
+    assert fake.calls[-1] == ("switch_target", ("a.L1", "b"))
+    for path, body in [("/tree/a.b/target", {"target": "b"}), ("/tree/a.L1/target", {"target": "b/c"}),
+                       ("/tree/a.L1/target", {"leaf": "b"}), ("/tree/a.L1/target", ["b"])]:
+        response = client.post(path, json=body)
+        assert response.status_code == 400, (path, body)
+        assert "error" in response.get_json()
+    assert len([c for c in fake.calls if c[0] == "switch_target"]) == 1

@@ -148,3 +148,34 @@ def test_offsets_no_map_covers_are_translated_by_timestamp_within_the_margin(
     assert 0 <= reread <= MARGIN_S * 1000 + 1, entry  # no record skipped; at most the margin's worth re-read
     assert _committed(source.dst, "app-ts", topic) == entry["destinationOffset"]
     print(f"timestamp method: committed {committed}, destination {entry['destinationOffset']}, re-reads {reread}")
+
+
+def test_a_group_fails_over_through_a_renamed_topic(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
+    """MirrorMaker 2-style prefix naming: <topic> on src is src.<topic> on dst; the group's offsets follow."""
+    topic = topic_name("renamed")
+    renamed = f"src.{topic}"
+    fleet.extra = {
+        "routes": [{"source": "src", "destination": "dst", "naming": "prefix", "groups": ["app-.*"]}],
+        "controller": {"checkpoint_interval_s": 1},
+    }
+    fleet.write_config()
+    ledger = RecordLedger(fleet.stack, topic, 1)
+    ledger.create_source_topic()
+    ledger.produce(3_000)
+    controller, _ = fleet.start_controller("c1"), fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    fleet.wait_for_workers(controller, {"w1"})
+    response = requests.post(f"{controller.url}/topics", json={"topic": topic, "numPartitions": 1}, timeout=10)
+    assert response.status_code == 201, response.text
+    destination = RecordLedger(fleet.stack, renamed, 1, src=ledger.dst)
+    wait_until(lambda: destination._end_offsets(ledger.dst).get(0, 0) >= 3_000, 120, "3,000 records on the renamed topic")
+    _commit(ledger.src, "app-renamed", topic, 2_000)
+
+    def synced() -> bool:
+        return _committed(ledger.dst, "app-renamed", renamed) == 2_000
+
+    wait_until(synced, 60, "the group's offset on the renamed destination topic")
+    (entry,) = [p for g in requests.get(f"{controller.url}/groups/app-renamed", timeout=5).json()["groups"]
+                for p in g["partitions"]]
+    assert (entry["topic"], entry["destinationTopic"], entry["method"]) == (topic, renamed, "exact")
+    assert _read_rest(ledger.dst, "app-renamed", renamed, 3_000) == list(range(2_000, 3_000))

@@ -46,6 +46,7 @@ from common.offset_map import (
     Segment,
     merge,
     parse_segment,
+    segment_key,
     timestamp_lookup_ms,
     translate,
 )
@@ -134,6 +135,19 @@ class OffsetMapReader:
 
     def segments(self, route: str, topic: str, partition: int) -> list[Segment]:
         return merge(self._segments.get((route, topic, partition), {}).values())
+
+    def below(self, route: str, log_starts: Callable[[str, int], int]) -> list[tuple[tuple[str, str, int], int]]:
+        """(key, dst_start) of the route's segments wholly below their partition's log start (retention)."""
+        gone = []
+        for key, segments in self._segments.items():
+            if key[0] != route:
+                continue
+            start = log_starts(key[1], key[2])
+            gone += [(key, dst) for dst, segment in segments.items() if segment.dst_end <= start]
+        return gone
+
+    def forget(self, key: tuple[str, str, int], dst_start: int) -> None:
+        self._segments.get(key, {}).pop(dst_start, None)
 
     def close(self) -> None:
         self._consumer.close()
@@ -323,14 +337,36 @@ class Checkpointer:
                 return {"group": group, "synced": 0, "skipped": f"the destination refused: {exc.args[0]}"}
         return {"group": group, "synced": len(offsets)}
 
+    def trim_map(self, route: RouteConfig) -> int:
+        """Tombstones the map segments retention removed from the destination; returns how many."""
+        reader = self._map(route.destination)
+        consumer = self._consumer(route.destination)
+
+        def log_start(topic: str, partition: int) -> int:
+            try:
+                return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)[0])
+            except KafkaException:
+                return -1  # unknown: keep everything
+        gone = reader.below(route.name, log_start)
+        if not gone:
+            return 0
+        if route.destination not in self._producers:
+            self._producers[route.destination] = kafka_clients.producer(self._config.clusters[route.destination])
+        producer = self._producers[route.destination]
+        for (route_name, topic, partition), dst_start in gone:
+            producer.produce(MAP_TOPIC, key=segment_key(route_name, topic, partition, dst_start), value=None)
+        if producer.flush(TIMEOUT_S):
+            raise Unavailable(f"cluster {route.destination!r}: offset map tombstones not acknowledged")
+        for key, dst_start in gone:
+            reader.forget(key, dst_start)
+        return len(gone)
+
     # -- the job ----------------------------------------------------------------------------
 
     def run(self) -> None:
-        """One checkpoint pass over every route with group patterns."""
+        """One checkpoint pass: every route's groups, then the map segments retention removed."""
         for route in self._config.routes:
-            if not route.groups:
-                continue
-            for group in self.groups(route):
+            for group in self.groups(route):  # none without group patterns
                 try:
                     translations = self.translate_group(route, group)
                     self.emit(route, translations)
@@ -343,6 +379,13 @@ class Checkpointer:
                     others = [t for t in self._latest.get(group, []) if t.route != route.name]
                     self._latest[group] = others + translations
                     self._checkpointed_at[(route.name, group)] = self._clock()
+            try:
+                self._map(route.destination).refresh()
+                trimmed = self.trim_map(route)
+                if trimmed:
+                    log.info("route %s: %d offset map segments below the destination's log start removed", route.name, trimmed)
+            except (Unavailable, KafkaException) as exc:
+                log.warning("route %s: trimming the offset map failed (next run retries): %s", route.name, exc)
 
     def latest(self, group: str | None = None) -> dict[str, list[Translation]]:
         with self._lock:

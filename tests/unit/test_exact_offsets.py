@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -158,3 +159,16 @@ def test_group_sync_follows_mirrormaker_2s_rule() -> None:
     assert not should_sync(10, 12, group_active=False)
     assert not should_sync(10, None, group_active=True)  # never under an active group
     assert not should_sync(None, None, group_active=False)  # pending: nothing to commit
+
+
+def test_the_map_reader_finds_segments_retention_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from controller import checkpoints
+
+    monkeypatch.setattr(checkpoints.kafka_clients, "consumer", lambda *args, **kwargs: object())
+    reader = checkpoints.OffsetMapReader({}, "test")
+    key = ("src.dst", "orders", 0)
+    reader._segments[key] = {0: Segment(0, 0, 10), 10: Segment(20, 10, 5), 15: Segment(30, 15, 100)}
+    reader._segments[("other.dst", "orders", 0)] = {0: Segment(0, 0, 10)}
+    assert sorted(reader.below("src.dst", lambda topic, partition: 15)) == [(key, 0), (key, 10)]
+    reader.forget(key, 0)
+    assert reader.segments(*key) == [Segment(20, 10, 5), Segment(30, 15, 100)]

@@ -63,12 +63,19 @@ def lookback_done(committed: int | None, oldest_seen: int | None, at_log_start: 
     return committed is None or oldest_seen < committed
 
 
-def lookback_windows(low: int, high: int, step: int) -> list[tuple[int, int]]:
-    """The [start, end) windows of destination offsets to read, newest first, ``step`` records each."""
+def lookback_windows(low: int, high: int, first: int, largest: int | None = None) -> list[tuple[int, int]]:
+    """The [start, end) windows of destination offsets to read, newest first.
+
+    The first holds ``first`` records and each next one twice as many (up to ``largest``): the
+    look-back usually ends within one commit interval of records, so a small first read keeps a
+    takeover quick, and a long one still takes few reads.
+    """
     windows = []
     end = high
+    step = max(1, first)
     while end > low:
         start = max(low, end - step)
         windows.append((start, end))
         end = start
+        step = step * 2 if largest is None else min(largest, step * 2)
     return windows

@@ -23,7 +23,8 @@ from worker.errors import WorkerError
 
 log = logging.getLogger(__name__)
 
-WINDOW = 5_000
+FIRST_WINDOW = 1_000  # records; each next window is twice as large, up to LARGEST_WINDOW
+LARGEST_WINDOW = 64_000
 _READ_TIMEOUT_S = 30.0
 
 
@@ -60,7 +61,7 @@ class DestinationReader:
         low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_READ_TIMEOUT_S)
         result = LookBack()
         oldest: int | None = None
-        for start, end in lookback_windows(low, high, WINDOW):
+        for start, end in lookback_windows(low, high, FIRST_WINDOW, LARGEST_WINDOW):
             for source, destination in reversed(self._read(topic, partition, start, end, source_cluster, result)):
                 result.own.append((source, destination))
                 oldest = source if oldest is None else min(oldest, source)

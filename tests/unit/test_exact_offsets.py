@@ -49,6 +49,8 @@ def test_lookback_bounds() -> None:
     assert lookback_done(10, None, True, 0, 100)
     assert lookback_done(10, None, False, 100, 100)
     assert lookback_windows(3, 10, 4) == [(6, 10), (3, 6)]
+    assert lookback_windows(0, 100, 10, 20) == [(90, 100), (70, 90), (50, 70), (30, 50), (10, 30), (0, 10)]
+    assert lookback_windows(0, 100, 10) == [(90, 100), (70, 90), (30, 70), (0, 30)]
     assert lookback_windows(5, 5, 4) == []
 
 

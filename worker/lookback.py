@@ -76,15 +76,19 @@ class DestinationReader:
         tp = TopicPartition(topic, partition, start)
         self._consumer.assign([tp])
         own: list[tuple[int, int]] = []
+        last: int | None = None  # the newest offset read in this window
         deadline = self._clock() + _READ_TIMEOUT_S
         try:
             while self._clock() < deadline:
-                messages: list[Any] = self._consumer.consume(1000, 0.5)
+                # consume() waits for as many records as asked or the timeout: ask for what is left.
+                wanted = max(1, min(1000, end - (last + 1 if last is not None else start)))
+                messages: list[Any] = self._consumer.consume(wanted, 0.5)
                 done = False
                 for message in messages:
                     if message.error() is not None:
                         continue
                     offset = message.offset()
+                    last = offset
                     if offset >= end:
                         done = True
                         break

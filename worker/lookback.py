@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from common import kafka_clients
 from common.provenance import ProvenanceError, read
@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 FIRST_WINDOW = 1_000  # records; each next window is twice as large, up to LARGEST_WINDOW
 LARGEST_WINDOW = 64_000
 _READ_TIMEOUT_S = 30.0
+_LEADER_WAIT_S = 10.0
+_NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
 
 
 class LookBackTimeout(WorkerError):
@@ -58,7 +60,7 @@ class DestinationReader:
 
     def look_back(self, topic: str, partition: int, source_cluster: str, committed: int | None, limit: int) -> LookBack:
         """Raises KafkaException or LookBackTimeout when the destination cannot be read (the caller defers)."""
-        low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_READ_TIMEOUT_S)
+        low, high = self._watermarks(topic, partition)
         result = LookBack()
         oldest: int | None = None
         for start, end in lookback_windows(low, high, FIRST_WINDOW, LARGEST_WINDOW):
@@ -70,6 +72,19 @@ class DestinationReader:
                 result.bounded = not passed and start > low
                 break
         return result
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start, log end); a topic created a moment ago has no leader yet for a while (bounded wait)."""
+        deadline = self._clock() + _LEADER_WAIT_S
+        while True:
+            try:
+                low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_READ_TIMEOUT_S)
+                return int(low), int(high)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not isinstance(error, KafkaError) or error.code() not in _NO_LEADER_YET or self._clock() > deadline:
+                    raise
+            time.sleep(0.2)
 
     def _read(self, topic: str, partition: int, start: int, end: int, source_cluster: str,
               result: LookBack) -> list[tuple[int, int]]:

@@ -294,7 +294,7 @@ class Worker:
             suspended_for is not None and suspended_for > self.config.zookeeper.session_timeout_s
         )
         if cut_off and self.state == RUNNING:
-            log.warning("ZooKeeper session lost: purging the producers and releasing every partition until registered again")
+            log.warning("ZooKeeper session lost: releasing every partition until registered again (producers purged first)")
             for copier in self._copiers.values():
                 copier.purge()
             self._set_state(SUSPENDED)

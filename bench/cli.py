@@ -64,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idle-partitions", type=int, default=0, metavar="N",
                         help="also measure the CPU of one idle worker holding N empty partitions (default 0: no)")
     parser.add_argument("--idle-seconds", type=float, default=20.0, help="length of the idle measurement (default 20)")
+    parser.add_argument("--header-cost", action="store_true",
+                        help="only measure the provenance header's CPU and bytes per record, on and off "
+                             "(no cluster; --records records per case, --json); see bench/header_cost.py")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -116,6 +119,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.records < 1 or args.partitions < 1:
         raise FerryError("--records and --partitions must be at least 1")
+    if args.header_cost:
+        from bench import header_cost
+
+        return header_cost.run(args.records, args.json)
     if args.idle_partitions < 0 or args.idle_seconds <= 0:
         raise FerryError("--idle-partitions must be at least 0 and --idle-seconds more than 0")
     systems = tuple(s for s in args.systems if not (args.skip_mm2 and s.startswith("mm2-")))

@@ -15,8 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from common import heartbeat, topology
 from common import naming as topic_naming
-from common import topology
 from common import tree as distribution_tree
 from common.errors import ConfigError
 
@@ -344,12 +344,19 @@ def loop_problem(routes: list[RouteConfig]) -> str | None:
     return None
 
 
+class HeartbeatsConfig(_Strict):
+    # The leader writes a heartbeat into ferry.heartbeats on every route's source this often, and
+    # every route mirrors that topic (common/heartbeat.py); 0: no heartbeats.
+    interval_s: float = Field(0.0, ge=0)
+
+
 class FerryConfig(_Strict):
     zookeeper: ZookeeperConfig
     clusters: dict[str, dict[str, ClientValue]]
     # The routes as written, plus (after validation) one per distributor of ``tree``.
     routes: list[RouteConfig] = Field(default_factory=list)
     tree: TreeConfig | None = None
+    heartbeats: HeartbeatsConfig = HeartbeatsConfig()
     controller: ControllerConfig = ControllerConfig()
     worker: WorkerConfig = WorkerConfig()
     spark: SparkConfig = SparkConfig()
@@ -381,6 +388,10 @@ class FerryConfig(_Strict):
             object.__setattr__(self, "routes", [*self.routes, *derived])  # frozen model: set once, here
         if not self.routes:
             raise ValueError("routes: at least one route (or a tree) is needed")
+        if self.heartbeats.interval_s:
+            beat = re.escape(heartbeat.TOPIC)
+            object.__setattr__(self, "routes", [
+                r if beat in r.include else r.model_copy(update={"include": [*r.include, beat]}) for r in self.routes])
         seen: set[str] = set()
         for i, route in enumerate(self.routes):
             for end in ("source", "destination"):

@@ -250,6 +250,14 @@ _PATHS["/tree/{distributor}/target"] = {"post": _op(
     body="TargetRequest",
     parameters=[{"name": "distributor", "in": "path", "required": True,
                  "schema": {"type": "string", "pattern": DISTRIBUTOR_PATTERN}}])}
+_PATHS["/heartbeats"] = {"get": _op(
+    "Heartbeat latency and time since the last heartbeat, per route and end to end (asks the leader)",
+    _json("ok", _ref("Heartbeats")))}
+_SCHEMAS["Heartbeats"] = {
+    "type": "object", "required": ["endToEnd", "routes"],
+    "properties": {"endToEnd": {"type": "array", "items": {"type": "object"}},
+                   "routes": {"type": "object", "additionalProperties": {"type": "object"}}},
+}
 _SCHEMAS["TreeView"] = {
     "type": "object", "required": ["layout", "distributors", "table"],
     "properties": {"layout": {"type": "string"}, "table": {"type": "string"},

@@ -67,6 +67,7 @@ class ControllerApi(Protocol):
     def metrics_text(self) -> bytes: ...
     def groups(self, group: str | None = None) -> dict[str, Any]: ...
     def tree_view(self) -> dict[str, Any]: ...
+    def heartbeats(self) -> dict[str, Any]: ...
     def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]: ...
 
 
@@ -317,6 +318,14 @@ def topic_offsets(topic: str) -> Any:
 @offsets_api.get(f"/offset/<topic>/<int(max={MAX_PARTITIONS - 1}):partition>")
 def partition_offsets(topic: str, partition: int) -> Any:
     return jsonify({"offsets": _offsets_json(_controller().offsets(_topic(topic), partition))})
+
+
+@offsets_api.get("/heartbeats")
+def heartbeats() -> Any:
+    forwarded = _forward_if_standby()  # only the leader reads heartbeats
+    if forwarded is not None:
+        return forwarded
+    return jsonify(_controller().heartbeats())
 
 
 @offsets_api.get("/noprogress")

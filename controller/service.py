@@ -58,6 +58,7 @@ from common.zk_layout import ZkLayout, make_client
 from controller import observer, planner
 from controller.checkpoints import Checkpointer, translations_json
 from controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
+from controller.heartbeats import HeartbeatJob
 from controller.kafka_meta import ClusterMetadata
 from controller.progress import OffsetSample, ProgressTracker
 from controller.store import Op, Snapshot, Store
@@ -125,11 +126,24 @@ class Controller:
         self._state_watched: set[str] = set()
         self._dirty = False
         self._unreachable_since: dict[str, float] = {}  # tree leaf -> first seen unreachable (leader only)
+        self._heartbeats: HeartbeatJob | None = None  # the leader's, with heartbeats.interval_s
+        self._beat_latency = Gauge("ferry_heartbeat_latency_seconds",
+                                   "Latest heartbeat's travel time from its origin to this cluster",
+                                   ["origin", "cluster", "hops"], registry=self.registry)
+        self._beat_age = Gauge("ferry_heartbeat_since_last_seconds",
+                               "Time since the last heartbeat from origin arrived on cluster",
+                               ["origin", "cluster"], registry=self.registry)
+        self._route_latency = Gauge("ferry_route_heartbeat_latency_seconds",
+                                    "Latest one-hop heartbeat's travel time over the route", ["route"],
+                                    registry=self.registry)
+        self._route_age = Gauge("ferry_route_heartbeat_since_last_seconds",
+                                "Time since the last one-hop heartbeat over the route arrived", ["route"],
+                                registry=self.registry)
         self._scheduler = BackgroundScheduler(
             # Reconciliation and the quick leader jobs share one thread; the Spark validation,
             # which takes many seconds, gets its own so it never delays a failover.
             executors={"default": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1), "tree": ThreadPoolExecutor(1),
-                       "checkpoints": ThreadPoolExecutor(1)},
+                       "heartbeats": ThreadPoolExecutor(1), "checkpoints": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1},
         )
 
@@ -211,6 +225,11 @@ class Controller:
             self._scheduler.add_job(self._run_guarded, "interval", args=[self.sample_offsets], id="lag",
                                     seconds=controller_config.lag_interval_s, replace_existing=True,
                                     next_run_time=datetime.now() + timedelta(seconds=1))
+            if self.config.heartbeats.interval_s:
+                self._heartbeats = HeartbeatJob(self.config, self._effective_routes, lambda: int(time.time() * 1000))
+                self._scheduler.add_job(self._run_guarded, "interval", args=[self.beat], id="heartbeats",
+                                        seconds=self.config.heartbeats.interval_s, replace_existing=True,
+                                        executor="heartbeats")
             if self.config.tree is not None:  # probes may wait seconds: their own thread
                 self._unreachable_since = {}
                 self._scheduler.add_job(self._run_guarded, "interval", args=[self.check_tree], id="tree",
@@ -236,6 +255,10 @@ class Controller:
             for job in self._scheduler.get_jobs():
                 with contextlib.suppress(Exception):
                     job.remove()
+            if self._heartbeats is not None:
+                with contextlib.suppress(Exception):
+                    self._heartbeats.close()
+                self._heartbeats = None
             if self._zk.connected:
                 with contextlib.suppress(KazooException):
                     leader = self.store.leader()
@@ -685,6 +708,38 @@ class Controller:
                                 self.config.tree.switch_after_s)
         for name, leaf in sorted(decided.items()):
             self.switch_target(name, leaf, f"{targets[name]} unreachable for {now - self._unreachable_since[targets[name]]:.0f}s")
+
+    # -- heartbeats (common/heartbeat.py) ----------------------------------------------------
+
+    def _effective_routes(self) -> list[RouteConfig]:
+        switched = self.switched_targets()[0] if self.config.tree is not None else {}
+        return self.config.with_targets(switched)
+
+    def beat(self) -> None:
+        """The leader's heartbeat job: write, read, and publish the figures as metrics."""
+        job = self._heartbeats
+        if job is None:
+            return
+        job.tick()
+        view = self.heartbeats()
+        for row in view["endToEnd"]:
+            self._beat_latency.labels(row["origin"], row["cluster"], str(row["hops"])).set(row["latencyS"])
+            self._beat_age.labels(row["origin"], row["cluster"]).set(row["sinceLastS"])
+        for name, row in view["routes"].items():
+            if row["latencyS"] is not None:
+                self._route_latency.labels(name).set(row["latencyS"])
+                self._route_age.labels(name).set(row["sinceLastS"])
+
+    def heartbeats(self) -> dict[str, Any]:
+        """Per route and end to end: the latest heartbeat latency and the time since one arrived (REST)."""
+        if not self.config.heartbeats.interval_s:
+            raise NotFound("heartbeats are off (heartbeats.interval_s: 0)")
+        job = self._heartbeats
+        if job is None or self.state != LEADING:
+            raise NotLeader("only the leader reads heartbeats; ask it (GET /health names it)")
+        routes = [(r.name, r.source, r.destination) for r in self._effective_routes()]
+        view: dict[str, Any] = job.book.view(int(time.time() * 1000), routes)
+        return view
 
     def removed_topics(self) -> set[TopicKey]:
         return {

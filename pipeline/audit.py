@@ -260,10 +260,10 @@ def run_audit(
     require_kafka_jars()
     spark = spark or get_session(master, app_name="ferry-audit")
 
-    def identities(cluster: Mapping[str, Any], kafka_options: Mapping[str, str]) -> DataFrame:
-        if not _topic_exists(cluster, topic):  # nothing copied yet: every record is missing
+    def identities(cluster: Mapping[str, Any], kafka_options: Mapping[str, str], name: str) -> DataFrame:
+        if not _topic_exists(cluster, name):  # nothing copied yet: every record is missing
             return _empty_identities(spark)
-        frame = record_identity(read_topic(spark, kafka_options, topic))
+        frame = record_identity(read_topic(spark, kafka_options, name))
         if start_ms is not None:
             frame = frame.filter(F.col("ts_ms") >= start_ms)
         if end_ms is not None:
@@ -271,7 +271,9 @@ def run_audit(
         return frame
 
     compared = compare_identities(
-        identities(source_cluster, source_options), identities(destination_cluster, destination_options), bucket_s
+        identities(source_cluster, source_options, topic),
+        identities(destination_cluster, destination_options, chosen.destination_topic(topic)),  # common.naming
+        bucket_s
     )
     try:
         partitions, buckets = summarize(compared)

@@ -131,7 +131,8 @@ def collect_state(config: FerryConfig) -> ClusterState:
     for route_name, topic, _ in state.ideal_topics:
         route = config.route(route_name)
         state.metadata.append(
-            (route_name, topic, counts[route.source].get(topic), counts[route.destination].get(topic))
+            (route_name, topic, counts[route.source].get(topic),
+             counts[route.destination].get(route.destination_topic(topic)))  # renamed by the route's naming
         )
     return state
 

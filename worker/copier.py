@@ -5,7 +5,7 @@ the route's renaming: :mod:`common.naming`) with its key, value, headers and tim
 Ferry's provenance header (:mod:`common.provenance`: the clusters it came through, its copy flags
 and its source offset). A route with loop prevention or a tree distributor's level skips the
 records it must not copy (:func:`common.topology.copy_flags`); a skipped record is settled at once
-in the watermark, so it never holds commits back. Source offsets are committed (group ``ferry.<source>.<destination>``)
+in the watermark, so it never holds commits back. Source offsets are committed (group ``ferry.<route name>``)
 only up to the lowest offset the destination has not acknowledged yet
 (:class:`common.watermark.OffsetWatermarks`), so a crash copies some records again and loses none.
 

@@ -66,6 +66,8 @@ class Topology:
         }
         if tree_ is not None:
             extra["tree"] = tree_
+        if "heartbeats" in self.fleet.extra:
+            extra["heartbeats"] = self.fleet.extra["heartbeats"]
         self.fleet.extra = extra
         self.fleet.write_config()
         self.config = parse_config(self.fleet.config())
@@ -304,3 +306,33 @@ def test_a_subtree_switch_when_the_target_broker_stops(topology: Callable[[list[
         assert not set(counts) - set(everything)
         duplicates[name] = sum(n - 1 for n in counts.values())
     print(f"subtree switch: {sum(everything.values())} records, duplicates per cluster: {duplicates}")
+
+
+def test_heartbeats_over_a_chain_report_latency_per_route_and_end_to_end(
+        topology: Callable[[list[str]], Topology]) -> None:
+    top = topology(["src", "dst", "c"])
+    top.fleet.extra = {"heartbeats": {"interval_s": 1.0}}
+    top.start(routes=[{"source": "src", "destination": "dst", "loop_prevention": True},
+                      {"source": "dst", "destination": "c", "loop_prevention": True}])
+
+    def both_hops() -> dict[str, Any] | None:
+        view: dict[str, Any] = requests.get(f"{top.controller.url}/heartbeats", timeout=10).json()
+        pairs = {(row["origin"], row["cluster"]): row for row in view.get("endToEnd", [])}
+        if ("src", "c") in pairs and all(view["routes"][r]["latencyS"] is not None for r in ("src.dst", "dst.c")):
+            return view
+        return None
+
+    view = wait_until(both_hops, 120, "heartbeats from src on c (two hops) and over both routes", interval=1.0)
+    pairs = {(row["origin"], row["cluster"]): row for row in view["endToEnd"]}
+    assert pairs[("src", "c")]["hops"] == 2 and pairs[("src", "dst")]["hops"] == 1
+    assert pairs[("dst", "c")]["hops"] == 1
+    for row in view["endToEnd"]:
+        assert 0 <= row["latencyS"] < 60 and 0 <= row["sinceLastS"] < 60
+    print(f"heartbeats: {view}")
+
+    def in_metrics() -> bool:  # the gauges follow the book at the end of each heartbeat tick
+        metrics = requests.get(f"{top.controller.url}/metrics", timeout=10).text
+        return ('ferry_heartbeat_latency_seconds{cluster="c",hops="2",origin="src"}' in metrics
+                and 'ferry_route_heartbeat_since_last_seconds{route="dst.c"}' in metrics)
+
+    wait_until(in_metrics, 30, "the heartbeat gauges", interval=1.0)

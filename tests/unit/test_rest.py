@@ -98,6 +98,10 @@ class FakeController:
         self._call("tree_view")
         return {"layout": "1(a,b)", "distributors": [], "table": "DISTRIBUTOR ...", "unreachable": []}
 
+    def heartbeats(self) -> dict[str, Any]:
+        self._call("heartbeats")
+        return {"endToEnd": [], "routes": {}}
+
     def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]:
         self._call("switch_target", distributor, leaf)
         return {distributor: leaf}

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common import naming, topology, tree
+from common import heartbeat, naming, topology, tree
 from common.config import FerryConfig, RouteConfig, parse_config
 from common.errors import ConfigError
 from common.provenance import read, stamp
@@ -344,3 +344,39 @@ def test_switched_targets_apply_to_the_distributors_routes_only_inside_their_sub
     assert routes["c1.L3"].destination == "c4" and routes["c1.L3"].group_id == "ferry.c1.L3"
     assert routes["c2.L3"].destination == "c3"  # c1 is not in c2.L3's subtree: ignored
     assert routes["src.dst"].destination == "dst"
+
+
+
+# -- heartbeats ---------------------------------------------------------------------------------
+
+def test_heartbeats_give_latency_per_route_and_end_to_end() -> None:
+    book = heartbeat.HeartbeatBook()
+    assert heartbeat.decode(heartbeat.encode("a", 1000)) == ("a", 1000)
+    assert heartbeat.decode(b"not json") is None and heartbeat.decode(None) is None
+    book.record("a", "a", (), 1000, 1001)  # at home: not a copy
+    book.record("b", "a", ("a",), 1000, 1250)
+    book.record("c", "a", ("a", "b"), 1000, 1600)
+    book.record("c", "a", ("a", "b"), 900, 1500)  # older than what is known: ignored
+    view = book.view(now_ms=3600, routes=[("a.b", "a", "b"), ("b.c", "b", "c")])
+    assert view["endToEnd"] == [
+        {"origin": "a", "cluster": "b", "hops": 1, "latencyS": 0.25, "sinceLastS": 2.35},
+        {"origin": "a", "cluster": "c", "hops": 2, "latencyS": 0.6, "sinceLastS": 2.0},
+    ]
+    assert view["routes"] == {"a.b": {"latencyS": 0.25, "sinceLastS": 2.35}, "b.c": {"latencyS": None, "sinceLastS": None}}
+
+
+def test_heartbeats_on_make_every_route_mirror_the_heartbeat_topic() -> None:
+    config = _config(routes=[{"source": "src", "destination": "dst", "include": ["orders"]},
+                             {"source": "dst", "destination": "c1"}], heartbeats={"interval_s": 1})
+    assert all(r.wants(heartbeat.TOPIC) for r in config.routes)
+    assert not _config(routes=[{"source": "src", "destination": "dst", "include": [".*x"]}]).routes[0].wants(heartbeat.TOPIC)
+
+
+def test_the_header_cost_bench_counts_the_bytes_kafka_stores() -> None:
+    from bench import header_cost
+
+    # varint(16) + "ferry.provenance" + varint(8) + "1|a|0|41"
+    assert header_cost.header_bytes(b"1|a|0|41") == 1 + 16 + 1 + 8
+    result = header_cost.measure(50)
+    assert set(result["cpuNsAddedPerRecord"]) == {"local", "hop", "tree"}
+    assert result["bytesPerRecord"]["one hop, offset 41"] == 28

@@ -1,0 +1,104 @@
+"""``ferry bench --header-cost``: what the provenance header costs per record, CPU and bytes.
+
+No cluster, no replicator: the copier's per-record header work is run in a loop on this process
+(CPU time, ``time.process_time``), header on and off, for the cases the copier meets:
+
+* ``off``: the record's headers handed on as they are (what a copy without Ferry's header does);
+* ``local``: a record without the header gets one (``1|<source>|0|<offset>``);
+* ``hop``: a copy's header is read, checked by loop prevention and replaced (path one longer);
+* ``tree``: the same with a distributor's copy-flags decision.
+
+Bytes per record are exact: what the header adds to a record in Kafka's record format v2
+(a varint header count is there anyway; each header adds varint key length, key, varint value
+length, value), for source offsets of the given size. Figures go to stdout (and JSON with
+``--json``), never into an assert.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from common.provenance import HEADER, decode, encode, split
+from common.topology import copy_flags
+
+_APP_HEADERS: list[tuple[str, bytes | None]] = [("trace-id", b"0af7651916cd43dd8448eb211c80319c"), ("type", b"order")]
+
+
+def _varint_size(value: int) -> int:
+    zigzag = (value << 1) ^ (value >> 63)
+    size = 1
+    while zigzag >= 0x80:
+        zigzag >>= 7
+        size += 1
+    return size
+
+
+def header_bytes(value: bytes) -> int:
+    """Bytes one header with this value adds to a record (format v2)."""
+    key = HEADER.encode()
+    return _varint_size(len(key)) + len(key) + _varint_size(len(value)) + len(value)
+
+
+def _copy_path(headers: list[tuple[str, bytes | None]], offset: int, origins: frozenset[str] | None,
+               level: int | None) -> Any:
+    # The copier's loop body for the header (worker/copier.py copy_batch), without produce().
+    others, own = split(headers)
+    previous = None if own is None else decode(own)
+    flags: int | None = copy_flags(previous, "dst", origins, level) if (origins is not None or level is not None) \
+        else (previous.flags if previous is not None else 0)
+    if flags is None:
+        return None
+    path = (*previous.path, "src") if previous is not None else ("src",)
+    others.append((HEADER, encode(path, flags, offset)))
+    return others
+
+
+def _time(records: int, work: Callable[[int], Any]) -> float:
+    started = time.process_time()
+    for offset in range(records):
+        work(offset)
+    return (time.process_time() - started) / records * 1e9
+
+
+def measure(records: int) -> dict[str, Any]:
+    """ns of CPU per record for each case, and bytes per record."""
+    local = list(_APP_HEADERS)
+    hop = [*_APP_HEADERS, (HEADER, b"1|a|0|123456789")]
+    tree_copy = [*_APP_HEADERS, (HEADER, b"1|c1|4|123456789")]
+    cases = {
+        "off": lambda offset: list(local),
+        "local": lambda offset: _copy_path(local, offset, None, None),
+        "hop": lambda offset: _copy_path(hop, offset, frozenset({"a", "src"}), None),
+        "tree": lambda offset: _copy_path(tree_copy, offset, None, 1),
+    }
+    cpu = {name: _time(records, work) for name, work in cases.items()}
+    off = cpu["off"]
+    return {
+        "records": records,
+        "cpuNsPerRecord": {name: round(ns) for name, ns in cpu.items()},
+        "cpuNsAddedPerRecord": {name: round(ns - off) for name, ns in cpu.items() if name != "off"},
+        "bytesPerRecord": {
+            "one hop, offset 41": header_bytes(encode(("src",), 0, 41)),
+            "one hop, offset 123456789": header_bytes(encode(("src",), 0, 123456789)),
+            "two hops, flags 5, offset 123456789": header_bytes(encode(("c1", "c3"), 5, 123456789)),
+        },
+    }
+
+
+def run(records: int, json_file: str | None) -> int:
+    result = measure(records)
+    print(f"provenance header cost, {records:,} records per case (CPU time of this process)")
+    print(f"{'case':<8} {'ns/record':>10} {'added':>8}")
+    for name, ns in result["cpuNsPerRecord"].items():
+        added = result["cpuNsAddedPerRecord"].get(name)
+        print(f"{name:<8} {ns:>10} {'' if added is None else added:>8}")
+    print("bytes added per record:")
+    for name, size in result["bytesPerRecord"].items():
+        print(f"  {name}: {size}")
+    if json_file:
+        with open(json_file, "w") as handle:
+            json.dump(result, handle, indent=2)
+    return 0

@@ -99,28 +99,30 @@ def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, top
     ledger.produce(TOTAL - 60_000)
     ledger.wait_for_destination(timeout=180)
 
+    run = topic[-8:]  # group ids of this run only: the clusters keep groups from earlier runs
     for lag in LAGS:
-        _commit(ledger.src, f"app-lag{lag}", topic, TOTAL - lag)
+        _commit(ledger.src, f"app-{run}-lag{lag}", topic, TOTAL - lag)
 
     def translated() -> dict[str, Any]:
         body = requests.get(f"{controller.url}/groups", timeout=5).json()
         return {g["group"]: p for g in body["groups"] for p in g["partitions"] if p["topic"] == topic}
 
-    wait_until(lambda: all(f"app-lag{lag}" in translated() for lag in LAGS), 60, "the checkpoint job to translate every group")
+    wait_until(lambda: all(f"app-{run}-lag{lag}" in translated() for lag in LAGS), 60,
+               "the checkpoint job to translate every group")
     for lag in LAGS:
-        entry = translated()[f"app-lag{lag}"]
+        entry = translated()[f"app-{run}-lag{lag}"]
         # Only Ferry writes this destination partition: destination offsets equal source offsets.
         assert (entry["method"], entry["sourceOffset"], entry["destinationOffset"], entry["lag"]) == (
             "exact", TOTAL - lag, TOTAL - lag, lag), entry
-    wait_until(lambda: all(_committed(ledger.dst, f"app-lag{lag}", topic) == TOTAL - lag for lag in LAGS), 30,
+    wait_until(lambda: all(_committed(ledger.dst, f"app-{run}-lag{lag}", topic) == TOTAL - lag for lag in LAGS), 30,
                "the job to commit every group on the destination")
     for lag in LAGS:
-        rest = _read_rest(ledger.dst, f"app-lag{lag}", topic, TOTAL)
+        rest = _read_rest(ledger.dst, f"app-{run}-lag{lag}", topic, TOTAL)
         assert rest == list(range(TOTAL - lag, TOTAL)), f"lag {lag}: read {len(rest)} records, expected {lag}"
     ledger.check(allow_duplicates=False)
-    assert {row["group"] for row in _ferry(fleet, "groups", "list")} >= {f"app-lag{lag}" for lag in LAGS}
+    assert {row["group"] for row in _ferry(fleet, "groups", "list")} >= {f"app-{run}-lag{lag}" for lag in LAGS}
     metrics = requests.get(f"{controller.url}/metrics", timeout=5).text
-    assert 'ferry_controller_checkpoint_age_seconds{group="app-lag0",route="src.dst"}' in metrics
+    assert f'ferry_controller_checkpoint_age_seconds{{group="app-{run}-lag0",route="src.dst"}}' in metrics
 
 
 def test_offsets_no_map_covers_are_translated_by_timestamp_within_the_margin(
@@ -139,14 +141,15 @@ def test_offsets_no_map_covers_are_translated_by_timestamp_within_the_margin(
     source.produce(5_000)
     copy.produce(5_000)
     committed = 3_000
-    _commit(source.src, "app-ts", topic, committed)
+    group = f"app-{topic[-8:]}-ts"
+    _commit(source.src, group, topic, committed)
 
-    rows = _ferry(fleet, "groups", "sync", "app-ts")
+    rows = _ferry(fleet, "groups", "sync", group)
     (entry,) = [p for p in rows[0]["partitions"] if p["topic"] == topic]
     assert entry["method"] == "timestamp"
     reread = committed - entry["destinationOffset"]
     assert 0 <= reread <= MARGIN_S * 1000 + 1, entry  # no record skipped; at most the margin's worth re-read
-    assert _committed(source.dst, "app-ts", topic) == entry["destinationOffset"]
+    assert _committed(source.dst, group, topic) == entry["destinationOffset"]
     print(f"timestamp method: committed {committed}, destination {entry['destinationOffset']}, re-reads {reread}")
 
 
@@ -169,13 +172,14 @@ def test_a_group_fails_over_through_a_renamed_topic(fleet: Fleet, topic_name: Ca
     assert response.status_code == 201, response.text
     destination = RecordLedger(fleet.stack, renamed, 1, src=ledger.dst)
     wait_until(lambda: destination._end_offsets(ledger.dst).get(0, 0) >= 3_000, 120, "3,000 records on the renamed topic")
-    _commit(ledger.src, "app-renamed", topic, 2_000)
+    group = f"app-{topic[-8:]}-renamed"
+    _commit(ledger.src, group, topic, 2_000)
 
     def synced() -> bool:
-        return _committed(ledger.dst, "app-renamed", renamed) == 2_000
+        return _committed(ledger.dst, group, renamed) == 2_000
 
     wait_until(synced, 60, "the group's offset on the renamed destination topic")
-    (entry,) = [p for g in requests.get(f"{controller.url}/groups/app-renamed", timeout=5).json()["groups"]
+    (entry,) = [p for g in requests.get(f"{controller.url}/groups/{group}", timeout=5).json()["groups"]
                 for p in g["partitions"]]
     assert (entry["topic"], entry["destinationTopic"], entry["method"]) == (topic, renamed, "exact")
-    assert _read_rest(ledger.dst, "app-renamed", renamed, 3_000) == list(range(2_000, 3_000))
+    assert _read_rest(ledger.dst, group, renamed, 3_000) == list(range(2_000, 3_000))

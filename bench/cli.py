@@ -77,6 +77,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from bench import controller
 
     controller.register(parser.add_subparsers(dest="bench_command", metavar="controller"))
+    failover = subparsers.add_parser(
+        "bench-failover", help="consumer-group failover: records re-read or skipped with Ferry's and MirrorMaker 2's translation")
+    failover.add_argument("--records", type=int, default=20_000, help="records in the partition (default 20000)")
+    failover.add_argument("--lags", default="0,100,1000,10000",
+                          help="comma-separated records behind the mirror's head the groups commit at (default 0,100,1000,10000)")
+    failover.add_argument("--skip-mm2", action="store_true", help="only Ferry")
+    failover.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
+    failover.add_argument("--workdir", metavar="DIR", help="where configs and logs go (default: a new temporary folder)")
+    failover.set_defaults(func=run_failover)
+
+
+def run_failover(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from bench.failover import render
+    from bench.failover import run_failover as run_it
+    from common import devstack
+
+    try:
+        lags = [int(x) for x in args.lags.split(",") if x.strip()]
+    except ValueError:
+        raise FerryError(f"--lags must be comma-separated integers, not {args.lags!r}") from None
+    if args.records < 1 or not lags or any(lag < 0 or lag > args.records for lag in lags):
+        raise FerryError("--records must be at least 1 and every lag between 0 and --records")
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-bench-failover-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    stack = devstack.stack_from_env()
+    devstack.up(stack)
+    report = run_it(stack, workdir, args.records, lags, skip_mm2=args.skip_mm2)
+    render(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -108,6 +108,10 @@ class RouteConfig(_Strict):
     exclude: list[str] = Field(default_factory=list)
     # Destination topic configs that must not follow the source (e.g. retention.ms on a DR copy).
     config_exclude: list[str] = Field(default_factory=list)
+    # Consumer-group checkpoints (issue 11): source groups whose id fully matches one of ``groups``
+    # and none of ``groups_exclude`` get their committed offsets translated to the destination.
+    groups: list[str] = Field(default_factory=list)
+    groups_exclude: list[str] = Field(default_factory=list)
     # What a topic is called on the destination: identity, prefix (<source>.<topic>) or a
     # template like "prod-{topic}" (common/naming.py).
     naming: str = topic_naming.IDENTITY
@@ -120,7 +124,7 @@ class RouteConfig(_Strict):
     copy_level: int | None = Field(None, ge=1, le=distribution_tree.MAX_LEVEL)
     distributor: str | None = None
 
-    @field_validator("include", "exclude")
+    @field_validator("include", "exclude", "groups", "groups_exclude")
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
         for pattern in value:
@@ -151,6 +155,12 @@ class RouteConfig(_Strict):
     def protected(self) -> bool:
         """Whether records that would come back are filtered (by path or by copy flags)."""
         return self.loop_prevention or self.copy_level is not None
+
+    def wants_group(self, group: str) -> bool:
+        """Whether the checkpoint job translates ``group``'s offsets (full-name match; never Ferry's own groups)."""
+        if group.startswith("ferry."):
+            return False
+        return any(re.fullmatch(p, group) for p in self.groups) and not any(re.fullmatch(p, group) for p in self.groups_exclude)
 
     @property
     def name(self) -> str:
@@ -225,6 +235,14 @@ class ControllerConfig(_Strict):
     validation_timeout_s: float = Field(300.0, gt=0)
     # REST worker threads of the WSGI server (cheroot).
     rest_threads: int = Field(8, ge=1, le=256)
+    # Consumer-group checkpoints (issue 11): how often the leader translates the groups of every
+    # route's ``groups`` patterns; 0 turns the job off.
+    checkpoint_interval_s: float = Field(10.0, ge=0)
+    # Axual's timestamp method, for offsets no exact map covers: look up the committed record's
+    # timestamp minus this margin on the destination.
+    checkpoint_margin_s: float = Field(60.0, ge=0)
+    # Commit translated offsets on the destination (only while the group has no active member there).
+    sync_group_offsets: bool = True
     # Bearer tokens for the REST API; None: no authentication (every request is allowed).
     auth: RestAuthConfig | None = None
     # https on the REST port; None: plain http.
@@ -240,6 +258,9 @@ class WorkerConfig(_Strict):
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     commit_interval_s: float = Field(1.0, gt=0)
     consume_batch: int = Field(1000, ge=1, le=100_000)
+    # Resuming from the destination: at most this many destination records are read back, per
+    # partition taken, to find the route's own records at or after its committed offset.
+    resume_lookback_records: int = Field(200_000, ge=0)
     # librdkafka overrides for the worker's clients, on top of the cluster's own properties.
     producer: dict[str, ClientValue] = Field(default_factory=dict)
     consumer: dict[str, ClientValue] = Field(default_factory=dict)

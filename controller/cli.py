@@ -21,6 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rest-port", type=int, help="REST port (default controller.rest_port)")
     parser.add_argument("--id", help="this controller's id (default: host name and REST port)")
     parser.set_defaults(func=_run)
+    from controller import groups_cli  # `ferry groups`: the checkpoint code, run once from the config
+
+    groups_cli.register(subparsers)
 
 
 def _run(args: argparse.Namespace) -> int:

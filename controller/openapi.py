@@ -13,6 +13,8 @@ from typing import Any
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 ROUTE_PATTERN = r"^[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64}$"
+# Consumer group ids in /groups/{group}: printable ASCII without "/", not only dots.
+GROUP_PATTERN = r"^[!-.0-~]{0,124}[!-\-0-~][!-.0-~]{0,124}$"
 MAX_PARTITION_ID = 2**31 - 2
 DISTRIBUTOR_PATTERN = r"^[A-Za-z0-9_-]{1,64}\.L[0-9]{1,2}$"
 
@@ -211,6 +213,29 @@ _SCHEMAS: dict[str, Any] = {
     },
     "SyncRequest": {"type": "object", "additionalProperties": False, "properties": {},
                     "description": "no fields; the body may be left out"},
+    "Groups": {
+        "type": "object", "required": ["groups"],
+        "properties": {"groups": {"type": "array", "items": {
+            "type": "object", "required": ["group", "checkpointAgeS", "partitions"],
+            "properties": {
+                "group": {"type": "string"},
+                "checkpointAgeS": {"type": "object", "additionalProperties": {"type": "number"},
+                                   "description": "route -> seconds since its last checkpoint"},
+                "partitions": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["route", "group", "topic", "partition", "sourceOffset", "sourceLogEnd", "lag",
+                                 "destinationTopic", "destinationOffset", "method"],
+                    "properties": {
+                        "route": {"type": "string"}, "group": {"type": "string"}, "topic": {"type": "string"},
+                        "partition": {"type": "integer"}, "sourceOffset": {"type": "integer"},
+                        "sourceLogEnd": _NULLABLE_INT, "lag": _NULLABLE_INT, "destinationTopic": {"type": "string"},
+                        "destinationOffset": _NULLABLE_INT,
+                        "method": {"type": "string", "enum": ["exact", "timestamp", "pending"]},
+                    },
+                }},
+            },
+        }}},
+    },
     "NoProgress": {
         "type": "object", "required": ["noprogress", "thresholdS"],
         "properties": {"noprogress": {"type": "array", "items": {"type": "object"}}, "thresholdS": {"type": "number"}},
@@ -274,6 +299,11 @@ _PATHS: dict[str, Any] = {
     "/offset/{topic}": {"get": _op("Offsets of one topic", _json("ok", _ref("Offsets")), parameters=[_TOPIC_PARAM])},
     "/offset/{topic}/{partition}": {"get": _op("Offsets of one partition", _json("ok", _ref("Offsets")),
                                                parameters=[_TOPIC_PARAM, _PARTITION_PARAM])},
+    "/groups": {"get": _op("Consumer groups' source offsets translated to the destination (asks the leader)",
+                           _json("ok", _ref("Groups")))},
+    "/groups/{group}": {"get": _op("One consumer group's translated offsets (asks the leader)", _json("ok", _ref("Groups")),
+                                   parameters=[{"name": "group", "in": "path", "required": True,
+                                                "schema": {"type": "string", "pattern": GROUP_PATTERN}}])},
     "/noprogress": {"get": _op("Lagging partitions whose offset has not moved (asks the leader)",
                                _json("ok", _ref("NoProgress")))},
     "/schemas": {"get": _op("Schema distribution: per primary subject, its latest version and ID and each "
@@ -331,7 +361,7 @@ def openapi_document(auth_enabled: bool, open_reads: bool) -> dict[str, Any]:
             "title": "Ferry controller",
             "version": "1",
             "description": (
-                "Any controller answers reads; a standby forwards writes (and /noprogress, /schemas) to the leader, "
+                "Any controller answers reads; a standby forwards writes (and /noprogress, /schemas, /groups) to the leader, "
                 "with the caller's token. Every response carries X-Request-Id. "
                 + ("Authentication: bearer tokens; writes need a write token; reads "
                    + ("are open." if open_reads else "need a read or write token.")

@@ -25,7 +25,7 @@ from werkzeug.exceptions import HTTPException
 from common.model import topic_name_problem
 from controller.auth import TokenChecker
 from controller.errors import BadRequest, ControllerError, Unauthorized, Unavailable
-from controller.openapi import openapi_document
+from controller.openapi import GROUP_PATTERN, openapi_document
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,8 @@ _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # fullmatch
 # <source>.<destination>, each a cluster name (common.config.CLUSTER_NAME); used with fullmatch,
 # since a pattern's $ also matches before a trailing newline.
 _ROUTE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64}")
+# Kafka allows any group id; Ferry's REST path takes printable ASCII without "/" and not only dots.
+_GROUP_ID = re.compile(GROUP_PATTERN.removeprefix("^").removesuffix("$"))
 MAX_BODY_BYTES = 64 * 1024  # a topic request is a few dozen bytes
 MAX_PARTITIONS = 2**31 - 1  # Kafka's partition ids are int32
 # Probes and the API description answer without a token, even when reads are closed.
@@ -64,6 +66,7 @@ class ControllerApi(Protocol):
     def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[Any, Any]: ...
     def noprogress(self) -> dict[str, Any]: ...
     def metrics_text(self) -> bytes: ...
+    def groups(self, group: str | None = None) -> dict[str, Any]: ...
     def tree_view(self) -> dict[str, Any]: ...
     def heartbeats(self) -> dict[str, Any]: ...
     def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]: ...
@@ -391,6 +394,26 @@ def schema_sync() -> Any:
     if forwarded is not None:
         return forwarded
     return jsonify(_controller().schema_sync())
+@offsets_api.get("/groups")
+def groups() -> Any:
+    forwarded = _forward_if_standby()  # only the leader runs the checkpoint job
+    if forwarded is not None:
+        return forwarded
+    return jsonify(_controller().groups())
+
+
+@offsets_api.get("/groups/<group>")
+def group(group: str) -> Any:
+    forwarded = _forward_if_standby()
+    if forwarded is not None:
+        return forwarded
+    return jsonify(_controller().groups(_group(group)))
+
+
+def _group(group: Any) -> str:
+    if not isinstance(group, str) or not _GROUP_ID.fullmatch(group):
+        raise BadRequest(f"{group!r} is not a consumer group id Ferry accepts"[:300])
+    return group
 
 
 @health_api.get("/metrics")

@@ -74,6 +74,7 @@ from common.model import (
 )
 from common.zk_layout import ZkLayout, make_client
 from controller import observer
+from controller.checkpoints import Checkpointer, translations_json
 from controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
 from controller.heartbeats import HeartbeatJob
 from controller.kafka_meta import ClusterMetadata
@@ -155,6 +156,10 @@ class Controller:
         )
         for name, text, read in zk_counters:
             Gauge(name, text, registry=self.registry).set_function(read)
+        self._checkpoint_age = Gauge("ferry_controller_checkpoint_age_seconds",
+                                     "Seconds since a consumer group's offsets were last checkpointed",
+                                     ["route", "group"], registry=self.registry)
+        self.checkpoints = Checkpointer(config, controller_id, clock=clock)
         self._clock = clock
         self.state = STANDBY
         self._lock = threading.RLock()
@@ -198,7 +203,7 @@ class Controller:
             # their own, so a long reconcile never starves them, and they never delay a failover.
             executors={"default": ThreadPoolExecutor(1), "timer": ThreadPoolExecutor(1), "observer": ThreadPoolExecutor(1),
                        "lag": ThreadPoolExecutor(1), "spark": ThreadPoolExecutor(1), "tree": ThreadPoolExecutor(1),
-                       "heartbeats": ThreadPoolExecutor(1),
+                       "heartbeats": ThreadPoolExecutor(1), "checkpoints": ThreadPoolExecutor(1),
                        "schemas": ThreadPoolExecutor(1)},  # registry I/O never delays a failover
             # A late run still runs (no misfire grace limit); missed runs coalesce into one.
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -336,6 +341,10 @@ class Controller:
                 self._scheduler.add_job(self._run_guarded, "interval", args=[self.schemas.run], id="schemas",
                                         seconds=self.schemas.config.interval_s,
                                         replace_existing=True, executor="schemas", next_run_time=datetime.now())
+            if controller_config.checkpoint_interval_s and any(r.groups for r in self.config.routes):
+                self._scheduler.add_job(self._run_guarded, "interval", args=[self.checkpoint], id="checkpoints",
+                                        seconds=controller_config.checkpoint_interval_s, replace_existing=True,
+                                        executor="checkpoints", next_run_time=datetime.now() + timedelta(seconds=1))
             self._leader_gauge.set(1)
             self.request_reconcile()
             while not self._lead_lost.wait(0.5):
@@ -1174,7 +1183,19 @@ class Controller:
         return {"ok": not problems, "topics": len(ideal), "mismatches": problems,
                 "spark": None if spark is None else {"checkedAt": spark.get("checkedAt"), "srcKafka": spark.get("srcKafka")}}
 
+    def checkpoint(self) -> None:
+        """The leader's checkpoint job (controller/checkpoints.py)."""
+        self.checkpoints.run()
+        for (route, group), age in self.checkpoints.ages().items():
+            self._checkpoint_age.labels(route, group).set(age)
+
+    def groups(self, group: str | None = None) -> dict[str, Any]:
+        """The leader's latest checkpoints: every group's, or one group's (NotFound when it has none)."""
+        return translations_json(self.checkpoints.latest(group), self.checkpoints.ages())
+
     def metrics_text(self) -> bytes:
+        for (route, group), age in self.checkpoints.ages().items():
+            self._checkpoint_age.labels(route, group).set(age)
         return generate_latest(self.registry)
 
     # -- schema distribution (leader) ---------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
+from kazoo.retry import KazooRetry
 
 from common import devstack, kafka_clients
 
@@ -74,7 +75,8 @@ def zk_chroot(local_stack: devstack.Stack, request: pytest.FixtureRequest) -> It
     try:
         yield f"{local_stack.zookeeper.address}{chroot}"
     finally:
-        root.delete(chroot, recursive=True)
+        # A test may stop ZooKeeper past this client's session timeout: retry through the expiry.
+        KazooRetry(max_tries=20, delay=0.2, ignore_expire=True)(root.delete, chroot, recursive=True)
         root.stop()
         root.close()
 

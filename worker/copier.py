@@ -38,9 +38,12 @@ from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 from common import kafka_clients, naming
 from common.config import RouteConfig, WorkerConfig
 from common.model import PartitionStatus
+from common.offset_map import MAP_TOPIC, OffsetMap, segment_key, segment_value
 from common.provenance import HEADER, ProvenanceError, decode, encode, split
+from common.resume import resume_plan
 from common.topology import copy_flags
 from common.watermark import OffsetWatermarks
+from worker.lookback import DestinationReader, LookBackTimeout
 from worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -127,6 +130,12 @@ class RouteCopier:
         self._producer_fatal = False  # a fatal producer error: rebuild it at the next release
         self._committed: dict[TopicPartitionKey, int] = {}
         self._warned_at: dict[int, float] = {}
+        # Exact offsets: source offsets already on the destination (resume rule), and the map.
+        self._reader = DestinationReader(destination, route.group_id, f"{client_id}-{route.name}-lookback")
+        self._skip: dict[TopicPartitionKey, set[int]] = {}
+        self._skip_max: dict[TopicPartitionKey, int] = {}
+        self._maps: dict[TopicPartitionKey, OffsetMap] = {}
+        self._map_topic_ready = False
         self.changed = False  # a partition went to ERROR since the worker last looked
 
     # -- what the worker reads --------------------------------------------------------------
@@ -147,7 +156,7 @@ class RouteCopier:
     # -- OFFLINE -> ONLINE ------------------------------------------------------------------
 
     def acquire(self, keys: Iterable[TopicPartitionKey]) -> AcquireResult:
-        """Starts copying ``keys`` from their committed offsets (``auto_offset_reset`` when none)."""
+        """Starts copying ``keys`` where the destination's own record of progress says (:meth:`_resume_at`)."""
         by_topic: dict[str, list[int]] = {}
         for topic, partition in keys:
             by_topic.setdefault(topic, []).append(partition)
@@ -167,13 +176,23 @@ class RouteCopier:
             except _Stopped as exc:
                 errors.update({(topic, p): str(exc) for p in partitions})
                 continue
+            starting = []
             for partition in sorted(partitions):
                 if partition >= source_partitions:
                     errors[(topic, partition)] = f"partition {partition} does not exist at the source ({source_partitions} partitions)"
                 else:
-                    # OFFSET_INVALID (the default) makes librdkafka start from the committed offset.
-                    to_assign.append(TopicPartition(topic, partition))
-                    online.append((topic, partition))
+                    starting.append(partition)
+            try:
+                starts = self._resume_at(topic, starting)
+            except (KafkaException, LookBackTimeout) as exc:
+                why = exc.args[0].str() if isinstance(exc, KafkaException) and isinstance(exc.args[0], KafkaError) else str(exc)
+                deferred.update({(topic, p): f"resuming from the destination: {why}" for p in starting})
+                continue
+            for partition in starting:
+                start = starts[partition]
+                # OFFSET_INVALID makes librdkafka apply auto_offset_reset (nothing committed or copied).
+                to_assign.append(TopicPartition(topic, partition) if start is None else TopicPartition(topic, partition, start))
+                online.append((topic, partition))
         if to_assign:
             self._consumer.incremental_assign(to_assign)
             # A partition stopped in ERROR earlier was paused; the pause may outlive the unassign.
@@ -184,6 +203,55 @@ class RouteCopier:
             self._metrics.errors.labels(self.route.name, "partition").inc()
             log.error("route %s: %s/%s stopped: %s", self.route.name, key[0], key[1], reason)
         return AcquireResult(online, errors, deferred)
+
+    def _resume_at(self, topic: str, partitions: list[int]) -> dict[int, int | None]:
+        """The resume rule (:mod:`common.resume`) for each partition: where to start, and what to skip.
+
+        Reads the committed offsets, then each destination partition back from its end until it
+        passes below the committed offset (bounded by ``resume_lookback_records``). The route's own
+        records found there seed the offset map and the skip set.
+        """
+        if not partitions:
+            return {}
+        committed_tps = self._consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=_METADATA_TIMEOUT_S)
+        committed = {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in committed_tps}
+        dest_topic = self._destination_name(topic)
+        starts: dict[int, int | None] = {}
+        for partition in partitions:
+            key = (topic, partition)
+            found = self._reader.look_back(dest_topic, partition, self.route.source, committed.get(partition),
+                                           self._config.resume_lookback_records)
+            plan = resume_plan(committed.get(partition), found.present)
+            offsets = OffsetMap()
+            for source, destination in reversed(found.own):
+                offsets.record(source, destination)
+            self._maps[key] = offsets
+            if plan.skip:
+                self._skip[key] = set(plan.skip)
+                self._skip_max[key] = max(plan.skip)
+            else:
+                self._skip.pop(key, None)
+            starts[partition] = plan.start
+            self._metrics.lookback.labels(self.route.name).inc(found.read)
+            if found.bounded:
+                log.warning("route %s: %s/%s: the look-back stopped at %d records before passing the committed offset "
+                            "%s; records between may be copied twice", self.route.name, topic, partition, found.read,
+                            committed.get(partition))
+            if plan.skip or plan.gaps:
+                log.info("route %s: %s/%s resumes at %s, skipping %d records already on the destination%s",
+                         self.route.name, topic, partition, plan.start, len(plan.skip),
+                         f" ({plan.gaps} missing before them: a producer timeout left a gap; order is broken there)"
+                         if plan.gaps else "")
+        return starts
+
+    def _ensure_map_topic(self) -> None:
+        """Creates the compacted offset-map topic on the destination once (another worker may have)."""
+        if self._map_topic_ready:
+            return
+        future = self._destination_admin.create_topics(
+            [NewTopic(MAP_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"})])[MAP_TOPIC]
+        self._admin_result(future, KafkaError.TOPIC_ALREADY_EXISTS)
+        self._map_topic_ready = True
 
     def _prepare_destination(self, topic: str) -> int:
         """Creates or expands the destination topic to the source's partition count; returns that count."""
@@ -210,6 +278,7 @@ class RouteCopier:
                 log.info("route %s: expanded destination topic %s to %d partitions", self.route.name, topic, wanted)
             self._await_producer_metadata(topic, wanted)
             self._fit_batches_to(topic)
+            self._ensure_map_topic()
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
@@ -304,6 +373,7 @@ class RouteCopier:
         names = self._destination_names
         sent = self._tracker.sent
         errors = self._errors
+        skips = self._skip
         copied = 0
         skipped = 0
         size = 0
@@ -317,6 +387,8 @@ class RouteCopier:
             if key in errors:
                 continue  # stopped: fetched before the pause took effect; never committed past
             offset = message.offset()
+            if skips and key in skips and self._skipped(key, offset):
+                continue
             timestamp_type, timestamp = message.timestamp()
             try:
                 # common.provenance.stamp, inlined to decode the header once for the filter too.
@@ -361,13 +433,31 @@ class RouteCopier:
         self._metrics.bytes.labels(self.route.name).inc(size)
         return copied
 
+    def _skipped(self, key: TopicPartitionKey, offset: int) -> bool:
+        """Whether ``offset`` is already on the destination (resume rule); then it counts as copied."""
+        skip = self._skip[key]
+        if offset not in skip:
+            if offset > self._skip_max[key]:
+                del self._skip[key]
+            return False
+        skip.discard(offset)
+        if not skip:
+            del self._skip[key]
+        self._tracker.sent(key, offset)
+        self._tracker.acked(key, offset)
+        self._metrics.resume_skipped.labels(self.route.name).inc()
+        return True
+
     def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
         # Runs inside poll()/flush() on the copy-loop thread. Delivery reports of one partition
         # arrive in produce order (idempotent producer), so the oldest in-flight offset is this one.
         topic = message.topic()
         key = (self._source_names.get(topic, topic), message.partition())
         if error is None:
-            self._tracker.acked_oldest(key)
+            source_offset = self._tracker.acked_oldest(key)
+            offsets = self._maps.get(key)
+            if offsets is not None:
+                offsets.record(source_offset, message.offset())
         else:
             offset = self._tracker.fail_oldest(key, error.str())
             self._stop(key, offset, f"offset {offset}: the destination rejected the record: {error.str()}",
@@ -423,7 +513,11 @@ class RouteCopier:
     # -- committing -------------------------------------------------------------------------
 
     def commit(self, keys: Collection[TopicPartitionKey] | None = None) -> bool:
-        """Commits the watermark of ``keys`` (all held partitions when None); False if Kafka refused."""
+        """Commits the watermark of ``keys`` (all held partitions when None); False if Kafka refused.
+
+        The offset map's changed segments are written first (asynchronously, on the destination).
+        """
+        self._write_map(keys)
         offsets = []
         for key, offset in self._tracker.committables().items():
             if (keys is None or key in keys) and self._committed.get(key) != offset:
@@ -439,6 +533,45 @@ class RouteCopier:
         for tp in offsets:
             self._committed[(tp.topic, tp.partition)] = tp.offset
         return True
+
+    def _write_map(self, keys: Collection[TopicPartitionKey] | None) -> None:
+        for key, offsets in self._maps.items():
+            if keys is not None and key not in keys:
+                continue
+            for segment in offsets.take_changed():
+                topic, partition = key
+                try:
+                    self._producer.produce(
+                        MAP_TOPIC, segment_value(segment),
+                        segment_key(self.route.name, self._destination_name(topic), partition, segment.dst_start),
+                        on_delivery=lambda error, _message, key=key, start=segment.dst_start: self._on_map_delivery(error, key, start),
+                    )
+                except (BufferError, KafkaException) as exc:
+                    offsets.touch(segment.dst_start)
+                    log.warning("route %s: offset map of %s/%s not written now (will retry): %s", self.route.name, topic, partition, exc)
+                    return
+
+    def _on_map_delivery(self, error: KafkaError | None, key: TopicPartitionKey, dst_start: int) -> None:
+        if error is None:
+            return
+        offsets = self._maps.get(key)
+        if offsets is not None:
+            offsets.touch(dst_start)  # written again at the next commit
+        self._metrics.errors.labels(self.route.name, "offset_map").inc()
+
+    def purge(self) -> None:
+        """Drops everything the producer still holds (queued and in flight): this worker must stop writing now.
+
+        The purged records fail their partitions for a temporary reason, so nothing is committed
+        past them; whatever of them still reached the destination is found by the next owner's
+        look-back and not copied again.
+        """
+        self._producer.purge(in_queue=True, in_flight=True, blocking=False)
+        self._producer.poll(0)
+
+    def poll(self, timeout: float) -> None:
+        """Serves delivery reports without consuming anything."""
+        self._producer.poll(timeout)
 
     def flush(self, timeout: float) -> int:
         """Waits for the destination to acknowledge everything sent; returns what is still in flight."""
@@ -463,6 +596,7 @@ class RouteCopier:
         deadline = self._clock() + commit_deadline
         while not self.commit(keys) and self._clock() < deadline:
             time.sleep(0.2)
+        self.flush(0 if self._producer_fatal else 5.0)  # the map segments commit() just wrote
         assigned = [TopicPartition(t, p) for t, p in keys if (t, p) in self._assigned]
         if assigned:
             self._consumer.incremental_unassign(assigned)
@@ -471,6 +605,8 @@ class RouteCopier:
             self._errors.pop(key, None)
             self._retry_at.pop(key, None)
             self._committed.pop(key, None)
+            self._skip.pop(key, None)
+            self._maps.pop(key, None)
             self._tracker.forget(key)
         if self._producer_fatal:
             log.warning("route %s: building a new destination producer after a fatal error", self.route.name)
@@ -510,7 +646,9 @@ class RouteCopier:
     def close(self, flush_timeout: float) -> None:
         self.flush(flush_timeout)
         self.commit()
+        self.flush(flush_timeout)
         self._consumer.close()
+        self._reader.close()
 
 
 class _Deferred(Exception):

@@ -35,6 +35,10 @@ class WorkerMetrics:
         self.partitions = Gauge("ferry_worker_partitions", "Partitions held, by state", ["state"], registry=self.registry)
         self.in_flight = Gauge("ferry_worker_in_flight", "Records sent but not yet acknowledged by the destination",
                                registry=self.registry)
+        self.resume_skipped = Counter("ferry_worker_resume_skipped", "Records not copied because the destination already had them",
+                               ["route"], registry=self.registry)
+        self.lookback = Counter("ferry_worker_lookback_records", "Destination records read back when taking a partition",
+                                ["route"], registry=self.registry)
         self.generation = Gauge("ferry_worker_generation", "Assignment generation applied", registry=self.registry)
 
 

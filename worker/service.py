@@ -3,9 +3,12 @@
 States of the worker::
 
     STARTING  -> RUNNING    registered (live node + status node); assignment watched
+    RUNNING (disconnected)  ZooKeeper unreachable: copying pauses at once (deliveries of what
+                            was sent are still served); it goes on if the session survives
     RUNNING   -> SUSPENDED  ZooKeeper session lost, or unreachable for longer than the session
-                            timeout: the leader may already have moved our partitions, so every
-                            partition is released (flushed, committed, unassigned)
+                            timeout: the leader may already have moved our partitions, so the
+                            producers are purged (nothing they still hold is written) and every
+                            partition is released (committed, unassigned)
     SUSPENDED -> RUNNING    connected again: registers again (same id) and applies the assignment
     RUNNING   -> DRAINING   SIGTERM or :meth:`Worker.stop`: releases everything, writes its status
                             with ``leaving: true`` so the leader moves its partitions at once, and
@@ -127,7 +130,15 @@ class Worker:
                 self._restart_failed()
                 self._apply_targets()
                 self._reconcile()
-                if any(copier.held() for copier in self._copiers.values()):
+                if self._suspended_since is not None and self.state == RUNNING:
+                    # Disconnected from ZooKeeper: copy nothing more until the session is back (or
+                    # lost: then everything is purged and released). The leader moves partitions
+                    # only after the session expired, so this worker has stopped writing by then.
+                    for copier in self._copiers.values():
+                        copier.poll(0)
+                    self._wake.wait(0.1)
+                    self._wake.clear()
+                elif any(copier.held() for copier in self._copiers.values()):
                     timeout = 0.1 / len(self._copiers)
                     for copier in self._copiers.values():
                         copier.copy_batch(timeout)
@@ -283,7 +294,9 @@ class Worker:
             suspended_for is not None and suspended_for > self.config.zookeeper.session_timeout_s
         )
         if cut_off and self.state == RUNNING:
-            log.warning("ZooKeeper session lost: releasing every partition until registered again")
+            log.warning("ZooKeeper session lost: releasing every partition until registered again (producers purged first)")
+            for copier in self._copiers.values():
+                copier.purge()
             self._set_state(SUSPENDED)
             self._applied = None
             self._reconcile()  # wanted is empty while SUSPENDED: releases everything

@@ -12,9 +12,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, TopicPartition
 
 from common.config import RouteConfig, WorkerConfig
+from common.offset_map import MAP_TOPIC, Segment, parse_segment
+from common.provenance import encode
 from worker import copier as copier_module
 from worker.copier import RETRY_BACKOFF_S, RouteCopier
 from worker.metrics import WorkerMetrics
@@ -28,6 +30,7 @@ class FakeMessage:
     _partition: int
     _offset: int
     _value: bytes = b"v"
+    headers_: list[tuple[str, bytes]] | None = None
 
     def topic(self) -> str:
         return self._topic
@@ -45,7 +48,7 @@ class FakeMessage:
         return self._value
 
     def headers(self) -> list[tuple[str, bytes]]:
-        return [("h", b"1")]
+        return [("h", b"1")] if self.headers_ is None else self.headers_
 
     def timestamp(self) -> tuple[int, int]:
         return (1, 1_700_000_000_000 + self._offset)
@@ -67,8 +70,14 @@ class FakeConsumer:
     calls: list[tuple[str, Any]]
     source_partitions: int | None = 2
     queue: list[FakeMessage] = field(default_factory=list)
+    committed_offsets: dict[int, int] = field(default_factory=dict)
+    destination: dict[int, list[Any]] = field(default_factory=dict)  # partition -> headers of each record
+    reading: list[FakeMessage] | None = None
 
     def consume(self, num: int, timeout: float) -> list[FakeMessage]:
+        if self.reading is not None:  # the look-back reader shares this fake
+            batch, self.reading[:] = self.reading[:num], self.reading[num:]
+            return batch
         batch, self.queue[:] = self.queue[:num], self.queue[num:]
         return batch
 
@@ -96,6 +105,22 @@ class FakeConsumer:
     def close(self) -> None:
         self.calls.append(("close", None))
 
+    def committed(self, tps: list[Any], timeout: float) -> list[Any]:
+        return [TopicPartition(tp.topic, tp.partition, self.committed_offsets.get(tp.partition, -1001)) for tp in tps]
+
+    def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
+        # The destination partition, for the look-back: (low, high) of what the test put there.
+        records = self.destination.get(tp.partition, [])
+        return (0, len(records))
+
+    def assign(self, tps: list[Any]) -> None:
+        tp = tps[0]
+        self.reading = [FakeMessage(tp.topic, tp.partition, o, headers_=h)
+                        for o, h in enumerate(self.destination.get(tp.partition, [])) if o >= tp.offset]
+
+    def unassign(self) -> None:
+        self.reading = None
+
 
 @dataclass
 class FakeProducer:
@@ -104,8 +129,14 @@ class FakeProducer:
     pending: list[tuple[str, int, int]] = field(default_factory=list)
     fail: dict[tuple[str, int, int], KafkaError] = field(default_factory=dict)  # (topic, partition, nth produce) -> error
     produced: list[tuple[str, int, bytes]] = field(default_factory=list)
+    map_writes: list[tuple[bytes, bytes]] = field(default_factory=list)
+    delivered: dict[tuple[str, int], int] = field(default_factory=dict)  # next destination offset
 
-    def produce(self, topic: str, value: bytes, key: bytes, partition: int, timestamp: int, headers: Any) -> None:
+    def produce(self, topic: str, value: bytes, key: bytes, partition: int = -1, timestamp: int = 0,
+                headers: Any = None, on_delivery: Any = None) -> None:
+        if topic == MAP_TOPIC:
+            self.map_writes.append((key, value))
+            return
         self.produced.append((topic, partition, value))
         nth = sum(1 for t, p, _ in self.produced if (t, p) == (topic, partition))
         self.pending.append((topic, partition, nth))
@@ -118,7 +149,11 @@ class FakeProducer:
         pending, self.pending = self.pending, []
         for topic, partition, nth in pending:
             error = self.fail.pop((topic, partition, nth), None)
-            self.on_delivery(error, SimpleNamespace(topic=lambda t=topic: t, partition=lambda p=partition: p))
+            offset = self.delivered.get((topic, partition), 0)
+            if error is None:
+                self.delivered[(topic, partition)] = offset + 1
+            self.on_delivery(error, SimpleNamespace(topic=lambda t=topic: t, partition=lambda p=partition: p,
+                                                    offset=lambda o=offset: o))
         return 0
 
     def list_topics(self, topic: str, timeout: float) -> Any:
@@ -139,6 +174,9 @@ class FakeAdmin:
         return {r: SimpleNamespace(result=lambda timeout: entries) for r in resources}
 
     def create_topics(self, topics: list[Any]) -> dict[str, Any]:
+        if topics[0].topic == MAP_TOPIC:
+            self.map_topic_created = True
+            return {MAP_TOPIC: SimpleNamespace(result=lambda timeout: None)}
         self.created.extend((t.topic, t.num_partitions) for t in topics)
         self.destination_partitions = topics[0].num_partitions
         return {t.topic: SimpleNamespace(result=lambda timeout: None) for t in topics}
@@ -268,6 +306,36 @@ def test_a_fatal_producer_error_stops_the_route_and_a_new_producer_takes_over(ri
     rig.copier.release(due, flush_timeout=1, commit_deadline=1)
     assert rig.producer is not broken
     assert sorted(rig.copier.acquire(due).online) == sorted(due)  # copying again, with the new producer
+
+
+def _copy_of(source_offset: int, cluster: str = "src") -> list[tuple[str, bytes]]:
+    return [("ferry.provenance", encode([cluster], 0, source_offset))]
+
+
+def test_a_new_owner_resumes_from_the_destination_skipping_what_is_there(rig: SimpleNamespace) -> None:
+    """Committed 3; the destination holds 0-4 and 6 of this route (5 lost to a producer timeout
+    gap) and another writer's record: 3, 4 and 6 are not copied again, 5 and 7 are."""
+    rig.consumer.committed_offsets = {0: 3}
+    rig.consumer.destination = {0: [_copy_of(0), _copy_of(1), _copy_of(2), _copy_of(3), _copy_of(9, "other"),
+                                    _copy_of(4), _copy_of(6)]}
+    result = rig.copier.acquire([(TOPIC, 0)])
+    assert result.online == [(TOPIC, 0)]
+    _feed(rig, 0, range(3, 8))
+    rig.producer.delivered[(TOPIC, 0)] = 7  # the destination's next offset
+    rig.copier.copy_batch(0)
+    rig.producer.flush(0)
+    assert [v for t, p, v in rig.producer.produced] == [b"v", b"v"]  # 5 and 7 only
+    assert rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 8)]) in rig.calls
+    # The map: the look-back's own records and the two new deliveries, persisted by the commit.
+    segments = sorted((parse_segment(k, v)[2] for k, v in rig.producer.map_writes), key=lambda s: s.dst_start if s else -1)
+    assert segments == [Segment(0, 0, 4), Segment(4, 5, 1), Segment(6, 6, 1), Segment(5, 7, 1), Segment(7, 8, 1)]
+
+
+def test_without_a_committed_offset_the_start_is_after_the_last_own_record(rig: SimpleNamespace) -> None:
+    rig.consumer.destination = {0: [_copy_of(10), _copy_of(11)]}
+    starts = rig.copier._resume_at(TOPIC, [0])
+    assert starts == {0: 12}
 
 
 # -- multi-cluster: renamed destination, loop prevention, copy flags ------------------------------

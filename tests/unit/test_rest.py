@@ -92,6 +92,13 @@ class FakeController:
     def metrics_text(self) -> bytes:
         return b"# no metrics\n"
 
+    def groups(self, group: str | None = None) -> dict[str, Any]:
+        self._call("groups", group)
+        if group == "unknown":
+            raise NotFound("group 'unknown' has no checkpoint")
+        return {"groups": []}
+
+
     def tree_view(self) -> dict[str, Any]:
         self._call("tree_view")
         return {"layout": "1(a,b)", "distributors": [], "table": "DISTRIBUTOR ...", "unreachable": []}
@@ -346,6 +353,15 @@ def test_a_leader_that_does_not_answer_is_a_503(fake: FakeController) -> None:
     fake.leading, fake.leader_info = False, {"id": "c2", "rest_url": f"http://127.0.0.1:{port}"}
     body = assert_json_error(create_app(_typed(fake), forward_timeout_s=2).test_client().post("/instances"), 503)
     assert "c2" in body["error"]
+
+
+def test_groups_checks_the_group_id_and_answers_json(client: Any, fake: FakeController) -> None:
+    assert client.get("/groups").get_json() == {"groups": []}
+    assert client.get("/groups/app-1").status_code == 200
+    assert fake.calls[-1] == ("groups", ("app-1",))
+    assert client.get("/groups/unknown").status_code == 404
+    assert client.get("/groups/..").status_code in (400, 404)  # never reaches the controller as a group id
+    assert ("groups", ("..",)) not in fake.calls
 
 
 def test_tree_view_as_json_and_as_a_table(client: FlaskClient, fake: FakeController) -> None:

@@ -1,0 +1,185 @@
+"""Consumer-group failover (issue 11): source offsets translated to the destination, exactly.
+
+One mirror of 101,000 records in one partition, copied by two generations of controller and
+worker (the first pair killed with -9 half way, so the offset map spans restarts). Groups commit
+at 0, 1,000 and 100,000 records behind the mirror's head on the source; the leader's checkpoint
+job translates and syncs them; a consumer of each group on the destination reads exactly the rest.
+A second topic, copied before Ferry ran (no map), is translated by timestamp within the margin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import requests
+from confluent_kafka import TopicPartition
+
+from common import kafka_clients
+from tests.e2e.harness import HEADER_SEQ, Fleet, RecordLedger, wait_until
+
+TOTAL = 101_000
+LAGS = (0, 1_000, 100_000)
+MARGIN_S = 1.0  # the ledger's records are 1 ms apart: the margin covers 1,000 records
+
+
+def _commit(cluster: dict[str, str], group: str, topic: str, offset: int) -> None:
+    consumer = kafka_clients.consumer(cluster, group)
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _committed(cluster: dict[str, str], group: str, topic: str) -> int:
+    consumer = kafka_clients.consumer(cluster, group)
+    try:
+        return int(consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset)
+    finally:
+        consumer.close()
+
+
+def _read_rest(cluster: dict[str, str], group: str, topic: str, end: int) -> list[int]:
+    """What a consumer of ``group`` reads on ``cluster`` from its committed offset to ``end``: sequence numbers."""
+    if _committed(cluster, group, topic) >= end:
+        return []
+    consumer = kafka_clients.consumer(cluster, group)
+    consumer.assign([TopicPartition(topic, 0)])  # OFFSET_INVALID: start at the group's committed offset
+    seqs: list[int] = []
+    position = -1
+    try:
+        def drained() -> bool:
+            nonlocal position
+            for message in consumer.consume(10_000, 0.5):
+                if message.error() is None:
+                    seqs.append(int(dict(message.headers() or [])[HEADER_SEQ]))
+                    position = message.offset() + 1
+            return position >= end
+
+        wait_until(drained, 120, f"group {group} to read {topic} to {end}")
+    finally:
+        consumer.close()
+    return seqs
+
+
+def _ferry(fleet: Fleet, *args: str) -> Any:
+    answer = subprocess.run([sys.executable, "-m", "common.cli", *args, "--config", str(fleet.config_path), "--json"],
+                            capture_output=True, text=True, timeout=120, env={**os.environ})
+    assert answer.returncode == 0, answer.stderr[-2000:]
+    return json.loads(answer.stdout)
+
+
+def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
+    topic = topic_name("groups")
+    fleet.extra = {
+        "routes": [{"source": "src", "destination": "dst", "groups": ["app-.*"]}],
+        "controller": {"checkpoint_interval_s": 1, "checkpoint_margin_s": MARGIN_S},
+    }
+    fleet.write_config()
+    ledger = RecordLedger(fleet.stack, topic, 1)
+    ledger.create_source_topic()
+    ledger.produce(60_000)
+    controller, worker = fleet.start_controller("c1"), fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    fleet.wait_for_workers(controller, {"w1"})
+    response = requests.post(f"{controller.url}/topics", json={"topic": topic, "numPartitions": 1}, timeout=10)
+    assert response.status_code == 201, response.text
+    ledger.wait_for_destination(timeout=120)
+
+    # Every controller and worker restarts (kill -9): the map goes on from what they persisted.
+    controller.signal(signal.SIGKILL)
+    worker.signal(signal.SIGKILL)
+    controller, worker = fleet.start_controller("c2"), fleet.start_worker("w2")
+    fleet.wait_for_leader(controller)
+    ledger.produce(TOTAL - 60_000)
+    ledger.wait_for_destination(timeout=180)
+
+    run = topic[-8:]  # group ids of this run only: the clusters keep groups from earlier runs
+    for lag in LAGS:
+        _commit(ledger.src, f"app-{run}-lag{lag}", topic, TOTAL - lag)
+
+    def translated() -> dict[str, Any]:
+        body = requests.get(f"{controller.url}/groups", timeout=5).json()
+        return {g["group"]: p for g in body["groups"] for p in g["partitions"] if p["topic"] == topic}
+
+    wait_until(lambda: all(f"app-{run}-lag{lag}" in translated() for lag in LAGS), 60,
+               "the checkpoint job to translate every group")
+    for lag in LAGS:
+        entry = translated()[f"app-{run}-lag{lag}"]
+        # Only Ferry writes this destination partition: destination offsets equal source offsets.
+        assert (entry["method"], entry["sourceOffset"], entry["destinationOffset"], entry["lag"]) == (
+            "exact", TOTAL - lag, TOTAL - lag, lag), entry
+    wait_until(lambda: all(_committed(ledger.dst, f"app-{run}-lag{lag}", topic) == TOTAL - lag for lag in LAGS), 30,
+               "the job to commit every group on the destination")
+    for lag in LAGS:
+        rest = _read_rest(ledger.dst, f"app-{run}-lag{lag}", topic, TOTAL)
+        assert rest == list(range(TOTAL - lag, TOTAL)), f"lag {lag}: read {len(rest)} records, expected {lag}"
+    ledger.check(allow_duplicates=False)
+    assert {row["group"] for row in _ferry(fleet, "groups", "list")} >= {f"app-{run}-lag{lag}" for lag in LAGS}
+    metrics = requests.get(f"{controller.url}/metrics", timeout=5).text
+    assert f'ferry_controller_checkpoint_age_seconds{{group="app-{run}-lag0",route="src.dst"}}' in metrics
+
+
+def test_offsets_no_map_covers_are_translated_by_timestamp_within_the_margin(
+    fleet: Fleet, topic_name: Callable[[str], str],
+) -> None:
+    """A topic copied before Ferry ran (same records, same timestamps, no provenance): no exact map."""
+    topic = topic_name("before")
+    fleet.extra = {"routes": [{"source": "src", "destination": "dst", "groups": ["app-.*"]}],
+                   "controller": {"checkpoint_margin_s": MARGIN_S}}
+    fleet.write_config()
+    source = RecordLedger(fleet.stack, topic, 1)
+    source.create_source_topic()
+    copy = RecordLedger(fleet.stack, topic, 1, src=source.dst)
+    copy._base_timestamp_ms = source._base_timestamp_ms
+    copy.create_source_topic()  # its "source" is the destination
+    source.produce(5_000)
+    copy.produce(5_000)
+    committed = 3_000
+    group = f"app-{topic[-8:]}-ts"
+    _commit(source.src, group, topic, committed)
+
+    rows = _ferry(fleet, "groups", "sync", group)
+    (entry,) = [p for p in rows[0]["partitions"] if p["topic"] == topic]
+    assert entry["method"] == "timestamp"
+    reread = committed - entry["destinationOffset"]
+    assert 0 <= reread <= MARGIN_S * 1000 + 1, entry  # no record skipped; at most the margin's worth re-read
+    assert _committed(source.dst, group, topic) == entry["destinationOffset"]
+    print(f"timestamp method: committed {committed}, destination {entry['destinationOffset']}, re-reads {reread}")
+
+
+def test_a_group_fails_over_through_a_renamed_topic(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
+    """MirrorMaker 2-style prefix naming: <topic> on src is src.<topic> on dst; the group's offsets follow."""
+    topic = topic_name("renamed")
+    renamed = f"src.{topic}"
+    fleet.extra = {
+        "routes": [{"source": "src", "destination": "dst", "naming": "prefix", "groups": ["app-.*"]}],
+        "controller": {"checkpoint_interval_s": 1},
+    }
+    fleet.write_config()
+    ledger = RecordLedger(fleet.stack, topic, 1)
+    ledger.create_source_topic()
+    ledger.produce(3_000)
+    controller, _ = fleet.start_controller("c1"), fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    fleet.wait_for_workers(controller, {"w1"})
+    response = requests.post(f"{controller.url}/topics", json={"topic": topic, "numPartitions": 1}, timeout=10)
+    assert response.status_code == 201, response.text
+    destination = RecordLedger(fleet.stack, renamed, 1, src=ledger.dst)
+    wait_until(lambda: destination._end_offsets(ledger.dst).get(0, 0) >= 3_000, 120, "3,000 records on the renamed topic")
+    group = f"app-{topic[-8:]}-renamed"
+    _commit(ledger.src, group, topic, 2_000)
+
+    def synced() -> bool:
+        return _committed(ledger.dst, group, renamed) == 2_000
+
+    wait_until(synced, 60, "the group's offset on the renamed destination topic")
+    (entry,) = [p for g in requests.get(f"{controller.url}/groups/{group}", timeout=5).json()["groups"]
+                for p in g["partitions"]]
+    assert (entry["topic"], entry["destinationTopic"], entry["method"]) == (topic, renamed, "exact")
+    assert _read_rest(ledger.dst, group, renamed, 3_000) == list(range(2_000, 3_000))

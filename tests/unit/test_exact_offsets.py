@@ -1,0 +1,176 @@
+"""The pure core of exact offsets: the resume rule, the run-length offset map, translation."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from common.offset_map import (
+    OffsetMap,
+    Segment,
+    merge,
+    parse_segment,
+    segment_key,
+    segment_value,
+    timestamp_lookup_ms,
+    translate,
+)
+from common.resume import lookback_done, lookback_windows, resume_plan
+
+# -- the resume rule -----------------------------------------------------------------------------
+
+@given(st.integers(0, 200), st.integers(0, 60), st.sets(st.integers(0, 400)), st.integers(0, 400))
+def test_resume_after_a_crash_copies_each_offset_once(committed: int, lost_tail: int, gaps: set[int], end: int) -> None:
+    """The destination holds everything below the committed offset, then any subset above it
+    (a producer timeout may leave gaps); the rule copies exactly the missing ones."""
+    end = max(end, committed)
+    present = set(range(committed)) | {o for o in range(committed, end) if o not in gaps}
+    present -= set(range(end - lost_tail, end)) - set(range(committed))
+    plan = resume_plan(committed, present)
+    assert plan.start == committed
+    copied = [o for o in range(plan.start, end) if o not in plan.skip]
+    assert sorted(present | set(copied)) == list(range(end))  # nothing lost
+    assert not present & set(copied)  # nothing twice
+
+
+def test_resume_without_a_committed_offset() -> None:
+    assert resume_plan(None, []).start is None
+    assert resume_plan(None, [3, 4, 9]).start == 10
+    plan = resume_plan(5, [1, 5, 6, 8])
+    assert (plan.start, plan.skip, plan.gaps) == (5, frozenset({5, 6, 8}), 1)
+
+
+def test_lookback_bounds() -> None:
+    assert not lookback_done(10, None, False, 5, 100)
+    assert not lookback_done(10, 10, False, 5, 100)
+    assert lookback_done(10, 9, False, 5, 100)
+    assert lookback_done(None, 50, False, 1, 100)
+    assert lookback_done(10, None, True, 0, 100)
+    assert lookback_done(10, None, False, 100, 100)
+    assert lookback_windows(3, 10, 4) == [(6, 10), (3, 6)]
+    assert lookback_windows(0, 100, 10, 20) == [(90, 100), (70, 90), (50, 70), (30, 50), (10, 30), (0, 10)]
+    assert lookback_windows(0, 100, 10) == [(90, 100), (70, 90), (30, 70), (0, 30)]
+    assert lookback_windows(5, 5, 4) == []
+
+
+# -- the offset map ------------------------------------------------------------------------------
+
+def test_a_one_to_one_copy_is_one_segment() -> None:
+    offsets = OffsetMap()
+    for i in range(100_000):
+        offsets.record(1000 + i, 7 + i)
+    assert offsets.segments() == [Segment(1000, 7, 100_000)]
+    assert offsets.take_changed() == [Segment(1000, 7, 100_000)]
+    assert offsets.take_changed() == []
+    assert offsets.translate(1000) == 7
+    assert offsets.translate(51_000) == 50_007
+    assert offsets.translate(101_000) == 100_007  # caught up: the next record to come
+    assert offsets.translate(101_001) is None  # the group is ahead of the mirror
+    assert offsets.translate(999) is None  # copied before the map: timestamp method
+
+
+copy_events = st.lists(
+    st.tuples(st.sampled_from(["copy", "source_gap", "other_writer", "rewind", "restart"]), st.integers(1, 5)),
+    max_size=60,
+)
+
+
+@given(copy_events)
+def test_translation_is_exact_against_a_model(events: list[tuple[str, int]]) -> None:
+    """A destination log built from copies, other writers' records, source gaps, rewinds and new
+    owners: a group committed at c continues after the newest copy of c - 1 (or at c's), and the
+    map stays compact."""
+    log: list[int | None] = []  # destination offset -> source offset (None: another writer's record)
+    live = OffsetMap()
+    persisted: list[Segment] = []
+    source = 0
+    for kind, n in events:
+        if kind == "copy":
+            for _ in range(n):
+                live.record(source, len(log))
+                log.append(source)
+                source += 1
+        elif kind == "source_gap":
+            source += n
+        elif kind == "other_writer":
+            log.extend([None] * n)
+        elif kind == "rewind":
+            source = max(0, source - n)
+        else:  # a new owner: the persisted segments, and a fresh map from here on
+            persisted += live.segments()
+            live = OffsetMap()
+    segments = merge(persisted + live.segments())
+    runs = sum(1 for d, s in enumerate(log) if s is not None and (d == 0 or log[d - 1] is None or log[d - 1] != s - 1))
+    assert len(segments) == runs
+    for committed in range(source + 3):
+        newest_before = max((d for d, s in enumerate(log) if s == committed - 1), default=None)
+        newest_at = max((d for d, s in enumerate(log) if s == committed), default=None)
+        got = translate(segments, committed)
+        if newest_before is not None:
+            assert got == newest_before + 1
+        elif newest_at is not None:
+            assert got == newest_at
+        elif got is not None:
+            # in a gap: right after a copy of a record below c; no source offset between it and c was copied
+            assert got > 0 and log[got - 1] is not None and log[got - 1] < committed
+            assert not any(s is not None and log[got - 1] < s < committed for s in log)
+
+
+@given(st.lists(st.integers(1, 20), min_size=1, max_size=20), st.integers(0, 300))
+def test_trim_follows_retention(runs: list[int], log_start: int) -> None:
+    offsets = OffsetMap()
+    dst = 0
+    src = 0
+    for n in runs:
+        for _ in range(n):
+            offsets.record(src, dst)
+            src += 1
+            dst += 1
+        dst += 1  # another writer's record between runs
+    before = offsets.segments()
+    dropped = offsets.trim(log_start)
+    assert dropped + offsets.segments() == before
+    assert all(s.dst_end <= log_start for s in dropped)
+    assert all(s.dst_end > log_start for s in offsets.segments())
+
+
+def test_merge_joins_extents_of_one_segment_and_adjacent_runs() -> None:
+    # compaction may leave an older, shorter extent next to the newest one
+    assert merge([Segment(10, 0, 5), Segment(10, 0, 8), Segment(18, 8, 2)]) == [Segment(10, 0, 10)]
+    assert merge([Segment(10, 0, 5), Segment(16, 5, 2)]) == [Segment(10, 0, 5), Segment(16, 5, 2)]
+
+
+def test_storage_round_trip() -> None:
+    key = segment_key("a.b", "orders", 3, 42)
+    assert parse_segment(key, segment_value(Segment(7, 42, 9))) == (("a.b", "orders", 3), 42, Segment(7, 42, 9))
+    assert parse_segment(key, None) == (("a.b", "orders", 3), 42, None)
+
+
+def test_timestamp_method_subtracts_the_margin() -> None:
+    assert timestamp_lookup_ms(1_000_000, 60) == 940_000
+    assert timestamp_lookup_ms(1_000, 60) == 0
+
+
+def test_group_sync_follows_mirrormaker_2s_rule() -> None:
+    from controller.checkpoints import should_sync
+
+    assert should_sync(10, None, group_active=False)
+    assert should_sync(10, 5, group_active=False)
+    assert not should_sync(10, 10, group_active=False)  # only forward: never rewinds a group
+    assert not should_sync(10, 12, group_active=False)
+    assert not should_sync(10, None, group_active=True)  # never under an active group
+    assert not should_sync(None, None, group_active=False)  # pending: nothing to commit
+
+
+def test_the_map_reader_finds_segments_retention_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from controller import checkpoints
+
+    monkeypatch.setattr(checkpoints.kafka_clients, "consumer", lambda *args, **kwargs: object())
+    reader = checkpoints.OffsetMapReader({}, "test")
+    key = ("src.dst", "orders", 0)
+    reader._segments[key] = {0: Segment(0, 0, 10), 10: Segment(20, 10, 5), 15: Segment(30, 15, 100)}
+    reader._segments[("other.dst", "orders", 0)] = {0: Segment(0, 0, 10)}
+    assert sorted(reader.below("src.dst", lambda topic, partition: 15)) == [(key, 0), (key, 10)]
+    reader.forget(key, 0)
+    assert reader.segments(*key) == [Segment(20, 10, 5), Segment(30, 15, 100)]

@@ -1,0 +1,130 @@
+"""Reads a destination partition back from its end to find what a route already wrote there.
+
+The look-back of the resume rule (:mod:`common.resume`): windows of destination offsets, newest
+first, until it passes below the route's committed source offset, reaches the log start, or has
+read ``limit`` records. A record is the route's own when its provenance path ends with the
+route's source cluster (the destination may hold other writers' records: active-active).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from common import kafka_clients
+from common.provenance import ProvenanceError, read
+from common.resume import lookback_done, lookback_windows
+from worker.errors import WorkerError
+
+log = logging.getLogger(__name__)
+
+FIRST_WINDOW = 1_000  # records; each next window is twice as large, up to LARGEST_WINDOW
+LARGEST_WINDOW = 64_000
+_READ_TIMEOUT_S = 30.0
+_LEADER_WAIT_S = 10.0
+_NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
+
+
+class LookBackTimeout(WorkerError):
+    """The destination partition could not be read back in time (a temporary condition)."""
+
+
+@dataclass
+class LookBack:
+    """What the look-back found: (source offset, destination offset) of the route's own records,
+    newest first; whether it stopped at its bound before passing the committed offset."""
+
+    own: list[tuple[int, int]] = field(default_factory=list)
+    read: int = 0
+    bounded: bool = False
+
+    @property
+    def present(self) -> set[int]:
+        return {source for source, _ in self.own}
+
+
+class DestinationReader:
+    """One assign()-only consumer on the destination, reused for every look-back of a route."""
+
+    def __init__(self, destination: Mapping[str, Any], group_id: str, client_id: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        # The group id is never committed to (auto commit off, no commit calls); librdkafka wants one.
+        self._consumer = kafka_clients.consumer(destination, f"{group_id}.lookback",
+                                                **{"client.id": client_id, "auto.offset.reset": "earliest"})
+        self._clock = clock
+
+    def look_back(self, topic: str, partition: int, source_cluster: str, committed: int | None, limit: int) -> LookBack:
+        """Raises KafkaException or LookBackTimeout when the destination cannot be read (the caller defers)."""
+        low, high = self._watermarks(topic, partition)
+        result = LookBack()
+        oldest: int | None = None
+        for start, end in lookback_windows(low, high, FIRST_WINDOW, LARGEST_WINDOW):
+            for source, destination in reversed(self._read(topic, partition, start, end, source_cluster, result)):
+                result.own.append((source, destination))
+                oldest = source if oldest is None else min(oldest, source)
+            if lookback_done(committed, oldest, start <= low, result.read, limit):
+                passed = oldest is not None and (committed is None or oldest < committed)
+                result.bounded = not passed and start > low
+                break
+        return result
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start, log end); a topic created a moment ago has no leader yet for a while (bounded wait)."""
+        deadline = self._clock() + _LEADER_WAIT_S
+        while True:
+            try:
+                low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_READ_TIMEOUT_S)
+                return int(low), int(high)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not isinstance(error, KafkaError) or error.code() not in _NO_LEADER_YET or self._clock() > deadline:
+                    raise
+            time.sleep(0.2)
+
+    def _read(self, topic: str, partition: int, start: int, end: int, source_cluster: str,
+              result: LookBack) -> list[tuple[int, int]]:
+        tp = TopicPartition(topic, partition, start)
+        self._consumer.assign([tp])
+        own: list[tuple[int, int]] = []
+        last: int | None = None  # the newest offset read in this window
+        deadline = self._clock() + _READ_TIMEOUT_S
+        try:
+            while self._clock() < deadline:
+                # consume() waits for as many records as asked or the timeout: ask for what is left.
+                wanted = max(1, min(1000, end - (last + 1 if last is not None else start)))
+                messages: list[Any] = self._consumer.consume(wanted, 0.5)
+                done = False
+                for message in messages:
+                    if message.error() is not None:
+                        continue
+                    offset = message.offset()
+                    last = offset
+                    if offset >= end:
+                        done = True
+                        break
+                    result.read += 1
+                    try:
+                        provenance = read(message.headers())
+                    except ProvenanceError:
+                        continue  # not a copy Ferry can read: not this route's
+                    if provenance is not None and provenance.source == source_cluster:
+                        own.append((provenance.source_offset, offset))
+                    if offset >= end - 1:
+                        done = True
+                if done:
+                    return own
+                if not messages:
+                    position = self._consumer.position([TopicPartition(topic, partition)])[0].offset
+                    if position >= end:
+                        return own
+            raise LookBackTimeout(f"reading back {topic}/{partition} [{start}, {end}) on the destination timed out")
+        finally:
+            self._consumer.unassign()
+
+    def close(self) -> None:
+        self._consumer.close()

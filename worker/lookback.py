@@ -27,7 +27,9 @@ FIRST_WINDOW = 1_000  # records; each next window is twice as large, up to LARGE
 LARGEST_WINDOW = 64_000
 _READ_TIMEOUT_S = 30.0
 _LEADER_WAIT_S = 10.0
-_NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART}
+_NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+                  # A partition added a moment ago: this long-lived client's cached metadata predates it.
+                  KafkaError._UNKNOWN_PARTITION}
 
 
 class LookBackTimeout(WorkerError):
@@ -85,6 +87,9 @@ class DestinationReader:
                 if not isinstance(error, KafkaError) or error.code() not in _NO_LEADER_YET or self._clock() > deadline:
                     raise
             time.sleep(0.2)
+            # Ask for the topic's metadata again: librdkafka would otherwise keep its cached partition
+            # count until the next periodic refresh (minutes), and the partition would stay unknown.
+            self._consumer.list_topics(topic, timeout=_READ_TIMEOUT_S)
 
     def _read(self, topic: str, partition: int, start: int, end: int, source_cluster: str,
               result: LookBack) -> list[tuple[int, int]]:

@@ -79,6 +79,8 @@ LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 # Room for the record batch's own framing under a topic's max.message.bytes.
 _BATCH_FRAMING_BYTES = 1024
 _METADATA_TIMEOUT_S = 10.0
+# How long a commit waits for its offset-map segments (polls of 10 ms: 5 s at most).
+_MAP_WAIT_POLLS = 500
 FLUSH_TIMEOUT_S = 30.0
 _ADMIN_TIMEOUT_S = 30.0
 
@@ -135,6 +137,8 @@ class RouteCopier:
         self._skip: dict[TopicPartitionKey, set[int]] = {}
         self._skip_max: dict[TopicPartitionKey, int] = {}
         self._maps: dict[TopicPartitionKey, OffsetMap] = {}
+        self._map_in_flight = 0  # offset-map segments produced and not yet acknowledged or failed
+        self._map_failed = False  # a segment failed since the last commit: it is written again first
         self._map_topic_ready = False
         self.changed = False  # a partition went to ERROR since the worker last looked
 
@@ -515,9 +519,20 @@ class RouteCopier:
     def commit(self, keys: Collection[TopicPartitionKey] | None = None) -> bool:
         """Commits the watermark of ``keys`` (all held partitions when None); False if Kafka refused.
 
-        The offset map's changed segments are written first (asynchronously, on the destination).
+        The offset map's changed segments are written first, and the source offsets are committed
+        only once the destination acknowledged them: a worker killed right after a commit never
+        leaves committed records that no map segment describes (the next owner's look-back starts
+        at the committed offset, so it could not describe them again).
         """
         self._write_map(keys)
+        for _ in range(_MAP_WAIT_POLLS):
+            if not self._map_in_flight:
+                break
+            self._producer.poll(0.01)
+        if self._map_in_flight or self._map_failed:
+            self._map_failed = False
+            log.warning("route %s: the offset map was not written; the commit waits for the next round", self.route.name)
+            return False
         offsets = []
         for key, offset in self._tracker.committables().items():
             if (keys is None or key in keys) and self._committed.get(key) != offset:
@@ -541,19 +556,24 @@ class RouteCopier:
             for segment in offsets.take_changed():
                 topic, partition = key
                 try:
+                    self._map_in_flight += 1
                     self._producer.produce(
                         MAP_TOPIC, segment_value(segment),
                         segment_key(self.route.name, self._destination_name(topic), partition, segment.dst_start),
                         on_delivery=lambda error, _message, key=key, start=segment.dst_start: self._on_map_delivery(error, key, start),
                     )
                 except (BufferError, KafkaException) as exc:
+                    self._map_in_flight -= 1
+                    self._map_failed = True
                     offsets.touch(segment.dst_start)
                     log.warning("route %s: offset map of %s/%s not written now (will retry): %s", self.route.name, topic, partition, exc)
                     return
 
     def _on_map_delivery(self, error: KafkaError | None, key: TopicPartitionKey, dst_start: int) -> None:
+        self._map_in_flight -= 1
         if error is None:
             return
+        self._map_failed = True
         offsets = self._maps.get(key)
         if offsets is not None:
             offsets.touch(dst_start)  # written again at the next commit

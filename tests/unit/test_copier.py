@@ -131,11 +131,13 @@ class FakeProducer:
     produced: list[tuple[str, int, bytes]] = field(default_factory=list)
     map_writes: list[tuple[bytes, bytes]] = field(default_factory=list)
     delivered: dict[tuple[str, int], int] = field(default_factory=dict)  # next destination offset
+    map_pending: list[Any] = field(default_factory=list)  # offset-map writes' delivery callbacks
 
     def produce(self, topic: str, value: bytes, key: bytes, partition: int = -1, timestamp: int = 0,
                 headers: Any = None, on_delivery: Any = None) -> None:
         if topic == MAP_TOPIC:
             self.map_writes.append((key, value))
+            self.map_pending.append(on_delivery)
             return
         self.produced.append((topic, partition, value))
         nth = sum(1 for t, p, _ in self.produced if (t, p) == (topic, partition))
@@ -147,6 +149,9 @@ class FakeProducer:
     def flush(self, timeout: float) -> int:
         self.calls.append(("flush", len(self.pending)))
         pending, self.pending = self.pending, []
+        map_pending, self.map_pending = self.map_pending, []
+        for callback in map_pending:  # the offset map's writes are acknowledged like any record
+            callback(None, None)
         for topic, partition, nth in pending:
             error = self.fail.pop((topic, partition, nth), None)
             offset = self.delivered.get((topic, partition), 0)

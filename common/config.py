@@ -27,6 +27,16 @@ CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 ClientValue = str | int | float | bool
 
 
+def _valid_regexes(patterns: list[str]) -> list[str]:
+    """``patterns`` as they are, or a ValueError naming the first that is not a regular expression."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+    return patterns
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -127,12 +137,7 @@ class RouteConfig(_Strict):
     @field_validator("include", "exclude", "groups", "groups_exclude")
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
-        return value
+        return _valid_regexes(value)
 
     @field_validator("naming")
     @classmethod
@@ -418,12 +423,7 @@ class SchemasConfig(_Strict):
     @field_validator("include")
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
-        return value
+        return _valid_regexes(value)
 
     @model_validator(mode="after")
     def _known(self) -> SchemasConfig:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from common import naming as topic_naming
 from common.cli import options_anywhere, require_option
 from common.config import FerryConfig, load_config
 from common.errors import FerryError
@@ -90,6 +91,28 @@ def _route(config: FerryConfig, route: str | None) -> str:
     if route not in names:
         raise InspectError(f"unknown route {route!r}; configured: {', '.join(names)}")
     return route
+
+
+def destination_name(config: FerryConfig, route: str, topic: str) -> str | None:
+    """``topic``'s name on the destination of ``route`` when the route renames it, else None.
+
+    None for identity naming and for routes the config does not know (a layout left by an
+    older config): the views then show the source name alone, as before.
+    """
+    for configured in config.routes:
+        if configured.name == route:
+            return None if topic_naming.is_identity(configured) else topic_naming.destination_topic(configured, topic)
+    return None
+
+
+def node_destination(config: FerryConfig, layout: ZkLayout, path: str) -> str | None:
+    """The destination topic name of a node under a renaming route's ideal state or external view."""
+    for route in config.routes:
+        for base in (layout.route_topics(route.name), layout.route_external(route.name), layout.removed.rstrip("/") + "/" + route.name):
+            prefix = base.rstrip("/") + "/"
+            if path.startswith(prefix) and len(path) > len(prefix):
+                return destination_name(config, route.name, path[len(prefix):].split("/", 1)[0])
+    return None
 
 
 def read_ideal(client: KazooClient, layout: ZkLayout, route: str, topic: str) -> IdealState:
@@ -200,13 +223,20 @@ def _dispatch(args: argparse.Namespace, client: KazooClient, layout: ZkLayout, c
         nodes = list(walk(client, _absolute(layout, args.path)))
         if not nodes:
             raise InspectError(f"no node at {_absolute(layout, args.path)}")
+        for node in nodes:
+            destination = node_destination(config, layout, node["path"])
+            if destination is not None:
+                node["destination"] = destination
         if args.json:
             json.dump(nodes, sys.stdout, indent=1)
             print()
         else:
+            columns = ["path", "size", "version", "ephemeral", "data"]
+            if any("destination" in n for n in nodes):  # only a renaming route adds the column
+                columns.insert(1, "destination")
             _print_rows(
                 [{**n, "ephemeral": "yes" if n["ephemeral"] else "", "data": _short(n["data"])} for n in nodes],
-                ["path", "size", "version", "ephemeral", "data"],
+                columns,
             )
         return 0
     if action == "get":
@@ -224,27 +254,39 @@ def _dispatch(args: argparse.Namespace, client: KazooClient, layout: ZkLayout, c
         ideal = read_ideal(client, layout, route, args.topic)
         view = read_external(client, layout, route, args.topic)
         rows = topic_table(ideal, view)
+        destination = destination_name(config, route, args.topic)
         if args.json:
             payload: Any = ideal.assignment if action == "ideal" else view.partitions
-            json.dump({"route": route, "topic": args.topic, action: {str(k): v for k, v in payload.items()}}, sys.stdout, indent=1)
+            body: dict[str, Any] = {"route": route, "topic": args.topic, "destination": destination or args.topic}
+            json.dump({**body, action: {str(k): v for k, v in payload.items()}}, sys.stdout, indent=1)
             print()
         else:
-            print(f"{route}/{args.topic}: {ideal.partitions} partitions")
+            renamed = f" (destination {destination})" if destination else ""
+            print(f"{route}/{args.topic}{renamed}: {ideal.partitions} partitions")
             columns = ["partition", "ideal"] if action == "ideal" else ["partition", "worker", "state", "reason"]
             _print_rows(rows, columns)
         return 0
     found = mismatches(client, layout, config)
+    destinations = [destination_name(config, m.partition.route, m.partition.topic) for m in found]
     if args.json:
-        json.dump([m.to_json() for m in found], sys.stdout, indent=1)
+        json.dump(
+            [{**m.to_json(), "destination": d or m.partition.topic} for m, d in zip(found, destinations, strict=True)],
+            sys.stdout,
+            indent=1,
+        )
         print()
     elif not found:
         print("ideal state and external view agree")
     else:
+        columns = ["partition", "problem", "ideal", "reported", "reason"]
+        if any(destinations):  # only a renaming route adds the column
+            columns.insert(1, "destination")
         _print_rows(
             [
-                {"partition": str(m.partition), "problem": m.problem, "ideal": m.ideal_worker, "reported": m.reported_worker, "reason": m.reason}
-                for m in found
+                {"partition": str(m.partition), "destination": d, "problem": m.problem, "ideal": m.ideal_worker,
+                 "reported": m.reported_worker, "reason": m.reason}
+                for m, d in zip(found, destinations, strict=True)
             ],
-            ["partition", "problem", "ideal", "reported", "reason"],
+            columns,
         )
     return 1 if found else 0

@@ -91,7 +91,7 @@ def register_audit(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_audit(args: argparse.Namespace) -> int:
-    from pipeline.audit import parse_time, run_audit, write_chart
+    from pipeline.audit import OTHER_FIELDS, parse_time, run_audit, write_chart
 
     config = load_config(args.config)
     report = run_audit(
@@ -121,6 +121,11 @@ def _run_audit(args: argparse.Namespace) -> int:
             f"{verdict}: source {report['source']}, destination {report['destination']}, "
             f"missing {report['missing']}, duplicated {report['duplicated']}, extra {report['extra']}"
         )
+        if any(report.get(name) for name in OTHER_FIELDS):  # a loop-prevention route's shared topics
+            print(
+                f"not this route's (not counted above): {report['sourceSkipped']} source records it skips, "
+                f"{report['destinationLocal']} produced on the destination, {report['otherRoutes']} copied by other routes"
+            )
         if args.chart:
             print(f"chart written to {args.chart}")
     return 0 if report["ok"] else 1

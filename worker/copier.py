@@ -43,6 +43,8 @@ from common.provenance import HEADER, ProvenanceError, decode, encode, split
 from common.resume import resume_plan
 from common.topology import copy_flags
 from common.watermark import OffsetWatermarks
+from worker import start_offsets
+from worker.errors import WorkerError
 from worker.lookback import DestinationReader, LookBackTimeout
 from worker.metrics import WorkerMetrics
 
@@ -120,6 +122,10 @@ class RouteCopier:
             **{"auto.offset.reset": config.auto_offset_reset, "client.id": f"{client_id}-{route.name}"},
             **config.consumer,
         )
+        try:  # where a partition nothing was committed or copied for starts, as an explicit offset
+            self._reset_offset = start_offsets.reset_offset(str(config.consumer.get("auto.offset.reset", config.auto_offset_reset)))
+        except ValueError as exc:
+            raise WorkerError(f"route {route.name}: {exc}") from None
         self._destination = destination
         self._producer_settings: dict[str, Any] = {"client.id": f"{client_id}-{route.name}", **config.producer}
         self._batch_size = int(self._producer_settings.get("batch.size", LIBRDKAFKA_BATCH_SIZE))
@@ -194,8 +200,9 @@ class RouteCopier:
                 continue
             for partition in starting:
                 start = starts[partition]
-                # OFFSET_INVALID makes librdkafka apply auto_offset_reset (nothing committed or copied).
-                to_assign.append(TopicPartition(topic, partition) if start is None else TopicPartition(topic, partition, start))
+                # Always an explicit offset: without one librdkafka fetches the committed offset itself and,
+                # on a NOT_COORDINATOR answer, never fetches the partition (librdkafka#5586, worker/start_offsets.py).
+                to_assign.append(TopicPartition(topic, partition, self._reset_offset if start is None else start))
                 online.append((topic, partition))
         if to_assign:
             self._consumer.incremental_assign(to_assign)
@@ -217,8 +224,8 @@ class RouteCopier:
         """
         if not partitions:
             return {}
-        committed_tps = self._consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=_METADATA_TIMEOUT_S)
-        committed = {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in committed_tps}
+        committed = start_offsets.committed_offsets(self._consumer, [TopicPartition(topic, p) for p in partitions],
+                                                    deadline_s=_METADATA_TIMEOUT_S)
         dest_topic = self._destination_name(topic)
         starts: dict[int, int | None] = {}
         for partition in partitions:

@@ -406,6 +406,37 @@ def test_unassigned_partition_is_committed_and_resumes_without_duplicates(
     assert kafka.read("dst", topic, 1) == first[1] + second[1], "nothing copied twice"
 
 
+def test_a_fresh_group_on_a_new_topic_copies_with_no_coordinator_warm_up(
+    start_worker: Callable[..., RunningWorker], make_config: Callable[..., FerryConfig], kafka: Kafka,
+    create_topic: Callable[..., None], topic_name: Callable[[str], str], cluster_conf: Callable[[str], dict[str, str]],
+) -> None:
+    # librdkafka#5586: an assign() without an offset whose committed-offset fetch is answered
+    # NOT_COORDINATOR is never fetched. The worker reads committed offsets itself and assigns
+    # explicit offsets (worker/start_offsets.py). Nothing warms the coordinator here: a group id
+    # never used, a topic never read, nothing committed or copied, so the partitions start at
+    # the reset policy's explicit offset (earliest).
+    topic = topic_name("fresh")
+    create_topic("src", topic, 2)
+    sent = {p: records("fresh", 6, partition=p) for p in range(2)}
+    for p, batch in sent.items():
+        kafka.produce(topic, p, batch)
+    group = f"ferry.fresh-{uuid.uuid4().hex[:8]}"
+    running = start_worker(make_config(consumer={"group.id": group}))
+    running.wait_online(topic, [0, 1], running.assign(topic, [0, 1]))
+    for p in range(2):
+        assert kafka.wait_arrived(topic, p, 6) == sent[p]
+
+    more = records("more", 4, start=6, partition=1)
+    kafka.produce(topic, 1, more)
+    assert kafka.wait_arrived(topic, 1, 10) == sent[1] + more
+    reader = kafka_clients.consumer(cluster_conf("src"), group)
+    try:
+        wait_until(lambda: [tp.offset for tp in reader.committed([TopicPartition(topic, p) for p in range(2)], timeout=10)]
+                   == [6, 10], 15, f"the fresh group {group} committed 6 and 10")
+    finally:
+        reader.close()
+
+
 @pytest.mark.parametrize(
     ("producer_limit", "copy_small_first"),
     [

@@ -14,7 +14,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
@@ -106,7 +106,7 @@ def read_external(client: KazooClient, layout: ZkLayout, route: str, topic: str)
 def topic_table(ideal: IdealState, view: ExternalView) -> list[dict[str, Any]]:
     rows = []
     for partition in range(ideal.partitions):
-        reported = view.partitions.get(partition, {})
+        reported: Mapping[str, Any] = view.partitions.get(partition) or {}
         rows.append(
             {
                 "partition": partition,

@@ -42,6 +42,7 @@ from common.offset_map import MAP_TOPIC, OffsetMap, segment_key, segment_value
 from common.provenance import HEADER, ProvenanceError, decode, encode, split
 from common.resume import resume_plan
 from common.topology import copy_flags
+from common.vocabulary import PartitionState
 from common.watermark import OffsetWatermarks
 from worker.lookback import DestinationReader, LookBackTimeout
 from worker.metrics import WorkerMetrics
@@ -146,9 +147,9 @@ class RouteCopier:
 
     def statuses(self) -> dict[TopicPartitionKey, PartitionStatus]:
         """Every partition this copier holds, ONLINE or ERROR with its reason."""
-        result = {key: PartitionStatus("ONLINE") for key in self._assigned}
+        result = {key: PartitionStatus(PartitionState.ONLINE) for key in self._assigned}
         for key, reason in self._errors.items():
-            result[key] = PartitionStatus("ERROR", reason)
+            result[key] = PartitionStatus(PartitionState.ERROR, reason)
         return result
 
     def held(self) -> set[TopicPartitionKey]:

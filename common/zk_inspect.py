@@ -82,14 +82,7 @@ def get_node(client: KazooClient, path: str) -> dict[str, Any]:
 
 
 def _route(config: FerryConfig, route: str | None) -> str:
-    names = [r.name for r in config.routes]
-    if route is None:
-        if len(names) == 1:
-            return names[0]
-        raise InspectError(f"several routes are configured ({', '.join(names)}): pass --route")
-    if route not in names:
-        raise InspectError(f"unknown route {route!r}; configured: {', '.join(names)}")
-    return route
+    return config.route(route).name
 
 
 def read_ideal(client: KazooClient, layout: ZkLayout, route: str, topic: str) -> IdealState:

@@ -18,7 +18,8 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from common.cli import options_anywhere, require_option
 from common.config import FerryConfig, load_config
@@ -178,7 +179,7 @@ def _run(args: argparse.Namespace) -> int:
     client = make_client(config.zookeeper)
     try:
         client.start(timeout=config.zookeeper.retry_deadline_s)
-    except Exception as exc:  # kazoo raises its own timeout type; the message is what matters
+    except (KazooTimeoutError, KazooException) as exc:  # no answer in time; refused (auth, chroot check)
         raise InspectError(f"cannot reach ZooKeeper at {config.zookeeper.connect}: {exc}") from exc
     try:
         return _dispatch(args, client, layout, config)

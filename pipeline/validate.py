@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from common import kafka_clients
 from common.config import FerryConfig
@@ -109,7 +110,7 @@ def _zookeeper(config: FerryConfig) -> Iterator[KazooClient]:
     client = make_client(config.zookeeper)
     try:
         client.start(timeout=config.zookeeper.retry_deadline_s)
-    except Exception as exc:  # kazoo raises its own timeout type
+    except (KazooTimeoutError, KazooException) as exc:  # no answer in time; refused (auth, chroot check)
         raise PipelineError(f"cannot reach ZooKeeper at {config.zookeeper.connect}: {exc}") from exc
     try:
         yield client

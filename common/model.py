@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import NotRequired, TypedDict
@@ -179,7 +179,7 @@ class IdealState:
     def to_bytes(self) -> bytes:
         return IdealStatePayload.model_construct(
             route=RouteName(self.route), topic=self.topic, partitions=self.partitions,
-            assignment={p: WorkerId(w) for p, w in self.assignment.items()},
+            assignment=cast("dict[int, WorkerId]", self.assignment),
         ).to_bytes()
 
     @classmethod

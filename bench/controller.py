@@ -50,6 +50,7 @@ import yaml
 from bench.errors import BenchError
 from bench.procstat import cpu_seconds, machine
 from common.errors import FerryError
+from common.vocabulary import ControllerState
 
 ROUTE = "src.dst"
 # The figures, measured on this machine before this work (one controller, 50-200 fake workers).
@@ -444,7 +445,7 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         # 6. leader failover
         standby = ControllerProcess(config_path, "c2", workdir)
         controllers.append(standby)
-        standby.wait(lambda h: h.get("state") == "STANDBY" and h.get("status") == "ok", 60, "to stand by")
+        standby.wait(lambda h: h.get("state") == ControllerState.STANDBY and h.get("status") == "ok", 60, "to stand by")
         killed = time.time()
         leader.kill()
         leads = standby.wait(lambda h: bool(h.get("leader")), options.timeout_s, "to lead")

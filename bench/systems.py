@@ -36,7 +36,7 @@ from bench import workload
 from bench.errors import BenchError
 from common.config import ZookeeperConfig
 from common.devstack import LOG4J2_CONFIG, REPO_ROOT, Stack, jars_dir
-from common.model import PartitionKey, WorkerAssignment, WorkerStatus
+from common.model import PartitionKey, PartitionState, WorkerAssignment, WorkerStatus
 from common.zk_layout import ZkLayout, make_client
 
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
@@ -249,7 +249,7 @@ class FerryWorkers(System):
                 data, _ = self._zk.get(self.layout.worker_state(worker_id))
             except Exception:
                 continue
-            count += sum(1 for s in WorkerStatus.from_bytes(data).partitions.values() if s.state == "ONLINE")
+            count += WorkerStatus.from_bytes(data).state_counts()[PartitionState.ONLINE]
         return count
 
     def _released(self, worker_id: str) -> bool:

@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from bench.errors import BenchError
 from common import kafka_clients, provenance
+from common.kafka_errors import kafka_error
 
 HEADER_RUN = "bench-run"
 HEADER_SEQ = "bench-seq"
@@ -68,7 +69,7 @@ def create_topic(admin: AdminClient, topic: str, partitions: int, config: dict[s
     try:
         future.result(timeout=_ADMIN_TIMEOUT_S)
     except KafkaException as exc:
-        raise BenchError(f"creating topic {topic}: {exc.args[0].str()}") from None
+        raise BenchError(f"creating topic {topic}: {kafka_error(exc)}") from None
 
 
 def topic_exists(admin: AdminClient, topic: str) -> bool:
@@ -85,8 +86,9 @@ def delete_topics(admin: AdminClient, topics: list[str], wait_s: float = 60.0) -
         try:
             future.result(timeout=_ADMIN_TIMEOUT_S)
         except KafkaException as exc:
-            if "UNKNOWN_TOPIC" not in exc.args[0].name():
-                raise BenchError(f"deleting topic {topic}: {exc.args[0].str()}") from None
+            error = kafka_error(exc)
+            if "UNKNOWN_TOPIC" not in error.name:
+                raise BenchError(f"deleting topic {topic}: {error}") from None
     deadline = time.monotonic() + wait_s
     while any(topic_exists(admin, t) for t in existing):
         if time.monotonic() > deadline:

@@ -535,11 +535,24 @@ class FerryConfig(_Strict):
         protected = [r for r in self.routes if r.loop_prevention and r.copy_level is None and topic_naming.is_identity(r)]
         return topology.copied_origins(protected, route.source, route.destination)
 
-    def route(self, name: str) -> RouteConfig:
+    def route(self, name: str | None = None) -> RouteConfig:
+        """The route named ``name``; without a name, the only configured route.
+
+        Raises :class:`ConfigError` for an unknown name, or no name with several routes. The one
+        route lookup by name: the CLIs, the REST API and ``ferry validate|audit`` use it.
+        """
+        if name is None:
+            if len(self.routes) == 1:
+                return self.routes[0]
+            raise ConfigError(f"several routes are configured ({', '.join(r.name for r in self.routes)}): pass --route")
         for route in self.routes:
             if route.name == name:
                 return route
         raise ConfigError(f"unknown route {name!r} (known: {[r.name for r in self.routes]})")
+
+    def routes_named(self, name: str | None) -> list[RouteConfig]:
+        """Every route when ``name`` is None, else the one named (:meth:`route`)."""
+        return list(self.routes) if name is None else [self.route(name)]
 
 
 def parse_config(data: Any, origin: str = "config") -> FerryConfig:

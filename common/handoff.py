@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from common.model import PartitionKey, PartitionState, WorkerStatus
-
-HELD_STATES = frozenset({PartitionState.ONLINE, PartitionState.ERROR})
+from common.model import PartitionKey, WorkerStatus
+from common.vocabulary import HELD_STATES as HELD_STATES
 
 
 def holders(statuses: Mapping[str, WorkerStatus]) -> dict[PartitionKey, set[str]]:

@@ -14,11 +14,12 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from common import naming as topic_naming
 from common.cli import options_anywhere, require_option
@@ -83,14 +84,7 @@ def get_node(client: KazooClient, path: str) -> dict[str, Any]:
 
 
 def _route(config: FerryConfig, route: str | None) -> str:
-    names = [r.name for r in config.routes]
-    if route is None:
-        if len(names) == 1:
-            return names[0]
-        raise InspectError(f"several routes are configured ({', '.join(names)}): pass --route")
-    if route not in names:
-        raise InspectError(f"unknown route {route!r}; configured: {', '.join(names)}")
-    return route
+    return config.route(route).name
 
 
 def destination_name(config: FerryConfig, route: str, topic: str) -> str | None:
@@ -129,7 +123,7 @@ def read_external(client: KazooClient, layout: ZkLayout, route: str, topic: str)
 def topic_table(ideal: IdealState, view: ExternalView) -> list[dict[str, Any]]:
     rows = []
     for partition in range(ideal.partitions):
-        reported = view.partitions.get(partition, {})
+        reported: Mapping[str, Any] = view.partitions.get(partition) or {}
         rows.append(
             {
                 "partition": partition,
@@ -208,7 +202,7 @@ def _run(args: argparse.Namespace) -> int:
     client = make_client(config.zookeeper)
     try:
         client.start(timeout=config.zookeeper.retry_deadline_s)
-    except Exception as exc:  # kazoo raises its own timeout type; the message is what matters
+    except (KazooTimeoutError, KazooException) as exc:  # no answer in time; refused (auth, chroot check)
         raise InspectError(f"cannot reach ZooKeeper at {config.zookeeper.connect}: {exc}") from exc
     try:
         return _dispatch(args, client, layout, config)

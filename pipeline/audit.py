@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from common.config import FerryConfig, RouteConfig
+from common.errors import ConfigError
 from common.provenance import HEADER as PROVENANCE_HEADER
 from pipeline import PipelineError
 from pipeline.kafka_options import spark_kafka_options
@@ -72,12 +73,11 @@ def iso_ms(ms: int) -> str:
 
 
 def pick_route(config: FerryConfig, name: str | None) -> RouteConfig:
-    """The route named ``name``, or the only configured one."""
-    if name is not None:
+    """The route named ``name``, or the only configured one (:meth:`FerryConfig.route`)."""
+    try:
         return config.route(name)
-    if len(config.routes) == 1:
-        return config.routes[0]
-    raise PipelineError(f"several routes are configured ({', '.join(r.name for r in config.routes)}): pass --route")
+    except ConfigError as exc:
+        raise PipelineError(str(exc)) from None
 
 
 def classify(source: int, destination: int) -> dict[str, int]:

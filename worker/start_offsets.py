@@ -25,6 +25,8 @@ from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
+from common.kafka_errors import kafka_error
+
 log = logging.getLogger(__name__)
 
 # The group coordinator's temporary answers: it moved, is loading, or is not there yet.
@@ -61,8 +63,7 @@ def reset_offset(auto_offset_reset: str) -> int:
 
 
 def _retriable(exc: KafkaException) -> bool:
-    error = exc.args[0] if exc.args else None
-    return isinstance(error, KafkaError) and error.code() in RETRIABLE
+    return kafka_error(exc).code in RETRIABLE
 
 
 def committed_offsets(
@@ -95,6 +96,6 @@ def committed_offsets(
             if not _retriable(exc) or clock() + backoff > give_up:
                 raise
             log.info("committed offsets of %s (attempt %d): %s; retrying in %.1fs",
-                     sorted({tp.topic for tp in partitions}), attempt, exc.args[0], backoff)
+                     sorted({tp.topic for tp in partitions}), attempt, kafka_error(exc), backoff)
             sleep(backoff)
             backoff = min(LARGEST_BACKOFF_S, backoff * 2)

@@ -245,7 +245,7 @@ def _copy(
     last_change = started
     next_report = started + 10
     while True:
-        count = sum(workload.end_offsets(dst_admin, topic, load.partitions).values())
+        count = workload.copied(dst_admin, topic)
         now = time.monotonic()
         if count != last[1]:
             last = (now, count, procstat.total_cpu_seconds(pids))

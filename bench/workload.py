@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.errors import BenchError
 from common import kafka_clients, provenance
+from common.support import end_offsets, produce_blocking
 
 HEADER_RUN = "bench-run"
 HEADER_SEQ = "bench-seq"
@@ -94,14 +95,12 @@ def delete_topics(admin: AdminClient, topics: list[str], wait_s: float = 60.0) -
         time.sleep(0.2)
 
 
-def end_offsets(admin: AdminClient, topic: str, partitions: int) -> dict[int, int]:
-    """Each partition's log-end offset; empty when the topic does not exist (yet)."""
-    request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+def copied(admin: AdminClient, topic: str) -> int:
+    """Records in ``topic`` so far; 0 while it does not exist or has a partition without a leader."""
     try:
-        futures = admin.list_offsets(request, request_timeout=10)
-        return {tp.partition: future.result().offset for tp, future in futures.items()}
+        return sum(end_offsets(admin, topic).values())
     except KafkaException:
-        return {}
+        return 0
 
 
 # -- producing ------------------------------------------------------------------------------
@@ -113,17 +112,11 @@ def fill(cluster: dict[str, Any], topic: str, workload: Workload, run_id: str) -
     })
     value = os.urandom(workload.value_bytes)
     run_header = (HEADER_RUN, run_id.encode())
-    produce = producer.produce
     partitions = workload.partitions
     started = time.monotonic()
     for i in range(workload.records):
         key = record_key(i // partitions)
-        while True:
-            try:
-                produce(topic, value, key, i % partitions, headers=[run_header, (HEADER_SEQ, key)])
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_blocking(producer, topic, value, key, i % partitions, headers=[run_header, (HEADER_SEQ, key)])
         if i % 10_000 == 0:
             producer.poll(0)
     if producer.flush(120) != 0:

@@ -176,7 +176,7 @@ def test_a_group_fails_over_through_a_renamed_topic(fleet: Fleet, topic_name: Ca
     response = requests.post(f"{controller.url}/topics", json={"topic": topic, "numPartitions": 1}, timeout=10)
     assert response.status_code == 201, response.text
     destination = RecordLedger(fleet.stack, renamed, 1, src=ledger.dst)
-    wait_until(lambda: destination._end_offsets(ledger.dst).get(0, 0) >= 3_000, 120, "3,000 records on the renamed topic")
+    wait_until(lambda: destination.end_offsets(ledger.dst).get(0, 0) >= 3_000, 120, "3,000 records on the renamed topic")
     group = f"app-{topic[-8:]}-renamed"
     _commit(ledger.src, group, topic, 2_000)
 

@@ -86,6 +86,7 @@ import psutil
 
 from common import support
 from common.errors import DevStackError
+from common.tables import print_table
 
 ZK_PORT_ENV = "FERRY_DEV_ZK_PORT"
 SRC_PORT_ENV = "FERRY_DEV_SRC_PORT"
@@ -912,8 +913,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     stack = stack_from_env(parse_cluster_names(args.clusters, "--clusters"),
                            registries=True if args.registries else None)
     up(stack, deadline_s=args.timeout)
-    for row in status(stack):
-        print(f"{row['name']:<12} {row['address']:<16} {row['state']}")
+    print_table(status(stack), ["name", "address", "state"])
     return 0
 
 
@@ -933,8 +933,5 @@ def _cmd_status(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=2)
         print()
     else:
-        print(f"{'NAME':<12} {'KIND':<10} {'ADDRESS':<16} {'PID':<8} {'STATE':<9} LOG")
-        for row in rows:
-            pid = row["pid"] if row["pid"] is not None else "-"
-            print(f"{row['name']:<12} {row['kind']:<10} {row['address']:<16} {pid!s:<8} {row['state']:<9} {row['log']}")
+        print_table(rows, ["name", "kind", "address", "pid", "state", "log"])
     return 0

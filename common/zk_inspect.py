@@ -28,6 +28,7 @@ from common.model import (
     IdealState,
     decode,
 )
+from common.tables import print_table
 from common.zk_layout import ZkLayout, make_client
 from common.zk_state import StateReader
 
@@ -131,13 +132,6 @@ def mismatches(client: KazooClient, layout: ZkLayout, config: FerryConfig) -> li
     return compare(ideal, views, live)
 
 
-def _print_rows(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    widths = {c: max([len(c)] + [len("" if r.get(c) is None else str(r.get(c))) for r in rows]) for c in columns}
-    print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
-    for row in rows:
-        print("  ".join(("-" if row.get(c) is None else str(row.get(c))).ljust(widths[c]) for c in columns).rstrip())
-
-
 def _short(data: Any, limit: int = 70) -> str:
     if data is None:
         return ""
@@ -204,7 +198,7 @@ def _dispatch(args: argparse.Namespace, client: KazooClient, layout: ZkLayout, c
             json.dump(nodes, sys.stdout, indent=1)
             print()
         else:
-            _print_rows(
+            print_table(
                 [{**n, "ephemeral": "yes" if n["ephemeral"] else "", "data": _short(n["data"])} for n in nodes],
                 ["path", "size", "version", "ephemeral", "data"],
             )
@@ -231,7 +225,7 @@ def _dispatch(args: argparse.Namespace, client: KazooClient, layout: ZkLayout, c
         else:
             print(f"{route}/{args.topic}: {ideal.partitions} partitions")
             columns = ["partition", "ideal"] if action == "ideal" else ["partition", "worker", "state", "reason"]
-            _print_rows(rows, columns)
+            print_table(rows, columns)
         return 0
     found = mismatches(client, layout, config)
     if args.json:
@@ -240,7 +234,7 @@ def _dispatch(args: argparse.Namespace, client: KazooClient, layout: ZkLayout, c
     elif not found:
         print("ideal state and external view agree")
     else:
-        _print_rows(
+        print_table(
             [
                 {"partition": str(m.partition), "problem": m.problem, "ideal": m.ideal_worker, "reported": m.reported_worker, "reason": m.reason}
                 for m in found

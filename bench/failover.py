@@ -33,7 +33,15 @@ from common import kafka_clients
 from common.devstack import Stack
 from common.offset_map import OffsetMap
 from common.provenance import stamp
-from common.support import WaitTimeout, end_offsets, ferry_command, poll_until, produce_blocking
+from common.support import (
+    WaitTimeout,
+    commit_offset,
+    committed_offset,
+    end_offsets,
+    ferry_command,
+    poll_until,
+    produce_blocking,
+)
 
 _WAIT_S = 300.0
 
@@ -84,23 +92,6 @@ def _end(cluster: dict[str, str], topic: str) -> int:
 
 def _wait(what: str, condition: Callable[[], bool], timeout: float = _WAIT_S) -> None:
     poll_until(condition, timeout, what, interval=0.5)
-
-
-def _commit(cluster: dict[str, str], group: str, topic: str, offset: int) -> None:
-    consumer = kafka_clients.consumer(cluster, group)
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
-    finally:
-        consumer.close()
-
-
-def _committed(cluster: dict[str, str], group: str, topic: str) -> int | None:
-    consumer = kafka_clients.consumer(cluster, group)
-    try:
-        offset = consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
-        return int(offset) if offset >= 0 else None
-    finally:
-        consumer.close()
 
 
 def _seq_at(cluster: dict[str, str], topic: str, offset: int, records: int) -> int:
@@ -162,13 +153,13 @@ def run_failover(stack: Stack, workdir: Path, records: int, lags: list[int], ski
         config_path.write_text(yaml.safe_dump(config))
         for lag in lags:
             group, committed = f"fo-ferry-{slug}-lag{lag}", records - lag
-            _commit(source, group, ferry_topic, committed)
+            commit_offset(source, group, ferry_topic, committed)
             answer = subprocess.run(
                 ferry_command("--log-level", "WARNING", "groups", "sync", group, "--config", str(config_path), "--json"),
                 capture_output=True, text=True, timeout=120)
             if answer.returncode != 0:
                 raise BenchError(f"ferry groups sync {group}: {answer.stderr.strip()[-500:]}")
-            dest = _committed(destination, group, ferry_topic)
+            dest = committed_offset(destination, group, ferry_topic)
             seq = None if dest is None else _seq_at(destination, ferry_topic, dest, records)
             method = next((p["method"] for row in json.loads(answer.stdout) for p in row["partitions"]), None)
             results.append({**_outcome("ferry", lag, committed, dest, seq), "method": method})
@@ -185,12 +176,12 @@ def run_failover(stack: Stack, workdir: Path, records: int, lags: list[int], ski
             _wait("MirrorMaker 2 to copy every record", lambda: _end(destination, mm2_topic) >= records)
             groups = {lag: f"fo-mm2-{slug}-lag{lag}" for lag in lags}
             for lag, group in groups.items():
-                _commit(source, group, mm2_topic, records - lag)
+                commit_offset(source, group, mm2_topic, records - lag)
             with contextlib.suppress(WaitTimeout):
                 _wait("MirrorMaker 2 to sync every group",
-                      lambda: all(_committed(destination, g, mm2_topic) is not None for g in groups.values()), 180)
+                      lambda: all(committed_offset(destination, g, mm2_topic) is not None for g in groups.values()), 180)
             for lag, group in groups.items():
-                dest = _committed(destination, group, mm2_topic)
+                dest = committed_offset(destination, group, mm2_topic)
                 seq = None if dest is None else _seq_at(destination, mm2_topic, dest, records)
                 results.append({**_outcome("mm2", lag, records - lag, dest, seq), "method": "checkpoint"})
         finally:

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.errors import BenchError
 from common import kafka_clients, provenance
-from common.support import end_offsets, produce_blocking
+from common.support import produce_blocking
 
 HEADER_RUN = "bench-run"
 HEADER_SEQ = "bench-seq"
@@ -93,14 +93,6 @@ def delete_topics(admin: AdminClient, topics: list[str], wait_s: float = 60.0) -
         if time.monotonic() > deadline:
             raise BenchError(f"topics {existing} still exist {wait_s:.0f}s after deleting them")
         time.sleep(0.2)
-
-
-def copied(admin: AdminClient, topic: str) -> int:
-    """Records in ``topic`` so far; 0 while it does not exist or has a partition without a leader."""
-    try:
-        return sum(end_offsets(admin, topic).values())
-    except KafkaException:
-        return 0
 
 
 # -- producing ------------------------------------------------------------------------------

@@ -9,8 +9,10 @@ controller or the worker uses it.
   command line of ``ferry <args>`` run by this interpreter; :func:`free_port` a port for its HTTP.
 * waiting: :func:`poll_until`, in the spirit of kazoo's test ``Wait``: polls a condition until it
   is truthy or a deadline passes (clock and sleep injectable), then raises :class:`WaitTimeout`.
-* Kafka data: :func:`produce_blocking` (a full local queue is waited out, never dropped) and
-  :func:`end_offsets` (each partition's log-end offset).
+* Kafka data: :func:`produce_blocking` (a full local queue is waited out, never dropped),
+  :func:`end_offsets` (each partition's log-end offset) and :func:`records_in` (their sum, for
+  progress), :func:`commit_offset` and :func:`committed_offset` (a consumer group's, as an
+  application commits it).
 * :func:`fleet_config`: the config of a controller + workers fleet on the local stack.
 
 The jar folder is resolved by :func:`common.devstack.jars_dir` (``FERRY_JARS_DIR``), next to the
@@ -213,6 +215,44 @@ def end_offsets(admin: AdminClient, topic: str, timeout: float = 10.0) -> dict[i
     request = {TopicPartition(topic, p): OffsetSpec.latest() for p in metadata.partitions}
     futures = admin.list_offsets(request, request_timeout=timeout)
     return {tp.partition: int(future.result().offset) for tp, future in futures.items()}
+
+
+def records_in(admin: AdminClient, topic: str) -> int:
+    """How many records ``topic`` holds (sum of its log-end offsets, on a fresh topic); 0 while it
+    does not exist or a partition has no leader yet. For progress counters."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return sum(end_offsets(admin, topic).values())
+    except KafkaException:
+        return 0
+
+
+def commit_offset(cluster: Mapping[str, Any], group: str, topic: str, offset: int, partition: int = 0) -> None:
+    """Commits ``offset`` for ``group`` on ``topic``/``partition`` of ``cluster`` (as an application would)."""
+    from confluent_kafka import TopicPartition
+
+    from common import kafka_clients
+
+    consumer = kafka_clients.consumer(cluster, group)
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def committed_offset(cluster: Mapping[str, Any], group: str, topic: str, partition: int = 0) -> int | None:
+    """``group``'s committed offset on ``topic``/``partition`` of ``cluster``; None when it has none."""
+    from confluent_kafka import TopicPartition
+
+    from common import kafka_clients
+
+    consumer = kafka_clients.consumer(cluster, group)
+    try:
+        offset = consumer.committed([TopicPartition(topic, partition)], timeout=10)[0].offset
+        return int(offset) if offset >= 0 else None
+    finally:
+        consumer.close()
 
 
 # --- fleets --------------------------------------------------------------------------------

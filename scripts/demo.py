@@ -18,7 +18,7 @@ from typing import Any
 
 import requests
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -33,6 +33,7 @@ from common.support import (
     fleet_config,
     poll_until,
     produce_blocking,
+    records_in,
     spawn,
     stop_all,
 )
@@ -40,7 +41,8 @@ from common.support import (
 RECORDS = 50_000
 PARTITIONS = 8
 REST_PORT = int(os.environ.get("FERRY_DEMO_REST_PORT", "9000"))
-METRICS_PORTS = (9101, 9102)
+# Two workers' metrics ports, e.g. FERRY_DEMO_METRICS_PORTS=9201,9202 beside another demo.
+METRICS_PORTS = tuple(int(p) for p in os.environ.get("FERRY_DEMO_METRICS_PORTS", "9101,9102").split(","))[:2]
 console = Console()
 
 
@@ -48,16 +50,8 @@ def wait_for(what: str, condition: Callable[[], Any], timeout: float = 60.0) -> 
     return poll_until(condition, timeout, what, interval=0.3, ignoring=(requests.RequestException,))
 
 
-def mirrored(admin: AdminClient, topic: str) -> int:
-    """Records on ``topic`` at the destination so far (0 while a just-created topic has no leader)."""
-    try:
-        return sum(end_offsets(admin, topic).values())
-    except KafkaException:
-        return 0
-
-
-def read_all(cluster: dict[str, str], topic: str) -> dict[int, list[tuple]]:  # type: ignore[type-arg]
-    ends = end_offsets(kafka_clients.admin(cluster), topic)
+def read_all(cluster: dict[str, str], admin: AdminClient, topic: str) -> dict[int, list[tuple]]:  # type: ignore[type-arg]
+    ends = end_offsets(admin, topic)
     consumer = kafka_clients.consumer(cluster, group_id="ferry-demo-reader")
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
     out: dict[int, list[tuple]] = {p: [] for p in ends}  # type: ignore[type-arg]
@@ -131,16 +125,16 @@ def main() -> int:
                 if i % 5000 == 4999:
                     producer.poll(0)
                     progress.update(produced, completed=i + 1)
-                    progress.update(copied, completed=mirrored(dst_admin, topic))
+                    progress.update(copied, completed=records_in(dst_admin, topic))
             producer.flush(60)
             progress.update(produced, completed=RECORDS)
             deadline = time.monotonic() + 180
-            while (done := mirrored(dst_admin, topic)) < RECORDS and time.monotonic() < deadline:
+            while (done := records_in(dst_admin, topic)) < RECORDS and time.monotonic() < deadline:
                 progress.update(copied, completed=done)
                 time.sleep(0.3)
             progress.update(copied, completed=done)
 
-        source, destination = read_all(src, topic), read_all(dst, topic)
+        source, destination = read_all(src, admin, topic), read_all(dst, dst_admin, topic)
         view = requests.get(f"{api}/topics/{topic}", timeout=5).json()
         table = Table(title=f"mirrored {topic}: src -> dst")
         for column in ("partition", "worker", "state", "src records", "dst records", "identical, in order"):

@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.errors import BenchError
 from common import kafka_clients, provenance
-from common.support import produce_blocking
+from common.support import poll_until, produce_blocking
 
 HEADER_RUN = "bench-run"
 HEADER_SEQ = "bench-seq"
@@ -88,11 +88,8 @@ def delete_topics(admin: AdminClient, topics: list[str], wait_s: float = 60.0) -
         except KafkaException as exc:
             if "UNKNOWN_TOPIC" not in exc.args[0].name():
                 raise BenchError(f"deleting topic {topic}: {exc.args[0].str()}") from None
-    deadline = time.monotonic() + wait_s
-    while any(topic_exists(admin, t) for t in existing):
-        if time.monotonic() > deadline:
-            raise BenchError(f"topics {existing} still exist {wait_s:.0f}s after deleting them")
-        time.sleep(0.2)
+    poll_until(lambda: not any(topic_exists(admin, t) for t in existing), wait_s,
+               f"topics {existing} to be gone after deleting them", interval=0.2)
 
 
 # -- producing ------------------------------------------------------------------------------
@@ -228,11 +225,8 @@ def measure_latency(
     clocks are this machine's, so no skew; it includes the bench producer's own send time.
     """
     dst_admin = admin(destination)
-    deadline = time.monotonic() + 60
-    while not topic_exists(dst_admin, topic):  # the replicator creates it
-        if time.monotonic() > deadline:
-            raise BenchError(f"the destination topic {topic} did not appear within 60s")
-        time.sleep(0.2)
+    # The replicator creates it.
+    poll_until(lambda: topic_exists(dst_admin, topic), 60, f"the destination topic {topic} to appear", interval=0.2)
     consumer = _consumer(destination, **{"fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(workload.partitions)])
     latencies: list[float] = []

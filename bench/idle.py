@@ -64,9 +64,7 @@ def measure_idle(stack: Stack, workdir: Path, partitions: int, seconds: float, s
         system.start([topic])
         system.go([topic])
         def all_online() -> bool:
-            problem = system.failure()
-            if problem:
-                raise BenchError(problem)
+            system.raise_if_failed()
             return system.online() >= partitions
 
         poll_until(all_online, _ONLINE_TIMEOUT_S, lambda: f"{partitions} partitions ONLINE on the idle worker "

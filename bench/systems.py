@@ -106,6 +106,12 @@ class System:
                 return f"{process.name} exited with status {process.returncode}; its log ends:\n{process.log_tail()}"
         return None
 
+    def raise_if_failed(self) -> None:
+        """:class:`BenchError` naming the process that exited, if one did (for wait conditions)."""
+        problem = self.failure()
+        if problem:
+            raise BenchError(problem)
+
     def logs(self) -> list[str]:
         return [str(p.log) for p in self.processes]
 
@@ -178,9 +184,7 @@ class FerryWorkers(System):
                                     "--config", str(config_path), "--id", worker_id, "--metrics-port", "0")
             self.processes.append(spawn(worker_id, command, self._log(worker_id)))
         def registered() -> bool:
-            problem = self.failure()
-            if problem:
-                raise BenchError(problem)
+            self.raise_if_failed()
             return all(self._zk.exists(self.layout.live_worker(w)) for w in self.ids)
 
         poll_until(registered, _START_TIMEOUT_S, "the Ferry workers to register")

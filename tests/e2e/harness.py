@@ -44,32 +44,15 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval
 
 
 @dataclass
-class FerryProcess:
+class FerryProcess(Spawned):
     """A ``ferry controller`` or ``ferry worker`` process and the port it serves HTTP on."""
 
     kind: str
-    process: Spawned
     port: int
-
-    @property
-    def name(self) -> str:
-        return self.process.name
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def alive(self) -> bool:
-        return self.process.alive()
-
-    def signal(self, sig: int) -> None:
-        self.process.signal(sig)
-
-    def wait(self, timeout: float = 30) -> int:
-        return self.process.wait(timeout)
-
-    def log_tail(self, lines: int = 40) -> str:
-        return self.process.log_tail(lines)
 
 
 @dataclass
@@ -104,8 +87,8 @@ class Fleet:
         return fleet_config(self.stack, self.zk_root, own, self.extra)
 
     def _spawn(self, kind: str, name: str, args: list[str], port: int) -> FerryProcess:
-        command = ferry_command(kind, "--config", str(self.config_path), *args)
-        process = FerryProcess(kind, spawn(name, command, self.workdir / f"{name}.log"), port)
+        started = spawn(name, ferry_command(kind, "--config", str(self.config_path), *args), self.workdir / f"{name}.log")
+        process = FerryProcess(started.name, started.popen, started.log, kind, port)
         self.processes.append(process)
         return process
 
@@ -118,10 +101,10 @@ class Fleet:
         return self._spawn("worker", name, ["--id", name, "--metrics-port", str(port)], port)
 
     def stop_all(self) -> None:
-        stop_all([p.process for p in self.processes], timeout=20)
+        stop_all(self.processes, timeout=20)
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name} ({p.kind}) ---\n{p.log_tail()}" for p in self.processes)
+        return "\n".join(f"--- {p.name} ({p.kind}) ---\n{p.log_tail(40)}" for p in self.processes)
 
     # REST
     def wait_for_leader(self, *controllers: FerryProcess, timeout: float = 30) -> FerryProcess:

@@ -104,10 +104,8 @@ class ZookeeperConfig(_Strict):
     root: str = Field("/ferry", description="the path under which Ferry keeps all its nodes")
     session_timeout_s: float = Field(10.0, ge=2.0, le=120.0)
     """ZooKeeper session timeout"""
-    # How long a ZooKeeper operation retries on connection loss before giving up.
     retry_deadline_s: float = Field(30.0, gt=0)
     """how long an operation retries a lost connection"""
-    # Digest authentication and ACLs on Ferry's nodes; None: no authentication, open ACLs.
     auth: ZookeeperAuthConfig | None = None
     """digest authentication and ACLs on Ferry's nodes, see docs/security.md; absent: no authentication, open ACLs"""
 
@@ -124,29 +122,20 @@ class RouteConfig(_Strict):
     """the cluster records are read from (a name under clusters)"""
     destination: str
     """the cluster records are written to (a name under clusters)"""
-    # Auto-whitelisting (leader's topic observer): a source topic whose full name matches one of
-    # ``include`` and none of ``exclude`` is mirrored without a POST. Empty include: POST only.
     include: list[str] = Field(default_factory=list)
-    """auto-whitelist source topics whose full name matches one of these regular expressions; empty: POST /topics only"""
+    """auto-whitelisting by the leader's topic observer: a source topic whose full name matches one of these regular expressions (and none of exclude) is mirrored without a POST; empty: POST /topics only"""
     exclude: list[str] = Field(default_factory=list)
     """... and none of these"""
-    # Destination topic configs that must not follow the source (e.g. retention.ms on a DR copy).
     config_exclude: list[str] = Field(default_factory=list)
-    """destination topic configs that do not follow the source"""
-    # Consumer-group checkpoints (issue 11): source groups whose id fully matches one of ``groups``
-    # and none of ``groups_exclude`` get their committed offsets translated to the destination.
+    """destination topic configs that do not follow the source (e.g. retention.ms on a DR copy)"""
     groups: list[str] = Field(default_factory=list)
-    """consumer groups (regular expressions) whose offsets are checkpointed to the destination"""
+    """consumer groups whose id fully matches one of these regular expressions (and none of groups_exclude) get their committed offsets checkpointed to the destination"""
     groups_exclude: list[str] = Field(default_factory=list)
     """... except these (Ferry's own ferry.* groups never are)"""
-    # What a topic is called on the destination: identity, prefix (<source>.<topic>) or a
-    # template like "prod-{topic}" (common/naming.py).
     naming: str = topic_naming.IDENTITY
     """destination topic name: identity, prefix (<source>.<topic>, MirrorMaker 2), or a template with {topic} once and optionally {source}/{destination}, e.g. \"prod-{topic}\""""
-    # Skip records whose provenance path holds the destination (they came from it or through it):
-    # what makes identity-named active-active and meshes loop-free.
     loop_prevention: bool = False
-    """skip records that came from/through the destination or are not this route's to forward (docs/topologies.md); needed on identity-named cycles (refused without)"""
+    """skip records whose provenance path holds the destination (they came from it or through it) or that are not this route's to forward: what makes identity-named active-active and meshes loop-free (docs/topologies.md); needed on identity-named cycles (refused without)"""
     # Set on the routes derived from ``tree`` (common/tree.py): the distributor's level (its copy
     # flags decide what it copies) and its name, ``<cluster>.L<level>``, which names the route
     # and its consumer group so that switching its target leaf keeps its committed offsets.
@@ -205,7 +194,6 @@ class RestTokenConfig(_Strict):
     the variable are read when the controller starts."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="who holds it; logged instead of the token")
-    # read: GET/HEAD only; write: every request.
     role: Literal["read", "write"] = "write"
     """write: every request; read: GET/HEAD only"""
     value: SecretStr | None = None  # SecretStr: never shown by repr() or in a validation error
@@ -224,10 +212,8 @@ class RestTokenConfig(_Strict):
 
 
 class RestAuthConfig(_Strict):
-    # Whether GET/HEAD requests need a token too. /health and /openapi.json never do (probes);
-    # /metrics does when reads are closed.
     open_reads: bool = False
-    """true: GET/HEAD need no token; false: they need a read or write token"""
+    """true: GET/HEAD need no token; false: they need a read or write token (/health and /openapi.json never do; /metrics does when reads are closed)"""
     tokens: list[RestTokenConfig] = Field(min_length=1)
     """at least one; each with exactly one of value, file, env"""
 
@@ -243,10 +229,8 @@ class RestAuthConfig(_Strict):
 class RestTlsConfig(_Strict):
     cert_file: str = Field(min_length=1, description="PEM certificate (chain) the REST port presents")
     key_file: str = Field(min_length=1, description="PEM private key of cert_file")
-    # What a standby trusts when it forwards a write to the leader over https; default: cert_file
-    # (every controller presents the same certificate).
     ca_file: str | None = None
-    """what a standby trusts when it forwards a write to the leader; absent: cert_file"""
+    """what a standby trusts when it forwards a write to the leader; absent: cert_file (every controller presents the same certificate)"""
 
 
 class ControllerConfig(_Strict):
@@ -258,48 +242,32 @@ class ControllerConfig(_Strict):
     """debounce: rebalance this long after the last membership change"""
     failover_delay_s: float = Field(10.0, ge=0)
     """a departed worker keeps its partitions this long"""
-    # How long a write forwarded to the leader may take.
     forward_timeout_s: float = Field(10.0, gt=0)
     """a standby's write forwarded to the leader may take this long"""
-    # The leader's topic observer: new matching topics, added partitions, destination configs.
     observer_interval_s: float = Field(30.0, gt=0)
-    """the leader looks for new/grown source topics and config changes"""
-    # How often the leader samples committed and log-end offsets (lag, /noprogress).
+    """the leader's topic observer looks for new matching topics, added partitions and destination config changes this often"""
     lag_interval_s: float = Field(10.0, gt=0)
-    """the leader samples committed and log-end offsets"""
-    # A lagging partition whose committed offset has not moved for this long makes no progress.
+    """the leader samples committed and log-end offsets this often (lag, /noprogress)"""
     noprogress_after_s: float = Field(60.0, gt=0)
     """a lagging partition whose commit has not moved this long is in /noprogress"""
-    # How often the leader runs the Spark validation job (`ferry validate --store`); 0: never.
     validation_interval_s: float = Field(0.0, ge=0)
-    """the leader runs the Spark validation this often; 0: never"""
-    # A validation run that takes longer is stopped (a JVM start alone can take a minute on a busy host).
+    """the leader runs the Spark validation (`ferry validate --store`) this often; 0: never"""
     validation_timeout_s: float = Field(300.0, gt=0)
-    """a validation run still going after this long is stopped"""
-    # REST worker threads of the WSGI server (cheroot).
+    """a validation run still going after this long is stopped (a JVM start alone can take a minute on a busy host)"""
     rest_threads: int = Field(8, ge=1, le=256)
     """REST worker threads of the WSGI server (cheroot)"""
-    # Consumer-group checkpoints (issue 11): how often the leader translates the groups of every
-    # route's ``groups`` patterns; 0 turns the job off.
     checkpoint_interval_s: float = Field(10.0, ge=0)
-    """the leader translates the routes' groups this often; 0: never"""
-    # Axual's timestamp method, for offsets no exact map covers: look up the committed record's
-    # timestamp minus this margin on the destination.
+    """the leader translates the groups of every route's groups patterns this often; 0: never"""
     checkpoint_margin_s: float = Field(60.0, ge=0)
-    """timestamp method (offsets no exact map covers): look up timestamp minus this"""
-    # Commit translated offsets on the destination (only while the group has no active member there).
+    """Axual's timestamp method, for offsets no exact map covers: look up the committed record's timestamp minus this on the destination"""
     sync_group_offsets: bool = True
-    """commit translated offsets on the destination, only to idle groups, only forward"""
-    # Bearer tokens for the REST API; None: no authentication (every request is allowed).
+    """commit translated offsets on the destination, only while the group has no active member there, only forward"""
     auth: RestAuthConfig | None = None
     """bearer tokens for the REST API; absent (the default): no authentication"""
-    # https on the REST port; None: plain http.
     tls: RestTlsConfig | None = None
     """https on the REST port; absent (the default): plain http"""
-    # false: POST /topics trusts numPartitions (then required) instead of asking the source
-    # cluster; for benchmarks whose topics exist only in ZooKeeper (`ferry bench controller`).
     check_source_topics: bool = True
-    """false: POST /topics trusts numPartitions (then required), no source check"""
+    """false: POST /topics trusts numPartitions (then required) instead of asking the source cluster; for benchmarks whose topics exist only in ZooKeeper (`ferry bench controller`)"""
 
 
 class WorkerConfig(_Strict):
@@ -312,46 +280,34 @@ class WorkerConfig(_Strict):
     """how often acknowledged source offsets are committed"""
     consume_batch: int = Field(1000, ge=1, le=100_000)
     """records taken from the consumer per call"""
-    # Resuming from the destination: at most this many destination records are read back, per
-    # partition taken, to find the route's own records at or after its committed offset.
     resume_lookback_records: int = Field(200_000, ge=0)
-    """taking a partition: at most this many destination records read back"""
-    # librdkafka overrides for the worker's clients, on top of the cluster's own properties.
+    """taking a partition: at most this many destination records are read back to find the route's own records at or after its committed offset"""
     producer: dict[str, ClientValue] = Field(default_factory=dict)
-    """librdkafka overrides for the destination producers"""
+    """librdkafka overrides for the destination producers, on top of the cluster's own properties"""
     consumer: dict[str, ClientValue] = Field(default_factory=dict)
     """librdkafka overrides for the source consumers"""
 
 
 class SparkConfig(_Strict):
-    # Where `ferry validate` and `ferry audit` run: local[*] on this machine, or a cluster's
-    # master URL (spark://..., yarn, k8s://...). `--master` wins over it; without either,
-    # $FERRY_SPARK_MASTER, then local[*].
     master: str | None = None
-    """a Spark master URL; absent: $FERRY_SPARK_MASTER or local[*]"""
+    """where `ferry validate` and `ferry audit` run: a Spark master URL (spark://..., yarn, k8s://...); `--master` wins over it; absent: $FERRY_SPARK_MASTER, then local[*]"""
 
 
 class TreeConfig(_Strict):
     """Axual's distribution tree (seed 000, :mod:`common.tree`): its routes are derived, one per distributor."""
 
-    # The clusters as leaves of a binary tree, e.g. "3(1(a,b),1(c,d))" or "((a,(b,c)),(d,e))".
     layout: str = Field(min_length=3)
-    """clusters as leaves of a binary tree; [level](left,right); levels default to heights"""
-    # The topics every distributor mirrors (full-name regexes, as a route's include/exclude).
+    """clusters as leaves of a binary tree, e.g. 3(1(a,b),1(c,d)) or ((a,(b,c)),(d,e)); [level](left,right); levels default to heights"""
     include: list[str] = Field(min_length=1)
     """what every distributor mirrors (full-name regular expressions)"""
     exclude: list[str] = Field(default_factory=list)
     """... and not"""
     config_exclude: list[str] = Field(default_factory=list)
     """destination configs that do not follow"""
-    # Distributor (<cluster>.L<level>) -> the leaf of its subtree it copies to; default: the first.
     targets: dict[str, str] = Field(default_factory=dict)
     """distributor (<cluster>.L<level>) -> its target leaf; a distributor not named here: its subtree's first leaf"""
-    # The leader switches a distributor to another leaf of its subtree when its target has been
-    # unreachable for this long (0: never by itself; `ferry tree switch` still can).
     switch_after_s: float = Field(60.0, ge=0)
-    """the leader switches a target unreachable this long to another leaf; 0: never"""
-    # How often the leader probes every leaf for that.
+    """the leader switches a distributor to another leaf of its subtree when its target has been unreachable this long; 0: never by itself (`ferry tree switch` still can)"""
     probe_interval_s: float = Field(5.0, gt=0)
     """how often the leader probes every leaf"""
 
@@ -415,8 +371,6 @@ def loop_problem(routes: list[RouteConfig]) -> str | None:
 
 
 class HeartbeatsConfig(_Strict):
-    # The leader writes a heartbeat into ferry.heartbeats on every route's source this often, and
-    # every route mirrors that topic (common/heartbeat.py); 0: no heartbeats.
     interval_s: float = Field(0.0, ge=0)
     """>0: the leader writes ferry.heartbeats on every route's source this often and every route mirrors it (GET /heartbeats, ferry_heartbeat_* metrics); 0: off"""
 

@@ -30,6 +30,7 @@ from common.model import (
     IdealState,
     decode,
 )
+from common.tables import print_table
 from common.zk_layout import ZkLayout, make_client
 from common.zk_state import StateReader
 
@@ -148,13 +149,6 @@ def mismatches(client: KazooClient, layout: ZkLayout, config: FerryConfig) -> li
     return compare(ideal, views, live)
 
 
-def _print_rows(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    widths = {c: max([len(c)] + [len("" if r.get(c) is None else str(r.get(c))) for r in rows]) for c in columns}
-    print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
-    for row in rows:
-        print("  ".join(("-" if row.get(c) is None else str(row.get(c))).ljust(widths[c]) for c in columns).rstrip())
-
-
 def _short(data: Any, limit: int = 70) -> str:
     if data is None:
         return ""
@@ -228,7 +222,7 @@ def _dispatch(args: argparse.Namespace, client: KazooClient, layout: ZkLayout, c
             columns = ["path", "size", "version", "ephemeral", "data"]
             if any("destination" in n for n in nodes):  # only a renaming route adds the column
                 columns.insert(1, "destination")
-            _print_rows(
+            print_table(
                 [{**n, "ephemeral": "yes" if n["ephemeral"] else "", "data": _short(n["data"])} for n in nodes],
                 columns,
             )
@@ -258,7 +252,7 @@ def _dispatch(args: argparse.Namespace, client: KazooClient, layout: ZkLayout, c
             renamed = f" (destination {destination})" if destination else ""
             print(f"{route}/{args.topic}{renamed}: {ideal.partitions} partitions")
             columns = ["partition", "ideal"] if action == "ideal" else ["partition", "worker", "state", "reason"]
-            _print_rows(rows, columns)
+            print_table(rows, columns)
         return 0
     found = mismatches(client, layout, config)
     destinations = [destination_name(config, m.partition.route, m.partition.topic) for m in found]
@@ -275,7 +269,7 @@ def _dispatch(args: argparse.Namespace, client: KazooClient, layout: ZkLayout, c
         columns = ["partition", "problem", "ideal", "reported", "reason"]
         if any(destinations):  # only a renaming route adds the column
             columns.insert(1, "destination")
-        _print_rows(
+        print_table(
             [
                 {"partition": str(m.partition), "destination": d, "problem": m.problem, "ideal": m.ideal_worker,
                  "reported": m.reported_worker, "reason": m.reason}

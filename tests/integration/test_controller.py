@@ -26,6 +26,7 @@ from common.model import (
     WorkerStatus,
     decode,
 )
+from common.support import poll_until
 from common.zk_layout import ZkLayout
 from controller.errors import BadRequest, Conflict, NotFound, NotLeader
 from controller.service import LEADING, Controller
@@ -37,15 +38,7 @@ LAYOUT = ZkLayout("/")
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Polls ``condition`` until it returns something truthy; fails after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s}s waiting for {what} (last: {value!r})")
-        time.sleep(0.05)
+    return poll_until(condition, timeout_s, what, interval=0.05)
 
 
 def connect(hosts: str, **kwargs: Any) -> KazooClient:

@@ -10,7 +10,6 @@ leave every partition assigned exactly once, live workers balanced within one, n
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,6 +21,7 @@ from bench.fake_workers import FakeWorker, start_all
 from common.config import parse_config
 from common.devstack import Stack
 from common.model import PartitionKey, WorkerAssignment
+from common.support import poll_until
 from common.zk_layout import ZkLayout
 from common.zk_state import StateReader
 from controller.service import Controller
@@ -34,14 +34,7 @@ PARTITIONS = TOPICS * PER_TOPIC
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.1)
+    return poll_until(condition, timeout_s, what, interval=0.05)
 
 
 class Fleet:

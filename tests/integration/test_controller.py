@@ -28,6 +28,7 @@ from common.model import (
 )
 from common.zk_layout import ZkLayout
 from controller.errors import BadRequest, Conflict, NotFound, NotLeader
+from controller.rest import create_app
 from controller.service import LEADING, Controller
 from controller.store import Op
 
@@ -70,25 +71,27 @@ class Cluster:
         self.admin = connect(chroot)
         self.clients.append(self.admin)
 
-    def config(self, failover_delay_s: float = 1.5) -> FerryConfig:
+    def config(self, failover_delay_s: float = 1.5, naming: str = "identity") -> FerryConfig:
         return parse_config({
             "zookeeper": {"connect": self.chroot, "root": "/", "session_timeout_s": SESSION_TIMEOUT_S},
             "clusters": {name: {"bootstrap.servers": self.stack.bootstrap(name)} for name in ("src", "dst")},
-            "routes": [{"source": "src", "destination": "dst"}],
+            "routes": [{"source": "src", "destination": "dst", "naming": naming}],
             # Rebalance is tested in the planner; here it must not move anything by itself.
             "controller": {"failover_delay_s": failover_delay_s, "rebalance_delay_s": 600},
         })
 
-    def controller(self, controller_id: str, failover_delay_s: float = 1.5) -> tuple[Controller, KazooClient]:
+    def controller(self, controller_id: str, failover_delay_s: float = 1.5,
+                   naming: str = "identity") -> tuple[Controller, KazooClient]:
         zk = connect(self.chroot)
         self.clients.append(zk)
-        controller = Controller(self.config(failover_delay_s), controller_id, f"http://{controller_id}.invalid:9000", zk=zk)
+        controller = Controller(self.config(failover_delay_s, naming), controller_id, f"http://{controller_id}.invalid:9000",
+                                zk=zk)
         self.controllers.append(controller)
         controller.start()
         return controller, zk
 
-    def leader(self, controller_id: str = "c1", failover_delay_s: float = 1.5) -> Controller:
-        controller, _ = self.controller(controller_id, failover_delay_s)
+    def leader(self, controller_id: str = "c1", failover_delay_s: float = 1.5, naming: str = "identity") -> Controller:
+        controller, _ = self.controller(controller_id, failover_delay_s, naming)
         wait_for(controller.leadership.is_leader, 15, f"{controller_id} to lead")
         return controller
 
@@ -365,3 +368,21 @@ def test_a_status_change_wakes_the_leader_once_however_often_membership_changed(
     steady.set(LAYOUT.worker_state("steady"), WorkerStatus(1).to_bytes())
     barrier(b"after-status-change")
     assert wakeups == ["reconcile"], f"one status change woke the leader {len(wakeups)} times"
+
+
+@pytest.mark.parametrize(("naming", "renamed"), [("identity", "{topic}"), ("prod-{topic}", "prod-{topic}")])
+def test_offsets_name_the_destination_topic_next_to_the_source_topic(
+    cluster: Cluster, source_topic: Callable[[int], str], naming: str, renamed: str
+) -> None:
+    # Issue 10: /offset, /offset/<t> and /offset/<t>/<p> show where a renaming route copies to.
+    controller = cluster.leader(naming=naming)
+    topic = source_topic(2)
+    controller.topics.add_topic(topic, 2)
+    client = create_app(controller).test_client()
+    destination = renamed.format(topic=topic)
+    for path, partitions in ((f"/offset/{topic}", [0, 1]), (f"/offset/{topic}/1", [1]), ("/offset", [0, 1])):
+        answer = client.get(path)
+        assert answer.status_code == 200, (path, answer.get_json())
+        rows = [row for row in answer.get_json()["offsets"] if row["topic"] == topic]
+        assert [row["partitionId"] for row in rows] == partitions, path
+        assert {(row["route"], row["topic"], row["destinationTopic"]) for row in rows} == {(ROUTE, topic, destination)}

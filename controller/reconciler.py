@@ -70,7 +70,6 @@ class Reconciler:
         self._scheduler = scheduler
         self._metrics = metrics
         self._clock = clock
-        self._dirty = False
         self._model: LeaderState | None = None
         self._ideal_published: Mapping[TopicKey, IdealState] | None = None
         # What the watches saw since the last reconcile (kazoo's thread writes, the job reads).
@@ -194,12 +193,12 @@ class Reconciler:
     # -- triggers -----------------------------------------------------------------------------
 
     def request_reconcile(self) -> None:
-        """Marks the state dirty and queues one ``reconcile`` run unless one is queued already.
+        """Queues one ``reconcile`` run unless one is queued (and not started) already.
 
-        At most one run waits while another runs: a burst of triggers costs one run, and no
-        trigger is ever refused by APScheduler (a refused run would count as a skip).
+        At most one run waits while another runs: a burst of triggers costs one run, no trigger
+        is lost (the queued run starts after the trigger was recorded, so it sees its data), and
+        none is ever refused by APScheduler (a refused run would count as a skip).
         """
-        self._dirty = True
         with self._seen_lock:
             if self._reconcile_queued:
                 return
@@ -224,24 +223,20 @@ class Reconciler:
         return True
 
     def _run(self, rebalance: bool = False, queued: bool = False) -> None:
-        """The scheduler's job: reconcile until no trigger arrived meanwhile."""
+        """The scheduler's job: one reconcile. A trigger that arrives during it has queued the next run."""
         if queued:
             with self._seen_lock:
                 self._reconcile_queued = False  # a trigger from now on queues the next run
-        self._dirty = True
-        while self._dirty and self._leadership.state == LEADING:
-            self._dirty = False
-            try:
-                self.reconcile(rebalance=rebalance)
-            except NotLeader as exc:
-                log.warning("%s", exc)
-                self._leadership.lose_lead()
-                return
-            except (ControllerError, KazooException) as exc:
-                log.warning("reconcile failed (retrying in %.0fs): %s", RETRY_AFTER_FAILURE_S, exc)
-                self._schedule("retry", RETRY_AFTER_FAILURE_S, rebalance=rebalance)
-                return
-            rebalance = False
+        if self._leadership.state != LEADING:
+            return
+        try:
+            self.reconcile(rebalance=rebalance)
+        except NotLeader as exc:
+            log.warning("%s", exc)
+            self._leadership.lose_lead()
+        except (ControllerError, KazooException) as exc:
+            log.warning("reconcile failed (retrying in %.0fs): %s", RETRY_AFTER_FAILURE_S, exc)
+            self._schedule("retry", RETRY_AFTER_FAILURE_S, rebalance=rebalance)
 
     # -- reconciliation ---------------------------------------------------------------------
 

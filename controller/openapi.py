@@ -167,9 +167,12 @@ _SCHEMAS: dict[str, Any] = {
     "Offsets": {
         "type": "object", "required": ["offsets"],
         "properties": {"offsets": {"type": "array", "items": {
-            "type": "object", "required": ["partition", "route", "topic", "partitionId", "committed", "logEnd", "lag"],
+            "type": "object",
+            "required": ["partition", "route", "topic", "destinationTopic", "partitionId", "committed", "logEnd", "lag"],
             "properties": {
                 "partition": {"type": "string"}, "route": {"type": "string"}, "topic": {"type": "string"},
+                "destinationTopic": {"type": "string",
+                                     "description": "the topic's name on the destination (renaming routes)"},
                 "partitionId": {"type": "integer"}, "committed": _NULLABLE_INT, "logEnd": {"type": "integer"},
                 "lag": {"type": "integer"},
             },

@@ -86,7 +86,7 @@ def controller(zk_chroot: str, local_stack: Stack) -> Iterator[Controller]:
     running = Controller(config, "c1", "http://c1.invalid:9000")
     running.start()
     try:
-        wait_for(running.is_leader, 15, "the controller to lead")
+        wait_for(running.leadership.is_leader, 15, "the controller to lead")
         yield running
     finally:
         running.stop()
@@ -125,9 +125,9 @@ def test_two_thousand_partitions_on_fifty_workers_keep_the_invariants(
     names = [f"scale-{i:04d}" for i in range(TOPICS)]
     for start in range(0, TOPICS - 10, 60):  # bulk, as the bench does, then single topics
         batch = names[start:min(start + 60, TOPICS - 10)]
-        controller.add_topics([{"topic": t, "numPartitions": PER_TOPIC} for t in batch])
+        controller.topics.add_topics([{"topic": t, "numPartitions": PER_TOPIC} for t in batch])
     for topic in names[TOPICS - 10:]:
-        controller.add_topic(topic, PER_TOPIC)
+        controller.topics.add_topic(topic, PER_TOPIC)
     wait_for(lambda: fleet.total() == PARTITIONS, 120, "every partition ONLINE")
 
     fleet.kill(ids[0])  # a worker's failover
@@ -137,12 +137,12 @@ def test_two_thousand_partitions_on_fifty_workers_keep_the_invariants(
     wait_for(lambda: fleet.online.get("fake-joiner", 0) >= PARTITIONS // WORKERS and fleet.total() == PARTITIONS,
              120, "the joiner's share ONLINE")
     live = set(ids[1:]) | {"fake-joiner"}
-    wait_for(lambda: controller.validation()["ok"], 60, "the validation to be clean")
+    wait_for(lambda: controller.reads.validation()["ok"], 60, "the validation to be clean")
     check_invariants(zk_chroot, live)
 
-    wait_for(lambda: all(controller.job_counts().get(j, {}).get("runs", 0) >= 2 for j in ("observe", "lag")), 30,
+    wait_for(lambda: all(controller.metrics.job_counts().get(j, {}).get("runs", 0) >= 2 for j in ("observe", "lag")), 30,
              "the observer and lag jobs to run")
-    counts = controller.job_counts()
+    counts = controller.metrics.job_counts()
     assert all(c["skips"] == 0 and c["failures"] == 0 for c in counts.values()), counts
     store: Store = controller.store
     assert 0 < store.max_transaction_bytes <= MAX_BYTES_PER_TRANSACTION

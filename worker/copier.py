@@ -239,8 +239,8 @@ class RouteCopier:
             self._metrics.lookback.labels(self.route.name).inc(found.read)
             if found.bounded:
                 log.warning("route %s: %s/%s: the look-back stopped at %d records before passing the committed offset "
-                            "%s; records between may be copied twice", self.route.name, topic, partition, found.read,
-                            committed.get(partition))
+                            "%s; records between may be copied twice, and the older ones are not in the offset map",
+                            self.route.name, topic, partition, found.read, committed.get(partition))
             if plan.skip or plan.gaps:
                 log.info("route %s: %s/%s resumes at %s, skipping %d records already on the destination%s",
                          self.route.name, topic, partition, plan.start, len(plan.skip),
@@ -524,6 +524,12 @@ class RouteCopier:
         leaves committed records that no map segment describes (the next owner's look-back starts
         at the committed offset, so it could not describe them again).
         """
+        # What may be committed is fixed before the map is written: every offset below it was
+        # acknowledged, so recorded in the map, so described by the segments written now.
+        # Deliveries served while waiting for the map's acknowledgements move the watermark on,
+        # past what those segments describe; committing that would leave the next owner (whose
+        # look-back stops just below the committed offset) a stretch that no segment describes.
+        committable = self._tracker.committables()
         self._write_map(keys)
         for _ in range(_MAP_WAIT_POLLS):
             if not self._map_in_flight:
@@ -534,7 +540,7 @@ class RouteCopier:
             log.warning("route %s: the offset map was not written; the commit waits for the next round", self.route.name)
             return False
         offsets = []
-        for key, offset in self._tracker.committables().items():
+        for key, offset in committable.items():
             if (keys is None or key in keys) and self._committed.get(key) != offset:
                 offsets.append(TopicPartition(key[0], key[1], offset))
         if not offsets:

@@ -559,7 +559,8 @@ class RouteCopier:
         for key, offsets in self._maps.items():
             if keys is not None and key not in keys:
                 continue
-            for segment in offsets.take_changed():
+            changed = offsets.take_changed()
+            for index, segment in enumerate(changed):
                 topic, partition = key
                 try:
                     self._map_in_flight += 1
@@ -571,7 +572,8 @@ class RouteCopier:
                 except (BufferError, KafkaException) as exc:
                     self._map_in_flight -= 1
                     self._map_failed = True
-                    offsets.touch(segment.dst_start)
+                    for unwritten in changed[index:]:  # all of them, not only this one: a closed
+                        offsets.touch(unwritten.dst_start)  # segment never changes again by itself
                     log.warning("route %s: offset map of %s/%s not written now (will retry): %s", self.route.name, topic, partition, exc)
                     return
 

@@ -442,3 +442,23 @@ def test_a_distributor_copies_by_its_level_and_sets_its_bit(rig: SimpleNamespace
     ])
     assert copier.copy_batch(0.1) == 1
     assert sent == [[("ferry.provenance", b"1|c1,c3|5|0")]]  # the seed's 0101
+
+
+def test_map_segments_refused_by_a_full_producer_queue_are_all_written_at_the_next_commit(rig: SimpleNamespace) -> None:
+    rig.copier.acquire([(TOPIC, 0)])
+    _feed(rig, 0, [*range(0, 3), *range(5, 8)])  # a source gap (e.g. transaction markers): two segments
+    rig.copier.copy_batch(0)
+    produce = rig.producer.produce
+
+    def full_for_the_map(topic: str, *args: Any, **kwargs: Any) -> None:
+        if topic == MAP_TOPIC:
+            raise BufferError("queue full")
+        produce(topic, *args, **kwargs)
+
+    rig.producer.produce = full_for_the_map
+    assert not rig.copier.commit()  # nothing committed past an unwritten map
+    assert not [c for c in rig.calls if c[0] == "commit"]
+    del rig.producer.produce
+    assert rig.copier.commit()
+    assert [parse_segment(*w)[2] for w in rig.producer.map_writes] == [Segment(0, 0, 3), Segment(5, 3, 3)]
+    assert ("commit", [(TOPIC, 0, 8)]) in rig.calls

@@ -14,14 +14,16 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
 import requests
 from confluent_kafka import TopicPartition
 
-from common import kafka_clients
+from common import devstack, kafka_clients
 from tests.e2e.harness import HEADER_SEQ, Fleet, RecordLedger, wait_until
+from tests.e2e.test_topologies import _warm_group_coordinator
 
 TOTAL = 101_000
 LAGS = (0, 1_000, 100_000)
@@ -231,3 +233,52 @@ def test_a_group_fails_over_through_a_renamed_topic(fleet: Fleet, topic_name: Ca
                 for p in g["partitions"]]
     assert (entry["topic"], entry["destinationTopic"], entry["method"]) == (topic, renamed, "exact")
     assert _read_rest(ledger.dst, group, renamed, 3_000) == list(range(2_000, 3_000))
+
+
+@pytest.fixture
+def third_cluster(local_stack: devstack.Stack) -> Iterator[dict[str, str]]:
+    """Cluster ``c`` besides the stack's ``src`` and ``dst`` (small heap); stopped again if this test started it."""
+    stack = local_stack.with_clusters(["c"])
+    try:
+        started = devstack.up(stack, deadline_s=300)
+    except devstack.DevStackError as exc:
+        pytest.fail(f"cluster c does not start: {exc}", pytrace=False)
+    _warm_group_coordinator(stack, "c")
+    yield {"bootstrap.servers": stack.bootstrap("c")}
+    if "c" in started:
+        devstack.down(stack, names=["c"])
+
+
+def test_a_group_fails_over_exactly_over_two_hops_of_renamed_topics(
+    fleet: Fleet, third_cluster: dict[str, str], topic_name: Callable[[str], str],
+) -> None:
+    """src -> dst -> c, prefix naming (<t> on src is src.<t> on dst and dst.src.<t> on c), both routes
+    with group patterns. The first hop commits the group's translated offset on dst (it is idle there);
+    the second hop reads it there as its source group and translates it with its own map: the
+    per-hop exact maps compose, so the group continues on c exactly where it stopped on src."""
+    topic = topic_name("hops")
+    on_dst, on_c = f"src.{topic}", f"dst.src.{topic}"
+    fleet.extra = {
+        "clusters": {"c": third_cluster},
+        "routes": [{"source": "src", "destination": "dst", "naming": "prefix", "include": [topic], "groups": ["app-.*"]},
+                   {"source": "dst", "destination": "c", "naming": "prefix", "include": [on_dst], "groups": ["app-.*"]}],
+        "controller": {"checkpoint_interval_s": 1, "observer_interval_s": 1},  # src.<t> appears on dst later
+    }
+    fleet.write_config()
+    ledger = RecordLedger(fleet.stack, topic, 1)
+    ledger.create_source_topic()
+    ledger.produce(3_000)
+    controller, _ = fleet.start_controller("c1"), fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    at_c = RecordLedger(fleet.stack, on_c, 1, src=third_cluster)
+    wait_until(lambda: at_c._end_offsets(third_cluster).get(0, 0) >= 3_000, 120, "3,000 records on c after two hops")
+    group = f"app-{topic[-8:]}-hops"
+    _commit(ledger.src, group, topic, 1_200)
+
+    wait_until(lambda: _committed(third_cluster, group, on_c) == 1_200, 60, "the group's offset on c, through dst")
+    assert _committed(ledger.dst, group, on_dst) == 1_200
+    entries = {p["route"]: p for g in requests.get(f"{controller.url}/groups/{group}", timeout=5).json()["groups"]
+               for p in g["partitions"]}
+    assert {route: (e["topic"], e["destinationTopic"], e["method"], e["destinationOffset"]) for route, e in entries.items()} == {
+        "src.dst": (topic, on_dst, "exact", 1_200), "dst.c": (on_dst, on_c, "exact", 1_200)}, entries
+    assert _read_rest(third_cluster, group, on_c, 3_000) == list(range(1_200, 3_000))

@@ -79,7 +79,7 @@ def _ferry(fleet: Fleet, *args: str) -> Any:
 def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
     topic = topic_name("groups")
     fleet.extra = {
-        "routes": [{"source": "src", "destination": "dst", "groups": ["app-.*"]}],
+        "routes": [{"source": "src", "destination": "dst", "groups": [f"app-{topic[-8:]}-.*"]}],
         "controller": {"checkpoint_interval_s": 1, "checkpoint_margin_s": MARGIN_S},
     }
     fleet.write_config()
@@ -101,7 +101,7 @@ def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, top
     ledger.produce(TOTAL - 60_000)
     ledger.wait_for_destination(timeout=180)
 
-    run = topic[-8:]  # group ids of this run only: the clusters keep groups from earlier runs
+    run = topic[-8:]  # group ids of this run only: the clusters keep groups from earlier runs (each costs the job ~1 s)
     for lag in LAGS:
         _commit(ledger.src, f"app-{run}-lag{lag}", topic, TOTAL - lag)
 
@@ -140,7 +140,7 @@ def test_a_worker_killed_before_its_first_commit_leaves_nothing_outside_the_map(
     """
     topic = topic_name("uncommitted")
     fleet.extra = {
-        "routes": [{"source": "src", "destination": "dst", "groups": ["app-.*"]}],
+        "routes": [{"source": "src", "destination": "dst", "groups": [f"app-{topic[-8:]}-.*"]}],
         "controller": {"checkpoint_interval_s": 1},
         "worker": {"commit_interval_s": 3600},
     }
@@ -208,7 +208,7 @@ def test_a_group_fails_over_through_a_renamed_topic(fleet: Fleet, topic_name: Ca
     topic = topic_name("renamed")
     renamed = f"src.{topic}"
     fleet.extra = {
-        "routes": [{"source": "src", "destination": "dst", "naming": "prefix", "groups": ["app-.*"]}],
+        "routes": [{"source": "src", "destination": "dst", "naming": "prefix", "groups": [f"app-{topic[-8:]}-.*"]}],
         "controller": {"checkpoint_interval_s": 1},
     }
     fleet.write_config()
@@ -258,10 +258,13 @@ def test_a_group_fails_over_exactly_over_two_hops_of_renamed_topics(
     per-hop exact maps compose, so the group continues on c exactly where it stopped on src."""
     topic = topic_name("hops")
     on_dst, on_c = f"src.{topic}", f"dst.src.{topic}"
+    group = f"app-{topic[-8:]}-hops"
+    # Only this run's group: the shared clusters keep every earlier run's groups, and each costs
+    # the job about a second per route.
     fleet.extra = {
         "clusters": {"c": third_cluster},
-        "routes": [{"source": "src", "destination": "dst", "naming": "prefix", "include": [topic], "groups": ["app-.*"]},
-                   {"source": "dst", "destination": "c", "naming": "prefix", "include": [on_dst], "groups": ["app-.*"]}],
+        "routes": [{"source": "src", "destination": "dst", "naming": "prefix", "include": [topic], "groups": [group]},
+                   {"source": "dst", "destination": "c", "naming": "prefix", "include": [on_dst], "groups": [group]}],
         "controller": {"checkpoint_interval_s": 1, "observer_interval_s": 1},  # src.<t> appears on dst later
     }
     fleet.write_config()
@@ -272,7 +275,6 @@ def test_a_group_fails_over_exactly_over_two_hops_of_renamed_topics(
     fleet.wait_for_leader(controller)
     at_c = RecordLedger(fleet.stack, on_c, 1, src=third_cluster)
     wait_until(lambda: at_c._end_offsets(third_cluster).get(0, 0) >= 3_000, 120, "3,000 records on c after two hops")
-    group = f"app-{topic[-8:]}-hops"
     _commit(ledger.src, group, topic, 1_200)
 
     wait_until(lambda: _committed(third_cluster, group, on_c) == 1_200, 60, "the group's offset on c, through dst")

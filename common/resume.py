@@ -53,14 +53,20 @@ def lookback_done(committed: int | None, oldest_seen: int | None, at_log_start: 
     """Whether the destination look-back has read far enough.
 
     Far enough: it passed below the committed offset (every record it could still need to skip is
-    at or above it), or reached the log start, or read ``limit`` records (the bound). Without a
-    committed offset one own record is enough: the start is one past the newest.
+    at or above it), or reached the log start, or read ``limit`` records (the bound).
+
+    Without a committed offset it goes on to the log start (or the bound) even after finding own
+    records: the start is one past the newest, but the records it finds also seed the offset map,
+    and a previous owner killed before its first commit (whose map segments may not have reached
+    the destination either) copied records that only this look-back can describe. Stopping at the
+    newest would leave them out of the map: a group committed there would fall back to the
+    timestamp method. It costs nothing on an empty destination, and at most ``limit`` records.
     """
     if at_log_start or read >= limit:
         return True
-    if oldest_seen is None:
+    if oldest_seen is None or committed is None:
         return False
-    return committed is None or oldest_seen < committed
+    return oldest_seen < committed
 
 
 def lookback_windows(low: int, high: int, first: int, largest: int | None = None) -> list[tuple[int, int]]:

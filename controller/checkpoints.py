@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 
 PENDING = "pending"
 TIMEOUT_S = 10.0
+REFRESH_DEADLINE_S = 30.0  # to read the map topic to its end, once per translation
 _ACTIVE_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
 
 
@@ -103,7 +104,17 @@ class OffsetMapReader:
         self._segments: dict[tuple[str, str, int], dict[int, Segment]] = {}
 
     def refresh(self) -> None:
-        """Reads what was written since the last call, up to the topic's current end."""
+        """Reads what was written since the last call, up to the topic's current end.
+
+        Raises Unavailable when the topic cannot be read to its end now (the caller drops this
+        reader: a new one starts with fresh metadata).
+        """
+        try:
+            self._refresh()
+        except KafkaException as exc:
+            raise Unavailable(f"reading {MAP_TOPIC}: {exc.args[0]}") from None
+
+    def _refresh(self) -> None:
         metadata = self._consumer.list_topics(MAP_TOPIC, timeout=TIMEOUT_S).topics.get(MAP_TOPIC)
         if metadata is None or metadata.error is not None:
             return  # no worker wrote a map yet
@@ -112,12 +123,16 @@ class OffsetMapReader:
             self._consumer.assign([TopicPartition(MAP_TOPIC, p, -2) for p in metadata.partitions])  # beginning
             self._assigned = True
         ends = {tp.partition: self._consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)[1] for tp in tps}
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + REFRESH_DEADLINE_S
         while time.monotonic() < deadline:
             positions = {tp.partition: tp.offset for tp in self._consumer.position(tps)}
             if all(positions.get(p, -1) >= end or end == 0 for p, end in ends.items()):
                 return
             messages: list[Any] = self._consumer.consume(10_000, 0.5)
+            if not messages:
+                # A map topic created a moment ago (a new destination): librdkafka may have cached
+                # it without a leader and would wait for its periodic refresh (minutes) to fetch.
+                self._consumer.list_topics(MAP_TOPIC, timeout=TIMEOUT_S)
             for message in messages:
                 if message.error() is not None or message.key() is None:
                     continue
@@ -132,7 +147,7 @@ class OffsetMapReader:
                     known = self._segments.setdefault(key, {}).get(dst_start)
                     if known is None or segment.length > known.length:
                         self._segments[key][dst_start] = segment
-        raise Unavailable("the offset map topic could not be read to its end in 60 s")
+        raise Unavailable(f"the offset map topic could not be read to its end in {REFRESH_DEADLINE_S:.0f} s")
 
     def segments(self, route: str, topic: str, partition: int) -> list[Segment]:
         return merge(self._segments.get((route, topic, partition), {}).values())
@@ -191,6 +206,15 @@ class Checkpointer:
             self._maps[cluster] = OffsetMapReader(self._config.clusters[cluster], f"ferry-{self._client_id}-{cluster}")
         return self._maps[cluster]
 
+    def _drop_map(self, cluster: str) -> None:
+        """Forgets the cluster's map reader (it could not read): the next use reads the topic anew."""
+        reader = self._maps.pop(cluster, None)
+        if reader is not None:
+            try:
+                reader.close()
+            except (KafkaException, RuntimeError) as exc:
+                log.warning("closing the offset map reader of %s: %s", cluster, exc)
+
     def close(self) -> None:
         for reader in self._maps.values():
             reader.close()
@@ -223,7 +247,11 @@ class Checkpointer:
         if not committed:
             return []
         reader = self._map(route.destination)
-        reader.refresh()
+        try:
+            reader.refresh()
+        except Unavailable:
+            self._drop_map(route.destination)
+            raise
         consumer = self._consumer(route.source)
         result = []
         for (topic, partition), offset in sorted(committed.items()):
@@ -386,6 +414,7 @@ class Checkpointer:
                 if trimmed:
                     log.info("route %s: %d offset map segments below the destination's log start removed", route.name, trimmed)
             except (Unavailable, KafkaException) as exc:
+                self._drop_map(route.destination)
                 log.warning("route %s: trimming the offset map failed (next run retries): %s", route.name, exc)
 
     def latest(self, group: str | None = None) -> dict[str, list[Translation]]:

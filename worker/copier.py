@@ -248,8 +248,8 @@ class RouteCopier:
             self._metrics.lookback.labels(self.route.name).inc(found.read)
             if found.bounded:
                 log.warning("route %s: %s/%s: the look-back stopped at %d records before passing the committed offset "
-                            "%s; records between may be copied twice", self.route.name, topic, partition, found.read,
-                            committed.get(partition))
+                            "%s; records between may be copied twice, and the older ones are not in the offset map",
+                            self.route.name, topic, partition, found.read, committed.get(partition))
             if plan.skip or plan.gaps:
                 log.info("route %s: %s/%s resumes at %s, skipping %d records already on the destination%s",
                          self.route.name, topic, partition, plan.start, len(plan.skip),
@@ -536,6 +536,12 @@ class RouteCopier:
         leaves committed records that no map segment describes (the next owner's look-back starts
         at the committed offset, so it could not describe them again).
         """
+        # What may be committed is fixed before the map is written: every offset below it was
+        # acknowledged, so recorded in the map, so described by the segments written now.
+        # Deliveries served while waiting for the map's acknowledgements move the watermark on,
+        # past what those segments describe; committing that would leave the next owner (whose
+        # look-back stops just below the committed offset) a stretch that no segment describes.
+        committable = self._tracker.committables()
         self._write_map(keys)
         for _ in range(_MAP_WAIT_POLLS):
             if not self._map_in_flight:
@@ -546,7 +552,7 @@ class RouteCopier:
             log.warning("route %s: the offset map was not written; the commit waits for the next round", self.route.name)
             return False
         offsets = []
-        for key, offset in self._tracker.committables().items():
+        for key, offset in committable.items():
             if (keys is None or key in keys) and self._committed.get(key) != offset:
                 offsets.append(TopicPartition(key[0], key[1], offset))
         if not offsets:
@@ -565,7 +571,8 @@ class RouteCopier:
         for key, offsets in self._maps.items():
             if keys is not None and key not in keys:
                 continue
-            for segment in offsets.take_changed():
+            changed = offsets.take_changed()
+            for index, segment in enumerate(changed):
                 topic, partition = key
                 try:
                     self._map_in_flight += 1
@@ -577,7 +584,8 @@ class RouteCopier:
                 except (BufferError, KafkaException) as exc:
                     self._map_in_flight -= 1
                     self._map_failed = True
-                    offsets.touch(segment.dst_start)
+                    for unwritten in changed[index:]:  # all of them, not only this one: a closed
+                        offsets.touch(unwritten.dst_start)  # segment never changes again by itself
                     log.warning("route %s: offset map of %s/%s not written now (will retry): %s", self.route.name, topic, partition, exc)
                     return
 

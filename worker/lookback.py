@@ -1,8 +1,9 @@
 """Reads a destination partition back from its end to find what a route already wrote there.
 
 The look-back of the resume rule (:mod:`common.resume`): windows of destination offsets, newest
-first, until it passes below the route's committed source offset, reaches the log start, or has
-read ``limit`` records. A record is the route's own when its provenance path ends with the
+first, until it passes below the route's committed source offset (without one: until the log
+start, so that everything a previous owner copied before its first commit is mapped), reaches the
+log start, or has read ``limit`` records. A record is the route's own when its provenance path ends with the
 route's source cluster (the destination may hold other writers' records: active-active).
 """
 
@@ -71,7 +72,7 @@ class DestinationReader:
                 result.own.append((source, destination))
                 oldest = source if oldest is None else min(oldest, source)
             if lookback_done(committed, oldest, start <= low, result.read, limit):
-                passed = oldest is not None and (committed is None or oldest < committed)
+                passed = oldest is not None and committed is not None and oldest < committed
                 result.bounded = not passed and start > low
                 break
         return result

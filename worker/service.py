@@ -6,8 +6,10 @@ States of the worker::
     RUNNING (disconnected)  ZooKeeper unreachable: copying pauses at once (deliveries of what
                             was sent are still served); it goes on if the session survives
     RUNNING   -> SUSPENDED  ZooKeeper session lost, or unreachable for longer than the session
-                            timeout: the leader may already have moved our partitions, so the
-                            producers are purged (nothing they still hold is written) and every
+                            timeout, or the copy loop itself stood still that long (SIGSTOP, a
+                            frozen VM) and one round trip to ZooKeeper cannot confirm the session
+                            is still ours: the leader may already have moved our partitions, so
+                            the producers are purged (nothing they still hold is written) and every
                             partition is released (committed, unassigned)
     SUSPENDED -> RUNNING    connected again: registers again (same id) and applies the assignment
     RUNNING   -> DRAINING   SIGTERM or :meth:`Worker.stop`: releases everything, writes its status
@@ -95,6 +97,7 @@ class Worker:
         self._stopping = threading.Event()
         self._session_lost = threading.Event()
         self._suspended_since: float | None = None
+        self._last_pass: float | None = None  # when the copy loop last checked the session
         self._status_dirty = True
         self._health: dict[str, Any] = {"status": STARTING, "worker": worker_id}
         self._server: Any = None
@@ -291,7 +294,32 @@ class Worker:
             self._suspended_since = None
         self._wake.set()
 
+    def _confirm_after_standstill(self) -> None:
+        """Marks the session lost when the copy loop stood still past the session timeout and
+        ZooKeeper does not confirm, in one round trip, that our live node is still this session's.
+
+        A stopped process (SIGSTOP, a frozen VM) resumes with kazoo's state as it was before the
+        stop: "connected". Its session may have expired meanwhile and its partitions moved; kazoo
+        learns that only when it reconnects, while this loop would go on copying what the consumer
+        had fetched. Nothing is copied until this check has answered.
+        """
+        now = self._clock()
+        last, self._last_pass = self._last_pass, now
+        if last is None or self.state != RUNNING or now - last <= self.config.zookeeper.session_timeout_s:
+            return
+        try:
+            stat = self._zk.exists(self.layout.live_worker(self.worker_id))
+            ours = stat is not None and stat.owner_session_id == self._zk.client_id[0]
+        except Exception as exc:  # no answer is no confirmation
+            log.warning("the copy loop stood still for %.1fs and ZooKeeper did not answer: %s", now - last, exc)
+            ours = False
+        if not ours:
+            log.warning("the copy loop stood still for %.1fs, longer than the session timeout, and the "
+                        "session is not ours any more", now - last)
+            self._session_lost.set()
+
     def _check_session(self) -> None:
+        self._confirm_after_standstill()
         suspended_for = None if self._suspended_since is None else self._clock() - self._suspended_since
         cut_off = self._session_lost.is_set() or (
             suspended_for is not None and suspended_for > self.config.zookeeper.session_timeout_s

@@ -343,6 +343,36 @@ def test_without_a_committed_offset_the_start_is_after_the_last_own_record(rig: 
     assert starts == {0: 12}
 
 
+def test_without_a_committed_offset_the_look_back_maps_everything_the_previous_owner_copied(rig: SimpleNamespace) -> None:
+    """A previous owner copied 0-2,499 and was killed before its first commit (its map segments
+    lost with it): the look-back goes on past its first window to the log start, so the new owner's
+    map describes every one of them (stopping at the newest left 0-1,499 to the timestamp method)."""
+    rig.consumer.destination = {0: [_copy_of(o) for o in range(2_500)]}
+    assert rig.copier._resume_at(TOPIC, [0]) == {0: 2_500}
+    assert rig.copier._maps[(TOPIC, 0)].segments() == [Segment(0, 0, 2_500)]
+
+
+def test_a_commit_never_passes_what_the_map_segments_it_wrote_describe(rig: SimpleNamespace) -> None:
+    """Deliveries served while a commit waits for its map segments move the watermark on; the
+    commit stays at what those segments describe, the next one goes on (issue 11: the next owner's
+    look-back stops just below the committed offset, so a commit past the map left a stretch that
+    no segment described)."""
+    rig.copier.acquire([(TOPIC, 0)])
+    _feed(rig, 0, range(0, 5))
+    rig.copier.copy_batch(0)
+    rig.producer.flush(0)  # 0-4 acknowledged: the map describes them
+    _feed(rig, 0, range(5, 10))
+    rig.producer.poll = lambda timeout: 0  # copy_batch's poll serves nothing: 5-9 stay in flight
+    rig.copier.copy_batch(0)
+    del rig.producer.poll  # the commit's wait for its segment serves them: acknowledged meanwhile
+    assert rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 5)]) in rig.calls
+    assert parse_segment(*rig.producer.map_writes[-1])[2] == Segment(0, 0, 5)
+    assert rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 10)]) in rig.calls
+    assert parse_segment(*rig.producer.map_writes[-1])[2] == Segment(0, 0, 10)
+
+
 # -- multi-cluster: renamed destination, loop prevention, copy flags ------------------------------
 
 @dataclass
@@ -421,3 +451,23 @@ def test_every_partition_is_assigned_at_an_explicit_offset(rig: SimpleNamespace)
     rig.consumer.committed_offsets = {1: 7}
     rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
     assert sorted((tp.partition, tp.offset) for tp in assigned) == [(0, OFFSET_BEGINNING), (1, 7)]
+
+
+def test_map_segments_refused_by_a_full_producer_queue_are_all_written_at_the_next_commit(rig: SimpleNamespace) -> None:
+    rig.copier.acquire([(TOPIC, 0)])
+    _feed(rig, 0, [*range(0, 3), *range(5, 8)])  # a source gap (e.g. transaction markers): two segments
+    rig.copier.copy_batch(0)
+    produce = rig.producer.produce
+
+    def full_for_the_map(topic: str, *args: Any, **kwargs: Any) -> None:
+        if topic == MAP_TOPIC:
+            raise BufferError("queue full")
+        produce(topic, *args, **kwargs)
+
+    rig.producer.produce = full_for_the_map
+    assert not rig.copier.commit()  # nothing committed past an unwritten map
+    assert not [c for c in rig.calls if c[0] == "commit"]
+    del rig.producer.produce
+    assert rig.copier.commit()
+    assert [parse_segment(*w)[2] for w in rig.producer.map_writes] == [Segment(0, 0, 3), Segment(5, 3, 3)]
+    assert ("commit", [(TOPIC, 0, 8)]) in rig.calls

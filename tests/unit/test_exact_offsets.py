@@ -45,7 +45,10 @@ def test_lookback_bounds() -> None:
     assert not lookback_done(10, None, False, 5, 100)
     assert not lookback_done(10, 10, False, 5, 100)
     assert lookback_done(10, 9, False, 5, 100)
-    assert lookback_done(None, 50, False, 1, 100)
+    # Without a committed offset: on to the log start or the bound (the records seed the map).
+    assert not lookback_done(None, 50, False, 1, 100)
+    assert lookback_done(None, 50, True, 1, 100)
+    assert lookback_done(None, 50, False, 100, 100)
     assert lookback_done(10, None, True, 0, 100)
     assert lookback_done(10, None, False, 100, 100)
     assert lookback_windows(3, 10, 4) == [(6, 10), (3, 6)]

@@ -1,0 +1,61 @@
+"""A worker whose copy loop stood still past the session timeout (SIGSTOP) confirms its session before it copies again."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kazoo.exceptions import SessionExpiredError
+
+from common.config import parse_config
+from worker.service import RUNNING, Worker
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeZk:
+    """Only what the standstill check asks: our session id and the live node's owner."""
+
+    def __init__(self, owner: int | None, fails: bool = False) -> None:
+        self.client_id = (7, b"")
+        self.owner = owner
+        self.fails = fails
+        self.asked = 0
+
+    def exists(self, path: str) -> Any:
+        self.asked += 1
+        if self.fails:
+            raise SessionExpiredError()
+        return None if self.owner is None else SimpleNamespace(owner_session_id=self.owner)
+
+
+def _worker(zk: FakeZk, clock: Clock) -> Worker:
+    config = parse_config({
+        "zookeeper": {"connect": "127.0.0.1:1", "session_timeout_s": 4},
+        "clusters": {"a": {"bootstrap.servers": "127.0.0.1:1"}, "b": {"bootstrap.servers": "127.0.0.1:1"}},
+        "routes": [{"source": "a", "destination": "b"}],
+    })
+    worker = Worker(config, "w1", metrics_port=0, zk=zk, clock=clock)  # type: ignore[arg-type]
+    worker.state = RUNNING
+    return worker
+
+
+@pytest.mark.parametrize(("owner", "fails", "lost"), [(7, False, False), (8, False, True), (None, False, True), (7, True, True)])
+def test_a_standstill_past_the_session_timeout_asks_zookeeper_once(owner: int | None, fails: bool, lost: bool) -> None:
+    zk, clock = FakeZk(owner, fails), Clock()
+    worker = _worker(zk, clock)
+    worker._confirm_after_standstill()
+    clock.now += 3.9  # a pass within the session timeout: no question asked
+    worker._confirm_after_standstill()
+    assert zk.asked == 0 and not worker._session_lost.is_set()
+    clock.now += 4.5  # stood still longer than the session timeout
+    worker._confirm_after_standstill()
+    assert zk.asked == 1
+    assert worker._session_lost.is_set() == lost

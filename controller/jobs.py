@@ -11,7 +11,8 @@ lead, :meth:`LeaderJobs.stop` at its end, which removes *every* scheduled job, t
 included, and closes the heartbeat clients). The results the REST layer reads here (``/noprogress``,
 ``/heartbeats``, ``/groups``, ``/schemas``) are the leader's alone: a standby forwards. They are
 data (:class:`controller.progress.NoProgress`, :class:`common.heartbeat.HeartbeatView`,
-:class:`controller.checkpoints.GroupCheckpoints`); :mod:`controller.rest_json` shapes the JSON.
+:class:`controller.checkpoints.GroupCheckpoints`, :class:`controller.schema_distributor.SchemaStatus`
+and ``SchemaReport``); :mod:`controller.rest_json` shapes the JSON.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from controller.leadership import Leadership
 from controller.metrics import ControllerMetrics
 from controller.progress import NoProgress, ProgressTracker
 from controller.reads import ReadSide
-from controller.schema_distributor import SchemaDistributor
+from controller.schema_distributor import SchemaDistributor, SchemaReport, SchemaStatus
 from controller.topic_admin import TopicAdmin
 from controller.tree_control import TreeControl
 
@@ -218,13 +219,13 @@ class LeaderJobs:
             raise NotFound("schema distribution is off: the config has no `schemas` section")
         return self.schemas
 
-    def schema_status(self) -> dict[str, Any]:
+    def schema_status(self) -> SchemaStatus:
         """The last distribution pass's report (the leader's; a read-only pass when none ran yet)."""
         distributor = self._schema_distributor()
         self._leadership.require_leader()
         return distributor.status()
 
-    def schema_sync(self) -> dict[str, Any]:
+    def schema_sync(self) -> SchemaReport:
         """A distribution pass now; its report."""
         distributor = self._schema_distributor()
         self._leadership.require_leader()

@@ -34,6 +34,7 @@ from controller.errors import BadRequest, ControllerError, Unauthorized, Unavail
 from controller.openapi import GROUP_PATTERN, openapi_document
 from controller.progress import NoProgress, OffsetSample
 from controller.reads import Health, Instances, SourceValidation, TopicView, Validation
+from controller.schema_distributor import SchemaReport, SchemaStatus
 from controller.topic_admin import Rebalanced, TopicDeleted
 from controller.tree_control import TreeView
 
@@ -94,8 +95,8 @@ class JobsApi(Protocol):
     def noprogress(self) -> NoProgress: ...
     def heartbeats(self) -> HeartbeatView: ...
     def groups(self, group: str | None = None) -> GroupCheckpoints: ...
-    def schema_status(self) -> dict[str, Any]: ...
-    def schema_sync(self) -> dict[str, Any]: ...
+    def schema_status(self) -> SchemaStatus: ...
+    def schema_sync(self) -> SchemaReport: ...
 
 
 class TreeApi(Protocol):
@@ -483,13 +484,13 @@ def _sync_request() -> dict[str, Any]:
 @schemas_api.get("/schemas")
 @leader_only(lambda: _no_arguments("GET /schemas"))  # the leader runs the distributor and holds its report
 def schema_status() -> Any:
-    return jsonify(_controller().jobs.schema_status())
+    return jsonify(rest_json.schema_status_json(_controller().jobs.schema_status()))
 
 
 @schemas_api.post("/schemas/sync")
 @leader_only(_sync_request)
 def schema_sync() -> Any:
-    return jsonify(_controller().jobs.schema_sync())
+    return jsonify(rest_json.schema_report_json(_controller().jobs.schema_sync()))
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> tuple[Response, int]:

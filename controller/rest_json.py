@@ -18,6 +18,7 @@ from common.model import IdealState, PartitionKey
 from controller.checkpoints import GroupCheckpoints, SyncResult, Translation
 from controller.progress import NoProgress, OffsetSample
 from controller.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
+from controller.schema_distributor import SchemaReport, SchemaStatus
 from controller.topic_admin import Rebalanced, TopicDeleted
 from controller.tree_control import TreeView
 
@@ -197,3 +198,40 @@ def sync_json(result: SyncResult) -> Json:
     if result.skipped is not None:
         out["skipped"] = result.skipped
     return out
+
+
+# -- schema distribution (GET /schemas, POST /schemas/sync) ---------------------------------------
+
+
+def schema_report_json(report: SchemaReport) -> Json:
+    """One distribution pass, as ``POST /schemas/sync`` answers it."""
+    subjects = [
+        {"subject": s.subject, "version": s.latest.version, "id": s.latest.schema_id,
+         "versions": {str(v.version): v.schema_id for v in s.versions},
+         "states": {str(version): state for version, state in s.states.items()},
+         "targets": {target: {"subject": status.target_subject, "state": status.state.value,
+                              "syncedVersions": list(status.synced_versions),
+                              "missingVersions": list(status.missing_versions), "conflict": status.conflict}
+                     for target, status in s.targets.items()}}
+        for s in report.subjects
+    ]
+    return {
+        "primary": report.primary,
+        "targets": report.targets,
+        "checkedAt": report.checked_at,
+        "subjects": subjects,
+        "inSync": report.in_sync,
+        "outOfSync": report.out_of_sync,
+        "conflicts": [{"target": c.target, "subject": c.subject, "version": c.version, "id": c.schema_id,
+                       "targetSubject": c.target_subject, "reason": c.reason} for c in report.conflicts],
+        "copied": [{"target": c.target, "subject": c.subject, "version": c.version, "id": c.schema_id,
+                    "targetSubject": c.target_subject} for c in report.copied],
+        "stateChanged": [{"target": c.target, "subject": c.subject, "version": c.version,
+                          "targetSubject": c.target_subject, "state": c.state} for c in report.state_changed],
+        "unreachable": report.unreachable,
+    }
+
+
+def schema_status_json(status: SchemaStatus) -> Json:
+    """``GET /schemas``: the last successful pass, and ``lastError`` (a later pass failed; else null)."""
+    return {**schema_report_json(status.report), "lastError": status.last_error}

@@ -20,14 +20,15 @@ from controller.errors import BadRequest, Conflict, ControllerError, NotFound, N
 from controller.progress import NoProgress, OffsetSample
 from controller.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
 from controller.rest import FORWARDED_HEADER, ControllerApi, create_app
+from controller.schema_distributor import SchemaReport, SchemaStatus
 from controller.topic_admin import Rebalanced, TopicDeleted
 from controller.tree_control import TreeView
 
 
 class FakeController:
     """Implements :class:`controller.rest.ControllerApi`, every part in one object; records calls,
-    raises ``fail`` when set. A topic view names this controller as its route's destination, so a
-    test sees which controller answered."""
+    raises ``fail`` when set. A topic view names this controller as its route's destination, and a
+    schema report as its target, so a test sees which controller answered."""
 
     def __init__(self, controller_id: str = "c1", leading: bool = True, leader: dict[str, str] | None = None) -> None:
         self.controller_id = controller_id
@@ -149,13 +150,16 @@ class FakeController:
         self._call("switch_target", distributor, leaf)
         return {distributor: leaf}
 
-    def schema_status(self) -> dict[str, Any]:
-        self._call("schema_status")
-        return {"primary": "src", "subjects": []}
+    def _schema_report(self) -> SchemaReport:
+        return SchemaReport("src", [self.controller_id], 0.0, [], True, {}, [], [], [], {})
 
-    def schema_sync(self) -> dict[str, Any]:
+    def schema_status(self) -> SchemaStatus:
+        self._call("schema_status")
+        return SchemaStatus(self._schema_report(), None)
+
+    def schema_sync(self) -> SchemaReport:
         self._call("schema_sync")
-        return {"primary": "src", "copied": [], "by": self.controller_id}
+        return self._schema_report()
 
 
 def _typed(fake: FakeController) -> ControllerApi:

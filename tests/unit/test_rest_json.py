@@ -8,6 +8,7 @@ from common import tree
 from common.diff import Mismatch
 from common.heartbeat import HeartbeatView, Latency
 from common.model import ExternalView, IdealState, PartitionKey, WorkerInfo
+from common.schemas import ConflictReport, Copy, SchemaVersion, StateChange, SubjectStatus, TargetState
 from common.vocabulary import ControllerState, PartitionState, Problem
 from controller import rest_json
 from controller.checkpoints import GroupCheckpoints, SyncResult, Translation
@@ -23,6 +24,7 @@ from controller.reads import (
     TopicView,
     Validation,
 )
+from controller.schema_distributor import SchemaReport, SchemaStatus, SubjectReport
 from controller.topic_admin import Rebalanced, TopicDeleted
 from controller.tree_control import COPYING, DistributorRow, TreeView
 
@@ -117,3 +119,28 @@ def test_the_tree_view_keeps_its_keys_and_order() -> None:
         "name": d.name, "cluster": d.cluster, "level": d.level, "mask": tree.format_flags(d.mask),
         "bit": tree.format_flags(d.bit), "subtree": list(d.subtree), "subtreeLayout": d.subtree_layout,
         "target": d.subtree[-1], "switched": False, "state": "copying"})
+
+
+def test_a_schema_report_keeps_its_keys_and_order() -> None:
+    versions = [SchemaVersion("orders-value", 1, 7, "f1"), SchemaVersion("orders-value", 2, 8, "f2")]
+    status = SubjectStatus("dst", "dr-orders-value", TargetState.PENDING, (1,), (2,))
+    report = SchemaReport(
+        "src", ["dst"], 12.5, [SubjectReport("orders-value", versions, {1: "ENABLED", 2: "DISABLED"}, {"dst": status})],
+        False, {"dst": 1}, [ConflictReport("dst", "x-value", 1, 9, "dr-x-value", "taken")],
+        [Copy("dst", "orders-value", 1, 7, "dr-orders-value")],
+        [StateChange("dst", "orders-value", 2, "dr-orders-value", "DISABLED")], {"dr": "down"})
+    shaped = rest_json.schema_status_json(SchemaStatus(report, "12: down"))
+    assert _ordered(shaped) == _ordered({
+        "primary": "src", "targets": ["dst"], "checkedAt": 12.5,
+        "subjects": [{"subject": "orders-value", "version": 2, "id": 8, "versions": {"1": 7, "2": 8},
+                      "states": {"1": "ENABLED", "2": "DISABLED"},
+                      "targets": {"dst": {"subject": "dr-orders-value", "state": "pending", "syncedVersions": [1],
+                                          "missingVersions": [2], "conflict": None}}}],
+        "inSync": False, "outOfSync": {"dst": 1},
+        "conflicts": [{"target": "dst", "subject": "x-value", "version": 1, "id": 9, "targetSubject": "dr-x-value",
+                       "reason": "taken"}],
+        "copied": [{"target": "dst", "subject": "orders-value", "version": 1, "id": 7, "targetSubject": "dr-orders-value"}],
+        "stateChanged": [{"target": "dst", "subject": "orders-value", "version": 2, "targetSubject": "dr-orders-value",
+                          "state": "DISABLED"}],
+        "unreachable": {"dr": "down"}, "lastError": "12: down"})
+    assert "lastError" not in rest_json.schema_report_json(report)  # POST /schemas/sync: the pass only

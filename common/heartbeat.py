@@ -46,6 +46,25 @@ class Arrival:
     arrived_ms: int
 
 
+@dataclass(frozen=True)
+class Latency:
+    """The latest heartbeat from ``origin`` on ``cluster``: its latency and how long ago it arrived."""
+
+    origin: str
+    cluster: str
+    hops: int
+    latency_s: float
+    since_last_s: float
+
+
+@dataclass(frozen=True)
+class HeartbeatView:
+    """End to end per (origin, cluster), and per route (None: no one-hop heartbeat over it yet)."""
+
+    end_to_end: list[Latency]
+    routes: dict[str, Latency | None]
+
+
 class HeartbeatBook:
     """Per (origin, cluster), the latest heartbeat that arrived. Not thread-safe: one job writes it."""
 
@@ -62,22 +81,17 @@ class HeartbeatBook:
             return
         self._latest[key] = Arrival(origin, cluster, len(path), max(0.0, (arrived_ms - sent_ms) / 1000), arrived_ms)
 
-    def view(self, now_ms: int, routes: list[tuple[str, str, str]]) -> dict[str, object]:
-        """``routes``: (name, source, destination). JSON for REST ``/heartbeats``."""
-        end_to_end = [
-            {"origin": a.origin, "cluster": a.cluster, "hops": a.hops, "latencyS": round(a.latency_s, 3),
-             "sinceLastS": round(max(0, now_ms - a.arrived_ms) / 1000, 3)}
-            for _, a in sorted(self._latest.items())
-        ]
-        per_route: dict[str, dict[str, float | None]] = {}
+    def view(self, now_ms: int, routes: list[tuple[str, str, str]]) -> HeartbeatView:
+        """``routes``: (name, source, destination). What REST ``/heartbeats`` and the metrics show."""
+
+        def latency(a: Arrival) -> Latency:
+            return Latency(a.origin, a.cluster, a.hops, a.latency_s, max(0, now_ms - a.arrived_ms) / 1000)
+
+        per_route: dict[str, Latency | None] = {}
         for name, source, destination in routes:
             arrival = self._latest.get((source, destination))
-            if arrival is not None and arrival.hops == 1:
-                per_route[name] = {"latencyS": round(arrival.latency_s, 3),
-                                   "sinceLastS": round(max(0, now_ms - arrival.arrived_ms) / 1000, 3)}
-            else:
-                per_route[name] = {"latencyS": None, "sinceLastS": None}
-        return {"endToEnd": end_to_end, "routes": per_route}
+            per_route[name] = latency(arrival) if arrival is not None and arrival.hops == 1 else None
+        return HeartbeatView([latency(a) for _, a in sorted(self._latest.items())], per_route)
 
     def arrivals(self) -> list[Arrival]:
         return [a for _, a in sorted(self._latest.items())]

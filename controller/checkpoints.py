@@ -21,6 +21,11 @@ belongs with the destination's data and is there when the source is gone (a fail
 when it is read); a worker appends to it through the producer it already has, at the commit
 rate, which ZooKeeper (small, strongly consistent, not for growing data) should not carry; and
 compaction keeps one value per segment, so its size follows the number of segments, not records.
+
+Results are data (:class:`Translation`, :class:`SyncResult`, :class:`GroupCheckpoints`); the JSON of
+``GET /groups`` and ``ferry groups --json`` is shaped in :mod:`controller.rest_json`. The one JSON
+built here is the ``__ferry_checkpoints`` record (:func:`checkpoint_record`), a wire format read by
+tools, kept apart from the REST shape although they carry the same keys today.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
@@ -80,11 +85,29 @@ class Translation:
         """Records the group still has to read at the source."""
         return None if self.source_end is None else max(0, self.source_end - self.source_offset)
 
-    def json(self) -> dict[str, Any]:
-        return {"route": self.route, "group": self.group, "topic": self.topic, "partition": self.partition,
-                "sourceOffset": self.source_offset, "sourceLogEnd": self.source_end, "lag": self.lag,
-                "destinationTopic": self.destination_topic, "destinationOffset": self.destination_offset,
-                "method": self.method}
+
+
+class SyncResult(NamedTuple):
+    """What a sync did for ``group`` on one route: ``synced`` offsets committed, or why none (``skipped``)."""
+
+    group: str
+    synced: int
+    skipped: str | None = None
+
+
+class GroupCheckpoints(NamedTuple):
+    """The leader's latest translations per group, and (route, group) -> seconds since its last checkpoint."""
+
+    by_group: dict[str, list[Translation]]
+    ages: dict[tuple[str, str], float]
+
+
+def checkpoint_record(t: Translation, at_ms: int) -> bytes:
+    """The value of ``t``'s record in ``__ferry_checkpoints`` (JSON; ``at``: when it was written, ms)."""
+    return json.dumps({"route": t.route, "group": t.group, "topic": t.topic, "partition": t.partition,
+                       "sourceOffset": t.source_offset, "sourceLogEnd": t.source_end, "lag": t.lag,
+                       "destinationTopic": t.destination_topic, "destinationOffset": t.destination_offset,
+                       "method": t.method, "at": at_ms}).encode()
 
 
 def should_sync(translated: int | None, current: int | None, group_active: bool) -> bool:
@@ -336,11 +359,11 @@ class Checkpointer:
         now_ms = int(self._clock() * 1000)
         for t in translations:
             producer.produce(CHECKPOINT_TOPIC, key=f"{t.group}|{t.route}|{t.topic}|{t.partition}".encode(),
-                             value=json.dumps({**t.json(), "at": now_ms}).encode())
+                             value=checkpoint_record(t, now_ms))
         if producer.flush(TIMEOUT_S):
             raise Unavailable(f"cluster {route.destination!r}: checkpoints not acknowledged in {TIMEOUT_S:.0f}s")
 
-    def sync(self, route: RouteConfig, group: str, translations: list[Translation]) -> dict[str, Any]:
+    def sync(self, route: RouteConfig, group: str, translations: list[Translation]) -> SyncResult:
         """Commits the translated offsets on the destination if the group is idle there; says what it did."""
         admin = self._admin(route.destination)
         try:
@@ -351,7 +374,7 @@ class Checkpointer:
                 raise Unavailable(f"cluster {route.destination!r}: describing group {group!r}: {kafka_error(exc)}") from None
             active = False
         if active:
-            return {"group": group, "synced": 0, "skipped": "the group has active members on the destination"}
+            return SyncResult(group, 0, "the group has active members on the destination")
         current = self._committed(route.destination, group)
         offsets = [
             TopicPartition(t.destination_topic, t.partition, t.destination_offset) for t in translations
@@ -363,8 +386,8 @@ class Checkpointer:
                 admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
                                                    request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
             except KafkaException as exc:  # e.g. a member joined meanwhile: the broker refuses
-                return {"group": group, "synced": 0, "skipped": f"the destination refused: {kafka_error(exc)}"}
-        return {"group": group, "synced": len(offsets)}
+                return SyncResult(group, 0, f"the destination refused: {kafka_error(exc)}")
+        return SyncResult(group, len(offsets))
 
     def trim_map(self, route: RouteConfig) -> int:
         """Tombstones the map segments retention removed from the destination; returns how many."""
@@ -430,12 +453,4 @@ class Checkpointer:
         now = self._clock()
         with self._lock:
             return {key: now - at for key, at in self._checkpointed_at.items()}
-
-
-def translations_json(by_group: Mapping[str, list[Translation]], ages: Mapping[tuple[str, str], float]) -> dict[str, Any]:
-    return {"groups": [
-        {"group": group, "checkpointAgeS": {route: round(age, 3) for (route, g), age in sorted(ages.items()) if g == group},
-         "partitions": [t.json() for t in translations]}
-        for group, translations in by_group.items()
-    ]}
 

@@ -1,7 +1,8 @@
 """``ferry groups list|translate|sync``: consumer-group offsets translated to the destination, now.
 
 Runs the checkpoint code (controller/checkpoints.py) once, from the config, with no controller
-needed (a failover is when the controllers may be gone too):
+needed (a failover is when the controllers may be gone too); ``--json`` shapes translations as
+``GET /groups`` does (:mod:`controller.rest_json`):
 
 - ``list``: the groups each route's ``groups`` patterns select at its source;
 - ``translate GROUP``: per topic and partition, the source committed offset, the destination offset,
@@ -42,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from controller.checkpoints import Checkpointer
     from controller.errors import ControllerError
+    from controller.rest_json import sync_json, translation_json
 
     require_option(args, "config", "--config", "groups")
     config = load_config(args.config)
@@ -57,10 +59,10 @@ def _run(args: argparse.Namespace) -> int:
                 continue
             translations = checkpointer.translate_group(route, args.group)
             row: dict[str, Any] = {"route": route.name, "group": args.group,
-                                   "partitions": [t.json() for t in translations]}
+                                   "partitions": [translation_json(t) for t in translations]}
             if args.groups_action == "sync":
                 checkpointer.emit(route, translations)
-                row["sync"] = checkpointer.sync(route, args.group, translations)
+                row["sync"] = sync_json(checkpointer.sync(route, args.group, translations))
             out.append(row)
     except ControllerError as exc:
         raise ConfigError(str(exc)) from None  # one line, exit status 2

@@ -9,7 +9,10 @@ skip is counted (:meth:`controller.metrics.ControllerMetrics.on_job_event`).
 States: jobs exist only while this controller leads (:meth:`LeaderJobs.start` at the start of a
 lead, :meth:`LeaderJobs.stop` at its end, which removes *every* scheduled job, the reconciler's
 included, and closes the heartbeat clients). The results the REST layer reads here (``/noprogress``,
-``/heartbeats``, ``/groups``, ``/schemas``) are the leader's alone: a standby forwards.
+``/heartbeats``, ``/groups``, ``/schemas``) are the leader's alone: a standby forwards. They are
+data (:class:`controller.progress.NoProgress`, :class:`common.heartbeat.HeartbeatView`,
+:class:`controller.checkpoints.GroupCheckpoints`, :class:`controller.schema_distributor.SchemaStatus`
+and ``SchemaReport``); :mod:`controller.rest_json` shapes the JSON.
 """
 
 from __future__ import annotations
@@ -30,14 +33,15 @@ from apscheduler.schedulers.base import BaseScheduler
 from kazoo.exceptions import KazooException
 
 from common.config import FerryConfig
-from controller.checkpoints import Checkpointer, translations_json
+from common.heartbeat import HeartbeatView
+from controller.checkpoints import Checkpointer, GroupCheckpoints
 from controller.errors import ControllerError, NotFound, NotLeader
 from controller.heartbeats import HeartbeatJob
 from controller.leadership import Leadership
 from controller.metrics import ControllerMetrics
 from controller.progress import NoProgress, ProgressTracker
 from controller.reads import ReadSide
-from controller.schema_distributor import SchemaDistributor
+from controller.schema_distributor import SchemaDistributor, SchemaReport, SchemaStatus
 from controller.topic_admin import TopicAdmin
 from controller.tree_control import TreeControl
 
@@ -176,9 +180,9 @@ class LeaderJobs:
         for (route, group), age in self.checkpoints.ages().items():
             self._metrics.checkpoint_age.labels(route, group).set(age)
 
-    def groups(self, group: str | None = None) -> dict[str, Any]:
+    def groups(self, group: str | None = None) -> GroupCheckpoints:
         """The leader's latest checkpoints: every group's, or one group's (NotFound when it has none)."""
-        return translations_json(self.checkpoints.latest(group), self.checkpoints.ages())
+        return GroupCheckpoints(self.checkpoints.latest(group), self.checkpoints.ages())
 
     # -- heartbeats (common/heartbeat.py) ---------------------------------------------------------
 
@@ -190,15 +194,15 @@ class LeaderJobs:
         job.tick()
         view = self.heartbeats()
         metrics = self._metrics
-        for row in view["endToEnd"]:
-            metrics.beat_latency.labels(row["origin"], row["cluster"], str(row["hops"])).set(row["latencyS"])
-            metrics.beat_age.labels(row["origin"], row["cluster"]).set(row["sinceLastS"])
-        for name, row in view["routes"].items():
-            if row["latencyS"] is not None:
-                metrics.route_latency.labels(name).set(row["latencyS"])
-                metrics.route_age.labels(name).set(row["sinceLastS"])
+        for row in view.end_to_end:
+            metrics.beat_latency.labels(row.origin, row.cluster, str(row.hops)).set(row.latency_s)
+            metrics.beat_age.labels(row.origin, row.cluster).set(row.since_last_s)
+        for name, latency in view.routes.items():
+            if latency is not None:
+                metrics.route_latency.labels(name).set(latency.latency_s)
+                metrics.route_age.labels(name).set(latency.since_last_s)
 
-    def heartbeats(self) -> dict[str, Any]:
+    def heartbeats(self) -> HeartbeatView:
         """Per route and end to end: the latest heartbeat latency and the time since one arrived (REST)."""
         if not self.config.heartbeats.interval_s:
             raise NotFound("heartbeats are off (heartbeats.interval_s: 0)")
@@ -206,8 +210,7 @@ class LeaderJobs:
         if job is None or not self._leadership.is_leader():
             raise NotLeader("only the leader reads heartbeats; ask it (GET /health names it)")
         routes = [(r.name, r.source, r.destination) for r in self._tree.effective_routes()]
-        view: dict[str, Any] = job.book.view(int(time.time() * 1000), routes)
-        return view
+        return job.book.view(int(time.time() * 1000), routes)
 
     # -- schema distribution --------------------------------------------------------------------
 
@@ -216,13 +219,13 @@ class LeaderJobs:
             raise NotFound("schema distribution is off: the config has no `schemas` section")
         return self.schemas
 
-    def schema_status(self) -> dict[str, Any]:
+    def schema_status(self) -> SchemaStatus:
         """The last distribution pass's report (the leader's; a read-only pass when none ran yet)."""
         distributor = self._schema_distributor()
         self._leadership.require_leader()
         return distributor.status()
 
-    def schema_sync(self) -> dict[str, Any]:
+    def schema_sync(self) -> SchemaReport:
         """A distribution pass now; its report."""
         distributor = self._schema_distributor()
         self._leadership.require_leader()

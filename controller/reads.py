@@ -2,21 +2,22 @@
 
 Owns no state. On the leader it reads the reconciler's model (never waiting behind a long
 reconcile for the ideal states), on a standby ZooKeeper; an unreachable ZooKeeper is
-:class:`Unavailable` (503). Offsets are read from Kafka now, at the source. Offsets come back as
-data (:class:`controller.progress.OffsetSample` per partition); their JSON is shaped in
-:mod:`controller.rest`.
+:class:`Unavailable` (503). Offsets are read from Kafka now, at the source. Every answer is data
+(the frozen types below, model types, :class:`controller.progress.OffsetSample` per partition);
+their JSON is shaped in :mod:`controller.rest_json` only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
 from common.config import FerryConfig
-from common.diff import compare, summarize
+from common.diff import Mismatch, compare, summarize
 from common.model import (
     ExternalView,
     IdealState,
@@ -27,6 +28,7 @@ from common.model import (
     count_states,
     decode,
 )
+from common.vocabulary import ControllerState, StrEnum
 from common.zk_layout import ZkLayout
 from controller.errors import NotFound, Unavailable
 from controller.kafka_meta import ClusterMetadata
@@ -34,6 +36,102 @@ from controller.leadership import Leadership
 from controller.metrics import ControllerMetrics
 from controller.progress import OffsetSample
 from controller.reconciler import Reconciler, select_routes
+
+StoredValidation = dict[str, Any]
+"""The document ``ferry validate --store`` keeps in ZooKeeper (:mod:`pipeline`), served as it is."""
+
+
+@dataclass(frozen=True)
+class Health:
+    """This controller, whether ZooKeeper answers, and who leads (``leader_id``/``leader_url``: None when nobody)."""
+
+    zookeeper_connected: bool
+    controller_id: str
+    state: ControllerState
+    leading: bool
+    leader_id: str | None
+    leader_url: str | None
+
+
+@dataclass(frozen=True)
+class RouteTopic:
+    """One topic on one route: its ideal state, its external view and its name at the destination."""
+
+    ideal: IdealState
+    external: ExternalView
+    destination: str  # the route's destination cluster
+    destination_topic: str
+
+
+@dataclass(frozen=True)
+class TopicView:
+    """A mirrored topic on every route that mirrors it (at least one), in route order."""
+
+    topic: str
+    routes: dict[str, RouteTopic]
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A live worker: who it is, what it holds and how its partitions fare."""
+
+    worker_id: str
+    info: WorkerInfo
+    partitions: list[str]  # "<route>/<topic>/<partition>" (the model's PartitionKey text)
+    online: int
+    error: int
+    generation: int | None  # the assignment generation it applied; None before its first status
+    leaving: bool
+
+
+@dataclass(frozen=True)
+class Instances:
+    """Live workers (by id) and departed ones still holding partitions (id -> partitions)."""
+
+    live: list[Instance]
+    departed: dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class Validation:
+    """Ideal state vs external view now, and the last stored Spark validation (None: none stored)."""
+
+    mismatches: list[Mismatch]
+    summary: dict[str, int]
+    spark: StoredValidation | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+class SourceProblem(StrEnum):
+    """Why a mirrored topic's partition count disagrees with the source cluster."""
+
+    MISSING = "missing at source"
+    COUNT_DIFFERS = "partition count differs"
+
+
+@dataclass(frozen=True)
+class SourceMismatch:
+    route: str
+    topic: str
+    ideal_partitions: int
+    source_partitions: int | None  # None: the source has no such topic
+    problem: SourceProblem
+
+
+@dataclass(frozen=True)
+class SourceValidation:
+    """uReplicator's ``/validation/srcKafka``: partition counts at the source vs the ideal states."""
+
+    topics: int  # how many topics (route, topic) were compared
+    mismatches: list[SourceMismatch]
+    spark: StoredValidation | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
 
 
 class ReadSide:
@@ -51,57 +149,39 @@ class ReadSide:
         self._metrics = metrics
         self._before_scrape = before_scrape
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> Health:
         leader = self._leadership.leader()
-        return {
-            "status": "ok" if self._zk.connected else "zookeeper unreachable",
-            "id": self._leadership.controller_id,
-            "state": self._leadership.state,
-            "leader": self._leadership.is_leader(),
-            "leaderId": leader.get("id") if leader else None,
-            "leaderUrl": leader.get("rest_url") if leader else None,
-        }
+        return Health(
+            zookeeper_connected=bool(self._zk.connected),
+            controller_id=self._leadership.controller_id,
+            state=self._leadership.state,
+            leading=self._leadership.is_leader(),
+            leader_id=leader.get("id") if leader else None,
+            leader_url=leader.get("rest_url") if leader else None,
+        )
 
     def metrics_text(self) -> bytes:
         self._before_scrape()
         return self._metrics.text()
 
-    def list_topics(self) -> list[dict[str, Any]]:
+    def list_topics(self) -> list[IdealState]:
+        """Every mirrored (route, topic), in key order."""
         ideal = self._reconciler.ideal_states()
-        return [
-            {"topic": key.topic, "route": key.route, "partitions": state.partitions}
-            for key, state in sorted(ideal.items())
-        ]
+        return [state for _, state in sorted(ideal.items())]
 
-    def topic_view(self, topic: str, route: str | None = None) -> dict[str, Any]:
-        routes = select_routes(self.config, route)
-        ideal: dict[str, IdealState] = {}
-        external: dict[str, ExternalView] = {}
-        for r in routes:
+    def topic_view(self, topic: str, route: str | None = None) -> TopicView:
+        """``topic`` on every route (or ``route``) that mirrors it; NotFound when none does."""
+        per_route: dict[str, RouteTopic] = {}
+        for r in select_routes(self.config, route):
             state = self._reconciler.ideal_state(r.name, topic)
             if state is not None:
-                ideal[r.name] = state
-                external[r.name] = self._reconciler.external_view(r.name, topic) or ExternalView(r.name, topic)
-        if not ideal:
+                external = self._reconciler.external_view(r.name, topic) or ExternalView(r.name, topic)
+                per_route[r.name] = RouteTopic(state, external, r.destination, r.destination_topic(topic))
+        if not per_route:
             raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
-        by_name = {r.name: r for r in routes}
-        per_route = {name: {**_route_view(ideal[name], external[name]),
-                            "destination": by_name[name].destination,
-                            "destinationTopic": by_name[name].destination_topic(topic)} for name in ideal}
-        if len(per_route) == 1:
-            view = dict(next(iter(per_route.values())))
-        else:  # several routes: flat maps keyed "<route>/<partition>"
-            view = {"idealState": {}, "externalView": {}, "workers": {}}
-            for name, one in per_route.items():
-                for p, w in one["idealState"].items():
-                    view["idealState"][f"{name}/{p}"] = w
-                for p, entry in one["externalView"].items():
-                    view["externalView"][f"{name}/{p}"] = entry
-                for w, parts in one["workers"].items():
-                    view["workers"].setdefault(w, []).extend(f"{name}/{p}" for p in parts)
-        return {"topic": topic, **view, "routes": per_route}
+        return TopicView(topic, per_route)
 
-    def instances(self) -> dict[str, Any]:
+    def instances(self) -> Instances:
         reconciler = self._reconciler
         with reconciler.lock:
             model = reconciler.model()
@@ -119,7 +199,7 @@ class ReadSide:
                 holding.setdefault(worker, []).append(f"{key.route}/{key.topic}/{p}")
         return _instances(live, statuses, holding)
 
-    def validation(self) -> dict[str, Any]:
+    def validation(self) -> Validation:
         reconciler = self._reconciler
         with reconciler.lock:
             model = reconciler.model()
@@ -132,14 +212,9 @@ class ReadSide:
                 live = set(reconciler.read(store.live_workers))
                 mismatches = compare(ideal, external, live)
                 summary = summarize(ideal, external)
-        return {
-            "ok": not mismatches,
-            "summary": summary,
-            "mismatches": [m.to_json() for m in mismatches],
-            "spark": self.spark_validation(),  # the last `ferry validate --store`, with checkedAt
-        }
+        return Validation(list(mismatches), summary, self.spark_validation())
 
-    def spark_validation(self) -> dict[str, Any] | None:
+    def spark_validation(self) -> StoredValidation | None:
         """The last stored result of ``ferry validate --store``, or None."""
         try:
             data, _ = self._zk.get(self._layout.validation)
@@ -147,13 +222,13 @@ class ReadSide:
             return None
         except KazooException as exc:
             raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
-        stored: dict[str, Any] | None = decode(data)
+        stored: StoredValidation | None = decode(data)
         return stored
 
-    def source_validation(self) -> dict[str, Any]:
+    def source_validation(self) -> SourceValidation:
         """uReplicator's ``/validation/srcKafka``: partition counts at the source vs the ideal state."""
         ideal = self._reconciler.ideal_states()
-        problems = []
+        problems: list[SourceMismatch] = []
         routes = {r.name: r for r in self.config.routes}
         source_topics = {name: self._kafka.topics(r.source) for name, r in routes.items()
                          if any(k.route == name for k in ideal)}
@@ -163,12 +238,10 @@ class ReadSide:
                 continue
             at_source = source_topics[key.route].get(key.topic)
             if at_source != state.partitions:
-                problems.append({"route": key.route, "topic": key.topic, "idealPartitions": state.partitions,
-                                 "sourcePartitions": at_source,
-                                 "problem": "missing at source" if at_source is None else "partition count differs"})
-        spark = self.spark_validation()
-        return {"ok": not problems, "topics": len(ideal), "mismatches": problems,
-                "spark": None if spark is None else {"checkedAt": spark.get("checkedAt"), "srcKafka": spark.get("srcKafka")}}
+                problems.append(SourceMismatch(
+                    key.route, key.topic, state.partitions, at_source,
+                    SourceProblem.MISSING if at_source is None else SourceProblem.COUNT_DIFFERS))
+        return SourceValidation(len(ideal), problems, self.spark_validation())
 
     def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
         """Committed (route's group, at the source) and log-end offsets of mirrored partitions, read now.
@@ -210,29 +283,14 @@ class ReadSide:
 
 def _instances(
     live: dict[str, WorkerInfo], statuses: dict[str, WorkerStatus], holding: dict[str, list[str]]
-) -> dict[str, Any]:
+) -> Instances:
     instances = []
     for worker, info in sorted(live.items()):
         status = statuses.get(worker)
         counts = status.state_counts() if status else count_states([])
-        instances.append({
-            "id": worker, "host": info.host, "pid": info.pid, "metricsUrl": info.metrics_url,
-            "partitions": holding.get(worker, []),
-            "online": counts[PartitionState.ONLINE], "error": counts[PartitionState.ERROR],
-            "generation": status.generation if status else None,
-            "leaving": bool(status and status.leaving),
-        })
-    departed = [{"id": w, "partitions": parts} for w, parts in sorted(holding.items()) if w not in live]
-    return {"instances": instances, "departed": departed}
-
-
-def _route_view(ideal: IdealState, external: ExternalView) -> dict[str, Any]:
-    workers: dict[str, list[int]] = {}
-    for p, w in sorted(ideal.assignment.items()):
-        workers.setdefault(w, []).append(p)
-    return {
-        "partitions": ideal.partitions,
-        "idealState": {str(p): w for p, w in sorted(ideal.assignment.items())},
-        "externalView": {str(p): v for p, v in sorted(external.partitions.items())},
-        "workers": workers,
-    }
+        instances.append(Instance(
+            worker, info, holding.get(worker, []), counts[PartitionState.ONLINE], counts[PartitionState.ERROR],
+            status.generation if status else None, bool(status and status.leaving),
+        ))
+    departed = {w: parts for w, parts in sorted(holding.items()) if w not in live}
+    return Instances(instances, departed)

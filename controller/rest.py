@@ -1,6 +1,7 @@
 """The controller's REST API (Flask), shaped like uReplicator's: JSON everywhere.
 
-Thin: :func:`create_app` wires blueprints over a controller object; no thread starts here.
+Thin: :func:`create_app` wires blueprints over a controller object; no thread starts here. The
+parts answer with typed data; every JSON shape is :mod:`controller.rest_json`'s.
 Any controller answers reads; a standby forwards writes to the leader named in ZooKeeper,
 with the caller's token and request id.
 
@@ -24,11 +25,18 @@ import requests
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from common.model import PartitionKey, topic_name_problem
+from common.heartbeat import HeartbeatView
+from common.model import IdealState, PartitionKey, topic_name_problem
+from controller import rest_json
 from controller.auth import TokenChecker
+from controller.checkpoints import GroupCheckpoints
 from controller.errors import BadRequest, ControllerError, Unauthorized, Unavailable
 from controller.openapi import GROUP_PATTERN, openapi_document
 from controller.progress import NoProgress, OffsetSample
+from controller.reads import Health, Instances, SourceValidation, TopicView, Validation
+from controller.schema_distributor import SchemaReport, SchemaStatus
+from controller.topic_admin import Rebalanced, TopicDeleted
+from controller.tree_control import TreeView
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +68,13 @@ class LeaderApi(Protocol):
 class ReadApi(Protocol):
     """What any controller answers (:class:`controller.reads.ReadSide`)."""
 
-    def health(self) -> dict[str, Any]: ...
+    def health(self) -> Health: ...
     def metrics_text(self) -> bytes: ...
-    def list_topics(self) -> list[dict[str, Any]]: ...
-    def topic_view(self, topic: str, route: str | None = None) -> dict[str, Any]: ...
-    def instances(self) -> dict[str, Any]: ...
-    def validation(self) -> dict[str, Any]: ...
-    def source_validation(self) -> dict[str, Any]: ...
+    def list_topics(self) -> list[IdealState]: ...
+    def topic_view(self, topic: str, route: str | None = None) -> TopicView: ...
+    def instances(self) -> Instances: ...
+    def validation(self) -> Validation: ...
+    def source_validation(self) -> SourceValidation: ...
     def offsets(self, topic: str | None = None, partition: int | None = None) -> Mapping[PartitionKey, OffsetSample]: ...
     def destination_topic(self, route: str, topic: str) -> str: ...
 
@@ -74,27 +82,27 @@ class ReadApi(Protocol):
 class TopicsApi(Protocol):
     """The leader's topic commands (:class:`controller.topic_admin.TopicAdmin`)."""
 
-    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> dict[str, Any]: ...
-    def add_topics(self, topics: Any, route: str | None = None) -> dict[str, Any]: ...
-    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> dict[str, Any]: ...
-    def delete_topic(self, topic: str, route: str | None = None) -> dict[str, Any]: ...
-    def rebalance_now(self) -> dict[str, Any]: ...
+    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView: ...
+    def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]: ...
+    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView: ...
+    def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted: ...
+    def rebalance_now(self) -> Rebalanced: ...
 
 
 class JobsApi(Protocol):
     """The leader's job results (:class:`controller.jobs.LeaderJobs`); a standby forwards."""
 
     def noprogress(self) -> NoProgress: ...
-    def heartbeats(self) -> dict[str, Any]: ...
-    def groups(self, group: str | None = None) -> dict[str, Any]: ...
-    def schema_status(self) -> dict[str, Any]: ...
-    def schema_sync(self) -> dict[str, Any]: ...
+    def heartbeats(self) -> HeartbeatView: ...
+    def groups(self, group: str | None = None) -> GroupCheckpoints: ...
+    def schema_status(self) -> SchemaStatus: ...
+    def schema_sync(self) -> SchemaReport: ...
 
 
 class TreeApi(Protocol):
     """The distribution tree (:class:`controller.tree_control.TreeControl`)."""
 
-    def tree_view(self) -> dict[str, Any]: ...
+    def tree_view(self) -> TreeView: ...
     def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]: ...
 
 
@@ -295,7 +303,7 @@ schemas_api = Blueprint("schemas", __name__)
 
 @health_api.get("/health")
 def health() -> Any:
-    return jsonify(_controller().reads.health())
+    return jsonify(rest_json.health_json(_controller().reads.health()))
 
 
 @health_api.get("/openapi.json")
@@ -310,12 +318,12 @@ def metrics() -> Any:
 
 @topics_api.get("/topics")
 def list_topics() -> Any:
-    return jsonify({"topics": _controller().reads.list_topics()})
+    return jsonify(rest_json.topics_json(_controller().reads.list_topics()))
 
 
 @topics_api.get("/topics/<topic>")
 def get_topic(topic: str) -> Any:
-    return jsonify(_controller().reads.topic_view(_topic(topic), _route_arg()))
+    return jsonify(rest_json.topic_json(_controller().reads.topic_view(_topic(topic), _route_arg())))
 
 
 def _add_request() -> dict[str, Any]:
@@ -332,8 +340,8 @@ def _add_request() -> dict[str, Any]:
 def add_topic(topics: list[dict[str, Any]] | None, topic: str | None, count: int | None, route: str | None) -> Any:
     commands = _controller().topics
     if topics is not None:
-        return jsonify(commands.add_topics(topics, route)), 201
-    return jsonify(commands.add_topic(topic, count, route)), 201
+        return jsonify(rest_json.topics_json(commands.add_topics(topics, route))), 201
+    return jsonify(rest_json.topic_json(commands.add_topic(topic, count, route))), 201
 
 
 def _expand_request() -> dict[str, Any]:
@@ -344,24 +352,24 @@ def _expand_request() -> dict[str, Any]:
 @topics_api.put("/topics")
 @leader_only(_expand_request)
 def expand_topic(topic: str, count: int, route: str | None) -> Any:
-    return jsonify(_controller().topics.expand_topic(topic, count, route))
+    return jsonify(rest_json.topic_json(_controller().topics.expand_topic(topic, count, route)))
 
 
 @topics_api.delete("/topics/<topic>")
 @leader_only(lambda topic: {"topic": _topic(topic), "route": _route_arg()})
 def delete_topic(topic: str, route: str | None) -> Any:
-    return jsonify(_controller().topics.delete_topic(topic, route))
+    return jsonify(rest_json.deleted_json(_controller().topics.delete_topic(topic, route)))
 
 
 @instances_api.get("/instances")
 def instances() -> Any:
-    return jsonify(_controller().reads.instances())
+    return jsonify(rest_json.instances_json(_controller().reads.instances()))
 
 
 @instances_api.post("/instances")
 @leader_only()
 def rebalance() -> Any:
-    return jsonify(_controller().topics.rebalance_now())
+    return jsonify(rest_json.rebalanced_json(_controller().topics.rebalance_now()))
 
 
 _DISTRIBUTOR = re.compile(r"[A-Za-z0-9_-]{1,64}\.L[0-9]{1,2}")  # fullmatch
@@ -375,8 +383,8 @@ def tree_view() -> Any:
         raise BadRequest(f"format must be json or text, not {form[:20]!r}")
     view = _controller().tree.tree_view()
     if form == "text":
-        return Response(view["table"] + "\n", content_type="text/plain; charset=utf-8")
-    return jsonify(view)
+        return Response(view.table + "\n", content_type="text/plain; charset=utf-8")
+    return jsonify(rest_json.tree_json(view))
 
 
 def _switch_request(distributor: str) -> dict[str, Any]:
@@ -397,27 +405,19 @@ def switch_target(distributor: str, target: str) -> Any:
 
 @instances_api.get("/validation")
 def validation() -> Any:
-    return jsonify(_controller().reads.validation())
+    return jsonify(rest_json.validation_json(_controller().reads.validation()))
 
 
 @instances_api.get("/validation/srcKafka")
 def source_validation() -> Any:
-    return jsonify(_controller().reads.source_validation())
+    return jsonify(rest_json.source_validation_json(_controller().reads.source_validation()))
 
 
-# -- offsets: shaped here only ----------------------------------------------------------------
-
-
-def _offset_json(key: PartitionKey, sample: OffsetSample) -> dict[str, Any]:
-    """One partition's offsets; ``destinationTopic`` is the topic's name on the route's destination
-    (the same name unless the route renames topics)."""
-    return {"partition": str(key), "route": key.route, "topic": key.topic,
-            "destinationTopic": _controller().reads.destination_topic(key.route, key.topic),
-            "partitionId": key.partition, "committed": sample.committed, "logEnd": sample.end, "lag": sample.lag}
+# -- offsets ----------------------------------------------------------------------------------
 
 
 def _offsets_json(samples: Mapping[PartitionKey, OffsetSample]) -> dict[str, Any]:
-    return {"offsets": [_offset_json(key, sample) for key, sample in sorted(samples.items())]}
+    return rest_json.offsets_json(samples, _controller().reads.destination_topic)
 
 
 @offsets_api.get("/offset")
@@ -438,22 +438,20 @@ def partition_offsets(topic: str, partition: int) -> Any:
 @offsets_api.get("/noprogress")
 @leader_only()  # only the leader samples offsets over time
 def noprogress() -> Any:
-    report = _controller().jobs.noprogress()
-    rows = [{**_offset_json(key, report.latest[key]), "stalledForS": round(since, 1)}
-            for key, since in sorted(report.stalled.items())]
-    return jsonify({"noprogress": rows, "thresholdS": report.threshold_s})
+    controller = _controller()
+    return jsonify(rest_json.noprogress_json(controller.jobs.noprogress(), controller.reads.destination_topic))
 
 
 @offsets_api.get("/heartbeats")
 @leader_only()  # only the leader reads heartbeats
 def heartbeats() -> Any:
-    return jsonify(_controller().jobs.heartbeats())
+    return jsonify(rest_json.heartbeats_json(_controller().jobs.heartbeats()))
 
 
 @offsets_api.get("/groups")
 @leader_only()  # only the leader runs the checkpoint job
 def groups() -> Any:
-    return jsonify(_controller().jobs.groups())
+    return jsonify(rest_json.groups_json(_controller().jobs.groups()))
 
 
 def _group(group: Any) -> str:
@@ -465,7 +463,7 @@ def _group(group: Any) -> str:
 @offsets_api.get("/groups/<group>")
 @leader_only(lambda group: {"group": _group(group)})
 def group(group: str) -> Any:
-    return jsonify(_controller().jobs.groups(group))
+    return jsonify(rest_json.groups_json(_controller().jobs.groups(group)))
 
 
 def _no_arguments(what: str) -> dict[str, Any]:
@@ -486,13 +484,13 @@ def _sync_request() -> dict[str, Any]:
 @schemas_api.get("/schemas")
 @leader_only(lambda: _no_arguments("GET /schemas"))  # the leader runs the distributor and holds its report
 def schema_status() -> Any:
-    return jsonify(_controller().jobs.schema_status())
+    return jsonify(rest_json.schema_status_json(_controller().jobs.schema_status()))
 
 
 @schemas_api.post("/schemas/sync")
 @leader_only(_sync_request)
 def schema_sync() -> Any:
-    return jsonify(_controller().jobs.schema_sync())
+    return jsonify(rest_json.schema_report_json(_controller().jobs.schema_sync()))
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> tuple[Response, int]:

@@ -19,6 +19,8 @@ One pass (:meth:`SchemaDistributor.run`), every ``schemas.interval_s`` on the le
 
 No state of its own: the registries are the state, so a pass after a restart or a change of
 leader finds what was copied and copies only the rest. Passes never overlap (one lock).
+A pass answers with data (:class:`SchemaReport`; :meth:`SchemaDistributor.status` adds the last
+error, :class:`SchemaStatus`); :mod:`controller.rest_json` shapes ``GET /schemas``' JSON.
 
 Soft deletes follow the primary; hard deletes do not. A soft delete (Confluent-compatible
 ``DELETE`` without ``permanent``) makes Apicurio disable the version (state ``DISABLED``; the ID
@@ -34,19 +36,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from common.config import SchemasConfig
 from common.schemas import (
     HELD_UNDER_ANOTHER_ID,
+    ConflictReport,
     Copy,
     Plan,
     RenameTopic,
     SchemaVersion,
     StateChange,
     SubjectFormat,
+    SubjectStatus,
     TargetState,
     fingerprint,
     identity,
@@ -63,6 +68,45 @@ from controller.schema_registry import (
 )
 
 log = logging.getLogger(__name__)
+
+ENABLED = "ENABLED"  # a version's state when the registry names none
+
+
+@dataclass(frozen=True)
+class SubjectReport:
+    """One primary subject: its versions (sorted) with their states, and its status on each reachable target."""
+
+    subject: str
+    versions: list[SchemaVersion]
+    states: dict[int, str]  # version -> ENABLED | DISABLED | DEPRECATED
+    targets: dict[str, SubjectStatus]
+
+    @property
+    def latest(self) -> SchemaVersion:
+        return self.versions[-1]
+
+
+@dataclass(frozen=True)
+class SchemaReport:
+    """What one pass found and did. ``conflicts``: the plan's and the copies that did not land."""
+
+    primary: str
+    targets: list[str]
+    checked_at: float
+    subjects: list[SubjectReport]
+    in_sync: bool  # every subject in sync on every target, no failed copy, no unreachable target
+    out_of_sync: dict[str, int]  # target -> subjects not (yet) in sync there
+    conflicts: list[ConflictReport]
+    copied: list[Copy]
+    state_changed: list[StateChange]
+    unreachable: dict[str, str]  # target -> why this pass left it out
+
+
+class SchemaStatus(NamedTuple):
+    """The last successful pass's report, and why a later pass failed (None: it did not)."""
+
+    report: SchemaReport
+    last_error: str | None
 
 
 class SchemaDistributor:
@@ -86,7 +130,7 @@ class SchemaDistributor:
         self._rename_topic = rename_topic
         self._clock = clock
         self._lock = threading.Lock()
-        self._last: dict[str, Any] | None = None
+        self._last: SchemaReport | None = None
         self._logged_conflicts: set[str] = set()
         self._last_error: str | None = None
         # A primary (subject, version) never changes its ID or content: read it once.
@@ -116,7 +160,7 @@ class SchemaDistributor:
 
     # -- one pass ----------------------------------------------------------------------------
 
-    def run(self, write: bool = True) -> dict[str, Any]:
+    def run(self, write: bool = True) -> SchemaReport:
         """One pass (copies only when ``write``); returns the report ``GET /schemas`` serves."""
         with self._lock:
             try:
@@ -128,13 +172,13 @@ class SchemaDistributor:
             self._last, self._last_error = report, None
             return report
 
-    def status(self) -> dict[str, Any]:
-        """The last successful pass's report, with ``lastError`` when a later pass failed (a
+    def status(self) -> SchemaStatus:
+        """The last successful pass's report, with the error when a later pass failed (a
         registry unreachable); a read-only pass when none succeeded yet."""
         last = self._last
         if last is None:
-            return {**self.run(write=False), "lastError": None}
-        return {**last, "lastError": self._last_error}
+            return SchemaStatus(self.run(write=False), None)
+        return SchemaStatus(last, self._last_error)
 
     def _read_primary(self) -> tuple[dict[str, list[SchemaVersion]], dict[tuple[str, int], str]]:
         primary = self._clients[self.config.primary]
@@ -186,7 +230,7 @@ class SchemaDistributor:
             found[schema_id] = None if there is None else fingerprint(*there)
         return found
 
-    def _pass(self, write: bool) -> dict[str, Any]:
+    def _pass(self, write: bool) -> SchemaReport:
         primary, primary_states = self._read_primary()  # the primary unreachable: the pass fails
         # A target that cannot be reached is left out of this pass; the others go on.
         unreachable: dict[str, str] = {}
@@ -208,7 +252,7 @@ class SchemaDistributor:
         result = planned()
         self._log_conflicts({conflict.reason for conflict in result.conflicts})
         copied: list[Copy] = []
-        failed: list[dict[str, Any]] = []
+        failed: list[ConflictReport] = []
         if write and result.copies:
             export = self._clients[self.config.primary].export_zip()
             if self._mark_held_elsewhere(export, result.copies, ids):
@@ -241,9 +285,7 @@ class SchemaDistributor:
             self._failures.inc()
             log.warning("schema distribution skipped unreachable targets: %s", "; ".join(unreachable.values()))
         report = self._report(primary, primary_states, result, copied, failed, changed, unreachable)
-        report["unreachable"] = unreachable
-        report["inSync"] = report["inSync"] and not unreachable
-        return report
+        return replace(report, unreachable=unreachable, in_sync=report.in_sync and not unreachable)
 
     def _log_conflicts(self, reasons: set[str]) -> None:
         """Each conflict at ERROR once when it appears (not every pass), and when it is gone."""
@@ -267,9 +309,9 @@ class SchemaDistributor:
         return marked
 
     def _copy(self, export: bytes, primary: Mapping[str, list[SchemaVersion]], copies: list[Copy],
-              unreachable: dict[str, str]) -> tuple[list[Copy], list[dict[str, Any]]]:
+              unreachable: dict[str, str]) -> tuple[list[Copy], list[ConflictReport]]:
         copied: list[Copy] = []
-        failed: list[dict[str, Any]] = []
+        failed: list[ConflictReport] = []
         batch = self.config.import_batch
         for target in self.targets:
             mine = [c for c in copies if c.target == target]
@@ -296,8 +338,8 @@ class SchemaDistributor:
                         continue
                     stopped.add(copy.subject)
                     log.error("schema copy failed: %s", problem)
-                    failed.append({"target": target, "subject": copy.subject, "version": copy.version,
-                                   "id": copy.schema_id, "targetSubject": copy.target_subject, "reason": problem})
+                    failed.append(ConflictReport(target, copy.subject, copy.version, copy.schema_id,
+                                                 copy.target_subject, problem))
         return copied, failed
 
     @staticmethod
@@ -314,8 +356,8 @@ class SchemaDistributor:
                    + ("" if landed_as and landed_as[1] == expected.fingerprint else " with other content")))
 
     def _report(self, primary: Mapping[str, list[SchemaVersion]], primary_states: Mapping[tuple[str, int], str],
-                result: Plan, copied: list[Copy], failed: list[dict[str, Any]],
-                changed: list[StateChange], unreachable: Mapping[str, str]) -> dict[str, Any]:
+                result: Plan, copied: list[Copy], failed: list[ConflictReport],
+                changed: list[StateChange], unreachable: Mapping[str, str]) -> SchemaReport:
         out_of_sync: dict[str, int] = {}
         for target in self.targets:
             if target in unreachable:  # not known to be in sync: every subject it should hold
@@ -324,33 +366,23 @@ class SchemaDistributor:
                 continue  # its conflicts are as the last pass that reached it found them
             out_of_sync[target] = result.out_of_sync(target)
             self._out_of_sync.labels(target).set(out_of_sync[target])
-            self._conflicts.labels(target).set(result.conflicts_on(target) + sum(1 for f in failed if f["target"] == target))
+            self._conflicts.labels(target).set(result.conflicts_on(target) + sum(1 for f in failed if f.target == target))
         subjects = []
         for subject in sorted(primary):
-            latest = max(primary[subject], key=lambda v: v.version)
-            targets = {
-                target: {"subject": status.target_subject, "state": status.state.value,
-                         "syncedVersions": list(status.synced_versions),
-                         "missingVersions": list(status.missing_versions), "conflict": status.conflict}
-                for target, status in result.statuses.get(subject, {}).items()
-            }
-            subjects.append({"subject": subject, "version": latest.version, "id": latest.schema_id,
-                             "versions": {str(v.version): v.schema_id for v in sorted(primary[subject])},
-                             "states": {str(v.version): primary_states.get((subject, v.version), "ENABLED")
-                                        for v in sorted(primary[subject])},
-                             "targets": targets})
-        return {
-            "primary": self.config.primary,
-            "targets": list(self.targets),
-            "checkedAt": self._clock(),
-            "subjects": subjects,
-            "inSync": all(s.state == TargetState.IN_SYNC for per in result.statuses.values() for s in per.values())
+            versions = sorted(primary[subject])
+            subjects.append(SubjectReport(
+                subject, versions, {v.version: primary_states.get((subject, v.version), ENABLED) for v in versions},
+                dict(result.statuses.get(subject, {}))))
+        return SchemaReport(
+            primary=self.config.primary,
+            targets=list(self.targets),
+            checked_at=self._clock(),
+            subjects=subjects,
+            in_sync=all(s.state == TargetState.IN_SYNC for per in result.statuses.values() for s in per.values())
             and not failed,
-            "outOfSync": out_of_sync,
-            "conflicts": [{"target": c.target, "subject": c.subject, "version": c.version, "id": c.schema_id,
-                           "targetSubject": c.target_subject, "reason": c.reason} for c in result.conflicts] + failed,
-            "copied": [{"target": c.target, "subject": c.subject, "version": c.version, "id": c.schema_id,
-                        "targetSubject": c.target_subject} for c in copied],
-            "stateChanged": [{"target": c.target, "subject": c.subject, "version": c.version,
-                              "targetSubject": c.target_subject, "state": c.state} for c in changed],
-        }
+            out_of_sync=out_of_sync,
+            conflicts=[*result.conflicts, *failed],
+            copied=copied,
+            state_changed=changed,
+            unreachable={},
+        )

@@ -12,7 +12,8 @@ any -> STOPPED). The parts, each in a module of its own:
 - ``metrics`` (:mod:`controller.metrics`): the Prometheus registry;
 - ``reads`` (:mod:`controller.reads`): what any controller answers (REST reads).
 
-The REST layer (:mod:`controller.rest`) takes this object and uses the parts by name. When the
+The REST layer (:mod:`controller.rest`) takes this object and uses the parts by name; the parts
+answer with typed data, which :mod:`controller.rest_json` shapes as JSON. When the
 lead starts, the reconciler forgets the former lead, then (LEADING) its watches and the jobs
 start; when the lead ends, every job is removed and the model dropped.
 """

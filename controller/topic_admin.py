@@ -5,13 +5,16 @@ Owns no state: every command checks its input (:class:`BadRequest` for a bad nam
 ideal-state nodes in one fenced batch, tells the model, and reconciles once, so the new
 partitions are assigned before the command answers. ``POST /topics``, ``PUT /topics``,
 ``DELETE /topics/<t>``, ``POST /instances`` (rebalance) and the ``observe`` job come here.
+Every command answers with data (:class:`controller.reads.TopicView`, the ideal states it
+created, :class:`TopicDeleted`, :class:`Rebalanced`); :mod:`controller.rest_json`
+shapes the JSON.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 
@@ -23,11 +26,24 @@ from controller import observer
 from controller.errors import BadRequest, Conflict, NotFound
 from controller.kafka_meta import ClusterMetadata
 from controller.leadership import Leadership
-from controller.reads import ReadSide
+from controller.reads import ReadSide, TopicView
 from controller.reconciler import Reconciler, select_routes
 from controller.store import Op
 
 log = logging.getLogger(__name__)
+
+
+class TopicDeleted(NamedTuple):
+    """``topic`` is no longer mirrored on ``routes``."""
+
+    topic: str
+    routes: tuple[str, ...]
+
+
+class Rebalanced(NamedTuple):
+    """A rebalance ran now; ``moved`` partitions changed worker."""
+
+    moved: int
 
 
 class TopicAdmin:
@@ -44,15 +60,16 @@ class TopicAdmin:
         self._reads = reads
         self._clock = clock
 
-    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> dict[str, Any]:
+    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView:
         """Whitelists ``topic`` on every route (or ``route``); its partitions are assigned at once."""
         self.add_topics([{"topic": topic, "numPartitions": num_partitions}], route)
         return self._reads.topic_view(topic, route)
 
-    def add_topics(self, topics: Any, route: str | None = None) -> dict[str, Any]:
+    def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]:
         """Whitelists many topics (``[{"topic", "numPartitions"?}, ...]``) in one write and one reconcile.
 
         All or nothing: any bad, already mirrored or missing topic refuses the whole request.
+        Returns the ideal states created (route by route, topics in request order), before assignment.
         """
         if not isinstance(topics, list) or not topics:
             raise BadRequest('topics must be a non-empty list like [{"topic": "orders", "numPartitions": 8}]')
@@ -93,9 +110,9 @@ class TopicAdmin:
             else:
                 log.info("whitelisted %d topics on %s", len(wanted_counts), [r.name for r in routes])
             reconciler.reconcile()
-        return {"topics": [{"topic": s.topic, "route": s.route, "partitions": s.partitions} for s in created]}
+        return created
 
-    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> dict[str, Any]:
+    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView:
         """Raises the partition count Ferry mirrors (never lowers it); new partitions are assigned at once."""
         _check_topic(topic)
         count = _check_count(num_partitions, required=True)
@@ -130,7 +147,7 @@ class TopicAdmin:
                 reconciler.reconcile()
         return self._reads.topic_view(topic, route)
 
-    def delete_topic(self, topic: str, route: str | None = None) -> dict[str, Any]:
+    def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted:
         """Stops mirroring ``topic``; workers release its partitions. The destination topic stays."""
         reconciler, layout = self._reconciler, self._layout
         with reconciler.lock:
@@ -154,12 +171,13 @@ class TopicAdmin:
             reconciler.publish_ideal()
             log.info("stopped mirroring topic %s", topic)
             reconciler.reconcile()
-        return {"topic": topic, "deleted": True}
+        return TopicDeleted(topic, tuple(key.route for key in deleted))
 
-    def rebalance_now(self) -> dict[str, Any]:
+    def rebalance_now(self) -> Rebalanced:
+        """Reconciles now, moving partitions to even out the workers."""
         with self._reconciler.lock:
-            plan = self._reconciler.reconcile(rebalance=True)
-        return {"rebalanced": True, "moved": plan.moved}
+            changes = self._reconciler.reconcile(rebalance=True)
+        return Rebalanced(changes.moved)
 
     # -- the observer (job ``observe``) -------------------------------------------------------
 

@@ -5,13 +5,14 @@ and an operator's may race) and, on the leader, when each leaf was first seen un
 Per leaf: ``reachable -> unreachable`` (a probe failed; remembered with the time) ->
 ``reachable`` (a probe answered). A distributor whose target stayed unreachable for
 ``tree.switch_after_s`` is switched to another leaf of its subtree (:func:`common.tree.switches`).
+The ``/tree`` view is data (:class:`TreeView`); :mod:`controller.rest_json` shapes its JSON.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
@@ -25,6 +26,30 @@ from controller.kafka_meta import ClusterMetadata
 from controller.leadership import Leadership
 
 log = logging.getLogger(__name__)
+
+COPYING = "copying"
+TARGET_UNREACHABLE = "target unreachable"
+
+
+@dataclass(frozen=True)
+class DistributorRow:
+    """One derived distributor, where it copies to now and whether that target answers."""
+
+    distributor: tree.Distributor
+    target: str  # the leaf it copies to (switched or configured)
+    switched: bool  # ``target`` comes from ``tree/targets``
+    state: str  # COPYING or TARGET_UNREACHABLE
+
+
+@dataclass(frozen=True)
+class TreeView:
+    """The distribution tree: its layout, its distributors and the leaves the leader finds unreachable."""
+
+    layout: str
+    switch_after_s: float
+    distributors: list[DistributorRow]
+    unreachable: list[str]  # sorted; empty on a standby (only the leader probes)
+    table: str  # the same, as a text table (``GET /tree?format=text``, ``ferry tree``)
 
 
 class TreeControl:
@@ -83,7 +108,7 @@ class TreeControl:
             return updated
         raise Conflict("the tree's targets kept changing; try again")
 
-    def tree_view(self) -> dict[str, Any]:
+    def tree_view(self) -> TreeView:
         """The derived distributors, their targets and state (REST ``/tree``, ``ferry tree``)."""
         if self.config.tree is None:
             raise NotFound("no distribution tree is configured")
@@ -92,17 +117,14 @@ class TreeControl:
         switched, _ = self.switched_targets()
         routes = {r.name: r for r in self.config.with_targets(switched)}
         unreachable = dict(self._unreachable_since) if self._leadership.is_leader() else {}
-        rows: list[dict[str, Any]] = []
+        rows: list[DistributorRow] = []
         states: dict[str, str] = {}
         for d in derived:
             target = routes[d.name].destination
-            state = states[d.name] = "target unreachable" if target in unreachable else "copying"
-            rows.append({"name": d.name, "cluster": d.cluster, "level": d.level, "mask": tree.format_flags(d.mask),
-                         "bit": tree.format_flags(d.bit), "subtree": list(d.subtree), "subtreeLayout": d.subtree_layout,
-                         "target": target, "switched": d.name in switched, "state": state})
-        return {"layout": root.render(), "switchAfterS": self.config.tree.switch_after_s, "distributors": rows,
-                "unreachable": sorted(unreachable),
-                "table": tree.table(derived, {d.name: routes[d.name].destination for d in derived}, states)}
+            state = states[d.name] = TARGET_UNREACHABLE if target in unreachable else COPYING
+            rows.append(DistributorRow(d, target, d.name in switched, state))
+        return TreeView(root.render(), self.config.tree.switch_after_s, rows, sorted(unreachable),
+                        tree.table(derived, {d.name: routes[d.name].destination for d in derived}, states))
 
     def check_tree(self) -> None:
         """The leader's tree job: probes every leaf; switches distributors whose target is down too long."""

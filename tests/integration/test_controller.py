@@ -30,6 +30,7 @@ from common.support import poll_until
 from common.zk_layout import ZkLayout
 from controller.errors import BadRequest, Conflict, NotFound, NotLeader
 from controller.rest import create_app
+from controller.rest_json import deleted_json, health_json, topic_json, topics_json
 from controller.service import LEADING, Controller
 from controller.store import Op
 
@@ -140,7 +141,7 @@ def test_a_single_controller_leads_and_publishes_the_leader_node(cluster: Cluste
     assert controller.leadership.state == LEADING
     assert decode(cluster.admin.get(LAYOUT.leader)[0]) == {"id": "c1", "rest_url": "http://c1.invalid:9000"}
     assert controller.leadership.leader() == {"id": "c1", "rest_url": "http://c1.invalid:9000"}
-    health = controller.reads.health()
+    health = health_json(controller.reads.health())
     assert health["leader"] is True and health["leaderId"] == "c1" and health["status"] == "ok"
     for path in LAYOUT.persistent_paths():
         assert cluster.admin.exists(path), path
@@ -164,7 +165,7 @@ def test_topic_requests_are_validated(cluster: Cluster, source_topic: Callable[[
         controller.topics.add_topic(topic, route="dst.src")
     assert cluster.ideal(topic) is None  # nothing above wrote anything
 
-    view = controller.topics.add_topic(topic, 3)
+    view = topic_json(controller.topics.add_topic(topic, 3))
     assert view["topic"] == topic and view["partitions"] == 3
     with pytest.raises(Conflict):
         controller.topics.add_topic(topic)
@@ -178,9 +179,9 @@ def test_topic_requests_are_validated(cluster: Cluster, source_topic: Callable[[
         controller.topics.expand_topic(topic_name("unknown"), 2)
     with pytest.raises(NotFound):
         controller.topics.delete_topic(topic_name("unknown"))
-    assert controller.reads.list_topics() == [{"topic": topic, "route": ROUTE, "partitions": 3}]
+    assert topics_json(controller.reads.list_topics()) == {"topics": [{"topic": topic, "route": ROUTE, "partitions": 3}]}
 
-    assert controller.topics.delete_topic(topic) == {"topic": topic, "deleted": True}
+    assert deleted_json(controller.topics.delete_topic(topic)) == {"topic": topic, "deleted": True}
     assert cluster.ideal(topic) is None
     with pytest.raises(NotFound):
         controller.reads.topic_view(topic)

@@ -24,6 +24,7 @@ from common.model import PartitionKey, WorkerAssignment
 from common.support import poll_until
 from common.zk_layout import ZkLayout
 from common.zk_state import StateReader
+from controller.rest_json import validation_json
 from controller.service import Controller
 from controller.store import MAX_BYTES_PER_TRANSACTION, Store
 
@@ -137,7 +138,7 @@ def test_two_thousand_partitions_on_fifty_workers_keep_the_invariants(
     wait_for(lambda: fleet.online.get("fake-joiner", 0) >= PARTITIONS // WORKERS and fleet.total() == PARTITIONS,
              120, "the joiner's share ONLINE")
     live = set(ids[1:]) | {"fake-joiner"}
-    wait_for(lambda: controller.reads.validation()["ok"], 60, "the validation to be clean")
+    wait_for(lambda: validation_json(controller.reads.validation())["ok"], 60, "the validation to be clean")
     check_invariants(zk_chroot, live)
 
     wait_for(lambda: all(controller.metrics.job_counts().get(j, {}).get("runs", 0) >= 2 for j in ("observe", "lag")), 30,

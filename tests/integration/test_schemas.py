@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from common import devstack
 from common.config import SchemasConfig
+from controller.rest_json import schema_report_json
 from controller.schema_distributor import SchemaDistributor
 from controller.schema_registry import RegistryClient
 
@@ -75,7 +76,7 @@ def test_ids_carry_over_and_a_second_version_follows_in_order(registry_stack: de
     subject, translated = f"{topic}-value", f"acme-prod-{topic}-value"
     first = register(src, subject, ORDER_V1)
 
-    report = distributor.run()
+    report = schema_report_json(distributor.run())
     assert [(c["version"], c["id"], c["targetSubject"]) for c in report["copied"]] == [(1, first, translated)]
     landed = version(dst, translated, 1)
     assert landed is not None and landed["id"] == first
@@ -84,12 +85,12 @@ def test_ids_carry_over_and_a_second_version_follows_in_order(registry_stack: de
 
     second = register(src, subject, ORDER_V2)  # compatible (a field with a default)
     assert second != first
-    report = distributor.run()
+    report = schema_report_json(distributor.run())
     assert [(c["version"], c["id"]) for c in report["copied"]] == [(2, second)]
     assert versions(dst, translated) == [1, 2]
     assert (version(dst, translated, 2) or {}).get("id") == second
 
-    again = distributor.run()  # idempotent: nothing to copy, nothing copied twice
+    again = schema_report_json(distributor.run())  # idempotent: nothing to copy, nothing copied twice
     assert again["copied"] == [] and again["inSync"]
     assert versions(dst, translated) == [1, 2]
     assert 'ferry_controller_schema_subjects_out_of_sync{target="dst"} 0.0' in generate_latest(
@@ -115,7 +116,7 @@ def test_a_conflicting_id_is_reported_and_the_target_is_left_alone(registry_stac
         assert filler < 10_000
     before_subjects = requests.get(f"{dst}/apis/ccompat/v7/subjects", timeout=10).json()
 
-    report = distributor.run()
+    report = schema_report_json(distributor.run())
     assert report["copied"] == [] and not report["inSync"]
     [conflict] = report["conflicts"]
     assert conflict["id"] == taken_id and f"ID {taken_id} is used on dst by a different schema" in conflict["reason"]
@@ -125,7 +126,7 @@ def test_a_conflicting_id_is_reported_and_the_target_is_left_alone(registry_stac
     assert schema_at(dst, taken_id) == there
     assert versions(dst, translated) == []
     assert requests.get(f"{dst}/apis/ccompat/v7/subjects", timeout=10).json() == before_subjects
-    assert distributor.run()["conflicts"] == report["conflicts"]  # still reported, still not written
+    assert schema_report_json(distributor.run())["conflicts"] == report["conflicts"]  # still reported, still not written
 
 
 def test_the_same_schema_under_another_id_on_the_target_is_a_conflict(registry_stack: devstack.Stack, topic: str,
@@ -143,7 +144,7 @@ def test_the_same_schema_under_another_id_on_the_target_is_a_conflict(registry_s
                                              "namespace": schema["namespace"]})
     here = register(src, subject, schema)
     assert here != there
-    report = distributor.run()
+    report = schema_report_json(distributor.run())
     assert report["copied"] == []
     [conflict] = report["conflicts"]
     assert conflict["reason"] == (f"dst already holds the schema of {subject} version 1 under another ID, "
@@ -162,21 +163,21 @@ def test_soft_deletes_follow_the_primary_and_hard_deletes_do_not(registry_stack:
     src, dst = registry_stack.registry_url("src"), registry_stack.registry_url("dst")
     subject, translated = f"{topic}-value", f"acme-prod-{topic}-value"
     first, second = register(src, subject, ORDER_V1), register(src, subject, ORDER_V2)
-    assert len(distributor.run()["copied"]) == 2
+    assert len(schema_report_json(distributor.run())["copied"]) == 2
 
     requests.delete(f"{src}/apis/ccompat/v7/subjects/{subject}/versions/1", timeout=10).raise_for_status()
-    report = distributor.run()
+    report = schema_report_json(distributor.run())
     assert [(c["version"], c["state"]) for c in report["stateChanged"]] == [(1, "DISABLED")]
     assert _state(dst, translated, 1) == "DISABLED" and _state(dst, translated, 2) == "ENABLED"
     assert schema_at(dst, first) is not None  # soft-deleted: the ID still resolves for mirrored records
 
     requests.delete(f"{src}/apis/ccompat/v7/subjects/{subject}", timeout=10).raise_for_status()  # the whole subject
-    report = distributor.run()
+    report = schema_report_json(distributor.run())
     assert [(c["version"], c["state"]) for c in report["stateChanged"]] == [(2, "DISABLED")]
-    assert report["inSync"] and distributor.run()["stateChanged"] == []
+    assert report["inSync"] and schema_report_json(distributor.run())["stateChanged"] == []
 
     requests.delete(f"{src}/apis/ccompat/v7/subjects/{subject}/versions/2?permanent=true", timeout=10).raise_for_status()
-    report = distributor.run()
+    report = schema_report_json(distributor.run())
     assert report["copied"] == [] and report["stateChanged"] == []
     assert versions(dst, translated) == [1, 2] and schema_at(dst, second) is not None  # kept on the target
 
@@ -205,7 +206,7 @@ def test_a_restart_mid_distribution_copies_each_version_exactly_once(registry_st
         crashing.run()
 
     restarted = SchemaDistributor(config, CollectorRegistry())
-    report = restarted.run()
+    report = schema_report_json(restarted.run())
     assert report["copied"] == []  # the import before the crash had landed; nothing copied twice
     assert report["inSync"]
     for subject in subjects:

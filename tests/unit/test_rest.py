@@ -12,15 +12,23 @@ from flask import Flask, request
 from flask.testing import FlaskClient
 from werkzeug.serving import make_server
 
-from common.model import PartitionKey
+from common.heartbeat import HeartbeatView
+from common.model import ExternalView, IdealState, PartitionKey
+from common.vocabulary import ControllerState
+from controller.checkpoints import GroupCheckpoints
 from controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
 from controller.progress import NoProgress, OffsetSample
+from controller.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
 from controller.rest import FORWARDED_HEADER, ControllerApi, create_app
+from controller.schema_distributor import SchemaReport, SchemaStatus
+from controller.topic_admin import Rebalanced, TopicDeleted
+from controller.tree_control import TreeView
 
 
 class FakeController:
     """Implements :class:`controller.rest.ControllerApi`, every part in one object; records calls,
-    raises ``fail`` when set."""
+    raises ``fail`` when set. A topic view names this controller as its route's destination, and a
+    schema report as its target, so a test sees which controller answered."""
 
     def __init__(self, controller_id: str = "c1", leading: bool = True, leader: dict[str, str] | None = None) -> None:
         self.controller_id = controller_id
@@ -61,49 +69,54 @@ class FakeController:
     def leader(self) -> dict[str, str] | None:
         return self.leader_info
 
-    def health(self) -> dict[str, Any]:
-        return {"status": "ok", "id": self.controller_id, "leader": self.leading}
+    def health(self) -> Health:
+        state = ControllerState.LEADING if self.leading else ControllerState.STANDBY
+        return Health(True, self.controller_id, state, self.leading, None, None)
 
-    def list_topics(self) -> list[dict[str, Any]]:
+    def list_topics(self) -> list[IdealState]:
         self._call("list_topics")
-        return [{"topic": "orders", "route": "src.dst", "partitions": 2}]
+        return [IdealState("src.dst", "orders", 2)]
 
-    def topic_view(self, topic: str, route: str | None = None) -> dict[str, Any]:
+    def _view(self, topic: str, partitions: int, route: str | None) -> TopicView:
+        name = route or "src.dst"
+        one = RouteTopic(IdealState(name, topic, partitions), ExternalView(name, topic), self.controller_id, topic)
+        return TopicView(topic, {name: one})
+
+    def topic_view(self, topic: str, route: str | None = None) -> TopicView:
         self._call("topic_view", topic, route)
-        return {"topic": topic, "route": route}
+        return self._view(topic, 1, route)
 
-    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> dict[str, Any]:
+    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView:
         self._call("add_topic", topic, num_partitions, route)
-        return {"topic": topic, "partitions": num_partitions, "by": self.controller_id}
+        return self._view(topic, num_partitions or 1, route)
 
-    def add_topics(self, topics: Any, route: str | None = None) -> dict[str, Any]:
+    def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]:
         self._call("add_topics", topics, route)
-        return {"topics": [{"topic": t["topic"], "route": route or "src.dst", "partitions": t["numPartitions"] or 1}
-                           for t in topics]}
+        return [IdealState(route or "src.dst", t["topic"], t["numPartitions"] or 1) for t in topics]
 
-    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> dict[str, Any]:
+    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView:
         self._call("expand_topic", topic, num_partitions, route)
-        return {"topic": topic, "partitions": num_partitions}
+        return self._view(topic, num_partitions, route)
 
-    def delete_topic(self, topic: str, route: str | None = None) -> dict[str, Any]:
+    def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted:
         self._call("delete_topic", topic, route)
-        return {"topic": topic, "deleted": True}
+        return TopicDeleted(topic, (route or "src.dst",))
 
-    def instances(self) -> dict[str, Any]:
+    def instances(self) -> Instances:
         self._call("instances")
-        return {"instances": [], "departed": []}
+        return Instances([], {})
 
-    def rebalance_now(self) -> dict[str, Any]:
+    def rebalance_now(self) -> Rebalanced:
         self._call("rebalance_now")
-        return {"rebalanced": True, "moved": 0}
+        return Rebalanced(0)
 
-    def validation(self) -> dict[str, Any]:
+    def validation(self) -> Validation:
         self._call("validation")
-        return {"ok": True}
+        return Validation([], {}, None)
 
-    def source_validation(self) -> dict[str, Any]:
+    def source_validation(self) -> SourceValidation:
         self._call("source_validation")
-        return {"ok": True}
+        return SourceValidation(0, [], None)
 
     def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
         self._call("offsets", topic, partition)
@@ -119,32 +132,34 @@ class FakeController:
     def metrics_text(self) -> bytes:
         return b"# no metrics\n"
 
-    def groups(self, group: str | None = None) -> dict[str, Any]:
+    def groups(self, group: str | None = None) -> GroupCheckpoints:
         self._call("groups", group)
         if group == "unknown":
             raise NotFound("group 'unknown' has no checkpoint")
-        return {"groups": []}
+        return GroupCheckpoints({}, {})
 
-
-    def tree_view(self) -> dict[str, Any]:
+    def tree_view(self) -> TreeView:
         self._call("tree_view")
-        return {"layout": "1(a,b)", "distributors": [], "table": "DISTRIBUTOR ...", "unreachable": []}
+        return TreeView("1(a,b)", 60.0, [], [], "DISTRIBUTOR ...")
 
-    def heartbeats(self) -> dict[str, Any]:
+    def heartbeats(self) -> HeartbeatView:
         self._call("heartbeats")
-        return {"endToEnd": [], "routes": {}}
+        return HeartbeatView([], {})
 
     def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]:
         self._call("switch_target", distributor, leaf)
         return {distributor: leaf}
 
-    def schema_status(self) -> dict[str, Any]:
-        self._call("schema_status")
-        return {"primary": "src", "subjects": []}
+    def _schema_report(self) -> SchemaReport:
+        return SchemaReport("src", [self.controller_id], 0.0, [], True, {}, [], [], [], {})
 
-    def schema_sync(self) -> dict[str, Any]:
+    def schema_status(self) -> SchemaStatus:
+        self._call("schema_status")
+        return SchemaStatus(self._schema_report(), None)
+
+    def schema_sync(self) -> SchemaReport:
         self._call("schema_sync")
-        return {"primary": "src", "copied": [], "by": self.controller_id}
+        return self._schema_report()
 
 
 def _typed(fake: FakeController) -> ControllerApi:
@@ -195,19 +210,21 @@ def assert_json_error(response: Any, status: int) -> dict[str, Any]:
 def test_post_topics_creates_with_201(client: FlaskClient, fake: FakeController) -> None:
     response = client.post("/topics", json={"topic": "orders", "numPartitions": 8, "route": "src.dst"})
     assert response.status_code == 201
-    assert response.get_json() == {"topic": "orders", "partitions": 8, "by": "c1"}
+    body = response.get_json()  # the fake's view names the answering controller as destination
+    assert (body["topic"], body["partitions"], body["destination"]) == ("orders", 8, "c1")
     assert fake.calls == [("add_topic", ("orders", 8, "src.dst"))]
 
 
 def test_reads_and_other_writes_answer_200(client: FlaskClient, fake: FakeController) -> None:
     assert client.get("/health").get_json()["status"] == "ok"
     assert client.get("/topics").get_json() == {"topics": [{"topic": "orders", "route": "src.dst", "partitions": 2}]}
-    assert client.get("/topics/orders?route=src.dst").get_json() == {"topic": "orders", "route": "src.dst"}
+    view = client.get("/topics/orders?route=src.dst").get_json()
+    assert view["topic"] == "orders" and list(view["routes"]) == ["src.dst"]
     assert client.put("/topics", json={"topic": "orders", "numPartitions": 9}).status_code == 200
     assert client.delete("/topics/orders").get_json() == {"topic": "orders", "deleted": True}
     assert client.get("/instances").status_code == 200
     assert client.post("/instances").get_json() == {"rebalanced": True, "moved": 0}
-    assert client.get("/validation").get_json() == {"ok": True}
+    assert client.get("/validation").get_json() == {"ok": True, "summary": {}, "mismatches": [], "spark": None}
     assert [name for name, _ in fake.calls] == [
         "list_topics", "topic_view", "expand_topic", "delete_topic", "instances", "rebalance_now", "validation",
     ]
@@ -322,7 +339,8 @@ def test_a_standby_forwards_writes_and_relays_the_leaders_answer(serve: Callable
 
     created = client.post("/topics?route=src.dst", json={"topic": "orders", "numPartitions": 3})
     assert created.status_code == 201
-    assert created.get_json() == {"topic": "orders", "partitions": 3, "by": "leader"}
+    body = created.get_json()  # the fake's view names the answering controller as destination
+    assert (body["topic"], body["partitions"], body["destination"]) == ("orders", 3, "leader")
     assert leader.calls == [("add_topic", ("orders", 3, "src.dst"))]
     assert standby.calls == []
 

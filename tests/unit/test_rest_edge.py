@@ -25,7 +25,9 @@ from common.model import PartitionKey
 from controller.auth import TokenChecker, load_tokens
 from controller.openapi import openapi_document
 from controller.progress import OffsetSample
+from controller.reads import TopicView
 from controller.rest import REQUEST_ID_HEADER, create_app
+from controller.topic_admin import TopicDeleted
 from tests.unit.test_rest import FakeController, _typed, assert_json_error, serve  # noqa: F401 - fixture
 
 WRITE_TOKEN = "w-secret-0123456789abcdef"
@@ -39,11 +41,11 @@ class ZkLikeFake(FakeController):
         if topic in (".", "..") or "/" in topic or not topic:
             raise ValueError("relative paths not allowed")
 
-    def topic_view(self, topic: str, route: str | None = None) -> dict[str, Any]:
+    def topic_view(self, topic: str, route: str | None = None) -> TopicView:
         self._zk_path(topic)
         return super().topic_view(topic, route)
 
-    def delete_topic(self, topic: str, route: str | None = None) -> dict[str, Any]:
+    def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted:
         self._zk_path(topic)
         return super().delete_topic(topic, route)
 

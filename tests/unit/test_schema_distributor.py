@@ -9,6 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from common.config import SchemasConfig
+from controller.rest_json import schema_report_json, schema_status_json
 from controller.schema_distributor import SchemaDistributor
 from controller.schema_registry import RegisteredVersion, RegistryClient, RegistryUnavailable
 
@@ -82,7 +83,7 @@ def test_an_import_that_answers_but_lands_nothing_is_reported_not_skipped() -> N
     src = FakeRegistry("src", {"orders-value": [(7, '"string"')]})
     dst = FakeRegistry("dst", {})
     distributor = _distributor(src, dst)
-    report = distributor.run()
+    report = schema_report_json(distributor.run())
     assert report["copied"] == [] and not report["inSync"]
     [problem] = report["conflicts"]
     assert "did not land on dst as dr-orders-value with ID 7: nothing was imported" in problem["reason"]
@@ -93,11 +94,12 @@ def test_a_failed_pass_keeps_the_last_report_and_says_why() -> None:
     src = FakeRegistry("src", {"orders-value": [(7, '"string"')]})
     dst = FakeRegistry("dst", {"dr-orders-value": [(7, '"string"')]})
     distributor = _distributor(src, dst)
-    assert distributor.status()["inSync"] and distributor.status()["lastError"] is None
+    first = schema_status_json(distributor.status())
+    assert first["inSync"] and first["lastError"] is None
     src.down = True  # the primary: no pass without it
     with pytest.raises(RegistryUnavailable):
         distributor.run()
-    status = distributor.status()
+    status = schema_status_json(distributor.status())
     assert status["inSync"] and "registry of src did not answer" in status["lastError"]
     assert "ferry_controller_schema_pass_failures_total 1.0" in generate_latest(distributor.metrics).decode()
 
@@ -106,7 +108,7 @@ def test_imports_go_in_batches_and_stop_for_a_subject_whose_version_did_not_land
     config = CONFIG.model_copy(update={"import_batch": 1})
     src = FakeRegistry("src", {"orders-value": [(7, '"string"'), (8, '"long"')], "other-value": [(9, '"int"')]})
     dst = FakeRegistry("dst", {})
-    report = SchemaDistributor(config, CollectorRegistry(), clients={"src": src, "dst": dst}).run()
+    report = schema_report_json(SchemaDistributor(config, CollectorRegistry(), clients={"src": src, "dst": dst}).run())
     # other-value v1 and orders-value v1 each in a request of their own; orders-value v2 waits
     # behind its version 1, which did not land (it would be out of order).
     assert len(dst.imported) == 2
@@ -121,7 +123,7 @@ def test_an_unreachable_target_is_left_out_and_the_others_go_on() -> None:
     dr = FakeRegistry("dr", {})
     dr.down = True
     distributor = SchemaDistributor(config, CollectorRegistry(), clients={"src": src, "dst": dst, "dr": dr})
-    report = distributor.run()
+    report = schema_report_json(distributor.run())
     assert report["unreachable"] == {"dr": "registry of dr did not answer"}
     assert report["subjects"][0]["targets"] == {"dst": {
         "subject": "orders-value", "state": "in_sync", "syncedVersions": [1], "missingVersions": [], "conflict": None}}

@@ -60,7 +60,7 @@ def test_a_standby_forwards_both_to_the_leader(serve: Callable[[Flask], str]) ->
     url = serve(create_app(_typed(leader)))
     standby = FakeController("standby", leading=False, leader={"id": "leader", "rest_url": url})
     client = create_app(_typed(standby)).test_client()
-    assert client.post("/schemas/sync").get_json()["by"] == "leader"
+    assert client.post("/schemas/sync").get_json()["targets"] == ["leader"]  # the fake names who answered
     assert client.get("/schemas").status_code == 200
     assert standby.calls == [] and [name for name, _ in leader.calls] == ["schema_sync", "schema_status"]
 

@@ -22,6 +22,7 @@ from common.config import FerryConfig, RouteConfig, parse_config
 from common.errors import ConfigError
 from common.provenance import read, stamp
 from common.watermark import OffsetWatermarks
+from controller.rest_json import heartbeats_json
 
 pytestmark = pytest.mark.unit
 
@@ -357,7 +358,7 @@ def test_heartbeats_give_latency_per_route_and_end_to_end() -> None:
     book.record("b", "a", ("a",), 1000, 1250)
     book.record("c", "a", ("a", "b"), 1000, 1600)
     book.record("c", "a", ("a", "b"), 900, 1500)  # older than what is known: ignored
-    view = book.view(now_ms=3600, routes=[("a.b", "a", "b"), ("b.c", "b", "c")])
+    view = heartbeats_json(book.view(now_ms=3600, routes=[("a.b", "a", "b"), ("b.c", "b", "c")]))
     assert view["endToEnd"] == [
         {"origin": "a", "cluster": "b", "hops": 1, "latencyS": 0.25, "sinceLastS": 2.35},
         {"origin": "a", "cluster": "c", "hops": 2, "latencyS": 0.6, "sinceLastS": 2.0},

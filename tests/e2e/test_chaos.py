@@ -167,7 +167,7 @@ def test_chaos_loses_nothing_and_every_partition_ends_online(
         phase.recovered = time.monotonic()
 
     def kill_server(server: devstack.Server, down_s: float, name: str) -> None:
-        phase = Phase(name, started=time.monotonic(), dst_ends=ledger._end_offsets(ledger.dst))
+        phase = Phase(name, started=time.monotonic(), dst_ends=ledger.end_offsets(ledger.dst))
         phases.append(phase)
         pid = devstack.pid_of(server)
         assert pid is not None, f"{server.name} is not running"
@@ -182,7 +182,7 @@ def test_chaos_loses_nothing_and_every_partition_ends_online(
 
         victim = _busiest_worker(fleet, controllers, topic, workers)
         phase = Phase(f"SIGSTOP worker {victim.name} for {WORKER_STOPPED_S:.0f} s", started=time.monotonic(),
-                      dst_ends=ledger._end_offsets(ledger.dst))
+                      dst_ends=ledger.end_offsets(ledger.dst))
         phases.append(phase)
         victim.signal(signal.SIGSTOP)
         try:
@@ -192,7 +192,7 @@ def test_chaos_loses_nothing_and_every_partition_ends_online(
         recover(phase)
 
         kill_server(stack.src, SRC_DOWN_S, "kill -9 source broker, down 10 s")
-        phases.append(Phase("after the faults", dst_ends=ledger._end_offsets(ledger.dst)))
+        phases.append(Phase("after the faults", dst_ends=ledger.end_offsets(ledger.dst)))
     finally:
         producer.stop()
 

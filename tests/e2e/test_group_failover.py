@@ -260,7 +260,7 @@ def test_a_group_fails_over_exactly_over_two_hops_of_renamed_topics(
     controller, _ = fleet.start_controller("c1"), fleet.start_worker("w1")
     fleet.wait_for_leader(controller)
     at_c = RecordLedger(fleet.stack, on_c, 1, src=third_cluster)
-    wait_until(lambda: at_c._end_offsets(third_cluster).get(0, 0) >= 3_000, 120, "3,000 records on c after two hops")
+    wait_until(lambda: at_c.end_offsets(third_cluster).get(0, 0) >= 3_000, 120, "3,000 records on c after two hops")
     commit_offset(ledger.src, group, topic, 1_200)
 
     wait_until(lambda: committed_offset(third_cluster, group, on_c) == 1_200, 60, "the group's offset on c, through dst")

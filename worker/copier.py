@@ -39,7 +39,7 @@ from common import kafka_clients, naming
 from common.config import RouteConfig, WorkerConfig
 from common.model import PartitionStatus
 from common.offset_map import MAP_TOPIC, OffsetMap, segment_key, segment_value
-from common.provenance import HEADER, ProvenanceError, decode, encode, split
+from common.provenance import Provenance, ProvenanceError, Stamper
 from common.resume import resume_plan
 from common.topology import copy_flags
 from common.watermark import OffsetWatermarks
@@ -110,6 +110,7 @@ class RouteCopier:
         (``FerryConfig.copied_origins``); None copies every record (unless a tree level says otherwise)."""
         self.route = route
         self._origins = origins
+        self._stamper = Stamper(route.source, self._copy_decision(route, origins))
         self._destination_names: dict[str, str] = {}
         self._source_names: dict[str, str] = {}  # the reverse, for delivery reports
         self._config = config
@@ -356,6 +357,15 @@ class RouteCopier:
 
     # -- copying ----------------------------------------------------------------------------
 
+    @staticmethod
+    def _copy_decision(route: RouteConfig, origins: frozenset[str] | None) -> Callable[[Provenance | None], int | None] | None:
+        """The route's copy decision for the stamper (:func:`common.topology.copy_flags`); None: copy every record."""
+        level = route.copy_level
+        if origins is None and level is None:
+            return None
+        destination = route.destination
+        return lambda previous: copy_flags(previous, destination, origins, level)
+
     def copy_batch(self, timeout: float) -> int:
         """Consumes one batch and hands it to the producer; returns the number of records sent."""
         # consume(n, timeout) waits for n records or the whole timeout: at a modest rate that adds
@@ -369,49 +379,56 @@ class RouteCopier:
                 return 0
             messages = [first, *self._consumer.consume(self._config.consume_batch - 1, 0)]
         produce = self._producer.produce
-        source = self.route.source
-        destination = self.route.destination
-        origins = self._origins
-        level = self.route.copy_level
-        filtering = origins is not None or level is not None
+        stamp = self._stamper.stamp
         names = self._destination_names
-        sent = self._tracker.sent
+        tracker = self._tracker
         errors = self._errors
         skips = self._skip
         copied = 0
         skipped = 0
         size = 0
+        # librdkafka hands a partition's fetched records out in runs: per run, the key and the
+        # destination topic are looked up once, and the offsets handed to the producer go to the
+        # tracker in one call (before anything that may serve delivery reports or settle the key).
+        run_topic: str | None = None
+        run_partition = -1
+        key: TopicPartitionKey = ("", -1)
+        destination_topic = ""
+        run: list[int] = []
         for message in messages:
             if message.error() is not None:
                 self._consumer_error(message)
                 continue
-            topic = message.topic()
             partition = message.partition()
-            key = (topic, partition)
-            if key in errors:
+            if partition != run_partition or message.topic() != run_topic:
+                if run:
+                    tracker.sent_run(key, run)
+                    run = []
+                run_topic, run_partition = message.topic(), partition
+                key = (run_topic, partition)
+                destination_topic = names.get(run_topic) or self._destination_name(run_topic)
+            if errors and key in errors:
                 continue  # stopped: fetched before the pause took effect; never committed past
             offset = message.offset()
-            if skips and key in skips and self._skipped(key, offset):
-                continue
+            if skips and key in skips:
+                if run:
+                    tracker.sent_run(key, run)
+                    run = []
+                if self._skipped(key, offset):
+                    continue
             timestamp_type, timestamp = message.timestamp()
             try:
-                # common.provenance.stamp, inlined to decode the header once for the filter too.
-                headers, own = split(message.headers())
-                previous = None if own is None else decode(own)
+                headers = stamp(message.headers(), offset)
             except ProvenanceError as exc:
                 self._stop(key, offset, f"offset {offset}: {exc}")
                 continue
-            if filtering:
-                flags = copy_flags(previous, destination, origins, level)
-                if flags is None:
-                    self._tracker.passed(key, offset)
-                    skipped += 1
-                    continue
-            else:
-                flags = previous.flags if previous is not None else 0
-            path = (*previous.path, source) if previous is not None else (source,)
-            headers.append((HEADER, encode(path, flags, offset)))
-            destination_topic = names.get(topic) or self._destination_name(topic)
+            if headers is None:  # loop prevention or the tree level: not for this route's destination
+                if run:
+                    tracker.sent_run(key, run)
+                    run = []
+                tracker.passed(key, offset)
+                skipped += 1
+                continue
             while True:
                 try:
                     produce(destination_topic, message.value(), message.key(), partition,
@@ -419,17 +436,22 @@ class RouteCopier:
                     break
                 except BufferError:
                     # The producer's queue is full: wait for deliveries (back-pressure on the source).
+                    if run:
+                        tracker.sent_run(key, run)
+                        run = []
                     self._producer.poll(0.05)
                 except KafkaException as exc:
                     error = exc.args[0]
                     self._stop(key, offset, f"offset {offset}: the destination producer refused the record: {error.str()}",
                                retry=error.code() not in _PERMANENT_DELIVERY_ERRORS, fatal=error.fatal())
                     break
-            if key in errors:
+            if errors and key in errors:
                 continue
-            sent(key, offset)
+            run.append(offset)
             copied += 1
             size += len(message)
+        if run:
+            tracker.sent_run(key, run)
         self._producer.poll(0)
         self._metrics.records.labels(self.route.name).inc(copied)
         if skipped:

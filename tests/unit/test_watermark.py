@@ -176,3 +176,32 @@ def test_the_watermark_never_passes_an_unacked_offset_and_never_decreases(
             assert previous is None or committable >= previous
             previous = committable
         assert marks.in_flight("k") == len(unacked)
+
+
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=40), st.data())
+def test_runs_sent_at_once_track_as_sent_one_by_one(gaps: list[int], data: st.DataObject) -> None:
+    # The copier hands a partition's offsets over per run (sent_run); acks and passes in between.
+    offsets = [sum(gaps[: i + 1]) for i in range(len(gaps))]
+    one, runs = OffsetWatermarks(), OffsetWatermarks()
+    position = 0
+    while position < len(offsets):
+        size = data.draw(st.integers(1, len(offsets) - position))
+        chunk = offsets[position:position + size]
+        position += size
+        for offset in chunk:
+            one.sent("k", offset)
+        runs.sent_run("k", chunk)
+        for _ in range(data.draw(st.integers(0, one.in_flight("k")))):
+            assert one.acked_oldest("k") == runs.acked_oldest("k")
+        assert one.committable("k") == runs.committable("k") and one.in_flight("k") == runs.in_flight("k")
+    runs.sent_run("k", [])  # nothing: no change
+    assert one.committables() == runs.committables()
+
+
+def test_a_run_must_follow_what_was_sent() -> None:
+    marks = OffsetWatermarks()
+    marks.sent_run("k", [3, 4])
+    with pytest.raises(ValueError):
+        marks.sent_run("k", [4, 5])
+    with pytest.raises(ValueError):
+        marks.sent_run("k", [9, 7])

@@ -154,6 +154,19 @@ class OffsetWatermarks(Generic[K]):
         state.settle(offset)
         return offset
 
+    def acked_oldest_run(self, key: K, count: int) -> list[int]:
+        """:meth:`acked_oldest` ``count`` times: the ``count`` oldest offsets in flight, acknowledged, in order."""
+        state = self._keys.get(key)
+        if state is None or len(state.order) < count:
+            raise ValueError(f"{key}: {count} acknowledgements arrived with fewer offsets in flight")
+        if state.settled or not count:
+            return [self.acked_oldest(key) for _ in range(count)]
+        state.acked_any = True
+        popleft = state.order.popleft
+        offsets = [popleft() for _ in range(count)]
+        state.last_done = offsets[-1]
+        return offsets
+
     def fail_oldest(self, key: K, reason: str) -> int:
         """Marks the oldest offset in flight for ``key`` as failed (see :meth:`failed`) and returns it."""
         state = self._keys.get(key)

@@ -141,6 +141,9 @@ class RouteCopier:
         self._map_in_flight = 0  # offset-map segments produced and not yet acknowledged or failed
         self._map_failed = False  # a segment failed since the last commit: it is written again first
         self._map_topic_ready = False
+        # Successful delivery reports not applied yet to the tracker and the offset map: the
+        # callback only queues them, _settle_deliveries() applies them per run of a partition.
+        self._delivered: list[Any] = []
         self.changed = False  # a partition went to ERROR since the worker last looked
 
     # -- what the worker reads --------------------------------------------------------------
@@ -156,6 +159,7 @@ class RouteCopier:
         return self._assigned | set(self._errors)
 
     def in_flight(self) -> int:
+        self._settle_deliveries()
         return self._tracker.in_flight()
 
     # -- OFFLINE -> ONLINE ------------------------------------------------------------------
@@ -328,6 +332,7 @@ class RouteCopier:
         log.info("route %s: producer batches capped at %d bytes to fit %s's max.message.bytes=%d",
                  self.route.name, fitting, topic, limit)
         self._producer.flush(0)
+        self._settle_deliveries()
         self._batch_size = fitting
         self._producer_settings["batch.size"] = fitting
         self._producer = self._new_producer()
@@ -376,6 +381,7 @@ class RouteCopier:
             first = self._consumer.poll(timeout)
             if first is None:
                 self._producer.poll(0)
+                self._settle_deliveries()
                 return 0
             messages = [first, *self._consumer.consume(self._config.consume_batch - 1, 0)]
         produce = self._producer.produce
@@ -453,6 +459,7 @@ class RouteCopier:
         if run:
             tracker.sent_run(key, run)
         self._producer.poll(0)
+        self._settle_deliveries()
         self._metrics.records.labels(self.route.name).inc(copied)
         if skipped:
             self._metrics.skipped.labels(self.route.name).inc(skipped)
@@ -475,19 +482,50 @@ class RouteCopier:
         return True
 
     def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
-        # Runs inside poll()/flush() on the copy-loop thread. Delivery reports of one partition
-        # arrive in produce order (idempotent producer), so the oldest in-flight offset is this one.
+        # Runs inside poll()/flush() on the copy-loop thread, once per record: a success is only
+        # queued (applied by _settle_deliveries, per run); a failure applies what is queued first.
+        if error is None:
+            self._delivered.append(message)
+            return
+        self._settle_deliveries()
         topic = message.topic()
         key = (self._source_names.get(topic, topic), message.partition())
-        if error is None:
-            source_offset = self._tracker.acked_oldest(key)
-            offsets = self._maps.get(key)
-            if offsets is not None:
-                offsets.record(source_offset, message.offset())
-        else:
-            offset = self._tracker.fail_oldest(key, error.str())
-            self._stop(key, offset, f"offset {offset}: the destination rejected the record: {error.str()}",
-                       retry=error.code() not in _PERMANENT_DELIVERY_ERRORS, fatal=error.fatal())
+        offset = self._tracker.fail_oldest(key, error.str())
+        self._stop(key, offset, f"offset {offset}: the destination rejected the record: {error.str()}",
+                   retry=error.code() not in _PERMANENT_DELIVERY_ERRORS, fatal=error.fatal())
+
+    def _settle_deliveries(self) -> None:
+        """Applies the queued delivery reports: acknowledges their offsets and extends the offset map.
+
+        Delivery reports of one partition arrive in produce order (idempotent producer), so a
+        run of a partition's reports acknowledges that many of its oldest offsets in flight.
+        Called after every poll/flush that may have served reports, before the tracker or the
+        map is read. Not between an offset-map write and the commit it guards (:meth:`commit`):
+        records acknowledged there count from the next commit on, once a segment describes them.
+        """
+        delivered = self._delivered
+        if not delivered:
+            return
+        self._delivered = []
+        run_topic: str | None = None
+        run_partition = -1
+        run: list[int] = []
+        for message in delivered:
+            partition = message.partition()
+            if partition != run_partition or message.topic() != run_topic:
+                if run:
+                    self._settle_run(run_topic, run_partition, run)
+                    run = []
+                run_topic, run_partition = message.topic(), partition
+            run.append(message.offset())
+        self._settle_run(run_topic, run_partition, run)
+
+    def _settle_run(self, topic: Any, partition: int, destination_offsets: list[int]) -> None:
+        key = (self._source_names.get(topic, topic), partition)
+        source_offsets = self._tracker.acked_oldest_run(key, len(destination_offsets))
+        offsets = self._maps.get(key)
+        if offsets is not None:
+            offsets.record_run(source_offsets, destination_offsets)
 
     def _consumer_error(self, message: Any) -> None:
         error: KafkaError = message.error()
@@ -546,6 +584,7 @@ class RouteCopier:
         leaves committed records that no map segment describes (the next owner's look-back starts
         at the committed offset, so it could not describe them again).
         """
+        self._settle_deliveries()  # and none until the commit: see _settle_deliveries
         self._write_map(keys)
         for _ in range(_MAP_WAIT_POLLS):
             if not self._map_in_flight:
@@ -610,14 +649,17 @@ class RouteCopier:
         """
         self._producer.purge(in_queue=True, in_flight=True, blocking=False)
         self._producer.poll(0)
+        self._settle_deliveries()
 
     def poll(self, timeout: float) -> None:
         """Serves delivery reports without consuming anything."""
         self._producer.poll(timeout)
+        self._settle_deliveries()
 
     def flush(self, timeout: float) -> int:
         """Waits for the destination to acknowledge everything sent; returns what is still in flight."""
         remaining: int = self._producer.flush(timeout)
+        self._settle_deliveries()
         return remaining
 
     # -- ONLINE -> OFFLINE ------------------------------------------------------------------

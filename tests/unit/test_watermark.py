@@ -180,9 +180,11 @@ def test_the_watermark_never_passes_an_unacked_offset_and_never_decreases(
 
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=40), st.data())
 def test_runs_sent_at_once_track_as_sent_one_by_one(gaps: list[int], data: st.DataObject) -> None:
-    # The copier hands a partition's offsets over per run (sent_run); acks and passes in between.
+    # The copier hands a partition's offsets over per run (sent_run) and applies its delivery
+    # reports per run (acked_oldest_run); failures may settle offsets out of order in between.
     offsets = [sum(gaps[: i + 1]) for i in range(len(gaps))]
     one, runs = OffsetWatermarks(), OffsetWatermarks()
+    in_flight: list[int] = []
     position = 0
     while position < len(offsets):
         size = data.draw(st.integers(1, len(offsets) - position))
@@ -191,8 +193,19 @@ def test_runs_sent_at_once_track_as_sent_one_by_one(gaps: list[int], data: st.Da
         for offset in chunk:
             one.sent("k", offset)
         runs.sent_run("k", chunk)
-        for _ in range(data.draw(st.integers(0, one.in_flight("k")))):
-            assert one.acked_oldest("k") == runs.acked_oldest("k")
+        in_flight += chunk
+        if data.draw(st.booleans()):  # a failure settles an offset out of order
+            failed = data.draw(st.sampled_from(in_flight))
+            one.failed("k", failed, "x")
+            runs.failed("k", failed, "x")
+        acks = data.draw(st.integers(0, one.in_flight("k")))
+        if data.draw(st.booleans()):  # a run of delivery reports at once, or one by one
+            acked = runs.acked_oldest_run("k", acks)
+            assert [one.acked_oldest("k") for _ in range(acks)] == acked
+        else:
+            acked = [runs.acked_oldest("k") for _ in range(acks)]
+            assert [one.acked_oldest("k") for _ in range(acks)] == acked
+        in_flight = [o for o in in_flight if o not in acked and (one.failure("k") or (-1,))[0] != o]
         assert one.committable("k") == runs.committable("k") and one.in_flight("k") == runs.in_flight("k")
     runs.sent_run("k", [])  # nothing: no change
     assert one.committables() == runs.committables()
@@ -201,6 +214,8 @@ def test_runs_sent_at_once_track_as_sent_one_by_one(gaps: list[int], data: st.Da
 def test_a_run_must_follow_what_was_sent() -> None:
     marks = OffsetWatermarks()
     marks.sent_run("k", [3, 4])
+    with pytest.raises(ValueError):
+        marks.acked_oldest_run("k", 3)  # more reports than offsets in flight
     with pytest.raises(ValueError):
         marks.sent_run("k", [4, 5])
     with pytest.raises(ValueError):

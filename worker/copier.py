@@ -141,9 +141,10 @@ class RouteCopier:
         self._map_in_flight = 0  # offset-map segments produced and not yet acknowledged or failed
         self._map_failed = False  # a segment failed since the last commit: it is written again first
         self._map_topic_ready = False
-        # Successful delivery reports not applied yet to the tracker and the offset map: the
-        # callback only queues them, _settle_deliveries() applies them per run of a partition.
+        # Delivery reports not applied yet to the tracker and the offset map: the callback only
+        # queues them, _settle_deliveries() applies them in order, successes per run of a partition.
         self._delivered: list[Any] = []
+        self._failures: list[tuple[int, KafkaError, Any]] = []  # (position in _delivered, error, message)
         self.changed = False  # a partition went to ERROR since the worker last looked
 
     # -- what the worker reads --------------------------------------------------------------
@@ -446,6 +447,7 @@ class RouteCopier:
                         tracker.sent_run(key, run)
                         run = []
                     self._producer.poll(0.05)
+                    self._settle_deliveries()  # a failure among them stops its partition now
                 except KafkaException as exc:
                     error = exc.args[0]
                     self._stop(key, offset, f"offset {offset}: the destination producer refused the record: {error.str()}",
@@ -482,31 +484,44 @@ class RouteCopier:
         return True
 
     def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
-        # Runs inside poll()/flush() on the copy-loop thread, once per record: a success is only
-        # queued (applied by _settle_deliveries, per run); a failure applies what is queued first.
+        # Runs inside poll()/flush() on the copy-loop thread, once per record: it only queues the
+        # report (a failure with its place among the successes); _settle_deliveries applies them.
         if error is None:
             self._delivered.append(message)
-            return
-        self._settle_deliveries()
-        topic = message.topic()
-        key = (self._source_names.get(topic, topic), message.partition())
-        offset = self._tracker.fail_oldest(key, error.str())
-        self._stop(key, offset, f"offset {offset}: the destination rejected the record: {error.str()}",
-                   retry=error.code() not in _PERMANENT_DELIVERY_ERRORS, fatal=error.fatal())
+        else:
+            self._failures.append((len(self._delivered), error, message))
 
     def _settle_deliveries(self) -> None:
-        """Applies the queued delivery reports: acknowledges their offsets and extends the offset map.
+        """Applies the queued delivery reports, in the order they arrived.
 
-        Delivery reports of one partition arrive in produce order (idempotent producer), so a
-        run of a partition's reports acknowledges that many of its oldest offsets in flight.
+        A success acknowledges its partition's oldest offset in flight (an idempotent producer
+        reports a partition's deliveries in produce order), so a run of a partition's successes
+        acknowledges that many and extends the offset map at once. A failure fails its partition's
+        oldest offset in flight and stops the partition (:meth:`_stop`).
         Called after every poll/flush that may have served reports, before the tracker or the
         map is read. Not between an offset-map write and the commit it guards (:meth:`commit`):
         records acknowledged there count from the next commit on, once a segment describes them.
         """
-        delivered = self._delivered
-        if not delivered:
+        delivered, failures = self._delivered, self._failures
+        if not delivered and not failures:
             return
         self._delivered = []
+        if not failures:
+            self._settle_successes(delivered)
+            return
+        self._failures = []
+        start = 0
+        for position, error, message in failures:
+            self._settle_successes(delivered[start:position])
+            start = position
+            topic = message.topic()
+            key = (self._source_names.get(topic, topic), message.partition())
+            offset = self._tracker.fail_oldest(key, error.str())
+            self._stop(key, offset, f"offset {offset}: the destination rejected the record: {error.str()}",
+                       retry=error.code() not in _PERMANENT_DELIVERY_ERRORS, fatal=error.fatal())
+        self._settle_successes(delivered[start:])
+
+    def _settle_successes(self, delivered: list[Any]) -> None:
         run_topic: str | None = None
         run_partition = -1
         run: list[int] = []
@@ -518,7 +533,8 @@ class RouteCopier:
                     run = []
                 run_topic, run_partition = message.topic(), partition
             run.append(message.offset())
-        self._settle_run(run_topic, run_partition, run)
+        if run:
+            self._settle_run(run_topic, run_partition, run)
 
     def _settle_run(self, topic: Any, partition: int, destination_offsets: list[int]) -> None:
         key = (self._source_names.get(topic, topic), partition)

@@ -51,10 +51,12 @@ $(REGISTRY)/.built: $(REGISTRY_SOURCES)
 demo: setup
 	$(BIN)/python scripts/demo.py
 
+# docs/configuration.md is generated from common/config.py: a stale one fails here.
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy common controller worker pipeline bench fleet
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/config_docs.py --check
 
 test: lint
 	$(BIN)/pytest

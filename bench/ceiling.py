@@ -25,6 +25,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from common import kafka_clients
+from common.support import produce_blocking
 
 BATCH = 10_000
 
@@ -52,7 +53,6 @@ def main(argv: list[str] | None = None) -> int:
     consumer = kafka_clients.consumer({"bootstrap.servers": args.source}, "ferry-bench-ceiling", **args.consumer_config)
     consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in args.topics for p in mine])
     producer = kafka_clients.producer({"bootstrap.servers": args.destination}, **args.producer_config)
-    produce = producer.produce
     poll = producer.poll
     while not stopping:
         # A short timeout: consume(n, t) returns only when n records or t seconds are there.
@@ -61,13 +61,8 @@ def main(argv: list[str] | None = None) -> int:
             if message.error() is not None:
                 continue
             timestamp_type, timestamp = message.timestamp()
-            while True:
-                try:
-                    produce(message.topic(), message.value(), message.key(), message.partition(),
-                            timestamp=timestamp if timestamp_type else 0, headers=message.headers())
-                    break
-                except BufferError:
-                    poll(0.05)
+            produce_blocking(producer, message.topic(), message.value(), message.key(), message.partition(),
+                             timestamp=timestamp if timestamp_type else 0, headers=message.headers())
         poll(0)
     producer.flush(30)
     consumer.close()

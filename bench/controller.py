@@ -31,11 +31,7 @@ import contextlib
 import json
 import logging
 import multiprocessing
-import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -50,6 +46,8 @@ import yaml
 from bench.errors import BenchError
 from bench.procstat import cpu_seconds, machine
 from common.errors import FerryError
+from common.support import ferry_command, fleet_config, free_port, poll_until, spawn
+from common.vocabulary import ControllerState
 
 ROUTE = "src.dst"
 # The issue's figures, measured on this machine before this work (one controller, 50-200 fake workers).
@@ -190,25 +188,17 @@ class Fleet:
 
 # -- the controller processes -----------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 class ControllerProcess:
     """``python -m common.cli controller`` with its own REST port and log file."""
 
     def __init__(self, config_path: Path, controller_id: str, workdir: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.controller_id = controller_id
-        self._log = (workdir / f"{controller_id}.log").open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "common.cli", "controller", "--config", str(config_path), "--id", controller_id,
-             "--rest-port", str(self.port)],
-            stdout=self._log, stderr=subprocess.STDOUT,
+        self.process = spawn(
+            controller_id,
+            ferry_command("controller", "--config", str(config_path), "--id", controller_id, "--rest-port", str(self.port)),
+            workdir / f"{controller_id}.log",
         )
 
     def get(self, path: str, timeout: float = 60.0) -> Any:
@@ -222,15 +212,14 @@ class ControllerProcess:
             return None
 
     def wait(self, condition: Callable[[dict[str, Any]], bool], timeout_s: float, what: str) -> float:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
+        def reached() -> bool:
+            if not self.process.alive():
                 raise BenchError(f"controller {self.controller_id} exited with {self.process.returncode}; see its log")
             health = self.health()
-            if health is not None and condition(health):
-                return time.time()
-            time.sleep(0.05)
-        raise BenchError(f"timed out after {timeout_s:.0f}s waiting for controller {self.controller_id} {what}")
+            return health is not None and condition(health)
+
+        poll_until(reached, timeout_s, f"controller {self.controller_id} {what}", interval=0.05)
+        return time.time()
 
     def metrics(self) -> dict[str, float]:
         """Sample name (with labels) -> value, from ``/metrics``."""
@@ -247,19 +236,10 @@ class ControllerProcess:
         return cpu_seconds(self.process.pid)
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait(30)
-        self._log.close()
+        self.process.kill()
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        self._log.close()
+        self.process.stop(timeout=30)
 
 
 # -- one size ---------------------------------------------------------------------------------
@@ -292,16 +272,14 @@ def _histogram(before: dict[str, float], after: dict[str, float], name: str) -> 
 
 
 def _write_config(workdir: Path, stack: Any, root: str, options: Options, name: str) -> Path:
-    config = {
-        "zookeeper": {"connect": stack.zookeeper.address, "root": root, "session_timeout_s": options.session_timeout_s},
-        "clusters": {name: {"bootstrap.servers": stack.bootstrap(name)} for name in ("src", "dst")},
-        "routes": [{"source": "src", "destination": "dst"}],
+    config = fleet_config(stack, root, {
+        "zookeeper": {"session_timeout_s": options.session_timeout_s},
         "controller": {
             "failover_delay_s": options.failover_delay_s, "rebalance_delay_s": options.rebalance_delay_s,
             "observer_interval_s": options.observer_interval_s, "lag_interval_s": options.lag_interval_s,
             "check_source_topics": False,
         },
-    }
+    })
     path = workdir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -444,7 +422,7 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         # 6. leader failover
         standby = ControllerProcess(config_path, "c2", workdir)
         controllers.append(standby)
-        standby.wait(lambda h: h.get("state") == "STANDBY" and h.get("status") == "ok", 60, "to stand by")
+        standby.wait(lambda h: h.get("state") == ControllerState.STANDBY and h.get("status") == "ok", 60, "to stand by")
         killed = time.time()
         leader.kill()
         leads = standby.wait(lambda h: bool(h.get("leader")), options.timeout_s, "to lead")
@@ -511,17 +489,14 @@ def delete_tree(connect: str, root: str) -> None:
 
 def _wait_consistent(controller: ControllerProcess, partitions: int, timeout_s: float) -> float:
     """Waits until ``controller``'s /validation is clean with every partition ONLINE; returns when."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            summary = controller.get("/validation").json()
-            if summary.get("ok") and summary["summary"]["online"] == partitions:
-                return time.time()
-        except (requests.RequestException, ValueError, KeyError):
-            pass
-        if time.monotonic() > deadline:
-            raise BenchError(f"controller {controller.controller_id} never showed every partition ONLINE")
-        time.sleep(0.2)
+
+    def consistent() -> bool:
+        summary = controller.get("/validation").json()
+        return bool(summary.get("ok") and summary["summary"]["online"] == partitions)
+
+    poll_until(consistent, timeout_s, f"controller {controller.controller_id} to show every partition ONLINE",
+               interval=0.2, ignoring=(requests.RequestException, ValueError, KeyError))
+    return time.time()
 
 
 def _ms(seconds: float | None) -> float | None:

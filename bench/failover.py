@@ -17,14 +17,14 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
-import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from bench.errors import BenchError
@@ -33,6 +33,15 @@ from common import kafka_clients
 from common.devstack import Stack
 from common.offset_map import OffsetMap
 from common.provenance import stamp
+from common.support import (
+    WaitTimeout,
+    commit_offset,
+    committed_offset,
+    end_offsets,
+    ferry_command,
+    poll_until,
+    produce_blocking,
+)
 
 _WAIT_S = 300.0
 
@@ -68,49 +77,21 @@ def _produce(cluster: dict[str, str], topic: str, records: int) -> None:
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     producer = kafka_clients.producer(cluster, **{"linger.ms": 20})
     for seq in range(records):
-        while True:
-            try:
-                producer.produce(topic, value=str(seq).encode(), partition=0)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_blocking(producer, topic, value=str(seq).encode(), partition=0)
     if producer.flush(60):
         raise BenchError(f"the source did not take every record of {topic}")
 
 
 def _end(cluster: dict[str, str], topic: str) -> int:
-    consumer = kafka_clients.consumer(cluster, "ferry-bench-failover-peek")
+    """The log-end offset of ``topic``'s partition 0; -1 while it cannot be read."""
     try:
-        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
-    except Exception:
+        return end_offsets(kafka_clients.admin(cluster), topic).get(0, -1)
+    except KafkaException:
         return -1
-    finally:
-        consumer.close()
 
 
-def _wait(what: str, condition: Any, timeout: float = _WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise BenchError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
-
-
-def _commit(cluster: dict[str, str], group: str, topic: str, offset: int) -> None:
-    consumer = kafka_clients.consumer(cluster, group)
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
-    finally:
-        consumer.close()
-
-
-def _committed(cluster: dict[str, str], group: str, topic: str) -> int | None:
-    consumer = kafka_clients.consumer(cluster, group)
-    try:
-        offset = consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
-        return int(offset) if offset >= 0 else None
-    finally:
-        consumer.close()
+def _wait(what: str, condition: Callable[[], bool], timeout: float = _WAIT_S) -> None:
+    poll_until(condition, timeout, what, interval=0.5)
 
 
 def _seq_at(cluster: dict[str, str], topic: str, offset: int, records: int) -> int:
@@ -172,13 +153,13 @@ def run_failover(stack: Stack, workdir: Path, records: int, lags: list[int], ski
         config_path.write_text(yaml.safe_dump(config))
         for lag in lags:
             group, committed = f"fo-ferry-{slug}-lag{lag}", records - lag
-            _commit(source, group, ferry_topic, committed)
+            commit_offset(source, group, ferry_topic, committed)
             answer = subprocess.run(
-                [sys.executable, "-m", "common.cli", "--log-level", "WARNING", "groups", "sync", group,
-                 "--config", str(config_path), "--json"], capture_output=True, text=True, timeout=120)
+                ferry_command("--log-level", "WARNING", "groups", "sync", group, "--config", str(config_path), "--json"),
+                capture_output=True, text=True, timeout=120)
             if answer.returncode != 0:
                 raise BenchError(f"ferry groups sync {group}: {answer.stderr.strip()[-500:]}")
-            dest = _committed(destination, group, ferry_topic)
+            dest = committed_offset(destination, group, ferry_topic)
             seq = None if dest is None else _seq_at(destination, ferry_topic, dest, records)
             method = next((p["method"] for row in json.loads(answer.stdout) for p in row["partitions"]), None)
             results.append({**_outcome("ferry", lag, committed, dest, seq), "method": method})
@@ -195,12 +176,12 @@ def run_failover(stack: Stack, workdir: Path, records: int, lags: list[int], ski
             _wait("MirrorMaker 2 to copy every record", lambda: _end(destination, mm2_topic) >= records)
             groups = {lag: f"fo-mm2-{slug}-lag{lag}" for lag in lags}
             for lag, group in groups.items():
-                _commit(source, group, mm2_topic, records - lag)
-            with contextlib.suppress(BenchError):
+                commit_offset(source, group, mm2_topic, records - lag)
+            with contextlib.suppress(WaitTimeout):
                 _wait("MirrorMaker 2 to sync every group",
-                      lambda: all(_committed(destination, g, mm2_topic) is not None for g in groups.values()), 180)
+                      lambda: all(committed_offset(destination, g, mm2_topic) is not None for g in groups.values()), 180)
             for lag, group in groups.items():
-                dest = _committed(destination, group, mm2_topic)
+                dest = committed_offset(destination, group, mm2_topic)
                 seq = None if dest is None else _seq_at(destination, mm2_topic, dest, records)
                 results.append({**_outcome("mm2", lag, records - lag, dest, seq), "method": "checkpoint"})
         finally:

@@ -12,6 +12,11 @@ Each case runs the copier's own code for it, :class:`common.provenance.Stamper` 
 prefix is built once per route and per previous header; only the source offset is formatted per
 record).
 
+The cases run interleaved, in rounds (each round times every case on an equal share of the
+records), and each case's figure is its median round: on a shared, loaded machine a burst of
+load then hits every case alike instead of one case's whole run. The load average before and
+after and the CPU count are printed with the figures, so a reader can judge them.
+
 Bytes per record are exact: what the header adds to a record in Kafka's record format v2
 (a varint header count is there anyway; each header adds varint key length, key, varint value
 length, value), for source offsets of the given size. Figures go to stdout (and JSON with
@@ -21,6 +26,8 @@ length, value), for source offsets of the given size. Figures go to stdout (and 
 from __future__ import annotations
 
 import json
+import os
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -60,8 +67,16 @@ def _time(records: int, work: Callable[[int], Any]) -> float:
     return (time.process_time() - started) / records * 1e9
 
 
-def measure(records: int) -> dict[str, Any]:
-    """ns of CPU per record for each case, and bytes per record."""
+def _load() -> list[float]:
+    """The 1, 5 and 15-minute load averages (empty where the platform has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def measure(records: int, rounds: int = 5) -> dict[str, Any]:
+    """ns of CPU per record for each case (median and fastest of ``rounds`` interleaved rounds), and bytes per record."""
     local = list(_APP_HEADERS)
     hop = [*_APP_HEADERS, (HEADER, b"1|a|0|123456789")]
     tree_copy = [*_APP_HEADERS, (HEADER, b"1|c1|4|123456789")]
@@ -72,11 +87,21 @@ def measure(records: int) -> dict[str, Any]:
         "hop": lambda offset: looping.stamp(hop, offset),
         "tree": lambda offset: tree.stamp(tree_copy, offset),
     }
-    cpu = {name: _time(records, work) for name, work in cases.items()}
+    rounds = max(1, min(rounds, records))
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    load_before = _load()
+    for _ in range(rounds):
+        for name, work in cases.items():
+            samples[name].append(_time(records // rounds, work))
+    cpu = {name: statistics.median(times) for name, times in samples.items()}
     off = cpu["off"]
     return {
         "records": records,
+        "rounds": rounds,
+        "cpus": os.cpu_count(),
+        "loadAverage": {"before": load_before, "after": _load()},
         "cpuNsPerRecord": {name: round(ns) for name, ns in cpu.items()},
+        "cpuNsPerRecordFastestRound": {name: round(min(times)) for name, times in samples.items()},
         "cpuNsAddedPerRecord": {name: round(ns - off) for name, ns in cpu.items() if name != "off"},
         "bytesPerRecord": {
             "one hop, offset 41": header_bytes(encode(("src",), 0, 41)),
@@ -88,11 +113,15 @@ def measure(records: int) -> dict[str, Any]:
 
 def run(records: int, json_file: str | None) -> int:
     result = measure(records)
-    print(f"provenance header cost, {records:,} records per case (CPU time of this process)")
-    print(f"{'case':<8} {'ns/record':>10} {'added':>8}")
+    load = result["loadAverage"]
+    print(f"provenance header cost, {records:,} records per case in {result['rounds']} interleaved rounds "
+          f"(CPU time of this process; median round, fastest round)")
+    print(f"machine: {result['cpus']} CPUs, load average (1/5/15 min) {load['before']} before, {load['after']} after")
+    print(f"{'case':<8} {'header':<7} {'ns/record':>10} {'fastest':>8} {'added':>8}")
     for name, ns in result["cpuNsPerRecord"].items():
         added = result["cpuNsAddedPerRecord"].get(name)
-        print(f"{name:<8} {ns:>10} {'' if added is None else added:>8}")
+        fastest = result["cpuNsPerRecordFastestRound"][name]
+        print(f"{name:<8} {'off' if name == 'off' else 'on':<7} {ns:>10} {fastest:>8} {'' if added is None else added:>8}")
     print("bytes added per record:")
     for name, size in result["bytesPerRecord"].items():
         print(f"  {name}: {size}")

@@ -19,6 +19,7 @@ from bench import procstat, workload
 from bench.errors import BenchError
 from bench.systems import FerryWorkers
 from common.devstack import Server, Stack
+from common.support import poll_until
 
 _ONLINE_TIMEOUT_S = 120.0
 _SETTLE_S = 1.0
@@ -62,15 +63,12 @@ def measure_idle(stack: Stack, workdir: Path, partitions: int, seconds: float, s
     try:
         system.start([topic])
         system.go([topic])
-        deadline = time.monotonic() + _ONLINE_TIMEOUT_S
-        while system.online() < partitions:
-            problem = system.failure()
-            if problem:
-                raise BenchError(problem)
-            if time.monotonic() > deadline:
-                raise BenchError(f"the idle worker had {system.online()} of {partitions} partitions ONLINE "
-                                 f"after {_ONLINE_TIMEOUT_S:.0f}s")
-            time.sleep(0.2)
+        def all_online() -> bool:
+            system.raise_if_failed()
+            return system.online() >= partitions
+
+        poll_until(all_online, _ONLINE_TIMEOUT_S, lambda: f"{partitions} partitions ONLINE on the idle worker "
+                   f"(it has {system.online()})", interval=0.2)
         time.sleep(_SETTLE_S)
         [pid] = system.pids()
         broker = _server_pid(stack.src)

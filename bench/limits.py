@@ -69,7 +69,7 @@ def parse_consumer_output(text: str, record_bytes: int) -> ToolRate:
 
 
 def _java(main: str, args: list[str], log: Path) -> str:
-    command = ["java", *TOOL_JVM_OPTS, "-cp", f"{jars_dir() / 'kafka'}/*", main, *args]
+    command = ["java", *TOOL_JVM_OPTS, "-cp", f"{jars_dir('kafka')}/*", main, *args]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:

@@ -1,8 +1,9 @@
-"""CPU time and peak memory of other processes, read from ``/proc`` (Linux), all threads included.
+"""CPU time and peak memory of other processes, all threads included (Linux).
 
-No dependency: ``utime + stime`` of ``/proc/<pid>/stat`` counts every thread of the process
-(JIT and GC threads of a JVM, librdkafka's threads of a Python worker); ``VmHWM`` of
-``/proc/<pid>/status`` is the peak resident set size the kernel saw.
+CPU: psutil's user + system times (``utime + stime`` of ``/proc/<pid>/stat``), which count every
+thread of the process (JIT and GC threads of a JVM, librdkafka's threads of a Python worker).
+Peak memory: ``VmHWM`` of ``/proc/<pid>/status``, the peak resident set size the kernel saw, which
+psutil does not report on Linux.
 """
 
 from __future__ import annotations
@@ -11,18 +12,16 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
+import psutil
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds used so far by ``pid`` (all its threads); 0.0 once it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return 0.0
-    # Fields after "(comm)": index 0 is field 3 (state), so utime (14) and stime (15) are 11 and 12.
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return float(times.user + times.system)
 
 
 def peak_rss_bytes(pid: int) -> int:
@@ -55,11 +54,4 @@ def machine() -> dict[str, object]:
                 break
     except OSError:
         pass
-    mem_total = 0
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_total = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return {"nproc": len(os.sched_getaffinity(0)), "cpu_model": model, "mem_total_bytes": mem_total}
+    return {"nproc": len(os.sched_getaffinity(0)), "cpu_model": model, "mem_total_bytes": int(psutil.virtual_memory().total)}

@@ -38,6 +38,7 @@ from bench.names import KNOWN, SYSTEMS, known_system
 from bench.systems import Ceiling, FerryWorkers, MirrorMaker2, System
 from bench.workload import Latency, Workload
 from common.devstack import Stack
+from common.support import records_in
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +246,7 @@ def _copy(
     last_change = started
     next_report = started + 10
     while True:
-        count = sum(workload.end_offsets(dst_admin, topic, load.partitions).values())
+        count = records_in(dst_admin, topic)
         now = time.monotonic()
         if count != last[1]:
             last = (now, count, procstat.total_cpu_seconds(pids))

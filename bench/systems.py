@@ -21,11 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +30,11 @@ from confluent_kafka import KafkaException
 
 from bench import workload
 from bench.errors import BenchError
+from common import support
 from common.config import ZookeeperConfig
 from common.devstack import LOG4J2_CONFIG, REPO_ROOT, Stack, jars_dir
-from common.model import PartitionKey, WorkerAssignment, WorkerStatus
+from common.model import PartitionKey, PartitionState, WorkerAssignment, WorkerStatus
+from common.support import Spawned, WaitTimeout, ferry_command, poll_until, stop_all
 from common.zk_layout import ZkLayout, make_client
 
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
@@ -66,42 +64,9 @@ _START_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 60.0
 
 
-@dataclass
-class Process:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log: Path
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def stop(self, timeout: float = _STOP_TIMEOUT_S) -> None:
-        if self.alive():
-            self.popen.send_signal(signal.SIGTERM)
-        try:
-            self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait(10)
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-
-def spawn(name: str, command: list[str], log: Path, env: dict[str, str] | None = None) -> Process:
-    with open(log, "ab") as out:
-        popen = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-        )
-    return Process(name, popen, log)
+def spawn(name: str, command: list[str], log: Path) -> Spawned:
+    """A process of a system under test, started from the repository (``python -m bench...``)."""
+    return support.spawn(name, command, log, cwd=REPO_ROOT)
 
 
 class System:
@@ -115,7 +80,7 @@ class System:
         self.workdir = workdir
         self.partitions = partitions
         self.slug = slug
-        self.processes: list[Process] = []
+        self.processes: list[Spawned] = []
         self.source = {"bootstrap.servers": stack.bootstrap("src")}
         self.destination = {"bootstrap.servers": stack.bootstrap("dst")}
 
@@ -126,8 +91,7 @@ class System:
         """Tells a started system to copy ``topics`` (the ones that start copying by themselves: no-op)."""
 
     def stop(self) -> None:
-        for process in self.processes:
-            process.stop()
+        stop_all(self.processes, timeout=_STOP_TIMEOUT_S)
 
     def cleanup(self) -> None:
         """Removes what this run left behind besides the topics (groups, ZooKeeper nodes)."""
@@ -139,8 +103,14 @@ class System:
         """Why the system cannot finish (a process exited), or None."""
         for process in self.processes:
             if not process.alive():
-                return f"{process.name} exited with status {process.popen.returncode}; its log ends:\n{process.log_tail()}"
+                return f"{process.name} exited with status {process.returncode}; its log ends:\n{process.log_tail()}"
         return None
+
+    def raise_if_failed(self) -> None:
+        """:class:`BenchError` naming the process that exited, if one did (for wait conditions)."""
+        problem = self.failure()
+        if problem:
+            raise BenchError(problem)
 
     def logs(self) -> list[str]:
         return [str(p.log) for p in self.processes]
@@ -210,17 +180,14 @@ class FerryWorkers(System):
         for path in self.layout.persistent_paths():
             self._zk.ensure_path(path)
         for worker_id in self.ids:
-            command = [sys.executable, "-m", "common.cli", "--log-level", "WARNING", "worker",
-                       "--config", str(config_path), "--id", worker_id, "--metrics-port", "0"]
+            command = ferry_command("--log-level", "WARNING", "worker",
+                                    "--config", str(config_path), "--id", worker_id, "--metrics-port", "0")
             self.processes.append(spawn(worker_id, command, self._log(worker_id)))
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while not all(self._zk.exists(self.layout.live_worker(w)) for w in self.ids):
-            problem = self.failure()
-            if problem:
-                raise BenchError(problem)
-            if time.monotonic() > deadline:
-                raise BenchError(f"Ferry workers did not register within {_START_TIMEOUT_S:.0f}s")
-            time.sleep(0.1)
+        def registered() -> bool:
+            self.raise_if_failed()
+            return all(self._zk.exists(self.layout.live_worker(w)) for w in self.ids)
+
+        poll_until(registered, _START_TIMEOUT_S, "the Ferry workers to register")
 
     def go(self, topics: list[str]) -> None:
         """Writes each worker's assignment (generation 1): its block of partitions of every topic."""
@@ -236,9 +203,9 @@ class FerryWorkers(System):
             for worker_id in self.ids:
                 with contextlib.suppress(Exception):
                     self._zk.set(self.layout.assignment(worker_id), WorkerAssignment(2).to_bytes())
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not all(self._released(w) for w in self.ids) and not self.failure():
-                time.sleep(0.1)
+            with contextlib.suppress(WaitTimeout):  # stopped by signal below, then
+                poll_until(lambda: all(self._released(w) for w in self.ids) or self.failure(), 30,
+                           "the workers to release their partitions")
         super().stop()
 
     def online(self) -> int:
@@ -249,7 +216,7 @@ class FerryWorkers(System):
                 data, _ = self._zk.get(self.layout.worker_state(worker_id))
             except Exception:
                 continue
-            count += sum(1 for s in WorkerStatus.from_bytes(data).partitions.values() if s.state == "ONLINE")
+            count += WorkerStatus.from_bytes(data).state_counts()[PartitionState.ONLINE]
         return count
 
     def _released(self, worker_id: str) -> bool:
@@ -324,7 +291,7 @@ class MirrorMaker2(System):
         }
 
     def start(self, topics: list[str]) -> None:
-        folder = jars_dir() / "kafka"
+        folder = jars_dir("kafka")
         if not any(folder.glob("connect-mirror-*.jar")):
             raise BenchError(f"no connect-mirror jar in {folder}: run `make setup` (deploy/pom.xml fetches it)")
         props = self.workdir / f"{self.slug}-mm2.properties"

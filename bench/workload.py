@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.errors import BenchError
 from common import kafka_clients, provenance
+from common.kafka_errors import kafka_error
+from common.support import poll_until, produce_blocking
 
 HEADER_RUN = "bench-run"
 HEADER_SEQ = "bench-seq"
@@ -68,7 +70,7 @@ def create_topic(admin: AdminClient, topic: str, partitions: int, config: dict[s
     try:
         future.result(timeout=_ADMIN_TIMEOUT_S)
     except KafkaException as exc:
-        raise BenchError(f"creating topic {topic}: {exc.args[0].str()}") from None
+        raise BenchError(f"creating topic {topic}: {kafka_error(exc)}") from None
 
 
 def topic_exists(admin: AdminClient, topic: str) -> bool:
@@ -85,23 +87,11 @@ def delete_topics(admin: AdminClient, topics: list[str], wait_s: float = 60.0) -
         try:
             future.result(timeout=_ADMIN_TIMEOUT_S)
         except KafkaException as exc:
-            if "UNKNOWN_TOPIC" not in exc.args[0].name():
-                raise BenchError(f"deleting topic {topic}: {exc.args[0].str()}") from None
-    deadline = time.monotonic() + wait_s
-    while any(topic_exists(admin, t) for t in existing):
-        if time.monotonic() > deadline:
-            raise BenchError(f"topics {existing} still exist {wait_s:.0f}s after deleting them")
-        time.sleep(0.2)
-
-
-def end_offsets(admin: AdminClient, topic: str, partitions: int) -> dict[int, int]:
-    """Each partition's log-end offset; empty when the topic does not exist (yet)."""
-    request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
-    try:
-        futures = admin.list_offsets(request, request_timeout=10)
-        return {tp.partition: future.result().offset for tp, future in futures.items()}
-    except KafkaException:
-        return {}
+            error = kafka_error(exc)
+            if "UNKNOWN_TOPIC" not in error.name:
+                raise BenchError(f"deleting topic {topic}: {error}") from None
+    poll_until(lambda: not any(topic_exists(admin, t) for t in existing), wait_s,
+               f"topics {existing} to be gone after deleting them", interval=0.2)
 
 
 # -- producing ------------------------------------------------------------------------------
@@ -113,17 +103,11 @@ def fill(cluster: dict[str, Any], topic: str, workload: Workload, run_id: str) -
     })
     value = os.urandom(workload.value_bytes)
     run_header = (HEADER_RUN, run_id.encode())
-    produce = producer.produce
     partitions = workload.partitions
     started = time.monotonic()
     for i in range(workload.records):
         key = record_key(i // partitions)
-        while True:
-            try:
-                produce(topic, value, key, i % partitions, headers=[run_header, (HEADER_SEQ, key)])
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_blocking(producer, topic, value, key, i % partitions, headers=[run_header, (HEADER_SEQ, key)])
         if i % 10_000 == 0:
             producer.poll(0)
     if producer.flush(120) != 0:
@@ -243,11 +227,8 @@ def measure_latency(
     clocks are this machine's, so no skew; it includes the bench producer's own send time.
     """
     dst_admin = admin(destination)
-    deadline = time.monotonic() + 60
-    while not topic_exists(dst_admin, topic):  # the replicator creates it
-        if time.monotonic() > deadline:
-            raise BenchError(f"the destination topic {topic} did not appear within 60s")
-        time.sleep(0.2)
+    # The replicator creates it.
+    poll_until(lambda: topic_exists(dst_admin, topic), 60, f"the destination topic {topic} to appear", interval=0.2)
     consumer = _consumer(destination, **{"fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(workload.partitions)])
     latencies: list[float] = []

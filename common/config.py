@@ -1,6 +1,7 @@
 """Ferry's configuration: one YAML file, validated at start with pydantic.
 
-Every key is documented in ``docs/configuration.md``. A bad file raises :class:`ConfigError`
+Every key is documented in ``docs/configuration.md``, generated from these models by
+``scripts/config_docs.py`` (a field's docstring is its description). A bad file raises :class:`ConfigError`
 whose message names each offending key and the problem, e.g.
 ``controller.rest_port: Input should be less than 65536``.
 """
@@ -38,7 +39,9 @@ def _valid_regexes(patterns: list[str]) -> list[str]:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # A field's docstring is its description: docs/configuration.md is generated from them
+    # (scripts/config_docs.py; `make lint` fails when the committed file is stale).
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class ZookeeperAuthConfig(_Strict):
@@ -51,9 +54,13 @@ class ZookeeperAuthConfig(_Strict):
     """
 
     digest: SecretStr | None = None
+    """user:password in this file (one of digest, digest_file, digest_env)"""
     digest_file: str | None = None
+    """a file holding user:password (a trailing newline is ignored)"""
     digest_env: str | None = None
+    """an environment variable holding user:password"""
     others: Literal["read", "none"] = "read"
+    """what clients without Ferry's identity may do on Ferry's nodes: read | none"""
 
     @model_validator(mode="after")
     def _one_source(self) -> ZookeeperAuthConfig:
@@ -96,10 +103,11 @@ class ZookeeperConfig(_Strict):
     connect: str = Field(min_length=1, description="host:port[,host:port...] of the ensemble")
     root: str = Field("/ferry", description="the path under which Ferry keeps all its nodes")
     session_timeout_s: float = Field(10.0, ge=2.0, le=120.0)
-    # How long a ZooKeeper operation retries on connection loss before giving up.
+    """ZooKeeper session timeout"""
     retry_deadline_s: float = Field(30.0, gt=0)
-    # Digest authentication and ACLs on Ferry's nodes; None: no authentication, open ACLs.
+    """how long an operation retries a lost connection"""
     auth: ZookeeperAuthConfig | None = None
+    """digest authentication and ACLs on Ferry's nodes, see docs/security.md; absent: no authentication, open ACLs"""
 
     @field_validator("root")
     @classmethod
@@ -111,28 +119,30 @@ class ZookeeperConfig(_Strict):
 
 class RouteConfig(_Strict):
     source: str
+    """the cluster records are read from (a name under clusters)"""
     destination: str
-    # Auto-whitelisting (leader's topic observer): a source topic whose full name matches one of
-    # ``include`` and none of ``exclude`` is mirrored without a POST. Empty include: POST only.
+    """the cluster records are written to (a name under clusters)"""
     include: list[str] = Field(default_factory=list)
+    """auto-whitelisting by the leader's topic observer: a source topic whose full name matches one of these regular expressions (and none of exclude) is mirrored without a POST; empty: POST /topics only"""
     exclude: list[str] = Field(default_factory=list)
-    # Destination topic configs that must not follow the source (e.g. retention.ms on a DR copy).
+    """... and none of these"""
     config_exclude: list[str] = Field(default_factory=list)
-    # Consumer-group checkpoints (issue 11): source groups whose id fully matches one of ``groups``
-    # and none of ``groups_exclude`` get their committed offsets translated to the destination.
+    """destination topic configs that do not follow the source (e.g. retention.ms on a DR copy)"""
     groups: list[str] = Field(default_factory=list)
+    """consumer groups whose id fully matches one of these regular expressions (and none of groups_exclude) get their committed offsets checkpointed to the destination"""
     groups_exclude: list[str] = Field(default_factory=list)
-    # What a topic is called on the destination: identity, prefix (<source>.<topic>) or a
-    # template like "prod-{topic}" (common/naming.py).
+    """... except these (Ferry's own ferry.* groups never are)"""
     naming: str = topic_naming.IDENTITY
-    # Skip records whose provenance path holds the destination (they came from it or through it):
-    # what makes identity-named active-active and meshes loop-free.
+    """destination topic name: identity, prefix (<source>.<topic>, MirrorMaker 2), or a template with {topic} once and optionally {source}/{destination}, e.g. \"prod-{topic}\""""
     loop_prevention: bool = False
+    """skip records whose provenance path holds the destination (they came from it or through it) or that are not this route's to forward: what makes identity-named active-active and meshes loop-free (docs/topologies.md); needed on identity-named cycles (refused without)"""
     # Set on the routes derived from ``tree`` (common/tree.py): the distributor's level (its copy
     # flags decide what it copies) and its name, ``<cluster>.L<level>``, which names the route
     # and its consumer group so that switching its target leaf keeps its committed offsets.
     copy_level: int | None = Field(None, ge=1, le=distribution_tree.MAX_LEVEL)
+    """set by tree: the tree level of this route's distributor"""
     distributor: str | None = None
+    """set by tree: the distributor this route belongs to (<cluster>.L<level>)"""
 
     @field_validator("include", "exclude", "groups", "groups_exclude")
     @classmethod
@@ -184,11 +194,14 @@ class RestTokenConfig(_Strict):
     the variable are read when the controller starts."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="who holds it; logged instead of the token")
-    # read: GET/HEAD only; write: every request.
     role: Literal["read", "write"] = "write"
+    """write: every request; read: GET/HEAD only"""
     value: SecretStr | None = None  # SecretStr: never shown by repr() or in a validation error
+    """the token itself (keep such a file private); one of value, file, env"""
     file: str | None = None
+    """a file whose first line is the token; one of value, file, env"""
     env: str | None = None
+    """an environment variable whose value is the token; one of value, file, env"""
 
     @model_validator(mode="after")
     def _one_source(self) -> RestTokenConfig:
@@ -199,10 +212,10 @@ class RestTokenConfig(_Strict):
 
 
 class RestAuthConfig(_Strict):
-    # Whether GET/HEAD requests need a token too. /health and /openapi.json never do (probes);
-    # /metrics does when reads are closed.
     open_reads: bool = False
+    """true: GET/HEAD need no token; false: they need a read or write token (/health and /openapi.json never do; /metrics does when reads are closed)"""
     tokens: list[RestTokenConfig] = Field(min_length=1)
+    """at least one; each with exactly one of value, file, env"""
 
     @field_validator("tokens")
     @classmethod
@@ -216,84 +229,87 @@ class RestAuthConfig(_Strict):
 class RestTlsConfig(_Strict):
     cert_file: str = Field(min_length=1, description="PEM certificate (chain) the REST port presents")
     key_file: str = Field(min_length=1, description="PEM private key of cert_file")
-    # What a standby trusts when it forwards a write to the leader over https; default: cert_file
-    # (every controller presents the same certificate).
     ca_file: str | None = None
+    """what a standby trusts when it forwards a write to the leader; absent: cert_file (every controller presents the same certificate)"""
 
 
 class ControllerConfig(_Strict):
     rest_host: str = "127.0.0.1"
+    """REST API bind address"""
     rest_port: int = Field(9000, ge=1, lt=65536)
+    """REST API port (`--rest-port` overrides)"""
     rebalance_delay_s: float = Field(120.0, ge=0)
+    """debounce: rebalance this long after the last membership change"""
     failover_delay_s: float = Field(10.0, ge=0)
-    # How long a write forwarded to the leader may take.
+    """a departed worker keeps its partitions this long"""
     forward_timeout_s: float = Field(10.0, gt=0)
-    # The leader's topic observer: new matching topics, added partitions, destination configs.
+    """a standby's write forwarded to the leader may take this long"""
     observer_interval_s: float = Field(30.0, gt=0)
-    # How often the leader samples committed and log-end offsets (lag, /noprogress).
+    """the leader's topic observer looks for new matching topics, added partitions and destination config changes this often"""
     lag_interval_s: float = Field(10.0, gt=0)
-    # A lagging partition whose committed offset has not moved for this long makes no progress.
+    """the leader samples committed and log-end offsets this often (lag, /noprogress)"""
     noprogress_after_s: float = Field(60.0, gt=0)
-    # How often the leader runs the Spark validation job (`ferry validate --store`); 0: never.
+    """a lagging partition whose commit has not moved this long is in /noprogress"""
     validation_interval_s: float = Field(0.0, ge=0)
-    # A validation run that takes longer is stopped (a JVM start alone can take a minute on a busy host).
+    """the leader runs the Spark validation (`ferry validate --store`) this often; 0: never"""
     validation_timeout_s: float = Field(300.0, gt=0)
-    # REST worker threads of the WSGI server (cheroot).
+    """a validation run still going after this long is stopped (a JVM start alone can take a minute on a busy host)"""
     rest_threads: int = Field(8, ge=1, le=256)
-    # Consumer-group checkpoints (issue 11): how often the leader translates the groups of every
-    # route's ``groups`` patterns; 0 turns the job off.
+    """REST worker threads of the WSGI server (cheroot)"""
     checkpoint_interval_s: float = Field(10.0, ge=0)
-    # Axual's timestamp method, for offsets no exact map covers: look up the committed record's
-    # timestamp minus this margin on the destination.
+    """the leader translates the groups of every route's groups patterns this often; 0: never"""
     checkpoint_margin_s: float = Field(60.0, ge=0)
-    # Commit translated offsets on the destination (only while the group has no active member there).
+    """Axual's timestamp method, for offsets no exact map covers: look up the committed record's timestamp minus this on the destination"""
     sync_group_offsets: bool = True
-    # Bearer tokens for the REST API; None: no authentication (every request is allowed).
+    """commit translated offsets on the destination, only while the group has no active member there, only forward"""
     auth: RestAuthConfig | None = None
-    # https on the REST port; None: plain http.
+    """bearer tokens for the REST API; absent (the default): no authentication"""
     tls: RestTlsConfig | None = None
-    # false: POST /topics trusts numPartitions (then required) instead of asking the source
-    # cluster; for benchmarks whose topics exist only in ZooKeeper (`ferry bench controller`).
+    """https on the REST port; absent (the default): plain http"""
     check_source_topics: bool = True
+    """false: POST /topics trusts numPartitions (then required) instead of asking the source cluster; for benchmarks whose topics exist only in ZooKeeper (`ferry bench controller`)"""
 
 
 class WorkerConfig(_Strict):
     metrics_host: str = "127.0.0.1"
-    metrics_port: int = Field(9100, ge=0, lt=65536, description="0 disables the metrics endpoint")
+    """metrics and /health bind address"""
+    metrics_port: int = Field(9100, ge=0, lt=65536, description="metrics and /health port; 0 disables them (`--metrics-port` overrides)")
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    """where a partition with no committed offset starts: earliest | latest"""
     commit_interval_s: float = Field(1.0, gt=0)
+    """how often acknowledged source offsets are committed"""
     consume_batch: int = Field(1000, ge=1, le=100_000)
-    # Resuming from the destination: at most this many destination records are read back, per
-    # partition taken, to find the route's own records at or after its committed offset.
+    """records taken from the consumer per call"""
     resume_lookback_records: int = Field(200_000, ge=0)
-    # librdkafka overrides for the worker's clients, on top of the cluster's own properties.
+    """taking a partition: at most this many destination records are read back to find the route's own records at or after its committed offset"""
     producer: dict[str, ClientValue] = Field(default_factory=dict)
+    """librdkafka overrides for the destination producers, on top of the cluster's own properties"""
     consumer: dict[str, ClientValue] = Field(default_factory=dict)
+    """librdkafka overrides for the source consumers"""
 
 
 class SparkConfig(_Strict):
-    # Where `ferry validate` and `ferry audit` run: local[*] on this machine, or a cluster's
-    # master URL (spark://..., yarn, k8s://...). `--master` wins over it; without either,
-    # $FERRY_SPARK_MASTER, then local[*].
     master: str | None = None
+    """where `ferry validate` and `ferry audit` run: a Spark master URL (spark://..., yarn, k8s://...); `--master` wins over it; absent: $FERRY_SPARK_MASTER, then local[*]"""
 
 
 class TreeConfig(_Strict):
     """Axual's distribution tree (seed 000, :mod:`common.tree`): its routes are derived, one per distributor."""
 
-    # The clusters as leaves of a binary tree, e.g. "3(1(a,b),1(c,d))" or "((a,(b,c)),(d,e))".
     layout: str = Field(min_length=3)
-    # The topics every distributor mirrors (full-name regexes, as a route's include/exclude).
+    """clusters as leaves of a binary tree, e.g. 3(1(a,b),1(c,d)) or ((a,(b,c)),(d,e)); [level](left,right); levels default to heights"""
     include: list[str] = Field(min_length=1)
+    """what every distributor mirrors (full-name regular expressions)"""
     exclude: list[str] = Field(default_factory=list)
+    """... and not"""
     config_exclude: list[str] = Field(default_factory=list)
-    # Distributor (<cluster>.L<level>) -> the leaf of its subtree it copies to; default: the first.
+    """destination configs that do not follow"""
     targets: dict[str, str] = Field(default_factory=dict)
-    # The leader switches a distributor to another leaf of its subtree when its target has been
-    # unreachable for this long (0: never by itself; `ferry tree switch` still can).
+    """distributor (<cluster>.L<level>) -> its target leaf; a distributor not named here: its subtree's first leaf"""
     switch_after_s: float = Field(60.0, ge=0)
-    # How often the leader probes every leaf for that.
+    """the leader switches a distributor to another leaf of its subtree when its target has been unreachable this long; 0: never by itself (`ferry tree switch` still can)"""
     probe_interval_s: float = Field(5.0, gt=0)
+    """how often the leader probes every leaf"""
 
     @field_validator("layout")
     @classmethod
@@ -355,9 +371,8 @@ def loop_problem(routes: list[RouteConfig]) -> str | None:
 
 
 class HeartbeatsConfig(_Strict):
-    # The leader writes a heartbeat into ferry.heartbeats on every route's source this often, and
-    # every route mirrors that topic (common/heartbeat.py); 0: no heartbeats.
     interval_s: float = Field(0.0, ge=0)
+    """>0: the leader writes ferry.heartbeats on every route's source this often and every route mirrors it (GET /heartbeats, ferry_heartbeat_* metrics); 0: off"""
 
 
 _FORMAT_FIELD = re.compile(r"\{([^{}]*)\}")
@@ -368,8 +383,11 @@ class RegistryAuthConfig(_Strict):
     or ``password_env`` (an environment variable read when the controller starts)."""
 
     username: str = Field(min_length=1)
+    """the user name"""
     password: SecretStr | None = None
+    """the password in this file; exactly one of password or password_env"""
     password_env: str | None = None
+    """an environment variable holding the password; exactly one of password or password_env"""
 
     @model_validator(mode="after")
     def _one_password(self) -> RegistryAuthConfig:
@@ -384,9 +402,13 @@ class RegistryConfig(_Strict):
     url: str = Field(pattern=r"^https?://[^\s/]+(/[^\s]*)?$", description="base URL, e.g. http://registry:8080")
     # How subjects are named on this cluster: {topic} exactly once, plus names from subject_vars.
     subject_format: str = "{topic}-value"
+    """how subjects are named on this cluster"""
     subject_vars: dict[str, str] = Field(default_factory=dict)
+    """the other {names} of subject_format"""
     auth: RegistryAuthConfig | None = None
+    """HTTP basic auth; absent: none"""
     timeout_s: float = Field(10.0, gt=0, le=300)
+    """per request; temporary failures retry up to 2x this"""
 
     @model_validator(mode="after")
     def _format(self) -> RegistryConfig:
@@ -411,14 +433,19 @@ class SchemasConfig(_Strict):
 
     primary: str = Field(description="the cluster whose registry is the source of truth")
     registries: dict[str, RegistryConfig]
+    """cluster name -> its schema registry (Apicurio Registry 2.x, Confluent-compatible API)"""
     # The clusters to distribute to (default: every other cluster with a registry).
     targets: list[str] | None = None
+    """where to distribute; absent: every other cluster in registries"""
     # Only primary subjects whose full name matches one of these (default: all that fit the format).
     include: list[str] = Field(default_factory=lambda: [".*"])
+    """only primary subjects whose full name matches one of these"""
     interval_s: float = Field(10.0, gt=0)
+    """how often the leader runs a distribution pass"""
     # Subject versions per import request to a target (bounds a request's size; a pass
     # interrupted between requests leaves the rest for the next pass).
     import_batch: int = Field(50, ge=1, le=10_000)
+    """subject versions per import request to a target, in order"""
 
     @field_validator("include")
     @classmethod
@@ -448,16 +475,25 @@ class SchemasConfig(_Strict):
 
 class FerryConfig(_Strict):
     zookeeper: ZookeeperConfig
+    """the ZooKeeper ensemble and the root of Ferry's nodes"""
     clusters: dict[str, dict[str, ClientValue]]
+    """name -> librdkafka properties (security settings included), passed through as they are"""
     # The routes as written, plus (after validation) one per distributor of ``tree``.
     routes: list[RouteConfig] = Field(default_factory=list)
+    """what is mirrored where: at least one route, or a tree"""
     tree: TreeConfig | None = None
+    """Axual's distribution tree; its routes (one per distributor) are derived"""
     heartbeats: HeartbeatsConfig = HeartbeatsConfig()
+    """end-to-end heartbeats over every route"""
     controller: ControllerConfig = ControllerConfig()
+    """the controller's REST API, its delays and its periodic jobs"""
     worker: WorkerConfig = WorkerConfig()
+    """the workers' copy loop, commits and metrics endpoint"""
     spark: SparkConfig = SparkConfig()
+    """the Spark jobs (`ferry validate`, `ferry audit`)"""
     # Schema distribution (a leader job); None: off.
     schemas: SchemasConfig | None = None
+    """schema distribution (a leader job); absent: off"""
 
     @field_validator("clusters")
     @classmethod
@@ -535,11 +571,24 @@ class FerryConfig(_Strict):
         protected = [r for r in self.routes if r.loop_prevention and r.copy_level is None and topic_naming.is_identity(r)]
         return topology.copied_origins(protected, route.source, route.destination)
 
-    def route(self, name: str) -> RouteConfig:
+    def route(self, name: str | None = None) -> RouteConfig:
+        """The route named ``name``; without a name, the only configured route.
+
+        Raises :class:`ConfigError` for an unknown name, or no name with several routes. The one
+        route lookup by name: the CLIs, the REST API and ``ferry validate|audit`` use it.
+        """
+        if name is None:
+            if len(self.routes) == 1:
+                return self.routes[0]
+            raise ConfigError(f"several routes are configured ({', '.join(r.name for r in self.routes)}): pass --route")
         for route in self.routes:
             if route.name == name:
                 return route
         raise ConfigError(f"unknown route {name!r} (known: {[r.name for r in self.routes]})")
+
+    def routes_named(self, name: str | None) -> list[RouteConfig]:
+        """Every route when ``name`` is None, else the one named (:meth:`route`)."""
+        return list(self.routes) if name is None else [self.route(name)]
 
 
 def parse_config(data: Any, origin: str = "config") -> FerryConfig:

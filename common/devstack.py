@@ -76,12 +76,17 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from common import support
 from common.errors import DevStackError
+from common.tables import print_table
 
 ZK_PORT_ENV = "FERRY_DEV_ZK_PORT"
 SRC_PORT_ENV = "FERRY_DEV_SRC_PORT"
@@ -96,6 +101,7 @@ EXTRA_HEAP_ENV = "FERRY_DEV_EXTRA_HEAP"
 EXTRA_PORT_STEP = 10
 _EXTRA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 JARS_DIR_ENV = "FERRY_JARS_DIR"
+SPARK_JARS_ENV = "FERRY_SPARK_JARS"  # deprecated alias of $FERRY_JARS_DIR/spark
 
 # The secured listener's identity: a fixed, documented test user of the local stack only.
 SASL_MECHANISM = "SCRAM-SHA-512"
@@ -136,8 +142,19 @@ def dev_dir() -> Path:
     return Path(os.environ.get(DEV_DIR_ENV, REPO_ROOT / ".dev")).resolve()
 
 
-def jars_dir() -> Path:
-    return Path(os.environ.get(JARS_DIR_ENV, dev_dir() / "jars")).resolve()
+def jars_dir(kind: str | None = None) -> Path:
+    """The one place that says where jars are: ``$FERRY_JARS_DIR`` (default ``<dev dir>/jars``), or
+    its ``kind`` subfolder (``kafka``, ``zookeeper``, ``spark``, ``registry``).
+
+    ``FERRY_SPARK_JARS`` (the Spark connector's folder) is a deprecated alias for ``spark``, still
+    honoured, with a warning.
+    """
+    if kind == "spark" and (legacy := os.environ.get(SPARK_JARS_ENV)):
+        warnings.warn(f"{SPARK_JARS_ENV} is deprecated: set {JARS_DIR_ENV} to the folder that holds spark/",
+                      FutureWarning, stacklevel=2)
+        return Path(legacy).resolve()
+    root = Path(os.environ.get(JARS_DIR_ENV, dev_dir() / "jars")).resolve()
+    return root / kind if kind else root
 
 
 def tls_dir() -> Path:
@@ -212,14 +229,14 @@ class Server:
     @property
     def runner_jar(self) -> Path:
         """A registry's runnable jar, built by ``make registry``."""
-        jars = sorted((jars_dir() / "registry").glob("*-runner.jar"))
+        jars = sorted(jars_dir("registry").glob("*-runner.jar"))
         if not jars:
-            raise DevStackError(f"no registry in {jars_dir() / 'registry'}: run `make registry` (or `make setup`)")
+            raise DevStackError(f"no registry in {jars_dir('registry')}: run `make registry` (or `make setup`)")
         return jars[0]
 
     @property
     def classpath(self) -> str:
-        folder = jars_dir() / ("zookeeper" if self.kind == "zookeeper" else "kafka")
+        folder = jars_dir("zookeeper" if self.kind == "zookeeper" else "kafka")
         if not any(folder.glob("*.jar")):
             raise DevStackError(f"no jars in {folder}: run `make setup` first (it fetches them with Maven)")
         return f"{folder}/*"
@@ -578,17 +595,19 @@ def pid_of(server: Server) -> int | None:
 def _is_ours(server: Server, pid: int) -> bool:
     """Whether ``pid`` is a live process started with ``server``'s config file (pids are recycled).
 
-    A process killed a moment ago, or one whose ``exec`` has not finished yet, has an empty
-    command line: it is not (or not yet) ours.
+    A process killed a moment ago (a zombie), or one whose ``exec`` has not finished yet, has an
+    empty command line: it is not (or not yet) ours.
     """
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
+        process = psutil.Process(pid)
+        cmdline = process.cmdline()
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+    except psutil.Error:  # gone, a zombie whose command line cannot be read, or not ours to read
         return False
     # A registry names its config file in -Dquarkus.config.locations=<file>.
-    marker = str(server.config_file).encode()
-    ours = any(arg == marker or arg.endswith(b"=" + marker) for arg in cmdline)
-    return ours and not _is_zombie(pid)
+    marker = str(server.config_file)
+    return any(arg == marker or arg.endswith("=" + marker) for arg in cmdline)
 
 
 def _forget_stale_pid(server: Server) -> None:
@@ -637,14 +656,6 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
-
-
 def _spawn(server: Server, clock: Callable[[], float], sleep: Callable[[float], None]) -> int:
     """Start ``server``'s JVM and write its pid file once the process is recognisably ours."""
     server.home.mkdir(parents=True, exist_ok=True)
@@ -653,23 +664,19 @@ def _spawn(server: Server, clock: Callable[[], float], sleep: Callable[[float], 
     if server.kind == "kafka":
         ensure_certificates()
         _format_storage(server)
-    with open(server.stdout_file, "ab") as out:
-        # A session of its own: the server outlives `ferry dev up` and ignores its Ctrl-C.
-        proc = subprocess.Popen(
-            _command(server), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, cwd=server.home,
-        )
+    # A session of its own: the server outlives `ferry dev up` and ignores its Ctrl-C.
+    process = support.spawn(server.name, _command(server), server.stdout_file, cwd=server.home, new_session=True)
     # Popen returns when the child's exec has passed the point of no return (the close-on-exec
     # pipe closed), which can be before the kernel set up its new command line: for a moment,
-    # /proc/<pid>/cmdline is empty and the new server would look dead. Wait (briefly) for it.
-    give_up = clock() + 10.0
-    while not _is_ours(server, proc.pid) and proc.poll() is None and clock() < give_up:
-        sleep(0.01)
+    # its command line is empty and the new server would look dead. Wait (briefly) for it.
+    with contextlib.suppress(support.WaitTimeout):  # exited, or slow: `up` reports it when it waits
+        support.poll_until(lambda: _is_ours(server, process.pid) or not process.alive(), 10.0,
+                           f"{server.name}'s command line", interval=0.01, clock=clock, sleep=sleep)
     # Written whole or not at all: a concurrent reader never sees an empty pid file.
     partial = server.pid_file.with_suffix(".tmp")
-    partial.write_text(f"{proc.pid}\n")
+    partial.write_text(f"{process.pid}\n")
     partial.replace(server.pid_file)
-    return proc.pid
+    return process.pid
 
 
 def _answers(server: Server, timeout: float) -> bool:
@@ -708,13 +715,6 @@ def _answers(server: Server, timeout: float) -> bool:
         return bool(metadata.brokers)
     except KafkaException:
         return False
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 def state_of(server: Server) -> ServerState:
@@ -818,14 +818,14 @@ def _wait_until_answers(
                 return False
             raise DevStackError(
                 f"{server.kind} '{server.name}' exited while starting; its log is {server.log_file} "
-                f"(and {server.stdout_file}):\n{_tail(server.stdout_file)}\n{_tail(server.log_file)}"
+                f"(and {server.stdout_file}):\n{support.tail(server.stdout_file, 15)}\n{support.tail(server.log_file, 15)}"
             )
         if _answers(server, timeout=2.0):
             return True
         if clock() > give_up:
             raise DevStackError(
                 f"{server.kind} '{server.name}' did not answer on {server.address} within {deadline_s:.0f}s; "
-                f"its log is {server.log_file}:\n{_tail(server.log_file)}"
+                f"its log is {server.log_file}:\n{support.tail(server.log_file, 15)}"
             )
         sleep(0.5)
 
@@ -913,8 +913,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     stack = stack_from_env(parse_cluster_names(args.clusters, "--clusters"),
                            registries=True if args.registries else None)
     up(stack, deadline_s=args.timeout)
-    for row in status(stack):
-        print(f"{row['name']:<12} {row['address']:<16} {row['state']}")
+    print_table(status(stack), ["name", "address", "state"])
     return 0
 
 
@@ -934,8 +933,5 @@ def _cmd_status(args: argparse.Namespace) -> int:
         json.dump(rows, sys.stdout, indent=2)
         print()
     else:
-        print(f"{'NAME':<12} {'KIND':<10} {'ADDRESS':<16} {'PID':<8} {'STATE':<9} LOG")
-        for row in rows:
-            pid = row["pid"] if row["pid"] is not None else "-"
-            print(f"{row['name']:<12} {row['kind']:<10} {row['address']:<16} {pid!s:<8} {row['state']:<9} {row['log']}")
+        print_table(rows, ["name", "kind", "address", "pid", "state", "log"])
     return 0

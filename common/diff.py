@@ -14,21 +14,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.model import ExternalView, IdealState, PartitionKey, PartitionState, TopicKey, WorkerStatus
-
-HELD_STATES = frozenset({PartitionState.ONLINE, PartitionState.ERROR})
-
-
-class Problem:
-    """What is wrong with a partition, most important first (a partition reports only the first)."""
-
-    ERROR = "error"  # a worker reports it ERROR (the reason is carried)
-    UNASSIGNED = "unassigned"  # the ideal state has no worker for it
-    WORKER_DEAD = "worker_dead"  # its ideal worker is not live
-    WRONG_WORKER = "wrong_worker"  # another worker than the ideal one reports it ONLINE
-    MISSING = "missing"  # no worker reports it ONLINE or ERROR
-    NOT_ONLINE = "not_online"  # its ideal worker reports it OFFLINE
-    UNEXPECTED = "unexpected"  # a worker reports it ONLINE or ERROR, but the ideal state does not have it
+from common.model import ExternalView, IdealState, PartitionKey, TopicKey, ViewEntry, WorkerStatus
+from common.vocabulary import HELD_STATES as HELD_STATES
+from common.vocabulary import PartitionState
+from common.vocabulary import Problem as Problem
 
 
 @dataclass(frozen=True)
@@ -39,7 +28,7 @@ class Mismatch:
     """
 
     partition: PartitionKey
-    problem: str  # a Problem value
+    problem: Problem
     ideal_worker: str | None
     reported_worker: str | None
     reason: str | None = None
@@ -62,16 +51,14 @@ def external_views(statuses: Mapping[str, WorkerStatus]) -> dict[TopicKey, Exter
     Per partition, a worker reporting it ONLINE or ERROR wins over one reporting it OFFLINE; among
     equals, the lowest worker id wins.
     """
-    entries: dict[TopicKey, dict[int, dict[str, str]]] = {}
+    entries: dict[TopicKey, dict[int, ViewEntry]] = {}
     for worker in sorted(statuses):
         for partition, status in statuses[worker].partitions.items():
             topic = entries.setdefault(TopicKey(partition.route, partition.topic), {})
             known = topic.get(partition.partition)
             if known is not None and (known["state"] in HELD_STATES or status.state not in HELD_STATES):
                 continue
-            entry = {"worker": worker, "state": status.state}
-            if status.reason:
-                entry["reason"] = status.reason
+            entry = view_entry(worker, status.state, status.reason)
             topic[partition.partition] = entry
     return {
         key: ExternalView(key.route, key.topic, dict(sorted(parts.items())))
@@ -79,14 +66,22 @@ def external_views(statuses: Mapping[str, WorkerStatus]) -> dict[TopicKey, Exter
     }
 
 
-def _reported(external: Mapping[TopicKey, ExternalView], key: PartitionKey) -> Mapping[str, str] | None:
+def view_entry(worker: str, state: PartitionState, reason: str | None) -> ViewEntry:
+    """An external view's entry for a partition ``worker`` reports in ``state`` (``reason`` when it gave one)."""
+    entry = ViewEntry(worker=worker, state=state)
+    if reason:
+        entry["reason"] = reason
+    return entry
+
+
+def _reported(external: Mapping[TopicKey, ExternalView], key: PartitionKey) -> ViewEntry | None:
     view = external.get(TopicKey(key.route, key.topic))
     return None if view is None else view.partitions.get(key.partition)
 
 
-def _problem(ideal_worker: str | None, reported: Mapping[str, str] | None, live: Collection[str]) -> str | None:
-    state = reported.get("state") if reported else None
-    worker = reported.get("worker") if reported else None
+def _problem(ideal_worker: str | None, reported: ViewEntry | None, live: Collection[str]) -> Problem | None:
+    state = reported["state"] if reported else None
+    worker = reported["worker"] if reported else None
     if state == PartitionState.ERROR:
         return Problem.ERROR
     if ideal_worker is None:
@@ -123,7 +118,7 @@ def compare(
             if problem is not None:
                 found.append(Mismatch(
                     key, problem, ideal_worker,
-                    reported.get("worker") if reported else None,
+                    reported["worker"] if reported else None,
                     reported.get("reason") if reported else None,
                 ))
     for topic_key, view in external.items():
@@ -131,9 +126,9 @@ def compare(
         for number, reported in view.partitions.items():
             if known is not None and 0 <= number < known.partitions:
                 continue
-            if reported.get("state") in HELD_STATES:
+            if reported["state"] in HELD_STATES:
                 key = PartitionKey(topic_key.route, topic_key.topic, number)
-                found.append(Mismatch(key, Problem.UNEXPECTED, None, reported.get("worker"), reported.get("reason")))
+                found.append(Mismatch(key, Problem.UNEXPECTED, None, reported["worker"], reported.get("reason")))
     return sorted(found, key=lambda m: m.partition)
 
 
@@ -149,10 +144,10 @@ def summarize(ideal: Mapping[TopicKey, IdealState], external: Mapping[TopicKey, 
             reported = _reported(external, PartitionKey(topic_key.route, topic_key.topic, number))
             ideal_worker = state.assignment.get(number)
             counts["partitions"] += 1
-            if reported and reported.get("state") == PartitionState.ERROR:
+            if reported and reported["state"] == PartitionState.ERROR:
                 counts["error"] += 1
-            elif (reported and reported.get("state") == PartitionState.ONLINE
-                  and ideal_worker is not None and reported.get("worker") == ideal_worker):
+            elif (reported and reported["state"] == PartitionState.ONLINE
+                  and ideal_worker is not None and reported["worker"] == ideal_worker):
                 counts["online"] += 1
             else:
                 counts["offline"] += 1

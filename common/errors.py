@@ -1,7 +1,14 @@
 """Ferry's exceptions. Every error Ferry raises on purpose derives from :class:`FerryError`.
 
-``TransientError`` marks what is worth retrying (with backoff and a deadline);
-anything else is permanent and surfaces at once.
+Two kinds, each package's own errors derive from one of them (and from the package's base):
+
+- :class:`TransientError`: temporary; the same call may succeed later. It carries the delay after
+  which to try again (``retry_after_s``, None: the caller's own backoff). Callers retry it with
+  backoff and a deadline, never forever.
+- :class:`PermanentError`: retrying changes nothing until someone changes something (a config, a
+  topic, an ACL); it surfaces at once.
+
+An error that is neither (a plain :class:`FerryError`) is permanent too.
 """
 
 from __future__ import annotations
@@ -12,10 +19,21 @@ class FerryError(Exception):
 
 
 class TransientError(FerryError):
-    """Temporary: the same call may succeed later (a server restarting, a leader moving)."""
+    """Temporary: the same call may succeed later (a server restarting, a leader moving).
+
+    ``retry_after_s``: when to try again, or None to let the caller's backoff decide.
+    """
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
-class ConfigError(FerryError):
+class PermanentError(FerryError):
+    """Retrying will not help until someone changes something; surfaces at once."""
+
+
+class ConfigError(PermanentError):
     """A configuration file or value is invalid; the message names the key and the problem."""
 
 

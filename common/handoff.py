@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from common.model import PartitionKey, PartitionState, WorkerStatus
-
-HELD_STATES = frozenset({PartitionState.ONLINE, PartitionState.ERROR})
+from common.model import PartitionKey, WorkerStatus
+from common.vocabulary import HELD_STATES as HELD_STATES
 
 
 def holders(statuses: Mapping[str, WorkerStatus]) -> dict[PartitionKey, set[str]]:
@@ -53,18 +52,3 @@ def worker_assignments(
         if not others:
             bucket.add(partition)
     return {worker: frozenset(partitions) for worker, partitions in result.items()}
-
-
-def pending_handoffs(
-    ideal: Mapping[PartitionKey, str],
-    statuses: Mapping[str, WorkerStatus],
-    live: Collection[str],
-) -> dict[PartitionKey, tuple[str, str]]:
-    """Partition -> (live worker still holding it, worker it moves to), for moves under way."""
-    pending = {}
-    for partition, holders_of in holders(statuses).items():
-        target = ideal.get(partition)
-        for holder in sorted(holders_of):
-            if target is not None and holder != target and holder in live:
-                pending[partition] = (holder, target)
-    return pending

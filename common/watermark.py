@@ -189,11 +189,6 @@ class OffsetWatermarks(Generic[K]):
         if state.in_flight(offset):
             state.settle(offset)
 
-    def committable(self, key: K) -> int | None:
-        """The offset to commit (the next one to read) for ``key``, or None when there is nothing to commit."""
-        state = self._keys.get(key)
-        return None if state is None else state.committable()
-
     def committables(self) -> dict[K, int]:
         """Key -> offset to commit, for every key that has something committable."""
         result: dict[K, int] = {}
@@ -209,18 +204,6 @@ class OffsetWatermarks(Generic[K]):
             return sum(state.pending() for state in self._keys.values())
         state = self._keys.get(key)
         return 0 if state is None else state.pending()
-
-    def is_failed(self, key: K) -> bool:
-        state = self._keys.get(key)
-        return state is not None and state.failure is not None
-
-    def failure(self, key: K) -> tuple[int, str] | None:
-        """(lowest failed offset, reason) for ``key``, or None."""
-        state = self._keys.get(key)
-        return None if state is None else state.failure
-
-    def keys(self) -> set[K]:
-        return set(self._keys)
 
     def forget(self, key: K) -> None:
         """Drop everything known about ``key`` (its partition was released or will be re-read)."""

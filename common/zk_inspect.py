@@ -14,12 +14,14 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
+from common import naming as topic_naming
 from common.cli import options_anywhere, require_option
 from common.config import FerryConfig, load_config
 from common.errors import FerryError
@@ -28,6 +30,7 @@ from common.model import (
     IdealState,
     decode,
 )
+from common.tables import print_table
 from common.zk_layout import ZkLayout, make_client
 from common.zk_state import StateReader
 
@@ -82,14 +85,29 @@ def get_node(client: KazooClient, path: str) -> dict[str, Any]:
 
 
 def _route(config: FerryConfig, route: str | None) -> str:
-    names = [r.name for r in config.routes]
-    if route is None:
-        if len(names) == 1:
-            return names[0]
-        raise InspectError(f"several routes are configured ({', '.join(names)}): pass --route")
-    if route not in names:
-        raise InspectError(f"unknown route {route!r}; configured: {', '.join(names)}")
-    return route
+    return config.route(route).name
+
+
+def destination_name(config: FerryConfig, route: str, topic: str) -> str | None:
+    """``topic``'s name on the destination of ``route`` when the route renames it, else None.
+
+    None for identity naming and for routes the config does not know (a layout left by an
+    older config): the views then show the source name alone, as before.
+    """
+    for configured in config.routes:
+        if configured.name == route:
+            return None if topic_naming.is_identity(configured) else topic_naming.destination_topic(configured, topic)
+    return None
+
+
+def node_destination(config: FerryConfig, layout: ZkLayout, path: str) -> str | None:
+    """The destination topic name of a node under a renaming route's ideal state or external view."""
+    for route in config.routes:
+        for base in (layout.route_topics(route.name), layout.route_external(route.name), layout.removed.rstrip("/") + "/" + route.name):
+            prefix = base.rstrip("/") + "/"
+            if path.startswith(prefix) and len(path) > len(prefix):
+                return destination_name(config, route.name, path[len(prefix):].split("/", 1)[0])
+    return None
 
 
 def read_ideal(client: KazooClient, layout: ZkLayout, route: str, topic: str) -> IdealState:
@@ -106,7 +124,7 @@ def read_external(client: KazooClient, layout: ZkLayout, route: str, topic: str)
 def topic_table(ideal: IdealState, view: ExternalView) -> list[dict[str, Any]]:
     rows = []
     for partition in range(ideal.partitions):
-        reported = view.partitions.get(partition, {})
+        reported: Mapping[str, Any] = view.partitions.get(partition) or {}
         rows.append(
             {
                 "partition": partition,
@@ -129,13 +147,6 @@ def mismatches(client: KazooClient, layout: ZkLayout, config: FerryConfig) -> li
     views = {key: reader.external_view(key.route, key.topic) or ExternalView(key.route, key.topic) for key in ideal}
     live = set(reader.children(layout.live_workers))
     return compare(ideal, views, live)
-
-
-def _print_rows(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    widths = {c: max([len(c)] + [len("" if r.get(c) is None else str(r.get(c))) for r in rows]) for c in columns}
-    print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
-    for row in rows:
-        print("  ".join(("-" if row.get(c) is None else str(row.get(c))).ljust(widths[c]) for c in columns).rstrip())
 
 
 def _short(data: Any, limit: int = 70) -> str:
@@ -185,7 +196,7 @@ def _run(args: argparse.Namespace) -> int:
     client = make_client(config.zookeeper)
     try:
         client.start(timeout=config.zookeeper.retry_deadline_s)
-    except Exception as exc:  # kazoo raises its own timeout type; the message is what matters
+    except (KazooTimeoutError, KazooException) as exc:  # no answer in time; refused (auth, chroot check)
         raise InspectError(f"cannot reach ZooKeeper at {config.zookeeper.connect}: {exc}") from exc
     try:
         return _dispatch(args, client, layout, config)
@@ -200,13 +211,20 @@ def _dispatch(args: argparse.Namespace, client: KazooClient, layout: ZkLayout, c
         nodes = list(walk(client, _absolute(layout, args.path)))
         if not nodes:
             raise InspectError(f"no node at {_absolute(layout, args.path)}")
+        for node in nodes:
+            destination = node_destination(config, layout, node["path"])
+            if destination is not None:
+                node["destination"] = destination
         if args.json:
             json.dump(nodes, sys.stdout, indent=1)
             print()
         else:
-            _print_rows(
+            columns = ["path", "size", "version", "ephemeral", "data"]
+            if any("destination" in n for n in nodes):  # only a renaming route adds the column
+                columns.insert(1, "destination")
+            print_table(
                 [{**n, "ephemeral": "yes" if n["ephemeral"] else "", "data": _short(n["data"])} for n in nodes],
-                ["path", "size", "version", "ephemeral", "data"],
+                columns,
             )
         return 0
     if action == "get":
@@ -224,27 +242,39 @@ def _dispatch(args: argparse.Namespace, client: KazooClient, layout: ZkLayout, c
         ideal = read_ideal(client, layout, route, args.topic)
         view = read_external(client, layout, route, args.topic)
         rows = topic_table(ideal, view)
+        destination = destination_name(config, route, args.topic)
         if args.json:
             payload: Any = ideal.assignment if action == "ideal" else view.partitions
-            json.dump({"route": route, "topic": args.topic, action: {str(k): v for k, v in payload.items()}}, sys.stdout, indent=1)
+            body: dict[str, Any] = {"route": route, "topic": args.topic, "destination": destination or args.topic}
+            json.dump({**body, action: {str(k): v for k, v in payload.items()}}, sys.stdout, indent=1)
             print()
         else:
-            print(f"{route}/{args.topic}: {ideal.partitions} partitions")
+            renamed = f" (destination {destination})" if destination else ""
+            print(f"{route}/{args.topic}{renamed}: {ideal.partitions} partitions")
             columns = ["partition", "ideal"] if action == "ideal" else ["partition", "worker", "state", "reason"]
-            _print_rows(rows, columns)
+            print_table(rows, columns)
         return 0
     found = mismatches(client, layout, config)
+    destinations = [destination_name(config, m.partition.route, m.partition.topic) for m in found]
     if args.json:
-        json.dump([m.to_json() for m in found], sys.stdout, indent=1)
+        json.dump(
+            [{**m.to_json(), "destination": d or m.partition.topic} for m, d in zip(found, destinations, strict=True)],
+            sys.stdout,
+            indent=1,
+        )
         print()
     elif not found:
         print("ideal state and external view agree")
     else:
-        _print_rows(
+        columns = ["partition", "problem", "ideal", "reported", "reason"]
+        if any(destinations):  # only a renaming route adds the column
+            columns.insert(1, "destination")
+        print_table(
             [
-                {"partition": str(m.partition), "problem": m.problem, "ideal": m.ideal_worker, "reported": m.reported_worker, "reason": m.reason}
-                for m in found
+                {"partition": str(m.partition), "destination": d, "problem": m.problem, "ideal": m.ideal_worker,
+                 "reported": m.reported_worker, "reason": m.reason}
+                for m, d in zip(found, destinations, strict=True)
             ],
-            ["partition", "problem", "ideal", "reported", "reason"],
+            columns,
         )
     return 1 if found else 0

@@ -38,6 +38,7 @@ from confluent_kafka.admin import NewTopic
 
 from common import kafka_clients
 from common.config import FerryConfig, RouteConfig
+from common.kafka_errors import kafka_error
 from common.offset_map import (
     CHECKPOINT_TOPIC,
     EXACT,
@@ -205,7 +206,7 @@ class Checkpointer:
         try:
             listed = self._admin(route.source).list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
         except KafkaException as exc:
-            raise Unavailable(f"cluster {route.source!r}: listing consumer groups: {exc.args[0]}") from None
+            raise Unavailable(f"cluster {route.source!r}: listing consumer groups: {kafka_error(exc)}") from None
         return sorted(g.group_id for g in listed.valid if route.wants_group(g.group_id))
 
     def _committed(self, cluster: str, group: str) -> dict[tuple[str, int], int]:
@@ -213,7 +214,7 @@ class Checkpointer:
         try:
             answer = self._admin(cluster).list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
         except KafkaException as exc:
-            raise Unavailable(f"cluster {cluster!r}: offsets of group {group!r}: {exc.args[0]}") from None
+            raise Unavailable(f"cluster {cluster!r}: offsets of group {group!r}: {kafka_error(exc)}") from None
         return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}
 
     def translate_group(self, route: RouteConfig, group: str) -> list[Translation]:
@@ -250,7 +251,7 @@ class Checkpointer:
         try:
             metadata = self._consumer(cluster).list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
         except KafkaException as exc:
-            raise Unavailable(f"cluster {cluster!r}: {exc.args[0]}") from None
+            raise Unavailable(f"cluster {cluster!r}: {kafka_error(exc)}") from None
         return metadata is not None and metadata.error is None
 
     def _by_timestamp(self, route: RouteConfig, topic: str, dest_topic: str, partition: int, offset: int) -> int | None:
@@ -292,8 +293,8 @@ class Checkpointer:
         try:
             future.result(TIMEOUT_S)
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise Unavailable(f"cluster {cluster!r}: creating {CHECKPOINT_TOPIC}: {exc.args[0]}") from None
+            if kafka_error(exc).code != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise Unavailable(f"cluster {cluster!r}: creating {CHECKPOINT_TOPIC}: {kafka_error(exc)}") from None
         self._topics_ready.add(cluster)
 
     def emit(self, route: RouteConfig, translations: list[Translation]) -> None:
@@ -318,8 +319,8 @@ class Checkpointer:
             description = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
             active = bool(description.members) or str(getattr(description.state, "name", description.state)) in _ACTIVE_STATES
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
-                raise Unavailable(f"cluster {route.destination!r}: describing group {group!r}: {exc.args[0]}") from None
+            if kafka_error(exc).code != KafkaError.GROUP_ID_NOT_FOUND:
+                raise Unavailable(f"cluster {route.destination!r}: describing group {group!r}: {kafka_error(exc)}") from None
             active = False
         if active:
             return {"group": group, "synced": 0, "skipped": "the group has active members on the destination"}
@@ -334,7 +335,7 @@ class Checkpointer:
                 admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
                                                    request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
             except KafkaException as exc:  # e.g. a member joined meanwhile: the broker refuses
-                return {"group": group, "synced": 0, "skipped": f"the destination refused: {exc.args[0]}"}
+                return {"group": group, "synced": 0, "skipped": f"the destination refused: {kafka_error(exc)}"}
         return {"group": group, "synced": len(offsets)}
 
     def trim_map(self, route: RouteConfig) -> int:

@@ -1,11 +1,13 @@
 """The controller's exceptions: one base, :class:`ControllerError`, under Ferry's :class:`FerryError`.
 
 Each carries the HTTP status the REST API answers with, so user mistakes never become a 500.
+The 4xx ones are :class:`PermanentError` (the same request fails again); :class:`Unavailable`
+(503) is a :class:`TransientError` (no leader yet, a cluster down: worth retrying).
 """
 
 from __future__ import annotations
 
-from common.errors import FerryError
+from common.errors import FerryError, PermanentError, TransientError
 
 
 class ControllerError(FerryError):
@@ -14,25 +16,25 @@ class ControllerError(FerryError):
     status = 500
 
 
-class BadRequest(ControllerError):
+class BadRequest(ControllerError, PermanentError):
     """The request is malformed or asks for something impossible (400)."""
 
     status = 400
 
 
-class NotFound(ControllerError):
+class NotFound(ControllerError, PermanentError):
     """A topic unknown to Ferry, or missing at the source (404)."""
 
     status = 404
 
 
-class Conflict(ControllerError):
+class Conflict(ControllerError, PermanentError):
     """The topic is already mirrored (409)."""
 
     status = 409
 
 
-class Unavailable(ControllerError):
+class Unavailable(ControllerError, TransientError):
     """No leader right now, or a cluster cannot be reached; worth retrying (503)."""
 
     status = 503
@@ -42,7 +44,7 @@ class NotLeader(Unavailable):
     """This controller does not lead (any more); its write was refused by the fence."""
 
 
-class Unauthorized(ControllerError):
+class Unauthorized(ControllerError, PermanentError):
     """No bearer token, or one the controller does not know (401, with ``WWW-Authenticate: Bearer``)."""
 
     status = 401
@@ -52,7 +54,7 @@ class Unauthorized(ControllerError):
         self.invalid_token = invalid_token
 
 
-class Forbidden(ControllerError):
+class Forbidden(ControllerError, PermanentError):
     """A valid token whose role does not allow the request, e.g. a read token on a write (403)."""
 
     status = 403

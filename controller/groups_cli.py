@@ -46,9 +46,7 @@ def _run(args: argparse.Namespace) -> int:
     require_option(args, "config", "--config", "groups")
     config = load_config(args.config)
     route_name = getattr(args, "route", None)
-    routes = [r for r in config.routes if route_name is None or r.name == route_name]
-    if not routes:
-        raise ConfigError(f"no route {route_name!r} in {args.config}")
+    routes = config.routes_named(route_name)
     as_json = getattr(args, "json", False)
     checkpointer = Checkpointer(config, "cli")
     try:

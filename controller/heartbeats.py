@@ -20,6 +20,7 @@ from confluent_kafka.admin import NewTopic
 
 from common import heartbeat, kafka_clients, provenance
 from common.config import FerryConfig, RouteConfig
+from common.kafka_errors import kafka_error
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,9 @@ class HeartbeatJob:
         try:
             admin.create_topics([topic])[heartbeat.TOPIC].result(_TIMEOUT_S)
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                log.warning("heartbeat topic on %s not created yet: %s", cluster, exc.args[0].str())
+            error = kafka_error(exc)
+            if error.code != KafkaError.TOPIC_ALREADY_EXISTS:
+                log.warning("heartbeat topic on %s not created yet: %s", cluster, error)
                 return
         self._ready.add(cluster)
 

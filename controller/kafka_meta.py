@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, OffsetSpec
 
 from common import kafka_clients
+from common.kafka_errors import kafka_error
 from controller.errors import Unavailable
 
 TIMEOUT_S = 10.0
@@ -35,9 +36,7 @@ class ClusterMetadata:
     def _unavailable(self, cluster: str, exc: KafkaException | FutureTimeout) -> Unavailable:
         if isinstance(exc, FutureTimeout):
             return Unavailable(f"cluster {cluster!r} cannot be reached: no answer within {TIMEOUT_S:.0f}s")
-        error = exc.args[0]
-        detail = error.str() if isinstance(error, KafkaError) else str(error)
-        return Unavailable(f"cluster {cluster!r} cannot be reached: {detail}")
+        return Unavailable(f"cluster {cluster!r} cannot be reached: {kafka_error(exc)}")
 
     def reachable(self, cluster: str, timeout: float = 3.0) -> bool:
         """Whether ``cluster`` answers a metadata request within ``timeout``."""

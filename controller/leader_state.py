@@ -31,19 +31,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from common import assignment
-from common.diff import HELD_STATES, Mismatch, compare, summarize
+from common.diff import Mismatch, compare, summarize, view_entry
 from common.model import (
     ExternalView,
     IdealState,
     PartitionKey,
-    PartitionState,
     PartitionStatus,
     TopicKey,
+    ViewEntry,
     WorkerAssignment,
     WorkerInfo,
     WorkerStatus,
     encode,
 )
+from common.vocabulary import HELD_STATES, OpKind
 from common.zk_layout import ZkLayout
 from controller.store import MAX_BYTES_PER_TRANSACTION, MAX_OPS_PER_TRANSACTION, Op, Snapshot, chunks
 
@@ -294,26 +295,20 @@ class LeaderState:
             view = self._view(key)
             if key in self.unread_views or self.external.get(key) != view:
                 changes.views[key] = view
-            counts: Counter[str] = Counter()
-            for p in range(self.ideal[key].partitions):
-                entry = view.partitions.get(p)
-                counts[entry.get("state", PartitionState.OFFLINE) if entry else PartitionState.OFFLINE] += 1
+            counts = view.state_counts(self.ideal[key].partitions)
             self._topic_counts[key] = counts
             self.state_counts.update(counts)
 
     def _view(self, key: TopicKey) -> ExternalView:
         """As :func:`common.diff.external_views`: a holder wins over OFFLINE; among equals, the lowest id."""
-        entries: dict[int, dict[str, str]] = {}
+        entries: dict[int, ViewEntry] = {}
         reports = self._reports.get(key, {})
         for worker in sorted(reports):
             for number, status in reports[worker].items():
                 known = entries.get(number)
                 if known is not None and (known["state"] in HELD_STATES or status.state not in HELD_STATES):
                     continue
-                entry = {"worker": worker, "state": status.state}
-                if status.reason:
-                    entry["reason"] = status.reason
-                entries[number] = entry
+                entries[number] = view_entry(worker, status.state, status.reason)
         return ExternalView(key.route, key.topic, dict(sorted(entries.items())))
 
     # -- indexes ----------------------------------------------------------------------------
@@ -426,33 +421,33 @@ def writes(
     prefix names it in two assignments. A batch that fits in one transaction is written as it is.
     """
     ideal_ops = [
-        Op("set", layout.topic(key.route, key.topic), state.to_bytes(), model.ideal_versions[key])
+        Op(OpKind.SET, layout.topic(key.route, key.topic), state.to_bytes(), model.ideal_versions[key])
         for key, state in sorted(changes.ideal.items())
     ]
     assignment_ops, shrink_ops, grow_ops = [], [], []
     for worker, partitions in sorted(changes.assignments.items()):
         old = model.assignments.get(worker)
         path = layout.assignment(worker)
-        final = Op("create" if old is None else "set", path, WorkerAssignment(generation, partitions).to_bytes())
+        final = Op(OpKind.CREATE if old is None else OpKind.SET, path, WorkerAssignment(generation, partitions).to_bytes())
         assignment_ops.append(final)
         kept = partitions if old is None else old.partitions & partitions
         if old is not None and kept != old.partitions:  # loses partitions: that comes first
-            shrink_ops.append(final if kept == partitions else Op("set", path, WorkerAssignment(generation, kept).to_bytes()))
+            shrink_ops.append(final if kept == partitions else Op(OpKind.SET, path, WorkerAssignment(generation, kept).to_bytes()))
         if old is None or kept != partitions:
             grow_ops.append(final)
     for worker in sorted(changes.delete_assignments):
-        delete = Op("delete", layout.assignment(worker))  # a departed worker with nothing left
+        delete = Op(OpKind.DELETE, layout.assignment(worker))  # a departed worker with nothing left
         assignment_ops.append(delete)
         grow_ops.append(delete)
     generation_ops = []
     if changes.assignments:
-        generation_ops.append(Op("set" if model.generation_exists else "create", layout.generation, encode(generation)))
+        generation_ops.append(Op(OpKind.SET if model.generation_exists else OpKind.CREATE, layout.generation, encode(generation)))
     view_ops = [
-        Op("set" if key in model.external or key in model.unread_views else "create",
+        Op(OpKind.SET if key in model.external or key in model.unread_views else OpKind.CREATE,
            layout.external_topic(key.route, key.topic), view.to_bytes())
         for key, view in sorted(changes.views.items())
     ]
-    view_ops += [Op("delete", layout.external_topic(key.route, key.topic)) for key in sorted(changes.delete_views)]
+    view_ops += [Op(OpKind.DELETE, layout.external_topic(key.route, key.topic)) for key in sorted(changes.delete_views)]
     plain = generation_ops + ideal_ops + assignment_ops + view_ops
     if len(chunks(plain, max_bytes, max_ops)) <= 1:
         return plain  # one transaction: atomic, no intermediate state to order

@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from common.vocabulary import ControllerState
+
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 ROUTE_PATTERN = r"^[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64}$"
 # Consumer group ids in /groups/{group}: printable ASCII without "/", not only dots.
@@ -63,7 +65,7 @@ _SCHEMAS: dict[str, Any] = {
         "type": "object", "required": ["status", "id", "state", "leader", "leaderId", "leaderUrl"],
         "properties": {
             "status": {"type": "string", "description": "ok, or why not"},
-            "id": {"type": "string"}, "state": {"type": "string", "enum": ["STANDBY", "LEADING", "STOPPED"]},
+            "id": {"type": "string"}, "state": {"type": "string", "enum": [state.value for state in ControllerState]},
             "leader": {"type": "boolean"}, "leaderId": _NULLABLE_STR, "leaderUrl": _NULLABLE_STR,
         },
     },
@@ -165,9 +167,12 @@ _SCHEMAS: dict[str, Any] = {
     "Offsets": {
         "type": "object", "required": ["offsets"],
         "properties": {"offsets": {"type": "array", "items": {
-            "type": "object", "required": ["partition", "route", "topic", "partitionId", "committed", "logEnd", "lag"],
+            "type": "object",
+            "required": ["partition", "route", "topic", "destinationTopic", "partitionId", "committed", "logEnd", "lag"],
             "properties": {
                 "partition": {"type": "string"}, "route": {"type": "string"}, "topic": {"type": "string"},
+                "destinationTopic": {"type": "string",
+                                     "description": "the topic's name on the destination (renaming routes)"},
                 "partitionId": {"type": "integer"}, "committed": _NULLABLE_INT, "logEnd": {"type": "integer"},
                 "lag": {"type": "integer"},
             },

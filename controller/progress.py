@@ -24,6 +24,16 @@ class OffsetSample:
         return self.end - (self.committed or 0)
 
 
+@dataclass(frozen=True)
+class NoProgress:
+    """What ``/noprogress`` shows: stalled partitions (-> seconds since their committed offset
+    moved), each with its latest sample, and the threshold."""
+
+    stalled: Mapping[PartitionKey, float]
+    latest: Mapping[PartitionKey, OffsetSample]
+    threshold_s: float
+
+
 class ProgressTracker:
     def __init__(self, noprogress_after_s: float) -> None:
         self.noprogress_after_s = noprogress_after_s
@@ -50,3 +60,8 @@ class ProgressTracker:
             if sample.lag > 0 and since >= self.noprogress_after_s:
                 result[key] = since
         return result
+
+    def report(self, now: float) -> NoProgress:
+        """The stalled partitions as of ``now``, with their latest samples."""
+        stalled = self.stalled(now)
+        return NoProgress(stalled, {key: self._latest[key] for key in stalled}, self.noprogress_after_s)

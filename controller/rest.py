@@ -13,19 +13,22 @@ Authentication (optional): :mod:`controller.auth`. The OpenAPI document: :mod:`c
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import uuid
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import requests
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from common.model import topic_name_problem
+from common.model import PartitionKey, topic_name_problem
 from controller.auth import TokenChecker
 from controller.errors import BadRequest, ControllerError, Unauthorized, Unavailable
 from controller.openapi import GROUP_PATTERN, openapi_document
+from controller.progress import NoProgress, OffsetSample
 
 log = logging.getLogger(__name__)
 
@@ -45,33 +48,69 @@ _ALWAYS_OPEN = frozenset({"/health", "/openapi.json"})
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-class ControllerApi(Protocol):
-    """What the REST layer needs from a controller (:class:`controller.service.Controller`)."""
+class LeaderApi(Protocol):
+    """Who leads (:class:`controller.leadership.Leadership`): what forwarding needs."""
 
     controller_id: str
 
     def is_leader(self) -> bool: ...
     def leader(self) -> dict[str, str] | None: ...
+
+
+class ReadApi(Protocol):
+    """What any controller answers (:class:`controller.reads.ReadSide`)."""
+
     def health(self) -> dict[str, Any]: ...
+    def metrics_text(self) -> bytes: ...
     def list_topics(self) -> list[dict[str, Any]]: ...
     def topic_view(self, topic: str, route: str | None = None) -> dict[str, Any]: ...
+    def instances(self) -> dict[str, Any]: ...
+    def validation(self) -> dict[str, Any]: ...
+    def source_validation(self) -> dict[str, Any]: ...
+    def offsets(self, topic: str | None = None, partition: int | None = None) -> Mapping[PartitionKey, OffsetSample]: ...
+    def destination_topic(self, route: str, topic: str) -> str: ...
+
+
+class TopicsApi(Protocol):
+    """The leader's topic commands (:class:`controller.topic_admin.TopicAdmin`)."""
+
     def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> dict[str, Any]: ...
     def add_topics(self, topics: Any, route: str | None = None) -> dict[str, Any]: ...
     def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> dict[str, Any]: ...
     def delete_topic(self, topic: str, route: str | None = None) -> dict[str, Any]: ...
-    def instances(self) -> dict[str, Any]: ...
     def rebalance_now(self) -> dict[str, Any]: ...
-    def validation(self) -> dict[str, Any]: ...
-    def source_validation(self) -> dict[str, Any]: ...
-    def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[Any, Any]: ...
-    def noprogress(self) -> dict[str, Any]: ...
-    def metrics_text(self) -> bytes: ...
-    def groups(self, group: str | None = None) -> dict[str, Any]: ...
-    def tree_view(self) -> dict[str, Any]: ...
+
+
+class JobsApi(Protocol):
+    """The leader's job results (:class:`controller.jobs.LeaderJobs`); a standby forwards."""
+
+    def noprogress(self) -> NoProgress: ...
     def heartbeats(self) -> dict[str, Any]: ...
-    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]: ...
+    def groups(self, group: str | None = None) -> dict[str, Any]: ...
     def schema_status(self) -> dict[str, Any]: ...
     def schema_sync(self) -> dict[str, Any]: ...
+
+
+class TreeApi(Protocol):
+    """The distribution tree (:class:`controller.tree_control.TreeControl`)."""
+
+    def tree_view(self) -> dict[str, Any]: ...
+    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]: ...
+
+
+class ControllerApi(Protocol):
+    """What the REST layer needs from a controller (:class:`controller.service.Controller`): its parts."""
+
+    @property
+    def leadership(self) -> LeaderApi: ...
+    @property
+    def reads(self) -> ReadApi: ...
+    @property
+    def topics(self) -> TopicsApi: ...
+    @property
+    def jobs(self) -> JobsApi: ...
+    @property
+    def tree(self) -> TreeApi: ...
 
 
 def _controller() -> ControllerApi:
@@ -190,7 +229,7 @@ def _forward_if_standby() -> Response | None:
     The caller's token and request id go along, so the leader checks the same token and
     logs the same id.
     """
-    controller = _controller()
+    controller = _controller().leadership
     if controller.is_leader():
         return None
     if request.headers.get(FORWARDED_HEADER):
@@ -220,6 +259,33 @@ def _forward_if_standby() -> Response | None:
     return response
 
 
+View = Callable[..., Any]
+
+
+def leader_only(check: Callable[..., dict[str, Any]] | None = None) -> Callable[[View], View]:
+    """The leader check, registered once for every view that only the leader answers.
+
+    ``check`` (given the view's path parameters) validates the request first, so a standby
+    answers a bad request with a 400 itself, without asking the leader; then a standby forwards
+    the request to the leader (:func:`_forward_if_standby`) and relays its answer; on the leader
+    the view runs with what ``check`` returned as keyword arguments (the path parameters when
+    there is no ``check``).
+    """
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def guarded(**kwargs: Any) -> Any:
+            checked = check(**kwargs) if check is not None else kwargs
+            forwarded = _forward_if_standby()
+            if forwarded is not None:
+                return forwarded
+            return view(**checked)
+
+        return guarded
+
+    return decorate
+
+
 health_api = Blueprint("health", __name__)
 topics_api = Blueprint("topics", __name__)
 instances_api = Blueprint("instances", __name__)
@@ -229,7 +295,7 @@ schemas_api = Blueprint("schemas", __name__)
 
 @health_api.get("/health")
 def health() -> Any:
-    return jsonify(_controller().health())
+    return jsonify(_controller().reads.health())
 
 
 @health_api.get("/openapi.json")
@@ -237,61 +303,65 @@ def openapi() -> Any:
     return jsonify(current_app.extensions["ferry.openapi"])
 
 
+@health_api.get("/metrics")
+def metrics() -> Any:
+    return Response(_controller().reads.metrics_text(), content_type="text/plain; version=0.0.4; charset=utf-8")
+
+
 @topics_api.get("/topics")
 def list_topics() -> Any:
-    return jsonify({"topics": _controller().list_topics()})
+    return jsonify({"topics": _controller().reads.list_topics()})
 
 
 @topics_api.get("/topics/<topic>")
 def get_topic(topic: str) -> Any:
-    return jsonify(_controller().topic_view(_topic(topic), _route_arg()))
+    return jsonify(_controller().reads.topic_view(_topic(topic), _route_arg()))
 
 
-@topics_api.post("/topics")
-def add_topic() -> Any:
+def _add_request() -> dict[str, Any]:
     body = request.get_json(silent=True)
     if isinstance(body, dict) and "topics" in body:  # bulk: one write and one reconcile for them all
         topics, route = _bulk_body(body)
-        forwarded = _forward_if_standby()
-        if forwarded is not None:
-            return forwarded
-        return jsonify(_controller().add_topics(topics, route)), 201
+        return {"topics": topics, "topic": None, "count": None, "route": route}
     topic, count, route = _body(partitions_required=False)
-    forwarded = _forward_if_standby()
-    if forwarded is not None:
-        return forwarded
-    return jsonify(_controller().add_topic(topic, count, route)), 201
+    return {"topics": None, "topic": topic, "count": count, "route": route}
+
+
+@topics_api.post("/topics")
+@leader_only(_add_request)
+def add_topic(topics: list[dict[str, Any]] | None, topic: str | None, count: int | None, route: str | None) -> Any:
+    commands = _controller().topics
+    if topics is not None:
+        return jsonify(commands.add_topics(topics, route)), 201
+    return jsonify(commands.add_topic(topic, count, route)), 201
+
+
+def _expand_request() -> dict[str, Any]:
+    topic, count, route = _body(partitions_required=True)
+    return {"topic": topic, "count": count, "route": route}
 
 
 @topics_api.put("/topics")
-def expand_topic() -> Any:
-    topic, count, route = _body(partitions_required=True)
-    forwarded = _forward_if_standby()
-    if forwarded is not None:
-        return forwarded
-    return jsonify(_controller().expand_topic(topic, count, route))
+@leader_only(_expand_request)
+def expand_topic(topic: str, count: int, route: str | None) -> Any:
+    return jsonify(_controller().topics.expand_topic(topic, count, route))
 
 
 @topics_api.delete("/topics/<topic>")
-def delete_topic(topic: str) -> Any:
-    topic, route = _topic(topic), _route_arg()
-    forwarded = _forward_if_standby()
-    if forwarded is not None:
-        return forwarded
-    return jsonify(_controller().delete_topic(topic, route))
+@leader_only(lambda topic: {"topic": _topic(topic), "route": _route_arg()})
+def delete_topic(topic: str, route: str | None) -> Any:
+    return jsonify(_controller().topics.delete_topic(topic, route))
 
 
 @instances_api.get("/instances")
 def instances() -> Any:
-    return jsonify(_controller().instances())
+    return jsonify(_controller().reads.instances())
 
 
 @instances_api.post("/instances")
+@leader_only()
 def rebalance() -> Any:
-    forwarded = _forward_if_standby()
-    if forwarded is not None:
-        return forwarded
-    return jsonify(_controller().rebalance_now())
+    return jsonify(_controller().topics.rebalance_now())
 
 
 _DISTRIBUTOR = re.compile(r"[A-Za-z0-9_-]{1,64}\.L[0-9]{1,2}")  # fullmatch
@@ -303,111 +373,87 @@ def tree_view() -> Any:
     form = request.args.get("format", "json")
     if form not in ("json", "text"):
         raise BadRequest(f"format must be json or text, not {form[:20]!r}")
-    view = _controller().tree_view()
+    view = _controller().tree.tree_view()
     if form == "text":
         return Response(view["table"] + "\n", content_type="text/plain; charset=utf-8")
     return jsonify(view)
 
 
-@instances_api.post("/tree/<distributor>/target")
-def switch_target(distributor: str) -> Any:
+def _switch_request(distributor: str) -> dict[str, Any]:
     if not _DISTRIBUTOR.fullmatch(distributor):
         raise BadRequest(f"a distributor is named <cluster>.L<level>, not {distributor[:80]!r}")
     body = request.get_json(silent=True)
     target = body.get("target") if isinstance(body, dict) else None
     if not isinstance(target, str) or not _CLUSTER.fullmatch(target):
         raise BadRequest('the body must be {"target": "<cluster>"}')
-    forwarded = _forward_if_standby()
-    if forwarded is not None:
-        return forwarded
-    return jsonify(_controller().switch_target(distributor, target, "operator's request"))
+    return {"distributor": distributor, "target": target}
+
+
+@instances_api.post("/tree/<distributor>/target")
+@leader_only(_switch_request)
+def switch_target(distributor: str, target: str) -> Any:
+    return jsonify(_controller().tree.switch_target(distributor, target, "operator's request"))
 
 
 @instances_api.get("/validation")
 def validation() -> Any:
-    return jsonify(_controller().validation())
+    return jsonify(_controller().reads.validation())
 
 
 @instances_api.get("/validation/srcKafka")
 def source_validation() -> Any:
-    return jsonify(_controller().source_validation())
+    return jsonify(_controller().reads.source_validation())
 
 
-def _offsets_json(samples: dict[Any, Any]) -> list[dict[str, Any]]:
-    return [
-        {"partition": str(key), "route": key.route, "topic": key.topic, "partitionId": key.partition,
-         "committed": sample.committed, "logEnd": sample.end, "lag": sample.lag}
-        for key, sample in sorted(samples.items())
-    ]
+# -- offsets: shaped here only ----------------------------------------------------------------
+
+
+def _offset_json(key: PartitionKey, sample: OffsetSample) -> dict[str, Any]:
+    """One partition's offsets; ``destinationTopic`` is the topic's name on the route's destination
+    (the same name unless the route renames topics)."""
+    return {"partition": str(key), "route": key.route, "topic": key.topic,
+            "destinationTopic": _controller().reads.destination_topic(key.route, key.topic),
+            "partitionId": key.partition, "committed": sample.committed, "logEnd": sample.end, "lag": sample.lag}
+
+
+def _offsets_json(samples: Mapping[PartitionKey, OffsetSample]) -> dict[str, Any]:
+    return {"offsets": [_offset_json(key, sample) for key, sample in sorted(samples.items())]}
 
 
 @offsets_api.get("/offset")
 def offsets() -> Any:
-    return jsonify({"offsets": _offsets_json(_controller().offsets())})
+    return jsonify(_offsets_json(_controller().reads.offsets()))
 
 
 @offsets_api.get("/offset/<topic>")
 def topic_offsets(topic: str) -> Any:
-    return jsonify({"offsets": _offsets_json(_controller().offsets(_topic(topic)))})
+    return jsonify(_offsets_json(_controller().reads.offsets(_topic(topic))))
 
 
 @offsets_api.get(f"/offset/<topic>/<int(max={MAX_PARTITIONS - 1}):partition>")
 def partition_offsets(topic: str, partition: int) -> Any:
-    return jsonify({"offsets": _offsets_json(_controller().offsets(_topic(topic), partition))})
-
-
-@offsets_api.get("/heartbeats")
-def heartbeats() -> Any:
-    forwarded = _forward_if_standby()  # only the leader reads heartbeats
-    if forwarded is not None:
-        return forwarded
-    return jsonify(_controller().heartbeats())
+    return jsonify(_offsets_json(_controller().reads.offsets(_topic(topic), partition)))
 
 
 @offsets_api.get("/noprogress")
+@leader_only()  # only the leader samples offsets over time
 def noprogress() -> Any:
-    forwarded = _forward_if_standby()  # only the leader samples offsets over time
-    if forwarded is not None:
-        return forwarded
-    return jsonify(_controller().noprogress())
+    report = _controller().jobs.noprogress()
+    rows = [{**_offset_json(key, report.latest[key]), "stalledForS": round(since, 1)}
+            for key, since in sorted(report.stalled.items())]
+    return jsonify({"noprogress": rows, "thresholdS": report.threshold_s})
 
 
-@schemas_api.get("/schemas")
-def schema_status() -> Any:
-    if request.args:
-        raise BadRequest(f"GET /schemas takes no query arguments, not {sorted(request.args)}"[:300])
-    forwarded = _forward_if_standby()  # the leader runs the distributor and holds its report
-    if forwarded is not None:
-        return forwarded
-    return jsonify(_controller().schema_status())
+@offsets_api.get("/heartbeats")
+@leader_only()  # only the leader reads heartbeats
+def heartbeats() -> Any:
+    return jsonify(_controller().jobs.heartbeats())
 
 
-@schemas_api.post("/schemas/sync")
-def schema_sync() -> Any:
-    if request.args:
-        raise BadRequest(f"POST /schemas/sync takes no query arguments, not {sorted(request.args)}"[:300])
-    if request.get_data():
-        body = request.get_json(silent=True)
-        if not isinstance(body, dict) or body:
-            raise BadRequest("POST /schemas/sync takes no body (or an empty JSON object {})")
-    forwarded = _forward_if_standby()
-    if forwarded is not None:
-        return forwarded
-    return jsonify(_controller().schema_sync())
 @offsets_api.get("/groups")
+@leader_only()  # only the leader runs the checkpoint job
 def groups() -> Any:
-    forwarded = _forward_if_standby()  # only the leader runs the checkpoint job
-    if forwarded is not None:
-        return forwarded
-    return jsonify(_controller().groups())
-
-
-@offsets_api.get("/groups/<group>")
-def group(group: str) -> Any:
-    forwarded = _forward_if_standby()
-    if forwarded is not None:
-        return forwarded
-    return jsonify(_controller().groups(_group(group)))
+    return jsonify(_controller().jobs.groups())
 
 
 def _group(group: Any) -> str:
@@ -416,9 +462,37 @@ def _group(group: Any) -> str:
     return group
 
 
-@health_api.get("/metrics")
-def metrics() -> Any:
-    return Response(_controller().metrics_text(), content_type="text/plain; version=0.0.4; charset=utf-8")
+@offsets_api.get("/groups/<group>")
+@leader_only(lambda group: {"group": _group(group)})
+def group(group: str) -> Any:
+    return jsonify(_controller().jobs.groups(group))
+
+
+def _no_arguments(what: str) -> dict[str, Any]:
+    if request.args:
+        raise BadRequest(f"{what} takes no query arguments, not {sorted(request.args)}"[:300])
+    return {}
+
+
+def _sync_request() -> dict[str, Any]:
+    _no_arguments("POST /schemas/sync")
+    if request.get_data():
+        body = request.get_json(silent=True)
+        if not isinstance(body, dict) or body:
+            raise BadRequest("POST /schemas/sync takes no body (or an empty JSON object {})")
+    return {}
+
+
+@schemas_api.get("/schemas")
+@leader_only(lambda: _no_arguments("GET /schemas"))  # the leader runs the distributor and holds its report
+def schema_status() -> Any:
+    return jsonify(_controller().jobs.schema_status())
+
+
+@schemas_api.post("/schemas/sync")
+@leader_only(_sync_request)
+def schema_sync() -> Any:
+    return jsonify(_controller().jobs.schema_sync())
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> tuple[Response, int]:

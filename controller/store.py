@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import RolledBackError
 
 from common.model import ExternalView, IdealState, TopicKey, WorkerAssignment, WorkerInfo, WorkerStatus, decode
+from common.vocabulary import OpKind
 from common.zk_layout import ZkLayout
 from common.zk_state import StateReader
 from controller.errors import ControllerError, NotLeader
@@ -42,14 +44,24 @@ class Snapshot:
     unread_views: set[TopicKey] = field(default_factory=set)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Op:
-    """One write: ``create`` (data), ``set`` (data, version; -1 any) or ``delete``."""
+    """One write: ``create`` (data), ``set`` (data, version; -1 any) or ``delete``.
 
-    kind: str
+    ``kind`` may be given as its plain word (``Op("set", ...)``); an unknown one is refused here,
+    not when the transaction is built.
+    """
+
+    kind: OpKind
     path: str
     data: bytes = b""
     version: int = -1
+
+    def __init__(self, kind: OpKind | str, path: str, data: bytes = b"", version: int = -1) -> None:
+        object.__setattr__(self, "kind", OpKind(kind))
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "data", data)
+        object.__setattr__(self, "version", version)
 
 
 def op_size(op: Op) -> int:
@@ -141,19 +153,19 @@ class Store(StateReader):
             transaction = self.zk.transaction()
             transaction.check(fence, 0)
             for op in chunk:
-                if op.kind == "create":
+                if op.kind is OpKind.CREATE:
                     transaction.create(op.path, op.data)
-                elif op.kind == "set":
+                elif op.kind is OpKind.SET:
                     transaction.set_data(op.path, op.data, op.version)
-                elif op.kind == "delete":
+                else:
                     transaction.delete(op.path, op.version)
-                else:  # pragma: no cover - programming error
-                    raise ValueError(f"unknown op {op.kind}")
             results = transaction.commit()
             if results and isinstance(results[0], Exception):
                 raise NotLeader(f"the fence {fence} is gone: this controller no longer leads")
+            # kazoo answers every op of a failed transaction with an exception: the one that failed
+            # with its own, the others with RolledBackError.
             failures = [(op, r) for op, r in zip(chunk, results[1:], strict=False) if isinstance(r, Exception)
-                        and type(r).__name__ != "RolledBackError"]
+                        and not isinstance(r, RolledBackError)]
             if failures:
                 op, error = failures[0]
                 raise ControllerError(f"ZooKeeper refused {op.kind} {op.path}: {type(error).__name__}")

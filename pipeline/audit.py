@@ -11,6 +11,19 @@ per identity with ``s`` source and ``d`` destination copies:
 - duplicated: ``d - s`` when ``d > s > 0``
 - extra (on the destination only): ``d`` when ``s == 0``
 
+A route with loop prevention (active-active, meshes with identity names) shares its topics with
+other routes and with local producers, so both sides are first narrowed by the provenance header
+(:mod:`common.provenance`), by the same rule the worker applies (:func:`common.topology.copy_flags`):
+
+- ``source``: the source records the route copies (origin among the route's copied origins, path
+  not holding the destination); the others, copies the route rightly skips, are ``sourceSkipped``;
+- ``destination``: the destination records this route wrote (the header's path ends with the
+  route's source); records without the header, produced on the destination, are
+  ``destinationLocal``, and copies written by other routes are ``otherRoutes``.
+
+Those three are information, never problems. A route without loop prevention compares the whole
+topics, as before (a copy made without the header, e.g. by hand, still counts).
+
 The totals are also given per partition and per time bucket. The pure parts (time parsing,
 route choice, the report) sit at the top of this module; the Spark job in :func:`run_audit`.
 """
@@ -23,6 +36,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from common.config import FerryConfig, RouteConfig
+from common.errors import ConfigError
 from common.provenance import HEADER as PROVENANCE_HEADER
 from pipeline import PipelineError
 from pipeline.kafka_options import spark_kafka_options
@@ -30,7 +44,9 @@ from pipeline.kafka_options import spark_kafka_options
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-COUNT_FIELDS = ("source", "destination", "missing", "duplicated", "extra")
+# Records of a loop-prevention route's topics that are not its business (module docstring).
+OTHER_FIELDS = ("sourceSkipped", "destinationLocal", "otherRoutes")
+COUNT_FIELDS = ("source", "destination", "missing", "duplicated", "extra", *OTHER_FIELDS)
 PROBLEM_FIELDS = ("missing", "duplicated", "extra")
 
 
@@ -57,12 +73,11 @@ def iso_ms(ms: int) -> str:
 
 
 def pick_route(config: FerryConfig, name: str | None) -> RouteConfig:
-    """The route named ``name``, or the only configured one."""
-    if name is not None:
+    """The route named ``name``, or the only configured one (:meth:`FerryConfig.route`)."""
+    try:
         return config.route(name)
-    if len(config.routes) == 1:
-        return config.routes[0]
-    raise PipelineError(f"several routes are configured ({', '.join(r.name for r in config.routes)}): pass --route")
+    except ConfigError as exc:
+        raise PipelineError(str(exc)) from None
 
 
 def classify(source: int, destination: int) -> dict[str, int]:
@@ -148,6 +163,48 @@ def record_identity(records: DataFrame) -> DataFrame:
         "partition",
         F.sha2(F.encode(content, "UTF-8"), 256).alias("record_id"),
         F.unix_millis(F.col("timestamp")).alias("ts_ms"),
+        provenance_path(F.col("headers")).alias("path"),
+    )
+
+
+def provenance_path(headers: Column) -> Column:
+    """The path of a record's provenance header as an array of cluster names; null without the header.
+
+    ``1|<path>|<flags>|<offset>`` (:mod:`common.provenance`): the second field, split on commas.
+    """
+    from pyspark.sql import functions as F
+
+    own = F.filter(
+        F.coalesce(headers, F.array().cast("array<struct<key:string,value:binary>>")),
+        lambda h: h["key"] == F.lit(PROVENANCE_HEADER),
+    )
+    # F.get, not [], returns null past the end (Spark's ANSI mode would fail the job otherwise).
+    value = F.get(own, 0)["value"].cast("string")
+    return F.when(value.isNull(), F.lit(None)).otherwise(F.split(F.get(F.split(value, "[|]"), 1), ","))
+
+
+def copied_by_route(path: Column, source: str, destination: str, origins: frozenset[str]) -> Column:
+    """Whether a source record is one the route copies (:func:`common.topology.copy_flags`' rule for loop prevention).
+
+    A record without the header originated at ``source``; one whose path holds ``destination``
+    came from or through it; one whose origin (the path's first cluster) is not among ``origins``
+    reaches the destination along another route.
+    """
+    from pyspark.sql import functions as F
+
+    return F.when(path.isNull(), F.lit(source in origins)).otherwise(
+        ~F.array_contains(path, destination) & F.get(path, 0).isin(*sorted(origins))
+    )
+
+
+def destination_kind(path: Column, source: str) -> Column:
+    """``copy`` (written by the route from ``source``: its path ends there), ``local`` (no header) or ``other``."""
+    from pyspark.sql import functions as F
+
+    return (
+        F.when(path.isNull(), F.lit("local"))
+        .when(F.get(path, F.size(path) - 1) == F.lit(source), F.lit("copy"))
+        .otherwise(F.lit("other"))
     )
 
 
@@ -171,22 +228,39 @@ def read_topic(spark: SparkSession, kafka_options: Mapping[str, str], topic: str
 
 
 def _empty_identities(spark: SparkSession) -> DataFrame:
-    return spark.createDataFrame([], "partition int, record_id string, ts_ms long")
+    return spark.createDataFrame([], "partition int, record_id string, ts_ms long, path array<string>")
 
 
 def compare_identities(source: DataFrame, destination: DataFrame, bucket_s: int) -> DataFrame:
-    """Per identity: source, destination, missing, duplicated and extra counts, and its bucket's ``startMs``."""
+    """Per identity: the COUNT_FIELDS counts and its bucket's ``startMs``.
+
+    ``source`` may carry a boolean ``copied`` column (False: the route skips the record) and
+    ``destination`` a ``kind`` column (:func:`destination_kind`); without them every source
+    record is copied and every destination record is a copy.
+    """
     from pyspark.sql import functions as F
 
     keys = ["partition", "record_id", "ts_ms"]
-    src = source.groupBy(*keys).agg(F.count(F.lit(1)).alias("s"))
-    dst = destination.groupBy(*keys).agg(F.count(F.lit(1)).alias("d"))
+    if "copied" not in source.columns:
+        source = source.withColumn("copied", F.lit(True))
+    if "kind" not in destination.columns:
+        destination = destination.withColumn("kind", F.lit("copy"))
+
+    def count_if(condition: Column, name: str) -> Column:
+        return F.sum(F.when(condition, 1).otherwise(0)).alias(name)
+
+    src = source.groupBy(*keys).agg(count_if(F.col("copied"), "s"), count_if(~F.col("copied"), "sourceSkipped"))
+    kind = F.col("kind")
+    dst = destination.groupBy(*keys).agg(
+        count_if(kind == "copy", "d"), count_if(kind == "local", "destinationLocal"), count_if(kind == "other", "otherRoutes")
+    )
     s, d = F.col("s"), F.col("d")
     return (
         src.join(dst, keys, "full_outer")
-        .fillna(0, subset=["s", "d"])
+        .fillna(0, subset=["s", "d", *OTHER_FIELDS])
         .select(
             *keys,
+            *(F.col(name) for name in OTHER_FIELDS),
             s.alias("source"),
             d.alias("destination"),
             F.when(s > d, s - d).otherwise(0).alias("missing"),
@@ -270,11 +344,15 @@ def run_audit(
             frame = frame.filter(F.col("ts_ms") < end_ms)
         return frame
 
-    compared = compare_identities(
-        identities(source_cluster, source_options, topic),
-        identities(destination_cluster, destination_options, chosen.destination_topic(topic)),  # common.naming
-        bucket_s
-    )
+    source_frame = identities(source_cluster, source_options, topic)
+    destination_frame = identities(destination_cluster, destination_options, chosen.destination_topic(topic))  # common.naming
+    origins = config.copied_origins(chosen)
+    if origins is not None:  # loop prevention: the topics are shared, narrow both sides by provenance
+        source_frame = source_frame.withColumn(
+            "copied", copied_by_route(F.col("path"), chosen.source, chosen.destination, origins)
+        )
+        destination_frame = destination_frame.withColumn("kind", destination_kind(F.col("path"), chosen.source))
+    compared = compare_identities(source_frame, destination_frame, bucket_s)
     try:
         partitions, buckets = summarize(compared)
     except (PySparkException, Py4JJavaError) as exc:  # e.g. a broker that went away mid-read

@@ -11,19 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from common.config import load_config
-
-
-def _print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
-    def cell(value: Any) -> str:
-        return "-" if value is None else str(value)
-
-    widths = {c: max([len(c)] + [len(cell(r.get(c))) for r in rows]) for c in columns}
-    print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
-    for row in rows:
-        print("  ".join(cell(row.get(c)).ljust(widths[c]) for c in columns).rstrip())
+from common.tables import print_table
 
 
 def _add_master(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +48,7 @@ def _run_validate(args: argparse.Namespace) -> int:
     else:
         counts = result["counts"]
         if result["problems"]:
-            _print_table(result["problems"], ["route", "topic", "partition", "problem", "detail"])
+            print_table(result["problems"], ["route", "topic", "partition", "problem", "detail"])
             print()
         verdict = "consistent" if result["ok"] else f"{counts['problems']} problem(s)"
         print(
@@ -91,7 +81,7 @@ def register_audit(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_audit(args: argparse.Namespace) -> int:
-    from pipeline.audit import parse_time, run_audit, write_chart
+    from pipeline.audit import OTHER_FIELDS, parse_time, run_audit, write_chart
 
     config = load_config(args.config)
     report = run_audit(
@@ -111,16 +101,21 @@ def _run_audit(args: argparse.Namespace) -> int:
     else:
         columns = ["source", "destination", "missing", "duplicated", "extra"]
         print(f"{report['topic']} on {report['route']}, records per partition:")
-        _print_table(report["partitions"], ["partition", *columns])
+        print_table(report["partitions"], ["partition", *columns])
         print()
         print(f"per {report['bucketSeconds']} s bucket:")
-        _print_table(report["buckets"], ["start", *columns])
+        print_table(report["buckets"], ["start", *columns])
         print()
         verdict = "OK" if report["ok"] else "NOT OK"
         print(
             f"{verdict}: source {report['source']}, destination {report['destination']}, "
             f"missing {report['missing']}, duplicated {report['duplicated']}, extra {report['extra']}"
         )
+        if any(report.get(name) for name in OTHER_FIELDS):  # a loop-prevention route's shared topics
+            print(
+                f"not this route's (not counted above): {report['sourceSkipped']} source records it skips, "
+                f"{report['destinationLocal']} produced on the destination, {report['otherRoutes']} copied by other routes"
+            )
         if args.chart:
             print(f"chart written to {args.chart}")
     return 0 if report["ok"] else 1

@@ -3,7 +3,7 @@
 Local mode by default (``local[*]``), small driver, no UI, few shuffle partitions: the jobs read
 metadata-sized data or one topic, not a data lake. Spark's Kafka connector is not part of pyspark;
 its jars are fetched by ``make setup`` into ``.dev/jars/spark`` (``deploy/pom.xml``, profile
-``spark``), or taken from the folder named by ``FERRY_SPARK_JARS``.
+``spark``): the ``spark`` folder of :func:`common.devstack.jars_dir` (``FERRY_JARS_DIR``).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from common import devstack
 from pipeline import PipelineError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
-JARS_ENV = "FERRY_SPARK_JARS"
 MASTER_ENV = "FERRY_SPARK_MASTER"
 
 # Spark logs INFO/WARN to stderr by default, which buries a CLI's output; only errors get through.
@@ -34,15 +34,9 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 
 
-def repo_root() -> Path:
-    """The source checkout this package lives in (``pipeline/`` is one of its folders)."""
-    return Path(__file__).resolve().parent.parent
-
-
 def jars_dir() -> Path:
-    """Where the Kafka connector's jars are: ``$FERRY_SPARK_JARS`` or ``<repo>/.dev/jars/spark``."""
-    configured = os.environ.get(JARS_ENV)
-    return Path(configured) if configured else repo_root() / ".dev" / "jars" / "spark"
+    """Where the Kafka connector's jars are: ``$FERRY_JARS_DIR/spark`` (default ``.dev/jars/spark``)."""
+    return devstack.jars_dir("spark")
 
 
 def kafka_jars() -> list[str]:
@@ -56,7 +50,7 @@ def require_kafka_jars() -> list[str]:
     if not any("spark-sql-kafka" in Path(j).name for j in jars):
         raise PipelineError(
             f"Spark's Kafka connector is not in {jars_dir()}: run `make setup` "
-            f"(or point {JARS_ENV} at a folder holding spark-sql-kafka and its dependencies)"
+            f"(or point {devstack.JARS_DIR_ENV} at a folder whose spark/ holds spark-sql-kafka and its dependencies)"
         )
     return jars
 

@@ -3,7 +3,7 @@
 The driver reads the state with kazoo and confluent-kafka (:func:`collect_state`): the ideal state
 (``topics/<route>/<topic>``), the external view (``external/<route>/<topic>``), the live workers
 (``workers/live``) and each route's topic metadata on both clusters. Spark then joins them
-(:func:`analyze`) and reports, per partition, the first problem in :class:`common.diff.Problem`'s
+(:func:`analyze`) and reports, per partition, the first problem in :class:`common.vocabulary.Problem`'s
 order (error, unassigned, worker_dead, wrong_worker, missing, not_online; unexpected for a
 partition reported held but not in the ideal state), and per topic the partition counts that
 disagree between the source cluster, the destination cluster and the ideal state.
@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from common import kafka_clients
 from common.config import FerryConfig
-from common.diff import Problem
-from common.model import PartitionState
+from common.vocabulary import PartitionState, Problem, StrEnum
 from common.zk_layout import ZkLayout, make_client
 from common.zk_state import StateReader
 from pipeline import PipelineError
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-class TopicProblem:
+class TopicProblem(StrEnum):
     """Topic-level problems: partition counts that disagree (or a topic that does not exist)."""
 
     SOURCE_TOPIC_MISSING = "source_topic_missing"  # the ideal state mirrors a topic the source lacks
@@ -88,7 +88,8 @@ def read_zookeeper(client: KazooClient, layout: ZkLayout, routes: list[str]) -> 
         state.ideal.extend((key.route, key.topic, p, ideal.assignment.get(p)) for p in range(ideal.partitions))
     for key, view in reader.external_views(routes).items():
         state.external.extend(
-            (key.route, key.topic, p, v.get("worker"), v.get("state"), v.get("reason"))
+            # str(): Spark pickles rows to the JVM, which knows plain strings, not Ferry's enums.
+            (key.route, key.topic, p, v["worker"], str(v["state"]), v.get("reason"))
             for p, v in sorted(view.partitions.items())
         )
     return state
@@ -109,7 +110,7 @@ def _zookeeper(config: FerryConfig) -> Iterator[KazooClient]:
     client = make_client(config.zookeeper)
     try:
         client.start(timeout=config.zookeeper.retry_deadline_s)
-    except Exception as exc:  # kazoo raises its own timeout type
+    except (KazooTimeoutError, KazooException) as exc:  # no answer in time; refused (auth, chroot check)
         raise PipelineError(f"cannot reach ZooKeeper at {config.zookeeper.connect}: {exc}") from exc
     try:
         yield client

@@ -10,61 +10,48 @@ the controller and workers stop.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import requests
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from common import devstack, kafka_clients, provenance
+from common.errors import FerryError
+from common.support import (
+    Spawned,
+    end_offsets,
+    ferry_command,
+    fleet_config,
+    poll_until,
+    produce_blocking,
+    records_in,
+    spawn,
+    stop_all,
+)
 
 RECORDS = 50_000
 PARTITIONS = 8
 REST_PORT = int(os.environ.get("FERRY_DEMO_REST_PORT", "9000"))
-METRICS_PORTS = (9101, 9102)
+# Two workers' metrics ports, e.g. FERRY_DEMO_METRICS_PORTS=9201,9202 beside another demo.
+METRICS_PORTS = tuple(int(p) for p in os.environ.get("FERRY_DEMO_METRICS_PORTS", "9101,9102").split(","))[:2]
 console = Console()
 
 
-def wait_for(what: str, condition, timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            result = condition()
-            if result:
-                return result
-        except requests.RequestException:
-            pass
-        time.sleep(0.3)
-    raise SystemExit(f"demo: timed out waiting for {what}")
+def wait_for(what: str, condition: Callable[[], Any], timeout: float = 60.0) -> Any:
+    return poll_until(condition, timeout, what, interval=0.3, ignoring=(requests.RequestException,))
 
 
-def end_offsets(cluster: dict[str, str], topic: str) -> dict[int, int]:
-    consumer = kafka_clients.consumer(cluster, group_id="ferry-demo-reader")
-    try:
-        metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            return {}
-        ends = {}
-        for p in metadata.partitions:
-            try:
-                ends[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            except KafkaException:  # a topic created a moment ago may answer "not leader" for a while
-                ends[p] = 0
-        return ends
-    finally:
-        consumer.close()
-
-
-def read_all(cluster: dict[str, str], topic: str) -> dict[int, list[tuple]]:  # type: ignore[type-arg]
-    ends = end_offsets(cluster, topic)
+def read_all(cluster: dict[str, str], admin: AdminClient, topic: str) -> dict[int, list[tuple]]:  # type: ignore[type-arg]
+    ends = end_offsets(admin, topic)
     consumer = kafka_clients.consumer(cluster, group_id="ferry-demo-reader")
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
     out: dict[int, list[tuple]] = {p: [] for p in ends}  # type: ignore[type-arg]
@@ -87,32 +74,26 @@ def main() -> int:
     workdir = devstack.dev_dir() / "demo"
     workdir.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:6]
-    config = {
-        "zookeeper": {"connect": stack.zookeeper.address, "root": f"/ferry/demo-{run_id}"},
-        "clusters": {
-            "src": {"bootstrap.servers": stack.bootstrap("src")},
-            "dst": {"bootstrap.servers": stack.bootstrap("dst")},
-        },
-        "routes": [{"source": "src", "destination": "dst"}],
+    config = fleet_config(stack, f"/ferry/demo-{run_id}", {
         "controller": {"rest_host": "127.0.0.1", "rest_port": REST_PORT, "rebalance_delay_s": 30, "failover_delay_s": 5},
         "worker": {"commit_interval_s": 0.5},
-    }
+    })
     config_path = workdir / "ferry.yaml"
     config_path.write_text(yaml.safe_dump(config))
-    processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+    processes: list[Spawned] = []
 
-    def spawn(name: str, *args: str) -> None:
-        log = open(workdir / f"{name}.log", "wb")  # noqa: SIM115 - the child writes it
-        proc = subprocess.Popen([sys.executable, "-m", "common.cli", *args, "--config", str(config_path)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        processes.append((name, proc))
-        console.print(f"  started {name} (pid {proc.pid}), log {workdir / (name + '.log')}")
+    def start(name: str, *args: str) -> None:
+        log = workdir / f"{name}.log"
+        log.unlink(missing_ok=True)  # this run's output only
+        process = spawn(name, ferry_command(*args, "--config", str(config_path)), log)
+        processes.append(process)
+        console.print(f"  started {name} (pid {process.pid}), log {log}")
 
     try:
         console.print("starting a controller and two workers ...")
-        spawn("controller", "controller", "--id", "controller-1", "--rest-port", str(REST_PORT))
+        start("controller", "controller", "--id", "controller-1", "--rest-port", str(REST_PORT))
         for i, port in enumerate(METRICS_PORTS, 1):
-            spawn(f"worker-{i}", "worker", "--id", f"worker-{i}", "--metrics-port", str(port))
+            start(f"worker-{i}", "worker", "--id", f"worker-{i}", "--metrics-port", str(port))
         api = f"http://127.0.0.1:{REST_PORT}"
         wait_for("the controller to lead", lambda: requests.get(f"{api}/health", timeout=2).json().get("leader"))
         wait_for("both workers", lambda: len(requests.get(f"{api}/instances", timeout=2).json()["instances"]) == 2)
@@ -120,6 +101,7 @@ def main() -> int:
         topic = f"demo.orders.{run_id}"
         src = {"bootstrap.servers": stack.bootstrap("src")}
         dst = {"bootstrap.servers": stack.bootstrap("dst")}
+        dst_admin = kafka_clients.admin(dst)
         admin = kafka_clients.admin(src)
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
         console.print(f"created topic [cyan]{topic}[/] ({PARTITIONS} partitions) on src")
@@ -135,29 +117,24 @@ def main() -> int:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as progress:
             produced = progress.add_task("produced on src   ", total=RECORDS)
-            mirrored = progress.add_task("mirrored to dst   ", total=RECORDS)
+            copied = progress.add_task("mirrored to dst   ", total=RECORDS)
             for i in range(RECORDS):
-                while True:
-                    try:
-                        producer.produce(topic, key=f"customer-{i % 977}".encode(), value=f'{{"order": {i}}}'.encode(),
-                                         headers=[("source", b"demo"), ("seq", str(i).encode())],
-                                         timestamp=now_ms + i, partition=i % PARTITIONS)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)
+                produce_blocking(producer, topic, key=f"customer-{i % 977}".encode(), value=f'{{"order": {i}}}'.encode(),
+                                 headers=[("source", b"demo"), ("seq", str(i).encode())],
+                                 timestamp=now_ms + i, partition=i % PARTITIONS)
                 if i % 5000 == 4999:
                     producer.poll(0)
                     progress.update(produced, completed=i + 1)
-                    progress.update(mirrored, completed=sum(end_offsets(dst, topic).values()))
+                    progress.update(copied, completed=records_in(dst_admin, topic))
             producer.flush(60)
             progress.update(produced, completed=RECORDS)
             deadline = time.monotonic() + 180
-            while (done := sum(end_offsets(dst, topic).values())) < RECORDS and time.monotonic() < deadline:
-                progress.update(mirrored, completed=done)
+            while (done := records_in(dst_admin, topic)) < RECORDS and time.monotonic() < deadline:
+                progress.update(copied, completed=done)
                 time.sleep(0.3)
-            progress.update(mirrored, completed=done)
+            progress.update(copied, completed=done)
 
-        source, destination = read_all(src, topic), read_all(dst, topic)
+        source, destination = read_all(src, admin, topic), read_all(dst, dst_admin, topic)
         view = requests.get(f"{api}/topics/{topic}", timeout=5).json()
         table = Table(title=f"mirrored {topic}: src -> dst")
         for column in ("partition", "worker", "state", "src records", "dst records", "identical, in order"):
@@ -180,15 +157,12 @@ def main() -> int:
                       + ", ".join(f"http://127.0.0.1:{p}/metrics" for p in METRICS_PORTS))
         return 0
     finally:
-        for _name, proc in processes:
-            proc.send_signal(signal.SIGTERM)
-        for _name, proc in processes:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all(processes, timeout=30)
         console.print("controller and workers stopped; the stack keeps running (`make down` stops it)")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except FerryError as exc:  # the stack did not start, or something did not happen in time
+        sys.exit(f"demo: {exc}")

@@ -37,12 +37,16 @@ from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
 from common import kafka_clients, naming
 from common.config import RouteConfig, WorkerConfig
+from common.kafka_errors import KafkaFailure, kafka_error
 from common.model import PartitionStatus
 from common.offset_map import MAP_TOPIC, OffsetMap, segment_key, segment_value
 from common.provenance import Provenance, ProvenanceError, Stamper
 from common.resume import resume_plan
 from common.topology import copy_flags
+from common.vocabulary import PartitionState
 from common.watermark import OffsetWatermarks
+from worker import start_offsets
+from worker.errors import PartitionDeferred, PartitionStopped, ProducerFailed, WorkerError
 from worker.lookback import DestinationReader, LookBackTimeout
 from worker.metrics import WorkerMetrics
 
@@ -121,6 +125,10 @@ class RouteCopier:
             **{"auto.offset.reset": config.auto_offset_reset, "client.id": f"{client_id}-{route.name}"},
             **config.consumer,
         )
+        try:  # where a partition nothing was committed or copied for starts, as an explicit offset
+            self._reset_offset = start_offsets.reset_offset(str(config.consumer.get("auto.offset.reset", config.auto_offset_reset)))
+        except ValueError as exc:
+            raise WorkerError(f"route {route.name}: {exc}") from None
         self._destination = destination
         self._producer_settings: dict[str, Any] = {"client.id": f"{client_id}-{route.name}", **config.producer}
         self._batch_size = int(self._producer_settings.get("batch.size", LIBRDKAFKA_BATCH_SIZE))
@@ -151,9 +159,9 @@ class RouteCopier:
 
     def statuses(self) -> dict[TopicPartitionKey, PartitionStatus]:
         """Every partition this copier holds, ONLINE or ERROR with its reason."""
-        result = {key: PartitionStatus("ONLINE") for key in self._assigned}
+        result = {key: PartitionStatus(PartitionState.ONLINE) for key in self._assigned}
         for key, reason in self._errors.items():
-            result[key] = PartitionStatus("ERROR", reason)
+            result[key] = PartitionStatus(PartitionState.ERROR, reason)
         return result
 
     def held(self) -> set[TopicPartitionKey]:
@@ -178,12 +186,12 @@ class RouteCopier:
             try:
                 refused = naming.refusal(self.route, topic)
                 if refused:
-                    raise _Stopped(refused)
+                    raise PartitionStopped(refused)
                 source_partitions = self._prepare_destination(topic)
-            except _Deferred as exc:
+            except PartitionDeferred as exc:
                 deferred.update({(topic, p): str(exc) for p in partitions})
                 continue
-            except _Stopped as exc:
+            except PartitionStopped as exc:
                 errors.update({(topic, p): str(exc) for p in partitions})
                 continue
             starting = []
@@ -195,13 +203,14 @@ class RouteCopier:
             try:
                 starts = self._resume_at(topic, starting)
             except (KafkaException, LookBackTimeout) as exc:
-                why = exc.args[0].str() if isinstance(exc, KafkaException) and isinstance(exc.args[0], KafkaError) else str(exc)
+                why = str(kafka_error(exc)) if isinstance(exc, KafkaException) else str(exc)
                 deferred.update({(topic, p): f"resuming from the destination: {why}" for p in starting})
                 continue
             for partition in starting:
                 start = starts[partition]
-                # OFFSET_INVALID makes librdkafka apply auto_offset_reset (nothing committed or copied).
-                to_assign.append(TopicPartition(topic, partition) if start is None else TopicPartition(topic, partition, start))
+                # Always an explicit offset: without one librdkafka fetches the committed offset itself and,
+                # on a NOT_COORDINATOR answer, never fetches the partition (librdkafka#5586, worker/start_offsets.py).
+                to_assign.append(TopicPartition(topic, partition, self._reset_offset if start is None else start))
                 online.append((topic, partition))
         if to_assign:
             self._consumer.incremental_assign(to_assign)
@@ -223,8 +232,8 @@ class RouteCopier:
         """
         if not partitions:
             return {}
-        committed_tps = self._consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=_METADATA_TIMEOUT_S)
-        committed = {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in committed_tps}
+        committed = start_offsets.committed_offsets(self._consumer, [TopicPartition(topic, p) for p in partitions],
+                                                    deadline_s=_METADATA_TIMEOUT_S)
         dest_topic = self._destination_name(topic)
         starts: dict[int, int | None] = {}
         for partition in partitions:
@@ -268,12 +277,12 @@ class RouteCopier:
         try:
             source_meta = self._consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S).topics.get(topic)
         except KafkaException as exc:
-            raise _Deferred(f"source cluster unreachable: {exc.args[0].str()}") from None
+            raise PartitionDeferred(f"source cluster unreachable: {kafka_error(exc)}") from None
         if source_meta is None or source_meta.error is not None:
             code = source_meta.error.code() if source_meta is not None and source_meta.error is not None else None
             if code in (None, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
-                raise _Stopped(f"topic {topic!r} does not exist at the source (or is not readable)")
-            raise _Deferred(f"source metadata for {topic!r}: {source_meta.error}")
+                raise PartitionStopped(f"topic {topic!r} does not exist at the source (or is not readable)")
+            raise PartitionDeferred(f"source metadata for {topic!r}: {source_meta.error}")
         wanted = len(source_meta.partitions)
         source_topic, topic = topic, self._destination_name(topic)
         try:
@@ -290,11 +299,11 @@ class RouteCopier:
             self._fit_batches_to(topic)
             self._ensure_map_topic()
         except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            if error.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-                                KafkaError.TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION):
-                raise _Stopped(f"cannot create destination topic {topic!r}: {error.str()}") from None
-            raise _Deferred(f"destination cluster: {error.str()}") from None
+            error = kafka_error(exc)
+            if error.code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                              KafkaError.TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION):
+                raise PartitionStopped(f"cannot create destination topic {topic!r}: {error}") from None
+            raise PartitionDeferred(f"destination cluster: {error}") from None
         log.debug("route %s: %s is %s on the destination", self.route.name, source_topic, topic)
         return wanted
 
@@ -350,7 +359,7 @@ class RouteCopier:
             if meta is not None and meta.error is None and len(meta.partitions) >= partitions:
                 return
             if self._clock() > deadline:
-                raise _Deferred(f"the destination does not show {partitions} partitions of {topic!r} yet")
+                raise PartitionDeferred(f"the destination does not show {partitions} partitions of {topic!r} yet")
             time.sleep(0.2)
 
     @staticmethod
@@ -358,7 +367,7 @@ class RouteCopier:
         try:
             future.result(timeout=_ADMIN_TIMEOUT_S)
         except KafkaException as exc:
-            if exc.args[0].code() != benign:  # another worker did it first
+            if kafka_error(exc).code != benign:  # another worker did it first
                 raise
 
     # -- copying ----------------------------------------------------------------------------
@@ -427,7 +436,7 @@ class RouteCopier:
             try:
                 headers = stamp(message.headers(), offset)
             except ProvenanceError as exc:
-                self._stop(key, offset, f"offset {offset}: {exc}")
+                self._stop(key, offset, PartitionStopped(f"offset {offset}: {exc}"))
                 continue
             if headers is None:  # loop prevention or the tree level: not for this route's destination
                 if run:
@@ -449,9 +458,8 @@ class RouteCopier:
                     self._producer.poll(0.05)
                     self._settle_deliveries()  # a failure among them stops its partition now
                 except KafkaException as exc:
-                    error = exc.args[0]
-                    self._stop(key, offset, f"offset {offset}: the destination producer refused the record: {error.str()}",
-                               retry=error.code() not in _PERMANENT_DELIVERY_ERRORS, fatal=error.fatal())
+                    self._stop(key, offset, _delivery_failure(
+                        kafka_error(exc), f"offset {offset}: the destination producer refused the record"))
                     break
             if errors and key in errors:
                 continue
@@ -517,8 +525,7 @@ class RouteCopier:
             topic = message.topic()
             key = (self._source_names.get(topic, topic), message.partition())
             offset = self._tracker.fail_oldest(key, error.str())
-            self._stop(key, offset, f"offset {offset}: the destination rejected the record: {error.str()}",
-                       retry=error.code() not in _PERMANENT_DELIVERY_ERRORS, fatal=error.fatal())
+            self._stop(key, offset, _delivery_failure(kafka_error(error), f"offset {offset}: the destination rejected the record"))
         self._settle_successes(delivered[start:])
 
     def _settle_successes(self, delivered: list[Any]) -> None:
@@ -547,7 +554,7 @@ class RouteCopier:
         error: KafkaError = message.error()
         topic, partition = message.topic(), message.partition()
         if error.code() in _PERMANENT_CONSUMER_ERRORS and topic and partition is not None and partition >= 0:
-            self._stop((topic, partition), None, f"the source reports: {error.str()}")
+            self._stop((topic, partition), None, PartitionStopped(f"the source reports: {error.str()}"))
             return
         self._metrics.errors.labels(self.route.name, "consumer").inc()
         now = self._clock()
@@ -555,24 +562,29 @@ class RouteCopier:
             self._warned_at[error.code()] = now
             log.warning("route %s: source consumer: %s", self.route.name, error.str())
 
-    def _stop(self, key: TopicPartitionKey, offset: int | None, reason: str, retry: bool = False,
-              fatal: bool = False) -> None:
+    def _stop(self, key: TopicPartitionKey, offset: int | None,
+              failure: PartitionStopped | PartitionDeferred | ProducerFailed) -> None:
         """ONLINE -> ERROR: pause the partition; the watermark never passes ``offset``.
 
-        With ``retry`` the cause is temporary: :meth:`due_retries` offers the partition for a
-        restart from its committed offset after ``RETRY_BACKOFF_S``. A ``fatal`` error leaves the
-        producer unusable: every partition of the route stops, and the producer is built anew
-        when they are released for their restart.
+        A :class:`PartitionDeferred` is temporary: :meth:`due_retries` offers the partition for a
+        restart from its committed offset after its ``retry_after_s`` (default ``RETRY_BACKOFF_S``).
+        A :class:`ProducerFailed` leaves the producer unusable: every partition of the route
+        stops, and the producer is built anew when they are released for their restart.
         """
-        if fatal and not self._producer_fatal:
-            self._producer_fatal = True
-            for other in sorted(self._assigned - set(self._errors) - {key}):
-                self._stop(other, None, f"the destination producer failed for good: {reason}", retry=True)
+        if isinstance(failure, ProducerFailed):
+            if not self._producer_fatal:
+                self._producer_fatal = True
+                for other in sorted(self._assigned - set(self._errors) - {key}):
+                    self._stop(other, None, PartitionDeferred(
+                        f"the destination producer failed for good: {failure}", retry_after_s=RETRY_BACKOFF_S))
+            failure = failure.record
         if key in self._errors:
             return
-        if retry:
-            reason += f" (temporary: restarting from the committed offset in {RETRY_BACKOFF_S:.0f}s)"
-            self._retry_at[key] = self._clock() + RETRY_BACKOFF_S
+        reason = str(failure)
+        if isinstance(failure, PartitionDeferred):
+            delay = RETRY_BACKOFF_S if failure.retry_after_s is None else failure.retry_after_s
+            reason += f" (temporary: restarting from the committed offset in {delay:.0f}s)"
+            self._retry_at[key] = self._clock() + delay
         self._errors[key] = reason
         self.changed = True
         self._metrics.errors.labels(self.route.name, "partition").inc()
@@ -620,7 +632,7 @@ class RouteCopier:
             self._consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
             self._metrics.errors.labels(self.route.name, "commit").inc()
-            log.warning("route %s: commit failed (will retry): %s", self.route.name, exc.args[0].str())
+            log.warning("route %s: commit failed (will retry): %s", self.route.name, kafka_error(exc))
             return False
         for tp in offsets:
             self._committed[(tp.topic, tp.partition)] = tp.offset
@@ -751,9 +763,11 @@ class RouteCopier:
         self._reader.close()
 
 
-class _Deferred(Exception):
-    """The partition cannot start now, for a temporary reason."""
-
-
-class _Stopped(Exception):
-    """The partition cannot be copied until someone changes something."""
+def _delivery_failure(error: KafkaFailure, what: str) -> PartitionStopped | PartitionDeferred | ProducerFailed:
+    """What a record the destination refused means: its partition stops for good when the record
+    will never be accepted as it is, else restarts later; a fatal error also fails the producer."""
+    reason = f"{what}: {error}"
+    record: PartitionStopped | PartitionDeferred = (
+        PartitionStopped(reason) if error.code in _PERMANENT_DELIVERY_ERRORS
+        else PartitionDeferred(reason, retry_after_s=RETRY_BACKOFF_S))
+    return ProducerFailed(record) if error.fatal else record

@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from common import kafka_clients
+from common.kafka_errors import kafka_error
 from common.provenance import ProvenanceError, read
 from common.resume import lookback_done, lookback_windows
 from worker.errors import WorkerError
@@ -83,8 +84,7 @@ class DestinationReader:
                 low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_READ_TIMEOUT_S)
                 return int(low), int(high)
             except KafkaException as exc:
-                error = exc.args[0]
-                if not isinstance(error, KafkaError) or error.code() not in _NO_LEADER_YET or self._clock() > deadline:
+                if kafka_error(exc).code not in _NO_LEADER_YET or self._clock() > deadline:
                     raise
             time.sleep(0.2)
             # Ask for the topic's metadata again: librdkafka would otherwise keep its cached partition

@@ -39,6 +39,7 @@ from kazoo.recipe.watchers import DataWatch
 
 from common.config import FerryConfig
 from common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus, decode
+from common.vocabulary import PartitionState, WorkerState
 from common.zk_layout import ZkLayout, make_client
 from worker.copier import RouteCopier, TopicPartitionKey
 from worker.errors import RegistrationError
@@ -46,7 +47,9 @@ from worker.metrics import WorkerMetrics, serve
 
 log = logging.getLogger(__name__)
 
-STARTING, RUNNING, SUSPENDED, DRAINING, STOPPED = "STARTING", "RUNNING", "SUSPENDED", "DRAINING", "STOPPED"
+# The lifecycle's words (module docstring), kept importable under their old names.
+STARTING, RUNNING, SUSPENDED, DRAINING, STOPPED = (
+    WorkerState.STARTING, WorkerState.RUNNING, WorkerState.SUSPENDED, WorkerState.DRAINING, WorkerState.STOPPED)
 
 # How long a partition whose destination could not be prepared waits before the next try.
 DEFER_RETRY_S = 5.0
@@ -72,7 +75,7 @@ class Worker:
         self.worker_id = worker_id
         self.layout = ZkLayout(config.zookeeper.root)
         self.metrics = WorkerMetrics()
-        self.state = STARTING
+        self.state: WorkerState = STARTING
         self._metrics_port = config.worker.metrics_port if metrics_port is None else metrics_port
         self._zk = zk or make_client(config.zookeeper)
         self._owns_zk = zk is None
@@ -340,16 +343,17 @@ class Worker:
         self._publish_status()
 
     def _publish_status(self, leaving: bool = False) -> None:
-        partitions = {key: PartitionStatus("ERROR", why) for key, why in self._foreign.items()}
+        partitions = {key: PartitionStatus(PartitionState.ERROR, why) for key, why in self._foreign.items()}
         for key, (_, why) in self._deferred.items():
-            partitions[key] = PartitionStatus("OFFLINE", why)
+            partitions[key] = PartitionStatus(PartitionState.OFFLINE, why)
         for route, copier in self._copiers.items():
             copier.changed = False
             for (topic, partition), status in copier.statuses().items():
                 partitions[PartitionKey(route, topic, partition)] = status
         # Only a RUNNING worker has applied its assignment; released while suspended or draining.
         generation = self._applied.generation if self._applied is not None and self.state == RUNNING else 0
-        payload = WorkerStatus(generation=generation, partitions=partitions, leaving=leaving).to_bytes()
+        published = WorkerStatus(generation=generation, partitions=partitions, leaving=leaving)
+        payload = published.to_bytes()
         path = self.layout.worker_state(self.worker_id)
         try:
             try:
@@ -360,16 +364,14 @@ class Worker:
             log.debug("status not published yet: %s", exc)
             return
         self._status_dirty = False
-        counts = {"ONLINE": 0, "ERROR": 0, "OFFLINE": 0}
-        for partition_status in partitions.values():
-            counts[partition_status.state] = counts.get(partition_status.state, 0) + 1
+        counts = published.state_counts()
         for state, count in counts.items():
             self.metrics.partitions.labels(state).set(count)
         self.metrics.generation.set(generation)
         self._health = {"status": self.state, "worker": self.worker_id, "generation": generation,
-                        "partitions": counts, "leaving": leaving}
+                        "partitions": dict(counts), "leaving": leaving}
 
-    def _set_state(self, state: str) -> None:
+    def _set_state(self, state: WorkerState) -> None:
         self.state = state
         self._health = {**self._health, "status": state}
 

@@ -7,12 +7,6 @@ the source and checks, partition by partition, what arrived at the destination.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -23,63 +17,42 @@ from typing import Any
 import requests
 import yaml
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from common import kafka_clients, provenance
 from common.devstack import Stack
+from common.support import (
+    Spawned,
+    end_offsets,
+    ferry_command,
+    fleet_config,
+    free_port,
+    poll_until,
+    produce_blocking,
+    spawn,
+    stop_all,
+)
 
 HEADER_SEQ = "ferry-test-seq"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+_NOT_YET = (requests.RequestException, KeyError, ValueError, KafkaException)
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    """Poll ``condition`` until it returns something truthy; fail with ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = condition()
-            if result:
-                return result
-        # A topic created a moment ago may answer "not leader" for a while: that is not a failure.
-        except (requests.RequestException, KeyError, ValueError, KafkaException) as exc:
-            last_error = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}" + (f" (last error: {last_error})" if last_error else ""))
+    """:func:`common.support.poll_until`, where a server still settling (a topic created a moment
+    ago answers "not leader" for a while, a REST server not listening yet) counts as "not yet"."""
+    return poll_until(condition, timeout, what, interval=interval, ignoring=_NOT_YET)
 
 
 @dataclass
-class FerryProcess:
-    name: str
+class FerryProcess(Spawned):
+    """A ``ferry controller`` or ``ferry worker`` process and the port it serves HTTP on."""
+
     kind: str
-    proc: subprocess.Popen[bytes]
     port: int
-    log: Path
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def signal(self, sig: int) -> None:
-        if self.alive():
-            self.proc.send_signal(sig)
-
-    def wait(self, timeout: float = 30) -> int:
-        return self.proc.wait(timeout=timeout)
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
 
 @dataclass
@@ -102,26 +75,8 @@ class Fleet:
         self.config_path.write_text(yaml.safe_dump(self.config()))
 
     def config(self) -> dict[str, Any]:
-        config = self._base_config()
-        for section, values in self.extra.items():
-            if isinstance(values, dict) and isinstance(config.get(section), dict):
-                config[section] = {**config[section], **values}
-            else:
-                config[section] = values
-        return config
-
-    def _base_config(self) -> dict[str, Any]:
-        return {
-            "zookeeper": {
-                "connect": self.stack.zookeeper.address,
-                "root": self.zk_root,
-                "session_timeout_s": self.session_timeout_s,
-            },
-            "clusters": {
-                "src": {"bootstrap.servers": self.stack.bootstrap("src")},
-                "dst": {"bootstrap.servers": self.stack.bootstrap("dst")},
-            },
-            "routes": [{"source": "src", "destination": "dst"}],
+        own = {
+            "zookeeper": {"session_timeout_s": self.session_timeout_s},
             "controller": {
                 "rest_host": "127.0.0.1",
                 "rebalance_delay_s": self.rebalance_delay_s,
@@ -129,16 +84,11 @@ class Fleet:
             },
             "worker": {"commit_interval_s": 0.5},
         }
+        return fleet_config(self.stack, self.zk_root, own, self.extra)
 
     def _spawn(self, kind: str, name: str, args: list[str], port: int) -> FerryProcess:
-        log = self.workdir / f"{name}.log"
-        out = open(log, "ab")  # noqa: SIM115 - the child owns it for its whole life
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "common.cli", kind, "--config", str(self.config_path), *args],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        out.close()
-        process = FerryProcess(name, kind, proc, port, log)
+        started = spawn(name, ferry_command(kind, "--config", str(self.config_path), *args), self.workdir / f"{name}.log")
+        process = FerryProcess(started.name, started.popen, started.log, kind, port)
         self.processes.append(process)
         return process
 
@@ -151,17 +101,10 @@ class Fleet:
         return self._spawn("worker", name, ["--id", name, "--metrics-port", str(port)], port)
 
     def stop_all(self) -> None:
-        for process in self.processes:
-            process.signal(signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.proc.kill()
-                process.proc.wait()
+        stop_all(self.processes, timeout=20)
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name} ({p.kind}) ---\n{p.log_tail()}" for p in self.processes)
+        return "\n".join(f"--- {p.name} ({p.kind}) ---\n{p.log_tail(40)}" for p in self.processes)
 
     # REST
     def wait_for_leader(self, *controllers: FerryProcess, timeout: float = 30) -> FerryProcess:
@@ -222,22 +165,18 @@ class RecordLedger:
         self._producer = kafka_clients.producer(self.src, **{"linger.ms": 20})
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._admins: dict[tuple[tuple[str, str], ...], AdminClient] = {}
 
     def create_source_topic(self) -> None:
         admin = kafka_clients.admin(self.src)
         admin.create_topics([NewTopic(self.topic, self.partitions, 1)])[self.topic].result(30)
 
     def _produce_one(self, seq: int) -> None:
-        while True:
-            try:
-                self._producer.produce(
-                    self.topic, partition=seq % self.partitions, key=f"key-{seq}".encode(),
-                    value=f"value-{seq}-".encode() * 3, timestamp=self._base_timestamp_ms + seq,
-                    headers=[(HEADER_SEQ, str(seq).encode()), ("origin", b"e2e")],
-                )
-                return
-            except BufferError:
-                self._producer.poll(0.05)
+        produce_blocking(
+            self._producer, self.topic, partition=seq % self.partitions, key=f"key-{seq}".encode(),
+            value=f"value-{seq}-".encode() * 3, timestamp=self._base_timestamp_ms + seq,
+            headers=[(HEADER_SEQ, str(seq).encode()), ("origin", b"e2e")],
+        )
 
     def produce(self, count: int) -> None:
         for _ in range(count):
@@ -270,23 +209,17 @@ class RecordLedger:
         assert self._producer.flush(60) == 0, "the source did not take every record"
 
     def destination_count(self) -> int:
-        return sum(self._end_offsets(self.dst).values())
+        return sum(self.end_offsets(self.dst).values())
 
-    def _end_offsets(self, cluster: dict[str, str]) -> dict[int, int]:
-        consumer = kafka_clients.consumer(cluster, group_id=f"ledger-{self.topic}")
-        try:
-            metadata = consumer.list_topics(self.topic, timeout=10)
-            if self.topic not in metadata.topics or metadata.topics[self.topic].error is not None:
-                return {}
-            return {
-                p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
-                for p in metadata.topics[self.topic].partitions
-            }
-        finally:
-            consumer.close()
+    def end_offsets(self, cluster: dict[str, str]) -> dict[int, int]:
+        """Partition -> log-end offset of the ledger's topic on ``cluster`` (empty while it does not exist)."""
+        key = tuple(sorted(cluster.items()))
+        if key not in self._admins:
+            self._admins[key] = kafka_clients.admin(cluster)
+        return end_offsets(self._admins[key], self.topic)
 
     def read(self, cluster: dict[str, str]) -> dict[int, list[tuple[Any, ...]]]:
-        ends = self._end_offsets(cluster)
+        ends = self.end_offsets(cluster)
         consumer = kafka_clients.consumer(cluster, group_id=f"ledger-read-{self.topic}")
         consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ends])
         records: dict[int, list[tuple[Any, ...]]] = {p: [] for p in ends}
@@ -331,6 +264,3 @@ class RecordLedger:
             assert duplicates == 0, f"{duplicates} duplicated records at the destination"
         return {"records": sum(len(r) for r in source.values()), "duplicates": duplicates}
 
-
-def dump(obj: Any) -> str:
-    return json.dumps(obj, indent=1, sort_keys=True)

@@ -35,6 +35,7 @@ import requests
 from confluent_kafka import KafkaError
 
 from common import devstack, kafka_clients
+from common.support import produce_blocking
 from tests.e2e.harness import HEADER_SEQ, FerryProcess, Fleet, RecordLedger, wait_until
 
 PARTITIONS = 8
@@ -81,18 +82,13 @@ class AckedProducer:
             self.failed[seq] = str(error)
 
     def _produce(self, seq: int) -> None:
-        while True:
-            try:
-                self._producer.produce(
-                    self.topic, partition=seq % PARTITIONS, key=f"key-{seq}".encode(),
-                    value=f"value-{seq}-".encode() * 3, timestamp=self._base_timestamp_ms + seq,
-                    headers=[(HEADER_SEQ, str(seq).encode()), ("origin", b"chaos")],
-                    on_delivery=self._on_delivery,
-                )
-                self.produced_at.append(time.monotonic())
-                return
-            except BufferError:
-                self._producer.poll(0.05)
+        produce_blocking(
+            self._producer, self.topic, partition=seq % PARTITIONS, key=f"key-{seq}".encode(),
+            value=f"value-{seq}-".encode() * 3, timestamp=self._base_timestamp_ms + seq,
+            headers=[(HEADER_SEQ, str(seq).encode()), ("origin", b"chaos")],
+            on_delivery=self._on_delivery,
+        )
+        self.produced_at.append(time.monotonic())
 
     def _run(self) -> None:
         tick = 0.05
@@ -152,7 +148,7 @@ def test_chaos_loses_nothing_and_every_partition_ends_online(
     phases: list[Phase] = []
 
     def source_total() -> int:
-        return sum(ledger._end_offsets(ledger.src).values())
+        return sum(ledger.end_offsets(ledger.src).values())
 
     def recover(phase: Phase) -> None:
         """Every partition ONLINE on its ideal worker; the destination holds what the source held."""

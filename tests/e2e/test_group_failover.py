@@ -22,6 +22,7 @@ import requests
 from confluent_kafka import TopicPartition
 
 from common import kafka_clients
+from common.support import commit_offset, committed_offset
 from tests.e2e.harness import HEADER_SEQ, Fleet, RecordLedger, wait_until
 
 TOTAL = 101_000
@@ -29,25 +30,10 @@ LAGS = (0, 1_000, 100_000)
 MARGIN_S = 1.0  # the ledger's records are 1 ms apart: the margin covers 1,000 records
 
 
-def _commit(cluster: dict[str, str], group: str, topic: str, offset: int) -> None:
-    consumer = kafka_clients.consumer(cluster, group)
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
-    finally:
-        consumer.close()
-
-
-def _committed(cluster: dict[str, str], group: str, topic: str) -> int:
-    consumer = kafka_clients.consumer(cluster, group)
-    try:
-        return int(consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset)
-    finally:
-        consumer.close()
-
-
 def _read_rest(cluster: dict[str, str], group: str, topic: str, end: int) -> list[int]:
     """What a consumer of ``group`` reads on ``cluster`` from its committed offset to ``end``: sequence numbers."""
-    if _committed(cluster, group, topic) >= end:
+    committed = committed_offset(cluster, group, topic)
+    if committed is not None and committed >= end:
         return []
     consumer = kafka_clients.consumer(cluster, group)
     consumer.assign([TopicPartition(topic, 0)])  # OFFSET_INVALID: start at the group's committed offset
@@ -106,7 +92,7 @@ def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, top
 
     run = topic[-8:]  # group ids of this run only: the clusters keep groups from earlier runs
     for lag in LAGS:
-        _commit(ledger.src, f"app-{run}-lag{lag}", topic, TOTAL - lag)
+        commit_offset(ledger.src, f"app-{run}-lag{lag}", topic, TOTAL - lag)
 
     def translated() -> dict[str, Any]:
         body = requests.get(f"{controller.url}/groups", timeout=5).json()
@@ -119,7 +105,7 @@ def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, top
         # Only Ferry writes this destination partition: destination offsets equal source offsets.
         assert (entry["method"], entry["sourceOffset"], entry["destinationOffset"], entry["lag"]) == (
             "exact", TOTAL - lag, TOTAL - lag, lag), entry
-    wait_until(lambda: all(_committed(ledger.dst, f"app-{run}-lag{lag}", topic) == TOTAL - lag for lag in LAGS), 30,
+    wait_until(lambda: all(committed_offset(ledger.dst, f"app-{run}-lag{lag}", topic) == TOTAL - lag for lag in LAGS), 30,
                "the job to commit every group on the destination")
     for lag in LAGS:
         rest = _read_rest(ledger.dst, f"app-{run}-lag{lag}", topic, TOTAL)
@@ -147,14 +133,14 @@ def test_offsets_no_map_covers_are_translated_by_timestamp_within_the_margin(
     copy.produce(5_000)
     committed = 3_000
     group = f"app-{topic[-8:]}-ts"
-    _commit(source.src, group, topic, committed)
+    commit_offset(source.src, group, topic, committed)
 
     rows = _ferry(fleet, "groups", "sync", group)
     (entry,) = [p for p in rows[0]["partitions"] if p["topic"] == topic]
     assert entry["method"] == "timestamp"
     reread = committed - entry["destinationOffset"]
     assert 0 <= reread <= MARGIN_S * 1000 + 1, entry  # no record skipped; at most the margin's worth re-read
-    assert _committed(source.dst, group, topic) == entry["destinationOffset"]
+    assert committed_offset(source.dst, group, topic) == entry["destinationOffset"]
     print(f"timestamp method: committed {committed}, destination {entry['destinationOffset']}, re-reads {reread}")
 
 
@@ -176,12 +162,12 @@ def test_a_group_fails_over_through_a_renamed_topic(fleet: Fleet, topic_name: Ca
     response = requests.post(f"{controller.url}/topics", json={"topic": topic, "numPartitions": 1}, timeout=10)
     assert response.status_code == 201, response.text
     destination = RecordLedger(fleet.stack, renamed, 1, src=ledger.dst)
-    wait_until(lambda: destination._end_offsets(ledger.dst).get(0, 0) >= 3_000, 120, "3,000 records on the renamed topic")
+    wait_until(lambda: destination.end_offsets(ledger.dst).get(0, 0) >= 3_000, 120, "3,000 records on the renamed topic")
     group = f"app-{topic[-8:]}-renamed"
-    _commit(ledger.src, group, topic, 2_000)
+    commit_offset(ledger.src, group, topic, 2_000)
 
     def synced() -> bool:
-        return _committed(ledger.dst, group, renamed) == 2_000
+        return committed_offset(ledger.dst, group, renamed) == 2_000
 
     wait_until(synced, 60, "the group's offset on the renamed destination topic")
     (entry,) = [p for g in requests.get(f"{controller.url}/groups/{group}", timeout=5).json()["groups"]

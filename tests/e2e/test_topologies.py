@@ -52,11 +52,11 @@ def clusters(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
 def _warm_group_coordinator(stack: devstack.Stack, name: str) -> None:
     """Waits until a fresh cluster's group coordinator answers (``__consumer_offsets`` created and loaded).
 
-    librdkafka bug (confluentinc/librdkafka#5586, open): an ``assign()`` whose committed-offset
-    fetch gets a request-level NOT_COORDINATOR (a coordinator still loading, as on a brand-new
-    cluster) never starts fetching that partition and never retries; the worker's partition then
-    stays ONLINE without copying. Production clusters are not fresh, but a coordinator move can
-    hit it too (see the branch's report). Here: make the coordinator ready before any worker starts.
+    librdkafka bug (confluentinc/librdkafka#5586, open): an ``assign()`` without an offset whose
+    committed-offset fetch gets a request-level NOT_COORDINATOR never starts fetching. The worker
+    no longer depends on this warm-up (it assigns explicit offsets, worker/start_offsets.py, and
+    tests/integration/test_worker.py copies with a fresh group and no warm-up); it stays so that a
+    brand-new coordinator's first "not available" answers do not defer partitions and slow the tests.
     """
     consumer = kafka_clients.consumer(_conf(stack, name), group_id="ferry-tests-warmup")
     try:

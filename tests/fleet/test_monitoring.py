@@ -16,8 +16,9 @@ import requests
 import yaml
 
 from common import devstack
+from common.support import Spawned, free_port, spawn, stop_all
 from fleet.manager import FleetManager
-from tests.e2e.harness import free_port, wait_until
+from tests.e2e.harness import wait_until
 from tests.fleet.test_fleet import ferry, mirror
 
 KIT = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
@@ -50,21 +51,17 @@ def prometheus(tmp_path: Path) -> Iterator[Callable[[], str]]:
     config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
     shutil.copy(KIT / "alerts.yml", tmp_path / "alerts.yml")
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[Spawned] = []
 
     def start() -> str:
         port = free_port()
-        log = open(tmp_path / "prometheus.log", "wb")  # noqa: SIM115 - the child owns it
-        procs.append(subprocess.Popen(
-            [binary, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT))
-        log.close()
+        procs.append(spawn("prometheus", [
+            binary, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}"], tmp_path / "prometheus.log"))
         return f"http://127.0.0.1:{port}"
 
     yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(30)
+    stop_all(procs, timeout=30)
 
 
 def _query(url: str, expr: str) -> list[Any]:

@@ -26,8 +26,10 @@ from common.model import (
     WorkerStatus,
     decode,
 )
+from common.support import poll_until
 from common.zk_layout import ZkLayout
 from controller.errors import BadRequest, Conflict, NotFound, NotLeader
+from controller.rest import create_app
 from controller.service import LEADING, Controller
 from controller.store import Op
 
@@ -37,15 +39,7 @@ LAYOUT = ZkLayout("/")
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    """Polls ``condition`` until it returns something truthy; fails after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s}s waiting for {what} (last: {value!r})")
-        time.sleep(0.05)
+    return poll_until(condition, timeout_s, what, interval=0.05)
 
 
 def connect(hosts: str, **kwargs: Any) -> KazooClient:
@@ -70,26 +64,28 @@ class Cluster:
         self.admin = connect(chroot)
         self.clients.append(self.admin)
 
-    def config(self, failover_delay_s: float = 1.5) -> FerryConfig:
+    def config(self, failover_delay_s: float = 1.5, naming: str = "identity") -> FerryConfig:
         return parse_config({
             "zookeeper": {"connect": self.chroot, "root": "/", "session_timeout_s": SESSION_TIMEOUT_S},
             "clusters": {name: {"bootstrap.servers": self.stack.bootstrap(name)} for name in ("src", "dst")},
-            "routes": [{"source": "src", "destination": "dst"}],
+            "routes": [{"source": "src", "destination": "dst", "naming": naming}],
             # Rebalance is tested in the planner; here it must not move anything by itself.
             "controller": {"failover_delay_s": failover_delay_s, "rebalance_delay_s": 600},
         })
 
-    def controller(self, controller_id: str, failover_delay_s: float = 1.5) -> tuple[Controller, KazooClient]:
+    def controller(self, controller_id: str, failover_delay_s: float = 1.5,
+                   naming: str = "identity") -> tuple[Controller, KazooClient]:
         zk = connect(self.chroot)
         self.clients.append(zk)
-        controller = Controller(self.config(failover_delay_s), controller_id, f"http://{controller_id}.invalid:9000", zk=zk)
+        controller = Controller(self.config(failover_delay_s, naming), controller_id, f"http://{controller_id}.invalid:9000",
+                                zk=zk)
         self.controllers.append(controller)
         controller.start()
         return controller, zk
 
-    def leader(self, controller_id: str = "c1", failover_delay_s: float = 1.5) -> Controller:
-        controller, _ = self.controller(controller_id, failover_delay_s)
-        wait_for(controller.is_leader, 15, f"{controller_id} to lead")
+    def leader(self, controller_id: str = "c1", failover_delay_s: float = 1.5, naming: str = "identity") -> Controller:
+        controller, _ = self.controller(controller_id, failover_delay_s, naming)
+        wait_for(controller.leadership.is_leader, 15, f"{controller_id} to lead")
         return controller
 
     def worker(self, worker_id: str) -> KazooClient:
@@ -141,10 +137,10 @@ def keys(topic: str, partitions: range | list[int]) -> frozenset[PartitionKey]:
 
 def test_a_single_controller_leads_and_publishes_the_leader_node(cluster: Cluster) -> None:
     controller = cluster.leader("c1")
-    assert controller.state == LEADING
+    assert controller.leadership.state == LEADING
     assert decode(cluster.admin.get(LAYOUT.leader)[0]) == {"id": "c1", "rest_url": "http://c1.invalid:9000"}
-    assert controller.leader() == {"id": "c1", "rest_url": "http://c1.invalid:9000"}
-    health = controller.health()
+    assert controller.leadership.leader() == {"id": "c1", "rest_url": "http://c1.invalid:9000"}
+    health = controller.reads.health()
     assert health["leader"] is True and health["leaderId"] == "c1" and health["status"] == "ok"
     for path in LAYOUT.persistent_paths():
         assert cluster.admin.exists(path), path
@@ -154,46 +150,46 @@ def test_topic_requests_are_validated(cluster: Cluster, source_topic: Callable[[
                                       topic_name: Callable[[str], str]) -> None:
     controller = cluster.leader()
     with pytest.raises(NotFound, match="does not exist on the source"):
-        controller.add_topic(topic_name("missing"))
+        controller.topics.add_topic(topic_name("missing"))
     for name in ("", "a b", "..", "x" * 250, None, 7, "__consumer_offsets"):
         with pytest.raises(BadRequest):
-            controller.add_topic(name)
+            controller.topics.add_topic(name)
     topic = source_topic(4)
     for count in (0, -1, True, "8", 5.0):
         with pytest.raises(BadRequest):
-            controller.add_topic(topic, count)
+            controller.topics.add_topic(topic, count)
     with pytest.raises(BadRequest, match="exceeds"):
-        controller.add_topic(topic, 5)
+        controller.topics.add_topic(topic, 5)
     with pytest.raises(BadRequest, match="unknown route"):
-        controller.add_topic(topic, route="dst.src")
+        controller.topics.add_topic(topic, route="dst.src")
     assert cluster.ideal(topic) is None  # nothing above wrote anything
 
-    view = controller.add_topic(topic, 3)
+    view = controller.topics.add_topic(topic, 3)
     assert view["topic"] == topic and view["partitions"] == 3
     with pytest.raises(Conflict):
-        controller.add_topic(topic)
+        controller.topics.add_topic(topic)
     with pytest.raises(BadRequest, match="shrink"):
-        controller.expand_topic(topic, 2)
+        controller.topics.expand_topic(topic, 2)
     with pytest.raises(BadRequest):
-        controller.expand_topic(topic, None)
+        controller.topics.expand_topic(topic, None)
     with pytest.raises(BadRequest, match="exceeds"):
-        controller.expand_topic(topic, 5)
+        controller.topics.expand_topic(topic, 5)
     with pytest.raises(NotFound):
-        controller.expand_topic(topic_name("unknown"), 2)
+        controller.topics.expand_topic(topic_name("unknown"), 2)
     with pytest.raises(NotFound):
-        controller.delete_topic(topic_name("unknown"))
-    assert controller.list_topics() == [{"topic": topic, "route": ROUTE, "partitions": 3}]
+        controller.topics.delete_topic(topic_name("unknown"))
+    assert controller.reads.list_topics() == [{"topic": topic, "route": ROUTE, "partitions": 3}]
 
-    assert controller.delete_topic(topic) == {"topic": topic, "deleted": True}
+    assert controller.topics.delete_topic(topic) == {"topic": topic, "deleted": True}
     assert cluster.ideal(topic) is None
     with pytest.raises(NotFound):
-        controller.topic_view(topic)
+        controller.reads.topic_view(topic)
 
 
 def test_partitions_wait_for_a_worker_then_all_go_to_it(cluster: Cluster, source_topic: Callable[[int], str]) -> None:
     controller = cluster.leader()
     topic = source_topic(6)
-    controller.add_topic(topic, 4)
+    controller.topics.add_topic(topic, 4)
     ideal = cluster.ideal(topic)
     assert ideal is not None and ideal.partitions == 4 and ideal.assignment == {}
     assert cluster.admin.get_children(LAYOUT.assignments) == []
@@ -204,13 +200,13 @@ def test_partitions_wait_for_a_worker_then_all_go_to_it(cluster: Cluster, source
     assert first.generation >= 1
     assert cluster.ideal(topic) == IdealState(ROUTE, topic, 4, dict.fromkeys(range(4), "w1"))
 
-    controller.expand_topic(topic, 6)  # reconciles at once
+    controller.topics.expand_topic(topic, 6)  # reconciles at once
     second = cluster.assignment("w1")
     assert second is not None and second.partitions == keys(topic, range(6))
     assert second.generation > first.generation
     assert decode(cluster.admin.get(LAYOUT.generation)[0]) == second.generation
 
-    controller.delete_topic(topic)
+    controller.topics.delete_topic(topic)
     third = cluster.assignment("w1")
     assert third is not None and third.partitions == frozenset()
     assert third.generation > second.generation
@@ -221,20 +217,20 @@ def test_exactly_one_of_two_controllers_leads_and_a_fenced_out_leader_cannot_wri
 ) -> None:
     a, a_zk = cluster.controller("a")
     b, b_zk = cluster.controller("b")
-    wait_for(lambda: a.is_leader() or b.is_leader(), 15, "a leader")
+    wait_for(lambda: a.leadership.is_leader() or b.leadership.is_leader(), 15, "a leader")
     # Both contend (two election nodes), so the other one is blocked behind the leader's node.
     wait_for(lambda: len(cluster.admin.get_children(LAYOUT.election)) == 2, 10, "two contenders")
-    assert [a.is_leader(), b.is_leader()].count(True) == 1
-    old, old_zk, new = (a, a_zk, b) if a.is_leader() else (b, b_zk, a)
+    assert [a.leadership.is_leader(), b.leadership.is_leader()].count(True) == 1
+    old, old_zk, new = (a, a_zk, b) if a.leadership.is_leader() else (b, b_zk, a)
     assert decode(cluster.admin.get(LAYOUT.leader)[0])["id"] == old.controller_id
-    old_fence = old._fence
+    old_fence = old.leadership.fence
     assert old_fence is not None and cluster.admin.exists(old_fence)
     with pytest.raises(NotLeader):
-        new.add_topic("orders")  # a standby refuses writes (the REST layer forwards them)
+        new.topics.add_topic("orders")  # a standby refuses writes (the REST layer forwards them)
 
     cluster.worker("w1")
     topic = source_topic(2)
-    old.add_topic(topic)
+    old.topics.add_topic(topic)
     assigned = wait_for(lambda: cluster.assignment("w1"), 5, "w1's assignment")
     assert assigned.partitions == keys(topic, range(2))
 
@@ -244,8 +240,8 @@ def test_exactly_one_of_two_controllers_leads_and_a_fenced_out_leader_cannot_wri
     twin.stop()
     twin.close()
 
-    wait_for(new.is_leader, SESSION_TIMEOUT_S + 5, f"{new.controller_id} to take over")
-    wait_for(lambda: not old.is_leader(), SESSION_TIMEOUT_S + 5, f"{old.controller_id} to step down")
+    wait_for(new.leadership.is_leader, SESSION_TIMEOUT_S + 5, f"{new.controller_id} to take over")
+    wait_for(lambda: not old.leadership.is_leader(), SESSION_TIMEOUT_S + 5, f"{old.controller_id} to step down")
     wait_for(lambda: (decode(cluster.admin.get(LAYOUT.leader)[0]) or {}).get("id") == new.controller_id,
              5, "the leader node to name the new leader")
     assert not cluster.admin.exists(old_fence)
@@ -256,13 +252,13 @@ def test_exactly_one_of_two_controllers_leads_and_a_fenced_out_leader_cannot_wri
         old.store.commit(old_fence, [Op("create", "/fenced-write", b"x")])
     assert not cluster.admin.exists("/fenced-write")
     with pytest.raises(NotLeader):
-        old.reconcile()
-    assert new._fence is not None
-    new.store.commit(new._fence, [Op("create", "/allowed-write", b"x")])
+        old.reconciler.reconcile()
+    assert new.leadership.fence is not None
+    new.store.commit(new.leadership.fence, [Op("create", "/allowed-write", b"x")])
     assert cluster.admin.exists("/allowed-write")
 
     # The new leader takes the state over as it is: nothing moves, no new generation.
-    assert new.reconcile().moved == 0
+    assert new.reconciler.reconcile().moved == 0
     assert cluster.ideal(topic) == IdealState(ROUTE, topic, 2, {0: "w1", 1: "w1"})
     assert cluster.assignment("w1") == assigned
 
@@ -276,7 +272,7 @@ def test_a_vanished_workers_partitions_move_after_the_failover_delay(
     w2 = cluster.worker("w2")
     wait_for(lambda: set(controller.store.live_workers()) == {"w1", "w2"}, 5, "both workers live")
     topic = source_topic(4)
-    controller.add_topic(topic)
+    controller.topics.add_topic(topic)
     ideal = cluster.ideal(topic)
     assert ideal is not None
     held_by_w2 = sorted(p for p, w in ideal.assignment.items() if w == "w2")
@@ -314,7 +310,7 @@ def test_a_leaving_worker_loses_its_partitions_at_once(cluster: Cluster, source_
     w2 = cluster.worker("w2")
     wait_for(lambda: set(controller.store.live_workers()) == {"w1", "w2"}, 5, "both workers live")
     topic = source_topic(4)
-    controller.add_topic(topic)
+    controller.topics.add_topic(topic)
     ideal = cluster.ideal(topic)
     assert ideal is not None
     held_by_w2 = [PartitionKey(ROUTE, topic, p) for p, w in ideal.assignment.items() if w == "w2"]
@@ -330,14 +326,14 @@ def test_a_leaving_worker_loses_its_partitions_at_once(cluster: Cluster, source_
     w2_assignment = cluster.assignment("w2")
     assert w2_assignment is not None and w2_assignment.partitions == frozenset()
     assert w2_assignment.generation <= w1.generation
-    assert "w2" not in controller._departed_at
+    assert "w2" not in controller.reconciler.departed_at
 
 
 def test_a_status_change_wakes_the_leader_once_however_often_membership_changed(cluster: Cluster) -> None:
     # Regression: every children event of workers/state added one more DataWatch per worker,
     # so after N membership changes one status write triggered N+1 callbacks.
     controller, controller_zk = cluster.controller("c1")
-    wait_for(controller.is_leader, 15, "c1 to lead")
+    wait_for(controller.leadership.is_leader, 15, "c1 to lead")
     steady = cluster.worker("steady")
     steady.create(LAYOUT.worker_state("steady"), WorkerStatus(0).to_bytes(), ephemeral=True)
 
@@ -361,7 +357,25 @@ def test_a_status_change_wakes_the_leader_once_however_often_membership_changed(
         barrier(f"leave-{i}".encode())
 
     wakeups: list[str] = []
-    controller.request_reconcile = lambda: wakeups.append("reconcile")  # type: ignore[method-assign]
+    controller.reconciler.request_reconcile = lambda: wakeups.append("reconcile")  # type: ignore[method-assign]
     steady.set(LAYOUT.worker_state("steady"), WorkerStatus(1).to_bytes())
     barrier(b"after-status-change")
     assert wakeups == ["reconcile"], f"one status change woke the leader {len(wakeups)} times"
+
+
+@pytest.mark.parametrize(("naming", "renamed"), [("identity", "{topic}"), ("prod-{topic}", "prod-{topic}")])
+def test_offsets_name_the_destination_topic_next_to_the_source_topic(
+    cluster: Cluster, source_topic: Callable[[int], str], naming: str, renamed: str
+) -> None:
+    # Issue 10: /offset, /offset/<t> and /offset/<t>/<p> show where a renaming route copies to.
+    controller = cluster.leader(naming=naming)
+    topic = source_topic(2)
+    controller.topics.add_topic(topic, 2)
+    client = create_app(controller).test_client()
+    destination = renamed.format(topic=topic)
+    for path, partitions in ((f"/offset/{topic}", [0, 1]), (f"/offset/{topic}/1", [1]), ("/offset", [0, 1])):
+        answer = client.get(path)
+        assert answer.status_code == 200, (path, answer.get_json())
+        rows = [row for row in answer.get_json()["offsets"] if row["topic"] == topic]
+        assert [row["partitionId"] for row in rows] == partitions, path
+        assert {(row["route"], row["topic"], row["destinationTopic"]) for row in rows} == {(ROUTE, topic, destination)}

@@ -10,7 +10,6 @@ leave every partition assigned exactly once, live workers balanced within one, n
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,6 +21,7 @@ from bench.fake_workers import FakeWorker, start_all
 from common.config import parse_config
 from common.devstack import Stack
 from common.model import PartitionKey, WorkerAssignment
+from common.support import poll_until
 from common.zk_layout import ZkLayout
 from common.zk_state import StateReader
 from controller.service import Controller
@@ -34,14 +34,7 @@ PARTITIONS = TOPICS * PER_TOPIC
 
 
 def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.1)
+    return poll_until(condition, timeout_s, what, interval=0.05)
 
 
 class Fleet:
@@ -93,7 +86,7 @@ def controller(zk_chroot: str, local_stack: Stack) -> Iterator[Controller]:
     running = Controller(config, "c1", "http://c1.invalid:9000")
     running.start()
     try:
-        wait_for(running.is_leader, 15, "the controller to lead")
+        wait_for(running.leadership.is_leader, 15, "the controller to lead")
         yield running
     finally:
         running.stop()
@@ -132,9 +125,9 @@ def test_two_thousand_partitions_on_fifty_workers_keep_the_invariants(
     names = [f"scale-{i:04d}" for i in range(TOPICS)]
     for start in range(0, TOPICS - 10, 60):  # bulk, as the bench does, then single topics
         batch = names[start:min(start + 60, TOPICS - 10)]
-        controller.add_topics([{"topic": t, "numPartitions": PER_TOPIC} for t in batch])
+        controller.topics.add_topics([{"topic": t, "numPartitions": PER_TOPIC} for t in batch])
     for topic in names[TOPICS - 10:]:
-        controller.add_topic(topic, PER_TOPIC)
+        controller.topics.add_topic(topic, PER_TOPIC)
     wait_for(lambda: fleet.total() == PARTITIONS, 120, "every partition ONLINE")
 
     fleet.kill(ids[0])  # a worker's failover
@@ -144,12 +137,12 @@ def test_two_thousand_partitions_on_fifty_workers_keep_the_invariants(
     wait_for(lambda: fleet.online.get("fake-joiner", 0) >= PARTITIONS // WORKERS and fleet.total() == PARTITIONS,
              120, "the joiner's share ONLINE")
     live = set(ids[1:]) | {"fake-joiner"}
-    wait_for(lambda: controller.validation()["ok"], 60, "the validation to be clean")
+    wait_for(lambda: controller.reads.validation()["ok"], 60, "the validation to be clean")
     check_invariants(zk_chroot, live)
 
-    wait_for(lambda: all(controller.job_counts().get(j, {}).get("runs", 0) >= 2 for j in ("observe", "lag")), 30,
+    wait_for(lambda: all(controller.metrics.job_counts().get(j, {}).get("runs", 0) >= 2 for j in ("observe", "lag")), 30,
              "the observer and lag jobs to run")
-    counts = controller.job_counts()
+    counts = controller.metrics.job_counts()
     assert all(c["skips"] == 0 and c["failures"] == 0 for c in counts.values()), counts
     store: Store = controller.store
     assert 0 < store.max_transaction_bytes <= MAX_BYTES_PER_TRANSACTION

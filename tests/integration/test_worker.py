@@ -11,7 +11,6 @@ import contextlib
 import json
 import logging
 import re
-import socket
 import threading
 import time
 import urllib.request
@@ -30,7 +29,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
@@ -38,6 +37,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from common import kafka_clients, provenance
 from common.config import FerryConfig, parse_config
 from common.model import PartitionKey, WorkerAssignment, WorkerStatus
+from common.support import end_offsets, free_port, poll_until
 from common.zk_layout import ZkLayout, make_client
 from worker.service import Worker
 
@@ -51,22 +51,7 @@ Record = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...],
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str | Callable[[], str], interval: float = 0.1) -> Any:
-    """Polls ``condition`` until it returns something truthy; fails naming ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            described = what() if callable(what) else what
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {described}")
-        time.sleep(interval)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return poll_until(condition, timeout, what, interval=interval)
 
 
 # -- Kafka side ------------------------------------------------------------------------------
@@ -80,6 +65,7 @@ class Kafka:
         self._producer: Producer = kafka_clients.producer(cluster_conf("src"), **{"linger.ms": 0})
         self._group: Consumer = kafka_clients.consumer(cluster_conf("src"), GROUP)
         self._readers: dict[str, Consumer] = {}
+        self._admins: dict[str, AdminClient] = {}
 
     def close(self) -> None:
         self._group.close()
@@ -107,15 +93,16 @@ class Kafka:
 
     def end_offset(self, cluster: str, topic: str, partition: int) -> int:
         """The partition's log-end offset; 0 while the topic does not exist (or has no leader) yet."""
+        if cluster not in self._admins:
+            self._admins[cluster] = kafka_clients.admin(self.conf(cluster))
         try:
-            _, high = self._reader(cluster).get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            return end_offsets(self._admins[cluster], topic).get(partition, 0)
         except KafkaException as exc:
             # Not there yet, or just created and its leader not known everywhere yet.
             if exc.args[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
                                       KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE):
                 return 0
             raise
-        return int(high)
 
     def read(self, cluster: str, topic: str, partition: int, own_header: bool = False) -> list[Record]:
         """Everything in one partition now, from the beginning up to the log-end offset.
@@ -404,6 +391,37 @@ def test_unassigned_partition_is_committed_and_resumes_without_duplicates(
     for p in range(3):
         kafka.wait_committed(topic, p, 17)
     assert kafka.read("dst", topic, 1) == first[1] + second[1], "nothing copied twice"
+
+
+def test_a_fresh_group_on_a_new_topic_copies_with_no_coordinator_warm_up(
+    start_worker: Callable[..., RunningWorker], make_config: Callable[..., FerryConfig], kafka: Kafka,
+    create_topic: Callable[..., None], topic_name: Callable[[str], str], cluster_conf: Callable[[str], dict[str, str]],
+) -> None:
+    # librdkafka#5586: an assign() without an offset whose committed-offset fetch is answered
+    # NOT_COORDINATOR is never fetched. The worker reads committed offsets itself and assigns
+    # explicit offsets (worker/start_offsets.py). Nothing warms the coordinator here: a group id
+    # never used, a topic never read, nothing committed or copied, so the partitions start at
+    # the reset policy's explicit offset (earliest).
+    topic = topic_name("fresh")
+    create_topic("src", topic, 2)
+    sent = {p: records("fresh", 6, partition=p) for p in range(2)}
+    for p, batch in sent.items():
+        kafka.produce(topic, p, batch)
+    group = f"ferry.fresh-{uuid.uuid4().hex[:8]}"
+    running = start_worker(make_config(consumer={"group.id": group}))
+    running.wait_online(topic, [0, 1], running.assign(topic, [0, 1]))
+    for p in range(2):
+        assert kafka.wait_arrived(topic, p, 6) == sent[p]
+
+    more = records("more", 4, start=6, partition=1)
+    kafka.produce(topic, 1, more)
+    assert kafka.wait_arrived(topic, 1, 10) == sent[1] + more
+    reader = kafka_clients.consumer(cluster_conf("src"), group)
+    try:
+        wait_until(lambda: [tp.offset for tp in reader.committed([TopicPartition(topic, p) for p in range(2)], timeout=10)]
+                   == [6, 10], 15, f"the fresh group {group} committed 6 and 10")
+    finally:
+        reader.close()
 
 
 @pytest.mark.parametrize(

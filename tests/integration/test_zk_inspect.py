@@ -92,3 +92,45 @@ def test_options_after_the_action_are_accepted(config_file: Path, layout: ZkLayo
     # Regression (issue 12): `ferry zk ideal T --config F` was refused, options only before the action.
     assert main(["zk", "ideal", "orders", "--config", str(config_file), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ideal"]["2"] == "w2"
+
+
+def test_a_renaming_route_shows_the_destination_topic(zk_chroot: str, tmp_path: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 10: with prefix or template naming, every view of a route's topic names its copy too.
+    connect, root = zk_chroot.split("/", 1)
+    renaming = tmp_path / "renaming.yaml"
+    renaming.write_text(
+        yaml.safe_dump(
+            {
+                "zookeeper": {"connect": connect, "root": "/" + root},
+                "clusters": {"src": {"bootstrap.servers": "127.0.0.1:1"}, "dst": {"bootstrap.servers": "127.0.0.1:2"}},
+                "routes": [{"source": "src", "destination": "dst", "naming": "prod-{topic}"}],
+            }
+        )
+    )
+    config = ["--config", str(renaming)]
+    assert main(["zk", *config, "ideal", "orders"]) == 0
+    assert "src.dst/orders (destination prod-orders): 3 partitions" in capsys.readouterr().out
+    assert main(["zk", *config, "--json", "external", "orders"]) == 0
+    assert json.loads(capsys.readouterr().out)["destination"] == "prod-orders"
+
+    assert main(["zk", *config, "--json", "tree"]) == 0
+    by_path = {n["path"].removeprefix("/" + root): n for n in json.loads(capsys.readouterr().out)}
+    assert by_path["/topics/src.dst/orders"]["destination"] == "prod-orders"
+    assert by_path["/external/src.dst/orders"]["destination"] == "prod-orders"
+    assert "destination" not in by_path["/workers/live/w1"]
+    assert main(["zk", *config, "tree"]) == 0
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert "DESTINATION" in header and any("/topics/src.dst/orders" in line and "prod-orders" in line for line in lines)
+
+    assert main(["zk", *config, "--json", "diff"]) == 1
+    assert {m["destination"] for m in json.loads(capsys.readouterr().out)} == {"prod-orders"}
+    assert main(["zk", *config, "diff"]) == 1
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "DESTINATION" in header
+
+
+def test_identity_naming_adds_no_destination_column(config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["zk", "--config", str(config_file), "tree"]) == 0
+    assert "DESTINATION" not in capsys.readouterr().out
+    assert main(["zk", "--config", str(config_file), "ideal", "orders"]) == 0
+    assert "(destination" not in capsys.readouterr().out

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -92,3 +95,24 @@ def test_build_report_sums_and_sorts() -> None:
     assert [b["start"] for b in report["buckets"]] == ["1970-01-01T00:00:00.000Z", "1970-01-01T00:01:00.000Z"]
     assert (report["from"], report["to"]) == ("1970-01-01T00:00:00.000Z", "1970-01-01T00:02:00.000Z")
     assert build_report("t", "a.b", [partitions[1]], [buckets[1]], 60)["ok"] is True
+
+
+def test_a_loop_prevention_routes_other_records_are_reported_apart_not_as_problems(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Issue 10: records produced on the destination of an active-active pair are not "extra".
+    from common import cli
+    from pipeline import audit
+
+    counts = {"missing": 0, "duplicated": 0, "extra": 0, "sourceSkipped": 3, "destinationLocal": 4, "otherRoutes": 1}
+    report = build_report("t", "a.b", [{"partition": 0, "source": 5, "destination": 5, **counts}],
+                          [{"startMs": 0, "source": 5, "destination": 5, **counts}], 60)
+    assert report["ok"] is True and (report["sourceSkipped"], report["destinationLocal"], report["otherRoutes"]) == (3, 4, 1)
+    config = tmp_path / "ferry.yaml"
+    config.write_text(yaml.safe_dump(_config([{"source": "a", "destination": "b", "loop_prevention": True},
+                                              {"source": "b", "destination": "a", "loop_prevention": True}])))
+    monkeypatch.setattr(audit, "run_audit", lambda *args, **kwargs: report)
+    assert cli.main(["audit", "--config", str(config), "--topic", "t", "--route", "a.b"]) == 0
+    out = capsys.readouterr().out
+    assert "OK: source 5, destination 5" in out
+    assert "3 source records it skips, 4 produced on the destination, 1 copied by other routes" in out

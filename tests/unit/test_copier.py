@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from common.config import RouteConfig, WorkerConfig
 from common.offset_map import MAP_TOPIC, Segment, parse_segment
@@ -447,3 +447,12 @@ def test_a_distributor_copies_by_its_level_and_sets_its_bit(rig: SimpleNamespace
     ])
     assert copier.copy_batch(0.1) == 1
     assert sent == [[("ferry.provenance", b"1|c1,c3|5|0")]]  # the seed's 0101
+
+
+def test_every_partition_is_assigned_at_an_explicit_offset(rig: SimpleNamespace) -> None:
+    # librdkafka#5586: assign() without an offset may never fetch; nothing committed -> the reset policy's logical offset.
+    assigned: list[TopicPartition] = []
+    rig.consumer.incremental_assign = assigned.extend
+    rig.consumer.committed_offsets = {1: 7}
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    assert sorted((tp.partition, tp.offset) for tp in assigned) == [(0, OFFSET_BEGINNING), (1, 7)]

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.handoff import pending_handoffs, worker_assignments
+from common.handoff import worker_assignments
 from common.model import PartitionKey, PartitionState, PartitionStatus, WorkerStatus
 
 P = [PartitionKey("src.dst", "t", i) for i in range(4)]
@@ -18,12 +18,10 @@ def test_a_partition_moves_only_after_the_live_holder_released_it() -> None:
     statuses = {"w1": status(p0=PartitionState.ONLINE, p1=PartitionState.ONLINE)}
     step1 = worker_assignments(ideal, statuses, live={"w1", "w2"})
     assert step1 == {"w2": frozenset(), "w1": frozenset({P[1]})}
-    assert pending_handoffs(ideal, statuses, live={"w1", "w2"}) == {P[0]: ("w1", "w2")}
 
     released = {"w1": status(p0=PartitionState.OFFLINE, p1=PartitionState.ONLINE)}
     step2 = worker_assignments(ideal, released, live={"w1", "w2"})
     assert step2 == {"w2": frozenset({P[0]}), "w1": frozenset({P[1]})}
-    assert pending_handoffs(ideal, released, live={"w1", "w2"}) == {}
 
 
 def test_a_dead_holder_does_not_block_the_move() -> None:

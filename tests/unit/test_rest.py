@@ -12,12 +12,15 @@ from flask import Flask, request
 from flask.testing import FlaskClient
 from werkzeug.serving import make_server
 
+from common.model import PartitionKey
 from controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
+from controller.progress import NoProgress, OffsetSample
 from controller.rest import FORWARDED_HEADER, ControllerApi, create_app
 
 
 class FakeController:
-    """Implements :class:`controller.rest.ControllerApi`; records calls, raises ``fail`` when set."""
+    """Implements :class:`controller.rest.ControllerApi`, every part in one object; records calls,
+    raises ``fail`` when set."""
 
     def __init__(self, controller_id: str = "c1", leading: bool = True, leader: dict[str, str] | None = None) -> None:
         self.controller_id = controller_id
@@ -25,6 +28,27 @@ class FakeController:
         self.leader_info = leader
         self.fail: Exception | None = None
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    # The parts the REST layer asks for (controller.rest.ControllerApi): all this one object.
+    @property
+    def leadership(self) -> FakeController:
+        return self
+
+    @property
+    def reads(self) -> FakeController:
+        return self
+
+    @property
+    def topics(self) -> FakeController:
+        return self
+
+    @property
+    def jobs(self) -> FakeController:
+        return self
+
+    @property
+    def tree(self) -> FakeController:
+        return self
 
     def _call(self, name: str, *args: Any) -> None:
         self.calls.append((name, args))
@@ -81,13 +105,16 @@ class FakeController:
         self._call("source_validation")
         return {"ok": True}
 
-    def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[Any, Any]:
+    def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
         self._call("offsets", topic, partition)
         return {}
 
-    def noprogress(self) -> dict[str, Any]:
+    def destination_topic(self, route: str, topic: str) -> str:
+        return topic
+
+    def noprogress(self) -> NoProgress:
         self._call("noprogress")
-        return {"noprogress": []}
+        return NoProgress({}, {}, 60.0)
 
     def metrics_text(self) -> bytes:
         return b"# no metrics\n"

@@ -21,8 +21,10 @@ from hypothesis import strategies as st
 
 from common.config import RestAuthConfig, RestTokenConfig, parse_config
 from common.errors import ConfigError
+from common.model import PartitionKey
 from controller.auth import TokenChecker, load_tokens
 from controller.openapi import openapi_document
+from controller.progress import OffsetSample
 from controller.rest import REQUEST_ID_HEADER, create_app
 from tests.unit.test_rest import FakeController, _typed, assert_json_error, serve  # noqa: F401 - fixture
 
@@ -45,7 +47,7 @@ class ZkLikeFake(FakeController):
         self._zk_path(topic)
         return super().delete_topic(topic, route)
 
-    def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[Any, Any]:
+    def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
         if topic is not None:
             self._zk_path(topic)
         return super().offsets(topic, partition)

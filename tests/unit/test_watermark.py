@@ -13,10 +13,10 @@ K = "src.dst/t/0"
 
 def test_nothing_is_committable_before_an_ack() -> None:
     marks = OffsetWatermarks()
-    assert marks.committable(K) is None
+    assert marks.committables().get(K) is None
     marks.sent(K, 5)
     marks.sent(K, 6)
-    assert marks.committable(K) is None
+    assert marks.committables().get(K) is None
     assert marks.in_flight(K) == 2
     assert marks.committables() == {}
 
@@ -26,10 +26,10 @@ def test_in_order_acks_move_the_watermark_past_the_last_ack() -> None:
     for offset in (5, 6, 7):
         marks.sent(K, offset)
     marks.acked(K, 5)
-    assert marks.committable(K) == 6
+    assert marks.committables().get(K) == 6
     marks.acked(K, 6)
     marks.acked(K, 7)
-    assert marks.committable(K) == 8
+    assert marks.committables().get(K) == 8
     assert marks.in_flight(K) == 0
 
 
@@ -38,11 +38,11 @@ def test_an_out_of_order_ack_does_not_pass_an_unacked_offset() -> None:
     for offset in (10, 11, 12):
         marks.sent(K, offset)
     marks.acked(K, 12)
-    assert marks.committable(K) == 10
+    assert marks.committables().get(K) == 10
     marks.acked(K, 11)
-    assert marks.committable(K) == 10
+    assert marks.committables().get(K) == 10
     marks.acked(K, 10)
-    assert marks.committable(K) == 13
+    assert marks.committables().get(K) == 13
 
 
 def test_gaps_in_offsets_are_fine() -> None:
@@ -50,22 +50,22 @@ def test_gaps_in_offsets_are_fine() -> None:
     for offset in (3, 7, 20):
         marks.sent(K, offset)
     marks.acked(K, 3)
-    assert marks.committable(K) == 7
+    assert marks.committables().get(K) == 7
     marks.acked(K, 20)
     marks.acked(K, 7)
-    assert marks.committable(K) == 21
+    assert marks.committables().get(K) == 21
 
 
 def test_unknown_and_repeated_acks_are_ignored() -> None:
     marks = OffsetWatermarks()
     marks.acked("other", 1)
-    assert marks.keys() == set()
+    assert marks.committables() == {} and marks.in_flight() == 0
     marks.sent(K, 1)
     marks.sent(K, 4)
     marks.acked(K, 2)
     marks.acked(K, 1)
     marks.acked(K, 1)
-    assert marks.committable(K) == 4
+    assert marks.committables().get(K) == 4
     assert marks.in_flight(K) == 1
 
 
@@ -84,18 +84,16 @@ def test_a_failed_offset_holds_the_watermark_until_forget() -> None:
     marks.failed(K, 2, "MSG_SIZE_TOO_LARGE")
     for offset in (1, 3, 4):
         marks.acked(K, offset)
-    assert marks.committable(K) == 2
-    assert marks.is_failed(K)
-    assert marks.failure(K) == (2, "MSG_SIZE_TOO_LARGE")
+    assert marks.committables().get(K) == 2
     assert marks.in_flight(K) == 0
     marks.sent(K, 5)
     marks.acked(K, 5)
-    assert marks.committable(K) == 2
+    assert marks.committables().get(K) == 2
     marks.forget(K)
-    assert marks.committable(K) is None
-    assert not marks.is_failed(K)
-    assert marks.failure(K) is None
-    assert marks.keys() == set()
+    assert marks.committables().get(K) is None
+    marks.sent(K, 6)  # forgotten: the failure no longer holds anything back
+    marks.acked(K, 6)
+    assert marks.committables() == {K: 7}
 
 
 def test_the_lowest_failure_is_kept() -> None:
@@ -105,16 +103,19 @@ def test_the_lowest_failure_is_kept() -> None:
     marks.failed(K, 3, "late")
     marks.failed(K, 1, "early")
     marks.acked(K, 0)
-    assert marks.failure(K) == (1, "early")
-    assert marks.committable(K) == 1
+    assert marks.committables().get(K) == 1
+    marks.acked(K, 2)
+    assert marks.committables().get(K) == 1  # the lower failure, not the later one
 
 
 def test_a_failure_before_any_ack_commits_nothing() -> None:
     marks = OffsetWatermarks()
     marks.sent(K, 0)
     marks.failed(K, 0, "boom")
-    assert marks.committable(K) is None
-    assert marks.is_failed(K)
+    assert marks.committables().get(K) is None
+    marks.sent(K, 1)
+    marks.acked(K, 1)
+    assert marks.committables().get(K) == 0  # held at the failure
 
 
 def test_keys_are_independent() -> None:
@@ -126,7 +127,6 @@ def test_keys_are_independent() -> None:
     assert marks.committables() == {"b": 2}
     assert marks.in_flight() == 2
     assert marks.in_flight("a") == 1
-    assert marks.keys() == {"a", "b"}
     marks.forget("b")
     assert marks.in_flight() == 1
 
@@ -167,7 +167,7 @@ def test_the_watermark_never_passes_an_unacked_offset_and_never_decreases(
             marks.acked("k", offset)
             done.add(offset)
         unacked = [o for o in sent if o not in done]
-        committable = marks.committable("k")
+        committable = marks.committables().get("k")
         if not done:
             assert committable is None
         else:
@@ -205,8 +205,8 @@ def test_runs_sent_at_once_track_as_sent_one_by_one(gaps: list[int], data: st.Da
         else:
             acked = [runs.acked_oldest("k") for _ in range(acks)]
             assert [one.acked_oldest("k") for _ in range(acks)] == acked
-        in_flight = [o for o in in_flight if o not in acked and (one.failure("k") or (-1,))[0] != o]
-        assert one.committable("k") == runs.committable("k") and one.in_flight("k") == runs.in_flight("k")
+        in_flight = [o for o in in_flight if o not in acked]
+        assert one.committables() == runs.committables() and one.in_flight("k") == runs.in_flight("k")
     runs.sent_run("k", [])  # nothing: no change
     assert one.committables() == runs.committables()
 

@@ -1,0 +1,110 @@
+"""The controller's Prometheus metrics: one registry, every gauge, counter and histogram by name.
+
+Owns no state of its own besides the metric values; the other parts set them. ZooKeeper traffic
+is read at scrape time from the :class:`controller.store.Store` counters (and the watch reads the
+reconciler counts), through the callables given here. APScheduler's job events are counted by
+:meth:`ControllerMetrics.on_job_event` (the scheduler's thread; never raises).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MISSED, JobEvent, JobExecutionEvent
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from controller.store import Store
+
+log = logging.getLogger(__name__)
+
+_SECONDS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class ControllerMetrics:
+    """The metrics a controller exports on ``GET /metrics``."""
+
+    def __init__(self, store: Store, watch_reads: Callable[[], int]) -> None:
+        self.registry = registry = CollectorRegistry()
+        self.leader = Gauge("ferry_controller_leader", "1 while this controller leads", registry=registry)
+        self.partitions = Gauge("ferry_controller_partitions", "Mirrored partitions by reported state",
+                                ["state"], registry=registry)
+        self.lag = Gauge("ferry_controller_partition_lag", "Log-end minus committed offset at the source",
+                         ["route", "topic", "partition"], registry=registry)
+        self.validation_problems = Gauge("ferry_controller_validation_problems",
+                                         "Problems found by the last Spark validation", registry=registry)
+        self.stalled = Gauge("ferry_controller_noprogress_partitions",
+                             "Lagging partitions whose committed offset has not moved", registry=registry)
+        self.job_runs = Counter("ferry_controller_job_runs", "Runs of the leader's jobs", ["job"], registry=registry)
+        self.job_failures = Counter("ferry_controller_job_failures", "Runs of the leader's jobs that raised",
+                                    ["job"], registry=registry)
+        self.job_skips = Counter("ferry_controller_job_skips",
+                                 "Runs APScheduler skipped (missed their time, or too many instances)",
+                                 ["job", "why"], registry=registry)
+        self.reconcile_seconds = Histogram("ferry_controller_reconcile_seconds",
+                                           "Time of one reconcile (plan and writes)", registry=registry,
+                                           buckets=_SECONDS)
+        self.plan_seconds = Histogram("ferry_controller_plan_seconds", "Time of one reconcile's planning alone",
+                                      registry=registry, buckets=_SECONDS)
+        zk_counters = (
+            ("ferry_controller_zk_reads", "ZooKeeper reads by this controller (watch reads included)",
+             lambda: store.reads + watch_reads()),
+            ("ferry_controller_zk_writes", "ZooKeeper write ops committed by this controller", lambda: store.writes),
+            ("ferry_controller_zk_transactions", "ZooKeeper transactions by this controller",
+             lambda: store.transactions),
+            ("ferry_controller_zk_max_transaction_bytes", "The biggest transaction written, in bytes",
+             lambda: store.max_transaction_bytes),
+            ("ferry_controller_zk_max_node_bytes", "The biggest node written, in bytes", lambda: store.max_node_bytes),
+        )
+        for name, text, read in zk_counters:
+            Gauge(name, text, registry=registry).set_function(read)
+        self.checkpoint_age = Gauge("ferry_controller_checkpoint_age_seconds",
+                                    "Seconds since a consumer group's offsets were last checkpointed",
+                                    ["route", "group"], registry=registry)
+        self.beat_latency = Gauge("ferry_heartbeat_latency_seconds",
+                                  "Latest heartbeat's travel time from its origin to this cluster",
+                                  ["origin", "cluster", "hops"], registry=registry)
+        self.beat_age = Gauge("ferry_heartbeat_since_last_seconds",
+                              "Time since the last heartbeat from origin arrived on cluster",
+                              ["origin", "cluster"], registry=registry)
+        self.route_latency = Gauge("ferry_route_heartbeat_latency_seconds",
+                                   "Latest one-hop heartbeat's travel time over the route", ["route"],
+                                   registry=registry)
+        self.route_age = Gauge("ferry_route_heartbeat_since_last_seconds",
+                               "Time since the last one-hop heartbeat over the route arrived", ["route"],
+                               registry=registry)
+
+    def on_job_event(self, event: JobEvent) -> None:
+        """Counts every run, failure and skip of a job (APScheduler's listener; never raises)."""
+        job = job_name(event.job_id)
+        if event.code == EVENT_JOB_EXECUTED:
+            self.job_runs.labels(job).inc()
+        elif event.code == EVENT_JOB_ERROR:
+            self.job_runs.labels(job).inc()
+            self.job_failures.labels(job).inc()
+            exception = event.exception if isinstance(event, JobExecutionEvent) else None
+            log.error("job %s failed: %r", event.job_id, exception)
+        else:
+            # APScheduler logs each skip as a warning itself (left visible); this counts them.
+            why = "missed" if event.code == EVENT_JOB_MISSED else "max_instances"
+            self.job_skips.labels(job, why).inc()
+
+    def job_counts(self) -> dict[str, dict[str, int]]:
+        """Job -> {"runs", "failures", "skips"}, from the metrics (for tests and the bench)."""
+        result: dict[str, dict[str, int]] = {}
+        for metric, field in ((self.job_runs, "runs"), (self.job_failures, "failures"), (self.job_skips, "skips")):
+            for family in metric.collect():
+                for sample in family.samples:
+                    if sample.name.endswith("_total"):
+                        entry = result.setdefault(sample.labels["job"], {"runs": 0, "failures": 0, "skips": 0})
+                        entry[field] += int(sample.value)
+        return result
+
+    def text(self) -> bytes:
+        """The exposition text of every metric."""
+        return generate_latest(self.registry)
+
+
+def job_name(job_id: str) -> str:
+    """A metric label: ``failover-<worker>`` jobs count as one ``failover`` job."""
+    return "failover" if job_id.startswith("failover-") else job_id

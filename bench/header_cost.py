@@ -8,6 +8,10 @@ No cluster, no replicator: the copier's per-record header work is run in a loop 
 * ``hop``: a copy's header is read, checked by loop prevention and replaced (path one longer);
 * ``tree``: the same with a distributor's copy-flags decision.
 
+Each case runs the copier's own code for it, :class:`common.provenance.Stamper` (the header's
+prefix is built once per route and per previous header; only the source offset is formatted per
+record).
+
 The cases run interleaved, in rounds (each round times every case on an equal share of the
 records), and each case's figure is its median round: on a shared, loaded machine a burst of
 load then hits every case alike instead of one case's whole run. The load average before and
@@ -28,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from common.provenance import HEADER, decode, encode, split
+from common.provenance import HEADER, Stamper, encode
 from common.topology import copy_flags
 
 _APP_HEADERS: list[tuple[str, bytes | None]] = [("trace-id", b"0af7651916cd43dd8448eb211c80319c"), ("type", b"order")]
@@ -49,18 +53,11 @@ def header_bytes(value: bytes) -> int:
     return _varint_size(len(key)) + len(key) + _varint_size(len(value)) + len(value)
 
 
-def _copy_path(headers: list[tuple[str, bytes | None]], offset: int, origins: frozenset[str] | None,
-               level: int | None) -> Any:
-    # The copier's loop body for the header (worker/copier.py copy_batch), without produce().
-    others, own = split(headers)
-    previous = None if own is None else decode(own)
-    flags: int | None = copy_flags(previous, "dst", origins, level) if (origins is not None or level is not None) \
-        else (previous.flags if previous is not None else 0)
-    if flags is None:
-        return None
-    path = (*previous.path, "src") if previous is not None else ("src",)
-    others.append((HEADER, encode(path, flags, offset)))
-    return others
+def _stamper(origins: frozenset[str] | None, level: int | None) -> Stamper:
+    """The copier's stamper for a route src -> dst (worker/copier.py builds it the same way)."""
+    if origins is None and level is None:
+        return Stamper("src")
+    return Stamper("src", lambda previous: copy_flags(previous, "dst", origins, level))
 
 
 def _time(records: int, work: Callable[[int], Any]) -> float:
@@ -83,11 +80,12 @@ def measure(records: int, rounds: int = 5) -> dict[str, Any]:
     local = list(_APP_HEADERS)
     hop = [*_APP_HEADERS, (HEADER, b"1|a|0|123456789")]
     tree_copy = [*_APP_HEADERS, (HEADER, b"1|c1|4|123456789")]
+    plain, looping, tree = _stamper(None, None), _stamper(frozenset({"a", "src"}), None), _stamper(None, 1)
     cases = {
         "off": lambda offset: list(local),
-        "local": lambda offset: _copy_path(local, offset, None, None),
-        "hop": lambda offset: _copy_path(hop, offset, frozenset({"a", "src"}), None),
-        "tree": lambda offset: _copy_path(tree_copy, offset, None, 1),
+        "local": lambda offset: plain.stamp(local, offset),
+        "hop": lambda offset: looping.stamp(hop, offset),
+        "tree": lambda offset: tree.stamp(tree_copy, offset),
     }
     rounds = max(1, min(rounds, records))
     samples: dict[str, list[float]] = {name: [] for name in cases}

@@ -95,6 +95,25 @@ class OffsetMap:
         self._src, self._dst, self._len = source_offset, destination_offset, 1
         self._changed.add(destination_offset)
 
+    def record_run(self, source_offsets: list[int], destination_offsets: list[int]) -> None:
+        """:meth:`record` for each pair, in order; O(1) when they continue the newest run 1:1.
+
+        Both lists increase (a partition's offsets in produce order), so a span as long as the
+        list on both sides is one contiguous run.
+        """
+        count = len(source_offsets)
+        length = self._len
+        if (length and count == len(destination_offsets) and source_offsets[0] == self._src + length
+                and destination_offsets[0] == self._dst + length
+                and source_offsets[-1] - source_offsets[0] == count - 1
+                and destination_offsets[-1] - destination_offsets[0] == count - 1):
+            self._len = length + count
+            self._changed.add(self._dst)
+            return
+        record = self.record
+        for source_offset, destination_offset in zip(source_offsets, destination_offsets, strict=True):
+            record(source_offset, destination_offset)
+
     def segments(self) -> list[Segment]:
         if not self._len:
             return list(self._closed)

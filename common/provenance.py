@@ -24,7 +24,7 @@ each copy (never stacked), and always put last.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from common.errors import FerryError
@@ -121,3 +121,73 @@ def stamp(
         kept_flags = previous.flags
     others.append((HEADER, encode(path, kept_flags if flags is None else flags, source_offset)))
     return others
+
+
+class Stamper:
+    """Stamps the copies of one route's records: :func:`stamp` (and a route's copy decision), per record cheaply.
+
+    Stateless to its callers; it only caches. The header's value is ``<prefix><source offset>``,
+    and the prefix depends only on the previous header's path and flags, never on the offset. So
+    the prefix of a local record's copy is built once, and each previous header's prefix (the
+    value up to its last ``|``) maps to its copy's prefix (or to "skip") in a bounded cache: a
+    record costs one scan of its headers, a concatenation, and for a further hop one dictionary
+    look-up and the check of the previous source offset. The result is byte-identical to
+    :func:`stamp` with the flags ``decide`` chose (property-tested); malformed headers raise
+    :class:`ProvenanceError` exactly where :func:`decode` does.
+
+    ``decide``: the route's copy decision for a record's provenance (None for a local record):
+    the copy's flags, or None to skip the record (:func:`common.topology.copy_flags`); without
+    it every record is copied and keeps its flags.
+    """
+
+    MAX_CACHED = 1024  # distinct previous prefixes remembered (paths x flags); the cache is emptied beyond
+
+    def __init__(self, source_cluster: str, decide: Callable[[Provenance | None], int | None] | None = None) -> None:
+        self._source = source_cluster
+        self._decide = decide
+        local_flags = 0 if decide is None else decide(None)
+        self._local_prefix = None if local_flags is None else _prefix((source_cluster,), local_flags)
+        self._hop_prefixes: dict[bytes, bytes | None] = {}
+
+    def stamp(self, headers: list[tuple[str, bytes | None]] | None, source_offset: int) -> Headers | None:
+        """The copy's headers for a record read at ``source_offset`` (a new list), or None: skip it."""
+        own: bytes | None = None
+        if headers:
+            for name, value in headers:
+                if name == HEADER:
+                    own = value if value is not None else b""  # the last one counts, as in split()
+            if own is None:
+                prefix = self._local_prefix
+                return None if prefix is None else [*headers, (HEADER, prefix + str(source_offset).encode())]
+            headers = [header for header in headers if header[0] != HEADER]
+            hop_prefix = self._hop_prefix(own)
+            return None if hop_prefix is None else [*headers, (HEADER, hop_prefix + str(source_offset).encode())]
+        prefix = self._local_prefix
+        return None if prefix is None else [(HEADER, prefix + str(source_offset).encode())]
+
+    def _hop_prefix(self, own: bytes) -> bytes | None:
+        """The prefix of the copy of a record whose header is ``own``, or None: skip it."""
+        head, _, tail = own.rpartition(b"|")
+        try:
+            prefix = self._hop_prefixes[head]
+        except KeyError:
+            previous = decode(own)  # raises for anything malformed, the offset included
+            flags = previous.flags if self._decide is None else self._decide(previous)
+            prefix = None if flags is None else _prefix((*previous.path, self._source), flags)
+            if len(self._hop_prefixes) >= self.MAX_CACHED:
+                self._hop_prefixes.clear()
+            self._hop_prefixes[head] = prefix
+            return prefix
+        # The head was valid when cached; decode() would still refuse a bad offset after it.
+        try:
+            offset = int(tail)
+        except ValueError:
+            offset = -1
+        if offset < 0:
+            raise ProvenanceError(f"malformed {HEADER} header {own[:100]!r}")
+        return prefix
+
+
+def _prefix(path: Sequence[str], flags: int) -> bytes:
+    """:func:`encode`'s value without the source offset."""
+    return b"1|%s|%d|" % (",".join(path).encode(), flags)

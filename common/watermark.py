@@ -99,6 +99,22 @@ class OffsetWatermarks(Generic[K]):
         state.last_sent = offset
         state.order.append(offset)
 
+    def sent_run(self, key: K, offsets: list[int]) -> None:
+        """:meth:`sent` for each of ``offsets``, in order: one call per run of a partition's records.
+
+        ``offsets`` must increase, as a consumer hands a partition's records out; only the first
+        is checked against what was sent before (checking each would cost what the batching saves).
+        """
+        if not offsets:
+            return
+        state = self._keys.get(key)
+        if state is None:
+            state = self._keys[key] = _KeyState()
+        if (state.last_sent is not None and offsets[0] <= state.last_sent) or offsets[-1] < offsets[0]:
+            raise ValueError(f"{key}: offsets {offsets[0]}..{offsets[-1]} sent after {state.last_sent}; offsets must increase")
+        state.last_sent = offsets[-1]
+        state.order.extend(offsets)
+
     def passed(self, key: K, offset: int) -> None:
         """``offset`` was read and deliberately not copied (loop prevention): settled at once.
 
@@ -130,10 +146,26 @@ class OffsetWatermarks(Generic[K]):
         state = self._keys.get(key)
         if state is None or not state.order:
             raise ValueError(f"{key}: an acknowledgement arrived with nothing in flight")
-        offset = state.order[0]
         state.acked_any = True
+        if not state.settled:  # nothing settled out of order: the head alone goes (settle()'s first step)
+            offset = state.last_done = state.order.popleft()
+            return offset
+        offset = state.order[0]
         state.settle(offset)
         return offset
+
+    def acked_oldest_run(self, key: K, count: int) -> list[int]:
+        """:meth:`acked_oldest` ``count`` times: the ``count`` oldest offsets in flight, acknowledged, in order."""
+        state = self._keys.get(key)
+        if state is None or len(state.order) < count:
+            raise ValueError(f"{key}: {count} acknowledgements arrived with fewer offsets in flight")
+        if state.settled or not count:
+            return [self.acked_oldest(key) for _ in range(count)]
+        state.acked_any = True
+        popleft = state.order.popleft
+        offsets = [popleft() for _ in range(count)]
+        state.last_done = offsets[-1]
+        return offsets
 
     def fail_oldest(self, key: K, reason: str) -> int:
         """Marks the oldest offset in flight for ``key`` as failed (see :meth:`failed`) and returns it."""

@@ -40,7 +40,7 @@ from common.config import RouteConfig, WorkerConfig
 from common.kafka_errors import KafkaFailure, kafka_error
 from common.model import PartitionStatus
 from common.offset_map import MAP_TOPIC, OffsetMap, segment_key, segment_value
-from common.provenance import HEADER, ProvenanceError, decode, encode, split
+from common.provenance import Provenance, ProvenanceError, Stamper
 from common.resume import resume_plan
 from common.topology import copy_flags
 from common.vocabulary import PartitionState
@@ -114,6 +114,7 @@ class RouteCopier:
         (``FerryConfig.copied_origins``); None copies every record (unless a tree level says otherwise)."""
         self.route = route
         self._origins = origins
+        self._stamper = Stamper(route.source, self._copy_decision(route, origins))
         self._destination_names: dict[str, str] = {}
         self._source_names: dict[str, str] = {}  # the reverse, for delivery reports
         self._config = config
@@ -148,6 +149,10 @@ class RouteCopier:
         self._map_in_flight = 0  # offset-map segments produced and not yet acknowledged or failed
         self._map_failed = False  # a segment failed since the last commit: it is written again first
         self._map_topic_ready = False
+        # Delivery reports not applied yet to the tracker and the offset map: the callback only
+        # queues them, _settle_deliveries() applies them in order, successes per run of a partition.
+        self._delivered: list[Any] = []
+        self._failures: list[tuple[int, KafkaError, Any]] = []  # (position in _delivered, error, message)
         self.changed = False  # a partition went to ERROR since the worker last looked
 
     # -- what the worker reads --------------------------------------------------------------
@@ -163,6 +168,7 @@ class RouteCopier:
         return self._assigned | set(self._errors)
 
     def in_flight(self) -> int:
+        self._settle_deliveries()
         return self._tracker.in_flight()
 
     # -- OFFLINE -> ONLINE ------------------------------------------------------------------
@@ -336,6 +342,7 @@ class RouteCopier:
         log.info("route %s: producer batches capped at %d bytes to fit %s's max.message.bytes=%d",
                  self.route.name, fitting, topic, limit)
         self._producer.flush(0)
+        self._settle_deliveries()
         self._batch_size = fitting
         self._producer_settings["batch.size"] = fitting
         self._producer = self._new_producer()
@@ -365,6 +372,15 @@ class RouteCopier:
 
     # -- copying ----------------------------------------------------------------------------
 
+    @staticmethod
+    def _copy_decision(route: RouteConfig, origins: frozenset[str] | None) -> Callable[[Provenance | None], int | None] | None:
+        """The route's copy decision for the stamper (:func:`common.topology.copy_flags`); None: copy every record."""
+        level = route.copy_level
+        if origins is None and level is None:
+            return None
+        destination = route.destination
+        return lambda previous: copy_flags(previous, destination, origins, level)
+
     def copy_batch(self, timeout: float) -> int:
         """Consumes one batch and hands it to the producer; returns the number of records sent."""
         # consume(n, timeout) waits for n records or the whole timeout: at a modest rate that adds
@@ -375,52 +391,60 @@ class RouteCopier:
             first = self._consumer.poll(timeout)
             if first is None:
                 self._producer.poll(0)
+                self._settle_deliveries()
                 return 0
             messages = [first, *self._consumer.consume(self._config.consume_batch - 1, 0)]
         produce = self._producer.produce
-        source = self.route.source
-        destination = self.route.destination
-        origins = self._origins
-        level = self.route.copy_level
-        filtering = origins is not None or level is not None
+        stamp = self._stamper.stamp
         names = self._destination_names
-        sent = self._tracker.sent
+        tracker = self._tracker
         errors = self._errors
         skips = self._skip
         copied = 0
         skipped = 0
         size = 0
+        # librdkafka hands a partition's fetched records out in runs: per run, the key and the
+        # destination topic are looked up once, and the offsets handed to the producer go to the
+        # tracker in one call (before anything that may serve delivery reports or settle the key).
+        run_topic: str | None = None
+        run_partition = -1
+        key: TopicPartitionKey = ("", -1)
+        destination_topic = ""
+        run: list[int] = []
         for message in messages:
             if message.error() is not None:
                 self._consumer_error(message)
                 continue
-            topic = message.topic()
             partition = message.partition()
-            key = (topic, partition)
-            if key in errors:
+            if partition != run_partition or message.topic() != run_topic:
+                if run:
+                    tracker.sent_run(key, run)
+                    run = []
+                run_topic, run_partition = message.topic(), partition
+                key = (run_topic, partition)
+                destination_topic = names.get(run_topic) or self._destination_name(run_topic)
+            if errors and key in errors:
                 continue  # stopped: fetched before the pause took effect; never committed past
             offset = message.offset()
-            if skips and key in skips and self._skipped(key, offset):
-                continue
+            if skips and key in skips:
+                if run:
+                    tracker.sent_run(key, run)
+                    run = []
+                if self._skipped(key, offset):
+                    continue
             timestamp_type, timestamp = message.timestamp()
             try:
-                # common.provenance.stamp, inlined to decode the header once for the filter too.
-                headers, own = split(message.headers())
-                previous = None if own is None else decode(own)
+                headers = stamp(message.headers(), offset)
             except ProvenanceError as exc:
                 self._stop(key, offset, PartitionStopped(f"offset {offset}: {exc}"))
                 continue
-            if filtering:
-                flags = copy_flags(previous, destination, origins, level)
-                if flags is None:
-                    self._tracker.passed(key, offset)
-                    skipped += 1
-                    continue
-            else:
-                flags = previous.flags if previous is not None else 0
-            path = (*previous.path, source) if previous is not None else (source,)
-            headers.append((HEADER, encode(path, flags, offset)))
-            destination_topic = names.get(topic) or self._destination_name(topic)
+            if headers is None:  # loop prevention or the tree level: not for this route's destination
+                if run:
+                    tracker.sent_run(key, run)
+                    run = []
+                tracker.passed(key, offset)
+                skipped += 1
+                continue
             while True:
                 try:
                     produce(destination_topic, message.value(), message.key(), partition,
@@ -428,17 +452,24 @@ class RouteCopier:
                     break
                 except BufferError:
                     # The producer's queue is full: wait for deliveries (back-pressure on the source).
+                    if run:
+                        tracker.sent_run(key, run)
+                        run = []
                     self._producer.poll(0.05)
+                    self._settle_deliveries()  # a failure among them stops its partition now
                 except KafkaException as exc:
                     self._stop(key, offset, _delivery_failure(
                         kafka_error(exc), f"offset {offset}: the destination producer refused the record"))
                     break
-            if key in errors:
+            if errors and key in errors:
                 continue
-            sent(key, offset)
+            run.append(offset)
             copied += 1
             size += len(message)
+        if run:
+            tracker.sent_run(key, run)
         self._producer.poll(0)
+        self._settle_deliveries()
         self._metrics.records.labels(self.route.name).inc(copied)
         if skipped:
             self._metrics.skipped.labels(self.route.name).inc(skipped)
@@ -461,18 +492,63 @@ class RouteCopier:
         return True
 
     def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
-        # Runs inside poll()/flush() on the copy-loop thread. Delivery reports of one partition
-        # arrive in produce order (idempotent producer), so the oldest in-flight offset is this one.
-        topic = message.topic()
-        key = (self._source_names.get(topic, topic), message.partition())
+        # Runs inside poll()/flush() on the copy-loop thread, once per record: it only queues the
+        # report (a failure with its place among the successes); _settle_deliveries applies them.
         if error is None:
-            source_offset = self._tracker.acked_oldest(key)
-            offsets = self._maps.get(key)
-            if offsets is not None:
-                offsets.record(source_offset, message.offset())
+            self._delivered.append(message)
         else:
+            self._failures.append((len(self._delivered), error, message))
+
+    def _settle_deliveries(self) -> None:
+        """Applies the queued delivery reports, in the order they arrived.
+
+        A success acknowledges its partition's oldest offset in flight (an idempotent producer
+        reports a partition's deliveries in produce order), so a run of a partition's successes
+        acknowledges that many and extends the offset map at once. A failure fails its partition's
+        oldest offset in flight and stops the partition (:meth:`_stop`).
+        Called after every poll/flush that may have served reports, before the tracker or the
+        map is read. Not between an offset-map write and the commit it guards (:meth:`commit`):
+        records acknowledged there count from the next commit on, once a segment describes them.
+        """
+        delivered, failures = self._delivered, self._failures
+        if not delivered and not failures:
+            return
+        self._delivered = []
+        if not failures:
+            self._settle_successes(delivered)
+            return
+        self._failures = []
+        start = 0
+        for position, error, message in failures:
+            self._settle_successes(delivered[start:position])
+            start = position
+            topic = message.topic()
+            key = (self._source_names.get(topic, topic), message.partition())
             offset = self._tracker.fail_oldest(key, error.str())
             self._stop(key, offset, _delivery_failure(kafka_error(error), f"offset {offset}: the destination rejected the record"))
+        self._settle_successes(delivered[start:])
+
+    def _settle_successes(self, delivered: list[Any]) -> None:
+        run_topic: str | None = None
+        run_partition = -1
+        run: list[int] = []
+        for message in delivered:
+            partition = message.partition()
+            if partition != run_partition or message.topic() != run_topic:
+                if run:
+                    self._settle_run(run_topic, run_partition, run)
+                    run = []
+                run_topic, run_partition = message.topic(), partition
+            run.append(message.offset())
+        if run:
+            self._settle_run(run_topic, run_partition, run)
+
+    def _settle_run(self, topic: Any, partition: int, destination_offsets: list[int]) -> None:
+        key = (self._source_names.get(topic, topic), partition)
+        source_offsets = self._tracker.acked_oldest_run(key, len(destination_offsets))
+        offsets = self._maps.get(key)
+        if offsets is not None:
+            offsets.record_run(source_offsets, destination_offsets)
 
     def _consumer_error(self, message: Any) -> None:
         error: KafkaError = message.error()
@@ -536,11 +612,11 @@ class RouteCopier:
         leaves committed records that no map segment describes (the next owner's look-back starts
         at the committed offset, so it could not describe them again).
         """
+        self._settle_deliveries()  # and none until the commit: see _settle_deliveries
         # What may be committed is fixed before the map is written: every offset below it was
         # acknowledged, so recorded in the map, so described by the segments written now.
-        # Deliveries served while waiting for the map's acknowledgements move the watermark on,
-        # past what those segments describe; committing that would leave the next owner (whose
-        # look-back stops just below the committed offset) a stretch that no segment describes.
+        # Deliveries acknowledged while waiting for the map's acknowledgements are queued, not
+        # applied; they count from the next commit, once a segment describes them.
         committable = self._tracker.committables()
         self._write_map(keys)
         for _ in range(_MAP_WAIT_POLLS):
@@ -608,14 +684,17 @@ class RouteCopier:
         """
         self._producer.purge(in_queue=True, in_flight=True, blocking=False)
         self._producer.poll(0)
+        self._settle_deliveries()
 
     def poll(self, timeout: float) -> None:
         """Serves delivery reports without consuming anything."""
         self._producer.poll(timeout)
+        self._settle_deliveries()
 
     def flush(self, timeout: float) -> int:
         """Waits for the destination to acknowledge everything sent; returns what is still in flight."""
         remaining: int = self._producer.flush(timeout)
+        self._settle_deliveries()
         return remaining
 
     # -- ONLINE -> OFFLINE ------------------------------------------------------------------

@@ -286,6 +286,41 @@ def test_release_flushes_then_commits_then_unassigns(rig: SimpleNamespace) -> No
     assert ("commit", [(TOPIC, 0, 5)]) in rig.calls
 
 
+def test_records_acknowledged_while_the_map_is_written_are_committed_with_the_next_map_write(
+        rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Delivery reports are applied in runs (_settle_deliveries), not while commit() waits for its
+    # offset-map segments: a commit never passes what the segments it just wrote describe.
+    rig.copier.acquire([(TOPIC, 0)])
+    _feed(rig, 0, range(0, 5))
+    rig.copier.copy_batch(0.1)  # the fake delivers at once: 0..4 acknowledged
+    _feed(rig, 0, range(5, 8))
+    with monkeypatch.context() as patch:
+        patch.setattr(rig.producer, "poll", lambda timeout: 0)  # 5..7 stay in flight
+        rig.copier.copy_batch(0.1)
+    assert rig.copier.commit()  # its wait for the map write delivers 5..7 as well
+    assert ("commit", [(TOPIC, 0, 5)]) in rig.calls and rig.producer.map_writes[-1][1] == b"1|0|5"
+    assert rig.copier.in_flight() == 0
+    assert rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 8)]) in rig.calls and rig.producer.map_writes[-1][1] == b"1|0|8"
+
+
+def test_a_failure_reported_while_the_map_is_written_holds_the_watermark_and_stops_the_partition_after(
+        rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    rig.copier.acquire([(TOPIC, 0)])
+    _feed(rig, 0, range(0, 3))
+    rig.copier.copy_batch(0.1)  # 0..2 acknowledged
+    rig.producer.fail[(TOPIC, 0, 5)] = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)  # offset 4
+    _feed(rig, 0, range(3, 6))
+    with monkeypatch.context() as patch:
+        patch.setattr(rig.producer, "poll", lambda timeout: 0)
+        rig.copier.copy_batch(0.1)
+    assert rig.copier.commit()  # 3 ok, 4 failed, 5 ok: all reported during the map write's wait
+    assert ("commit", [(TOPIC, 0, 3)]) in rig.calls
+    assert rig.copier.in_flight() == 0 and rig.copier.statuses()[(TOPIC, 0)].state == "ERROR"
+    assert rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 4)]) in rig.calls  # up to the failed record, never past it
+
+
 def test_producer_batches_shrink_to_fit_the_destination_topic_limit(rig: SimpleNamespace) -> None:
     first = rig.producer
     rig.admin.max_message_bytes = 50_000

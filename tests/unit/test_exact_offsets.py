@@ -120,6 +120,37 @@ def test_translation_is_exact_against_a_model(events: list[tuple[str, int]]) -> 
             assert not any(s is not None and log[got - 1] < s < committed for s in log)
 
 
+@given(copy_events, st.data())
+def test_runs_recorded_at_once_make_the_map_recorded_one_by_one(events: list[tuple[str, int]], data: st.DataObject) -> None:
+    """The copier applies a partition's delivery reports per run (record_run): same segments,
+    same changed segments, as record() for each, with take_changed() in between at any point."""
+    pairs: list[tuple[int, int]] = []
+    source = destination = 0
+    for kind, n in events:
+        if kind in ("copy", "restart"):
+            pairs += [(source + i, destination + i) for i in range(n)]
+            source, destination = source + n, destination + n
+        elif kind == "source_gap":
+            source += n
+        elif kind == "other_writer":
+            destination += n
+        else:
+            source = max(0, source - n)
+    one, runs = OffsetMap(), OffsetMap()
+    position = 0
+    while position < len(pairs):
+        size = data.draw(st.integers(1, len(pairs) - position))
+        chunk = pairs[position:position + size]
+        position += size
+        for s, d in chunk:
+            one.record(s, d)
+        runs.record_run([s for s, _ in chunk], [d for _, d in chunk])
+        if data.draw(st.booleans()):
+            assert one.take_changed() == runs.take_changed()
+        assert one.segments() == runs.segments()
+    assert one.take_changed() == runs.take_changed()
+
+
 @given(st.lists(st.integers(1, 20), min_size=1, max_size=20), st.integers(0, 300))
 def test_trim_follows_retention(runs: list[int], log_start: int) -> None:
     offsets = OffsetMap()

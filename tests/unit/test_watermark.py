@@ -176,3 +176,47 @@ def test_the_watermark_never_passes_an_unacked_offset_and_never_decreases(
             assert previous is None or committable >= previous
             previous = committable
         assert marks.in_flight("k") == len(unacked)
+
+
+@given(st.lists(st.integers(1, 5), min_size=1, max_size=40), st.data())
+def test_runs_sent_at_once_track_as_sent_one_by_one(gaps: list[int], data: st.DataObject) -> None:
+    # The copier hands a partition's offsets over per run (sent_run) and applies its delivery
+    # reports per run (acked_oldest_run); failures may settle offsets out of order in between.
+    offsets = [sum(gaps[: i + 1]) for i in range(len(gaps))]
+    one, runs = OffsetWatermarks(), OffsetWatermarks()
+    in_flight: list[int] = []
+    position = 0
+    while position < len(offsets):
+        size = data.draw(st.integers(1, len(offsets) - position))
+        chunk = offsets[position:position + size]
+        position += size
+        for offset in chunk:
+            one.sent("k", offset)
+        runs.sent_run("k", chunk)
+        in_flight += chunk
+        if data.draw(st.booleans()):  # a failure settles an offset out of order
+            failed = data.draw(st.sampled_from(in_flight))
+            one.failed("k", failed, "x")
+            runs.failed("k", failed, "x")
+        acks = data.draw(st.integers(0, one.in_flight("k")))
+        if data.draw(st.booleans()):  # a run of delivery reports at once, or one by one
+            acked = runs.acked_oldest_run("k", acks)
+            assert [one.acked_oldest("k") for _ in range(acks)] == acked
+        else:
+            acked = [runs.acked_oldest("k") for _ in range(acks)]
+            assert [one.acked_oldest("k") for _ in range(acks)] == acked
+        in_flight = [o for o in in_flight if o not in acked]
+        assert one.committables() == runs.committables() and one.in_flight("k") == runs.in_flight("k")
+    runs.sent_run("k", [])  # nothing: no change
+    assert one.committables() == runs.committables()
+
+
+def test_a_run_must_follow_what_was_sent() -> None:
+    marks = OffsetWatermarks()
+    marks.sent_run("k", [3, 4])
+    with pytest.raises(ValueError):
+        marks.acked_oldest_run("k", 3)  # more reports than offsets in flight
+    with pytest.raises(ValueError):
+        marks.sent_run("k", [4, 5])
+    with pytest.raises(ValueError):
+        marks.sent_run("k", [9, 7])

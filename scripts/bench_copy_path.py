@@ -1,0 +1,151 @@
+"""CPU cost of the worker's per-record Python: ``RouteCopier.copy_batch`` and its delivery callbacks.
+
+No servers. The consumer hands out real ``confluent_kafka.Message`` objects (8 partitions, two
+application headers, as ``ferry bench`` writes them); the producer is a stand-in that queues
+what it is given and, in ``poll``, calls the delivery callback with a real ``Message`` carrying the
+destination offset, as librdkafka would. So the figure is Ferry's own Python per record (copy
+loop, provenance header, offset tracker, offset map, delivery callback) plus the stand-in's small
+constant cost, without librdkafka's C work, which a change to the copier does not touch.
+
+Run: ``.venv/bin/python scripts/bench_copy_path.py [--records N] [--repeat R] [--case local|hop|loop]``.
+Prints the best and the median of ``--repeat`` rounds (CPU of this process, ``time.process_time``),
+in ns per record, beside the broker ceiling's loop (``bench/ceiling.py``) on the same stand-ins,
+and the difference: what Ferry's bookkeeping adds per record. Asserts nothing. ``local``: records without Ferry's header (a first copy);
+``hop``: records that carry a previous copy's header (a chain); ``loop``: the same on a route
+with loop prevention.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+from unittest import mock
+
+from confluent_kafka import Message
+
+from common.config import RouteConfig, WorkerConfig
+from worker import copier as copier_module
+from worker.copier import RouteCopier
+from worker.metrics import WorkerMetrics
+
+TOPIC = "bench"
+PARTITIONS = 8
+BATCH = 1000
+
+
+class _Consumer:
+    def __init__(self) -> None:
+        self.batches: list[list[Any]] = []
+
+    def consume(self, num: int, timeout: float) -> list[Any]:
+        return self.batches.pop() if self.batches else []
+
+    def poll(self, timeout: float) -> None:
+        return None
+
+
+class _Producer:
+    """Delivers, in ``poll``, the pre-built reports of the records produced since the last poll."""
+
+    def __init__(self, on_delivery: Any, reports: dict[int, list[Any]]) -> None:
+        self.on_delivery = on_delivery
+        self.pending: list[int] = []
+        self.reports = {partition: iter(messages) for partition, messages in reports.items()}
+
+    def produce(self, topic: str, value: Any, key: Any, partition: int, timestamp: int, headers: Any) -> None:
+        self.pending.append(partition)
+
+    def poll(self, timeout: float) -> int:
+        pending, self.pending = self.pending, []
+        on_delivery, reports = self.on_delivery, self.reports
+        for partition in pending:
+            on_delivery(None, next(reports[partition]))
+        return 0
+
+
+def _batches(records: int, headers: list[tuple[str, bytes]]) -> tuple[list[list[Any]], dict[int, list[Any]]]:
+    """Batches of BATCH records, each a run of one partition (as librdkafka hands fetched sets out),
+    and per partition the delivery reports of their copies, built before the clock starts."""
+    value, batches, next_offset = b"x" * 100, [], [0] * PARTITIONS
+    for number in range(records // BATCH):
+        partition = number % PARTITIONS
+        start = next_offset[partition]
+        next_offset[partition] = start + BATCH
+        batches.append([Message(topic=TOPIC, partition=partition, offset=o, key=b"%010d" % o, value=value,
+                                headers=list(headers), timestamp=(1, 1_700_000_000_000 + o))
+                        for o in range(start, start + BATCH)])
+    batches.reverse()
+    reports = {p: [Message(topic=TOPIC, partition=p, offset=o) for o in range(next_offset[p])] for p in range(PARTITIONS)}
+    return batches, reports
+
+
+def _bare_round(records: int, headers: list[tuple[str, bytes]]) -> float:
+    """The broker ceiling's loop (bench/ceiling.py) on the same stand-ins: what any copy costs here."""
+    batches, reports = _batches(records, headers)
+    producer = _Producer(lambda error, message: None, reports)
+    produce = producer.produce
+    started = time.process_time()
+    while batches:
+        for message in batches.pop():
+            if message.error() is not None:
+                continue
+            timestamp_type, timestamp = message.timestamp()
+            produce(message.topic(), message.value(), message.key(), message.partition(),
+                    timestamp=timestamp if timestamp_type else 0, headers=message.headers())
+        producer.poll(0)
+    return (time.process_time() - started) / records * 1e9
+
+
+def _headers(case: str) -> list[tuple[str, bytes]]:
+    headers = [("bench-run", b"r1"), ("bench-seq", b"0000000001")]
+    if case != "local":
+        headers.append(("ferry.provenance", b"1|origin|0|123456"))
+    return headers
+
+
+def _round(records: int, case: str) -> float:
+    route = RouteConfig(source="src", destination="dst", loop_prevention=case == "loop")
+    headers = _headers(case)
+    consumer = _Consumer()
+    consumer.batches, reports = _batches(records, headers)
+
+    def producer(cluster: Any, on_delivery: Any, **overrides: Any) -> _Producer:
+        return _Producer(on_delivery, reports)
+
+    with mock.patch.object(copier_module.kafka_clients, "consumer", lambda *a, **k: consumer), \
+            mock.patch.object(copier_module.kafka_clients, "producer", producer), \
+            mock.patch.object(copier_module.kafka_clients, "admin", lambda *a, **k: None), \
+            mock.patch.object(copier_module, "DestinationReader", lambda *a, **k: None):
+        copier = RouteCopier(route, {}, {}, WorkerConfig(), WorkerMetrics(), "bench",
+                             origins=frozenset({"origin", "src"}) if case == "loop" else None)
+    # Held partitions as acquire() leaves them (without the clusters it asks).
+    for partition in range(PARTITIONS):
+        copier._assigned.add((TOPIC, partition))
+        copier._maps[(TOPIC, partition)] = copier_module.OffsetMap()
+    started = time.process_time()
+    while copier.copy_batch(0):
+        pass
+    elapsed = time.process_time() - started
+    assert copier.in_flight() == 0
+    return elapsed / records * 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python scripts/bench_copy_path.py")
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--case", choices=("local", "hop", "loop"), default="local")
+    args = parser.parse_args()
+    ferry, bare = [], []
+    for _ in range(args.repeat):  # interleaved, so a neighbour's burst hits both alike
+        bare.append(_bare_round(args.records, _headers(args.case)))
+        ferry.append(_round(args.records, args.case))
+    print(f"{args.case}: copy_batch {min(ferry):.0f} ns/record best, {statistics.median(ferry):.0f} median; "
+          f"the ceiling's loop {min(bare):.0f} best, {statistics.median(bare):.0f} median; "
+          f"Ferry's own {min(ferry) - min(bare):.0f} ns/record ({args.repeat} rounds of {args.records:,} records)")
+
+
+if __name__ == "__main__":
+    main()

@@ -54,7 +54,7 @@ demo: setup
 # docs/configuration.md is generated from common/config.py: a stale one fails here.
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/mypy common controller worker pipeline bench fleet
+	$(BIN)/mypy ferry
 	$(BIN)/lint-imports
 	$(BIN)/python scripts/config_docs.py --check
 

@@ -1,6 +1,6 @@
 """The broker ceiling: the cheapest honest copy, run as its own process and measured like the others.
 
-``python -m bench.ceiling --source HOST:PORT --destination HOST:PORT --partitions N [--block I/K]
+``python -m ferry.bench.ceiling --source HOST:PORT --destination HOST:PORT --partitions N [--block I/K]
 [--consumer-config JSON] [--producer-config JSON] TOPIC...``
 
 The bench runs one such process per CPU (``--block I/K``: the I-th of K contiguous blocks of
@@ -24,14 +24,14 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from common import kafka_clients
-from common.support import produce_blocking
+from ferry.common import kafka_clients
+from ferry.common.support import produce_blocking
 
 BATCH = 10_000
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.ceiling")
+    parser = argparse.ArgumentParser(prog="python -m ferry.bench.ceiling")
     parser.add_argument("--source", required=True)
     parser.add_argument("--destination", required=True)
     parser.add_argument("--partitions", type=int, required=True)

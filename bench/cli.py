@@ -1,7 +1,7 @@
 """``ferry bench``: the same workload through the broker ceiling, Ferry and MirrorMaker 2, on the local stack.
 
 Plugs into ``ferry`` through the ``ferry.commands`` entry point (``bench = bench.cli:register``);
-also runs alone: ``python -m bench.cli --records 20000 --skip-mm2``. Heavy imports wait until
+also runs alone: ``python -m ferry.bench.cli --records 20000 --skip-mm2``. Heavy imports wait until
 the command really runs.
 """
 
@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.names import KNOWN, SYSTEMS, WorkloadSpec, known_system, parse_workloads
-from common.errors import FerryError
+from ferry.bench.names import KNOWN, SYSTEMS, WorkloadSpec, known_system, parse_workloads
+from ferry.common.errors import FerryError
 
 DEFAULT_WORKLOADS = "1x100,1x1024,1x10240:200000,8x100,8x1024,8x10240:200000"
 
@@ -74,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_arguments(parser)
     parser.set_defaults(func=run)
     # `ferry bench controller ...`: the controller at scale (bench/controller.py); `ferry bench [options]` as before.
-    from bench import controller
+    from ferry.bench import controller
 
     controller.register(parser.add_subparsers(dest="bench_command", metavar="controller"))
     failover = subparsers.add_parser(
@@ -91,9 +91,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_failover(args: argparse.Namespace) -> int:
     import tempfile
 
-    from bench.failover import render
-    from bench.failover import run_failover as run_it
-    from common import devstack
+    from ferry.bench.failover import render
+    from ferry.bench.failover import run_failover as run_it
+    from ferry.common import devstack
 
     try:
         lags = [int(x) for x in args.lags.split(",") if x.strip()]
@@ -116,15 +116,15 @@ def run(args: argparse.Namespace) -> int:
     """Runs the benchmark; exit status 1 when any run FAILED its check."""
     import tempfile
 
-    from bench.report import render, write_json
-    from bench.runner import Options, run_bench
-    from bench.workload import Workload
-    from common import devstack
+    from ferry.bench.report import render, write_json
+    from ferry.bench.runner import Options, run_bench
+    from ferry.bench.workload import Workload
+    from ferry.common import devstack
 
     if args.records < 1 or args.partitions < 1:
         raise FerryError("--records and --partitions must be at least 1")
     if args.header_cost:
-        from bench import header_cost
+        from ferry.bench import header_cost
 
         return header_cost.run(args.records, args.json)
     if args.idle_partitions < 0 or args.idle_seconds <= 0:
@@ -153,8 +153,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench.cli ARGS`` is ``ferry bench ARGS``."""
-    from common.cli import main as ferry_main
+    """``python -m ferry.bench.cli ARGS`` is ``ferry bench ARGS``."""
+    from ferry.common.cli import main as ferry_main
 
     return ferry_main(["bench", *(sys.argv[1:] if argv is None else argv)])
 

@@ -3,7 +3,7 @@
 Reproduces issue 15's measurement on the local stack (``ferry dev up``): a given number of
 topics and partitions, ``N`` fake workers (:mod:`bench.fake_workers`: kazoo sessions in a few
 processes that speak the worker protocol and report every assigned partition ONLINE), and the
-controller as a process of its own (``python -m common.cli controller``), measured from outside:
+controller as a process of its own (``python -m ferry.common.cli controller``), measured from outside:
 
 1. whitelisting: all but the last ``--single-posts`` topics in bulk ``POST /topics`` requests of
    ``--batch-topics`` topics, then the rest one ``POST /topics`` each (their latency); the time
@@ -43,11 +43,11 @@ from typing import Any
 import requests
 import yaml
 
-from bench.errors import BenchError
-from bench.procstat import cpu_seconds, machine
-from common.errors import FerryError
-from common.support import ferry_command, fleet_config, free_port, poll_until, spawn
-from common.vocabulary import ControllerState
+from ferry.bench.errors import BenchError
+from ferry.bench.procstat import cpu_seconds, machine
+from ferry.common.errors import FerryError
+from ferry.common.support import ferry_command, fleet_config, free_port, poll_until, spawn
+from ferry.common.vocabulary import ControllerState
 
 ROUTE = "src.dst"
 # The issue's figures, measured on this machine before this work (one controller, 50-200 fake workers).
@@ -117,7 +117,7 @@ class Fleet:
 
     def start(self, worker_ids: list[str], processes: int, timeout_s: float) -> None:
         context = multiprocessing.get_context("spawn")
-        from bench.fake_workers import fleet_main
+        from ferry.bench.fake_workers import fleet_main
 
         groups = [worker_ids[i::processes] for i in range(min(processes, len(worker_ids)))]
         for index, ids in enumerate(groups):
@@ -189,7 +189,7 @@ class Fleet:
 # -- the controller processes -----------------------------------------------------------------
 
 class ControllerProcess:
-    """``python -m common.cli controller`` with its own REST port and log file."""
+    """``python -m ferry.common.cli controller`` with its own REST port and log file."""
 
     def __init__(self, config_path: Path, controller_id: str, workdir: Path) -> None:
         self.port = free_port()
@@ -573,7 +573,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from common import devstack
+    from ferry.common import devstack
 
     sizes = args.sizes or [Size(16_000, 200), Size(160_000, 2_000)]
     if args.processes < 1 or args.batch_topics < 1 or args.single_posts < 0:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common.errors import FerryError
+from ferry.common.errors import FerryError
 
 
 class BenchError(FerryError):

@@ -27,13 +27,13 @@ import yaml
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from bench.errors import BenchError
-from bench.systems import FerryWorkers, MirrorMaker2
-from common import kafka_clients
-from common.devstack import Stack
-from common.offset_map import OffsetMap
-from common.provenance import stamp
-from common.support import (
+from ferry.bench.errors import BenchError
+from ferry.bench.systems import FerryWorkers, MirrorMaker2
+from ferry.common import kafka_clients
+from ferry.common.devstack import Stack
+from ferry.common.offset_map import OffsetMap
+from ferry.common.provenance import stamp
+from ferry.common.support import (
     WaitTimeout,
     commit_offset,
     committed_offset,

@@ -12,7 +12,7 @@ partitions ONLINE with that generation, so a partition the leader took away is r
 States of a fake worker: ``NEW -> RUNNING`` (:meth:`start`), ``RUNNING -> GONE`` (:meth:`kill`
 or :meth:`leave`).
 
-:func:`fleet_main` runs many of them in one process (``python -m bench.fake_workers`` is not
+:func:`fleet_main` runs many of them in one process (``python -m ferry.bench.fake_workers`` is not
 needed: the bench starts it with :mod:`multiprocessing`), so 2,000 sessions take a few
 processes, not 2,000 threads in one. It reports, through a pipe, each worker's count of ONLINE
 partitions whenever ZooKeeper acknowledged a new status, and takes commands (``kill``, ``join``,
@@ -37,8 +37,8 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.recipe.watchers import DataWatch
 
-from common.model import PartitionState, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus
-from common.zk_layout import ZkLayout
+from ferry.common.model import PartitionState, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus
+from ferry.common.zk_layout import ZkLayout
 
 # worker id, partitions ONLINE now, time.time() when ZooKeeper took the status
 Report = Callable[[str, int, float], None]

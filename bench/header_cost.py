@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from common.provenance import HEADER, Stamper, encode
-from common.topology import copy_flags
+from ferry.common.provenance import HEADER, Stamper, encode
+from ferry.common.topology import copy_flags
 
 _APP_HEADERS: list[tuple[str, bytes | None]] = [("trace-id", b"0af7651916cd43dd8448eb211c80319c"), ("type", b"order")]
 

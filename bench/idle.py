@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import procstat, workload
-from bench.errors import BenchError
-from bench.systems import FerryWorkers
-from common.devstack import Server, Stack
-from common.support import poll_until
+from ferry.bench import procstat, workload
+from ferry.bench.errors import BenchError
+from ferry.bench.systems import FerryWorkers
+from ferry.common.devstack import Server, Stack
+from ferry.common.support import poll_until
 
 _ONLINE_TIMEOUT_S = 120.0
 _SETTLE_S = 1.0

@@ -22,8 +22,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.errors import BenchError
-from common.devstack import jars_dir
+from ferry.bench.errors import BenchError
+from ferry.common.devstack import jars_dir
 
 PRODUCER_MAIN = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_MAIN = "org.apache.kafka.tools.ConsumerPerformance"

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import idle, limits, procstat, workload
-from bench.errors import BenchError
-from bench.names import KNOWN, SYSTEMS, known_system
-from bench.systems import Ceiling, FerryWorkers, MirrorMaker2, System
-from bench.workload import Latency, Workload
-from common.devstack import Stack
-from common.support import records_in
+from ferry.bench import idle, limits, procstat, workload
+from ferry.bench.errors import BenchError
+from ferry.bench.names import KNOWN, SYSTEMS, known_system
+from ferry.bench.systems import Ceiling, FerryWorkers, MirrorMaker2, System
+from ferry.bench.workload import Latency, Workload
+from ferry.common.devstack import Stack
+from ferry.common.support import records_in
 
 log = logging.getLogger(__name__)
 

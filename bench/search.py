@@ -1,4 +1,4 @@
-"""The pure part of ``python -m bench.sweep``: the settings grid, paired comparisons, a coordinate search.
+"""The pure part of ``python -m ferry.bench.sweep``: the settings grid, paired comparisons, a coordinate search.
 
 No I/O and no clock: the search gets a ``measure(baseline, candidate)`` function that runs both
 configurations (interleaved, on the same workloads) and returns one :class:`Pair` per workload and

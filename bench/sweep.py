@@ -1,11 +1,11 @@
-"""``python -m bench.sweep``: find the worker's client settings by measurement (a coordinate search).
+"""``python -m ferry.bench.sweep``: find the worker's client settings by measurement (a coordinate search).
 
 Fills each workload's source topic once, then compares configurations of one Ferry worker
 (``ferry-1w``) in pairs on the same topics: the current best and a candidate, interleaved
 (A B A B ...), each run checked for loss and order like ``ferry bench``'s. The search itself is
 :func:`bench.search.coordinate_search`; this module only runs it against the local stack.
 
-    python -m bench.sweep [--workloads 1x1024,8x100,8x1024,8x10240:50000,64x1024] [--records 200000]
+    python -m ferry.bench.sweep [--workloads 1x1024,8x100,8x1024,8x10240:50000,64x1024] [--records 200000]
                           [--repeats 1] [--start JSON] [--param consumer.fetch.wait.max.ms=5|50 ...]
                           [--compare JSON] [--json FILE] [--markdown FILE] [--workdir DIR]
 
@@ -27,8 +27,18 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.names import parse_workloads
-from bench.search import DEFAULT, Pair, Param, SearchResult, Trial, coordinate_search, judge, parse_param, trials_table
+from ferry.bench.names import parse_workloads
+from ferry.bench.search import (
+    DEFAULT,
+    Pair,
+    Param,
+    SearchResult,
+    Trial,
+    coordinate_search,
+    judge,
+    parse_param,
+    trials_table,
+)
 
 MIB = 1024 * 1024
 # The issue's known-good point: no backoff when the local queue is full, short fetch waits.
@@ -68,7 +78,7 @@ def _param(text: str) -> Param:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m bench.sweep", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m ferry.bench.sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("--workloads", default=DEFAULT_WORKLOADS, help=f"as ferry bench's (default {DEFAULT_WORKLOADS})")
     p.add_argument("--records", type=int, default=200_000, help="records of a workload that names none (default 200,000)")
     p.add_argument("--partitions", type=int, default=8, help="partitions of a workload that names none (default 8)")
@@ -89,16 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         specs = parse_workloads(args.workloads)
     except ValueError as exc:
-        print(f"python -m bench.sweep: {exc}", file=sys.stderr)
+        print(f"python -m ferry.bench.sweep: {exc}", file=sys.stderr)
         return 2
     if args.repeats < 1 or args.records < 1 or not specs:
-        print("python -m bench.sweep: --repeats, --records and the workloads must be at least 1", file=sys.stderr)
+        print("python -m ferry.bench.sweep: --repeats, --records and the workloads must be at least 1", file=sys.stderr)
         return 2
 
-    from bench import runner, workload
-    from bench.systems import FerryWorkers
-    from bench.workload import Workload
-    from common import devstack, kafka_clients
+    from ferry.bench import runner, workload
+    from ferry.bench.systems import FerryWorkers
+    from ferry.bench.workload import Workload
+    from ferry.common import devstack, kafka_clients
 
     # SIGTERM ends the sweep through its finally blocks: the worker under test stops, topics go.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

@@ -1,9 +1,9 @@
 """The replicators under test, each started as processes of its own and measured from outside.
 
-* :class:`Ceiling` -- ``python -m bench.ceiling``, one process per CPU (or ``ceiling-N``: N):
+* :class:`Ceiling` -- ``python -m ferry.bench.ceiling``, one process per CPU (or ``ceiling-N``: N):
   bare librdkafka copy loops with Ferry's client settings, no replicator; the most these
   brokers take through these clients on this machine.
-* :class:`FerryWorkers` -- 1 or 2 ``ferry worker`` processes (``python -m common.cli worker``);
+* :class:`FerryWorkers` -- 1 or 2 ``ferry worker`` processes (``python -m ferry.common.cli worker``);
   the bench writes their assignments straight into ZooKeeper (``assignments/<id>``, generation
   1), as a controller would, so no controller runs and no rebalance delay is measured.
 * :class:`MirrorMaker2` -- Apache Kafka's MirrorMaker 2 in dedicated mode
@@ -28,14 +28,14 @@ from typing import Any
 import yaml
 from confluent_kafka import KafkaException
 
-from bench import workload
-from bench.errors import BenchError
-from common import support
-from common.config import ZookeeperConfig
-from common.devstack import LOG4J2_CONFIG, REPO_ROOT, Stack, jars_dir
-from common.model import PartitionKey, PartitionState, WorkerAssignment, WorkerStatus
-from common.support import Spawned, WaitTimeout, ferry_command, poll_until, stop_all
-from common.zk_layout import ZkLayout, make_client
+from ferry.bench import workload
+from ferry.bench.errors import BenchError
+from ferry.common import support
+from ferry.common.config import ZookeeperConfig
+from ferry.common.devstack import LOG4J2_CONFIG, REPO_ROOT, Stack, jars_dir
+from ferry.common.model import PartitionKey, PartitionState, WorkerAssignment, WorkerStatus
+from ferry.common.support import Spawned, WaitTimeout, ferry_command, poll_until, stop_all
+from ferry.common.zk_layout import ZkLayout, make_client
 
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 # As kafka-run-class.sh starts every Kafka tool (KAFKA_JVM_PERFORMANCE_OPTS), with a small heap.
@@ -65,7 +65,7 @@ _STOP_TIMEOUT_S = 60.0
 
 
 def spawn(name: str, command: list[str], log: Path) -> Spawned:
-    """A process of a system under test, started from the repository (``python -m bench...``)."""
+    """A process of a system under test, started from the repository (``python -m ferry.bench...``)."""
     return support.spawn(name, command, log, cwd=REPO_ROOT)
 
 
@@ -139,7 +139,7 @@ class Ceiling(System):
         for topic in topics:
             workload.create_topic(admin, topic, self.partitions)
         for index in range(self.count):
-            command = [sys.executable, "-m", "bench.ceiling", "--source", self.stack.bootstrap("src"),
+            command = [sys.executable, "-m", "ferry.bench.ceiling", "--source", self.stack.bootstrap("src"),
                        "--destination", self.stack.bootstrap("dst"), "--partitions", str(self.partitions),
                        "--block", f"{index}/{self.count}",
                        "--consumer-config", json.dumps(self.client_config.get("consumer") or {}),

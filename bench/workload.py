@@ -20,10 +20,10 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.errors import BenchError
-from common import kafka_clients, provenance
-from common.kafka_errors import kafka_error
-from common.support import poll_until, produce_blocking
+from ferry.bench.errors import BenchError
+from ferry.common import kafka_clients, provenance
+from ferry.common.kafka_errors import kafka_error
+from ferry.common.support import poll_until, produce_blocking
 
 HEADER_RUN = "bench-run"
 HEADER_SEQ = "bench-seq"

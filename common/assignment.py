@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Collection, Generator, Iterable, Mapping
 from contextlib import closing
 
-from common.model import PartitionKey, TopicKey
+from ferry.common.model import PartitionKey, TopicKey
 
 
 def _topic(partition: PartitionKey) -> TopicKey:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 
-from common.errors import FerryError
+from ferry.common.errors import FerryError
 
 COMMAND_GROUP = "ferry.commands"
 

@@ -16,10 +16,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from common import heartbeat, topology
-from common import naming as topic_naming
-from common import tree as distribution_tree
-from common.errors import ConfigError
+from ferry.common import heartbeat, topology
+from ferry.common import naming as topic_naming
+from ferry.common import tree as distribution_tree
+from ferry.common.errors import ConfigError
 
 # Cluster names become part of ZooKeeper node names, route names and consumer group ids.
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

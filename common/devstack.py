@@ -2,8 +2,10 @@
 and optionally one schema registry per cluster (Apicurio Registry, Confluent-compatible API).
 
 ``ferry dev up [--registries] | down | status``. Everything listens on loopback only; state, data and logs
-live under ``.dev/`` (``FERRY_DEV_DIR``), the jars under ``.dev/jars/`` (``FERRY_JARS_DIR``),
-fetched by ``make setup`` from the pinned ``deploy/pom.xml``.
+live under ``.dev/`` (``FERRY_DEV_DIR``; default ``<checkout>/.dev`` in a source checkout, ``./.dev``
+of the current directory for an installed Ferry), the jars under ``$FERRY_DEV_DIR/jars/``
+(``FERRY_JARS_DIR`` points elsewhere: an installed Ferry uses it to find jars that ``make setup``
+fetched from the pinned ``deploy/pom.xml``).
 
 Ports come from the environment:
 
@@ -84,9 +86,9 @@ from typing import Any
 
 import psutil
 
-from common import support
-from common.errors import DevStackError
-from common.tables import print_table
+from ferry.common import support
+from ferry.common.errors import DevStackError
+from ferry.common.tables import print_table
 
 ZK_PORT_ENV = "FERRY_DEV_ZK_PORT"
 SRC_PORT_ENV = "FERRY_DEV_SRC_PORT"
@@ -110,8 +112,12 @@ SASL_PASSWORD = "ferry-dev-secret"
 # Protects only the broker keystore on this machine's disk; Kafka needs a password for PKCS12.
 _KEYSTORE_PASSWORD = "ferry-dev-keystore"
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-LOG4J2_CONFIG = REPO_ROOT / "deploy" / "log4j2.xml"
+# The source checkout this module runs from (the folder holding setup.cfg), or None when Ferry
+# runs installed from a wheel: then the stack's state goes to ./.dev of the current directory.
+_PARENT = Path(__file__).resolve().parent.parent
+REPO_ROOT: Path | None = _PARENT if (_PARENT / "setup.cfg").is_file() else None
+# Shipped inside the package (package data), so an installed Ferry has it too.
+LOG4J2_CONFIG = Path(__file__).resolve().parent / "log4j2.xml"
 
 
 # Probing a server that is still starting fails many times on purpose; say nothing about it.
@@ -139,7 +145,8 @@ def _port(env: str, default: int) -> int:
 
 
 def dev_dir() -> Path:
-    return Path(os.environ.get(DEV_DIR_ENV, REPO_ROOT / ".dev")).resolve()
+    default = (REPO_ROOT or Path.cwd()) / ".dev"
+    return Path(os.environ.get(DEV_DIR_ENV, default)).resolve()
 
 
 def jars_dir(kind: str | None = None) -> Path:

@@ -14,10 +14,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from common.model import ExternalView, IdealState, PartitionKey, TopicKey, ViewEntry, WorkerStatus
-from common.vocabulary import HELD_STATES as HELD_STATES
-from common.vocabulary import PartitionState
-from common.vocabulary import Problem as Problem
+from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, ViewEntry, WorkerStatus
+from ferry.common.vocabulary import HELD_STATES as HELD_STATES
+from ferry.common.vocabulary import PartitionState
+from ferry.common.vocabulary import Problem as Problem
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from common.model import PartitionKey, WorkerStatus
-from common.vocabulary import HELD_STATES as HELD_STATES
+from ferry.common.model import PartitionKey, WorkerStatus
+from ferry.common.vocabulary import HELD_STATES as HELD_STATES
 
 
 def holders(statuses: Mapping[str, WorkerStatus]) -> dict[PartitionKey, set[str]]:

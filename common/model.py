@@ -30,9 +30,9 @@ from typing import Any, NamedTuple, cast
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import NotRequired, TypedDict
 
-from common.vocabulary import HELD_STATES as HELD_STATES
-from common.vocabulary import PartitionState as PartitionState
-from common.vocabulary import RouteName, WorkerId
+from ferry.common.vocabulary import HELD_STATES as HELD_STATES
+from ferry.common.vocabulary import PartitionState as PartitionState
+from ferry.common.vocabulary import RouteName, WorkerId
 
 # Kafka's own rule (org.apache.kafka.common.internals.Topic): 1-249 of [a-zA-Z0-9._-], not "." or "..".
 _TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")

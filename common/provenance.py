@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from common.errors import FerryError
+from ferry.common.errors import FerryError
 
 HEADER = "ferry.provenance"
 VERSION = b"1"

@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from common.errors import FerryError
+from ferry.common.errors import FerryError
 
 if TYPE_CHECKING:  # confluent_kafka is imported where used: `ferry dev` imports this module
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
 
-    from common.devstack import Stack
+    from ferry.common.devstack import Stack
 
 T = TypeVar("T")
 
@@ -62,7 +62,7 @@ def free_port() -> int:
 
 def ferry_command(*args: str) -> list[str]:
     """``ferry <args>`` as this interpreter runs it (the same venv, no installed script needed)."""
-    return [sys.executable, "-m", "common.cli", *args]
+    return [sys.executable, "-m", "ferry.common.cli", *args]
 
 
 @dataclass
@@ -232,7 +232,7 @@ def commit_offset(cluster: Mapping[str, Any], group: str, topic: str, offset: in
     """Commits ``offset`` for ``group`` on ``topic``/``partition`` of ``cluster`` (as an application would)."""
     from confluent_kafka import TopicPartition
 
-    from common import kafka_clients
+    from ferry.common import kafka_clients
 
     consumer = kafka_clients.consumer(cluster, group)
     try:
@@ -245,7 +245,7 @@ def committed_offset(cluster: Mapping[str, Any], group: str, topic: str, partiti
     """``group``'s committed offset on ``topic``/``partition`` of ``cluster``; None when it has none."""
     from confluent_kafka import TopicPartition
 
-    from common import kafka_clients
+    from ferry.common import kafka_clients
 
     consumer = kafka_clients.consumer(cluster, group)
     try:

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from common import tree
-from common.provenance import Provenance
+from ferry.common import tree
+from ferry.common.provenance import Provenance
 
 
 class LoopRoute(Protocol):

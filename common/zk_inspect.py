@@ -21,21 +21,21 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from common import naming as topic_naming
-from common.cli import options_anywhere, require_option
-from common.config import FerryConfig, load_config
-from common.errors import FerryError
-from common.model import (
+from ferry.common import naming as topic_naming
+from ferry.common.cli import options_anywhere, require_option
+from ferry.common.config import FerryConfig, load_config
+from ferry.common.errors import FerryError
+from ferry.common.model import (
     ExternalView,
     IdealState,
     decode,
 )
-from common.tables import print_table
-from common.zk_layout import ZkLayout, make_client
-from common.zk_state import StateReader
+from ferry.common.tables import print_table
+from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.common.zk_state import StateReader
 
 if TYPE_CHECKING:
-    from common.diff import Mismatch
+    from ferry.common.diff import Mismatch
 
 
 class InspectError(FerryError):
@@ -139,7 +139,7 @@ def topic_table(ideal: IdealState, view: ExternalView) -> list[dict[str, Any]]:
 
 def mismatches(client: KazooClient, layout: ZkLayout, config: FerryConfig) -> list[Mismatch]:
     """Where the ideal state and the external view disagree, for every mirrored topic."""
-    from common.diff import compare
+    from ferry.common.diff import compare
 
     reader = StateReader(client, layout)
     routes = [r.name for r in config.routes]

@@ -27,7 +27,7 @@ from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, READ_ACL_UNSAFE, make_digest_acl
 
-from common.config import ZookeeperAuthConfig, ZookeeperConfig
+from ferry.common.config import ZookeeperAuthConfig, ZookeeperConfig
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from common.model import ExternalView, IdealState, TopicKey, WorkerInfo, WorkerStatus
-from common.zk_layout import ZkLayout
+from ferry.common.model import ExternalView, IdealState, TopicKey, WorkerInfo, WorkerStatus
+from ferry.common.zk_layout import ZkLayout
 
 # How many reads may be in flight at once (bounds the client's memory, not the server's work).
 PIPELINE_DEPTH = 1000

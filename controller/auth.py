@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.config import RestAuthConfig, RestTokenConfig
-from common.errors import ConfigError
-from controller.errors import Forbidden, Unauthorized
+from ferry.common.config import RestAuthConfig, RestTokenConfig
+from ferry.common.errors import ConfigError
+from ferry.controller.errors import Forbidden, Unauthorized
 
 # RFC 6750 b64token, and long enough not to be guessed.
 _TOKEN_CHARS = re.compile(r"^[A-Za-z0-9\-._~+/]+=*$")

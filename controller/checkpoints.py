@@ -41,10 +41,10 @@ from typing import Any, NamedTuple
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from common import kafka_clients
-from common.config import FerryConfig, RouteConfig
-from common.kafka_errors import kafka_error
-from common.offset_map import (
+from ferry.common import kafka_clients
+from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.kafka_errors import kafka_error
+from ferry.common.offset_map import (
     CHECKPOINT_TOPIC,
     EXACT,
     MAP_TOPIC,
@@ -56,7 +56,7 @@ from common.offset_map import (
     timestamp_lookup_ms,
     translate,
 )
-from controller.errors import NotFound, Unavailable
+from ferry.controller.errors import NotFound, Unavailable
 
 log = logging.getLogger(__name__)
 

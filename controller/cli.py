@@ -12,8 +12,8 @@ import ssl
 import threading
 from types import FrameType
 
-from common.config import load_config
-from common.errors import ConfigError
+from ferry.common.config import load_config
+from ferry.common.errors import ConfigError
 
 # The leader's model holds millions of small objects at 160,000 partitions (partition keys,
 # statuses, indexes), and a bulk POST allocates hundreds of thousands more. With CPython's default
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rest-port", type=int, help="REST port (default controller.rest_port)")
     parser.add_argument("--id", help="this controller's id (default: host name and REST port)")
     parser.set_defaults(func=_run)
-    from controller import groups_cli  # `ferry groups`: the checkpoint code, run once from the config
+    from ferry.controller import groups_cli  # `ferry groups`: the checkpoint code, run once from the config
 
     groups_cli.register(subparsers)
 
@@ -40,9 +40,9 @@ def _run(args: argparse.Namespace) -> int:
     from cheroot import wsgi
     from cheroot.ssl.builtin import BuiltinSSLAdapter
 
-    from controller.auth import TokenChecker
-    from controller.rest import create_app
-    from controller.service import Controller
+    from ferry.controller.auth import TokenChecker
+    from ferry.controller.rest import create_app
+    from ferry.controller.service import Controller
 
     config = load_config(args.config)
     gc.set_threshold(*GC_THRESHOLDS)  # a controller process only, never a library user's

@@ -7,7 +7,7 @@ The 4xx ones are :class:`PermanentError` (the same request fails again); :class:
 
 from __future__ import annotations
 
-from common.errors import FerryError, PermanentError, TransientError
+from ferry.common.errors import FerryError, PermanentError, TransientError
 
 
 class ControllerError(FerryError):

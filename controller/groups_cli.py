@@ -17,9 +17,9 @@ import argparse
 import json
 from typing import Any
 
-from common.cli import options_anywhere, require_option
-from common.config import load_config
-from common.errors import ConfigError
+from ferry.common.cli import options_anywhere, require_option
+from ferry.common.config import load_config
+from ferry.common.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,9 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from controller.checkpoints import Checkpointer
-    from controller.errors import ControllerError
-    from controller.rest_json import sync_json, translation_json
+    from ferry.controller.checkpoints import Checkpointer
+    from ferry.controller.errors import ControllerError
+    from ferry.controller.rest_json import sync_json, translation_json
 
     require_option(args, "config", "--config", "groups")
     config = load_config(args.config)

@@ -18,9 +18,9 @@ from typing import Any
 from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from common import heartbeat, kafka_clients, provenance
-from common.config import FerryConfig, RouteConfig
-from common.kafka_errors import kafka_error
+from ferry.common import heartbeat, kafka_clients, provenance
+from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.kafka_errors import kafka_error
 
 log = logging.getLogger(__name__)
 

@@ -32,18 +32,18 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from kazoo.exceptions import KazooException
 
-from common.config import FerryConfig
-from common.heartbeat import HeartbeatView
-from controller.checkpoints import Checkpointer, GroupCheckpoints
-from controller.errors import ControllerError, NotFound, NotLeader
-from controller.heartbeats import HeartbeatJob
-from controller.leadership import Leadership
-from controller.metrics import ControllerMetrics
-from controller.progress import NoProgress, ProgressTracker
-from controller.reads import ReadSide
-from controller.schema_distributor import SchemaDistributor, SchemaReport, SchemaStatus
-from controller.topic_admin import TopicAdmin
-from controller.tree_control import TreeControl
+from ferry.common.config import FerryConfig
+from ferry.common.heartbeat import HeartbeatView
+from ferry.controller.checkpoints import Checkpointer, GroupCheckpoints
+from ferry.controller.errors import ControllerError, NotFound, NotLeader
+from ferry.controller.heartbeats import HeartbeatJob
+from ferry.controller.leadership import Leadership
+from ferry.controller.metrics import ControllerMetrics
+from ferry.controller.progress import NoProgress, ProgressTracker
+from ferry.controller.reads import ReadSide
+from ferry.controller.schema_distributor import SchemaDistributor, SchemaReport, SchemaStatus
+from ferry.controller.topic_admin import TopicAdmin
+from ferry.controller.tree_control import TreeControl
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class LeaderJobs:
     def run_spark_validation(self) -> None:
         """The leader's ``validate`` job: ``ferry validate --store`` in a process of its own (a JVM)."""
         assert self._config_path is not None
-        command = [sys.executable, "-m", "common.cli", "validate", "--config", self._config_path, "--store", "--json"]
+        command = [sys.executable, "-m", "ferry.common.cli", "validate", "--config", self._config_path, "--store", "--json"]
         timeout = self.config.controller.validation_timeout_s
         try:
             done = subprocess.run(command, capture_output=True, timeout=timeout, check=False)

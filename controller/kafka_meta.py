@@ -13,9 +13,9 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, OffsetSpec
 
-from common import kafka_clients
-from common.kafka_errors import kafka_error
-from controller.errors import Unavailable
+from ferry.common import kafka_clients
+from ferry.common.kafka_errors import kafka_error
+from ferry.controller.errors import Unavailable
 
 TIMEOUT_S = 10.0
 # What a client future's result(timeout) raises (the builtin TimeoutError from Python 3.11 on).

@@ -30,9 +30,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from common import assignment
-from common.diff import Mismatch, compare, summarize, view_entry
-from common.model import (
+from ferry.common import assignment
+from ferry.common.diff import Mismatch, compare, summarize, view_entry
+from ferry.common.model import (
     ExternalView,
     IdealState,
     PartitionKey,
@@ -44,9 +44,9 @@ from common.model import (
     WorkerStatus,
     encode,
 )
-from common.vocabulary import HELD_STATES, OpKind
-from common.zk_layout import ZkLayout
-from controller.store import MAX_BYTES_PER_TRANSACTION, MAX_OPS_PER_TRANSACTION, Op, Snapshot, chunks
+from ferry.common.vocabulary import HELD_STATES, OpKind
+from ferry.common.zk_layout import ZkLayout
+from ferry.controller.store import MAX_BYTES_PER_TRANSACTION, MAX_OPS_PER_TRANSACTION, Op, Snapshot, chunks
 
 
 def _topic(partition: PartitionKey) -> TopicKey:

@@ -27,11 +27,11 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.recipe.election import Election
 
-from common.model import encode
-from common.vocabulary import ControllerState
-from common.zk_layout import ZkLayout
-from controller.errors import NotLeader
-from controller.store import Store
+from ferry.common.model import encode
+from ferry.common.vocabulary import ControllerState
+from ferry.common.zk_layout import ZkLayout
+from ferry.controller.errors import NotLeader
+from ferry.controller.store import Store
 
 log = logging.getLogger(__name__)
 

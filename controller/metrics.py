@@ -14,7 +14,7 @@ from collections.abc import Callable
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MISSED, JobEvent, JobExecutionEvent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from controller.store import Store
+from ferry.controller.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from common.config import RouteConfig
-from common.model import IdealState, TopicKey
+from ferry.common.config import RouteConfig
+from ferry.common.model import IdealState, TopicKey
 
 
 def is_internal(topic: str) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from common.vocabulary import ControllerState
+from ferry.common.vocabulary import ControllerState
 
 TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
 ROUTE_PATTERN = r"^[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64}$"

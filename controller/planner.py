@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from common import assignment, handoff
-from common.diff import external_views
-from common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerStatus
+from ferry.common import assignment, handoff
+from ferry.common.diff import external_views
+from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerStatus
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from common.model import PartitionKey
+from ferry.common.model import PartitionKey
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
-from common.config import FerryConfig
-from common.diff import Mismatch, compare, summarize
-from common.model import (
+from ferry.common.config import FerryConfig
+from ferry.common.diff import Mismatch, compare, summarize
+from ferry.common.model import (
     ExternalView,
     IdealState,
     PartitionKey,
@@ -28,14 +28,14 @@ from common.model import (
     count_states,
     decode,
 )
-from common.vocabulary import ControllerState, StrEnum
-from common.zk_layout import ZkLayout
-from controller.errors import NotFound, Unavailable
-from controller.kafka_meta import ClusterMetadata
-from controller.leadership import Leadership
-from controller.metrics import ControllerMetrics
-from controller.progress import OffsetSample
-from controller.reconciler import Reconciler, select_routes
+from ferry.common.vocabulary import ControllerState, StrEnum
+from ferry.common.zk_layout import ZkLayout
+from ferry.controller.errors import NotFound, Unavailable
+from ferry.controller.kafka_meta import ClusterMetadata
+from ferry.controller.leadership import Leadership
+from ferry.controller.metrics import ControllerMetrics
+from ferry.controller.progress import OffsetSample
+from ferry.controller.reconciler import Reconciler, select_routes
 
 StoredValidation = dict[str, Any]
 """The document ``ferry validate --store`` keeps in ZooKeeper (:mod:`pipeline`), served as it is."""

@@ -38,15 +38,15 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
-from common.config import FerryConfig, RouteConfig
-from common.errors import ConfigError
-from common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
-from common.zk_layout import ZkLayout
-from controller.errors import BadRequest, ControllerError, NotLeader, Unavailable
-from controller.leader_state import Changes, LeaderState, writes
-from controller.leadership import LEADING, Leadership
-from controller.metrics import ControllerMetrics
-from controller.store import Op, Store
+from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.errors import ConfigError
+from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
+from ferry.common.zk_layout import ZkLayout
+from ferry.controller.errors import BadRequest, ControllerError, NotLeader, Unavailable
+from ferry.controller.leader_state import Changes, LeaderState, writes
+from ferry.controller.leadership import LEADING, Leadership
+from ferry.controller.metrics import ControllerMetrics
+from ferry.controller.store import Op, Store
 
 log = logging.getLogger(__name__)
 

@@ -25,18 +25,18 @@ import requests
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from common.heartbeat import HeartbeatView
-from common.model import IdealState, PartitionKey, topic_name_problem
-from controller import rest_json
-from controller.auth import TokenChecker
-from controller.checkpoints import GroupCheckpoints
-from controller.errors import BadRequest, ControllerError, Unauthorized, Unavailable
-from controller.openapi import GROUP_PATTERN, openapi_document
-from controller.progress import NoProgress, OffsetSample
-from controller.reads import Health, Instances, SourceValidation, TopicView, Validation
-from controller.schema_distributor import SchemaReport, SchemaStatus
-from controller.topic_admin import Rebalanced, TopicDeleted
-from controller.tree_control import TreeView
+from ferry.common.heartbeat import HeartbeatView
+from ferry.common.model import IdealState, PartitionKey, topic_name_problem
+from ferry.controller import rest_json
+from ferry.controller.auth import TokenChecker
+from ferry.controller.checkpoints import GroupCheckpoints
+from ferry.controller.errors import BadRequest, ControllerError, Unauthorized, Unavailable
+from ferry.controller.openapi import GROUP_PATTERN, openapi_document
+from ferry.controller.progress import NoProgress, OffsetSample
+from ferry.controller.reads import Health, Instances, SourceValidation, TopicView, Validation
+from ferry.controller.schema_distributor import SchemaReport, SchemaStatus
+from ferry.controller.topic_admin import Rebalanced, TopicDeleted
+from ferry.controller.tree_control import TreeView
 
 log = logging.getLogger(__name__)
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from common import tree
-from common.heartbeat import HeartbeatView, Latency
-from common.model import IdealState, PartitionKey
-from controller.checkpoints import GroupCheckpoints, SyncResult, Translation
-from controller.progress import NoProgress, OffsetSample
-from controller.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
-from controller.schema_distributor import SchemaReport, SchemaStatus
-from controller.topic_admin import Rebalanced, TopicDeleted
-from controller.tree_control import TreeView
+from ferry.common import tree
+from ferry.common.heartbeat import HeartbeatView, Latency
+from ferry.common.model import IdealState, PartitionKey
+from ferry.controller.checkpoints import GroupCheckpoints, SyncResult, Translation
+from ferry.controller.progress import NoProgress, OffsetSample
+from ferry.controller.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
+from ferry.controller.schema_distributor import SchemaReport, SchemaStatus
+from ferry.controller.topic_admin import Rebalanced, TopicDeleted
+from ferry.controller.tree_control import TreeView
 
 Json = dict[str, Any]
 

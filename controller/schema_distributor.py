@@ -41,8 +41,8 @@ from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from common.config import SchemasConfig
-from common.schemas import (
+from ferry.common.config import SchemasConfig
+from ferry.common.schemas import (
     HELD_UNDER_ANOTHER_ID,
     ConflictReport,
     Copy,
@@ -59,7 +59,7 @@ from common.schemas import (
     plan,
     translate_subject,
 )
-from controller.schema_registry import (
+from ferry.controller.schema_registry import (
     RegistryClient,
     RegistryUnavailable,
     VersionCopy,

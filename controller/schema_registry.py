@@ -30,9 +30,9 @@ from typing import Any
 
 import requests
 
-from common.config import RegistryConfig
-from common.errors import ConfigError
-from controller.errors import ControllerError, Unavailable
+from ferry.common.config import RegistryConfig
+from ferry.common.errors import ConfigError
+from ferry.controller.errors import ControllerError, Unavailable
 
 CCOMPAT = "/apis/ccompat/v7"
 ADMIN = "/apis/registry/v2/admin"

@@ -20,8 +20,8 @@ from typing import Any
 
 import requests
 
-from common.config import load_config
-from common.errors import FerryError
+from ferry.common.config import load_config
+from ferry.common.errors import FerryError
 
 TOKEN_ENV = "FERRY_TOKEN"
 

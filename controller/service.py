@@ -27,17 +27,17 @@ from collections.abc import Callable
 from apscheduler.schedulers import SchedulerNotRunningError
 from kazoo.client import KazooClient
 
-from common.config import FerryConfig
-from common.zk_layout import ZkLayout, make_client
-from controller.jobs import LeaderJobs, make_scheduler
-from controller.kafka_meta import ClusterMetadata
-from controller.leadership import LEADING, STANDBY, STOPPED, Leadership
-from controller.metrics import ControllerMetrics
-from controller.reads import ReadSide
-from controller.reconciler import Reconciler
-from controller.store import Store
-from controller.topic_admin import TopicAdmin
-from controller.tree_control import TreeControl
+from ferry.common.config import FerryConfig
+from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.controller.jobs import LeaderJobs, make_scheduler
+from ferry.controller.kafka_meta import ClusterMetadata
+from ferry.controller.leadership import LEADING, STANDBY, STOPPED, Leadership
+from ferry.controller.metrics import ControllerMetrics
+from ferry.controller.reads import ReadSide
+from ferry.controller.reconciler import Reconciler
+from ferry.controller.store import Store
+from ferry.controller.topic_admin import TopicAdmin
+from ferry.controller.tree_control import TreeControl
 
 __all__ = ["LEADING", "STANDBY", "STOPPED", "Controller"]
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from kazoo.client import KazooClient
 from kazoo.exceptions import RolledBackError
 
-from common.model import ExternalView, IdealState, TopicKey, WorkerAssignment, WorkerInfo, WorkerStatus, decode
-from common.vocabulary import OpKind
-from common.zk_layout import ZkLayout
-from common.zk_state import StateReader
-from controller.errors import ControllerError, NotLeader
+from ferry.common.model import ExternalView, IdealState, TopicKey, WorkerAssignment, WorkerInfo, WorkerStatus, decode
+from ferry.common.vocabulary import OpKind
+from ferry.common.zk_layout import ZkLayout
+from ferry.common.zk_state import StateReader
+from ferry.controller.errors import ControllerError, NotLeader
 
 # ZooKeeper refuses a request larger than jute.maxbuffer (1 MiB by default): a transaction is
 # cut at 512 KiB of paths and payloads (half the limit, a margin for the framing) or 200 ops.

@@ -18,17 +18,17 @@ from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 
-from common.config import FerryConfig, RouteConfig
-from common.model import IdealState, TopicKey, encode, topic_name_problem
-from common.vocabulary import OpKind
-from common.zk_layout import ZkLayout
-from controller import observer
-from controller.errors import BadRequest, Conflict, NotFound
-from controller.kafka_meta import ClusterMetadata
-from controller.leadership import Leadership
-from controller.reads import ReadSide, TopicView
-from controller.reconciler import Reconciler, select_routes
-from controller.store import Op
+from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.model import IdealState, TopicKey, encode, topic_name_problem
+from ferry.common.vocabulary import OpKind
+from ferry.common.zk_layout import ZkLayout
+from ferry.controller import observer
+from ferry.controller.errors import BadRequest, Conflict, NotFound
+from ferry.controller.kafka_meta import ClusterMetadata
+from ferry.controller.leadership import Leadership
+from ferry.controller.reads import ReadSide, TopicView
+from ferry.controller.reconciler import Reconciler, select_routes
+from ferry.controller.store import Op
 
 log = logging.getLogger(__name__)
 

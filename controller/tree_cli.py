@@ -17,9 +17,9 @@ from typing import Any
 
 import requests
 
-from common import tree
-from common.config import FerryConfig, load_config
-from common.errors import ConfigError
+from ferry.common import tree
+from ferry.common.config import FerryConfig, load_config
+from ferry.common.errors import ConfigError
 
 _TIMEOUT_S = 10.0
 

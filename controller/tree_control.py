@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
-from common import tree
-from common.config import FerryConfig, RouteConfig
-from common.model import decode, encode
-from common.zk_layout import ZkLayout
-from controller.errors import BadRequest, Conflict, NotFound, Unavailable
-from controller.kafka_meta import ClusterMetadata
-from controller.leadership import Leadership
+from ferry.common import tree
+from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.model import decode, encode
+from ferry.common.zk_layout import ZkLayout
+from ferry.controller.errors import BadRequest, Conflict, NotFound, Unavailable
+from ferry.controller.kafka_meta import ClusterMetadata
+from ferry.controller.leadership import Leadership
 
 log = logging.getLogger(__name__)
 

@@ -90,13 +90,13 @@ def _say(message: str) -> None:
 
 
 def _client(args: argparse.Namespace) -> Any:
-    from fleet.engine import connect
+    from ferry.fleet.engine import connect
 
     return connect(args.engine)
 
 
 def _manager(args: argparse.Namespace) -> Any:
-    from fleet.manager import FleetManager
+    from ferry.fleet.manager import FleetManager
 
     # The rolling restart reads the ZooKeeper election; kazoo's connection chatter is not news.
     logging.getLogger("kazoo.client").setLevel(logging.WARNING)
@@ -104,7 +104,7 @@ def _manager(args: argparse.Namespace) -> Any:
 
 
 def _engine(args: argparse.Namespace) -> int:
-    from fleet import engine
+    from ferry.fleet import engine
 
     if args.action == "up":
         print(engine.up())
@@ -117,7 +117,7 @@ def _engine(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from fleet.image import build
+    from ferry.fleet.image import build
 
     result = build(_client(args), base=args.base)
     what = "built" if result.built_image else "up to date (nothing built)"
@@ -127,7 +127,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from fleet.image import DEFAULT_IMAGE
+    from ferry.fleet.image import DEFAULT_IMAGE
 
     manager = _manager(args)
     manager.up(args.config, args.controllers, args.workers, args.image or DEFAULT_IMAGE)
@@ -159,7 +159,7 @@ def _restart(args: argparse.Namespace) -> int:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from fleet.manager import logs
+    from ferry.fleet.manager import logs
 
     sys.stdout.write(logs(_client(args), args.container, args.tail))
     return 0
@@ -184,7 +184,7 @@ def _targets(args: argparse.Namespace) -> int:
 
 
 def _ls(args: argparse.Namespace) -> int:
-    from fleet.manager import fleets
+    from ferry.fleet.manager import fleets
 
     for name in fleets(_client(args)):
         print(name)

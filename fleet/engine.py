@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleet.errors import EngineUnavailable
+from ferry.fleet.errors import EngineUnavailable
 
 DEFAULT_DIR = "/tmp/ferry-docker"
 

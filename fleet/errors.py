@@ -6,7 +6,7 @@ fleet, an engine that does not answer, a missing image) never shows a traceback.
 
 from __future__ import annotations
 
-from common.errors import FerryError
+from ferry.common.errors import FerryError
 
 
 class FleetError(FerryError):

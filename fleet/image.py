@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleet.errors import FleetError, ImageMissing
+from ferry.fleet.errors import FleetError, ImageMissing
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "deploy" / "Dockerfile"
@@ -130,7 +130,11 @@ def _source_paths() -> list[Path]:
     packages = [p.strip() for p in parser["options.packages.find"]["include"].split() if not p.strip().endswith(".*")]
     paths = [REPO / name for name in SOURCE_FILES]
     for package in packages:
-        paths += sorted(p for p in (REPO / package).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        # ferry/<package> are symbolic links to the top-level folders: walk through them (rglob
+        # does not), so the copied tree holds real files under ferry/.
+        for folder, dirs, files in os.walk(REPO / package, followlinks=True):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            paths += [Path(folder) / f for f in sorted(files)]
     return paths
 
 

@@ -29,11 +29,11 @@ from typing import Any
 
 import requests
 
-from common.config import load_config
-from fleet import plan
-from fleet.errors import FleetError, FleetNotFound, FleetTimeout
-from fleet.image import require_image
-from fleet.plan import CONTROLLER, WORKER, Member
+from ferry.common.config import load_config
+from ferry.fleet import plan
+from ferry.fleet.errors import FleetError, FleetNotFound, FleetTimeout
+from ferry.fleet.image import require_image
+from ferry.fleet.plan import CONTROLLER, WORKER, Member
 
 HOST = "127.0.0.1"
 # Covers a worker's drain (flush, commit, at most 10 s waiting for the leader) with room to spare.
@@ -144,7 +144,7 @@ class FleetManager:
         from kazoo.handlers.threading import KazooTimeoutError
         from kazoo.recipe.election import Election
 
-        from common.zk_layout import ZkLayout, make_client
+        from ferry.common.zk_layout import ZkLayout, make_client
 
         containers = self.containers()
         if not containers:

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from fleet.errors import FleetError
+from ferry.fleet.errors import FleetError
 
 LABEL_FLEET = "io.ferry.fleet"
 LABEL_ROLE = "io.ferry.role"

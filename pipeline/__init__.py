@@ -5,7 +5,7 @@ Layering: imports :mod:`common` only, never ``controller`` or ``worker`` (``.imp
 pyspark is imported lazily, inside functions, so loading the ``ferry`` CLI stays cheap.
 """
 
-from common.errors import FerryError
+from ferry.common.errors import FerryError
 
 
 class PipelineError(FerryError):

@@ -35,11 +35,11 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from common.config import FerryConfig, RouteConfig
-from common.errors import ConfigError
-from common.provenance import HEADER as PROVENANCE_HEADER
-from pipeline import PipelineError
-from pipeline.kafka_options import spark_kafka_options
+from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.errors import ConfigError
+from ferry.common.provenance import HEADER as PROVENANCE_HEADER
+from ferry.pipeline import PipelineError
+from ferry.pipeline.kafka_options import spark_kafka_options
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -288,7 +288,7 @@ def summarize(per_identity: DataFrame) -> tuple[list[dict[str, Any]], list[dict[
 
 
 def _topic_exists(cluster: Mapping[str, Any], topic: str) -> bool:
-    from common import kafka_clients
+    from ferry.common import kafka_clients
 
     try:
         metadata = kafka_clients.admin(dict(cluster)).list_topics(topic=topic, timeout=15)
@@ -316,7 +316,7 @@ def run_audit(
     from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
-    from pipeline.spark import get_session, require_kafka_jars
+    from ferry.pipeline.spark import get_session, require_kafka_jars
 
     if bucket_s < 1:
         raise PipelineError("--bucket must be at least 1 second")

@@ -12,8 +12,8 @@ import argparse
 import json
 import sys
 
-from common.config import load_config
-from common.tables import print_table
+from ferry.common.config import load_config
+from ferry.common.tables import print_table
 
 
 def _add_master(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +36,7 @@ def register_validate(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_validate(args: argparse.Namespace) -> int:
-    from pipeline.validate import run_validation, store_result
+    from ferry.pipeline.validate import run_validation, store_result
 
     config = load_config(args.config)
     result = run_validation(config, master=args.master or config.spark.master)
@@ -81,7 +81,7 @@ def register_audit(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_audit(args: argparse.Namespace) -> int:
-    from pipeline.audit import OTHER_FIELDS, parse_time, run_audit, write_chart
+    from ferry.pipeline.audit import OTHER_FIELDS, parse_time, run_audit, write_chart
 
     config = load_config(args.config)
     report = run_audit(

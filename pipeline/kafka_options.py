@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from common.config import ClientValue
-from pipeline import PipelineError
+from ferry.common.config import ClientValue
+from ferry.pipeline import PipelineError
 
 PREFIX = "kafka."
 

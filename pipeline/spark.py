@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from common import devstack
-from pipeline import PipelineError
+from ferry.common import devstack
+from ferry.pipeline import PipelineError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -26,12 +26,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from common import kafka_clients
-from common.config import FerryConfig
-from common.vocabulary import PartitionState, Problem, StrEnum
-from common.zk_layout import ZkLayout, make_client
-from common.zk_state import StateReader
-from pipeline import PipelineError
+from ferry.common import kafka_clients
+from ferry.common.config import FerryConfig
+from ferry.common.vocabulary import PartitionState, Problem, StrEnum
+from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.common.zk_state import StateReader
+from ferry.pipeline import PipelineError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -295,7 +295,7 @@ def run_validation(config: FerryConfig, master: str | None = None, spark: SparkS
     :func:`pipeline.spark.get_session`). Raises :class:`PipelineError` when ZooKeeper or a
     cluster cannot be read.
     """
-    from pipeline.spark import get_session
+    from ferry.pipeline.spark import get_session
 
     state = collect_state(config)
     return analyze(spark or get_session(master, app_name="ferry-validate"), state)

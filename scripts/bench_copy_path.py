@@ -25,10 +25,10 @@ from unittest import mock
 
 from confluent_kafka import Message
 
-from common.config import RouteConfig, WorkerConfig
-from worker import copier as copier_module
-from worker.copier import RouteCopier
-from worker.metrics import WorkerMetrics
+from ferry.common.config import RouteConfig, WorkerConfig
+from ferry.worker import copier as copier_module
+from ferry.worker.copier import RouteCopier
+from ferry.worker.metrics import WorkerMetrics
 
 TOPIC = "bench"
 PARTITIONS = 8

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from common.watermark import OffsetWatermarks
+from ferry.common.watermark import OffsetWatermarks
 
 
 def main() -> None:

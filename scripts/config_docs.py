@@ -27,8 +27,8 @@ from pydantic_core import PydanticUndefined
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from common import kafka_clients  # noqa: E402 - after the path: the script runs from a checkout
-from common.config import ClientValue, FerryConfig  # noqa: E402
+from ferry.common import kafka_clients  # noqa: E402 - after the path: the script runs from a checkout
+from ferry.common.config import ClientValue, FerryConfig  # noqa: E402
 
 TEMPLATE = REPO / "docs" / "templates" / "configuration.md"
 TARGET = REPO / "docs" / "configuration.md"

@@ -24,9 +24,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from common import devstack, kafka_clients, provenance
-from common.errors import FerryError
-from common.support import (
+from ferry.common import devstack, kafka_clients, provenance
+from ferry.common.errors import FerryError
+from ferry.common.support import (
     Spawned,
     end_offsets,
     ferry_command,

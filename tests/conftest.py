@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
-from common import devstack, kafka_clients
+from ferry.common import devstack, kafka_clients
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

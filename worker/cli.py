@@ -7,7 +7,7 @@ import signal
 import socket
 from types import FrameType
 
-from common.config import load_config
+from ferry.common.config import load_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from worker.service import Worker  # the Kafka clients load only when a worker really runs
+    from ferry.worker.service import Worker  # the Kafka clients load only when a worker really runs
 
     config = load_config(args.config)
     worker = Worker(config, args.id or socket.gethostname(), metrics_port=args.metrics_port)

@@ -35,20 +35,20 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
-from common import kafka_clients, naming
-from common.config import RouteConfig, WorkerConfig
-from common.kafka_errors import KafkaFailure, kafka_error
-from common.model import PartitionStatus
-from common.offset_map import MAP_TOPIC, OffsetMap, segment_key, segment_value
-from common.provenance import Provenance, ProvenanceError, Stamper
-from common.resume import resume_plan
-from common.topology import copy_flags
-from common.vocabulary import PartitionState
-from common.watermark import OffsetWatermarks
-from worker import start_offsets
-from worker.errors import PartitionDeferred, PartitionStopped, ProducerFailed, WorkerError
-from worker.lookback import DestinationReader, LookBackTimeout
-from worker.metrics import WorkerMetrics
+from ferry.common import kafka_clients, naming
+from ferry.common.config import RouteConfig, WorkerConfig
+from ferry.common.kafka_errors import KafkaFailure, kafka_error
+from ferry.common.model import PartitionStatus
+from ferry.common.offset_map import MAP_TOPIC, OffsetMap, segment_key, segment_value
+from ferry.common.provenance import Provenance, ProvenanceError, Stamper
+from ferry.common.resume import resume_plan
+from ferry.common.topology import copy_flags
+from ferry.common.vocabulary import PartitionState
+from ferry.common.watermark import OffsetWatermarks
+from ferry.worker import start_offsets
+from ferry.worker.errors import PartitionDeferred, PartitionStopped, ProducerFailed, WorkerError
+from ferry.worker.lookback import DestinationReader, LookBackTimeout
+from ferry.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ A partition that cannot be copied fails with one of three types, which decide wh
 
 from __future__ import annotations
 
-from common.errors import FerryError, PermanentError, TransientError
+from ferry.common.errors import FerryError, PermanentError, TransientError
 
 
 class WorkerError(FerryError):

@@ -17,11 +17,11 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from common import kafka_clients
-from common.kafka_errors import kafka_error
-from common.provenance import ProvenanceError, read
-from common.resume import lookback_done, lookback_windows
-from worker.errors import WorkerError
+from ferry.common import kafka_clients
+from ferry.common.kafka_errors import kafka_error
+from ferry.common.provenance import ProvenanceError, read
+from ferry.common.resume import lookback_done, lookback_windows
+from ferry.worker.errors import WorkerError
 
 log = logging.getLogger(__name__)
 

@@ -39,13 +39,13 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
-from common.config import FerryConfig
-from common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus, decode
-from common.vocabulary import PartitionState, WorkerState
-from common.zk_layout import ZkLayout, make_client
-from worker.copier import RouteCopier, TopicPartitionKey
-from worker.errors import RegistrationError
-from worker.metrics import WorkerMetrics, serve
+from ferry.common.config import FerryConfig
+from ferry.common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus, decode
+from ferry.common.vocabulary import PartitionState, WorkerState
+from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.worker.copier import RouteCopier, TopicPartitionKey
+from ferry.worker.errors import RegistrationError
+from ferry.worker.metrics import WorkerMetrics, serve
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from common import devstack
+from ferry.common import devstack
 from tests.e2e.harness import Fleet
 
 

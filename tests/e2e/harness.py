@@ -19,9 +19,9 @@ import yaml
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from common import kafka_clients, provenance
-from common.devstack import Stack
-from common.support import (
+from ferry.common import kafka_clients, provenance
+from ferry.common.devstack import Stack
+from ferry.common.support import (
     Spawned,
     end_offsets,
     ferry_command,

@@ -6,12 +6,12 @@ import json
 import subprocess
 import sys
 
-from common import devstack
+from ferry.common import devstack
 
 
 def _ferry(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "common.cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "ferry.common.cli", *args], capture_output=True, text=True, timeout=120
     )
 
 

@@ -21,8 +21,8 @@ import pytest
 import requests
 from confluent_kafka import TopicPartition
 
-from common import devstack, kafka_clients
-from common.support import commit_offset, committed_offset
+from ferry.common import devstack, kafka_clients
+from ferry.common.support import commit_offset, committed_offset
 from tests.e2e.harness import HEADER_SEQ, Fleet, RecordLedger, wait_until
 from tests.e2e.test_topologies import _warm_group_coordinator
 
@@ -56,7 +56,7 @@ def _read_rest(cluster: dict[str, str], group: str, topic: str, end: int) -> lis
 
 
 def _ferry(fleet: Fleet, *args: str) -> Any:
-    answer = subprocess.run([sys.executable, "-m", "common.cli", *args, "--config", str(fleet.config_path), "--json"],
+    answer = subprocess.run([sys.executable, "-m", "ferry.common.cli", *args, "--config", str(fleet.config_path), "--json"],
                             capture_output=True, text=True, timeout=120, env={**os.environ})
     assert answer.returncode == 0, answer.stderr[-2000:]
     return json.loads(answer.stdout)

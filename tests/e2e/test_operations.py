@@ -11,7 +11,7 @@ import pytest
 import requests
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
-from common import kafka_clients
+from ferry.common import kafka_clients
 from tests.e2e.harness import Fleet, RecordLedger, wait_until
 
 

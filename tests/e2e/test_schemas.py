@@ -16,8 +16,8 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from common import devstack
-from controller.schema_registry import CCOMPAT
+from ferry.common import devstack
+from ferry.controller.schema_registry import CCOMPAT
 from tests.e2e.harness import Fleet, wait_until
 from tests.integration.test_schemas import register, version, versions
 
@@ -89,11 +89,11 @@ def test_avro_records_mirrored_by_ferry_decode_against_the_target_registry(
         consumer.close()
     assert received == sent
 
-    cli = subprocess.run([sys.executable, "-m", "common.cli", "schemas", "--config", str(fleet.config_path),
+    cli = subprocess.run([sys.executable, "-m", "ferry.common.cli", "schemas", "--config", str(fleet.config_path),
                           "--url", controller.url, "status"], capture_output=True, text=True, timeout=60)
     assert cli.returncode == 0, cli.stderr
     assert f"acme-prod-{topic}-value" in cli.stdout and "in_sync" in cli.stdout
-    diff = subprocess.run([sys.executable, "-m", "common.cli", "schemas", "--config", str(fleet.config_path),
+    diff = subprocess.run([sys.executable, "-m", "ferry.common.cli", "schemas", "--config", str(fleet.config_path),
                            "--url", controller.url, "diff"], capture_output=True, text=True, timeout=60)
     assert diff.returncode == 0 and "is in sync on dst" in diff.stdout, diff.stdout + diff.stderr
 

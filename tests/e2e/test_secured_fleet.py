@@ -15,8 +15,8 @@ import requests
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from common.config import load_config
-from common.zk_layout import ZkLayout, make_client
+from ferry.common.config import load_config
+from ferry.common.zk_layout import ZkLayout, make_client
 from tests.e2e.harness import Fleet, RecordLedger, wait_until
 
 PARTITIONS = 4
@@ -80,7 +80,7 @@ def test_secured_fleet_mirrors_everything_and_nobody_else_touches_its_state(
 
         # `ferry zk` with the credentials (from the same environment variable) reads it all.
         inspected = subprocess.run(
-            [sys.executable, "-m", "common.cli", "zk", "external", topic, "--config", str(fleet.config_path), "--json"],
+            [sys.executable, "-m", "ferry.common.cli", "zk", "external", topic, "--config", str(fleet.config_path), "--json"],
             capture_output=True, text=True, timeout=60,
         )
         assert inspected.returncode == 0, inspected.stderr

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from common import devstack
-from fleet import engine, image
-from fleet.errors import FleetError
-from fleet.manager import FleetManager
+from ferry.common import devstack
+from ferry.fleet import engine, image
+from ferry.fleet.errors import FleetError
+from ferry.fleet.manager import FleetManager
 
 _timings: list[str] = []
 

@@ -13,11 +13,11 @@ import pytest
 import requests
 from kazoo.client import KazooClient
 
-from common import devstack
-from common.cli import main as ferry_main
-from common.zk_layout import ZkLayout
-from fleet import plan
-from fleet.manager import FleetManager
+from ferry.common import devstack
+from ferry.common.cli import main as ferry_main
+from ferry.common.zk_layout import ZkLayout
+from ferry.fleet import plan
+from ferry.fleet.manager import FleetManager
 from tests.e2e.harness import RecordLedger, wait_until
 
 MakeFleet = Callable[[str], FleetManager]

@@ -15,9 +15,9 @@ import pytest
 import requests
 import yaml
 
-from common import devstack
-from common.support import Spawned, free_port, spawn, stop_all
-from fleet.manager import FleetManager
+from ferry.common import devstack
+from ferry.common.support import Spawned, free_port, spawn, stop_all
+from ferry.fleet.manager import FleetManager
 from tests.e2e.harness import wait_until
 from tests.fleet.test_fleet import ferry, mirror
 

@@ -11,10 +11,10 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import workload
-from bench.cli import main
-from bench.workload import Workload
-from common import devstack, kafka_clients
+from ferry.bench import workload
+from ferry.bench.cli import main
+from ferry.bench.workload import Workload
+from ferry.common import devstack, kafka_clients
 
 RUN_KEYS = {
     "workload", "value_bytes", "system", "label", "records", "processes", "status", "problems", "window", "seconds",

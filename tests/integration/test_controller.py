@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from common.config import FerryConfig, parse_config
-from common.devstack import Stack
-from common.model import (
+from ferry.common.config import FerryConfig, parse_config
+from ferry.common.devstack import Stack
+from ferry.common.model import (
     IdealState,
     PartitionKey,
     PartitionState,
@@ -26,13 +26,13 @@ from common.model import (
     WorkerStatus,
     decode,
 )
-from common.support import poll_until
-from common.zk_layout import ZkLayout
-from controller.errors import BadRequest, Conflict, NotFound, NotLeader
-from controller.rest import create_app
-from controller.rest_json import deleted_json, health_json, topic_json, topics_json
-from controller.service import LEADING, Controller
-from controller.store import Op
+from ferry.common.support import poll_until
+from ferry.common.zk_layout import ZkLayout
+from ferry.controller.errors import BadRequest, Conflict, NotFound, NotLeader
+from ferry.controller.rest import create_app
+from ferry.controller.rest_json import deleted_json, health_json, topic_json, topics_json
+from ferry.controller.service import LEADING, Controller
+from ferry.controller.store import Op
 
 ROUTE = "src.dst"
 SESSION_TIMEOUT_S = 4.0

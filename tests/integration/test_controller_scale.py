@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from bench.fake_workers import FakeWorker, start_all
-from common.config import parse_config
-from common.devstack import Stack
-from common.model import PartitionKey, WorkerAssignment
-from common.support import poll_until
-from common.zk_layout import ZkLayout
-from common.zk_state import StateReader
-from controller.rest_json import validation_json
-from controller.service import Controller
-from controller.store import MAX_BYTES_PER_TRANSACTION, Store
+from ferry.bench.fake_workers import FakeWorker, start_all
+from ferry.common.config import parse_config
+from ferry.common.devstack import Stack
+from ferry.common.model import PartitionKey, WorkerAssignment
+from ferry.common.support import poll_until
+from ferry.common.zk_layout import ZkLayout
+from ferry.common.zk_state import StateReader
+from ferry.controller.rest_json import validation_json
+from ferry.controller.service import Controller
+from ferry.controller.store import MAX_BYTES_PER_TRANSACTION, Store
 
 ROUTE = "src.dst"
 LAYOUT = ZkLayout("/")

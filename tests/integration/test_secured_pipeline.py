@@ -20,11 +20,11 @@ from confluent_kafka.admin import NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from common import cli, devstack, kafka_clients
-from common.config import parse_config
-from common.model import ExternalView, IdealState, PartitionState, WorkerInfo
-from common.zk_layout import ZkLayout, make_client
-from pipeline.spark import get_session
+from ferry.common import cli, devstack, kafka_clients
+from ferry.common.config import parse_config
+from ferry.common.model import ExternalView, IdealState, PartitionState, WorkerInfo
+from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.pipeline.spark import get_session
 
 PARTITIONS = 2
 RECORDS = 40

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ScramMechanism, UserScramCredentialDeletion
 
-from common import devstack, kafka_clients
+from ferry.common import devstack, kafka_clients
 
 
 def _brokers(conf: dict[str, str]) -> list[str]:

@@ -18,14 +18,14 @@ import pytest
 import yaml
 from kazoo.client import KazooClient
 
-from common import cli
-from common.config import FerryConfig, parse_config
-from common.diff import Problem
-from common.model import ExternalView, IdealState, PartitionState, WorkerInfo
-from common.zk_layout import ZkLayout
-from pipeline import validate
-from pipeline.spark import get_session
-from pipeline.validate import TopicProblem, run_validation, store_result
+from ferry.common import cli
+from ferry.common.config import FerryConfig, parse_config
+from ferry.common.diff import Problem
+from ferry.common.model import ExternalView, IdealState, PartitionState, WorkerInfo
+from ferry.common.zk_layout import ZkLayout
+from ferry.pipeline import validate
+from ferry.pipeline.spark import get_session
+from ferry.pipeline.validate import TopicProblem, run_validation, store_result
 
 ROUTE = "src.dst"
 LAYOUT = ZkLayout("/")  # the zk fixture is chrooted, so the config's root is "/"
@@ -216,7 +216,7 @@ def test_cli_exit_status_and_json(
     zk.delete(LAYOUT.live_worker("w1"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "common.cli", "validate", "--config", str(config_file), "--json", "--master", "local[1]"],
+        [sys.executable, "-m", "ferry.common.cli", "validate", "--config", str(config_file), "--json", "--master", "local[1]"],
         capture_output=True, text=True, timeout=120, cwd=REPO, env=env,
     )
     assert proc.returncode == 1, proc.stderr

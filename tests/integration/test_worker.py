@@ -34,12 +34,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from common import kafka_clients, provenance
-from common.config import FerryConfig, parse_config
-from common.model import PartitionKey, WorkerAssignment, WorkerStatus
-from common.support import end_offsets, free_port, poll_until
-from common.zk_layout import ZkLayout, make_client
-from worker.service import Worker
+from ferry.common import kafka_clients, provenance
+from ferry.common.config import FerryConfig, parse_config
+from ferry.common.model import PartitionKey, WorkerAssignment, WorkerStatus
+from ferry.common.support import end_offsets, free_port, poll_until
+from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.worker.service import Worker
 
 ROUTE = "src.dst"
 GROUP = "ferry.src.dst"

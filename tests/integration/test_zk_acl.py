@@ -8,8 +8,8 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from common.config import ZookeeperConfig
-from common.zk_layout import ZkLayout, make_client
+from ferry.common.config import ZookeeperConfig
+from ferry.common.zk_layout import ZkLayout, make_client
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from kazoo.client import KazooClient
 
-from common.cli import main
-from common.model import ExternalView, IdealState, WorkerInfo
-from common.zk_layout import ZkLayout
+from ferry.common.cli import main
+from ferry.common.model import ExternalView, IdealState, WorkerInfo
+from ferry.common.zk_layout import ZkLayout
 
 ROUTE = "src.dst"
 

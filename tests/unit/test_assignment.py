@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.assignment import assign, loads, moved, rebalance
-from common.model import PartitionKey
+from ferry.common.assignment import assign, loads, moved, rebalance
+from ferry.common.model import PartitionKey
 
 pytestmark = pytest.mark.unit
 

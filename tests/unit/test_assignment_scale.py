@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.assignment import assign, loads, moved, rebalance
-from common.model import PartitionKey, TopicKey
+from ferry.common.assignment import assign, loads, moved, rebalance
+from ferry.common.model import PartitionKey, TopicKey
 from tests.unit.test_assignment import minimal_moves
 
 pytestmark = pytest.mark.unit

@@ -9,9 +9,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.config import parse_config
-from pipeline import PipelineError
-from pipeline.audit import build_report, classify, iso_ms, parse_time, pick_route
+from ferry.common.config import parse_config
+from ferry.pipeline import PipelineError
+from ferry.pipeline.audit import build_report, classify, iso_ms, parse_time, pick_route
 
 
 @pytest.mark.parametrize(
@@ -101,8 +101,8 @@ def test_a_loop_prevention_routes_other_records_are_reported_apart_not_as_proble
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Issue 10: records produced on the destination of an active-active pair are not "extra".
-    from common import cli
-    from pipeline import audit
+    from ferry.common import cli
+    from ferry.pipeline import audit
 
     counts = {"missing": 0, "duplicated": 0, "extra": 0, "sourceSkipped": 3, "destinationLocal": 4, "otherRoutes": 1}
     report = build_report("t", "a.b", [{"partition": 0, "source": 5, "destination": 5, **counts}],

@@ -1,4 +1,4 @@
-"""The pure parts of ``ferry bench`` and ``python -m bench.sweep``: names, workload specs, the
+"""The pure parts of ``ferry bench`` and ``python -m ferry.bench.sweep``: names, workload specs, the
 settings search, the perf tools' output, the ratios of a report."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench import cli, limits, runner, search
-from bench.errors import BenchError
-from bench.idle import core_pct
-from bench.names import WorkloadSpec, known_system, parse_workloads
-from bench.search import DEFAULT, Pair, Param
-from bench.systems import MM2_TUNED, MirrorMaker2
-from common.devstack import Server, Stack
+from ferry.bench import cli, limits, runner, search
+from ferry.bench.errors import BenchError
+from ferry.bench.idle import core_pct
+from ferry.bench.names import WorkloadSpec, known_system, parse_workloads
+from ferry.bench.search import DEFAULT, Pair, Param
+from ferry.bench.systems import MM2_TUNED, MirrorMaker2
+from ferry.common.devstack import Server, Stack
 
 # -- names -----------------------------------------------------------------------------------
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from common.config import FerryConfig, load_config, parse_config
-from common.errors import ConfigError
-from common.model import (
+from ferry.common.config import FerryConfig, load_config, parse_config
+from ferry.common.errors import ConfigError
+from ferry.common.model import (
     ExternalView,
     IdealState,
     PartitionKey,

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-from common.config import RouteConfig, WorkerConfig
-from common.offset_map import MAP_TOPIC, Segment, parse_segment
-from common.provenance import encode
-from worker import copier as copier_module
-from worker.copier import RETRY_BACKOFF_S, RouteCopier
-from worker.metrics import WorkerMetrics
+from ferry.common.config import RouteConfig, WorkerConfig
+from ferry.common.offset_map import MAP_TOPIC, Segment, parse_segment
+from ferry.common.provenance import encode
+from ferry.worker import copier as copier_module
+from ferry.worker.copier import RETRY_BACKOFF_S, RouteCopier
+from ferry.worker.metrics import WorkerMetrics
 
 TOPIC = "orders"
 

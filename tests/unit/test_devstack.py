@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from common import devstack
+from ferry.common import devstack
 
 
 @pytest.fixture(autouse=True)
@@ -158,7 +158,7 @@ def test_one_jar_folder_setting_with_the_spark_alias_deprecated(tmp_path: Path, 
     monkeypatch.setenv(devstack.JARS_DIR_ENV, str(tmp_path / "jars"))
     assert devstack.jars_dir() == tmp_path / "jars"
     assert devstack.jars_dir("kafka") == tmp_path / "jars" / "kafka"
-    from pipeline import spark
+    from ferry.pipeline import spark
 
     assert spark.jars_dir() == tmp_path / "jars" / "spark"
     monkeypatch.setenv(devstack.SPARK_JARS_ENV, str(tmp_path / "old"))

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from common.diff import Mismatch, Problem, compare, external_views, summarize
-from common.model import (
+from ferry.common.diff import Mismatch, Problem, compare, external_views, summarize
+from ferry.common.model import (
     ExternalView,
     IdealState,
     PartitionKey,

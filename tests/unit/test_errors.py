@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from common.errors import ConfigError, FerryError, PermanentError, TransientError
-from common.kafka_errors import kafka_error
-from controller.errors import BadRequest, ControllerError, NotLeader, Unavailable
-from worker.copier import RETRY_BACKOFF_S, _delivery_failure
-from worker.errors import PartitionDeferred, PartitionStopped, ProducerFailed, WorkerError
+from ferry.common.errors import ConfigError, FerryError, PermanentError, TransientError
+from ferry.common.kafka_errors import kafka_error
+from ferry.controller.errors import BadRequest, ControllerError, NotLeader, Unavailable
+from ferry.worker.copier import RETRY_BACKOFF_S, _delivery_failure
+from ferry.worker.errors import PartitionDeferred, PartitionStopped, ProducerFailed, WorkerError
 
 pytestmark = pytest.mark.unit
 

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleet import plan
-from fleet.cli import format_status
-from fleet.errors import FleetError
-from fleet.plan import Member
+from ferry.fleet import plan
+from ferry.fleet.cli import format_status
+from ferry.fleet.errors import FleetError
+from ferry.fleet.plan import Member
 
 
 @given(st.sets(st.integers(min_value=1, max_value=40), max_size=15), st.integers(min_value=0, max_value=30))

@@ -3,8 +3,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.handoff import worker_assignments
-from common.model import PartitionKey, PartitionState, PartitionStatus, WorkerStatus
+from ferry.common.handoff import worker_assignments
+from ferry.common.model import PartitionKey, PartitionState, PartitionStatus, WorkerStatus
 
 P = [PartitionKey("src.dst", "t", i) for i in range(4)]
 

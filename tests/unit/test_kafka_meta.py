@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import ConfigResource
 
-from controller import kafka_meta
-from controller.errors import Unavailable
+from ferry.controller import kafka_meta
+from ferry.controller.errors import Unavailable
 
 
 class _SilentAdmin:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline import PipelineError
-from pipeline.kafka_options import spark_kafka_options
+from ferry.pipeline import PipelineError
+from ferry.pipeline.kafka_options import spark_kafka_options
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 

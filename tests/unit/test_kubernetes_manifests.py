@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from common.config import load_config
+from ferry.common.config import load_config
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 # The oldest Kubernetes minor release still commonly run, and the newest the package knows.

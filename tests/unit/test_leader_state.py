@@ -1,4 +1,4 @@
-"""controller.leader_state.LeaderState decides exactly as controller.planner.plan, after any events.
+"""ferry.controller.leader_state.LeaderState decides exactly as controller.planner.plan, after any events.
 
 The specification side keeps ZooKeeper's content as plain dicts and runs the whole-state
 :func:`controller.planner.plan` at every step, writing what it returns as the controller used to;
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.diff import compare, summarize
-from common.model import (
+from ferry.common.diff import compare, summarize
+from ferry.common.model import (
     ExternalView,
     IdealState,
     PartitionKey,
@@ -28,10 +28,10 @@ from common.model import (
     WorkerInfo,
     WorkerStatus,
 )
-from common.zk_layout import ZkLayout
-from controller.leader_state import LeaderState, writes
-from controller.planner import plan
-from controller.store import Snapshot, chunks
+from ferry.common.zk_layout import ZkLayout
+from ferry.controller.leader_state import LeaderState, writes
+from ferry.controller.planner import plan
+from ferry.controller.store import Snapshot, chunks
 
 pytestmark = pytest.mark.unit
 

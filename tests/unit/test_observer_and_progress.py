@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from common.config import RouteConfig
-from common.model import IdealState, PartitionKey, TopicKey
-from controller.observer import config_changes, decide, is_internal
-from controller.progress import OffsetSample, ProgressTracker
+from ferry.common.config import RouteConfig
+from ferry.common.model import IdealState, PartitionKey, TopicKey
+from ferry.controller.observer import config_changes, decide, is_internal
+from ferry.controller.progress import OffsetSample, ProgressTracker
 
 ROUTE = RouteConfig(source="src", destination="dst", include=[r"orders\..*", "payments"], exclude=[r"orders\.tmp\..*"])
 PLAIN = RouteConfig(source="src", destination="dr")

@@ -1,11 +1,11 @@
-"""controller.planner.plan: the leader's whole desired state from plain data (time driven by ``now``)."""
+"""ferry.controller.planner.plan: the leader's whole desired state from plain data (time driven by ``now``)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from common.model import (
+from ferry.common.model import (
     ExternalView,
     IdealState,
     PartitionKey,
@@ -15,7 +15,7 @@ from common.model import (
     WorkerInfo,
     WorkerStatus,
 )
-from controller.planner import Plan, active_workers, plan
+from ferry.controller.planner import Plan, active_workers, plan
 
 ROUTE = "src.dst"
 ORDERS = TopicKey(ROUTE, "orders")

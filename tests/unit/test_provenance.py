@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.provenance import HEADER, Provenance, ProvenanceError, Stamper, decode, encode, read, split, stamp
-from common.topology import copy_flags
+from ferry.common.provenance import HEADER, Provenance, ProvenanceError, Stamper, decode, encode, read, split, stamp
+from ferry.common.topology import copy_flags
 
 pytestmark = pytest.mark.unit
 

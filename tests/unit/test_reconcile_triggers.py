@@ -9,12 +9,12 @@ from typing import Any, cast
 
 import pytest
 
-from common.config import parse_config
-from common.zk_layout import ZkLayout
-from controller.jobs import make_scheduler
-from controller.leadership import LEADING
-from controller.metrics import ControllerMetrics
-from controller.reconciler import Reconciler
+from ferry.common.config import parse_config
+from ferry.common.zk_layout import ZkLayout
+from ferry.controller.jobs import make_scheduler
+from ferry.controller.leadership import LEADING
+from ferry.controller.metrics import ControllerMetrics
+from ferry.controller.reconciler import Reconciler
 
 
 class StubLeadership:

@@ -12,17 +12,17 @@ from flask import Flask, request
 from flask.testing import FlaskClient
 from werkzeug.serving import make_server
 
-from common.heartbeat import HeartbeatView
-from common.model import ExternalView, IdealState, PartitionKey
-from common.vocabulary import ControllerState
-from controller.checkpoints import GroupCheckpoints
-from controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
-from controller.progress import NoProgress, OffsetSample
-from controller.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
-from controller.rest import FORWARDED_HEADER, ControllerApi, create_app
-from controller.schema_distributor import SchemaReport, SchemaStatus
-from controller.topic_admin import Rebalanced, TopicDeleted
-from controller.tree_control import TreeView
+from ferry.common.heartbeat import HeartbeatView
+from ferry.common.model import ExternalView, IdealState, PartitionKey
+from ferry.common.vocabulary import ControllerState
+from ferry.controller.checkpoints import GroupCheckpoints
+from ferry.controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
+from ferry.controller.progress import NoProgress, OffsetSample
+from ferry.controller.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
+from ferry.controller.rest import FORWARDED_HEADER, ControllerApi, create_app
+from ferry.controller.schema_distributor import SchemaReport, SchemaStatus
+from ferry.controller.topic_admin import Rebalanced, TopicDeleted
+from ferry.controller.tree_control import TreeView
 
 
 class FakeController:

@@ -19,15 +19,15 @@ from flask.testing import FlaskClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.config import RestAuthConfig, RestTokenConfig, parse_config
-from common.errors import ConfigError
-from common.model import PartitionKey
-from controller.auth import TokenChecker, load_tokens
-from controller.openapi import openapi_document
-from controller.progress import OffsetSample
-from controller.reads import TopicView
-from controller.rest import REQUEST_ID_HEADER, create_app
-from controller.topic_admin import TopicDeleted
+from ferry.common.config import RestAuthConfig, RestTokenConfig, parse_config
+from ferry.common.errors import ConfigError
+from ferry.common.model import PartitionKey
+from ferry.controller.auth import TokenChecker, load_tokens
+from ferry.controller.openapi import openapi_document
+from ferry.controller.progress import OffsetSample
+from ferry.controller.reads import TopicView
+from ferry.controller.rest import REQUEST_ID_HEADER, create_app
+from ferry.controller.topic_admin import TopicDeleted
 from tests.unit.test_rest import FakeController, _typed, assert_json_error, serve  # noqa: F401 - fixture
 
 WRITE_TOKEN = "w-secret-0123456789abcdef"

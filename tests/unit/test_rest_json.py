@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 
-from common import tree
-from common.diff import Mismatch
-from common.heartbeat import HeartbeatView, Latency
-from common.model import ExternalView, IdealState, PartitionKey, WorkerInfo
-from common.schemas import ConflictReport, Copy, SchemaVersion, StateChange, SubjectStatus, TargetState
-from common.vocabulary import ControllerState, PartitionState, Problem
-from controller import rest_json
-from controller.checkpoints import GroupCheckpoints, SyncResult, Translation
-from controller.progress import NoProgress, OffsetSample
-from controller.reads import (
+from ferry.common import tree
+from ferry.common.diff import Mismatch
+from ferry.common.heartbeat import HeartbeatView, Latency
+from ferry.common.model import ExternalView, IdealState, PartitionKey, WorkerInfo
+from ferry.common.schemas import ConflictReport, Copy, SchemaVersion, StateChange, SubjectStatus, TargetState
+from ferry.common.vocabulary import ControllerState, PartitionState, Problem
+from ferry.controller import rest_json
+from ferry.controller.checkpoints import GroupCheckpoints, SyncResult, Translation
+from ferry.controller.progress import NoProgress, OffsetSample
+from ferry.controller.reads import (
     Health,
     Instance,
     Instances,
@@ -24,9 +24,9 @@ from controller.reads import (
     TopicView,
     Validation,
 )
-from controller.schema_distributor import SchemaReport, SchemaStatus, SubjectReport
-from controller.topic_admin import Rebalanced, TopicDeleted
-from controller.tree_control import COPYING, DistributorRow, TreeView
+from ferry.controller.schema_distributor import SchemaReport, SchemaStatus, SubjectReport
+from ferry.controller.topic_admin import Rebalanced, TopicDeleted
+from ferry.controller.tree_control import COPYING, DistributorRow, TreeView
 
 
 def _ordered(value: object) -> str:

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.config import parse_config
-from common.errors import ConfigError
-from common.schemas import (
+from ferry.common.config import parse_config
+from ferry.common.errors import ConfigError
+from ferry.common.schemas import (
     HELD_UNDER_ANOTHER_ID,
     SchemaVersion,
     SubjectFormat,

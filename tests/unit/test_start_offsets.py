@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
-from worker.start_offsets import committed_offsets, reset_offset
+from ferry.worker.start_offsets import committed_offsets, reset_offset
 
 
 class Coordinator:

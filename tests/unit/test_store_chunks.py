@@ -1,4 +1,4 @@
-"""controller.store.chunks: transactions bounded in ops and in bytes, in order."""
+"""ferry.controller.store.chunks: transactions bounded in ops and in bytes, in order."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.errors import ControllerError
-from controller.store import Op, chunks, op_size
+from ferry.controller.errors import ControllerError
+from ferry.controller.store import Op, chunks, op_size
 
 pytestmark = pytest.mark.unit
 

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from common import support
-from common.errors import FerryError
+from ferry.common import support
+from ferry.common.errors import FerryError
 
 
 class FakeClock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from common.tables import print_table
+from ferry.common.tables import print_table
 
 
 def test_a_piped_table_keeps_its_columns_one_line_per_row_without_colour() -> None:

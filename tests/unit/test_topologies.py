@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common import heartbeat, naming, topology, tree
-from common.config import FerryConfig, RouteConfig, parse_config
-from common.errors import ConfigError
-from common.provenance import read, stamp
-from common.watermark import OffsetWatermarks
-from controller.rest_json import heartbeats_json
+from ferry.common import heartbeat, naming, topology, tree
+from ferry.common.config import FerryConfig, RouteConfig, parse_config
+from ferry.common.errors import ConfigError
+from ferry.common.provenance import read, stamp
+from ferry.common.watermark import OffsetWatermarks
+from ferry.controller.rest_json import heartbeats_json
 
 pytestmark = pytest.mark.unit
 
@@ -374,7 +374,7 @@ def test_heartbeats_on_make_every_route_mirror_the_heartbeat_topic() -> None:
 
 
 def test_the_header_cost_bench_counts_the_bytes_kafka_stores() -> None:
-    from bench import header_cost
+    from ferry.bench import header_cost
 
     # varint(16) + "ferry.provenance" + varint(8) + "1|a|0|41"
     assert header_cost.header_bytes(b"1|a|0|41") == 1 + 16 + 1 + 8

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from common.model import (
+from ferry.common.model import (
     ExternalView,
     IdealState,
     PartitionKey,
@@ -24,8 +24,8 @@ from common.model import (
     WorkerStatus,
     count_states,
 )
-from common.vocabulary import ControllerState, OpKind, PartitionState, Problem, WorkerState
-from controller.store import Op
+from ferry.common.vocabulary import ControllerState, OpKind, PartitionState, Problem, WorkerState
+from ferry.controller.store import Op
 
 pytestmark = pytest.mark.unit
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from kazoo.exceptions import SessionExpiredError
 
-from common.config import parse_config
-from worker.service import RUNNING, Worker
+from ferry.common.config import parse_config
+from ferry.worker.service import RUNNING, Worker
 
 
 class Clock:

@@ -62,14 +62,18 @@ class TopicAdmin:
 
     def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView:
         """Whitelists ``topic`` on every route (or ``route``); its partitions are assigned at once."""
-        self.add_topics([{"topic": topic, "numPartitions": num_partitions}], route)
+        self.add_topics([{"topic": topic, "numPartitions": num_partitions}], route, assign_now=True)
         return self._reads.topic_view(topic, route)
 
-    def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]:
+    def add_topics(self, topics: Any, route: str | None = None, assign_now: bool = False) -> list[IdealState]:
         """Whitelists many topics (``[{"topic", "numPartitions"?}, ...]``) in one write and one reconcile.
 
         All or nothing: any bad, already mirrored or missing topic refuses the whole request.
         Returns the ideal states created (route by route, topics in request order), before assignment.
+        The reconcile that assigns them is queued (:meth:`Reconciler.request_reconcile`), not run in
+        the request: bulk requests that arrive while one runs share the next run, so whitelisting
+        N topics in bulk rewrites the workers' assignments a few times, not once per request.
+        ``assign_now`` (one topic, whose answer shows its assignment) runs it in the request.
         """
         if not isinstance(topics, list) or not topics:
             raise BadRequest('topics must be a non-empty list like [{"topic": "orders", "numPartitions": 8}]')
@@ -109,7 +113,10 @@ class TopicAdmin:
                 log.info("whitelisted topic %s on %s", next(iter(wanted_counts)), [r.name for r in routes])
             else:
                 log.info("whitelisted %d topics on %s", len(wanted_counts), [r.name for r in routes])
-            reconciler.reconcile()
+            if assign_now:
+                reconciler.reconcile()
+        if not assign_now:
+            reconciler.request_reconcile()
         return created
 
     def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView:

@@ -55,6 +55,16 @@ def _read_rest(cluster: dict[str, str], group: str, topic: str, end: int) -> lis
     return seqs
 
 
+def _mirror(fleet: Fleet, topic: str) -> tuple[Any, Any]:
+    """Starts controller c1 and worker w1, and whitelists ``topic`` (one partition) once both are up."""
+    controller, worker = fleet.start_controller("c1"), fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    fleet.wait_for_workers(controller, {"w1"})
+    response = requests.post(f"{controller.url}/topics", json={"topic": topic, "numPartitions": 1}, timeout=10)
+    assert response.status_code == 201, response.text
+    return controller, worker
+
+
 def _ferry(fleet: Fleet, *args: str) -> Any:
     answer = subprocess.run([sys.executable, "-m", "ferry.common.cli", *args, "--config", str(fleet.config_path), "--json"],
                             capture_output=True, text=True, timeout=120, env={**os.environ})
@@ -72,11 +82,7 @@ def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, top
     ledger = RecordLedger(fleet.stack, topic, 1)
     ledger.create_source_topic()
     ledger.produce(60_000)
-    controller, worker = fleet.start_controller("c1"), fleet.start_worker("w1")
-    fleet.wait_for_leader(controller)
-    fleet.wait_for_workers(controller, {"w1"})
-    response = requests.post(f"{controller.url}/topics", json={"topic": topic, "numPartitions": 1}, timeout=10)
-    assert response.status_code == 201, response.text
+    controller, worker = _mirror(fleet, topic)
     ledger.wait_for_destination(timeout=120)
 
     # Every controller and worker restarts (kill -9): the map goes on from what they persisted.
@@ -134,11 +140,7 @@ def test_a_worker_killed_before_its_first_commit_leaves_nothing_outside_the_map(
     ledger = RecordLedger(fleet.stack, topic, 1)
     ledger.create_source_topic()
     ledger.produce(5_000)
-    controller, worker = fleet.start_controller("c1"), fleet.start_worker("w1")
-    fleet.wait_for_leader(controller)
-    fleet.wait_for_workers(controller, {"w1"})
-    response = requests.post(f"{controller.url}/topics", json={"topic": topic, "numPartitions": 1}, timeout=10)
-    assert response.status_code == 201, response.text
+    controller, worker = _mirror(fleet, topic)
     ledger.wait_for_destination(timeout=120)
     worker.signal(signal.SIGKILL)
     assert committed_offset(ledger.src, "ferry.src.dst", topic) is None  # the route never committed
@@ -201,11 +203,7 @@ def test_a_group_fails_over_through_a_renamed_topic(fleet: Fleet, topic_name: Ca
     ledger = RecordLedger(fleet.stack, topic, 1)
     ledger.create_source_topic()
     ledger.produce(3_000)
-    controller, _ = fleet.start_controller("c1"), fleet.start_worker("w1")
-    fleet.wait_for_leader(controller)
-    fleet.wait_for_workers(controller, {"w1"})
-    response = requests.post(f"{controller.url}/topics", json={"topic": topic, "numPartitions": 1}, timeout=10)
-    assert response.status_code == 201, response.text
+    controller, _ = _mirror(fleet, topic)
     destination = RecordLedger(fleet.stack, renamed, 1, src=ledger.dst)
     wait_until(lambda: destination.end_offsets(ledger.dst).get(0, 0) >= 3_000, 120, "3,000 records on the renamed topic")
     group = f"app-{topic[-8:]}-renamed"

@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     stack = devstack.stack_from_env()
     devstack.up(stack)
     report = run_bench(options, stack, workdir)
-    report["command"] = " ".join(["ferry", "bench", *sys.argv[1:]]) if sys.argv[0].endswith("ferry") else " ".join(sys.argv)
+    report["command"] = " ".join(["ferry", *sys.argv[1:]]) if sys.argv[0].endswith("ferry") else " ".join(sys.argv)
     render(report)
     if args.json:
         write_json(report, args.json)

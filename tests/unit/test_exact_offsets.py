@@ -208,3 +208,16 @@ def test_the_map_reader_finds_segments_retention_removed(monkeypatch: pytest.Mon
     assert sorted(reader.below("src.dst", lambda topic, partition: 15)) == [(key, 0), (key, 10)]
     reader.forget(key, 0)
     assert reader.segments(*key) == [Segment(20, 10, 5), Segment(30, 15, 100)]
+
+
+def test_a_run_whose_endpoints_look_contiguous_but_whose_middle_is_not_is_recorded_pair_by_pair() -> None:
+    """A source gap and a rewind inside one run of reports: sources 4, 9, 6 landed at 4, 5, 6."""
+    one, runs = OffsetMap(), OffsetMap()
+    for s in range(4):
+        one.record(s, s)
+    runs.record_run(list(range(4)), list(range(4)))
+    for s, d in ((4, 4), (9, 5), (6, 6)):
+        one.record(s, d)
+    runs.record_run([4, 9, 6], [4, 5, 6])
+    assert runs.segments() == one.segments()
+    assert runs.segments()[0].length == 5  # 0..4 -> 0..4; 9 -> 5 and 6 -> 6 are runs of their own

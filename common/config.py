@@ -20,6 +20,7 @@ from ferry.common import heartbeat, topology
 from ferry.common import naming as topic_naming
 from ferry.common import tree as distribution_tree
 from ferry.common.errors import ConfigError
+from ferry.common.schemas import SubjectFormat
 
 # Cluster names become part of ZooKeeper node names, route names and consumer group ids.
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -375,9 +376,6 @@ class HeartbeatsConfig(_Strict):
     """>0: the leader writes ferry.heartbeats on every route's source this often and every route mirrors it (GET /heartbeats, ferry_heartbeat_* metrics); 0: off"""
 
 
-_FORMAT_FIELD = re.compile(r"\{([^{}]*)\}")
-
-
 class RegistryAuthConfig(_Strict):
     """HTTP basic auth for a schema registry; the password from exactly one of ``password``
     or ``password_env`` (an environment variable read when the controller starts)."""
@@ -412,12 +410,7 @@ class RegistryConfig(_Strict):
 
     @model_validator(mode="after")
     def _format(self) -> RegistryConfig:
-        fields = _FORMAT_FIELD.findall(self.subject_format)
-        if fields.count("topic") != 1:
-            raise ValueError(f"subject_format {self.subject_format!r} must contain {{topic}} exactly once")
-        unknown = sorted({f for f in fields if f != "topic" and f not in self.subject_vars})
-        if unknown:
-            raise ValueError(f"subject_format names {unknown}, which subject_vars does not define")
+        SubjectFormat(self.subject_format, self.subject_vars)  # its checks: {topic} once, every field defined
         if "topic" in self.subject_vars:
             raise ValueError("subject_vars may not define 'topic' (it comes from the subject)")
         return self

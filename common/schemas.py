@@ -57,7 +57,7 @@ class SubjectFormat:
             raise ValueError(f"subject format {self.template!r} must contain {{topic}} exactly once")
         missing = sorted({n for n in names if n != "topic" and n not in self.variables})
         if missing:
-            raise ValueError(f"subject format {self.template!r} needs variables {missing}")
+            raise ValueError(f"subject format {self.template!r} names {missing}, which subject_vars does not define")
 
     def subject(self, topic: str) -> str:
         """The subject of ``topic`` on this cluster."""

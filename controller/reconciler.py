@@ -55,15 +55,46 @@ RETRY_AFTER_FAILURE_S = 1.0
 MAX_PARSED_KEYS = 2_000_000
 
 
+class ModelLock:
+    """The reconciler's lock: a re-entrant lock that, once taken, hands the model what was whitelisted
+    without it (:meth:`Reconciler.whitelisted`), so whoever holds it sees every topic written so far."""
+
+    def __init__(self, on_acquire: Callable[[], None]) -> None:
+        self._lock = threading.RLock()
+        self._on_acquire = on_acquire
+        self._depth = 0  # changed only by the thread holding the lock
+
+    def __enter__(self) -> ModelLock:
+        self._lock.acquire()
+        self._depth += 1
+        if self._depth == 1:  # not inside a holder's work (a reconcile between its plan and its writes)
+            try:
+                self._on_acquire()
+            except BaseException:
+                self.__exit__()
+                raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        self._lock.release()
+
+
 class Reconciler:
-    """See the module docstring. ``lock`` serializes the leader's writes (reconcile and commands)."""
+    """See the module docstring. ``lock`` serializes the leader's writes (reconcile and commands);
+    ``adding`` serializes bulk whitelisting, which does not wait for ``lock`` (:meth:`whitelisted`)."""
 
     def __init__(self, config: FerryConfig, zk: KazooClient, layout: ZkLayout, store: Store, leadership: Leadership,
                  scheduler: BaseScheduler, metrics: ControllerMetrics, clock: Callable[[], float]) -> None:
         self.config = config
         self.layout = layout
         self.store = store
-        self.lock = threading.RLock()
+        self.lock = ModelLock(self._take_whitelisted)
+        # Bulk POST /topics writes its topic nodes under ``adding`` only, not behind a running
+        # reconcile; what it wrote waits in _whitelisted until the next holder of ``lock`` takes it.
+        # Lock order: ``lock`` before ``adding``, never the reverse.
+        self.adding = threading.RLock()
+        self._whitelisted: dict[TopicKey, IdealState] = {}
         self.departed_at: dict[str, float] = {}  # worker -> when the leader first saw it gone
         self.watch_reads = 0  # data the watches brought (each a read at the server)
         self._zk = zk
@@ -96,6 +127,8 @@ class Reconciler:
         self._state_watched = set()
         self._reconcile_queued = False
         self._ensured_paths = set()
+        with self.adding:
+            self._whitelisted = {}
 
     def watch(self, epoch: int) -> None:
         """Starts this lead's watches, the resync safety net and a first reconcile."""
@@ -326,7 +359,47 @@ class Reconciler:
 
     def publish_ideal(self) -> None:
         """A fresh read-only copy of the model's ideal states (call with the lock, after each change)."""
-        self._ideal_published = None if self._model is None else MappingProxyType(dict(self._model.ideal))
+        self._ideal_published = None if self._model is None else MappingProxyType(
+            {**self._model.ideal, **self._whitelisted})
+
+    # -- bulk whitelisting without the model's lock --------------------------------------------
+
+    def has_model(self) -> bool:
+        """Whether this leader has its model (then bulk whitelisting need not take ``lock``)."""
+        return self._ideal_published is not None and self._model is not None
+
+    def known_topic(self, key: TopicKey) -> IdealState | None:
+        """For bulk whitelisting (with ``adding`` held, after :meth:`has_model`): the topic's ideal state
+        as the leader knows it, None when it is not mirrored."""
+        published = self._ideal_published
+        if published is None:
+            raise Unavailable("the leader lost its model during the request; try again")
+        if key in self._whitelisted:
+            return self._whitelisted[key]
+        return published.get(key)
+
+    def whitelisted(self, states: list[IdealState]) -> None:
+        """Topics just created in ZooKeeper (with ``adding`` held, after :meth:`commit`): the next holder
+        of ``lock`` gives them to the model; until then reads of the ideal states show them already."""
+        added = {TopicKey(state.route, state.topic): state for state in states}
+        self._whitelisted.update(added)
+        published = self._ideal_published
+        if published is not None:
+            self._ideal_published = MappingProxyType({**published, **added})
+
+    def _take_whitelisted(self) -> None:
+        """With ``lock`` just taken: the model gets the topics bulk whitelisting wrote since."""
+        if not self._whitelisted:
+            return
+        with self.adding:
+            taken, self._whitelisted = self._whitelisted, {}
+        model = self._model
+        if model is None:
+            return  # the next reconcile reads ZooKeeper, where they are
+        for key, state in taken.items():
+            # A key the model has already came from a read of ZooKeeper after the write: newer.
+            if key not in model.ideal:
+                model.put_topic(key, state, 0)
 
     # -- reads: the model on the leader, ZooKeeper elsewhere -----------------------------------
 

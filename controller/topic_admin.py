@@ -3,7 +3,10 @@
 Owns no state: every command checks its input (:class:`BadRequest` for a bad name or count,
 :class:`Conflict`, :class:`NotFound`), takes the reconciler's lock, requires the lead, writes its
 ideal-state nodes in one fenced batch, tells the model, and reconciles once, so the new
-partitions are assigned before the command answers. ``POST /topics``, ``PUT /topics``,
+partitions are assigned before the command answers. A bulk ``POST /topics`` is the exception:
+it takes only the reconciler's ``adding`` lock, never waits behind a running reconcile, and
+queues the reconcile that assigns its topics, so bulk requests sent one after another share
+reconciles (the model takes its topics when the next reconcile takes the lock). ``POST /topics``, ``PUT /topics``,
 ``DELETE /topics/<t>``, ``POST /instances`` (rebalance) and the ``observe`` job come here.
 Every command answers with data (:class:`controller.reads.TopicView`, the ideal states it
 created, :class:`TopicDeleted`, :class:`Rebalanced`); :mod:`controller.rest_json`
@@ -88,35 +91,59 @@ class TopicAdmin:
                 raise BadRequest(f"topic {topic!r} is listed twice")
             wanted_counts[topic] = _check_count(item.get("numPartitions"), required=not self._checks_source)
         routes = select_routes(self.config, route)
+        reconciler = self._reconciler
+        if assign_now:
+            with reconciler.lock:
+                created = self._whitelist(routes, wanted_counts, reconciler.ideal_state, through_model=True)
+                reconciler.reconcile()
+            return created
+        written: list[IdealState] | None = None
+        with reconciler.adding:  # not ``lock``: a running reconcile does not hold the request up
+            if reconciler.has_model():
+                written = self._whitelist(routes, wanted_counts, self._known_topic, through_model=False)
+        if written is None:  # no model yet (a lead's first moments): take the lock; the model gets read
+            with reconciler.lock:
+                written = self._whitelist(routes, wanted_counts, reconciler.ideal_state, through_model=True)
+        reconciler.request_reconcile()
+        return written
+
+    def _known_topic(self, route: str, topic: str) -> IdealState | None:
+        return self._reconciler.known_topic(TopicKey(route, topic))
+
+    def _whitelist(self, routes: list[RouteConfig], wanted_counts: dict[str, int | None],
+                   lookup: Callable[[str, str], IdealState | None], *, through_model: bool) -> list[IdealState]:
+        """Writes the topics' nodes (fenced, one transaction when they fit) and tells the model.
+
+        With ``reconciler.lock`` held, the model takes them at once (``through_model``); with only
+        ``reconciler.adding``, they wait for the next holder of the lock (:meth:`Reconciler.whitelisted`).
+        """
         reconciler, layout = self._reconciler, self._layout
-        with reconciler.lock:
-            self._leadership.require_leader()
-            for r in routes:
-                for topic in wanted_counts:
-                    if reconciler.ideal_state(r.name, topic) is not None:
-                        raise Conflict(f"topic {topic!r} is already mirrored on route {r.name}")
-            ops, created = [], []
-            for r in routes:
-                removed = set(reconciler.store.children(f"{layout.removed}/{r.name}"))
-                reconciler.ensure_path(layout.route_topics(r.name))
-                for topic, count in wanted_counts.items():
-                    state = IdealState(r.name, topic, self._mirrored_count(r, topic, count))
-                    ops.append(Op(OpKind.CREATE, layout.topic(r.name, topic), state.to_bytes()))
-                    created.append(state)
-                    if topic in removed:
-                        ops.append(Op(OpKind.DELETE, layout.removed_topic(r.name, topic)))
-            reconciler.commit(ops)
+        self._leadership.require_leader()
+        for r in routes:
+            for topic in wanted_counts:
+                if lookup(r.name, topic) is not None:
+                    raise Conflict(f"topic {topic!r} is already mirrored on route {r.name}")
+        ops, created = [], []
+        for r in routes:
+            removed = set(reconciler.store.children(f"{layout.removed}/{r.name}"))
+            reconciler.ensure_path(layout.route_topics(r.name))
+            for topic, count in wanted_counts.items():
+                state = IdealState(r.name, topic, self._mirrored_count(r, topic, count))
+                ops.append(Op(OpKind.CREATE, layout.topic(r.name, topic), state.to_bytes()))
+                created.append(state)
+                if topic in removed:
+                    ops.append(Op(OpKind.DELETE, layout.removed_topic(r.name, topic)))
+        reconciler.commit(ops)
+        if through_model:
             for state in created:
                 reconciler.put_topic(TopicKey(state.route, state.topic), state, 0)
             reconciler.publish_ideal()
-            if len(wanted_counts) == 1:
-                log.info("whitelisted topic %s on %s", next(iter(wanted_counts)), [r.name for r in routes])
-            else:
-                log.info("whitelisted %d topics on %s", len(wanted_counts), [r.name for r in routes])
-            if assign_now:
-                reconciler.reconcile()
-        if not assign_now:
-            reconciler.request_reconcile()
+        else:
+            reconciler.whitelisted(created)
+        if len(wanted_counts) == 1:
+            log.info("whitelisted topic %s on %s", next(iter(wanted_counts)), [r.name for r in routes])
+        else:
+            log.info("whitelisted %d topics on %s", len(wanted_counts), [r.name for r in routes])
         return created
 
     def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView:
@@ -209,25 +236,27 @@ class TopicAdmin:
             return decisions
         with reconciler.lock:
             self._leadership.require_leader()
-            ideal = reconciler.ideal_states()  # again, under the lock: what the writes start from
-            decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
-            ops, written = [], []
-            for key, partitions in sorted(decisions.add.items()):
-                reconciler.ensure_path(layout.route_topics(key.route))
-                state = IdealState(key.route, key.topic, partitions)
-                ops.append(Op(OpKind.CREATE, layout.topic(key.route, key.topic), state.to_bytes()))
-                written.append((key, state, 0))
-            for key, partitions in sorted(decisions.expand.items()):
-                old = ideal[key]
-                grown = IdealState(key.route, key.topic, partitions, dict(old.assignment))
-                version = reconciler.ideal_version(key)
-                ops.append(Op(OpKind.SET, layout.topic(key.route, key.topic), grown.to_bytes(), version))
-                written.append((key, grown, version + 1))
+            with reconciler.adding:  # bulk POST /topics creates topic nodes without ``lock``
+                ideal = reconciler.ideal_states()  # again, under the locks: what the writes start from
+                decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
+                ops, written = [], []
+                for key, partitions in sorted(decisions.add.items()):
+                    reconciler.ensure_path(layout.route_topics(key.route))
+                    state = IdealState(key.route, key.topic, partitions)
+                    ops.append(Op(OpKind.CREATE, layout.topic(key.route, key.topic), state.to_bytes()))
+                    written.append((key, state, 0))
+                for key, partitions in sorted(decisions.expand.items()):
+                    old = ideal[key]
+                    grown = IdealState(key.route, key.topic, partitions, dict(old.assignment))
+                    version = reconciler.ideal_version(key)
+                    ops.append(Op(OpKind.SET, layout.topic(key.route, key.topic), grown.to_bytes(), version))
+                    written.append((key, grown, version + 1))
+                if ops:
+                    reconciler.commit(ops)
+                    for key, state, version in written:
+                        reconciler.put_topic(key, state, version)
+                    reconciler.publish_ideal()
             if ops:
-                reconciler.commit(ops)
-                for key, state, version in written:
-                    reconciler.put_topic(key, state, version)
-                reconciler.publish_ideal()
                 log.info("observer: whitelisted %d topics %s, expanded %s", len(decisions.add),
                          sorted(map(str, decisions.add))[:20], {str(k): n for k, n in decisions.expand.items()})
                 reconciler.reconcile()

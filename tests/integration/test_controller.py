@@ -213,6 +213,32 @@ def test_partitions_wait_for_a_worker_then_all_go_to_it(cluster: Cluster, source
     assert third.generation > second.generation
 
 
+def test_a_bulk_post_does_not_wait_behind_a_reconcile_and_its_topics_get_assigned(
+        cluster: Cluster, create_topic: Callable[..., None], topic_name: Callable[[str], str]) -> None:
+    controller = cluster.leader()
+    cluster.worker("w1")
+    first, *bulk = (topic_name(f"bulk{i}") for i in range(4))
+    for name in (first, *bulk):
+        create_topic("src", name, 2)
+    controller.topics.add_topic(first, 2)  # the leader has its model now
+    wait_for(lambda: cluster.assignment("w1"), 10, "w1's assignment")
+    reconciler = controller.reconciler
+    with reconciler.lock:  # a long reconcile, as it were: the bulk POST does not wait for it
+        created = controller.topics.add_topics([{"topic": t, "numPartitions": 2} for t in bulk])
+        assert [s.topic for s in created] == bulk
+        assert all(cluster.ideal(t) == IdealState(ROUTE, t, 2) for t in bulk)  # written, not yet assigned
+        listed = {t["topic"] for t in topics_json(controller.reads.list_topics())["topics"]}
+        assert listed == {first, *bulk}  # reads show them at once
+        with pytest.raises(Conflict):
+            controller.topics.add_topics([{"topic": bulk[0], "numPartitions": 2}])
+    wanted = keys(first, range(2)).union(*(keys(t, range(2)) for t in bulk))
+    wait_for(lambda: (a := cluster.assignment("w1")) is not None and a.partitions == wanted, 10, "the bulk topics assigned")
+    with pytest.raises(Conflict):
+        controller.topics.add_topic(bulk[1])
+    controller.topics.delete_topic(bulk[2])  # the model has it: it can be deleted
+    assert cluster.ideal(bulk[2]) is None
+
+
 def test_exactly_one_of_two_controllers_leads_and_a_fenced_out_leader_cannot_write(
     cluster: Cluster, source_topic: Callable[[int], str]
 ) -> None:

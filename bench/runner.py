@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
+import os
 import platform
 import time
 import uuid
@@ -204,6 +205,7 @@ def run_one(
         result.processes = len(system.pids())
         result.logs = system.logs()
         pids = system.pids()
+        _settle_disk()
         _copy(system, load, topics, run_id, options, dst_admin, pids, result)
         if not result.problems and options.latency_seconds > 0:
             result.latency = workload.measure_latency(
@@ -229,6 +231,20 @@ def run_one(
             with contextlib.suppress(BenchError):
                 workload.delete_topics(src_admin, [latency_topic])
     return result
+
+
+def _settle_disk() -> None:
+    """Writes every dirty page out before a run is timed.
+
+    The source fill and the previous system's copy leave up to gigabytes of dirty pages that the
+    kernel writes back later (after 30 s, or past its background ratio): without this, that
+    write-back landed on whichever run came next, and one workload's first system ran at half
+    speed (BENCHMARKS.md, 2026-11-23: 8x100 B one worker at 127,047 records/s in a full table,
+    215,264 alone).
+    """
+    started = time.monotonic()
+    os.sync()
+    log.debug("sync before the run: %.1fs", time.monotonic() - started)
 
 
 def _copy(
@@ -288,6 +304,7 @@ def _copy(
 def _broker_limit(name: str, stack: Stack, workdir: Path, load: Workload, topic: str, run_id: str,
                   dst_admin: Any) -> RunResult:
     """``limit-produce`` (into a fresh destination topic) or ``limit-consume`` (the workload's source topic)."""
+    _settle_disk()
     label = ("broker limit: produce into dst (ProducerPerformance)" if name == "limit-produce"
              else "broker limit: consume from src (ConsumerPerformance)")
     result = RunResult(load.name, load.value_bytes, name, label, load.records, processes=1)

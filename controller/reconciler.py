@@ -8,7 +8,9 @@ model, which plans only what those changes touched (deciding exactly as
 :func:`controller.planner.plan`), and writes what differs in fenced transactions, stamping
 changed assignments with a new generation. The leader's own writes (topic commands, observer)
 go to the model once ZooKeeper took them (:meth:`Reconciler.put_topic`); a failed write drops
-the model and the next reconcile reads everything again.
+the model and the next reconcile reads everything again. A bulk ``POST /topics`` writes its
+topics under ``adding`` instead of ``lock`` (it does not wait behind a reconcile); the next
+holder of ``lock`` hands them to the model first (:class:`ModelLock`, :meth:`Reconciler.whitelisted`).
 
 States of the model: ``None`` (read it at the next reconcile) -> read -> ``None`` again after a
 failed write or at the end of a lead.

@@ -14,7 +14,7 @@ from ferry.common.zk_layout import ZkLayout
 from ferry.controller.jobs import make_scheduler
 from ferry.controller.leadership import LEADING
 from ferry.controller.metrics import ControllerMetrics
-from ferry.controller.reconciler import Reconciler
+from ferry.controller.reconciler import ModelLock, Reconciler
 
 
 class StubLeadership:
@@ -82,3 +82,26 @@ def test_a_trigger_during_a_run_queues_one_run_that_waits_and_is_never_skipped(
     wait_for(settled, 10, "the queued run to run")
     assert len(runs) == 2, f"a burst during a run cost {len(runs) - 1} more runs, not one"
     assert metrics.job_counts()["reconcile"] == {"runs": 2, "failures": 0, "skips": 0}
+
+
+def test_the_model_lock_hands_over_what_was_whitelisted_only_when_first_taken() -> None:
+    taken: list[str] = []
+    lock = ModelLock(lambda: taken.append("taken"))
+    with lock:
+        assert taken == ["taken"]
+        with lock:  # inside a holder's work (a reconcile between its plan and its writes): nothing
+            assert taken == ["taken"]
+    with lock:
+        assert taken == ["taken", "taken"]
+
+    def failing() -> None:
+        raise RuntimeError("boom")
+
+    broken = ModelLock(failing)
+    with pytest.raises(RuntimeError), broken:
+        pass
+    free: list[bool] = []
+    other = threading.Thread(target=lambda: free.append(broken._lock.acquire(blocking=False)))
+    other.start()
+    other.join()
+    assert free == [True]  # released after the failure: another thread takes it

@@ -360,9 +360,11 @@ class Reconciler:
             self._model.put_topic(key, state, version)
 
     def publish_ideal(self) -> None:
-        """A fresh read-only copy of the model's ideal states (call with the lock, after each change)."""
-        self._ideal_published = None if self._model is None else MappingProxyType(
-            {**self._model.ideal, **self._whitelisted})
+        """A fresh read-only copy of the model's ideal states and the topics whitelisted without the
+        lock (call with the lock, after each change)."""
+        with self.adding:  # so no bulk request's topics go missing from it meanwhile
+            self._ideal_published = None if self._model is None else MappingProxyType(
+                {**self._model.ideal, **self._whitelisted})
 
     # -- bulk whitelisting without the model's lock --------------------------------------------
 
@@ -384,7 +386,8 @@ class Reconciler:
         """Topics just created in ZooKeeper (with ``adding`` held, after :meth:`commit`): the next holder
         of ``lock`` gives them to the model; until then reads of the ideal states show them already."""
         added = {TopicKey(state.route, state.topic): state for state in states}
-        self._whitelisted.update(added)
+        # A new dict, never changed in place: publish_ideal may be reading the old one.
+        self._whitelisted = {**self._whitelisted, **added}
         published = self._ideal_published
         if published is not None:
             self._ideal_published = MappingProxyType({**published, **added})
@@ -402,6 +405,7 @@ class Reconciler:
             # A key the model has already came from a read of ZooKeeper after the write: newer.
             if key not in model.ideal:
                 model.put_topic(key, state, 0)
+        self.publish_ideal()  # they stay visible (a duplicate bulk request must see them)
 
     # -- reads: the model on the leader, ZooKeeper elsewhere -----------------------------------
 

@@ -91,26 +91,50 @@ class TopicAdmin:
                 raise BadRequest(f"topic {topic!r} is listed twice")
             wanted_counts[topic] = _check_count(item.get("numPartitions"), required=not self._checks_source)
         routes = select_routes(self.config, route)
+        self._leadership.require_leader()  # a standby refuses before it asks the source anything
+        counts = self._mirrored_counts(routes, wanted_counts)  # before any lock: it may ask the source
         reconciler = self._reconciler
         if assign_now:
             with reconciler.lock:
-                created = self._whitelist(routes, wanted_counts, reconciler.ideal_state, through_model=True)
+                created = self._whitelist(routes, counts, reconciler.ideal_state, through_model=True)
                 reconciler.reconcile()
             return created
         written: list[IdealState] | None = None
         with reconciler.adding:  # not ``lock``: a running reconcile does not hold the request up
             if reconciler.has_model():
-                written = self._whitelist(routes, wanted_counts, self._known_topic, through_model=False)
+                written = self._whitelist(routes, counts, self._known_topic, through_model=False)
         if written is None:  # no model yet (a lead's first moments): take the lock; the model gets read
             with reconciler.lock:
-                written = self._whitelist(routes, wanted_counts, reconciler.ideal_state, through_model=True)
+                written = self._whitelist(routes, counts, reconciler.ideal_state, through_model=True)
         reconciler.request_reconcile()
         return written
 
     def _known_topic(self, route: str, topic: str) -> IdealState | None:
         return self._reconciler.known_topic(TopicKey(route, topic))
 
-    def _whitelist(self, routes: list[RouteConfig], wanted_counts: dict[str, int | None],
+    def _mirrored_counts(self, routes: list[RouteConfig], wanted_counts: dict[str, int | None]) -> dict[str, dict[str, int]]:
+        """Route -> topic -> how many partitions to mirror, checked against the source when configured.
+
+        A bulk request asks each source cluster for its topics once (one metadata request), not
+        once per topic: 1,000 topics cost one round trip.
+        """
+        if not self._checks_source:
+            return {r.name: {t: c for t, c in wanted_counts.items() if c is not None} for r in routes}
+        at_source_of: dict[str, dict[str, int]] = {}
+        counts: dict[str, dict[str, int]] = {}
+        for r in routes:
+            if len(wanted_counts) > 1 and r.source not in at_source_of:
+                at_source_of[r.source] = self._kafka.topics(r.source)
+            at_source = at_source_of.get(r.source, {})
+            counts[r.name] = {}
+            for topic, count in wanted_counts.items():
+                partitions = at_source.get(topic)
+                if partitions is None:  # not listed (missing, or in error: asked alone, it says which)
+                    partitions = self._kafka.partition_count(r.source, topic)
+                counts[r.name][topic] = _checked_count(r, topic, count, partitions)
+        return counts
+
+    def _whitelist(self, routes: list[RouteConfig], counts: dict[str, dict[str, int]],
                    lookup: Callable[[str, str], IdealState | None], *, through_model: bool) -> list[IdealState]:
         """Writes the topics' nodes (fenced, one transaction when they fit) and tells the model.
 
@@ -120,15 +144,15 @@ class TopicAdmin:
         reconciler, layout = self._reconciler, self._layout
         self._leadership.require_leader()
         for r in routes:
-            for topic in wanted_counts:
+            for topic in counts[r.name]:
                 if lookup(r.name, topic) is not None:
                     raise Conflict(f"topic {topic!r} is already mirrored on route {r.name}")
         ops, created = [], []
         for r in routes:
             removed = set(reconciler.store.children(f"{layout.removed}/{r.name}"))
             reconciler.ensure_path(layout.route_topics(r.name))
-            for topic, count in wanted_counts.items():
-                state = IdealState(r.name, topic, self._mirrored_count(r, topic, count))
+            for topic, count in counts[r.name].items():
+                state = IdealState(r.name, topic, count)
                 ops.append(Op(OpKind.CREATE, layout.topic(r.name, topic), state.to_bytes()))
                 created.append(state)
                 if topic in removed:
@@ -140,10 +164,11 @@ class TopicAdmin:
             reconciler.publish_ideal()
         else:
             reconciler.whitelisted(created)
-        if len(wanted_counts) == 1:
-            log.info("whitelisted topic %s on %s", next(iter(wanted_counts)), [r.name for r in routes])
+        topics = {state.topic for state in created}
+        if len(topics) == 1:
+            log.info("whitelisted topic %s on %s", next(iter(topics)), [r.name for r in routes])
         else:
-            log.info("whitelisted %d topics on %s", len(wanted_counts), [r.name for r in routes])
+            log.info("whitelisted %d topics on %s", len(topics), [r.name for r in routes])
         return created
 
     def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView:
@@ -292,13 +317,17 @@ class TopicAdmin:
         if not self._checks_source:
             assert count is not None  # required by add_topics then
             return count
-        at_source = self._kafka.partition_count(route.source, topic)
-        if at_source is None:
-            raise NotFound(f"topic {topic!r} does not exist on the source cluster {route.source!r}")
-        wanted = count or at_source
-        if wanted > at_source:
-            raise BadRequest(f"numPartitions {wanted} exceeds the {at_source} partitions of {topic!r} on {route.source}")
-        return wanted
+        return _checked_count(route, topic, count, self._kafka.partition_count(route.source, topic))
+
+
+def _checked_count(route: RouteConfig, topic: str, count: int | None, at_source: int | None) -> int:
+    """``count`` (or every partition) of a topic with ``at_source`` partitions at the source (None: missing)."""
+    if at_source is None:
+        raise NotFound(f"topic {topic!r} does not exist on the source cluster {route.source!r}")
+    wanted = count or at_source
+    if wanted > at_source:
+        raise BadRequest(f"numPartitions {wanted} exceeds the {at_source} partitions of {topic!r} on {route.source}")
+    return wanted
 
 
 def _check_topic(topic: Any) -> None:

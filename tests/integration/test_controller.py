@@ -222,6 +222,13 @@ def test_a_bulk_post_does_not_wait_behind_a_reconcile_and_its_topics_get_assigne
         create_topic("src", name, 2)
     controller.topics.add_topic(first, 2)  # the leader has its model now
     wait_for(lambda: cluster.assignment("w1"), 10, "w1's assignment")
+    # One metadata request for the whole list; a missing topic or a count over the source's still
+    # refuses the whole request, and nothing is written.
+    with pytest.raises(NotFound, match="does not exist"):
+        controller.topics.add_topics([{"topic": bulk[0]}, {"topic": topic_name("absent")}])
+    with pytest.raises(BadRequest, match="exceeds"):
+        controller.topics.add_topics([{"topic": bulk[0]}, {"topic": bulk[1], "numPartitions": 3}])
+    assert all(cluster.ideal(t) is None for t in bulk)
     reconciler = controller.reconciler
     with reconciler.lock:  # a long reconcile, as it were: the bulk POST does not wait for it
         created = controller.topics.add_topics([{"topic": t, "numPartitions": 2} for t in bulk])

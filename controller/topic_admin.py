@@ -96,21 +96,18 @@ class TopicAdmin:
         reconciler = self._reconciler
         if assign_now:
             with reconciler.lock:
-                created = self._whitelist(routes, counts, reconciler.ideal_state, through_model=True)
+                created = self._whitelist(routes, counts, through_model=True)
                 reconciler.reconcile()
             return created
         written: list[IdealState] | None = None
         with reconciler.adding:  # not ``lock``: a running reconcile does not hold the request up
             if reconciler.has_model():
-                written = self._whitelist(routes, counts, self._known_topic, through_model=False)
+                written = self._whitelist(routes, counts, through_model=False)
         if written is None:  # no model yet (a lead's first moments): take the lock; the model gets read
             with reconciler.lock:
-                written = self._whitelist(routes, counts, reconciler.ideal_state, through_model=True)
+                written = self._whitelist(routes, counts, through_model=True)
         reconciler.request_reconcile()
         return written
-
-    def _known_topic(self, route: str, topic: str) -> IdealState | None:
-        return self._reconciler.known_topic(TopicKey(route, topic))
 
     def _mirrored_counts(self, routes: list[RouteConfig], wanted_counts: dict[str, int | None]) -> dict[str, dict[str, int]]:
         """Route -> topic -> how many partitions to mirror, checked against the source when configured.
@@ -134,8 +131,8 @@ class TopicAdmin:
                 counts[r.name][topic] = _checked_count(r, topic, count, partitions)
         return counts
 
-    def _whitelist(self, routes: list[RouteConfig], counts: dict[str, dict[str, int]],
-                   lookup: Callable[[str, str], IdealState | None], *, through_model: bool) -> list[IdealState]:
+    def _whitelist(self, routes: list[RouteConfig], counts: dict[str, dict[str, int]], *,
+                   through_model: bool) -> list[IdealState]:
         """Writes the topics' nodes (fenced, one transaction when they fit) and tells the model.
 
         With ``reconciler.lock`` held, the model takes them at once (``through_model``); with only
@@ -145,7 +142,9 @@ class TopicAdmin:
         self._leadership.require_leader()
         for r in routes:
             for topic in counts[r.name]:
-                if lookup(r.name, topic) is not None:
+                key = TopicKey(r.name, topic)
+                known = reconciler.ideal_state(r.name, topic) if through_model else reconciler.known_topic(key)
+                if known is not None:
                     raise Conflict(f"topic {topic!r} is already mirrored on route {r.name}")
         ops, created = [], []
         for r in routes:

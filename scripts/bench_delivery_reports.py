@@ -29,6 +29,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry.common.kafka_clients import PRODUCER_DEFAULTS
+from ferry.common.support import produce_blocking
 
 
 def _cpu_s() -> float:
@@ -51,16 +52,11 @@ def run(bootstrap: str, topic: str, records: int, value: bytes, mode: str) -> tu
     producer = Producer(settings)
     producer.list_topics(topic, timeout=10)
     headers: list[tuple[str, str | bytes | None]] = [("trace", b"0123456789abcdef"), ("origin", b"bench")]
-    produce, poll = producer.produce, producer.poll
+    poll = producer.poll
     started, cpu_started = time.monotonic(), _cpu_s()
     for i in range(records):
-        while True:
-            try:
-                produce(topic, value, b"key-%d" % (i % 1000), i % 8, timestamp=1_700_000_000_000 + i, headers=headers)
-                break
-            except BufferError:
-                poll(0.01)
-                reports.clear()
+        produce_blocking(producer, topic, value, b"key-%d" % (i % 1000), i % 8,
+                         wait_s=0.01, timestamp=1_700_000_000_000 + i, headers=headers)
         if i % 1000 == 0:
             poll(0)
             reports.clear()

@@ -9,8 +9,14 @@ thread can push. Each process: one librdkafka consumer (``assign()`` from the be
 producer with the same delivery guarantees as Ferry's, built with Ferry's client defaults
 (``common/kafka_clients.py``, the best settings measured) plus the same overrides the bench
 gives Ferry's workers (``--consumer-config``, ``--producer-config``), copying key, value, headers and timestamp to the same partition. No offset tracking, no
-delivery callbacks, no status, no metrics: whatever a replicator adds costs on top of this.
+delivery callbacks, no status, no metrics, no Python call per record beyond the client's own: whatever a replicator adds costs on top of this.
 Runs until SIGTERM, then flushes and exits.
+
+``--acked`` (the bench's ``acked-copy`` system) adds to the same loop what a replicator that loses
+no record and maps offsets needs from the client, and nothing of Ferry's own: a delivery report
+per record (a Python callback that only queues it, emptied after each poll) and Ferry's
+provenance header on each copy (:class:`common.provenance.Stamper`). Its CPU per record against
+the ceiling's is what those two cost through confluent-kafka, whoever writes the replicator.
 """
 
 from __future__ import annotations
@@ -19,13 +25,14 @@ import argparse
 import json
 import signal
 import sys
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from ferry.common import kafka_clients
-from ferry.common.support import produce_blocking
+from ferry.common.provenance import Stamper
 
 BATCH = 10_000
 
@@ -38,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", default="0/1", help="I/K: copy only the I-th of K contiguous blocks of partitions")
     parser.add_argument("--consumer-config", type=json.loads, default={}, help="librdkafka overrides (JSON object)")
     parser.add_argument("--producer-config", type=json.loads, default={}, help="librdkafka overrides (JSON object)")
+    parser.add_argument("--acked", action="store_true",
+                        help="a delivery report per record and Ferry's provenance header (see the module docstring)")
     parser.add_argument("topics", nargs="+")
     args = parser.parse_args(argv)
     index, count = (int(part) for part in args.block.split("/"))
@@ -52,21 +61,51 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     consumer = kafka_clients.consumer({"bootstrap.servers": args.source}, "ferry-bench-ceiling", **args.consumer_config)
     consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in args.topics for p in mine])
-    producer = kafka_clients.producer({"bootstrap.servers": args.destination}, **args.producer_config)
-    poll = producer.poll
-    while not stopping:
+    delivered: list[Any] = []
+    failures: list[Any] = []
+
+    def on_delivery(error: Any, message: Any) -> None:  # queues the report, as a replicator's copier would
+        if error is None:
+            delivered.append(message)
+        else:
+            failures.append(error)
+
+    producer = kafka_clients.producer({"bootstrap.servers": args.destination}, **args.producer_config,
+                                      **({"on_delivery": on_delivery} if args.acked else {}))
+    _copy(consumer, producer, Stamper("src").stamp if args.acked else None, lambda: stopping, delivered)
+    producer.flush(30)
+    consumer.close()
+    if failures:
+        print(f"{len(failures)} records failed delivery, the first: {failures[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _copy(consumer: Any, producer: Any, stamp: Callable[[Any, int], Any] | None, stopping: Callable[[], bool],
+          delivered: list[Any]) -> None:
+    """Copies until ``stopping()``; with ``stamp``, each copy carries the provenance header.
+
+    ``produce`` is called in the loop itself, not through a helper: a Python call per record is
+    about a tenth of this loop's CPU at 100 B, and a ceiling must not carry it.
+    """
+    produce, poll = producer.produce, producer.poll
+    while not stopping():
         # A short timeout: consume(n, t) returns only when n records or t seconds are there.
         messages: list[Any] = consumer.consume(BATCH, 0.01)  # topic()/partition() are set: no error
         for message in messages:
             if message.error() is not None:
                 continue
             timestamp_type, timestamp = message.timestamp()
-            produce_blocking(producer, message.topic(), message.value(), message.key(), message.partition(),
-                             timestamp=timestamp if timestamp_type else 0, headers=message.headers())
+            headers = message.headers() if stamp is None else stamp(message.headers(), message.offset())
+            while True:
+                try:
+                    produce(message.topic(), message.value(), message.key(), message.partition(),
+                            timestamp=timestamp if timestamp_type else 0, headers=headers)
+                    break
+                except BufferError:  # the local queue is full: serve deliveries, then try again
+                    poll(0.05)
         poll(0)
-    producer.flush(30)
-    consumer.close()
-    return 0
+        delivered.clear()
 
 
 if __name__ == "__main__":

@@ -106,9 +106,10 @@ def make_system(name: str, stack: Stack, workdir: Path, partitions: int, slug: s
                 worker_config: dict[str, Any] | None = None) -> System:
     if not known_system(name) or name.startswith("limit-"):
         raise BenchError(f"unknown system {name!r} (known: {KNOWN})")
-    if name.startswith("ceiling"):
-        processes = int(name[8:]) if name != "ceiling" else None
-        return Ceiling(stack, workdir, partitions, slug, processes=processes, client_config=worker_config)
+    if name.startswith(("ceiling", "acked-copy")):
+        base, _, count = name.partition("-") if name.startswith("ceiling") else ("acked-copy", "-", name[11:])
+        return Ceiling(stack, workdir, partitions, slug, processes=int(count) if count else None,
+                       client_config=worker_config, acked=base == "acked-copy")
     if name.startswith("ferry-"):
         return FerryWorkers(stack, workdir, partitions, slug, workers=int(name[6:-1]), worker_config=worker_config)
     tuned = name.startswith("mm2-tuned-")

@@ -2,7 +2,9 @@
 
 * :class:`Ceiling` -- ``python -m ferry.bench.ceiling``, one process per CPU (or ``ceiling-N``: N):
   bare librdkafka copy loops with Ferry's client settings, no replicator; the most these
-  brokers take through these clients on this machine.
+  brokers take through these clients on this machine. ``acked-copy`` (``acked-copy-N``): the same
+  loop with a delivery report per record and the provenance header (``--acked``), what no loss
+  and exact offsets cost through the client alone.
 * :class:`FerryWorkers` -- 1 or 2 ``ferry worker`` processes (``python -m ferry.common.cli worker``);
   the bench writes their assignments straight into ZooKeeper (``assignments/<id>``, generation
   1), as a controller would, so no controller runs and no rebalance delay is measured.
@@ -127,12 +129,17 @@ class Ceiling(System):
     """
 
     def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, processes: int | None = None,
-                 client_config: dict[str, Any] | None = None) -> None:
+                 client_config: dict[str, Any] | None = None, acked: bool = False) -> None:
         super().__init__(stack, workdir, partitions, slug)
-        self.name = "ceiling" if processes is None else f"ceiling-{processes}"
+        base = "acked-copy" if acked else "ceiling"
+        self.name = base if processes is None else f"{base}-{processes}"
         self.count = max(1, min(partitions, processes or len(os.sched_getaffinity(0))))
-        self.label = f"broker ceiling ({self.count} bare librdkafka copy process{'es' if self.count > 1 else ''})"
+        plural = "es" if self.count > 1 else ""
+        self.label = (f"the ceiling's loop with a delivery report per record and the provenance header ({self.count} process{plural})"
+                      if acked else f"broker ceiling ({self.count} bare librdkafka copy process{plural})")
         self.client_config = client_config or {}
+        self.acked = acked
+        self.process_name = base
 
     def start(self, topics: list[str]) -> None:
         admin = workload.admin(self.destination)
@@ -143,8 +150,10 @@ class Ceiling(System):
                        "--destination", self.stack.bootstrap("dst"), "--partitions", str(self.partitions),
                        "--block", f"{index}/{self.count}",
                        "--consumer-config", json.dumps(self.client_config.get("consumer") or {}),
-                       "--producer-config", json.dumps(self.client_config.get("producer") or {}), *topics]
-            self.processes.append(spawn(f"ceiling-{index + 1}", command, self._log(f"ceiling-{index + 1}")))
+                       "--producer-config", json.dumps(self.client_config.get("producer") or {}),
+                       *(["--acked"] if self.acked else []), *topics]
+            name = f"{self.process_name}-{index + 1}"
+            self.processes.append(spawn(name, command, self._log(name)))
 
 
 class FerryWorkers(System):

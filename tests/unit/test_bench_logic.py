@@ -4,8 +4,10 @@ settings search, the perf tools' output, the ratios of a report."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given
@@ -16,18 +18,18 @@ from ferry.bench.errors import BenchError
 from ferry.bench.idle import core_pct
 from ferry.bench.names import WorkloadSpec, known_system, parse_workloads
 from ferry.bench.search import DEFAULT, Pair, Param
-from ferry.bench.systems import MM2_TUNED, MirrorMaker2
+from ferry.bench.systems import MM2_TUNED, Ceiling, MirrorMaker2
 from ferry.common.devstack import Server, Stack
 
 # -- names -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["ceiling", "ceiling-3", "ferry-1w", "ferry-12w", "mm2-t1", "mm2-tuned-t2",
+@pytest.mark.parametrize("name", ["ceiling", "ceiling-3", "acked-copy", "acked-copy-2", "ferry-1w", "ferry-12w", "mm2-t1", "mm2-tuned-t2",
                                   "limit-produce", "limit-consume"])
 def test_known_systems(name: str) -> None:
     assert known_system(name)
 
 
-@pytest.mark.parametrize("name", ["ceiling-0", "ferry-0w", "ferry-w", "mm2-t0", "mm2-tuned", "limit", "mm2-t1 ", ""])
+@pytest.mark.parametrize("name", ["ceiling-0", "acked-copy-0", "acked", "ferry-0w", "ferry-w", "mm2-t0", "mm2-tuned", "limit", "mm2-t1 ", ""])
 def test_unknown_systems(name: str) -> None:
     assert not known_system(name)
 
@@ -200,3 +202,20 @@ def test_tuned_mirrormaker_gets_the_overrides_on_its_source_consumer_and_target_
     assert set(props) - set(default.keys() | {k.replace("run1", "run2") for k in default}) == {
         f"{tuned.src_alias}.consumer.{k}" for k in MM2_TUNED["consumer"]} | {
         f"{tuned.dst_alias}.producer.{k}" for k in MM2_TUNED["producer"]}
+
+
+@pytest.mark.parametrize(("name", "acked", "count"), [("ceiling", False, 2), ("ceiling-3", False, 3),
+                                                     ("acked-copy", True, 2), ("acked-copy-1", True, 1)])
+def test_ceiling_systems_by_name(tmp_path: Path, name: str, acked: bool, count: int) -> None:
+    stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
+    with mock.patch.object(os, "sched_getaffinity", return_value={0, 1}):
+        system = runner.make_system(name, stack, tmp_path, 8, "run-1")
+    assert isinstance(system, Ceiling)
+    assert (system.name, system.acked, system.count) == (name, acked, count)
+
+
+def test_the_acked_copy_is_never_the_ceiling() -> None:
+    runs = [_run("ceiling", 200.0, 4.0), _run("acked-copy", 300.0, 5.0), _run("ferry-1w", 100.0, 6.0)]
+    runner._ratios(runs)
+    assert runs[1].vs_baseline["cpu_per_record_vs_ceiling"] == 1.25
+    assert runs[2].vs_baseline["records_per_s_vs_ceiling"] == 0.5

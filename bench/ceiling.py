@@ -12,11 +12,12 @@ gives Ferry's workers (``--consumer-config``, ``--producer-config``), copying ke
 delivery callbacks, no status, no metrics, no Python call per record beyond the client's own: whatever a replicator adds costs on top of this.
 Runs until SIGTERM, then flushes and exits.
 
-``--acked`` (the bench's ``acked-copy`` system) adds to the same loop what a replicator that loses
-no record and maps offsets needs from the client, and nothing of Ferry's own: a delivery report
-per record (a Python callback that only queues it, emptied after each poll) and Ferry's
-provenance header on each copy (:class:`common.provenance.Stamper`). Its CPU per record against
-the ceiling's is what those two cost through confluent-kafka, whoever writes the replicator.
+Two variants add to the same loop what Ferry's guarantees need from the client, and nothing of
+Ferry's own bookkeeping: ``--stamp`` (the bench's ``stamped-copy``) puts Ferry's provenance header
+on each copy (:class:`common.provenance.Stamper`); ``--stamp --reports`` (``acked-copy``) also
+asks a delivery report per record (a Python callback that only queues it, emptied after each
+poll), which a replicator that loses no record and maps offsets needs. Their CPU per record
+against the ceiling's is what those cost through confluent-kafka, whoever writes the replicator.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", default="0/1", help="I/K: copy only the I-th of K contiguous blocks of partitions")
     parser.add_argument("--consumer-config", type=json.loads, default={}, help="librdkafka overrides (JSON object)")
     parser.add_argument("--producer-config", type=json.loads, default={}, help="librdkafka overrides (JSON object)")
-    parser.add_argument("--acked", action="store_true",
-                        help="a delivery report per record and Ferry's provenance header (see the module docstring)")
+    parser.add_argument("--stamp", action="store_true", help="Ferry's provenance header on each copy")
+    parser.add_argument("--reports", action="store_true", help="a delivery report per record")
     parser.add_argument("topics", nargs="+")
     args = parser.parse_args(argv)
     index, count = (int(part) for part in args.block.split("/"))
@@ -71,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(error)
 
     producer = kafka_clients.producer({"bootstrap.servers": args.destination}, **args.producer_config,
-                                      **({"on_delivery": on_delivery} if args.acked else {}))
-    _copy(consumer, producer, Stamper("src").stamp if args.acked else None, lambda: stopping, delivered)
+                                      **({"on_delivery": on_delivery} if args.reports else {}))
+    _copy(consumer, producer, Stamper("src").stamp if args.stamp else None, lambda: stopping, delivered)
     producer.flush(30)
     consumer.close()
     if failures:

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 
 # The default run, in order: the brokers' own limits, the ceiling, Ferry, MirrorMaker 2.
 SYSTEMS = ("limit-produce", "limit-consume", "ceiling", "ferry-1w", "ferry-2w", "mm2-t1", "mm2-tuned-t1")
-# Also known: ceiling-N (N copy processes), acked-copy[-N] (the ceiling's loop with a delivery report
-# per record and the provenance header), ferry-Nw (N workers), mm2-tN, mm2-tuned-tN (tasks.max=N).
+# Also known: ceiling-N (N copy processes); stamped-copy[-N] and acked-copy[-N] (the ceiling's loop
+# with the provenance header, and also a delivery report per record); ferry-Nw (N workers); mm2-tN,
+# mm2-tuned-tN (tasks.max=N).
+CEILING_VARIANTS = ("ceiling", "stamped-copy", "acked-copy")
 SYSTEM_PATTERN = re.compile(
-    r"limit-produce|limit-consume|(ceiling|acked-copy)(-[1-9]\d*)?|ferry-[1-9]\d*w|mm2-(tuned-)?t[1-9]\d*")
-KNOWN = f"{', '.join(SYSTEMS)}, ceiling-N, acked-copy, acked-copy-N, ferry-Nw, mm2-tN, mm2-tuned-tN"
+    rf"limit-produce|limit-consume|({'|'.join(CEILING_VARIANTS)})(-[1-9]\d*)?|ferry-[1-9]\d*w|mm2-(tuned-)?t[1-9]\d*")
+KNOWN = f"{', '.join(SYSTEMS)}, ceiling-N, stamped-copy[-N], acked-copy[-N], ferry-Nw, mm2-tN, mm2-tuned-tN"
 
 
 def known_system(name: str) -> bool:

@@ -35,7 +35,7 @@ from typing import Any
 
 from ferry.bench import idle, limits, procstat, workload
 from ferry.bench.errors import BenchError
-from ferry.bench.names import KNOWN, SYSTEMS, known_system
+from ferry.bench.names import CEILING_VARIANTS, KNOWN, SYSTEMS, known_system
 from ferry.bench.systems import Ceiling, FerryWorkers, MirrorMaker2, System
 from ferry.bench.workload import Latency, Workload
 from ferry.common.devstack import Stack
@@ -106,10 +106,11 @@ def make_system(name: str, stack: Stack, workdir: Path, partitions: int, slug: s
                 worker_config: dict[str, Any] | None = None) -> System:
     if not known_system(name) or name.startswith("limit-"):
         raise BenchError(f"unknown system {name!r} (known: {KNOWN})")
-    if name.startswith(("ceiling", "acked-copy")):
-        base, _, count = name.partition("-") if name.startswith("ceiling") else ("acked-copy", "-", name[11:])
+    if name.startswith(CEILING_VARIANTS):
+        variant = next(v for v in CEILING_VARIANTS if name.startswith(v))
+        count = name[len(variant) + 1:]
         return Ceiling(stack, workdir, partitions, slug, processes=int(count) if count else None,
-                       client_config=worker_config, acked=base == "acked-copy")
+                       client_config=worker_config, variant=variant)
     if name.startswith("ferry-"):
         return FerryWorkers(stack, workdir, partitions, slug, workers=int(name[6:-1]), worker_config=worker_config)
     tuned = name.startswith("mm2-tuned-")

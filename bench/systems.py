@@ -2,9 +2,9 @@
 
 * :class:`Ceiling` -- ``python -m ferry.bench.ceiling``, one process per CPU (or ``ceiling-N``: N):
   bare librdkafka copy loops with Ferry's client settings, no replicator; the most these
-  brokers take through these clients on this machine. ``acked-copy`` (``acked-copy-N``): the same
-  loop with a delivery report per record and the provenance header (``--acked``), what no loss
-  and exact offsets cost through the client alone.
+  brokers take through these clients on this machine. ``stamped-copy`` and ``acked-copy`` (``-N``):
+  the same loop with the provenance header, and also a delivery report per record: what Ferry's
+  guarantees cost through the client alone.
 * :class:`FerryWorkers` -- 1 or 2 ``ferry worker`` processes (``python -m ferry.common.cli worker``);
   the bench writes their assignments straight into ZooKeeper (``assignments/<id>``, generation
   1), as a controller would, so no controller runs and no rebalance delay is measured.
@@ -126,20 +126,24 @@ class Ceiling(System):
 
     ``client_config`` (``{"consumer": {...}, "producer": {...}}``, the bench's ``--worker-config``)
     overrides the client settings on top of Ferry's defaults, as it does for Ferry's workers.
+    ``variant``: ``ceiling``, or ``stamped-copy`` / ``acked-copy`` (the same loop with the
+    provenance header, and also a delivery report per record; ``bench/ceiling.py``).
     """
 
     def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, processes: int | None = None,
-                 client_config: dict[str, Any] | None = None, acked: bool = False) -> None:
+                 client_config: dict[str, Any] | None = None, variant: str = "ceiling") -> None:
         super().__init__(stack, workdir, partitions, slug)
-        base = "acked-copy" if acked else "ceiling"
-        self.name = base if processes is None else f"{base}-{processes}"
+        self.variant = variant
+        self.name = variant if processes is None else f"{variant}-{processes}"
         self.count = max(1, min(partitions, processes or len(os.sched_getaffinity(0))))
-        plural = "es" if self.count > 1 else ""
-        self.label = (f"the ceiling's loop with a delivery report per record and the provenance header ({self.count} process{plural})"
-                      if acked else f"broker ceiling ({self.count} bare librdkafka copy process{plural})")
+        processes_text = f"{self.count} process{'es' if self.count > 1 else ''}"
+        self.label = {
+            "ceiling": f"broker ceiling ({self.count} bare librdkafka copy process{'es' if self.count > 1 else ''})",
+            "stamped-copy": f"the ceiling's loop with the provenance header ({processes_text})",
+            "acked-copy": f"the ceiling's loop with the provenance header and a delivery report per record ({processes_text})",
+        }[variant]
+        self.flags = {"ceiling": [], "stamped-copy": ["--stamp"], "acked-copy": ["--stamp", "--reports"]}[variant]
         self.client_config = client_config or {}
-        self.acked = acked
-        self.process_name = base
 
     def start(self, topics: list[str]) -> None:
         admin = workload.admin(self.destination)
@@ -151,8 +155,8 @@ class Ceiling(System):
                        "--block", f"{index}/{self.count}",
                        "--consumer-config", json.dumps(self.client_config.get("consumer") or {}),
                        "--producer-config", json.dumps(self.client_config.get("producer") or {}),
-                       *(["--acked"] if self.acked else []), *topics]
-            name = f"{self.process_name}-{index + 1}"
+                       *self.flags, *topics]
+            name = f"{self.variant}-{index + 1}"
             self.processes.append(spawn(name, command, self._log(name)))
 
 

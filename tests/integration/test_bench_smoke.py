@@ -25,20 +25,20 @@ RUN_KEYS = {
 def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: devstack.Stack, tmp_path: Path) -> None:
     report_path = tmp_path / "bench.json"
     status = main([
-        "--records", "2000", "--workloads", "100", "--systems", "ceiling,acked-copy,ferry-1w,ferry-2w", "--latency-rate", "500", "--latency-seconds", "1",
+        "--records", "2000", "--workloads", "100", "--systems", "ceiling,stamped-copy,acked-copy,ferry-1w,ferry-2w", "--latency-rate", "500", "--latency-seconds", "1",
         "--json", str(report_path), "--workdir", str(tmp_path / "work"),
     ])
     report = json.loads(report_path.read_text())
     failed = [(r["system"], r["problems"]) for r in report["runs"] if r["status"] != "OK"]
     assert status == 0 and report["ok"], failed
 
-    assert report["options"]["systems"] == ["ceiling", "acked-copy", "ferry-1w", "ferry-2w"]
+    assert report["options"]["systems"] == ["ceiling", "stamped-copy", "acked-copy", "ferry-1w", "ferry-2w"]
     assert report["machine"]["nproc"] >= 1
     [load] = report["workloads"]
     assert (load["name"], load["records"], load["partitions"], load["value_bytes"], load["headers"]) == ("8x100B", 2000, 8, 100, 2)
 
     runs = {r["system"]: r for r in report["runs"]}
-    assert set(runs) == {"ceiling", "acked-copy", "ferry-1w", "ferry-2w"}
+    assert set(runs) == {"ceiling", "stamped-copy", "acked-copy", "ferry-1w", "ferry-2w"}
     assert runs["ferry-2w"]["processes"] == 2 and runs["ferry-1w"]["processes"] == 1
     for run in runs.values():
         assert set(run) == RUN_KEYS
@@ -52,7 +52,7 @@ def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: dev
         assert run["ratios"]["records_per_s_vs_mm2_t1"] is None
         assert run["ratios"]["records_per_s_vs_ceiling"] > 0
     assert runs["ceiling"]["ratios"]["records_per_s_vs_ceiling"] == 1.0
-    assert runs["acked-copy"]["processes"] == runs["ceiling"]["processes"]
+    assert runs["acked-copy"]["processes"] == runs["stamped-copy"]["processes"] == runs["ceiling"]["processes"]
 
 
 def test_the_check_fails_a_lossy_or_reordered_copy(

@@ -23,7 +23,7 @@ from ferry.common.devstack import Server, Stack
 
 # -- names -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["ceiling", "ceiling-3", "acked-copy", "acked-copy-2", "ferry-1w", "ferry-12w", "mm2-t1", "mm2-tuned-t2",
+@pytest.mark.parametrize("name", ["ceiling", "ceiling-3", "acked-copy", "acked-copy-2", "stamped-copy", "ferry-1w", "ferry-12w", "mm2-t1", "mm2-tuned-t2",
                                   "limit-produce", "limit-consume"])
 def test_known_systems(name: str) -> None:
     assert known_system(name)
@@ -204,18 +204,19 @@ def test_tuned_mirrormaker_gets_the_overrides_on_its_source_consumer_and_target_
         f"{tuned.dst_alias}.producer.{k}" for k in MM2_TUNED["producer"]}
 
 
-@pytest.mark.parametrize(("name", "acked", "count"), [("ceiling", False, 2), ("ceiling-3", False, 3),
-                                                     ("acked-copy", True, 2), ("acked-copy-1", True, 1)])
-def test_ceiling_systems_by_name(tmp_path: Path, name: str, acked: bool, count: int) -> None:
+@pytest.mark.parametrize(("name", "flags", "count"), [
+    ("ceiling", [], 2), ("ceiling-3", [], 3), ("stamped-copy", ["--stamp"], 2), ("acked-copy-1", ["--stamp", "--reports"], 1)])
+def test_ceiling_systems_by_name(tmp_path: Path, name: str, flags: list[str], count: int) -> None:
     stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
     with mock.patch.object(os, "sched_getaffinity", return_value={0, 1}):
         system = runner.make_system(name, stack, tmp_path, 8, "run-1")
     assert isinstance(system, Ceiling)
-    assert (system.name, system.acked, system.count) == (name, acked, count)
+    assert (system.name, system.flags, system.count) == (name, flags, count)
 
 
-def test_the_acked_copy_is_never_the_ceiling() -> None:
-    runs = [_run("ceiling", 200.0, 4.0), _run("acked-copy", 300.0, 5.0), _run("ferry-1w", 100.0, 6.0)]
+def test_the_ceilings_variants_are_never_the_ceiling() -> None:
+    runs = [_run("ceiling", 200.0, 4.0), _run("acked-copy", 300.0, 5.0), _run("ferry-1w", 100.0, 6.0),
+            _run("stamped-copy", 400.0, 4.4)]
     runner._ratios(runs)
     assert runs[1].vs_baseline["cpu_per_record_vs_ceiling"] == 1.25
     assert runs[2].vs_baseline["records_per_s_vs_ceiling"] == 0.5

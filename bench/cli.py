@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ferry.bench.names import KNOWN, SYSTEMS, WorkloadSpec, known_system, parse_workloads
+from ferry.bench.names import ALSO_KNOWN, KNOWN, SYSTEMS, WorkloadSpec, known_system, parse_workloads
 from ferry.common.errors import FerryError
 
 DEFAULT_WORKLOADS = "1x100,1x1024,1x10240:200000,8x100,8x1024,8x10240:200000"
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=8, help="partitions of a workload that names none (default 8)")
     parser.add_argument("--skip-mm2", action="store_true", help="leave MirrorMaker 2 out")
     parser.add_argument("--systems", type=_systems, default=SYSTEMS, metavar="NAMES",
-                        help=f"which systems to run, comma-separated (default all: {','.join(SYSTEMS)})")
+                        help=f"which systems to run, comma-separated (default: {','.join(SYSTEMS)}; also {ALSO_KNOWN})")
     parser.add_argument("--latency-rate", type=int, default=5000, help="records/s of the latency run (default 5000)")
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="length of the latency run; 0: none (default 10)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")

@@ -138,7 +138,7 @@ class Ceiling(System):
         self.count = max(1, min(partitions, processes or len(os.sched_getaffinity(0))))
         processes_text = f"{self.count} process{'es' if self.count > 1 else ''}"
         self.label = {
-            "ceiling": f"broker ceiling ({self.count} bare librdkafka copy process{'es' if self.count > 1 else ''})",
+            "ceiling": f"broker ceiling ({self.count} bare librdkafka copy {processes_text.split(' ', 1)[1]})",
             "stamped-copy": f"the ceiling's loop with the provenance header ({processes_text})",
             "acked-copy": f"the ceiling's loop with the provenance header and a delivery report per record ({processes_text})",
         }[variant]

@@ -19,6 +19,7 @@ from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
 from ferry.common import devstack, kafka_clients
+from ferry.common.support import create_topics
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -110,7 +111,6 @@ def cluster_conf(local_stack: devstack.Stack) -> Callable[[str], dict[str, str]]
 def create_topic(cluster_conf: Callable[[str], dict[str, str]]) -> Callable[..., None]:
     def create(cluster: str, topic: str, partitions: int = 1) -> None:
         admin: AdminClient = kafka_clients.admin(cluster_conf(cluster))
-        futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
-        futures[topic].result(timeout=30)
+        create_topics(admin, [NewTopic(topic, num_partitions=partitions, replication_factor=1)])
 
     return create

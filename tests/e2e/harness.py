@@ -23,6 +23,7 @@ from ferry.common import kafka_clients, provenance
 from ferry.common.devstack import Stack
 from ferry.common.support import (
     Spawned,
+    create_topics,
     end_offsets,
     ferry_command,
     fleet_config,
@@ -169,7 +170,7 @@ class RecordLedger:
 
     def create_source_topic(self) -> None:
         admin = kafka_clients.admin(self.src)
-        admin.create_topics([NewTopic(self.topic, self.partitions, 1)])[self.topic].result(30)
+        create_topics(admin, [NewTopic(self.topic, self.partitions, 1)])
 
     def _produce_one(self, seq: int) -> None:
         produce_blocking(

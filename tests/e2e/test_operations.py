@@ -12,6 +12,7 @@ import requests
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
 from ferry.common import kafka_clients
+from ferry.common.support import create_topics
 from tests.e2e.harness import Fleet, RecordLedger, wait_until
 
 
@@ -28,12 +29,10 @@ def test_observer_whitelists_expands_follows_configs_and_remembers_removals(
     fleet.write_config()
     src_admin = kafka_clients.admin({"bootstrap.servers": fleet.stack.bootstrap("src")})
     dst_admin = kafka_clients.admin({"bootstrap.servers": fleet.stack.bootstrap("dst")})
-    futures = src_admin.create_topics([
+    create_topics(src_admin, [
         NewTopic(topic, 2, 1, config={"retention.ms": "123456789", "max.message.bytes": "500000"}),
         NewTopic(skipped, 1, 1),
     ])
-    for future in futures.values():
-        future.result(30)
 
     controller = fleet.start_controller("c1")
     fleet.start_worker("w1")
@@ -122,9 +121,9 @@ def test_a_rejected_record_shows_as_error_and_its_partition_makes_no_progress(
     src = {"bootstrap.servers": fleet.stack.bootstrap("src")}
     dst_admin = kafka_clients.admin({"bootstrap.servers": fleet.stack.bootstrap("dst")})
     src_admin = kafka_clients.admin(src)  # kept referenced until the result arrives
-    src_admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    create_topics(src_admin, [NewTopic(topic, 2, 1)])
     # The destination takes smaller records than the source: the big one can never be copied.
-    dst_admin.create_topics([NewTopic(topic, 2, 1, config={"max.message.bytes": "2000"})])[topic].result(30)
+    create_topics(dst_admin, [NewTopic(topic, 2, 1, config={"max.message.bytes": "2000"})])
     producer = kafka_clients.producer(src)
     for i in range(10):
         producer.produce(topic, value=(b"x" * 10_000) if i == 5 else b"small", partition=0)

@@ -24,6 +24,7 @@ from confluent_kafka.admin import NewTopic
 
 from ferry.common import devstack, kafka_clients, provenance, tree
 from ferry.common.config import parse_config
+from ferry.common.support import create_topics
 from tests.e2e.harness import Fleet, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -98,7 +99,7 @@ class Topology:
     def create(self, name: str, topic: str | None = None) -> None:
         admin = kafka_clients.admin(_conf(self.stack, name))
         topic = topic or self.topic
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        create_topics(admin, [NewTopic(topic, 1, 1)])
 
     def produce(self, count: int = PER_CLUSTER) -> None:
         for name in self.names:

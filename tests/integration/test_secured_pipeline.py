@@ -23,6 +23,7 @@ from kazoo.exceptions import NoAuthError
 from ferry.common import cli, devstack, kafka_clients
 from ferry.common.config import parse_config
 from ferry.common.model import ExternalView, IdealState, PartitionState, WorkerInfo
+from ferry.common.support import create_topics
 from ferry.common.zk_layout import ZkLayout, make_client
 from ferry.pipeline.spark import get_session
 
@@ -66,8 +67,7 @@ def test_validate_audit_and_zk_with_sasl_ssl_kafka_and_zookeeper_acls(
     src, dst = (dict(config.clusters[name]) for name in ("src", "dst"))
     topic = topic_name("secured")
     for cluster in (src, dst):
-        admin = kafka_clients.admin(cluster)  # kept: a future needs its client alive
-        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+        create_topics(kafka_clients.admin(cluster), [NewTopic(topic, PARTITIONS, 1)])
     # Every record on both sides, written over SASL_SSL: what a faithful mirror leaves. Recent
     # timestamps: the brokers' retention would delete records older than 7 days.
     base_ms = int(time.time() * 1000) - 3_600_000

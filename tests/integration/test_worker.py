@@ -37,7 +37,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from ferry.common import kafka_clients, provenance
 from ferry.common.config import FerryConfig, parse_config
 from ferry.common.model import PartitionKey, WorkerAssignment, WorkerStatus
-from ferry.common.support import end_offsets, free_port, poll_until
+from ferry.common.support import create_topics, end_offsets, free_port, poll_until
 from ferry.common.zk_layout import ZkLayout, make_client
 from ferry.worker.service import Worker
 
@@ -443,7 +443,7 @@ def test_record_too_large_for_the_destination_stops_only_its_partition(
     topic = topic_name("large")
     create_topic("src", topic, 3)
     admin = kafka_clients.admin(kafka.conf("dst"))
-    admin.create_topics([NewTopic(topic, 3, 1, config={"max.message.bytes": "2000"})])[topic].result(timeout=30)
+    create_topics(admin, [NewTopic(topic, 3, 1, config={"max.message.bytes": "2000"})])
     small_before = records("small", 5, partition=0)
     big: Record = (b"big", b"x" * 10_000, (), (TIMESTAMP_CREATE_TIME, small_before[-1][3][1] + 1))
     small_after = records("after", 5, start=6, partition=0)

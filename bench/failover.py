@@ -1,4 +1,4 @@
-"""``ferry bench-failover``: how far a failed-over consumer group lands from where it was (issue 11).
+"""``ferry bench-failover``: how far a failed-over consumer group lands from where it was.
 
 The same workload goes through Ferry and through MirrorMaker 2 (checkpoints and group sync on),
 each on a topic of its own, one partition, ``records`` records whose value is their sequence

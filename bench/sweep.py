@@ -41,9 +41,9 @@ from ferry.bench.search import (
 )
 
 MIB = 1024 * 1024
-# The issue's known-good point: no backoff when the local queue is full, short fetch waits.
+# The search's starting point, known to copy well: no backoff when the local queue is full, short fetch waits.
 START: dict[str, Any] = {"consumer": {"fetch.queue.backoff.ms": 0, "fetch.wait.max.ms": 10}}
-# Every setting issue 17 names, consumer first (where the waits were), then the producer.
+# Every client setting that bounds a busy copy, consumer first (where the waits were), then the producer.
 # fetch.wait.max.ms stops at 10: shorter waits make an idle worker spin (BENCHMARKS.md).
 GRID: tuple[Param, ...] = (
     Param("consumer", "fetch.queue.backoff.ms", (0, 10, 100, DEFAULT)),

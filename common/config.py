@@ -295,7 +295,7 @@ class SparkConfig(_Strict):
 
 
 class TreeConfig(_Strict):
-    """Axual's distribution tree (seed 000, :mod:`common.tree`): its routes are derived, one per distributor."""
+    """Axual's distribution tree (:mod:`common.tree`): its routes are derived, one per distributor."""
 
     layout: str = Field(min_length=3)
     """clusters as leaves of a binary tree, e.g. 3(1(a,b),1(c,d)) or ((a,(b,c)),(d,e)); [level](left,right); levels default to heights"""

@@ -35,7 +35,7 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     # 4 MiB per partition it copied 20-25 % more records/s (BENCHMARKS.md).
     "max.partition.fetch.bytes": 4 * 1024 * 1024,
     "fetch.max.bytes": 64 * 1024 * 1024,
-    # Measured (issue 17; BENCHMARKS.md "Client settings by measurement"). Once the prefetch queue
+    # Measured (BENCHMARKS.md "Client settings by measurement"). Once the prefetch queue
     # is over queued.min.messages or the kbytes cap above, librdkafka stops fetching for this long.
     # Its default, 1000 ms, is several times what the copy loop takes to drain the queue on a
     # quiet machine, so a busy worker sat idle most of each second (a hot partition at 0.5x);

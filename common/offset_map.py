@@ -196,7 +196,7 @@ def translate(segments: list[Segment], committed: int) -> int | None:
 
 
 def timestamp_lookup_ms(committed_record_timestamp_ms: int, margin_s: float) -> int:
-    """Axual's method (seed 000): look the destination up at the committed record's timestamp minus a margin.
+    """Axual's method: look the destination up at the committed record's timestamp minus a margin.
 
     ``offsets_for_times`` at this time gives the first destination record at or after it; the
     group re-reads at most the records of the margin (and those sharing its timestamps).

@@ -12,7 +12,7 @@ One Kafka record header, key :data:`HEADER`, value ASCII text in four ``|``-sepa
 - ``path``: the clusters the record was written to before the one it is on, comma-separated, in
   order: the first is the cluster the record first entered (its *origin*), the last is the source
   of the route that wrote this copy. Cluster names (``[A-Za-z0-9_-]``) never hold ``,`` or ``|``.
-- ``copy flags``: Axual's distribution-tree bitmask (seed 000), as a decimal integer; 0 outside a tree.
+- ``copy flags``: Axual's distribution-tree bitmask, as a decimal integer; 0 outside a tree.
 - ``source offset``: the record's offset in the source partition of the route that wrote this copy
   (the same partition number: Ferry copies partition to partition). It lets a worker resume from
   the destination and build the exact offset map.

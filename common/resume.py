@@ -1,4 +1,4 @@
-"""Where a new owner of a partition starts copying: the resume rule (exact offsets, issue 11).
+"""Where a new owner of a partition starts copying: the resume rule (exact offsets).
 
 Pure: plain data in, plain data out; no I/O, no clock.
 

@@ -1,16 +1,16 @@
-"""Axual's distribution tree (seed 000): clusters as the leaves of a binary tree, distributors, copy flags.
+"""Axual's distribution tree: clusters as the leaves of a binary tree, distributors, copy flags.
 
 Pure: no I/O, no clock.
 
 The operator writes the tree as one line (config key ``tree.layout``)::
 
     node   := cluster | [level] "(" node "," node ")"
-    e.g.  "3(1(c1,c2),1(c3,c4))"     seed 000's four clusters, levels 3 and 1 as drawn there
-          "((c1,(c2,c3)),(c4,c5))"   seed 000's unbalanced tree; levels derived: 3, 2, 1 and 1
+    e.g.  "3(1(c1,c2),1(c3,c4))"     Axual's four-cluster example, levels 3 and 1 as Axual draws it
+          "((c1,(c2,c3)),(c4,c5))"   an unbalanced tree; levels derived: 3, 2, 1 and 1
 
 A node without a level gets its height (1 above two leaves, the larger child's height + 1 above
-that), which reproduces the seed's unbalanced example; a level may be given to match a drawing
-(the seed's balanced example uses 3 and 1). Levels must grow strictly from every leaf to the
+that), which gives the unbalanced example above its levels; a level may be given to match a drawing
+(Axual's balanced example uses 3 and 1). Levels must grow strictly from every leaf to the
 root, since a distributor's mask covers its own bit and all lower ones.
 
 **Distributors.** On every leaf there is one distributor per node above it (per *level*); the
@@ -76,7 +76,7 @@ def copy_flags(flags: int, level: int) -> int | None:
 
 
 def format_flags(flags: int, width: int = 4) -> str:
-    """Flags as the seed draws them, e.g. ``0101``."""
+    """Flags as Axual draws them, e.g. ``0101``."""
     return format(flags, "b").zfill(width)
 
 

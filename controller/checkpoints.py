@@ -1,4 +1,4 @@
-"""Consumer-group checkpoints: source committed offsets translated to the destination (issue 11).
+"""Consumer-group checkpoints: source committed offsets translated to the destination.
 
 Every ``checkpoint_interval_s`` the leader, for each route with ``groups`` patterns:
 

@@ -67,7 +67,7 @@ def get_session(master: str | None = None, app_name: str = "ferry") -> SparkSess
 
     ``master``: a Spark master URL; default ``$FERRY_SPARK_MASTER`` or ``local[*]``. The
     connector's jars are put on the classpath whenever they are present, because a JVM's
-    classpath cannot grow once the first session started it.
+    classpath cannot grow once the first SparkSession started it.
     """
     from pyspark.sql import SparkSession
 

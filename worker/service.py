@@ -296,7 +296,7 @@ class Worker:
 
     def _confirm_after_standstill(self) -> None:
         """Marks the session lost when the copy loop stood still past the session timeout and
-        ZooKeeper does not confirm, in one round trip, that our live node is still this session's.
+        ZooKeeper does not confirm, in one round trip, that our live node still belongs to our ZooKeeper session.
 
         A stopped process (SIGSTOP, a frozen VM) resumes with kazoo's state as it was before the
         stop: "connected". Its session may have expired meanwhile and its partitions moved; kazoo

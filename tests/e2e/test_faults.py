@@ -1,4 +1,4 @@
-"""Zero loss and zero duplicates through faults (issue 11): a destination outage with producer
+"""Zero loss and zero duplicates through faults (exact offsets): a destination outage with producer
 timeouts and a worker killed before it handled them, a ZooKeeper outage longer than the session
 timeout, and (measured, not asserted) what a paused worker still writes after its partitions moved.
 

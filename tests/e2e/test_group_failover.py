@@ -1,4 +1,4 @@
-"""Consumer-group failover (issue 11): source offsets translated to the destination, exactly.
+"""Consumer-group failover: source offsets translated to the destination, exactly.
 
 One mirror of 101,000 records in one partition, copied by two generations of controller and
 worker (the first pair killed with -9 half way, so the offset map spans restarts). Groups commit

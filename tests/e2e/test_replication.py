@@ -81,7 +81,7 @@ def test_kill_9_of_a_worker_loses_nothing_duplicates_nothing_and_fails_over_in_t
     time.sleep(1)
     ledger.stop_producing()
     ledger.wait_for_destination(timeout=60)
-    # The survivor resumes from the destination's own record of progress (issue 11): the records
+    # The survivor resumes from the destination's own record of progress (exact offsets): the records
     # the victim wrote after its last commit are found by the look-back and not copied again.
     result = ledger.check(allow_duplicates=False)
     print(f"kill -9: {result['records']} records, {result['duplicates']} duplicates, resumed after {resumed_after:.1f}s (bound {bound:.0f}s)")

@@ -34,8 +34,8 @@ from tests.e2e.harness import FerryProcess, Fleet, wait_until
 WRITE_TOKEN = "e2e-write-token-5f0c1d2e3a4b"
 READ_TOKEN = "e2e-read-token-9a8b7c6d5e4f"
 WRONG_TOKEN = "e2e-wrong-token-000000000000"
-# Examples per operation per controller. The document has 23 operations (with /schemas and /schemas/sync of issue 16, /groups and
-# /groups/{group} of issue 11, /tree, /tree/{distributor}/target and /heartbeats of issue 10);
+# Examples per operation per controller. The document has 23 operations (with /schemas, /schemas/sync, /groups,
+# /groups/{group}, /tree, /tree/{distributor}/target and /heartbeats);
 # schemathesis loads /openapi.json itself and leaves it out of the 22 it tests. Operations without parameters
 # have a single possible request, so most requests go to the ones with parameters.
 POSITIVE_EXAMPLES = 60
@@ -88,7 +88,7 @@ def assert_no_token_in_logs(fleet: Fleet, *tokens: str) -> None:
 
 
 def assert_dot_topics_are_400(base_url: str, headers: dict[str, str]) -> None:
-    """Issue 12's measured 500s: kazoo refused the relative ZooKeeper path of topic '.' or '..'."""
+    """Once 500s: kazoo refused the relative ZooKeeper path of topic '.' or '..'; now a 400 at the edge."""
     with requests.Session() as session:
         for method in ("GET", "HEAD", "DELETE"):
             for path in ("/topics/.", "/topics/..", "/offset/..", "/offset/./0"):

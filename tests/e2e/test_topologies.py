@@ -36,7 +36,7 @@ SEQ = "seq"
 
 @pytest.fixture(scope="session")
 def clusters(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
-    """The local stack with ``c``, ``d``, ``e`` as well; those this session started stop at its end."""
+    """The local stack with ``c``, ``d``, ``e`` as well; those this test run started stop at its end."""
     stack = local_stack.with_clusters(EXTRA)
     try:
         started = devstack.up(stack, deadline_s=300)
@@ -237,7 +237,7 @@ def test_three_cluster_full_mesh_with_identity_naming(topology: Callable[[list[s
     top.assert_each_record_once_everywhere()
 
 
-def test_axuals_four_cluster_tree_with_the_seeds_copy_flags(topology: Callable[[list[str]], Topology]) -> None:
+def test_axuals_four_cluster_tree_with_its_copy_flags(topology: Callable[[list[str]], Topology]) -> None:
     top = topology(["src", "dst", "c", "d"])
     for name in top.names:
         top.create(name)
@@ -247,7 +247,7 @@ def test_axuals_four_cluster_tree_with_the_seeds_copy_flags(topology: Callable[[
     top.assert_each_record_once_everywhere()
     flags = {name: {tree.format_flags(p.flags) for seq, p, _ in top.read(name) if p is not None and seq.startswith("src-")}
              for name in ("dst", "c", "d")}
-    assert flags == {"dst": {"0001"}, "c": {"0100"}, "d": {"0101"}}  # seed 000's walk-through from cluster 1
+    assert flags == {"dst": {"0001"}, "c": {"0100"}, "d": {"0101"}}  # Axual's walk-through from cluster 1
 
 
 def test_an_unbalanced_five_cluster_tree(topology: Callable[[list[str]], Topology]) -> None:

@@ -3,7 +3,7 @@
 Every name it installs lives under ``ferry`` (nothing called ``common`` or ``worker`` lands at the
 top of site-packages), ``ferry --help`` works, ``ferry dev up`` finds the jars through the
 documented ``FERRY_JARS_DIR`` and keeps its state under ``FERRY_DEV_DIR``, and ``ferry controller``
-leads against that stack. Its own stack runs on ports of its own, next to the session's.
+leads against that stack. Its own stack runs on ports of its own, next to the shared local stack.
 """
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ _timings: list[str] = []
 
 @pytest.fixture(scope="session")
 def engine_url() -> Iterator[str]:
-    """Ferry's own engine; stopped at the end only when this session started it (its images stay
-    on disk, so the next session builds nothing)."""
+    """Ferry's own engine; stopped at the end only when this test run started it (its images stay
+    on disk, so the next test run builds nothing)."""
     dirs = engine.dirs_from_env()
     was_up = engine.answers(dirs)
     try:

@@ -210,7 +210,7 @@ def test_identity_active_active_counts_only_the_routes_own_copies(
     spark: Any, config_data: dict[str, Any], cluster_conf: Callable[[str], dict[str, str]],
     mirrored: Callable[[], tuple[str, int, list[Message]]],
 ) -> None:
-    # Issue 10: routes src -> dst and dst -> src share the topic `t` on both sides. The audit of
+    # Active-active: routes src -> dst and dst -> src share the topic `t` on both sides. The audit of
     # src.dst compares the source's own records with the copies src.dst wrote (provenance path
     # ending at src); records produced on dst, dst's records copied to src, and a copy another
     # route (from c) wrote are reported apart, not as extra or missing.

@@ -401,7 +401,7 @@ def test_a_status_change_wakes_the_leader_once_however_often_membership_changed(
 def test_offsets_name_the_destination_topic_next_to_the_source_topic(
     cluster: Cluster, source_topic: Callable[[int], str], naming: str, renamed: str
 ) -> None:
-    # Issue 10: /offset, /offset/<t> and /offset/<t>/<p> show where a renaming route copies to.
+    # /offset, /offset/<t> and /offset/<t>/<p> show where a renaming route copies to.
     controller = cluster.leader(naming=naming)
     topic = source_topic(2)
     controller.topics.add_topic(topic, 2)

@@ -1,5 +1,5 @@
 """`ferry dev up` after servers of the local stack were killed: it restarts them, says so, and
-leaves pid files that name the new processes (issue 12).
+leaves pid files that name the new processes.
 
 These tests kill servers of the shared local stack on purpose and leave it running and healthy.
 """

@@ -2,7 +2,7 @@
 (SCRAM-SHA-512, the local stack's CA) and ZooKeeper with digest authentication and ACLs that let
 nobody else read.
 
-Regression (issue 12): `ferry audit` handed Spark only `bootstrap.servers`, so it could not read
+Regression: `ferry audit` handed Spark only `bootstrap.servers`, so it could not read
 a secured cluster.
 """
 

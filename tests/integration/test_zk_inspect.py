@@ -89,13 +89,13 @@ def test_diff_lists_disagreements_and_exits_1(config_file: Path, layout: ZkLayou
 
 
 def test_options_after_the_action_are_accepted(config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]) -> None:
-    # Regression (issue 12): `ferry zk ideal T --config F` was refused, options only before the action.
+    # Regression: `ferry zk ideal T --config F` was once refused (options only before the action).
     assert main(["zk", "ideal", "orders", "--config", str(config_file), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ideal"]["2"] == "w2"
 
 
 def test_a_renaming_route_shows_the_destination_topic(zk_chroot: str, tmp_path: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]) -> None:
-    # Issue 10: with prefix or template naming, every view of a route's topic names its copy too.
+    # With prefix or template naming, every view of a route's topic names its copy too.
     connect, root = zk_chroot.split("/", 1)
     renaming = tmp_path / "renaming.yaml"
     renaming.write_text(

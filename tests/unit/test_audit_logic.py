@@ -100,7 +100,7 @@ def test_build_report_sums_and_sorts() -> None:
 def test_a_loop_prevention_routes_other_records_are_reported_apart_not_as_problems(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # Issue 10: records produced on the destination of an active-active pair are not "extra".
+    # Records produced on the destination of an active-active pair are not "extra".
     from ferry.common import cli
     from ferry.pipeline import audit
 

@@ -1,4 +1,4 @@
-"""Options are accepted where people type them: before or after a subcommand (issue 12)."""
+"""Options are accepted where people type them: before or after a subcommand."""
 
 from __future__ import annotations
 

@@ -389,7 +389,7 @@ def test_without_a_committed_offset_the_look_back_maps_everything_the_previous_o
 
 def test_a_commit_never_passes_what_the_map_segments_it_wrote_describe(rig: SimpleNamespace) -> None:
     """Deliveries served while a commit waits for its map segments move the watermark on; the
-    commit stays at what those segments describe, the next one goes on (issue 11: the next owner's
+    commit stays at what those segments describe, the next one goes on (exact offsets: the next owner's
     look-back stops just below the committed offset, so a commit past the map left a stretch that
     no segment described)."""
     rig.copier.acquire([(TOPIC, 0)])
@@ -476,7 +476,7 @@ def test_a_distributor_copies_by_its_level_and_sets_its_bit(rig: SimpleNamespace
         HeaderedMessage(TOPIC, 0, 1, _headers=[("ferry.provenance", b"1|c4|1|9")]),  # 0001: already done
     ])
     assert copier.copy_batch(0.1) == 1
-    assert sent == [[("ferry.provenance", b"1|c1,c3|5|0")]]  # the seed's 0101
+    assert sent == [[("ferry.provenance", b"1|c1,c3|5|0")]]  # Axual's 0101
 
 
 def test_every_partition_is_assigned_at_an_explicit_offset(rig: SimpleNamespace) -> None:

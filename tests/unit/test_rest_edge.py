@@ -1,7 +1,7 @@
 """controller.rest at the edge: parameter validation, request ids, bearer tokens, /openapi.json.
 
 Over the fake controller of ``test_rest``; the fake fails like kazoo does on a relative ZooKeeper
-path, so a topic name that reaches it unchecked shows up as the 500 issue 12 measured.
+path, so a topic name that reaches it unchecked shows up as a 500 (as it did before the edge checked names).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def client(fake: ZkLikeFake) -> FlaskClient:
 ])
 def test_dot_topics_are_a_400_not_a_500(client: FlaskClient, fake: ZkLikeFake, method: str, template: str,
                                          topic: str) -> None:
-    # Issue 12: kazoo raised "relative paths not allowed" and the API answered 500. Werkzeug's
+    # kazoo raises "relative paths not allowed"; unchecked, the API answered 500. Werkzeug's
     # test client, like curl --path-as-is, sends the dots as they are.
     response = client.open(template.format(topic), method=method)
     assert response.status_code == 400

@@ -137,29 +137,29 @@ def test_any_graph_with_loop_prevention_delivers_each_record_once_to_each_reacha
         assert arrivals == Counter(dict.fromkeys(_reachable(routes, origin), 1))
 
 
-# -- the distribution tree (seed 000) ---------------------------------------------------------
+# -- the distribution tree (Axual's examples) --------------------------------------------------
 
-SEED_BALANCED = "3(1(c1,c2),1(c3,c4))"
-SEED_UNBALANCED = "((c1,(c2,c3)),(c4,c5))"
+AXUAL_BALANCED = "3(1(c1,c2),1(c3,c4))"
+AXUAL_UNBALANCED = "((c1,(c2,c3)),(c4,c5))"
 
 
-def test_the_seeds_balanced_example_derives_its_distributors_masks_and_flags() -> None:
-    derived = tree.distributors(tree.parse(SEED_BALANCED))
+def test_axuals_balanced_example_derives_its_distributors_masks_and_flags() -> None:
+    derived = tree.distributors(tree.parse(AXUAL_BALANCED))
     assert [(d.name, tree.format_flags(d.mask), d.subtree) for d in derived] == [
         ("c1.L1", "0001", ("c2",)), ("c1.L3", "0111", ("c3", "c4")),
         ("c2.L1", "0001", ("c1",)), ("c2.L3", "0111", ("c3", "c4")),
         ("c3.L1", "0001", ("c4",)), ("c3.L3", "0111", ("c1", "c2")),
         ("c4.L1", "0001", ("c3",)), ("c4.L3", "0111", ("c1", "c2")),
     ]
-    # The seed's walk-through: a fresh record on cluster 1.
+    # Axual's walk-through: a fresh record on cluster 1.
     assert tree.copy_flags(0, 1) == 0b0001 and tree.copy_flags(0, 3) == 0b0100
     assert tree.copy_flags(0b0001, 1) is None and tree.copy_flags(0b0001, 3) is None  # on cluster 2
     assert tree.copy_flags(0b0100, 3) is None and tree.copy_flags(0b0100, 1) == 0b0101  # on cluster 3
     assert tree.copy_flags(0b0101, 3) is None and tree.copy_flags(0b0101, 1) is None  # on cluster 4
 
 
-def test_the_seeds_unbalanced_example_gets_its_levels() -> None:
-    derived = tree.distributors(tree.parse(SEED_UNBALANCED))
+def test_an_unbalanced_tree_gets_its_levels() -> None:
+    derived = tree.distributors(tree.parse(AXUAL_UNBALANCED))
     levels: dict[str, list[int]] = {}
     for d in derived:
         levels.setdefault(d.cluster, []).append(d.level)
@@ -196,8 +196,8 @@ def test_any_tree_and_any_choice_of_targets_delivers_each_record_once_everywhere
         assert _simulate_paths(routes, origin) == Counter(dict.fromkeys(leaves, 1))
 
 
-def test_the_seeds_flags_arrive_on_the_copies() -> None:
-    routes = _tree_routes(SEED_BALANCED)
+def test_axuals_example_flags_arrive_on_the_copies() -> None:
+    routes = _tree_routes(AXUAL_BALANCED)
     seen: dict[str, int] = {}
     pending: list[tuple[str, list[tuple[str, bytes | None]]]] = [("c1", [])]
     while pending:
@@ -221,7 +221,7 @@ def test_bad_layouts_are_named(layout: str, problem: str) -> None:
 
 
 def test_the_table_and_the_drawing_are_readable() -> None:
-    root = tree.parse(SEED_BALANCED)
+    root = tree.parse(AXUAL_BALANCED)
     derived = tree.distributors(root)
     text = tree.table(derived, tree.choose_targets(derived, {"c1.L3": "c4"}), {"c1.L1": "RUNNING"})
     lines = text.splitlines()

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.unit
 P0 = PartitionKey("src.dst", "orders", 0)
 P11 = PartitionKey("src.dst", "orders.v2", 11)
 
-# Written by the hand-written encoders of common/model.py (Ferry before issue 13).
+# Written by the hand-written encoders common/model.py had before its pydantic models: old and new
+# processes share a tree, so the models must read and write exactly these bytes.
 OLD_IDEAL = b'{"assignment":{"0":"w1","10":"w1","2":"w2"},"partitions":12,"route":"src.dst","topic":"orders"}'
 OLD_ASSIGNMENT = b'{"generation":7,"partitions":["src.dst/orders.v2/11","src.dst/orders/0"]}'
 OLD_STATUS = (b'{"generation":4,"leaving":true,"partitions":{"src.dst/orders.v2/11":{"reason":"MSG_SIZE_TOO_LARGE",'

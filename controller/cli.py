@@ -18,7 +18,7 @@ import ssl
 import threading
 from types import FrameType
 
-from ferry.common import endpoints
+from ferry.common import endpoints, extras
 from ferry.common.config import load_config
 from ferry.common.errors import ConfigError
 
@@ -59,6 +59,8 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     gc.set_threshold(*GC_THRESHOLDS)  # a controller process only, never a library user's
     controller_config = config.controller
+    if controller_config.validation_interval_s:  # the leader runs `ferry validate` then: Spark, at once not later
+        extras.require("spark", "controller.validation_interval_s > 0 (ferry validate)")
     host = endpoints.pick(args.rest_host, endpoints.REST_HOST_ENV, controller_config.rest_host, "--rest-host") or ""
     port = args.rest_port or controller_config.rest_port
     controller_id = args.id or f"{socket.gethostname()}-{port}"

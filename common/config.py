@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from ferry.common import heartbeat, topology
+from ferry.common import endpoints, heartbeat, topology
 from ferry.common import naming as topic_naming
 from ferry.common import tree as distribution_tree
 from ferry.common.errors import ConfigError
@@ -234,11 +234,21 @@ class RestTlsConfig(_Strict):
     """what a standby trusts when it forwards a write to the leader; absent: cert_file (every controller presents the same certificate)"""
 
 
+def _advertised_url(value: str | None) -> str | None:
+    """``value`` when it is an advertised URL (or absent), else a ValueError saying why not."""
+    problem = endpoints.url_problem(value) if value is not None else None
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 class ControllerConfig(_Strict):
     rest_host: str = "127.0.0.1"
-    """REST API bind address"""
+    """REST API bind address; 0.0.0.0 or :: for every interface (`--rest-host` and $FERRY_REST_HOST override)"""
     rest_port: int = Field(9000, ge=1, lt=65536)
     """REST API port (`--rest-port` overrides)"""
+    advertised_url: str | None = None
+    """the URL the other controllers reach this one at (standbys forward writes there; `--advertised-url` and $FERRY_ADVERTISED_URL override); absent: http(s)://rest_host:port, for a wildcard rest_host this host's name"""
     rebalance_delay_s: float = Field(120.0, ge=0)
     """debounce: rebalance this long after the last membership change"""
     failover_delay_s: float = Field(10.0, ge=0)
@@ -270,11 +280,15 @@ class ControllerConfig(_Strict):
     check_source_topics: bool = True
     """false: POST /topics trusts numPartitions (then required) instead of asking the source cluster; for benchmarks whose topics exist only in ZooKeeper (`ferry bench controller`)"""
 
+    _check_advertised_url = field_validator("advertised_url")(_advertised_url)
+
 
 class WorkerConfig(_Strict):
     metrics_host: str = "127.0.0.1"
-    """metrics and /health bind address"""
+    """metrics and /health bind address; 0.0.0.0 or :: for every interface (`--metrics-host` and $FERRY_METRICS_HOST override)"""
     metrics_port: int = Field(9100, ge=0, lt=65536, description="metrics and /health port; 0 disables them (`--metrics-port` overrides)")
+    advertised_metrics_url: str | None = None
+    """the metrics URL the worker registers in ZooKeeper (`GET /workers` shows it; `--advertised-metrics-url` and $FERRY_ADVERTISED_METRICS_URL override); absent: http://metrics_host:port, for a wildcard metrics_host this host's name"""
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     """where a partition with no committed offset starts: earliest | latest"""
     commit_interval_s: float = Field(1.0, gt=0)
@@ -287,6 +301,8 @@ class WorkerConfig(_Strict):
     """librdkafka overrides for the destination producers, on top of the cluster's own properties"""
     consumer: dict[str, ClientValue] = Field(default_factory=dict)
     """librdkafka overrides for the source consumers"""
+
+    _check_advertised_metrics_url = field_validator("advertised_metrics_url")(_advertised_url)
 
 
 class SparkConfig(_Strict):

@@ -1,4 +1,10 @@
-"""``ferry controller --config FILE [--rest-port N] [--id NAME]``: run one controller until SIGTERM."""
+"""``ferry controller --config FILE [--rest-host H] [--rest-port N] [--advertised-url URL] [--id NAME]``:
+run one controller until SIGTERM.
+
+``--rest-host``/``--advertised-url`` (and ``$FERRY_REST_HOST``/``$FERRY_ADVERTISED_URL``) set
+per process what the file's ``controller.rest_host``/``advertised_url`` say for all of them, so
+one config file serves every host and pod (:mod:`common.endpoints`).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import ssl
 import threading
 from types import FrameType
 
+from ferry.common import endpoints, extras
 from ferry.common.config import load_config
 from ferry.common.errors import ConfigError
 
@@ -28,7 +35,12 @@ GC_THRESHOLDS = (50_000, 20, 100)
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("controller", help="run a Ferry controller (REST API; one of them leads)")
     parser.add_argument("--config", required=True, help="Ferry's YAML config file")
+    parser.add_argument("--rest-host", help=f"REST bind address (default ${endpoints.REST_HOST_ENV}, "
+                        "then controller.rest_host)")
     parser.add_argument("--rest-port", type=int, help="REST port (default controller.rest_port)")
+    parser.add_argument("--advertised-url", help="the URL other controllers reach this one at, e.g. "
+                        f"http://10.0.0.7:9000 (default ${endpoints.ADVERTISED_URL_ENV}, then controller.advertised_url, "
+                        "then derived from the bind address)")
     parser.add_argument("--id", help="this controller's id (default: host name and REST port)")
     parser.set_defaults(func=_run)
     from ferry.controller import groups_cli  # `ferry groups`: the checkpoint code, run once from the config
@@ -47,7 +59,9 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     gc.set_threshold(*GC_THRESHOLDS)  # a controller process only, never a library user's
     controller_config = config.controller
-    host = controller_config.rest_host
+    if controller_config.validation_interval_s:  # the leader runs `ferry validate` then: Spark, at once not later
+        extras.require("spark", "controller.validation_interval_s > 0 (ferry validate)")
+    host = endpoints.pick(args.rest_host, endpoints.REST_HOST_ENV, controller_config.rest_host, "--rest-host") or ""
     port = args.rest_port or controller_config.rest_port
     controller_id = args.id or f"{socket.gethostname()}-{port}"
     checker = TokenChecker.from_config(controller_config.auth) if controller_config.auth else None
@@ -63,7 +77,14 @@ def _run(args: argparse.Namespace) -> int:
             ssl_adapter = BuiltinSSLAdapter(tls.cert_file, tls.key_file)
         except (ssl.SSLError, OSError, ValueError) as exc:
             raise ConfigError(f"controller.tls: cannot use {tls.cert_file} with {tls.key_file}: {exc}") from None
-    controller = Controller(config, controller_id, rest_url=f"{scheme}://{host}:{port}", config_path=args.config)
+    advertised = endpoints.pick(args.advertised_url, endpoints.ADVERTISED_URL_ENV, controller_config.advertised_url,
+                                "--advertised-url", url=True)
+    rest_url = endpoints.advertised_url(scheme, host, port, advertised,
+                                        f"controller.advertised_url, --advertised-url or ${endpoints.ADVERTISED_URL_ENV}")
+    if not rest_url.startswith(f"{scheme}://"):
+        raise ConfigError(f"the advertised URL {rest_url} is not {scheme}://, but controller.tls is "
+                          f"{'set' if tls else 'absent'}")
+    controller = Controller(config, controller_id, rest_url=rest_url, config_path=args.config)
     app = create_app(controller, forward_timeout_s=controller_config.forward_timeout_s, auth=checker,
                      forward_verify=forward_verify)
     # cheroot: a thread pool and TLS built in (waitress has no TLS); see docs/design.md.
@@ -86,8 +107,9 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"cannot serve REST on {host}:{port}: {exc.strerror or exc}") from None
     controller.start()
     threading.Thread(target=server.serve, name="controller-rest", daemon=True).start()
-    logging.getLogger(__name__).info("controller %s serving REST on %s://%s:%d (authentication %s)", controller_id,
-                                     scheme, host, port, "on" if checker else "off")
+    logging.getLogger(__name__).info("controller %s serving REST on %s (advertised as %s, authentication %s)",
+                                     controller_id, endpoints.host_url(scheme, host, port), rest_url,
+                                     "on" if checker else "off")
     try:
         stop.wait()
     finally:

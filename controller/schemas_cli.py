@@ -20,6 +20,7 @@ from typing import Any
 
 import requests
 
+from ferry.common import endpoints
 from ferry.common.config import load_config
 from ferry.common.errors import FerryError
 
@@ -43,7 +44,7 @@ def _ask(args: argparse.Namespace, method: str, path: str) -> dict[str, Any]:
     config = load_config(args.config)
     rest = config.controller
     scheme = "https" if rest.tls else "http"
-    url = (args.url or f"{scheme}://{rest.rest_host}:{rest.rest_port}").rstrip("/")
+    url = (args.url or endpoints.local_url(scheme, rest.rest_host, rest.rest_port)).rstrip("/")
     verify: bool | str = (rest.tls.ca_file or rest.tls.cert_file) if rest.tls else True
     headers = {"Accept": "application/json"}
     if os.environ.get(TOKEN_ENV):

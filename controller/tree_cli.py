@@ -1,9 +1,9 @@
 """``ferry tree``: the distribution tree's distributors as a table; ``ferry tree switch D LEAF``.
 
 Both ask a controller's REST API (``GET /tree``, ``POST /tree/<distributor>/target``) at
-``--url`` (default: ``controller.rest_host``/``rest_port`` of the config, http). A bearer token,
-when the API needs one, comes from the environment variable named by ``--token-env``
-(default ``FERRY_TOKEN``). Without a reachable controller, ``ferry tree`` still prints the tree
+``--url`` (default: ``controller.rest_host``/``rest_port`` of the config, http; a wildcard host is
+the loopback). A bearer token, when the API needs one, comes from the environment variable named
+by ``--token-env`` (default ``FERRY_TOKEN``). Without a reachable controller, ``ferry tree`` still prints the tree
 as the config derives it (targets as configured, state unknown) and says so.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import requests
 
-from ferry.common import tree
+from ferry.common import endpoints, tree
 from ferry.common.config import FerryConfig, load_config
 from ferry.common.errors import ConfigError
 
@@ -42,7 +42,7 @@ def _setup(args: argparse.Namespace) -> tuple[FerryConfig, str, dict[str, str]]:
     config = load_config(args.config)
     if config.tree is None:
         raise ConfigError(f"{args.config} has no tree section")
-    url = (args.url or f"http://{config.controller.rest_host}:{config.controller.rest_port}").rstrip("/")
+    url = (args.url or endpoints.local_url("http", config.controller.rest_host, config.controller.rest_port)).rstrip("/")
     token = os.environ.get(args.token_env)
     return config, url, ({"Authorization": f"Bearer {token}"} if token else {})
 

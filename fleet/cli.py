@@ -14,7 +14,8 @@
 Every subcommand takes ``--engine URL`` (default ``$DOCKER_HOST``, else the socket of ``ferry
 fleet engine up``) and, except ``engine``, ``build``, ``logs`` and ``ls``, ``--name`` (default
 ``ferry``). Bad input (an unknown fleet, an engine that does not answer, a missing image) is one
-line on stderr and exit status 2.
+line on stderr and exit status 2; so is a missing Docker SDK (the ``fleet`` extra,
+``pip install 'kafka-ferry[fleet]'``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import logging
 import sys
 from pathlib import Path
 from typing import Any
+
+from ferry.common import extras
 
 DEFAULT_FLEET = "ferry"
 
@@ -83,6 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     ls = commands.add_parser("ls", parents=[engine_opt], help="the fleets on the engine")
     ls.set_defaults(func=_ls)
+
+    for command in commands.choices.values():  # every one talks to the engine through the Docker SDK
+        command.set_defaults(func=extras.needing("fleet", "fleet", command.get_default("func")))
 
 
 def _say(message: str) -> None:

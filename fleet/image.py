@@ -11,10 +11,10 @@ build itself needs no Python package index. The image is labelled with a hash of
 that goes into it (Ferry's sources, the Dockerfile, the requirements, the base image's id); a
 build whose hash is already on the engine builds nothing.
 
-pyspark and matplotlib are left out of the image: they serve ``ferry validate`` and ``ferry
-audit`` (and the controller runs ``ferry validate`` only when ``controller.validation_interval_s``
-> 0), would add about 450 MB plus a Java runtime, and ``ferry fleet up`` refuses a config that
-asks for Spark validation.
+The image holds what a worker and a controller need: Ferry's ``install_requires``, no extras
+(:mod:`common.extras`). pyspark (the ``spark`` extra) serves ``ferry validate`` and ``ferry
+audit`` and would add about 450 MB plus a Java runtime; the controller runs ``ferry validate``
+only when ``controller.validation_interval_s`` > 0, and ``ferry fleet up`` refuses such a config.
 """
 
 from __future__ import annotations
@@ -42,8 +42,6 @@ BASE_SUITE = "bookworm"  # Debian 12: Python 3.11, as on the hosts that build th
 IMAGE_REPOSITORY = "ferry"
 DEFAULT_IMAGE = f"{IMAGE_REPOSITORY}:latest"
 SOURCE_LABEL = "io.ferry.source"
-# Runtime dependencies the image leaves out (see the module docstring).
-LEFT_OUT = frozenset({"pyspark", "matplotlib"})
 SOURCE_FILES = ("setup.cfg", "pyproject.toml", "README.md")
 
 
@@ -110,18 +108,11 @@ def _run(command: list[str], what: str) -> None:
 
 
 def requirements(setup_cfg: Path = REPO / "setup.cfg") -> list[str]:
-    """Ferry's ``install_requires`` from setup.cfg, less :data:`LEFT_OUT`."""
+    """Ferry's ``install_requires`` from setup.cfg (no extras: a worker and a controller need none)."""
     parser = configparser.ConfigParser()
     parser.read(setup_cfg)
-    lines = [line.strip() for line in parser["options"]["install_requires"].splitlines() if line.strip()]
-    return [line for line in lines if _name(line) not in LEFT_OUT]
-
-
-def _name(requirement: str) -> str:
-    for i, char in enumerate(requirement):
-        if not (char.isalnum() or char in "-_."):
-            return requirement[:i].lower()
-    return requirement.lower()
+    lines = [line.strip() for line in parser["options"]["install_requires"].splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
 
 
 def _source_paths() -> list[Path]:

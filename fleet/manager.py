@@ -6,8 +6,8 @@ ever touched and fleets with different names coexist.
 
 Networking: the host network. The containers reach the clusters and ZooKeeper at the addresses
 the config names (``127.0.0.1:...`` for the local stack) exactly as a process on the host would,
-and the controllers' REST URLs (``http://<rest_host>:<port>``) that standbys forward writes to
-are the same inside and outside the containers. The price is that every member needs its own
+and the controllers' advertised REST URLs (derived from ``rest_host`` and the port), where
+standbys forward writes, are the same inside and outside the containers. The price is that every member needs its own
 host port: the fleet picks free ones and records each in the container's ``io.ferry.port`` label.
 So the fleet creates no network; ``down`` still removes any network labelled with the fleet.
 

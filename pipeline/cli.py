@@ -1,7 +1,9 @@
 """``ferry validate`` and ``ferry audit``: the Spark jobs' command lines.
 
 The ``ferry`` CLI loads every entry point to build its parser, so this module imports nothing
-heavy at the top: pyspark and matplotlib load only when one of these commands runs.
+heavy at the top: pyspark and matplotlib load only when one of these commands runs. They are
+extras (``kafka-ferry[spark]``, ``[chart]`` for ``--chart``; :mod:`common.extras`): without them
+the command says in one line what to install, exit status 2.
 Exit status: 0 when everything checked is fine, 1 when a problem was found, 2 on an error
 (bad arguments, unreachable ZooKeeper or cluster; :class:`common.errors.FerryError`).
 """
@@ -12,6 +14,7 @@ import argparse
 import json
 import sys
 
+from ferry.common import extras
 from ferry.common.config import load_config
 from ferry.common.tables import print_table
 
@@ -36,6 +39,7 @@ def register_validate(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_validate(args: argparse.Namespace) -> int:
+    extras.require("spark", "validate")
     from ferry.pipeline.validate import run_validation, store_result
 
     config = load_config(args.config)
@@ -81,6 +85,9 @@ def register_audit(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run_audit(args: argparse.Namespace) -> int:
+    extras.require("spark", "audit")
+    if args.chart:  # checked before Spark runs, not after
+        extras.require("chart", "audit --chart")
     from ferry.pipeline.audit import OTHER_FIELDS, parse_time, run_audit, write_chart
 
     config = load_config(args.config)

@@ -1,4 +1,10 @@
-"""``ferry worker --config FILE [--id NAME] [--metrics-port N]``: run one worker until SIGTERM."""
+"""``ferry worker --config FILE [--id NAME] [--metrics-host H] [--metrics-port N] [--advertised-metrics-url URL]``:
+run one worker until SIGTERM.
+
+``--metrics-host``/``--advertised-metrics-url`` (and ``$FERRY_METRICS_HOST``/
+``$FERRY_ADVERTISED_METRICS_URL``) set per process what the file's ``worker.metrics_host``/
+``advertised_metrics_url`` say for all workers (:mod:`common.endpoints`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import signal
 import socket
 from types import FrameType
 
+from ferry.common import endpoints
 from ferry.common.config import load_config
 
 
@@ -14,7 +21,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("worker", help="run a Ferry worker: copy the partitions the controller assigns")
     parser.add_argument("--config", required=True, help="Ferry's YAML config file")
     parser.add_argument("--id", help="this worker's id, stable across restarts (default: the host name)")
+    parser.add_argument("--metrics-host", help=f"metrics and /health bind address (default ${endpoints.METRICS_HOST_ENV}, "
+                        "then worker.metrics_host)")
     parser.add_argument("--metrics-port", type=int, help="serve /metrics and /health here (0: off; default worker.metrics_port)")
+    parser.add_argument("--advertised-metrics-url", help="the metrics URL registered in ZooKeeper, e.g. http://10.0.0.8:9100 "
+                        f"(default ${endpoints.ADVERTISED_METRICS_URL_ENV}, then worker.advertised_metrics_url, "
+                        "then derived from the bind address)")
     parser.set_defaults(func=_run)
 
 
@@ -22,6 +34,13 @@ def _run(args: argparse.Namespace) -> int:
     from ferry.worker.service import Worker  # the Kafka clients load only when a worker really runs
 
     config = load_config(args.config)
+    worker_config = config.worker
+    metrics_host = endpoints.pick(args.metrics_host, endpoints.METRICS_HOST_ENV, worker_config.metrics_host,
+                                  "--metrics-host") or ""
+    advertised = endpoints.pick(args.advertised_metrics_url, endpoints.ADVERTISED_METRICS_URL_ENV,
+                                worker_config.advertised_metrics_url, "--advertised-metrics-url", url=True)
+    config = config.model_copy(update={"worker": worker_config.model_copy(
+        update={"metrics_host": metrics_host, "advertised_metrics_url": advertised})})
     worker = Worker(config, args.id or socket.gethostname(), metrics_port=args.metrics_port)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -39,6 +39,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
+from ferry.common import endpoints
 from ferry.common.config import FerryConfig
 from ferry.common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus, decode
 from ferry.common.vocabulary import PartitionState, WorkerState
@@ -101,6 +102,7 @@ class Worker:
         self._status_dirty = True
         self._health: dict[str, Any] = {"status": STARTING, "worker": worker_id}
         self._server: Any = None
+        self._advertised_metrics_url: str | None = None
 
     # -- control from other threads ---------------------------------------------------------
 
@@ -116,6 +118,7 @@ class Worker:
 
     def run(self) -> int:
         """Runs until :meth:`stop`; returns the process exit status."""
+        self._advertised_metrics_url = self._metrics_url()  # a wildcard host no name resolves for: fail first
         if self._metrics_port:
             self._server = serve(self.metrics, self.health, self.config.worker.metrics_host, self._metrics_port)
         if self._owns_zk:
@@ -346,11 +349,19 @@ class Worker:
             self._set_state(RUNNING)
             log.info("registered again in ZooKeeper")
 
+    def _metrics_url(self) -> str | None:
+        """The metrics URL to register: worker.advertised_metrics_url, else derived from the bind address."""
+        if not self._metrics_port:
+            return None
+        settings = self.config.worker
+        return endpoints.advertised_url(
+            "http", settings.metrics_host, self._metrics_port, settings.advertised_metrics_url,
+            f"worker.advertised_metrics_url, --advertised-metrics-url or ${endpoints.ADVERTISED_METRICS_URL_ENV}")
+
     def _register(self) -> None:
         """Creates the ephemeral live node, waiting out a previous incarnation's session."""
         path = self.layout.live_worker(self.worker_id)
-        metrics_url = f"http://{self.config.worker.metrics_host}:{self._metrics_port}" if self._metrics_port else None
-        info = WorkerInfo(self.worker_id, socket.gethostname(), os.getpid(), metrics_url)
+        info = WorkerInfo(self.worker_id, socket.gethostname(), os.getpid(), self._advertised_metrics_url)
         deadline = self._clock() + self.config.zookeeper.session_timeout_s * 2 + 5
         while True:
             try:

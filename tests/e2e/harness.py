@@ -87,19 +87,23 @@ class Fleet:
         }
         return fleet_config(self.stack, self.zk_root, own, self.extra)
 
-    def _spawn(self, kind: str, name: str, args: list[str], port: int) -> FerryProcess:
-        started = spawn(name, ferry_command(kind, "--config", str(self.config_path), *args), self.workdir / f"{name}.log")
+    def _spawn(self, kind: str, name: str, args: list[str], port: int,
+               env: dict[str, str] | None = None) -> FerryProcess:
+        started = spawn(name, ferry_command(kind, "--config", str(self.config_path), *args), self.workdir / f"{name}.log",
+                        env=env)
         process = FerryProcess(started.name, started.popen, started.log, kind, port)
         self.processes.append(process)
         return process
 
-    def start_controller(self, name: str) -> FerryProcess:
+    def start_controller(self, name: str, env: dict[str, str] | None = None) -> FerryProcess:
         port = free_port()
-        return self._spawn("controller", name, ["--id", name, "--rest-port", str(port)], port)
+        return self._spawn("controller", name, ["--id", name, "--rest-port", str(port)], port, env)
 
-    def start_worker(self, name: str) -> FerryProcess:
+    def start_worker(self, name: str, env: dict[str, str] | None = None) -> FerryProcess:
+        """``env``: added to the worker's environment; ``{port}`` in a value is its metrics port."""
         port = free_port()
-        return self._spawn("worker", name, ["--id", name, "--metrics-port", str(port)], port)
+        env = {key: value.format(port=port) for key, value in (env or {}).items()}
+        return self._spawn("worker", name, ["--id", name, "--metrics-port", str(port)], port, env)
 
     def stop_all(self) -> None:
         stop_all(self.processes, timeout=20)

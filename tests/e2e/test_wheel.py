@@ -1,13 +1,15 @@
 """The wheel: built with ``pip wheel .``, installed into a fresh venv, it runs without the checkout.
 
 Every name it installs lives under ``ferry`` (nothing called ``common`` or ``worker`` lands at the
-top of site-packages), ``ferry --help`` works, ``ferry dev up`` finds the jars through the
+top of site-packages), pyspark, the Docker SDK and matplotlib are extras (the plain install has
+none of them, and ``ferry validate`` says what to install), ``ferry --help`` works, ``ferry dev up`` finds the jars through the
 documented ``FERRY_JARS_DIR`` and keeps its state under ``FERRY_DEV_DIR``, and ``ferry controller``
 leads against that stack. Its own stack runs on ports of its own, next to the shared local stack.
 """
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -31,6 +33,20 @@ def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None, timeo
     return done.stdout
 
 
+def assert_optional_only_under_extras(wheel: Path) -> None:
+    """pyspark, the Docker SDK and matplotlib are Requires-Dist only with an ``extra ==`` marker."""
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        lines = archive.read(metadata).decode().splitlines()
+    requires = [line.removeprefix("Requires-Dist: ") for line in lines if line.startswith("Requires-Dist: ")]
+    extras = {line.removeprefix("Provides-Extra: ") for line in lines if line.startswith("Provides-Extra: ")}
+    assert {"spark", "chart", "fleet", "all", "dev"} <= extras, extras
+    for optional, extra in (("pyspark", "spark"), ("docker", "fleet"), ("matplotlib", "chart")):
+        found = [r for r in requires if re.match(rf"{optional}\b", r)]
+        assert found and all(f'extra == "{extra}"' in r for r in found), found
+    assert any(r.startswith("kazoo") and "extra ==" not in r for r in requires), requires
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh venv (no system site-packages) holding only Ferry's wheel and its dependencies."""
@@ -39,6 +55,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (wheel,) = (work / "dist").glob("kafka_ferry-*.whl")
     tops = {name.split("/", 1)[0] for name in zipfile.ZipFile(wheel).namelist()}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"ferry"}, tops
+    assert_optional_only_under_extras(wheel)
     _run([sys.executable, "-m", "venv", str(work / "venv")], cwd=work)
     _run([str(work / "venv" / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", str(wheel)], cwd=work)
     yield work
@@ -52,6 +69,13 @@ def test_the_installed_wheel_runs_help_dev_up_and_a_controller_without_the_check
     where = _run([python, "-c", "import ferry.common.config as c; print(c.__file__)"], cwd=elsewhere)
     assert where.startswith(str(installed / "venv")), where
     assert "COMMAND" in _run([ferry, "--help"], cwd=elsewhere)
+    # The plain install is a worker's and a controller's: no extra came with it, and a command that
+    # needs one says which.
+    absent = _run([python, "-c", "import importlib.util as u; print([m for m in ('pyspark', 'docker', 'matplotlib') "
+                   "if u.find_spec(m)])"], cwd=elsewhere)
+    assert absent.strip() == "[]", absent
+    validate = subprocess.run([ferry, "validate", "--config", "none.yaml"], cwd=elsewhere, capture_output=True, text=True)
+    assert validate.returncode == 2 and validate.stderr.strip().endswith("pip install 'kafka-ferry[spark]'"), validate
 
     env = {**os.environ, **PORTS, "FERRY_DEV_DIR": str(installed / "dev"),
            "FERRY_JARS_DIR": str(devstack.jars_dir())}

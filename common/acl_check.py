@@ -27,6 +27,8 @@ from ferry.common.config import FerryConfig, load_config
 from ferry.common.kafka_errors import kafka_error
 
 _TIMEOUT_S = 15.0
+# A filter's "any name" and "any host": None, which confluent-kafka's annotations (str) do not admit.
+_MATCH_ANY: Any = None
 _RESOURCE_TYPES = {ResourceType.TOPIC: acls.TOPIC, ResourceType.GROUP: acls.GROUP, ResourceType.BROKER: acls.CLUSTER}
 _PATTERNS = {ResourcePatternType.LITERAL: acls.LITERAL, ResourcePatternType.PREFIXED: acls.PREFIXED}
 
@@ -58,7 +60,7 @@ def granted_acls(cluster: str, properties: Mapping[str, Any], principal: str) ->
     admin = kafka_clients.admin(dict(properties))
     found: list[acls.Acl] = []
     for who in dict.fromkeys([principal, "User:*"]):
-        wanted = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, who, None,
+        wanted = AclBindingFilter(ResourceType.ANY, _MATCH_ANY, ResourcePatternType.ANY, who, _MATCH_ANY,
                                   AclOperation.ANY, AclPermissionType.ALLOW)
         for binding in admin.describe_acls(wanted, request_timeout=_TIMEOUT_S).result(_TIMEOUT_S):
             kind = _RESOURCE_TYPES.get(binding.restype)
@@ -108,6 +110,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--principal", help="Ferry's Kafka principal (User:NAME or NAME); default: each cluster's sasl.username")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC",
                         help="a source topic mirrored besides the routes' include patterns (added with POST /topics); repeatable")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="an administrator's client properties file, added to each line (kafka-acls.sh --command-config)")
     parser.set_defaults(func=_run)
 
 
@@ -115,7 +119,7 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     for route in acls.unmatched_routes(config, args.topic):
         print(f"# route {route} has no include patterns: name the topics added with POST /topics with --topic")
-    for i, line in enumerate(acls.command_lines(config, args.principal, args.topic)):
+    for i, line in enumerate(acls.command_lines(config, args.principal, args.topic, args.command_config)):
         if line.startswith("# cluster") and i:
             print()
         print(line)

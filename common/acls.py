@@ -36,7 +36,8 @@ Ferry uses no transactions, so no ``TransactionalId`` ACL is needed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import shlex
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ferry.common import heartbeat
@@ -239,7 +240,7 @@ def required_acls(config: FerryConfig, topics: Iterable[str] = ()) -> list[Acl]:
     return sorted(Acl(cluster, resource, operation, tuple(why)) for (cluster, resource, operation), why in needs.items())
 
 
-def principal_of(cluster: str, properties: dict[str, object], given: str | None = None) -> str:
+def principal_of(cluster: str, properties: Mapping[str, object], given: str | None = None) -> str:
     """``User:<name>``: ``given`` (``User:`` added when it names no type), else the cluster's ``sasl.username``."""
     name = given or properties.get("sasl.username")
     if not name:
@@ -262,9 +263,13 @@ def grouped(acls: Iterable[Acl]) -> dict[str, dict[Resource, list[str]]]:
 
 
 def command_line(bootstrap: str, principal: str, resource: Resource, operations: Iterable[str],
-                 command: str = "kafka-acls.sh") -> str:
-    """The ``kafka-acls.sh`` line granting ``operations`` on ``resource`` to ``principal``."""
-    words = [command, "--bootstrap-server", bootstrap, "--add", "--allow-principal", principal]
+                 command_config: str | None = None) -> str:
+    """The ``kafka-acls.sh`` line granting ``operations`` on ``resource`` to ``principal``
+    (``command_config``: the administrator's client properties file it connects with)."""
+    words = ["kafka-acls.sh", "--bootstrap-server", bootstrap]
+    if command_config:
+        words += ["--command-config", command_config]
+    words += ["--add", "--allow-principal", principal]
     for operation in operations:
         words += ["--operation", operation]
     if resource.type == CLUSTER:
@@ -275,10 +280,11 @@ def command_line(bootstrap: str, principal: str, resource: Resource, operations:
 
 
 def _quoted(name: str) -> str:
-    return f"'{name}'" if name == ANY else name
+    return shlex.quote(name)
 
 
-def command_lines(config: FerryConfig, principal: str | None = None, topics: Iterable[str] = ()) -> list[str]:
+def command_lines(config: FerryConfig, principal: str | None = None, topics: Iterable[str] = (),
+                  command_config: str | None = None) -> list[str]:
     """``kafka-acls.sh`` lines per cluster (a ``#`` line heads each cluster), for :func:`required_acls`."""
     lines: list[str] = []
     for cluster, resources in grouped(required_acls(config, topics)).items():
@@ -286,7 +292,8 @@ def command_lines(config: FerryConfig, principal: str | None = None, topics: Ite
         who = principal_of(cluster, properties, principal)
         bootstrap = str(properties["bootstrap.servers"])
         lines.append(f"# cluster {cluster}: principal {who}")
-        lines += [command_line(bootstrap, who, resource, operations) for resource, operations in resources.items()]
+        lines += [command_line(bootstrap, who, resource, operations, command_config)
+                  for resource, operations in resources.items()]
     return lines
 
 

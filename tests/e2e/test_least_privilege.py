@@ -60,7 +60,13 @@ def _super(stack: devstack.Stack, cluster: str) -> dict[str, str]:
 
 def _revoke_everything(stack: devstack.Stack) -> None:
     """Earlier runs' ACLs for User:ferry go: the cluster then holds only what this run adds."""
-    from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
 
     from ferry.common import kafka_clients
 

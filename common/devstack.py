@@ -385,6 +385,14 @@ def _recorded_extra() -> dict[str, int]:
     return recorded
 
 
+def forget_extra(names: Iterable[str]) -> None:
+    """Drops stopped extra clusters from ``.dev/extra-clusters`` (``status`` and ``down`` stop looking at them)."""
+    gone = set(names)
+    with contextlib.suppress(OSError):
+        kept = {name: port for name, port in _recorded_extra().items() if name not in gone}
+        _extra_record().write_text("".join(f"{name}:{port}\n" for name, port in kept.items()))
+
+
 def _record_extra(stack: Stack) -> None:
     if stack.extra:
         ports = {**_recorded_extra(), **{s.name: s.port for s in stack.extra}}

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import requests
@@ -25,7 +26,7 @@ from ferry.common import acls, devstack
 from ferry.common.acl_check import check_granted, granted_acls
 from ferry.common.config import load_config
 from ferry.common.support import commit_offset, committed_offset
-from tests.e2e.harness import Fleet, RecordLedger, wait_until
+from tests.e2e.harness import FerryProcess, Fleet, RecordLedger, wait_until
 
 SOURCE, DESTINATION = "aclsrc", "acldst"
 # Far from the other extra clusters' ports, so this test never meets theirs.
@@ -52,6 +53,7 @@ def guarded(local_stack: devstack.Stack, monkeypatch: pytest.MonkeyPatch) -> Ite
     yield stack
     if started:
         devstack.down(stack, names=started)
+        devstack.forget_extra(started)  # `ferry dev status` need not list them any more
 
 
 def _super(stack: devstack.Stack, cluster: str) -> dict[str, str]:
@@ -135,7 +137,14 @@ def test_ferry_mirrors_with_exactly_the_acls_it_prints(
     controller = fleet.start_controller("c1")
     fleet.start_worker("w1")
     fleet.wait_for_leader(controller)
+    try:
+        _mirror_and_check(fleet, controller, ledger, group, topic, admins, logs, log_sizes)
+    finally:
+        fleet.stop_all()  # before the clusters stop: a client of a stopping broker takes long to close
 
+
+def _mirror_and_check(fleet: Fleet, controller: FerryProcess, ledger: RecordLedger, group: str, topic: str,
+                      admins: dict[str, dict[str, str]], logs: dict[str, Path], log_sizes: dict[str, int]) -> None:
     ledger.wait_for_destination(timeout=180)
     assert ledger.check(allow_duplicates=False)["records"] == RECORDS
     wait_until(lambda: committed_offset(admins[DESTINATION], group, topic) == 700, 90,

@@ -179,3 +179,10 @@ def test_dev_clusters_with_an_authorizer_deny_by_default(tmp_path: Path, monkeyp
     assert props["allow.everyone.if.no.acl.found"] == "false"
     assert props["super.users"] == "User:ANONYMOUS"
     assert "authorizer.class.name" not in devstack._kafka_config(stack.src)
+
+
+def test_stopped_extra_clusters_can_be_forgotten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    devstack._record_extra(devstack.stack_from_env().with_clusters(["a", "guarded"], authorizer=True))
+    devstack.forget_extra(["guarded"])
+    assert [s.name for s in devstack.stack_from_env(recorded=True).extra] == ["a"]

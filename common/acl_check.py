@@ -83,8 +83,9 @@ def check_granted(
     ``principal``: Ferry's (default: each cluster's ``sasl.username``). ``topics``: as for
     :func:`acls.required_acls`. ``admin_clusters``: client properties to ask a cluster with instead
     of the config's (describing ACLs needs ``Describe`` on the cluster, which Ferry itself does not
-    need). A cluster that cannot be asked (unreachable, not authorized, no authorizer) gets
-    ``error`` set, one line; nothing raises for it.
+    need). A cluster that cannot be asked (unreachable, no authorizer) or that reports no ACL for
+    the principal (none granted, or the asking client may not describe them) gets ``error`` set,
+    one line; nothing raises for it.
     """
     required = acls.required_acls(config, topics)
     out: dict[str, ClusterGrants] = {}
@@ -97,7 +98,12 @@ def check_granted(
             out[cluster] = ClusterGrants(cluster, who, error=f"cannot describe its ACLs: {kafka_error(exc)}")
             continue
         needed = [acl for acl in required if acl.cluster == cluster]
-        out[cluster] = ClusterGrants(cluster, who, acls.missing(needed, granted))
+        # A client without Describe on the cluster gets an empty answer, not an error (librdkafka
+        # drops the broker's CLUSTER_AUTHORIZATION_FAILED): say that it may be the reason.
+        error = None if granted else (
+            f"the cluster reports no ACLs for {who}: none are granted, or the client asking may not describe "
+            f"ACLs (that needs Describe on the cluster: ask with an administrator's properties)")
+        out[cluster] = ClusterGrants(cluster, who, acls.missing(needed, granted), error)
     return out
 
 

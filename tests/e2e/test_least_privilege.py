@@ -120,8 +120,13 @@ def test_ferry_mirrors_with_exactly_the_acls_it_prints(
     assert lines == [line for line in acls.command_lines(config) if not line.startswith("#")]
 
     _revoke_everything(guarded)
-    _apply(guarded, lines)
     admins = {name: _super(guarded, name) for name in (SOURCE, DESTINATION)}
+    before = check_granted(config, admin_clusters=admins)
+    assert {name: len(answer.missing) for name, answer in before.items()} == {
+        name: sum(1 for acl in acls.required_acls(config) if acl.cluster == name) for name in (SOURCE, DESTINATION)}
+    # Ferry's own principal may not describe ACLs (it needs no Describe on the cluster): one line, no exception.
+    assert all("may not describe ACLs" in (answer.error or "") for answer in check_granted(config).values())
+    _apply(guarded, lines)
     # The clusters grant User:ferry exactly what `ferry acls` printed: nothing missing, nothing more.
     required = acls.required_acls(config)
     granted = [acl for name in (SOURCE, DESTINATION) for acl in granted_acls(name, admins[name], "User:ferry")]

@@ -31,7 +31,8 @@ A route's topics come from its ``include`` regular expressions: Kafka's ACLs kno
 names and prefixes, so each expression becomes the literal name it can only match, or the longest
 literal prefix every match starts with (:func:`name_patterns`; ``*``, every name, when there is
 none). Topics added with ``POST /topics`` are not in the config: pass them as ``topics``.
-Ferry uses no transactions, so no ``TransactionalId`` ACL is needed.
+Ferry uses no transactions, so no ``TransactionalId`` ACL is needed; schema distribution talks
+to the registries over HTTP only, so it needs no Kafka ACL.
 """
 
 from __future__ import annotations
@@ -286,8 +287,14 @@ def _quoted(name: str) -> str:
 def command_lines(config: FerryConfig, principal: str | None = None, topics: Iterable[str] = (),
                   command_config: str | None = None) -> list[str]:
     """``kafka-acls.sh`` lines per cluster (a ``#`` line heads each cluster), for :func:`required_acls`."""
+    return lines_for(config, required_acls(config, topics), principal, command_config)
+
+
+def lines_for(config: FerryConfig, found: Iterable[Acl], principal: str | None = None,
+              command_config: str | None = None) -> list[str]:
+    """``kafka-acls.sh`` lines granting ``found`` (e.g. what :func:`missing` returned), per cluster of ``config``."""
     lines: list[str] = []
-    for cluster, resources in grouped(required_acls(config, topics)).items():
+    for cluster, resources in grouped(found).items():
         properties = dict(config.clusters[cluster])
         who = principal_of(cluster, properties, principal)
         bootstrap = str(properties["bootstrap.servers"])

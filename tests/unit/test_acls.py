@@ -186,3 +186,15 @@ def test_stopped_extra_clusters_can_be_forgotten(tmp_path: Path, monkeypatch: py
     devstack._record_extra(devstack.stack_from_env().with_clusters(["a", "guarded"], authorizer=True))
     devstack.forget_extra(["guarded"])
     assert [s.name for s in devstack.stack_from_env(recorded=True).extra] == ["a"]
+
+
+def test_missing_bindings_print_as_the_lines_that_grant_them() -> None:
+    config = _config()
+    needed = acls.required_acls(config)
+    granted = [a for a in needed if a.operation != "Create"]
+    lines = acls.lines_for(config, acls.missing(needed, granted))
+    assert lines == ["# cluster dst: principal User:ferry",
+                     "kafka-acls.sh --bootstrap-server dst:9094 --add --allow-principal User:ferry --operation Create "
+                     "--topic __ferry_offset_map --resource-pattern-type literal",
+                     "kafka-acls.sh --bootstrap-server dst:9094 --add --allow-principal User:ferry --operation Create "
+                     "--topic orders --resource-pattern-type literal"]

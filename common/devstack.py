@@ -39,6 +39,13 @@ created by ``up`` through the PLAINTEXT listener when the broker does not know i
 formatted before the secured listener existed comes up with it too. :meth:`Stack.secured` gives a
 client's librdkafka properties for the secured listener.
 
+Extra clusters may enforce ACLs (``ferry dev up --clusters a,b --authorizer``, or
+``Stack.with_clusters(names, authorizer=True)``): KRaft's ``StandardAuthorizer`` with
+``allow.everyone.if.no.acl.found=false``, so the SASL_SSL user ``ferry`` may do only what ACLs
+grant it. The PLAINTEXT listener (``User:ANONYMOUS``, which the broker's own controller and
+inter-broker traffic use too) is the super user: the administrator's and the tests' way in. The
+choice is written into the broker's config when it starts; stop the cluster to change it.
+
 The registries run only when asked: ``ferry dev up --registries`` or ``FERRY_DEV_REGISTRIES=1``
 (the schema tests start them). They keep their schemas in memory: a restart starts empty. Their
 app is built by ``make registry`` (part of ``make setup``) from the pinned ``deploy/registry``.
@@ -109,6 +116,9 @@ SPARK_JARS_ENV = "FERRY_SPARK_JARS"  # deprecated alias of $FERRY_JARS_DIR/spark
 SASL_MECHANISM = "SCRAM-SHA-512"
 SASL_USER = "ferry"
 SASL_PASSWORD = "ferry-dev-secret"
+# Clusters started with an authorizer: the PLAINTEXT listener's principal is the super user.
+AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SUPER_USER = "User:ANONYMOUS"
 # Protects only the broker keystore on this machine's disk; Kafka needs a password for PKCS12.
 _KEYSTORE_PASSWORD = "ferry-dev-keystore"
 
@@ -182,6 +192,7 @@ class Server:
     name: str
     kind: str
     port: int
+    authorizer: bool = False  # a Kafka cluster that enforces ACLs (PLAINTEXT: the super user)
 
     @property
     def address(self) -> str:
@@ -286,12 +297,13 @@ class Stack:
         """librdkafka properties of a client of ``cluster``'s SASL_SSL listener (SCRAM-SHA-512)."""
         return secured_client(self.cluster(cluster))
 
-    def with_clusters(self, names: Iterable[str]) -> Stack:
-        """This stack plus extra clusters ``names`` (ports from the environment, module docstring)."""
+    def with_clusters(self, names: Iterable[str], authorizer: bool = False) -> Stack:
+        """This stack plus extra clusters ``names`` (ports from the environment, module docstring);
+        with ``authorizer``, those not in the stack yet enforce ACLs (module docstring)."""
         known = {server.name: server for server in self.extra}
         for name in names:
             if name not in known and name not in ("src", "dst"):
-                known[name] = _extra_server(name, len(known))
+                known[name] = _extra_server(name, len(known), authorizer)
         return Stack(self.zookeeper, self.src, self.dst, registries=self.registries, extra=tuple(known.values()))
 
 
@@ -350,9 +362,9 @@ def _port_env(name: str) -> str:
     return "FERRY_DEV_PORT_" + name.upper().replace("-", "_")
 
 
-def _extra_server(name: str, index: int) -> Server:
+def _extra_server(name: str, index: int, authorizer: bool = False) -> Server:
     default = _port(EXTRA_PORT_ENV, 39092) + EXTRA_PORT_STEP * index
-    return Server(name, "kafka", _port(_port_env(name), default))
+    return Server(name, "kafka", _port(_port_env(name), default), authorizer)
 
 
 def _extra_record() -> Path:
@@ -371,6 +383,14 @@ def _recorded_extra() -> dict[str, int]:
         if _EXTRA_NAME.match(name) and port.isdigit():
             recorded[name] = int(port)
     return recorded
+
+
+def forget_extra(names: Iterable[str]) -> None:
+    """Drops stopped extra clusters from ``.dev/extra-clusters`` (``status`` and ``down`` stop looking at them)."""
+    gone = set(names)
+    with contextlib.suppress(OSError):
+        kept = {name: port for name, port in _recorded_extra().items() if name not in gone}
+        _extra_record().write_text("".join(f"{name}:{port}\n" for name, port in kept.items()))
 
 
 def _record_extra(stack: Stack) -> None:
@@ -443,6 +463,12 @@ def _kafka_config(server: Server) -> str:
         "log.cleaner.dedupe.buffer.size": "2097152",
         "num.partitions": "1",
     }
+    if server.authorizer:
+        props.update({
+            "authorizer.class.name": AUTHORIZER_CLASS,
+            "allow.everyone.if.no.acl.found": "false",
+            "super.users": SUPER_USER,
+        })
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
@@ -907,6 +933,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up_parser.add_argument("--clusters", default="", metavar="A,B,...",
                            help=f"extra Kafka clusters to start besides src and dst (also ${CLUSTERS_ENV}); "
                                 f"ports from ${EXTRA_PORT_ENV} (39092) + 10 each, or $FERRY_DEV_PORT_<NAME>")
+    up_parser.add_argument("--authorizer", action="store_true",
+                           help="the --clusters enforce ACLs (StandardAuthorizer; the SASL_SSL user may do only what "
+                                "ACLs grant, PLAINTEXT is the super user); for clusters not running yet")
     up_parser.add_argument("--registries", action="store_true",
                            help=f"also one schema registry per cluster (or set {REGISTRIES_ENV}=1)")
     up_parser.set_defaults(func=_cmd_up)
@@ -917,8 +946,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    stack = stack_from_env(parse_cluster_names(args.clusters, "--clusters"),
-                           registries=True if args.registries else None)
+    names = parse_cluster_names(args.clusters, "--clusters")
+    stack = stack_from_env(names, registries=True if args.registries else None)
+    if args.authorizer:
+        stack = stack_from_env(registries=True if args.registries else None).with_clusters(names, authorizer=True)
     up(stack, deadline_s=args.timeout)
     print_table(status(stack), ["name", "address", "state"])
     return 0

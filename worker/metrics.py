@@ -33,7 +33,7 @@ class WorkerMetrics:
                                ["route"], registry=self.registry)
         self.bytes = Counter("ferry_worker_bytes_copied", "Value bytes handed to the destination producer",
                              ["route"], registry=self.registry)
-        self.errors = Counter("ferry_worker_errors", "Errors by kind: partition (stopped), consumer, commit",
+        self.errors = Counter("ferry_worker_errors", "Errors by kind: partition (stopped), consumer, commit, offset_map",
                               ["route", "kind"], registry=self.registry)
         self.lag = Gauge("ferry_worker_partition_lag", "Log-end offset minus the consumer's position",
                          ["route", "topic", "partition"], registry=self.registry)

@@ -612,7 +612,7 @@ def test_health_and_metrics_endpoints(
 
     # The record age: one observation per run of a partition's records acknowledged together (at
     # least one per partition), of acknowledgement time minus CreateTime, an hour ago here.
-    def record_ages() -> dict[str, float] | None:
+    def record_ages() -> dict[tuple[str, str | None], float] | None:
         samples = {(s.name, s.labels.get("le")): s.value for family in text_string_to_metric_families(get("/metrics"))
                    if family.name == "ferry_worker_record_age_seconds" for s in family.samples if s.labels.get("route") == ROUTE}
         return samples if samples.get(("ferry_worker_record_age_seconds_count", None), 0) >= 3 else None

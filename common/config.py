@@ -382,7 +382,7 @@ def loop_problem(routes: list[RouteConfig]) -> str | None:
 
 class HeartbeatsConfig(_Strict):
     interval_s: float = Field(0.0, ge=0)
-    """>0: the leader writes ferry.heartbeats on every route's source this often and every route mirrors it (GET /heartbeats, ferry_heartbeat_* metrics); 0: off"""
+    """>0: the leader writes ferry.heartbeats on every route's source this often and every route mirrors it (GET /heartbeats, ferry_controller_heartbeat_* metrics); 0: off"""
 
 
 class RegistryAuthConfig(_Strict):

@@ -82,7 +82,7 @@ def test_prometheus_scrapes_a_fleet_loads_every_rule_and_every_dashboard_query_r
     schemas = {"primary": "src", "include": [f"{topic}-none"], "interval_s": 1,
                "registries": {c: {"url": registry_stack.registry_url(c)} for c in ("src", "dst")}}
     config = fleet_config("mon", route={"groups": [group]}, sections={"heartbeats": {"interval_s": 1}, "schemas": schemas},
-                          lag_interval_s=1, checkpoint_interval_s=1)
+                          lag_interval_s=1, checkpoint_interval_s=1, observer_interval_s=1)  # the heartbeat topic at once
     fleet = make_fleet("mon")
     fleet.up(config, controllers=1, workers=2, image=ferry_image)
     assert ferry(engine_url, "targets", "--name", fleet.name, "--dir", str(tmp_path / "targets")) == 0

@@ -34,18 +34,16 @@ HEADER_SEQ = "bench-seq"
 _ADMIN_TIMEOUT_S = 30.0
 
 
-# What a workload's values are (``ferry bench --values``):
-#   same:   one random value for every record (the default; what every earlier table used). A
-#           compressing producer finds each value again in the previous record: compresses well.
-#   random: fresh random bytes per record: incompressible, the worst case of compression.
-#   text:   a different slice of JSON events per record: compressible as typical payloads are.
-
-
 @dataclass(frozen=True)
 class Workload:
     value_bytes: int
     partitions: int
     records: int
+    # What the values are (``ferry bench --values``, :func:`values`):
+    #   same:   one random value for every record (the default; what every earlier table used). A
+    #           compressing producer finds each value again in the previous record: compresses well.
+    #   random: fresh random bytes per record: incompressible, the worst case of compression.
+    #   text:   a different slice of JSON events per record: compressible as typical payloads are.
     values: str = "same"
 
     @property
@@ -129,7 +127,7 @@ def _text_corpus(size: int, seed: int = 7) -> bytes:
 
 
 def values(workload: Workload) -> Callable[[int], bytes]:
-    """Record ``i``'s value, by the workload's kind (``bench.names.VALUE_KINDS``, above)."""
+    """Record ``i``'s value, by the workload's kind (``Workload.values``; ``bench.names.VALUE_KINDS``)."""
     size = workload.value_bytes
     if workload.values == "random":
         return lambda _i: os.urandom(size)
@@ -151,6 +149,7 @@ def log_bytes(data_dir: Path, topic: str) -> int:
     """Bytes of ``topic``'s log segments in a local broker's data folder: what it stores, as the
     producer sent it (compressed batches stay compressed: the topics' compression.type is producer)."""
     return sum(f.stat().st_size for f in data_dir.glob(f"{topic}-*/*.log") if f.parent.name.rpartition("-")[0] == topic)
+
 
 def fill(cluster: dict[str, Any], topic: str, workload: Workload, run_id: str) -> float:
     """Produces the workload's records to ``topic`` as fast as the producer can; returns the seconds taken."""

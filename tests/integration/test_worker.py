@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -446,7 +447,8 @@ def test_record_too_large_for_the_destination_stops_only_its_partition(
     admin = kafka_clients.admin(kafka.conf("dst"))
     create_topics(admin, [NewTopic(topic, 3, 1, config={"max.message.bytes": "2000"})])
     small_before = records("small", 5, partition=0)
-    big: Record = (b"big", b"x" * 10_000, (), (TIMESTAMP_CREATE_TIME, small_before[-1][3][1] + 1))
+    # Random bytes: the route compresses (lz4), and 10,000 x's would fit the limit once compressed.
+    big: Record = (b"big", os.urandom(10_000), (), (TIMESTAMP_CREATE_TIME, small_before[-1][3][1] + 1))
     small_after = records("after", 5, start=6, partition=0)
     others = {p: records("other", 8, partition=p) for p in (1, 2)}
     for p, batch in others.items():

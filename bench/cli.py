@@ -13,7 +13,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ferry.bench.names import ALSO_KNOWN, KNOWN, SYSTEMS, WorkloadSpec, known_system, parse_workloads
+from ferry.bench.names import (
+    ALSO_KNOWN,
+    COMPRESSIONS,
+    KNOWN,
+    SYSTEMS,
+    VALUE_KINDS,
+    WorkloadSpec,
+    known_system,
+    parse_workloads,
+)
 from ferry.common.errors import FerryError
 
 DEFAULT_WORKLOADS = "1x100,1x1024,1x10240:200000,8x100,8x1024,8x10240:200000"
@@ -53,6 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated SIZE, PARTITIONSxSIZE or PARTITIONSxSIZE:RECORDS (value bytes); "
                              f"'none': only --idle-partitions (default {DEFAULT_WORKLOADS})")
     parser.add_argument("--partitions", type=int, default=8, help="partitions of a workload that names none (default 8)")
+    parser.add_argument("--values", choices=VALUE_KINDS, default="same",
+                        help="the records' values: same (one random value for all, the default), random (fresh random "
+                             "bytes each: incompressible), text (a different slice of JSON events each: compressible)")
+    parser.add_argument("--compression", choices=COMPRESSIONS, default="none",
+                        help="producer compression of Ferry's route and of the ceiling (default none, as MirrorMaker 2's)")
     parser.add_argument("--skip-mm2", action="store_true", help="leave MirrorMaker 2 out")
     parser.add_argument("--systems", type=_systems, default=SYSTEMS, metavar="NAMES",
                         help=f"which systems to run, comma-separated (default: {','.join(SYSTEMS)}; also {ALSO_KNOWN})")
@@ -135,8 +149,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.workloads and not args.idle_partitions:
         raise FerryError("--workloads none leaves nothing to do without --idle-partitions")
     options = Options(
-        workloads=tuple(Workload(spec.value_bytes, spec.partitions or args.partitions, spec.records or args.records)
-                        for spec in args.workloads), systems=systems,
+        workloads=tuple(Workload(spec.value_bytes, spec.partitions or args.partitions, spec.records or args.records,
+                                 args.values)
+                        for spec in args.workloads), systems=systems, compression=args.compression,
         latency_rate=args.latency_rate, latency_seconds=args.latency_seconds, keep_topics=args.keep_topics,
         worker_config=args.worker_config, idle_partitions=args.idle_partitions, idle_seconds=args.idle_seconds,
     )

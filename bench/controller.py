@@ -361,8 +361,8 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         result["steady"] = {
             "window_s": round(window, 1),
             "controller_cpu_pct": round(100 * (cpu_after - cpu_before) / window, 1),
-            "zk_reads_per_s": round((after["ferry_controller_zk_reads"] - before["ferry_controller_zk_reads"]) / window, 1),
-            "zk_writes_per_s": round((after["ferry_controller_zk_writes"] - before["ferry_controller_zk_writes"]) / window, 1),
+            "zk_reads_per_s": round((after["ferry_controller_zk_reads_total"] - before["ferry_controller_zk_reads_total"]) / window, 1),
+            "zk_writes_per_s": round((after["ferry_controller_zk_writes_total"] - before["ferry_controller_zk_writes_total"]) / window, 1),
             "reconcile": _histogram(before, after, "ferry_controller_reconcile_seconds"),
             "jobs": {job: {"runs": _job(after, "ferry_controller_job_runs_total", job)
                            - _job(before, "ferry_controller_job_runs_total", job),
@@ -413,8 +413,8 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         log(f"rebalance: {result['rebalance']}")
         final = leader.metrics()
         result["zk_leader"] = {
-            "reads": final["ferry_controller_zk_reads"], "writes": final["ferry_controller_zk_writes"],
-            "transactions": final["ferry_controller_zk_transactions"],
+            "reads": final["ferry_controller_zk_reads_total"], "writes": final["ferry_controller_zk_writes_total"],
+            "transactions": final["ferry_controller_zk_transactions_total"],
             "max_transaction_bytes": final["ferry_controller_zk_max_transaction_bytes"],
             "max_node_bytes": final["ferry_controller_zk_max_node_bytes"],
             "job_skips_total": sum(v for k, v in final.items() if k.startswith("ferry_controller_job_skips_total")),

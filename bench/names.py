@@ -18,6 +18,12 @@ ALSO_KNOWN = "ceiling-N, stamped-copy[-N], acked-copy[-N], ferry-Nw, mm2-tN, mm2
 KNOWN = f"{', '.join(SYSTEMS)}, {ALSO_KNOWN}"
 
 
+# What ``--values`` may say (bench/workload.py makes them) and ``--compression`` (a route's
+# compression: common/config.py's Compression, which a unit test holds this to).
+VALUE_KINDS = ("same", "random", "text")
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
 def known_system(name: str) -> bool:
     return SYSTEM_PATTERN.fullmatch(name) is not None
 

@@ -64,6 +64,9 @@ class Options:
     worker_config: dict[str, Any] = field(default_factory=dict)
     idle_partitions: int = 0  # 0: no idle measurement
     idle_seconds: float = 20.0
+    # The producer compression of Ferry's route and of the ceiling's copy processes. The bench's
+    # default is none, as MirrorMaker 2's, so that the systems compare like with like.
+    compression: str = "none"
 
 
 @dataclass
@@ -83,6 +86,8 @@ class RunResult:
     cpu_s_per_million: float | None = None
     cpu_s_total: float | None = None
     peak_rss_mb: float | None = None
+    # Bytes of the destination topic's log segments per record: what crossed the wire, compressed or not.
+    destination_bytes_per_record: float | None = None
     latency: Latency | None = None
     logs: list[str] = field(default_factory=list)
     vs_baseline: dict[str, float | None] = field(default_factory=dict)
@@ -97,22 +102,24 @@ class RunResult:
             "records": self.records, "processes": self.processes, "status": self.status, "problems": self.problems,
             "window": self.window, "seconds": self.seconds, "records_per_s": self.records_per_s,
             "mb_per_s": self.mb_per_s, "cpu_s_per_million": self.cpu_s_per_million, "cpu_s_total": self.cpu_s_total,
-            "peak_rss_mb": self.peak_rss_mb, "latency": self.latency.to_json() if self.latency else None,
+            "peak_rss_mb": self.peak_rss_mb, "destination_bytes_per_record": self.destination_bytes_per_record,
+            "latency": self.latency.to_json() if self.latency else None,
             "ratios": self.vs_baseline, "logs": self.logs,
         }
 
 
 def make_system(name: str, stack: Stack, workdir: Path, partitions: int, slug: str,
-                worker_config: dict[str, Any] | None = None) -> System:
+                worker_config: dict[str, Any] | None = None, compression: str = "none") -> System:
     if not known_system(name) or name.startswith("limit-"):
         raise BenchError(f"unknown system {name!r} (known: {KNOWN})")
     if name.startswith(CEILING_VARIANTS):
         variant = next(v for v in CEILING_VARIANTS if name.startswith(v))
         count = name[len(variant) + 1:]
         return Ceiling(stack, workdir, partitions, slug, processes=int(count) if count else None,
-                       client_config=worker_config, variant=variant)
+                       client_config=worker_config, variant=variant, compression=compression)
     if name.startswith("ferry-"):
-        return FerryWorkers(stack, workdir, partitions, slug, workers=int(name[6:-1]), worker_config=worker_config)
+        return FerryWorkers(stack, workdir, partitions, slug, workers=int(name[6:-1]), worker_config=worker_config,
+                            compression=compression)
     tuned = name.startswith("mm2-tuned-")
     return MirrorMaker2(stack, workdir, partitions, slug, tasks=int(name.rsplit("t", 1)[1]), tuned=tuned)
 
@@ -153,11 +160,12 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
                     echo(f"[{load.name}] {name}: {result.status} "
                          + (f"{result.records_per_s:,.0f} records/s" if result.records_per_s else "; ".join(result.problems)))
                     continue
-                system = make_system(name, stack, workdir, load.partitions, slug, options.worker_config)
+                system = make_system(name, stack, workdir, load.partitions, slug, options.worker_config, options.compression)
                 echo(f"[{load.name}] {system.label} ...")
                 result = run_one(system, load, topic, run_id, options, source, destination, src_admin, dst_admin)
                 runs.append(result)
-                summary = (f"{result.records_per_s:,.0f} records/s, {result.cpu_s_per_million:.1f} CPU s/M records"
+                summary = (f"{result.records_per_s:,.0f} records/s, {result.cpu_s_per_million:.1f} CPU s/M records, "
+                           f"{result.destination_bytes_per_record} destination bytes/record"
                            if result.ok and result.records_per_s and result.cpu_s_per_million is not None else "")
                 echo(f"[{load.name}] {system.label}: {result.status} {summary}")
                 for problem in result.problems:
@@ -180,7 +188,7 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
     return {
         "started_at": started.isoformat(timespec="seconds"),
         "machine": {**procstat.machine(), "python": platform.python_version(), "platform": platform.platform()},
-        "options": {"workloads": [load.name for load in options.workloads],
+        "options": {"workloads": [load.name for load in options.workloads], "compression": options.compression,
                     "systems": list(options.systems), "latency_rate": options.latency_rate,
                     "latency_seconds": options.latency_seconds, "worker_config": options.worker_config,
                     "idle_partitions": options.idle_partitions, "idle_seconds": options.idle_seconds},
@@ -209,6 +217,9 @@ def run_one(
         pids = system.pids()
         _settle_disk()
         _copy(system, load, topics, run_id, options, dst_admin, pids, result)
+        if not result.problems:
+            stored = workload.log_bytes(system.stack.dst.home / "data", topic)
+            result.destination_bytes_per_record = round(stored / load.records, 1)
         if not result.problems and options.latency_seconds > 0:
             result.latency = workload.measure_latency(
                 source, destination, latency_topic, load, options.latency_rate, options.latency_seconds, run_id)

@@ -131,7 +131,7 @@ class Ceiling(System):
     """
 
     def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, processes: int | None = None,
-                 client_config: dict[str, Any] | None = None, variant: str = "ceiling") -> None:
+                 client_config: dict[str, Any] | None = None, variant: str = "ceiling", compression: str = "none") -> None:
         super().__init__(stack, workdir, partitions, slug)
         self.variant = variant
         self.name = variant if processes is None else f"{variant}-{processes}"
@@ -144,6 +144,7 @@ class Ceiling(System):
         }[variant]
         self.flags = {"ceiling": [], "stamped-copy": ["--stamp"], "acked-copy": ["--stamp", "--reports"]}[variant]
         self.client_config = client_config or {}
+        self.compression = compression
 
     def start(self, topics: list[str]) -> None:
         admin = workload.admin(self.destination)
@@ -154,7 +155,8 @@ class Ceiling(System):
                        "--destination", self.stack.bootstrap("dst"), "--partitions", str(self.partitions),
                        "--block", f"{index}/{self.count}",
                        "--consumer-config", json.dumps(self.client_config.get("consumer") or {}),
-                       "--producer-config", json.dumps(self.client_config.get("producer") or {}),
+                       "--producer-config", json.dumps({"compression.type": self.compression,
+                                                        **(self.client_config.get("producer") or {})}),
                        *self.flags, *topics]
             name = f"{self.variant}-{index + 1}"
             self.processes.append(spawn(name, command, self._log(name)))
@@ -164,9 +166,10 @@ class FerryWorkers(System):
     """``workers`` Ferry worker processes; partitions split in contiguous blocks (0-3 and 4-7 for 2)."""
 
     def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, workers: int,
-                 worker_config: dict[str, Any] | None = None) -> None:
+                 worker_config: dict[str, Any] | None = None, compression: str = "none") -> None:
         super().__init__(stack, workdir, partitions, slug)
         self.workers = workers
+        self.compression = compression
         self.worker_config = worker_config or {}
         self.name = f"ferry-{workers}w"
         self.label = f"Ferry, {workers} worker process{'es' if workers > 1 else ''}"
@@ -181,7 +184,7 @@ class FerryWorkers(System):
         return {
             "zookeeper": {"connect": self.stack.zookeeper.address, "root": self.layout.root},
             "clusters": {"src": dict(self.source), self.destination_name: dict(self.destination)},
-            "routes": [{"source": "src", "destination": self.destination_name}],
+            "routes": [{"source": "src", "destination": self.destination_name, "compression": self.compression}],
             "worker": {**self.worker_config, "metrics_port": 0},
         }
 

@@ -2,19 +2,23 @@
 
 Record ``i`` of a workload goes to partition ``i % partitions`` with key ``%010d`` of its
 sequence number in that partition (so, on a fresh topic, the key equals the offset), the
-workload's value (random bytes of ``value_bytes``) and two headers: ``bench-run`` (the run id)
+workload's value (``value_bytes`` of them: :func:`values`) and two headers: ``bench-run`` (the run id)
 and ``bench-seq`` (the key again). The destination check can therefore compare any record
 with what it must be, offset by offset, without reading the source again.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
@@ -35,10 +39,17 @@ class Workload:
     value_bytes: int
     partitions: int
     records: int
+    # What the values are (``ferry bench --values``, :func:`values`):
+    #   same:   one random value for every record (the default; what every earlier table used). A
+    #           compressing producer finds each value again in the previous record: compresses well.
+    #   random: fresh random bytes per record: incompressible, the worst case of compression.
+    #   text:   a different slice of JSON events per record: compressible as typical payloads are.
+    values: str = "same"
 
     @property
     def name(self) -> str:
-        return f"{self.partitions}x{self.value_bytes}B"
+        suffix = "" if self.values == "same" else f"-{self.values}"
+        return f"{self.partitions}x{self.value_bytes}B{suffix}"
 
     def per_partition(self) -> dict[int, int]:
         base, extra = divmod(self.records, self.partitions)
@@ -96,18 +107,62 @@ def delete_topics(admin: AdminClient, topics: list[str], wait_s: float = 60.0) -
 
 # -- producing ------------------------------------------------------------------------------
 
+def _text_corpus(size: int, seed: int = 7) -> bytes:
+    """JSON events (orders with ids, skus, prices, timestamps) of at least ``size`` bytes, seeded."""
+    rng = random.Random(seed)
+    events = ("order_created", "order_paid", "order_shipped", "order_cancelled", "cart_updated")
+    currencies = ("EUR", "USD", "GBP", "CHF")
+    lines: list[bytes] = []
+    total = 0
+    while total < size:
+        line = json.dumps({
+            "event": rng.choice(events), "order_id": f"o-{rng.randrange(10**9):09d}",
+            "customer_id": rng.randrange(10**6), "sku": f"SKU-{rng.randrange(5000):05d}",
+            "quantity": rng.randrange(1, 10), "price": round(rng.uniform(1, 500), 2), "currency": rng.choice(currencies),
+            "ts": f"2026-11-24T{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}.{rng.randrange(1000):03d}Z",
+        }).encode() + b"\n"
+        lines.append(line)
+        total += len(line)
+    return b"".join(lines)
+
+
+def values(workload: Workload) -> Callable[[int], bytes]:
+    """Record ``i``'s value, by the workload's kind (``Workload.values``; ``bench.names.VALUE_KINDS``)."""
+    size = workload.value_bytes
+    if workload.values == "random":
+        return lambda _i: os.urandom(size)
+    if workload.values == "text":
+        corpus = _text_corpus(max(4 * 1024 * 1024, 4 * size))
+        starts = random.Random(11)
+        last = len(corpus) - size
+
+        def text(_i: int) -> bytes:
+            start = starts.randrange(last)
+            return corpus[start:start + size]
+
+        return text
+    same = os.urandom(size)
+    return lambda _i: same
+
+
+def log_bytes(data_dir: Path, topic: str) -> int:
+    """Bytes of ``topic``'s log segments in a local broker's data folder: what it stores, as the
+    producer sent it (compressed batches stay compressed: the topics' compression.type is producer)."""
+    return sum(f.stat().st_size for f in data_dir.glob(f"{topic}-*/*.log") if f.parent.name.rpartition("-")[0] == topic)
+
+
 def fill(cluster: dict[str, Any], topic: str, workload: Workload, run_id: str) -> float:
     """Produces the workload's records to ``topic`` as fast as the producer can; returns the seconds taken."""
     producer = kafka_clients.producer(cluster, **QUIET, **{
         "linger.ms": 50, "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
     })
-    value = os.urandom(workload.value_bytes)
+    value = values(workload)
     run_header = (HEADER_RUN, run_id.encode())
     partitions = workload.partitions
     started = time.monotonic()
     for i in range(workload.records):
         key = record_key(i // partitions)
-        produce_blocking(producer, topic, value, key, i % partitions, headers=[run_header, (HEADER_SEQ, key)])
+        produce_blocking(producer, topic, value(i), key, i % partitions, headers=[run_header, (HEADER_SEQ, key)])
         if i % 10_000 == 0:
             producer.poll(0)
     if producer.flush(120) != 0:

@@ -118,6 +118,10 @@ class ZookeeperConfig(_Strict):
         return value
 
 
+# The producer's compression.type values (librdkafka's names).
+Compression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
+
+
 class RouteConfig(_Strict):
     source: str
     """the cluster records are read from (a name under clusters)"""
@@ -135,6 +139,8 @@ class RouteConfig(_Strict):
     """... except these (Ferry's own ferry.* groups never are)"""
     naming: str = topic_naming.IDENTITY
     """destination topic name: identity, prefix (<source>.<topic>, MirrorMaker 2), or a template with {topic} once and optionally {source}/{destination}, e.g. \"prod-{topic}\""""
+    compression: Compression = "lz4"
+    """the destination producer's compression.type for this route: mirrored traffic usually crosses datacenters, and lz4 saves most of the bytes of compressible records for little CPU (BENCHMARKS.md); a compression.type in worker.producer overrides it for every route"""
     loop_prevention: bool = False
     """skip records whose provenance path holds the destination (they came from it or through it) or that are not this route's to forward: what makes identity-named active-active and meshes loop-free (docs/topologies.md); needed on identity-named cycles (refused without)"""
     # Set on the routes derived from ``tree`` (common/tree.py): the distributor's level (its copy
@@ -321,6 +327,8 @@ class TreeConfig(_Strict):
     """... and not"""
     config_exclude: list[str] = Field(default_factory=list)
     """destination configs that do not follow"""
+    compression: Compression = "lz4"
+    """every distributor's producer compression.type (as a route's compression)"""
     targets: dict[str, str] = Field(default_factory=dict)
     """distributor (<cluster>.L<level>) -> its target leaf; a distributor not named here: its subtree's first leaf"""
     switch_after_s: float = Field(60.0, ge=0)
@@ -340,7 +348,8 @@ class TreeConfig(_Strict):
         targets = distribution_tree.choose_targets(derived, self.targets)
         return [
             RouteConfig(source=d.cluster, destination=targets[d.name], include=self.include, exclude=self.exclude,
-                        config_exclude=self.config_exclude, copy_level=d.level, distributor=d.name)
+                        config_exclude=self.config_exclude, compression=self.compression, copy_level=d.level,
+                        distributor=d.name)
             for d in derived
         ]
 
@@ -389,7 +398,7 @@ def loop_problem(routes: list[RouteConfig]) -> str | None:
 
 class HeartbeatsConfig(_Strict):
     interval_s: float = Field(0.0, ge=0)
-    """>0: the leader writes ferry.heartbeats on every route's source this often and every route mirrors it (GET /heartbeats, ferry_heartbeat_* metrics); 0: off"""
+    """>0: the leader writes ferry.heartbeats on every route's source this often and every route mirrors it (GET /heartbeats, ferry_controller_heartbeat_* metrics); 0: off"""
 
 
 class RegistryAuthConfig(_Strict):

@@ -17,6 +17,8 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "acks": "all",
     "enable.idempotence": True,
     "linger.ms": 5,
+    # Ferry's own small writes (heartbeats, the bench's sources) stay uncompressed; a worker's
+    # destination producer takes its route's `compression` (lz4 by default: RouteConfig).
     "compression.type": "none",
     # Memory stays bounded under a backlog: produce() raises BufferError beyond this (librdkafka's
     # default is 1 GiB) and the worker waits for deliveries, which slows consumption.

@@ -1,18 +1,22 @@
 """The controller's Prometheus metrics: one registry, every gauge, counter and histogram by name.
 
+Every name starts with ``ferry_controller_`` (heartbeats too: the controller measures them);
+counters are :class:`prometheus_client.Counter` (or counter families) exposed with ``_total``.
 Owns no state of its own besides the metric values; the other parts set them. ZooKeeper traffic
 is read at scrape time from the :class:`controller.store.Store` counters (and the watch reads the
-reconciler counts), through the callables given here. APScheduler's job events are counted by
+reconciler counts), through the callables given here (:class:`_ZkTraffic`). APScheduler's job events are counted by
 :meth:`ControllerMetrics.on_job_event` (the scheduler's thread; never raises).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MISSED, JobEvent, JobExecutionEvent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from ferry.controller.store import Store
 
@@ -46,31 +50,20 @@ class ControllerMetrics:
                                            buckets=_SECONDS)
         self.plan_seconds = Histogram("ferry_controller_plan_seconds", "Time of one reconcile's planning alone",
                                       registry=registry, buckets=_SECONDS)
-        zk_counters = (
-            ("ferry_controller_zk_reads", "ZooKeeper reads by this controller (watch reads included)",
-             lambda: store.reads + watch_reads()),
-            ("ferry_controller_zk_writes", "ZooKeeper write ops committed by this controller", lambda: store.writes),
-            ("ferry_controller_zk_transactions", "ZooKeeper transactions by this controller",
-             lambda: store.transactions),
-            ("ferry_controller_zk_max_transaction_bytes", "The biggest transaction written, in bytes",
-             lambda: store.max_transaction_bytes),
-            ("ferry_controller_zk_max_node_bytes", "The biggest node written, in bytes", lambda: store.max_node_bytes),
-        )
-        for name, text, read in zk_counters:
-            Gauge(name, text, registry=registry).set_function(read)
+        registry.register(_ZkTraffic(store, watch_reads))
         self.checkpoint_age = Gauge("ferry_controller_checkpoint_age_seconds",
                                     "Seconds since a consumer group's offsets were last checkpointed",
                                     ["route", "group"], registry=registry)
-        self.beat_latency = Gauge("ferry_heartbeat_latency_seconds",
+        self.beat_latency = Gauge("ferry_controller_heartbeat_latency_seconds",
                                   "Latest heartbeat's travel time from its origin to this cluster",
                                   ["origin", "cluster", "hops"], registry=registry)
-        self.beat_age = Gauge("ferry_heartbeat_since_last_seconds",
+        self.beat_age = Gauge("ferry_controller_heartbeat_age_seconds",
                               "Time since the last heartbeat from origin arrived on cluster",
                               ["origin", "cluster"], registry=registry)
-        self.route_latency = Gauge("ferry_route_heartbeat_latency_seconds",
+        self.route_latency = Gauge("ferry_controller_route_heartbeat_latency_seconds",
                                    "Latest one-hop heartbeat's travel time over the route", ["route"],
                                    registry=registry)
-        self.route_age = Gauge("ferry_route_heartbeat_since_last_seconds",
+        self.route_age = Gauge("ferry_controller_route_heartbeat_age_seconds",
                                "Time since the last one-hop heartbeat over the route arrived", ["route"],
                                registry=registry)
 
@@ -103,6 +96,28 @@ class ControllerMetrics:
     def text(self) -> bytes:
         """The exposition text of every metric."""
         return generate_latest(self.registry)
+
+
+class _ZkTraffic(Collector):
+    """ZooKeeper traffic read at scrape time from the store's own counters: counters (``_total``)
+    for what only grows, gauges for the biggest sizes written."""
+
+    def __init__(self, store: Store, watch_reads: Callable[[], int]) -> None:
+        self._store = store
+        self._watch_reads = watch_reads
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        store = self._store
+        yield CounterMetricFamily("ferry_controller_zk_reads", "ZooKeeper reads by this controller (watch reads included)",
+                                  value=store.reads + self._watch_reads())
+        yield CounterMetricFamily("ferry_controller_zk_writes", "ZooKeeper write ops committed by this controller",
+                                  value=store.writes)
+        yield CounterMetricFamily("ferry_controller_zk_transactions", "ZooKeeper transactions by this controller",
+                                  value=store.transactions)
+        yield GaugeMetricFamily("ferry_controller_zk_max_transaction_bytes", "The biggest transaction written, in bytes",
+                                value=store.max_transaction_bytes)
+        yield GaugeMetricFamily("ferry_controller_zk_max_node_bytes", "The biggest node written, in bytes",
+                                value=store.max_node_bytes)
 
 
 def job_name(job_id: str) -> str:

@@ -109,9 +109,11 @@ class RouteCopier:
         client_id: str,
         clock: Callable[[], float] = time.monotonic,
         origins: frozenset[str] | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         """``origins``: with loop prevention, the origins whose records this route copies
-        (``FerryConfig.copied_origins``); None copies every record (unless a tree level says otherwise)."""
+        (``FerryConfig.copied_origins``); None copies every record (unless a tree level says otherwise).
+        ``wall_clock`` (seconds since the epoch) is compared with record timestamps for the record age."""
         self.route = route
         self._origins = origins
         self._stamper = Stamper(route.source, self._copy_decision(route, origins))
@@ -119,7 +121,9 @@ class RouteCopier:
         self._source_names: dict[str, str] = {}  # the reverse, for delivery reports
         self._config = config
         self._metrics = metrics
+        self._record_age = metrics.record_age.labels(route.name)
         self._clock = clock
+        self._wall_clock = wall_clock
         self._consumer = kafka_clients.consumer(
             source, route.group_id,
             **{"auto.offset.reset": config.auto_offset_reset, "client.id": f"{client_id}-{route.name}"},
@@ -130,7 +134,8 @@ class RouteCopier:
         except ValueError as exc:
             raise WorkerError(f"route {route.name}: {exc}") from None
         self._destination = destination
-        self._producer_settings: dict[str, Any] = {"client.id": f"{client_id}-{route.name}", **config.producer}
+        self._producer_settings: dict[str, Any] = {
+            "client.id": f"{client_id}-{route.name}", "compression.type": route.compression, **config.producer}
         self._batch_size = int(self._producer_settings.get("batch.size", LIBRDKAFKA_BATCH_SIZE))
         self._producer = self._new_producer()
         self._destination_admin = kafka_clients.admin(destination)
@@ -532,6 +537,7 @@ class RouteCopier:
         run_topic: str | None = None
         run_partition = -1
         run: list[int] = []
+        run_starts: list[Any] = []  # the first record of each run, for the record age
         for message in delivered:
             partition = message.partition()
             if partition != run_partition or message.topic() != run_topic:
@@ -539,9 +545,22 @@ class RouteCopier:
                     self._settle_run(run_topic, run_partition, run)
                     run = []
                 run_topic, run_partition = message.topic(), partition
+                run_starts.append(message)
             run.append(message.offset())
         if run:
             self._settle_run(run_topic, run_partition, run)
+            self._observe_record_age(run_starts)
+
+    def _observe_record_age(self, run_starts: list[Any]) -> None:
+        """One record-age observation per settled run, of its first record (the oldest: a
+        partition's records are acknowledged in order): acknowledged now, minus the record's
+        timestamp as the destination holds it. Per run, not per record: the copy loop's cost."""
+        now_ms = self._wall_clock() * 1000.0
+        observe = self._record_age.observe
+        for message in run_starts:
+            timestamp_type, timestamp_ms = message.timestamp()
+            if timestamp_type:  # 0: TIMESTAMP_NOT_AVAILABLE
+                observe(max(0.0, now_ms - timestamp_ms) / 1000.0)
 
     def _settle_run(self, topic: Any, partition: int, destination_offsets: list[int]) -> None:
         key = (self._source_names.get(topic, topic), partition)

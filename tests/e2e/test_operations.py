@@ -3,6 +3,7 @@ removed topics staying removed, lag endpoints and controller metrics."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -122,11 +123,12 @@ def test_a_rejected_record_shows_as_error_and_its_partition_makes_no_progress(
     dst_admin = kafka_clients.admin({"bootstrap.servers": fleet.stack.bootstrap("dst")})
     src_admin = kafka_clients.admin(src)  # kept referenced until the result arrives
     create_topics(src_admin, [NewTopic(topic, 2, 1)])
-    # The destination takes smaller records than the source: the big one can never be copied.
+    # The destination takes smaller records than the source: the big one can never be copied (random
+    # bytes: the route compresses, and 10,000 x's would fit once compressed).
     create_topics(dst_admin, [NewTopic(topic, 2, 1, config={"max.message.bytes": "2000"})])
     producer = kafka_clients.producer(src)
     for i in range(10):
-        producer.produce(topic, value=(b"x" * 10_000) if i == 5 else b"small", partition=0)
+        producer.produce(topic, value=os.urandom(10_000) if i == 5 else b"small", partition=0)
         producer.produce(topic, value=b"small", partition=1)
     assert producer.flush(30) == 0
 

@@ -352,7 +352,7 @@ def test_heartbeats_over_a_chain_report_latency_per_route_and_end_to_end(
 
     def in_metrics() -> bool:  # the gauges follow the book at the end of each heartbeat tick
         metrics = requests.get(f"{top.controller.url}/metrics", timeout=10).text
-        return ('ferry_heartbeat_latency_seconds{cluster="c",hops="2",origin="src"}' in metrics
-                and 'ferry_route_heartbeat_since_last_seconds{route="dst.c"}' in metrics)
+        return ('ferry_controller_heartbeat_latency_seconds{cluster="c",hops="2",origin="src"}' in metrics
+                and 'ferry_controller_route_heartbeat_age_seconds{route="dst.c"}' in metrics)
 
     wait_until(in_metrics, 30, "the heartbeat gauges", interval=1.0)

@@ -68,19 +68,23 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 @pytest.fixture
 def fleet_config(local_stack: devstack.Stack, zk_chroot: str, tmp_path: Path) -> Callable[..., Path]:
-    """Writes a config for one fleet under this test's chroot: ``fleet_config("a")``."""
+    """Writes a config for one fleet under this test's chroot: ``fleet_config("a")``; ``route``
+    is merged into its one route, ``sections`` into the config's top level, ``controller`` into
+    its controller section."""
     chroot = "/" + zk_chroot.split("/", 1)[1]
 
-    def write(suffix: str, **controller: Any) -> Path:
+    def write(suffix: str, route: dict[str, Any] | None = None, sections: dict[str, Any] | None = None,
+              **controller: Any) -> Path:
         config = {
             "zookeeper": {"connect": local_stack.zookeeper.address, "root": f"{chroot}/{suffix}", "session_timeout_s": 6},
             "clusters": {
                 "src": {"bootstrap.servers": local_stack.bootstrap("src")},
                 "dst": {"bootstrap.servers": local_stack.bootstrap("dst")},
             },
-            "routes": [{"source": "src", "destination": "dst"}],
+            "routes": [{"source": "src", "destination": "dst", **(route or {})}],
             "controller": {"rebalance_delay_s": 3, "failover_delay_s": 3, **controller},
             "worker": {"commit_interval_s": 0.5},
+            **(sections or {}),
         }
         path = tmp_path / f"ferry-{suffix}.yaml"
         path.write_text(yaml.safe_dump(config))

@@ -1,6 +1,7 @@
 """The monitoring kit (deploy/monitoring) against a real Prometheus (Debian's package) scraping a
 running fleet: the config and alert rules load (promtool), the rules' own unit tests pass, and
-every PromQL expression of the Grafana dashboard returns data."""
+every PromQL expression of the Grafana dashboard returns data (the fleet has heartbeats, a
+checkpointed consumer group and schema distribution, so that every panel has something to show)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import requests
 import yaml
 
 from ferry.common import devstack
-from ferry.common.support import Spawned, free_port, spawn, stop_all
+from ferry.common.support import Spawned, commit_offset, free_port, spawn, stop_all
 from ferry.fleet.manager import FleetManager
 from tests.e2e.harness import wait_until
 from tests.fleet.test_fleet import ferry, mirror
@@ -73,13 +74,21 @@ def _query(url: str, expr: str) -> list[Any]:
 
 def test_prometheus_scrapes_a_fleet_loads_every_rule_and_every_dashboard_query_returns_data(
     engine_url: str, ferry_image: str, make_fleet: Callable[[str], FleetManager], fleet_config: Callable[..., Path],
-    local_stack: devstack.Stack, topic_name: Callable[[str], str], prometheus: Callable[[], str], tmp_path: Path,
+    registry_stack: devstack.Stack, topic_name: Callable[[str], str], prometheus: Callable[[], str], tmp_path: Path,
 ) -> None:
+    topic = topic_name("mon")
+    group = f"app-{topic[-8:]}"
+    # No subject of the shared registries matches: the distribution runs and reports, and copies nothing.
+    schemas = {"primary": "src", "include": [f"{topic}-none"], "interval_s": 1,
+               "registries": {c: {"url": registry_stack.registry_url(c)} for c in ("src", "dst")}}
+    config = fleet_config("mon", route={"groups": [group]}, sections={"heartbeats": {"interval_s": 1}, "schemas": schemas},
+                          lag_interval_s=1, checkpoint_interval_s=1, observer_interval_s=1)  # the heartbeat topic at once
     fleet = make_fleet("mon")
-    fleet.up(fleet_config("mon", lag_interval_s=1), controllers=1, workers=2, image=ferry_image)
+    fleet.up(config, controllers=1, workers=2, image=ferry_image)
     assert ferry(engine_url, "targets", "--name", fleet.name, "--dir", str(tmp_path / "targets")) == 0
     url = prometheus()
-    ledger = mirror(fleet, local_stack, topic_name("mon"), 4)
+    ledger = mirror(fleet, registry_stack, topic, 4)
+    commit_offset(ledger.src, group, topic, 0)
     ledger.produce_steadily(rate_per_s=500)
     try:
         def all_up() -> bool:
@@ -93,7 +102,9 @@ def test_prometheus_scrapes_a_fleet_loads_every_rule_and_every_dashboard_query_r
             return [r for g in groups for r in g["rules"]]
 
         assert {r["name"] for r in rules()} == {"FerryWorkerDown", "FerryNoLeader", "FerryPartitionsInError",
-                                                "FerryLagHigh", "FerryNoProgress", "FerryIdealNotExternal"}
+                                                "FerryLagHigh", "FerryNoProgress", "FerryIdealNotExternal",
+                                                "FerryHeartbeatStale", "FerryCheckpointStale", "FerryRecordAgeHigh",
+                                                "FerrySchemaConflicts"}
         # Every rule evaluated against the fleet's series without an error (e.g. a bad vector match).
         wait_until(lambda: all(r["health"] == "ok" for r in rules()), 30, "every rule to evaluate cleanly")
         expressions = dashboard_expressions()

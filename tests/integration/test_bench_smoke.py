@@ -18,7 +18,8 @@ from ferry.common import devstack, kafka_clients
 
 RUN_KEYS = {
     "workload", "value_bytes", "system", "label", "records", "processes", "status", "problems", "window", "seconds",
-    "records_per_s", "mb_per_s", "cpu_s_per_million", "cpu_s_total", "peak_rss_mb", "latency", "ratios", "logs",
+    "records_per_s", "mb_per_s", "cpu_s_per_million", "cpu_s_total", "peak_rss_mb", "destination_bytes_per_record",
+    "latency", "ratios", "logs",
 }
 
 
@@ -45,6 +46,7 @@ def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: dev
         assert run["records"] == 2000 and run["problems"] == []
         assert run["records_per_s"] > 0 and run["mb_per_s"] > 0
         assert run["cpu_s_per_million"] >= 0 and run["cpu_s_total"] > 0
+        assert run["destination_bytes_per_record"] > 100  # uncompressed 100-byte values, keys, headers
         assert run["peak_rss_mb"] > 10
         assert run["latency"]["expected"] == run["latency"]["received"] == 500
         assert 0 <= run["latency"]["p50_ms"] <= run["latency"]["p99_ms"] <= run["latency"]["max_ms"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -33,6 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
+from prometheus_client.parser import text_string_to_metric_families
 
 from ferry.common import kafka_clients, provenance
 from ferry.common.config import FerryConfig, parse_config
@@ -445,7 +447,8 @@ def test_record_too_large_for_the_destination_stops_only_its_partition(
     admin = kafka_clients.admin(kafka.conf("dst"))
     create_topics(admin, [NewTopic(topic, 3, 1, config={"max.message.bytes": "2000"})])
     small_before = records("small", 5, partition=0)
-    big: Record = (b"big", b"x" * 10_000, (), (TIMESTAMP_CREATE_TIME, small_before[-1][3][1] + 1))
+    # Random bytes: the route compresses (lz4), and 10,000 x's would fit the limit once compressed.
+    big: Record = (b"big", os.urandom(10_000), (), (TIMESTAMP_CREATE_TIME, small_before[-1][3][1] + 1))
     small_after = records("after", 5, start=6, partition=0)
     others = {p: records("other", 8, partition=p) for p in (1, 2)}
     for p, batch in others.items():
@@ -608,3 +611,18 @@ def test_health_and_metrics_endpoints(
     assert health["partitions"] == {"ONLINE": 3, "ERROR": 0, "OFFLINE": 0}
     line = f'ferry_worker_records_copied_total{{route="{ROUTE}"}} 15.0'
     wait_until(lambda: line in get("/metrics"), 10, f"{line!r} in /metrics")
+
+    # The record age: one observation per run of a partition's records acknowledged together (at
+    # least one per partition), of acknowledgement time minus CreateTime, an hour ago here.
+    def record_ages() -> dict[tuple[str, str | None], float] | None:
+        samples = {(s.name, s.labels.get("le")): s.value for family in text_string_to_metric_families(get("/metrics"))
+                   if family.name == "ferry_worker_record_age_seconds" for s in family.samples if s.labels.get("route") == ROUTE}
+        return samples if samples.get(("ferry_worker_record_age_seconds_count", None), 0) >= 3 else None
+
+    ages = wait_until(record_ages, 10, "a record age per partition in /metrics")
+    count = ages[("ferry_worker_record_age_seconds_count", None)]
+    assert count <= 15
+    assert 3600 <= ages[("ferry_worker_record_age_seconds_sum", None)] / count < 3700
+    assert ages[("ferry_worker_record_age_seconds_bucket", "900.0")] == 0
+    assert ages[("ferry_worker_record_age_seconds_bucket", "3600.0")] == 0
+    assert ages[("ferry_worker_record_age_seconds_bucket", "+Inf")] == count

@@ -18,7 +18,8 @@ from ferry.bench.errors import BenchError
 from ferry.bench.idle import core_pct
 from ferry.bench.names import WorkloadSpec, known_system, parse_workloads
 from ferry.bench.search import DEFAULT, Pair, Param
-from ferry.bench.systems import MM2_TUNED, Ceiling, MirrorMaker2
+from ferry.bench.systems import MM2_TUNED, Ceiling, FerryWorkers, MirrorMaker2
+from ferry.bench.workload import Workload, log_bytes, values
 from ferry.common.devstack import Server, Stack
 
 # -- names -----------------------------------------------------------------------------------
@@ -220,3 +221,34 @@ def test_the_ceilings_variants_are_never_the_ceiling() -> None:
     runner._ratios(runs)
     assert runs[1].vs_baseline["cpu_per_record_vs_ceiling"] == 1.25
     assert runs[2].vs_baseline["records_per_s_vs_ceiling"] == 0.5
+
+
+def test_workload_values_same_random_and_text() -> None:
+    same = values(Workload(512, 8, 10))
+    assert same(0) == same(1) and len(same(0)) == 512
+    random_values = values(Workload(512, 8, 10, "random"))
+    assert random_values(0) != random_values(1) and len(random_values(1)) == 512
+    text = values(Workload(1024, 8, 10, "text"))
+    first, second = text(0), text(1)
+    assert first != second and len(first) == len(second) == 1024
+    assert b'"event": "' in first + second  # JSON events
+    assert Workload(1024, 8, 10, "text").name == "8x1024B-text" and Workload(1024, 8, 10).name == "8x1024B"
+
+
+def test_log_bytes_counts_only_the_topics_own_segments(tmp_path: Path) -> None:
+    for folder, size in (("t-0", 100), ("t-1", 50), ("t-x-0", 7), ("other-0", 9)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "00000000000000000000.log").write_bytes(b"x" * size)
+        (tmp_path / folder / "00000000000000000000.index").write_bytes(b"x" * 1000)
+    assert log_bytes(tmp_path, "t") == 150
+    assert log_bytes(tmp_path, "t-x") == 7
+
+
+def test_the_bench_sets_the_compression_of_ferrys_route_and_of_the_ceiling(tmp_path: Path) -> None:
+    stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
+    workers = runner.make_system("ferry-1w", stack, tmp_path, 8, "run-1", compression="zstd")
+    assert isinstance(workers, FerryWorkers) and workers.config()["routes"][0]["compression"] == "zstd"
+    default = runner.make_system("ferry-1w", stack, tmp_path, 8, "run-2")
+    assert isinstance(default, FerryWorkers) and default.config()["routes"][0]["compression"] == "none"
+    ceiling = runner.make_system("ceiling", stack, tmp_path, 8, "run-3", compression="lz4")
+    assert isinstance(ceiling, Ceiling) and ceiling.compression == "lz4"

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
-from ferry.common.config import FerryConfig, load_config, parse_config
+from ferry.bench.names import COMPRESSIONS
+from ferry.common.config import Compression, FerryConfig, TreeConfig, load_config, parse_config
 from ferry.common.errors import ConfigError
 from ferry.common.model import (
     ExternalView,
@@ -221,3 +222,21 @@ def test_valid_topic_names(name: str) -> None:
 def test_invalid_topic_names(name: object, fragment: str) -> None:
     problem = topic_name_problem(name)
     assert problem is not None and fragment in problem
+
+
+def test_a_route_compresses_with_lz4_unless_it_says_otherwise() -> None:
+    config = parse_config(minimal(routes=[{"source": "src", "destination": "dst"},
+                                          {"source": "dst", "destination": "src", "naming": "prefix", "compression": "zstd"}]))
+    assert [route.compression for route in config.routes] == ["lz4", "zstd"]
+    with pytest.raises(ConfigError, match=r"routes\.0\.compression"):
+        parse_config(minimal(routes=[{"source": "src", "destination": "dst", "compression": "brotli"}]))
+
+
+def test_the_tree_gives_its_compression_to_every_distributor() -> None:
+    tree = TreeConfig(layout="(a,b)", include=[".*"], compression="gzip")
+    assert {route.compression for route in tree.derive_routes()} == {"gzip"}
+    assert {route.compression for route in TreeConfig(layout="(a,b)", include=[".*"]).derive_routes()} == {"lz4"}
+
+
+def test_the_bench_knows_every_compression_a_route_may_name() -> None:
+    assert get_args(Compression) == COMPRESSIONS

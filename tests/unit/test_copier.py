@@ -126,7 +126,7 @@ class FakeConsumer:
 class FakeProducer:
     calls: list[tuple[str, Any]]
     on_delivery: Any
-    pending: list[tuple[str, int, int]] = field(default_factory=list)
+    pending: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, nth, timestamp
     fail: dict[tuple[str, int, int], KafkaError] = field(default_factory=dict)  # (topic, partition, nth produce) -> error
     produced: list[tuple[str, int, bytes]] = field(default_factory=list)
     map_writes: list[tuple[bytes, bytes]] = field(default_factory=list)
@@ -141,7 +141,7 @@ class FakeProducer:
             return
         self.produced.append((topic, partition, value))
         nth = sum(1 for t, p, _ in self.produced if (t, p) == (topic, partition))
-        self.pending.append((topic, partition, nth))
+        self.pending.append((topic, partition, nth, timestamp))
 
     def poll(self, timeout: float) -> int:
         return self.flush(timeout)
@@ -152,13 +152,15 @@ class FakeProducer:
         map_pending, self.map_pending = self.map_pending, []
         for callback in map_pending:  # the offset map's writes are acknowledged like any record
             callback(None, None)
-        for topic, partition, nth in pending:
+        for topic, partition, nth, timestamp in pending:
             error = self.fail.pop((topic, partition, nth), None)
             offset = self.delivered.get((topic, partition), 0)
             if error is None:
                 self.delivered[(topic, partition)] = offset + 1
+            # As librdkafka reports it: the timestamp given (CreateTime, 1), or none (0).
+            stamped = (1, timestamp) if timestamp else (0, -1)
             self.on_delivery(error, SimpleNamespace(topic=lambda t=topic: t, partition=lambda p=partition: p,
-                                                    offset=lambda o=offset: o))
+                                                    offset=lambda o=offset: o, timestamp=lambda s=stamped: s))
         return 0
 
     def list_topics(self, topic: str, timeout: float) -> Any:
@@ -198,7 +200,9 @@ class Clock:
 @pytest.fixture
 def rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     calls: list[tuple[str, Any]] = []
-    rig = SimpleNamespace(calls=calls, clock=Clock(), admin=FakeAdmin(destination_partitions=None))
+    rig = SimpleNamespace(calls=calls, clock=Clock(), admin=FakeAdmin(destination_partitions=None), metrics=WorkerMetrics())
+    # Wall-clock time: 2 s after the FakeMessage timestamps (1_700_000_000_000 ms + the offset).
+    rig.wall = 1_700_000_002.0
     rig.consumer = FakeConsumer(calls)
 
     def make_producer(cluster: Any, on_delivery: Any, **overrides: Any) -> FakeProducer:
@@ -210,7 +214,8 @@ def rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     monkeypatch.setattr(copier_module.kafka_clients, "producer", make_producer)
     monkeypatch.setattr(copier_module.kafka_clients, "admin", lambda cluster, **kw: rig.admin)
     rig.copier = RouteCopier(
-        RouteConfig(source="src", destination="dst"), {}, {}, WorkerConfig(), WorkerMetrics(), "test", clock=rig.clock,
+        RouteConfig(source="src", destination="dst"), {}, {}, WorkerConfig(), rig.metrics, "test", clock=rig.clock,
+        wall_clock=lambda: rig.wall,
     )
     return rig
 
@@ -506,3 +511,28 @@ def test_map_segments_refused_by_a_full_producer_queue_are_all_written_at_the_ne
     assert rig.copier.commit()
     assert [parse_segment(*w)[2] for w in rig.producer.map_writes] == [Segment(0, 0, 3), Segment(5, 3, 3)]
     assert ("commit", [(TOPIC, 0, 8)]) in rig.calls
+
+
+def test_record_age_is_observed_once_per_acknowledged_run_with_its_oldest_record(rig: SimpleNamespace) -> None:
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    _feed(rig, 0, range(10, 15))
+    _feed(rig, 1, range(20, 23))
+    assert rig.copier.copy_batch(0.1) == 8  # two runs acknowledged: partition 0's, then partition 1's
+    registry = rig.metrics.registry
+    labels = {"route": "src.dst"}
+    assert registry.get_sample_value("ferry_worker_record_age_seconds_count", labels) == 2
+    # Acknowledged at 2 s past the base; the runs' first records were stamped 10 ms and 20 ms past it.
+    assert registry.get_sample_value("ferry_worker_record_age_seconds_sum", labels) == pytest.approx(1.99 + 1.98)
+    assert registry.get_sample_value("ferry_worker_record_age_seconds_bucket", {**labels, "le": "1.0"}) == 0
+    assert registry.get_sample_value("ferry_worker_record_age_seconds_bucket", {**labels, "le": "2.5"}) == 2
+
+
+def test_the_destination_producer_compresses_by_the_route_unless_worker_producer_says_otherwise(
+    rig: SimpleNamespace,
+) -> None:
+    assert rig.producer_settings["compression.type"] == "lz4"  # the route's default
+    route = RouteConfig(source="src", destination="dst", compression="zstd")
+    RouteCopier(route, {}, {}, WorkerConfig(), WorkerMetrics(), "test", clock=rig.clock)
+    assert rig.producer_settings["compression.type"] == "zstd"
+    RouteCopier(route, {}, {}, WorkerConfig(producer={"compression.type": "gzip"}), WorkerMetrics(), "test", clock=rig.clock)
+    assert rig.producer_settings["compression.type"] == "gzip"

@@ -25,7 +25,7 @@ import contextlib
 import json
 import logging
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from contextvars import ContextVar, Token
 from datetime import datetime, timezone
 from pathlib import Path
@@ -70,6 +70,19 @@ def bind(**fields: Any) -> Token[Mapping[str, Any]]:
 
 def unbind(token: Token[Mapping[str, Any]]) -> None:
     _context.reset(token)
+
+
+class FieldsAdapter(logging.LoggerAdapter[logging.Logger]):
+    """A logger whose records carry fixed fields; a call's own ``extra=`` adds to them (and wins)."""
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
+        return msg, kwargs
+
+
+def with_fields(logger: logging.Logger, **fields: Any) -> FieldsAdapter:
+    """``logger`` with ``fields`` on every record (e.g. a route's copier: ``route=``)."""
+    return FieldsAdapter(logger, fields)
 
 
 class ContextFilter(logging.Filter):

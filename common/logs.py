@@ -10,8 +10,9 @@ format of every line on stderr:
 Context fields say what a line is about: ``worker`` (the worker's id), ``route``, ``topic`` and
 ``partition``, and for librdkafka's lines ``kafka_facility`` and ``kafka_client``. They come from
 ``extra=`` on a logging call, from :func:`context` / :func:`bind` (a :mod:`contextvars` variable:
-one thread's work, e.g. the worker's copy loop), or from the fields a Kafka client was built under
-(:class:`LibrdkafkaLog`). Set them per batch or per partition, never per record.
+one thread's work, e.g. the worker's copy loop), from the fields a Kafka client was built under
+(:class:`LibrdkafkaLog`), or from :func:`set_process_fields` (every thread: ``ferry worker``'s id),
+in that order of precedence. Set them per batch or per partition, never per record.
 
 librdkafka writes its own lines (``%4|...|FAIL|...``) to stderr unless a client has a ``logger``
 setting: :mod:`common.kafka_clients` gives every client a :class:`LibrdkafkaLog`, so its messages
@@ -46,6 +47,15 @@ _JSON_KEYS = ("time", "level", "logger", "message", "exception", "stack")
 
 _NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
 _context: ContextVar[Mapping[str, Any]] = ContextVar("ferry_log_context", default=_NO_FIELDS)
+# Fields of every record of every thread (a process that is one worker: its id), under the context's.
+_process_fields: Mapping[str, Any] = _NO_FIELDS
+
+
+def set_process_fields(**fields: Any) -> None:
+    """Adds ``fields`` to every record of every thread of this process (kazoo's and the HTTP
+    server's too): for what the whole process is, e.g. ``ferry worker``'s ``worker=<id>``."""
+    global _process_fields
+    _process_fields = MappingProxyType({**_process_fields, **fields})
 
 
 def current_fields() -> dict[str, Any]:
@@ -89,9 +99,10 @@ class ContextFilter(logging.Filter):
     """Copies the context fields onto each record that does not have them already (``extra=`` wins)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        for key, value in _context.get().items():
-            if key not in record.__dict__:
-                setattr(record, key, value)
+        for fields in (_context.get(), _process_fields):
+            for key, value in fields.items():
+                if key not in record.__dict__:
+                    setattr(record, key, value)
         return True
 
 

@@ -7,6 +7,7 @@ import signal
 import socket
 from types import FrameType
 
+from ferry.common import logs
 from ferry.common.config import load_config
 
 
@@ -22,7 +23,9 @@ def _run(args: argparse.Namespace) -> int:
     from ferry.worker.service import Worker  # the Kafka clients load only when a worker really runs
 
     config = load_config(args.config)
-    worker = Worker(config, args.id or socket.gethostname(), metrics_port=args.metrics_port)
+    worker_id = args.id or socket.gethostname()
+    logs.set_process_fields(worker=worker_id)  # kazoo's and the metrics server's lines name it too
+    worker = Worker(config, worker_id, metrics_port=args.metrics_port)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         worker.stop()

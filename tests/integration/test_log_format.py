@@ -95,4 +95,7 @@ def test_librdkafka_messages_come_out_in_the_log_format(log_format: str, zk_chro
     assert failed, librdkafka
     assert all(r["level"] == "ERROR" and "Connection refused" in r["message"] for r in failed)
     assert all(r.get("route") == ROUTE and r.get("worker") == worker_id for r in librdkafka), librdkafka
-    assert any(r["message"].startswith(f"worker {worker_id} stopped") and r.get("worker") == worker_id for r in records)
+    assert any(r["message"] == f"worker {worker_id} stopped" for r in records)
+    assert all(r.get("worker") == worker_id for r in records), "every thread's lines (kazoo's too) name the worker"
+    deferred = [r for r in records if "not started yet" in r["message"]]
+    assert all((r["route"], r["topic"], r["partition"]) == (ROUTE, f"orders-{worker_id}", 0) for r in deferred)

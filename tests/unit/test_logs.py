@@ -8,6 +8,7 @@ import gc
 import io
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -239,3 +240,18 @@ def test_configure_writes_lines_of_the_format_to_the_stream(monkeypatch: pytest.
     logging.getLogger("ferry.worker.service").debug("not at INFO")
     [record] = _records(out)
     assert (record["message"], record["worker"], record["level"]) == ("worker w1 started", "w1", "INFO")
+
+
+def test_process_fields_apply_to_every_thread_under_the_contexts(
+        json_logger: tuple[logging.Logger, io.StringIO], monkeypatch: pytest.MonkeyPatch) -> None:
+    logger, out = json_logger
+    monkeypatch.setattr(logs, "_process_fields", logs._NO_FIELDS)
+    logs.set_process_fields(worker="w1")
+    thread = threading.Thread(target=lambda: logger.info("from another thread"))
+    thread.start()
+    thread.join()
+    with logs.context(worker="w2"):
+        logger.info("in a context")
+    other, own = _records(out)
+    assert other["worker"] == "w1"
+    assert own["worker"] == "w2"

@@ -26,6 +26,7 @@ import contextlib
 import json
 import logging
 import sys
+import threading
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextvars import ContextVar, Token
 from datetime import datetime, timezone
@@ -157,12 +158,24 @@ def configured_format(config_path: str | Path | None) -> str | None:
 
 def configure(level: str, log_format: str, stream: TextIO | None = None) -> None:
     """Sets up the root logger: ``level`` and one handler writing ``log_format`` lines to ``stream``
-    (stderr). Like :func:`logging.basicConfig`, it does nothing when the root logger has handlers
-    already (an embedding program, or pytest, configured logging)."""
+    (stderr); Python's warnings and an exception a thread did not catch become records too, so
+    they keep the format. Like :func:`logging.basicConfig`, it does nothing when the root logger
+    has handlers already (an embedding program, or pytest, configured logging)."""
+    if logging.getLogger().handlers:
+        return
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(formatter(log_format))
     handler.addFilter(ContextFilter())
     logging.basicConfig(level=level.upper(), handlers=[handler])
+    logging.captureWarnings(True)
+    threading.excepthook = _log_thread_exception
+
+
+def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit or args.exc_value is None:
+        return  # what the default hook ignores too
+    name = args.thread.name if args.thread is not None else "a thread"
+    logging.getLogger("ferry").critical("uncaught exception in %s", name, exc_info=args.exc_value)
 
 
 def setup(args: Any) -> None:

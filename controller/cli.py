@@ -12,6 +12,7 @@ import ssl
 import threading
 from types import FrameType
 
+from ferry.common import logs
 from ferry.common.config import load_config
 from ferry.common.errors import ConfigError
 
@@ -50,6 +51,7 @@ def _run(args: argparse.Namespace) -> int:
     host = controller_config.rest_host
     port = args.rest_port or controller_config.rest_port
     controller_id = args.id or f"{socket.gethostname()}-{port}"
+    logs.set_process_fields(controller=controller_id)
     checker = TokenChecker.from_config(controller_config.auth) if controller_config.auth else None
     tls = controller_config.tls
     scheme = "https" if tls else "http"

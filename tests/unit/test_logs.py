@@ -9,7 +9,8 @@ import io
 import json
 import logging
 import threading
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -229,10 +230,22 @@ def test_the_config_key_takes_text_or_json_only() -> None:
         parse_config({**base, "logging": {"format": "xml"}})
 
 
-def test_configure_writes_lines_of_the_format_to_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
-    root = logging.getLogger()
-    monkeypatch.setattr(root, "handlers", [])  # as in a fresh process (pytest has its own handlers)
-    monkeypatch.setattr(root, "level", root.level)
+@pytest.fixture
+def fresh_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]]:
+    """Makes the root logger as in a fresh process, when called in the test (pytest adds its own
+    handlers after the fixtures); everything is restored afterwards."""
+    def clear() -> None:
+        root = logging.getLogger()
+        monkeypatch.setattr(root, "handlers", [])
+        monkeypatch.setattr(root, "level", root.level)
+        monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+
+    yield clear
+    logging.captureWarnings(False)
+
+
+def test_configure_writes_lines_of_the_format_to_the_stream(fresh_root: Callable[[], None]) -> None:
+    fresh_root()
     out = io.StringIO()
     logs.configure("info", "json", stream=out)
     with logs.context(worker="w1"):
@@ -240,6 +253,36 @@ def test_configure_writes_lines_of_the_format_to_the_stream(monkeypatch: pytest.
     logging.getLogger("ferry.worker.service").debug("not at INFO")
     [record] = _records(out)
     assert (record["message"], record["worker"], record["level"]) == ("worker w1 started", "w1", "INFO")
+
+
+def test_warnings_and_a_threads_uncaught_exception_keep_the_format(fresh_root: Callable[[], None]) -> None:
+    fresh_root()
+    out = io.StringIO()
+    logs.configure("INFO", "json", stream=out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("an old setting", DeprecationWarning, stacklevel=1)
+
+    def fail() -> None:
+        raise RuntimeError("lost the partition")
+
+    thread = threading.Thread(target=fail, name="copy-loop")
+    thread.start()
+    thread.join()
+    warned, crashed = _records(out)
+    assert warned["logger"] == "py.warnings" and "an old setting" in warned["message"]
+    assert crashed["message"] == "uncaught exception in copy-loop" and crashed["level"] == "CRITICAL"
+    assert "RuntimeError: lost the partition" in crashed["exception"]
+
+
+def test_configure_leaves_a_configured_root_logger_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    assert handlers, "pytest's own handlers"
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+    hook = threading.excepthook
+    logs.configure("DEBUG", "json")
+    assert root.handlers == handlers and threading.excepthook is hook
 
 
 def test_process_fields_apply_to_every_thread_under_the_contexts(

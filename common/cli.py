@@ -8,11 +8,11 @@ That keeps this module, in ``common``, free of imports of ``controller`` and ``w
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 
+from ferry.common import logs
 from ferry.common.errors import FerryError
 
 COMMAND_GROUP = "ferry.commands"
@@ -55,21 +55,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferry", description="Mirror Apache Kafka topics between clusters.")
     log_level = "DEBUG, INFO, WARNING or ERROR (default INFO)"
     parser.add_argument("--log-level", default="INFO", help=log_level)
+    log_format = "text or json (one JSON object per line); default: the config's logging.format, else text"
+    parser.add_argument("--log-format", choices=logs.FORMATS, help=log_format)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
         entry.load()(subparsers)
     # `ferry validate --config F --log-level DEBUG` as well as `ferry --log-level DEBUG validate ...`.
     for child in _subcommand_parsers(parser):
         child.add_argument("--log-level", default=argparse.SUPPRESS, help=log_level)
+        child.add_argument("--log-format", choices=logs.FORMATS, default=argparse.SUPPRESS, help=log_format)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.setup(args)
     try:
         return int(args.func(args) or 0)
     except FerryError as exc:

@@ -491,6 +491,11 @@ class SchemasConfig(_Strict):
         return any(re.fullmatch(pattern, subject) for pattern in self.include)
 
 
+class LoggingConfig(_Strict):
+    format: Literal["text", "json"] = "text"
+    """text: time, level, logger and message on a line; json: one JSON object per line (time, level, logger, message, exception, and the worker, route, topic, partition a line is about); `--log-format` overrides"""
+
+
 class FerryConfig(_Strict):
     zookeeper: ZookeeperConfig
     """the ZooKeeper ensemble and the root of Ferry's nodes"""
@@ -512,6 +517,8 @@ class FerryConfig(_Strict):
     # Schema distribution (a leader job); None: off.
     schemas: SchemasConfig | None = None
     """schema distribution (a leader job); absent: off"""
+    logging: LoggingConfig = LoggingConfig()
+    """the format of the log lines on stderr"""
 
     @field_validator("clusters")
     @classmethod

@@ -2,15 +2,32 @@
 
 Cluster settings come from the config's ``clusters`` entries and pass through as librdkafka
 properties (security settings included); Ferry's own defaults for each role sit here.
+
+Every client logs through Python logging (:class:`common.logs.LibrdkafkaLog` as its ``logger``
+setting, carrying the context fields it was built under), never to stderr by itself. confluent-kafka
+then queues librdkafka's messages until the client is polled: consumers and producers are polled by
+their owners anyway (``consume``/``poll``/``flush``; a message costs its own record, a copied record
+costs nothing); AdminClients, whose results come as futures, are polled here, by a daemon thread
+every :data:`ADMIN_LOG_INTERVAL_S` and once more when the process exits; a consumer its owner
+only asks for offsets or metadata is served by :func:`serve_logs`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import atexit
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
+
+from ferry.common import logs
+
+log = logging.getLogger(__name__)
 
 # A replicator must not lose or reorder: idempotent, fully acknowledged writes.
 PRODUCER_DEFAULTS: dict[str, Any] = {
@@ -51,8 +68,13 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
 }
 
 
+# How often the AdminClients' queued log messages are handed to Python logging.
+ADMIN_LOG_INTERVAL_S = 1.0
+
+
 def _merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
+    # The logger first: a caller's own "logger" override replaces it.
+    merged: dict[str, Any] = {"logger": logs.LibrdkafkaLog(logs.current_fields())}
     for layer in layers:
         merged.update(layer)
     return merged
@@ -67,4 +89,57 @@ def consumer(cluster: Mapping[str, Any], group_id: str, **overrides: Any) -> Con
 
 
 def admin(cluster: Mapping[str, Any], **overrides: Any) -> AdminClient:
-    return AdminClient(_merge(cluster, overrides))
+    client = AdminClient(_merge(cluster, overrides))
+    _admin_logs.add(client)
+    return client
+
+
+def serve_logs(client: Consumer | Producer | AdminClient) -> None:
+    """Hands the client's queued librdkafka messages to Python logging, waiting for nothing.
+
+    For a consumer whose owner never consumes with it (offset and metadata look-ups) and only while
+    it has no assignment: ``poll`` would hand out a record otherwise."""
+    client.poll(0)
+
+
+class _AdminLogs:
+    """Polls every live AdminClient built here, so that its librdkafka messages reach the log.
+
+    States: IDLE (no client yet) -> SERVING (a daemon thread polls the live clients every
+    ``interval_s``; a client that was garbage-collected drops out of the weak set) -> at process
+    exit, one last pass. Polling an AdminClient only serves its log and error callbacks: its
+    results come as futures on librdkafka's background thread, so this never takes an answer
+    from its owner.
+    """
+
+    def __init__(self, interval_s: float, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._interval_s = interval_s
+        self._sleep = sleep
+        self._clients: weakref.WeakSet[AdminClient] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def add(self, client: AdminClient) -> None:
+        with self._lock:
+            self._clients.add(client)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ferry-admin-logs", daemon=True)
+                self._thread.start()
+                atexit.register(self.serve)
+
+    def serve(self) -> None:
+        with self._lock:
+            clients = list(self._clients)
+        for client in clients:
+            try:
+                client.poll(0)
+            except Exception as exc:  # a callback raised: the other clients and later passes go on
+                log.warning("serving an AdminClient's log: %s", exc)
+
+    def _run(self) -> None:
+        while True:
+            self._sleep(self._interval_s)
+            self.serve()
+
+
+_admin_logs = _AdminLogs(ADMIN_LOG_INTERVAL_S)

@@ -222,6 +222,8 @@ class Checkpointer:
         if cluster not in self._consumers:  # assign()-only reads; never commits
             self._consumers[cluster] = kafka_clients.consumer(self._config.clusters[cluster],
                                                               f"ferry.checkpoints.{self._client_id}")
+        else:  # unassigned between uses (_by_timestamp assigns and unassigns): its log waits for a poll
+            kafka_clients.serve_logs(self._consumers[cluster])
         return self._consumers[cluster]
 
     def _map(self, cluster: str) -> OffsetMapReader:

@@ -18,7 +18,7 @@ import ssl
 import threading
 from types import FrameType
 
-from ferry.common import endpoints, extras
+from ferry.common import endpoints, extras, logs
 from ferry.common.config import load_config
 from ferry.common.errors import ConfigError
 
@@ -64,6 +64,7 @@ def _run(args: argparse.Namespace) -> int:
     host = endpoints.pick(args.rest_host, endpoints.REST_HOST_ENV, controller_config.rest_host, "--rest-host") or ""
     port = args.rest_port or controller_config.rest_port
     controller_id = args.id or f"{socket.gethostname()}-{port}"
+    logs.set_process_fields(controller=controller_id)
     checker = TokenChecker.from_config(controller_config.auth) if controller_config.auth else None
     tls = controller_config.tls
     scheme = "https" if tls else "http"

@@ -93,6 +93,7 @@ class HeartbeatJob:
                 reader.incremental_assign(new)
                 assigned.update(tp.topic for tp in new)
         if not assigned:
+            kafka_clients.serve_logs(reader)  # not consuming yet: its log waits for a poll
             return
         while True:
             messages = reader.consume(1000, timeout=0.2)

@@ -100,6 +100,8 @@ class ClusterMetadata:
             answered = self._consumers[key].committed(tps, timeout=TIMEOUT_S)
         except KafkaException as exc:
             raise self._unavailable(cluster, exc) from None
+        finally:
+            kafka_clients.serve_logs(self._consumers[key])  # never consumes: its log waits for a poll
         return {(tp.topic, tp.partition): tp.offset for tp in answered if tp.offset >= 0}
 
     def topic_configs(self, cluster: str, topics: Iterable[str]) -> dict[str, dict[str, str]]:

@@ -25,10 +25,9 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
-from ferry.common.kafka_clients import PRODUCER_DEFAULTS
+from ferry.common import kafka_clients
 from ferry.common.support import produce_blocking
 
 
@@ -39,7 +38,7 @@ def _cpu_s() -> float:
 
 def run(bootstrap: str, topic: str, records: int, value: bytes, mode: str) -> tuple[float, float]:
     """Produces ``records`` records; returns (records/s, CPU seconds per million records)."""
-    settings: dict[str, Any] = {**PRODUCER_DEFAULTS, "bootstrap.servers": bootstrap}
+    settings: dict[str, Any] = {}
     reports: list[Any] = []
 
     def on_delivery(error: Any, message: Any) -> None:
@@ -49,7 +48,7 @@ def run(bootstrap: str, topic: str, records: int, value: bytes, mode: str) -> tu
         settings["on_delivery"] = on_delivery
     if mode == "only-errors":
         settings["delivery.report.only.error"] = True
-    producer = Producer(settings)
+    producer = kafka_clients.producer({"bootstrap.servers": bootstrap}, **settings)
     producer.list_topics(topic, timeout=10)
     headers: list[tuple[str, str | bytes | None]] = [("trace", b"0123456789abcdef"), ("origin", b"bench")]
     poll = producer.poll
@@ -74,7 +73,7 @@ def main() -> int:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    admin = kafka_clients.admin({"bootstrap.servers": args.bootstrap})
     topic = f"ferry-bench-dr-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, 8, 1)])[topic].result(30)
     value = b"v" * args.value_bytes

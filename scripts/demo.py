@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ferry.common import devstack, kafka_clients, provenance
+from ferry.common import devstack, kafka_clients, logs, provenance
 from ferry.common.errors import FerryError
 from ferry.common.support import (
     Spawned,
@@ -66,6 +66,8 @@ def read_all(cluster: dict[str, str], admin: AdminClient, topic: str) -> dict[in
 
 
 def main() -> int:
+    # This process's own Kafka clients log through Python logging too (common.kafka_clients).
+    logs.configure("WARNING", "text")
     stack = devstack.stack_from_env()
     console.rule("[bold]Ferry demo")
     console.print("starting the local stack (ZooKeeper, Kafka [cyan]src[/], Kafka [cyan]dst[/]) ...")

@@ -13,7 +13,7 @@ import signal
 import socket
 from types import FrameType
 
-from ferry.common import endpoints
+from ferry.common import endpoints, logs
 from ferry.common.config import load_config
 
 
@@ -41,7 +41,9 @@ def _run(args: argparse.Namespace) -> int:
                                 worker_config.advertised_metrics_url, "--advertised-metrics-url", url=True)
     config = config.model_copy(update={"worker": worker_config.model_copy(
         update={"metrics_host": metrics_host, "advertised_metrics_url": advertised})})
-    worker = Worker(config, args.id or socket.gethostname(), metrics_port=args.metrics_port)
+    worker_id = args.id or socket.gethostname()
+    logs.set_process_fields(worker=worker_id)  # kazoo's and the metrics server's lines name it too
+    worker = Worker(config, worker_id, metrics_port=args.metrics_port)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         worker.stop()

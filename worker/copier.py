@@ -35,7 +35,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
-from ferry.common import kafka_clients, naming
+from ferry.common import kafka_clients, logs, naming
 from ferry.common.config import RouteConfig, WorkerConfig
 from ferry.common.kafka_errors import KafkaFailure, kafka_error
 from ferry.common.model import PartitionStatus
@@ -115,6 +115,7 @@ class RouteCopier:
         (``FerryConfig.copied_origins``); None copies every record (unless a tree level says otherwise).
         ``wall_clock`` (seconds since the epoch) is compared with record timestamps for the record age."""
         self.route = route
+        self._log = logs.with_fields(log, route=route.name)
         self._origins = origins
         self._stamper = Stamper(route.source, self._copy_decision(route, origins))
         self._destination_names: dict[str, str] = {}
@@ -225,7 +226,7 @@ class RouteCopier:
         for key, reason in errors.items():
             self._errors[key] = reason
             self._metrics.errors.labels(self.route.name, "partition").inc()
-            log.error("route %s: %s/%s stopped: %s", self.route.name, key[0], key[1], reason)
+            self._log.error("route %s: %s/%s stopped: %s", self.route.name, key[0], key[1], reason, extra=_fields(key))
         return AcquireResult(online, errors, deferred)
 
     def _resume_at(self, topic: str, partitions: list[int]) -> dict[int, int | None]:
@@ -258,14 +259,15 @@ class RouteCopier:
             starts[partition] = plan.start
             self._metrics.lookback.labels(self.route.name).inc(found.read)
             if found.bounded:
-                log.warning("route %s: %s/%s: the look-back stopped at %d records before passing the committed offset "
-                            "%s; records between may be copied twice, and the older ones are not in the offset map",
-                            self.route.name, topic, partition, found.read, committed.get(partition))
+                self._log.warning("route %s: %s/%s: the look-back stopped at %d records before passing the committed offset "
+                                  "%s; records between may be copied twice, and the older ones are not in the offset map",
+                                  self.route.name, topic, partition, found.read, committed.get(partition),
+                                  extra=_fields((topic, partition)))
             if plan.skip or plan.gaps:
-                log.info("route %s: %s/%s resumes at %s, skipping %d records already on the destination%s",
-                         self.route.name, topic, partition, plan.start, len(plan.skip),
-                         f" ({plan.gaps} missing before them: a producer timeout left a gap; order is broken there)"
-                         if plan.gaps else "")
+                self._log.info("route %s: %s/%s resumes at %s, skipping %d records already on the destination%s",
+                               self.route.name, topic, partition, plan.start, len(plan.skip),
+                               f" ({plan.gaps} missing before them: a producer timeout left a gap; order is broken there)"
+                               if plan.gaps else "", extra=_fields((topic, partition)))
         return starts
 
     def _ensure_map_topic(self) -> None:
@@ -295,11 +297,11 @@ class RouteCopier:
             if dest_meta is None or dest_meta.error is not None:
                 future = self._destination_admin.create_topics([NewTopic(topic, num_partitions=wanted)])[topic]
                 self._admin_result(future, KafkaError.TOPIC_ALREADY_EXISTS)
-                log.info("route %s: created destination topic %s with %d partitions", self.route.name, topic, wanted)
+                self._log.info("route %s: created destination topic %s with %d partitions", self.route.name, topic, wanted)
             elif len(dest_meta.partitions) < wanted:
                 future = self._destination_admin.create_partitions([NewPartitions(topic, wanted)])[topic]
                 self._admin_result(future, KafkaError.INVALID_PARTITIONS)
-                log.info("route %s: expanded destination topic %s to %d partitions", self.route.name, topic, wanted)
+                self._log.info("route %s: expanded destination topic %s to %d partitions", self.route.name, topic, wanted)
             self._await_producer_metadata(topic, wanted)
             self._fit_batches_to(topic)
             self._ensure_map_topic()
@@ -309,7 +311,7 @@ class RouteCopier:
                               KafkaError.TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION):
                 raise PartitionStopped(f"cannot create destination topic {topic!r}: {error}") from None
             raise PartitionDeferred(f"destination cluster: {error}") from None
-        log.debug("route %s: %s is %s on the destination", self.route.name, source_topic, topic)
+        self._log.debug("route %s: %s is %s on the destination", self.route.name, source_topic, topic)
         return wanted
 
     def _destination_name(self, topic: str) -> str:
@@ -320,7 +322,8 @@ class RouteCopier:
         return name
 
     def _new_producer(self) -> Any:
-        return kafka_clients.producer(self._destination, on_delivery=self._on_delivery, **self._producer_settings)
+        with logs.context(route=self.route.name):  # its librdkafka messages carry the route
+            return kafka_clients.producer(self._destination, on_delivery=self._on_delivery, **self._producer_settings)
 
     def _fit_batches_to(self, topic: str) -> None:
         """Keeps producer batches under the destination topic's ``max.message.bytes``.
@@ -335,16 +338,16 @@ class RouteCopier:
             entries = self._destination_admin.describe_configs([resource])[resource].result(_ADMIN_TIMEOUT_S)
             limit = int(entries["max.message.bytes"].value)
         except (KafkaException, KeyError, ValueError, TypeError) as exc:
-            log.warning("route %s: cannot read max.message.bytes of %s on the destination: %s", self.route.name, topic, exc)
+            self._log.warning("route %s: cannot read max.message.bytes of %s on the destination: %s", self.route.name, topic, exc)
             return
         fitting = max(1, limit - _BATCH_FRAMING_BYTES)
         if fitting >= self._batch_size:
             return
         remaining = self.flush(FLUSH_TIMEOUT_S)
         if remaining:
-            log.warning("route %s: %d records unacknowledged; keeping the larger batches for now", self.route.name, remaining)
+            self._log.warning("route %s: %d records unacknowledged; keeping the larger batches for now", self.route.name, remaining)
             return
-        log.info("route %s: producer batches capped at %d bytes to fit %s's max.message.bytes=%d",
+        self._log.info("route %s: producer batches capped at %d bytes to fit %s's max.message.bytes=%d",
                  self.route.name, fitting, topic, limit)
         self._producer.flush(0)
         self._settle_deliveries()
@@ -579,7 +582,7 @@ class RouteCopier:
         now = self._clock()
         if now - self._warned_at.get(error.code(), -1e9) > 30:  # one line per kind per 30 s
             self._warned_at[error.code()] = now
-            log.warning("route %s: source consumer: %s", self.route.name, error.str())
+            self._log.warning("route %s: source consumer: %s", self.route.name, error.str())
 
     def _stop(self, key: TopicPartitionKey, offset: int | None,
               failure: PartitionStopped | PartitionDeferred | ProducerFailed) -> None:
@@ -607,12 +610,12 @@ class RouteCopier:
         self._errors[key] = reason
         self.changed = True
         self._metrics.errors.labels(self.route.name, "partition").inc()
-        log.error("route %s: %s/%s stopped: %s", self.route.name, key[0], key[1], reason)
+        self._log.error("route %s: %s/%s stopped: %s", self.route.name, key[0], key[1], reason, extra=_fields(key))
         if key in self._assigned:
             try:
                 self._consumer.pause([TopicPartition(key[0], key[1])])
             except KafkaException as exc:  # the partition is skipped in copy_batch anyway
-                log.warning("route %s: pausing %s/%s: %s", self.route.name, key[0], key[1], exc)
+                self._log.warning("route %s: pausing %s/%s: %s", self.route.name, key[0], key[1], exc, extra=_fields(key))
 
     def due_retries(self) -> list[TopicPartitionKey]:
         """Partitions stopped for a temporary reason whose backoff is over."""
@@ -644,7 +647,7 @@ class RouteCopier:
             self._producer.poll(0.01)
         if self._map_in_flight or self._map_failed:
             self._map_failed = False
-            log.warning("route %s: the offset map was not written; the commit waits for the next round", self.route.name)
+            self._log.warning("route %s: the offset map was not written; the commit waits for the next round", self.route.name)
             return False
         offsets = []
         for key, offset in committable.items():
@@ -656,7 +659,7 @@ class RouteCopier:
             self._consumer.commit(offsets=offsets, asynchronous=False)
         except KafkaException as exc:
             self._metrics.errors.labels(self.route.name, "commit").inc()
-            log.warning("route %s: commit failed (will retry): %s", self.route.name, kafka_error(exc))
+            self._log.warning("route %s: commit failed (will retry): %s", self.route.name, kafka_error(exc))
             return False
         for tp in offsets:
             self._committed[(tp.topic, tp.partition)] = tp.offset
@@ -681,7 +684,8 @@ class RouteCopier:
                     self._map_failed = True
                     for unwritten in changed[index:]:  # all of them, not only this one: a closed
                         offsets.touch(unwritten.dst_start)  # segment never changes again by itself
-                    log.warning("route %s: offset map of %s/%s not written now (will retry): %s", self.route.name, topic, partition, exc)
+                    self._log.warning("route %s: offset map of %s/%s not written now (will retry): %s", self.route.name, topic, partition, exc,
+                                      extra=_fields((topic, partition)))
                     return
 
     def _on_map_delivery(self, error: KafkaError | None, key: TopicPartitionKey, dst_start: int) -> None:
@@ -729,7 +733,7 @@ class RouteCopier:
         # A fatally failed producer delivers nothing more: waiting for it would only stall.
         remaining = self.flush(0 if self._producer_fatal else flush_timeout)
         if remaining and not self._producer_fatal:
-            log.error("route %s: %d records still unacknowledged after %.0fs; releasing anyway (they will be copied again)",
+            self._log.error("route %s: %d records still unacknowledged after %.0fs; releasing anyway (they will be copied again)",
                       self.route.name, remaining, flush_timeout)
         deadline = self._clock() + commit_deadline
         while not self.commit(keys) and self._clock() < deadline:
@@ -747,7 +751,7 @@ class RouteCopier:
             self._maps.pop(key, None)
             self._tracker.forget(key)
         if self._producer_fatal:
-            log.warning("route %s: building a new destination producer after a fatal error", self.route.name)
+            self._log.warning("route %s: building a new destination producer after a fatal error", self.route.name)
             self._producer = self._new_producer()
             self._producer_fatal = False
 
@@ -760,15 +764,21 @@ class RouteCopier:
         try:
             self._producer.purge()
         except KafkaException as exc:
-            log.warning("route %s: purging the producer: %s", self.route.name, exc)
+            self._log.warning("route %s: purging the producer: %s", self.route.name, exc)
         self._producer.flush(0)  # serves the purged records' delivery reports: each fails its offset
         self.release(self.held(), 0, commit_deadline)
 
     # -- lag --------------------------------------------------------------------------------
 
     def update_lag(self) -> None:
-        """Sets the lag gauge of each ONLINE partition from the consumer's cached log-end offsets."""
+        """Sets the lag gauge of each ONLINE partition from the consumer's cached log-end offsets.
+
+        Runs every commit interval, so it also hands the librdkafka messages of the clients the copy
+        loop does not poll now to the log: the look-back reader's, and a copier holding nothing's."""
+        self._reader.serve_logs()
         if not self._assigned:
+            kafka_clients.serve_logs(self._consumer)
+            self.poll(0)
             return
         try:
             positions = self._consumer.position([TopicPartition(t, p) for t, p in self._assigned])
@@ -787,6 +797,11 @@ class RouteCopier:
         self.flush(flush_timeout)
         self._consumer.close()
         self._reader.close()
+
+
+def _fields(key: TopicPartitionKey) -> dict[str, Any]:
+    """A partition's log fields (the route comes with the copier's logger)."""
+    return {"topic": key[0], "partition": key[1]}
 
 
 def _delivery_failure(error: KafkaFailure, what: str) -> PartitionStopped | PartitionDeferred | ProducerFailed:

@@ -132,5 +132,9 @@ class DestinationReader:
         finally:
             self._consumer.unassign()
 
+    def serve_logs(self) -> None:
+        """Hands the consumer's queued librdkafka messages to the log (it has no assignment between look-backs)."""
+        kafka_clients.serve_logs(self._consumer)
+
     def close(self) -> None:
         self._consumer.close()

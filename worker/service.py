@@ -39,7 +39,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
-from ferry.common import endpoints
+from ferry.common import endpoints, logs
 from ferry.common.config import FerryConfig
 from ferry.common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus, decode
 from ferry.common.vocabulary import PartitionState, WorkerState
@@ -119,6 +119,11 @@ class Worker:
     def run(self) -> int:
         """Runs until :meth:`stop`; returns the process exit status."""
         self._advertised_metrics_url = self._metrics_url()  # a wildcard host no name resolves for: fail first
+        # Every line of the copy loop (which owns the Kafka clients, so theirs too) names this worker.
+        with logs.context(worker=self.worker_id):
+            return self._run()
+
+    def _run(self) -> int:
         if self._metrics_port:
             self._server = serve(self.metrics, self.health, self.config.worker.metrics_host, self._metrics_port)
         if self._owns_zk:
@@ -191,7 +196,8 @@ class Worker:
             result = self._copier(route).acquire(keys)
             for (topic, partition), why in result.deferred.items():
                 self._deferred[PartitionKey(route, topic, partition)] = (now + DEFER_RETRY_S, why)
-                log.warning("route %s: %s/%s not started yet (retry in %.0fs): %s", route, topic, partition, DEFER_RETRY_S, why)
+                log.warning("route %s: %s/%s not started yet (retry in %.0fs): %s", route, topic, partition, DEFER_RETRY_S, why,
+                            extra={"route": route, "topic": topic, "partition": partition})
             for key in (PartitionKey(route, t, p) for t, p in result.online):
                 self._deferred.pop(key, None)
             for key in (PartitionKey(route, t, p) for t, p in result.errors):
@@ -235,7 +241,7 @@ class Worker:
                 try:
                     copier.close(0)
                 except KafkaException as exc:
-                    log.warning("closing route %s: %s", route.name, exc)
+                    log.warning("closing route %s: %s", route.name, exc, extra={"route": route.name})
             self._routes[route.name] = route
             self._applied = None  # the next reconcile acquires the route's partitions again
             self._status_dirty = True
@@ -258,11 +264,12 @@ class Worker:
     def _copier(self, route: str) -> RouteCopier:
         if route not in self._copiers:
             config = self._routes[route]
-            self._copiers[route] = RouteCopier(
-                config, self.config.clusters[config.source], self.config.clusters[config.destination],
-                self.config.worker, self.metrics, client_id=f"ferry-{self.worker_id}", clock=self._clock,
-                origins=self.config.copied_origins(config),
-            )
+            with logs.context(route=route):  # the copier's Kafka clients log with the route
+                self._copiers[route] = RouteCopier(
+                    config, self.config.clusters[config.source], self.config.clusters[config.destination],
+                    self.config.worker, self.metrics, client_id=f"ferry-{self.worker_id}", clock=self._clock,
+                    origins=self.config.copied_origins(config),
+                )
         return self._copiers[route]
 
     def _commit_and_measure(self) -> None:
@@ -435,7 +442,7 @@ class Worker:
             try:
                 copier.close(FLUSH_TIMEOUT_S)
             except Exception as exc:
-                log.warning("closing route %s: %s", copier.route.name, exc)
+                log.warning("closing route %s: %s", copier.route.name, exc, extra={"route": copier.route.name})
         if self._zk.connected:
             for path in (self.layout.live_worker(self.worker_id), self.layout.worker_state(self.worker_id)):
                 with contextlib.suppress(NoNodeError):

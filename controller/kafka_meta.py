@@ -1,6 +1,6 @@
 """The controller's view of the Kafka clusters: topics, partition counts, offsets, topic configs.
 
-Clients come from :mod:`common.kafka_clients` (one AdminClient per cluster, kept for the life
+Clients come from :mod:`common.kafka.clients` (one AdminClient per cluster, kept for the life
 of the controller). Every call has a timeout; an unreachable cluster raises :class:`Unavailable`.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, OffsetSpec
 
-from ferry.common import kafka_clients
-from ferry.common.kafka_errors import kafka_error
+from ferry.common.kafka import clients as kafka_clients
+from ferry.common.kafka.errors import kafka_error
 from ferry.controller.errors import Unavailable
 
 TIMEOUT_S = 10.0

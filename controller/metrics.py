@@ -1,7 +1,7 @@
 """The controller's Prometheus metrics: one registry, every gauge, counter and histogram by name.
 
 Owns no state of its own besides the metric values; the other parts set them. ZooKeeper traffic
-is read at scrape time from the :class:`controller.store.Store` counters (and the watch reads the
+is read at scrape time from the :class:`controller.lead.store.Store` counters (and the watch reads the
 reconciler counts), through the callables given here. APScheduler's job events are counted by
 :meth:`ControllerMetrics.on_job_event` (the scheduler's thread; never raises).
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MISSED, JobEvent, JobExecutionEvent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from ferry.controller.store import Store
+from ferry.controller.lead.store import Store
 
 log = logging.getLogger(__name__)
 

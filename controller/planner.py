@@ -1,7 +1,7 @@
 """What the leader should write, given what it read: the whole desired state, from plain data.
 
 Pure: no I/O, no clock (``now`` comes in as a number). The controller reads a
-:class:`controller.store.Snapshot`, calls :func:`plan`, and writes the differences.
+:class:`controller.lead.store.Snapshot`, calls :func:`plan`, and writes the differences.
 
 Rules (see docs/design.md):
 
@@ -10,7 +10,7 @@ Rules (see docs/design.md):
   leader first saw it gone (``departed_at``), then they go to the least-loaded live workers;
 - partitions without a (live or retained) worker go to the least-loaded live workers;
 - with ``rebalance`` true, the fewest partitions move so live workers' counts differ by at most one;
-- each worker's assignment follows the two-step handoff of :mod:`common.handoff`.
+- each worker's assignment follows the two-step handoff of :mod:`common.core.handoff`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ferry.common import assignment, handoff
-from ferry.common.diff import external_views
+from ferry.common.core import assignment, handoff
+from ferry.common.core.diff import external_views
 from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerStatus
 
 

@@ -3,7 +3,7 @@
 Local mode by default (``local[*]``), small driver, no UI, few shuffle partitions: the jobs read
 metadata-sized data or one topic, not a data lake. Spark's Kafka connector is not part of pyspark;
 its jars are fetched by ``make setup`` into ``.dev/jars/spark`` (``deploy/pom.xml``, profile
-``spark``): the ``spark`` folder of :func:`common.devstack.jars_dir` (``FERRY_JARS_DIR``).
+``spark``): the ``spark`` folder of :func:`devstack.stack.jars_dir` (``FERRY_JARS_DIR``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ferry.common import devstack
+from ferry.devstack import stack as devstack
 from ferry.pipeline import PipelineError
 
 if TYPE_CHECKING:

@@ -28,8 +28,8 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ferry.common.kafka_clients import PRODUCER_DEFAULTS
-from ferry.common.support import produce_blocking
+from ferry.common.kafka.clients import PRODUCER_DEFAULTS
+from ferry.devstack.support import produce_blocking
 
 
 def _cpu_s() -> float:

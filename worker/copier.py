@@ -1,13 +1,13 @@
 """Copies one route's partitions: an ``assign()``-only consumer on the source, a producer on the destination.
 
 Every record goes to the same partition of the route's destination topic (the source name, or
-the route's renaming: :mod:`common.naming`) with its key, value, headers and timestamp, plus
-Ferry's provenance header (:mod:`common.provenance`: the clusters it came through, its copy flags
+the route's renaming: :mod:`common.core.naming`) with its key, value, headers and timestamp, plus
+Ferry's provenance header (:mod:`common.core.provenance`: the clusters it came through, its copy flags
 and its source offset). A route with loop prevention or a tree distributor's level skips the
-records it must not copy (:func:`common.topology.copy_flags`); a skipped record is settled at once
+records it must not copy (:func:`common.core.topology.copy_flags`); a skipped record is settled at once
 in the watermark, so it never holds commits back. Source offsets are committed (group ``ferry.<route name>``)
 only up to the lowest offset the destination has not acknowledged yet
-(:class:`common.watermark.OffsetWatermarks`), so a crash copies some records again and loses none.
+(:class:`common.core.watermark.OffsetWatermarks`), so a crash copies some records again and loses none.
 
 States of a partition on this copier (the worker reports them in its status)::
 
@@ -35,16 +35,17 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
-from ferry.common import kafka_clients, naming
 from ferry.common.config import RouteConfig, WorkerConfig
-from ferry.common.kafka_errors import KafkaFailure, kafka_error
+from ferry.common.core import naming
+from ferry.common.core.offset_map import MAP_TOPIC, OffsetMap, segment_key, segment_value
+from ferry.common.core.provenance import Provenance, ProvenanceError, Stamper
+from ferry.common.core.resume import resume_plan
+from ferry.common.core.topology import copy_flags
+from ferry.common.core.watermark import OffsetWatermarks
+from ferry.common.kafka import clients as kafka_clients
+from ferry.common.kafka.errors import KafkaFailure, kafka_error
 from ferry.common.model import PartitionStatus
-from ferry.common.offset_map import MAP_TOPIC, OffsetMap, segment_key, segment_value
-from ferry.common.provenance import Provenance, ProvenanceError, Stamper
-from ferry.common.resume import resume_plan
-from ferry.common.topology import copy_flags
 from ferry.common.vocabulary import PartitionState
-from ferry.common.watermark import OffsetWatermarks
 from ferry.worker import start_offsets
 from ferry.worker.errors import PartitionDeferred, PartitionStopped, ProducerFailed, WorkerError
 from ferry.worker.lookback import DestinationReader, LookBackTimeout
@@ -224,7 +225,7 @@ class RouteCopier:
         return AcquireResult(online, errors, deferred)
 
     def _resume_at(self, topic: str, partitions: list[int]) -> dict[int, int | None]:
-        """The resume rule (:mod:`common.resume`) for each partition: where to start, and what to skip.
+        """The resume rule (:mod:`common.core.resume`) for each partition: where to start, and what to skip.
 
         Reads the committed offsets, then each destination partition back from its end until it
         passes below the committed offset (bounded by ``resume_lookback_records``). The route's own
@@ -374,7 +375,7 @@ class RouteCopier:
 
     @staticmethod
     def _copy_decision(route: RouteConfig, origins: frozenset[str] | None) -> Callable[[Provenance | None], int | None] | None:
-        """The route's copy decision for the stamper (:func:`common.topology.copy_flags`); None: copy every record."""
+        """The route's copy decision for the stamper (:func:`common.core.topology.copy_flags`); None: copy every record."""
         level = route.copy_level
         if origins is None and level is None:
             return None

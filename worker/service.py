@@ -42,7 +42,7 @@ from kazoo.recipe.watchers import DataWatch
 from ferry.common.config import FerryConfig
 from ferry.common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus, decode
 from ferry.common.vocabulary import PartitionState, WorkerState
-from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.common.zk.layout import ZkLayout, make_client
 from ferry.worker.copier import RouteCopier, TopicPartitionKey
 from ferry.worker.errors import RegistrationError
 from ferry.worker.metrics import WorkerMetrics, serve

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.common import devstack
+from ferry.devstack import stack as devstack
 from tests.e2e.harness import Fleet
 
 

@@ -19,9 +19,10 @@ import yaml
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ferry.common import kafka_clients, provenance
-from ferry.common.devstack import Stack
-from ferry.common.support import (
+from ferry.common.core import provenance
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack.stack import Stack
+from ferry.devstack.support import (
     Spawned,
     create_topics,
     end_offsets,
@@ -39,7 +40,7 @@ _NOT_YET = (requests.RequestException, KeyError, ValueError, KafkaException)
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    """:func:`common.support.poll_until`, where a server still settling (a topic created a moment
+    """:func:`devstack.support.poll_until`, where a server still settling (a topic created a moment
     ago answers "not leader" for a while, a REST server not listening yet) counts as "not yet"."""
     return poll_until(condition, timeout, what, interval=interval, ignoring=_NOT_YET)
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from ferry.common import devstack
+from ferry.devstack import stack as devstack
 from tests.e2e.harness import FerryProcess, Fleet, wait_until
 from tests.e2e.test_replication import PARTITIONS, _mirror_with_two_workers
 

@@ -21,8 +21,9 @@ import pytest
 import requests
 from confluent_kafka import TopicPartition
 
-from ferry.common import devstack, kafka_clients
-from ferry.common.support import commit_offset, committed_offset
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import commit_offset, committed_offset
 from tests.e2e.harness import HEADER_SEQ, Fleet, RecordLedger, wait_until
 from tests.e2e.test_topologies import _warm_group_coordinator
 

@@ -16,8 +16,8 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from ferry.common import devstack
-from ferry.controller.schema_registry import CCOMPAT
+from ferry.controller.schemas.registry import CCOMPAT
+from ferry.devstack import stack as devstack
 from tests.e2e.harness import Fleet, wait_until
 from tests.integration.test_schemas import register, version, versions
 

@@ -22,9 +22,11 @@ import requests
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from ferry.common import devstack, kafka_clients, provenance, tree
 from ferry.common.config import parse_config
-from ferry.common.support import create_topics
+from ferry.common.core import provenance, tree
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import create_topics
 from tests.e2e.harness import Fleet, wait_until
 
 pytestmark = pytest.mark.e2e

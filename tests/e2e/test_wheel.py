@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from ferry.common import devstack
+from ferry.devstack import stack as devstack
 from tests.e2e.harness import wait_until
 
 REPO = Path(__file__).resolve().parents[2]

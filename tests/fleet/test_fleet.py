@@ -13,9 +13,9 @@ import pytest
 import requests
 from kazoo.client import KazooClient
 
-from ferry.common import devstack
 from ferry.common.cli import main as ferry_main
-from ferry.common.zk_layout import ZkLayout
+from ferry.common.zk.layout import ZkLayout
+from ferry.devstack import stack as devstack
 from ferry.fleet import plan
 from ferry.fleet.manager import FleetManager
 from tests.e2e.harness import RecordLedger, wait_until

@@ -15,8 +15,8 @@ import pytest
 import requests
 import yaml
 
-from ferry.common import devstack
-from ferry.common.support import Spawned, free_port, spawn, stop_all
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import Spawned, free_port, spawn, stop_all
 from ferry.fleet.manager import FleetManager
 from tests.e2e.harness import wait_until
 from tests.fleet.test_fleet import ferry, mirror

@@ -14,11 +14,11 @@ import pytest
 import requests
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ferry.common import devstack
 from ferry.common.config import SchemasConfig
-from ferry.controller.rest_json import schema_report_json
-from ferry.controller.schema_distributor import SchemaDistributor
-from ferry.controller.schema_registry import RegistryClient
+from ferry.controller.api.rest_json import schema_report_json
+from ferry.controller.schemas.distributor import SchemaDistributor
+from ferry.controller.schemas.registry import RegistryClient
+from ferry.devstack import stack as devstack
 
 CT = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 ORDER_V1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}

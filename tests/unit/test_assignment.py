@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.common.assignment import assign, loads, moved, rebalance
+from ferry.common.core.assignment import assign, loads, moved, rebalance
 from ferry.common.model import PartitionKey
 
 pytestmark = pytest.mark.unit

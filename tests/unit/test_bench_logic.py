@@ -19,7 +19,7 @@ from ferry.bench.idle import core_pct
 from ferry.bench.names import WorkloadSpec, known_system, parse_workloads
 from ferry.bench.search import DEFAULT, Pair, Param
 from ferry.bench.systems import MM2_TUNED, Ceiling, MirrorMaker2
-from ferry.common.devstack import Server, Stack
+from ferry.devstack.stack import Server, Stack
 
 # -- names -----------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """RouteCopier's bookkeeping with fake clients in place of Ferry's Kafka client adapter.
 
-Only ``common.kafka_clients`` (Ferry's own adapter) is replaced; the fakes hand back plain
+Only ``common.kafka.clients`` (Ferry's own adapter) is replaced; the fakes hand back plain
 messages and delivery reports so the copy path, the watermark and the ERROR states can be
 checked without servers. The real clients are exercised by tests/integration/test_worker.py.
 """
@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from ferry.common.config import RouteConfig, WorkerConfig
-from ferry.common.offset_map import MAP_TOPIC, Segment, parse_segment
-from ferry.common.provenance import encode
+from ferry.common.core.offset_map import MAP_TOPIC, Segment, parse_segment
+from ferry.common.core.provenance import encode
 from ferry.worker import copier as copier_module
 from ferry.worker.copier import RETRY_BACKOFF_S, RouteCopier
 from ferry.worker.metrics import WorkerMetrics

@@ -6,11 +6,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("common", "controller", "worker", "pipeline", "bench", "fleet")
+PACKAGES = ("common", "controller", "worker", "pipeline", "bench", "fleet", "devstack")
 
 
 def _modules() -> list[str]:
-    return [f"{p}/{f.name}" for p in PACKAGES for f in sorted((REPO / p).glob("*.py")) if f.name != "__init__.py"]
+    return [f.relative_to(REPO).as_posix() for p in PACKAGES for f in sorted((REPO / p).rglob("*.py"))
+            if f.name != "__init__.py"]
 
 
 def _layout() -> str:

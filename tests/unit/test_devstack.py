@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.common import devstack
+from ferry.devstack import stack as devstack
 
 
 @pytest.fixture(autouse=True)

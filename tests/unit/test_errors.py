@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from ferry.common.errors import ConfigError, FerryError, PermanentError, TransientError
-from ferry.common.kafka_errors import kafka_error
+from ferry.common.kafka.errors import kafka_error
 from ferry.controller.errors import BadRequest, ControllerError, NotLeader, Unavailable
 from ferry.worker.copier import RETRY_BACKOFF_S, _delivery_failure
 from ferry.worker.errors import PartitionDeferred, PartitionStopped, ProducerFailed, WorkerError

@@ -1,4 +1,4 @@
-"""controller.rest over a fake controller: status codes, JSON errors and forwarding to the leader."""
+"""controller.api.rest over a fake controller: status codes, JSON errors and forwarding to the leader."""
 
 from __future__ import annotations
 
@@ -12,21 +12,21 @@ from flask import Flask, request
 from flask.testing import FlaskClient
 from werkzeug.serving import make_server
 
-from ferry.common.heartbeat import HeartbeatView
+from ferry.common.core.heartbeat import HeartbeatView
 from ferry.common.model import ExternalView, IdealState, PartitionKey
 from ferry.common.vocabulary import ControllerState
-from ferry.controller.checkpoints import GroupCheckpoints
+from ferry.controller.api.rest import FORWARDED_HEADER, ControllerApi, create_app
 from ferry.controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
-from ferry.controller.progress import NoProgress, OffsetSample
-from ferry.controller.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
-from ferry.controller.rest import FORWARDED_HEADER, ControllerApi, create_app
-from ferry.controller.schema_distributor import SchemaReport, SchemaStatus
-from ferry.controller.topic_admin import Rebalanced, TopicDeleted
-from ferry.controller.tree_control import TreeView
+from ferry.controller.groups.checkpoints import GroupCheckpoints
+from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
+from ferry.controller.topics.admin import Rebalanced, TopicDeleted
+from ferry.controller.topics.progress import NoProgress, OffsetSample
+from ferry.controller.topics.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
+from ferry.controller.tree.control import TreeView
 
 
 class FakeController:
-    """Implements :class:`controller.rest.ControllerApi`, every part in one object; records calls,
+    """Implements :class:`controller.api.rest.ControllerApi`, every part in one object; records calls,
     raises ``fail`` when set. A topic view names this controller as its route's destination, and a
     schema report as its target, so a test sees which controller answered."""
 
@@ -37,7 +37,7 @@ class FakeController:
         self.fail: Exception | None = None
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
 
-    # The parts the REST layer asks for (controller.rest.ControllerApi): all this one object.
+    # The parts the REST layer asks for (controller.api.rest.ControllerApi): all this one object.
     @property
     def leadership(self) -> FakeController:
         return self

@@ -1,4 +1,4 @@
-"""controller.rest at the edge: parameter validation, request ids, bearer tokens, /openapi.json.
+"""controller.api.rest at the edge: parameter validation, request ids, bearer tokens, /openapi.json.
 
 Over the fake controller of ``test_rest``; the fake fails like kazoo does on a relative ZooKeeper
 path, so a topic name that reaches it unchecked shows up as the 500 issue 12 measured.
@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from ferry.common.config import RestAuthConfig, RestTokenConfig, parse_config
 from ferry.common.errors import ConfigError
 from ferry.common.model import PartitionKey
-from ferry.controller.auth import TokenChecker, load_tokens
-from ferry.controller.openapi import openapi_document
-from ferry.controller.progress import OffsetSample
-from ferry.controller.reads import TopicView
-from ferry.controller.rest import REQUEST_ID_HEADER, create_app
-from ferry.controller.topic_admin import TopicDeleted
+from ferry.controller.api.auth import TokenChecker, load_tokens
+from ferry.controller.api.openapi import openapi_document
+from ferry.controller.api.rest import REQUEST_ID_HEADER, create_app
+from ferry.controller.topics.admin import TopicDeleted
+from ferry.controller.topics.progress import OffsetSample
+from ferry.controller.topics.reads import TopicView
 from tests.unit.test_rest import FakeController, _typed, assert_json_error, serve  # noqa: F401 - fixture
 
 WRITE_TOKEN = "w-secret-0123456789abcdef"

@@ -11,9 +11,9 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from ferry.controller.api.rest import create_app
 from ferry.controller.errors import NotFound
-from ferry.controller.rest import create_app
-from ferry.controller.schema_registry import RegistryRefused, VersionCopy, import_zip_for
+from ferry.controller.schemas.registry import RegistryRefused, VersionCopy, import_zip_for
 from tests.unit.test_rest import FakeController, _typed, assert_json_error, serve  # noqa: F401 - fixture
 
 

@@ -1,4 +1,4 @@
-"""common.support: poll_until with an injected clock and sleep, the spawner, the fleet config."""
+"""devstack.support: poll_until with an injected clock and sleep, the spawner, the fleet config."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ferry.common import support
 from ferry.common.errors import FerryError
+from ferry.devstack import support
 
 
 class FakeClock:

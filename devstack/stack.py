@@ -78,7 +78,6 @@ import subprocess
 import sys
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +86,11 @@ from typing import Any
 import psutil
 
 from ferry.common.errors import DevStackError
+from ferry.common.paths import DEV_DIR_ENV as DEV_DIR_ENV
+from ferry.common.paths import JARS_DIR_ENV as JARS_DIR_ENV
+from ferry.common.paths import REPO_ROOT as REPO_ROOT
+from ferry.common.paths import dev_dir as dev_dir
+from ferry.common.paths import jars_dir as jars_dir
 from ferry.common.tables import print_table
 from ferry.devstack import support
 
@@ -96,14 +100,11 @@ DST_PORT_ENV = "FERRY_DEV_DST_PORT"
 SRC_REGISTRY_PORT_ENV = "FERRY_DEV_SRC_REGISTRY_PORT"
 DST_REGISTRY_PORT_ENV = "FERRY_DEV_DST_REGISTRY_PORT"
 REGISTRIES_ENV = "FERRY_DEV_REGISTRIES"
-DEV_DIR_ENV = "FERRY_DEV_DIR"
 CLUSTERS_ENV = "FERRY_DEV_CLUSTERS"
 EXTRA_PORT_ENV = "FERRY_DEV_EXTRA_PORT"
 EXTRA_HEAP_ENV = "FERRY_DEV_EXTRA_HEAP"
 EXTRA_PORT_STEP = 10
 _EXTRA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-JARS_DIR_ENV = "FERRY_JARS_DIR"
-SPARK_JARS_ENV = "FERRY_SPARK_JARS"  # deprecated alias of $FERRY_JARS_DIR/spark
 
 # The secured listener's identity: a fixed, documented test user of the local stack only.
 SASL_MECHANISM = "SCRAM-SHA-512"
@@ -112,10 +113,6 @@ SASL_PASSWORD = "ferry-dev-secret"
 # Protects only the broker keystore on this machine's disk; Kafka needs a password for PKCS12.
 _KEYSTORE_PASSWORD = "ferry-dev-keystore"
 
-# The source checkout this module runs from (the folder holding setup.cfg), or None when Ferry
-# runs installed from a wheel: then the stack's state goes to ./.dev of the current directory.
-_PARENT = Path(__file__).resolve().parent.parent
-REPO_ROOT: Path | None = _PARENT if (_PARENT / "setup.cfg").is_file() else None
 # Shipped inside the package (package data), so an installed Ferry has it too.
 LOG4J2_CONFIG = Path(__file__).resolve().parent / "log4j2.xml"
 
@@ -142,26 +139,6 @@ def _port(env: str, default: int) -> int:
     if not 0 < port < 65536:
         raise DevStackError(f"{env}={raw!r} is not a port number (1-65535)")
     return port
-
-
-def dev_dir() -> Path:
-    default = (REPO_ROOT or Path.cwd()) / ".dev"
-    return Path(os.environ.get(DEV_DIR_ENV, default)).resolve()
-
-
-def jars_dir(kind: str | None = None) -> Path:
-    """The one place that says where jars are: ``$FERRY_JARS_DIR`` (default ``<dev dir>/jars``), or
-    its ``kind`` subfolder (``kafka``, ``zookeeper``, ``spark``, ``registry``).
-
-    ``FERRY_SPARK_JARS`` (the Spark connector's folder) is a deprecated alias for ``spark``, still
-    honoured, with a warning.
-    """
-    if kind == "spark" and (legacy := os.environ.get(SPARK_JARS_ENV)):
-        warnings.warn(f"{SPARK_JARS_ENV} is deprecated: set {JARS_DIR_ENV} to the folder that holds spark/",
-                      FutureWarning, stacklevel=2)
-        return Path(legacy).resolve()
-    root = Path(os.environ.get(JARS_DIR_ENV, dev_dir() / "jars")).resolve()
-    return root / kind if kind else root
 
 
 def tls_dir() -> Path:

@@ -12,7 +12,7 @@ States::
     PLANNED -> LOADED    applied(): ZooKeeper holds them (the mirrors are updated)
     any     -> (gone)    the controller drops the object after a failed write, or when the lead ends
 
-It decides exactly as :func:`controller.planner.plan` (the specification, kept as plain loops;
+It decides exactly as ``plan`` of ``tests/oracles/planner.py`` (the specification, kept as plain loops;
 tests/unit/test_leader_state.py checks both agree after random events), but a plan costs what
 the events since the last one touched, not the whole state:
 
@@ -150,7 +150,7 @@ class LeaderState:
     # -- planning ---------------------------------------------------------------------------
 
     def plan(self, now: float, failover_delay_s: float, rebalance: bool = False) -> Changes:
-        """The writes that bring ZooKeeper to the desired state; see :func:`controller.planner.plan`."""
+        """The writes that bring ZooKeeper to the desired state; see ``plan`` of ``tests/oracles/planner.py``."""
         active = {w for w in self.live if not (w in self.statuses and self.statuses[w].leaving)}
         leaving = (set(self.live) - active) | {w for w, s in self.statuses.items() if s.leaving}
         departed = {w: t for w, t in self.departed_at.items() if w not in self.live}

@@ -5,7 +5,7 @@ Level-triggered, from a model. At the first reconcile of a lead it reads Ferry's
 on kazoo's one event thread) only record what they saw (the newest live set, each worker's
 newest status bytes) and *queue* the job ``reconcile``; the job feeds what was recorded to the
 model, which plans only what those changes touched (deciding exactly as
-:func:`controller.planner.plan`), and writes what differs in fenced transactions, stamping
+``plan`` of ``tests/oracles/planner.py``), and writes what differs in fenced transactions, stamping
 changed assignments with a new generation. The leader's own writes (topic commands, observer)
 go to the model once ZooKeeper took them (:meth:`Reconciler.put_topic`); a failed write drops
 the model and the next reconcile reads everything again. A bulk ``POST /topics`` writes its

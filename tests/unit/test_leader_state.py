@@ -1,7 +1,7 @@
-"""ferry.controller.lead.leader_state.LeaderState decides exactly as controller.planner.plan, after any events.
+"""ferry.controller.lead.leader_state.LeaderState decides exactly as the planner oracle (tests/oracles/planner.py), after any events.
 
 The specification side keeps ZooKeeper's content as plain dicts and runs the whole-state
-:func:`controller.planner.plan` at every step, writing what it returns as the controller used to;
+``plan`` of ``tests/oracles/planner.py`` at every step, writing what it returns as the controller used to;
 the incremental side gets only the events and writes only what its plan says. After every step
 both must hold the same ideal states, assignments and external views, and agree on what moved,
 which workers are retained and until when.
@@ -31,7 +31,7 @@ from ferry.common.model import (
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.lead.leader_state import LeaderState, writes
 from ferry.controller.lead.store import Snapshot, chunks
-from ferry.controller.planner import plan
+from tests.oracles.planner import plan
 
 pytestmark = pytest.mark.unit
 

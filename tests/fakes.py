@@ -13,7 +13,18 @@ from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
+from ferry.common.core.heartbeat import HeartbeatView
 from ferry.common.core.offset_map import MAP_TOPIC
+from ferry.common.model import ExternalView, IdealState, PartitionKey
+from ferry.common.vocabulary import ControllerState
+from ferry.controller.api.rest import ControllerApi
+from ferry.controller.errors import NotFound
+from ferry.controller.groups.checkpoints import GroupCheckpoints
+from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
+from ferry.controller.topics.admin import Rebalanced, TopicDeleted
+from ferry.controller.topics.progress import NoProgress, OffsetSample
+from ferry.controller.topics.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
+from ferry.controller.tree.control import TreeView
 
 TOPIC = "orders"
 
@@ -198,3 +209,144 @@ class FakeAdmin:
         self.created.extend((t.topic, t.num_partitions) for t in topics)
         self.destination_partitions = topics[0].num_partitions
         return {t.topic: SimpleNamespace(result=lambda timeout: None) for t in topics}
+
+
+class FakeController:
+    """Implements :class:`controller.api.rest.ControllerApi`, every part in one object; records calls,
+    raises ``fail`` when set. A topic view names this controller as its route's destination, and a
+    schema report as its target, so a test sees which controller answered."""
+
+    def __init__(self, controller_id: str = "c1", leading: bool = True, leader: dict[str, str] | None = None) -> None:
+        self.controller_id = controller_id
+        self.leading = leading
+        self.leader_info = leader
+        self.fail: Exception | None = None
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    # The parts the REST layer asks for (controller.api.rest.ControllerApi): all this one object.
+    @property
+    def leadership(self) -> FakeController:
+        return self
+
+    @property
+    def reads(self) -> FakeController:
+        return self
+
+    @property
+    def topics(self) -> FakeController:
+        return self
+
+    @property
+    def jobs(self) -> FakeController:
+        return self
+
+    @property
+    def tree(self) -> FakeController:
+        return self
+
+    def _call(self, name: str, *args: Any) -> None:
+        self.calls.append((name, args))
+        if self.fail is not None:
+            raise self.fail
+
+    def is_leader(self) -> bool:
+        return self.leading
+
+    def leader(self) -> dict[str, str] | None:
+        return self.leader_info
+
+    def health(self) -> Health:
+        state = ControllerState.LEADING if self.leading else ControllerState.STANDBY
+        return Health(True, self.controller_id, state, self.leading, None, None)
+
+    def list_topics(self) -> list[IdealState]:
+        self._call("list_topics")
+        return [IdealState("src.dst", "orders", 2)]
+
+    def _view(self, topic: str, partitions: int, route: str | None) -> TopicView:
+        name = route or "src.dst"
+        one = RouteTopic(IdealState(name, topic, partitions), ExternalView(name, topic), self.controller_id, topic)
+        return TopicView(topic, {name: one})
+
+    def topic_view(self, topic: str, route: str | None = None) -> TopicView:
+        self._call("topic_view", topic, route)
+        return self._view(topic, 1, route)
+
+    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView:
+        self._call("add_topic", topic, num_partitions, route)
+        return self._view(topic, num_partitions or 1, route)
+
+    def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]:
+        self._call("add_topics", topics, route)
+        return [IdealState(route or "src.dst", t["topic"], t["numPartitions"] or 1) for t in topics]
+
+    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView:
+        self._call("expand_topic", topic, num_partitions, route)
+        return self._view(topic, num_partitions, route)
+
+    def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted:
+        self._call("delete_topic", topic, route)
+        return TopicDeleted(topic, (route or "src.dst",))
+
+    def instances(self) -> Instances:
+        self._call("instances")
+        return Instances([], {})
+
+    def rebalance_now(self) -> Rebalanced:
+        self._call("rebalance_now")
+        return Rebalanced(0)
+
+    def validation(self) -> Validation:
+        self._call("validation")
+        return Validation([], {}, None)
+
+    def source_validation(self) -> SourceValidation:
+        self._call("source_validation")
+        return SourceValidation(0, [], None)
+
+    def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
+        self._call("offsets", topic, partition)
+        return {}
+
+    def destination_topic(self, route: str, topic: str) -> str:
+        return topic
+
+    def noprogress(self) -> NoProgress:
+        self._call("noprogress")
+        return NoProgress({}, {}, 60.0)
+
+    def metrics_text(self) -> bytes:
+        return b"# no metrics\n"
+
+    def groups(self, group: str | None = None) -> GroupCheckpoints:
+        self._call("groups", group)
+        if group == "unknown":
+            raise NotFound("group 'unknown' has no checkpoint")
+        return GroupCheckpoints({}, {})
+
+    def tree_view(self) -> TreeView:
+        self._call("tree_view")
+        return TreeView("1(a,b)", 60.0, [], [], "DISTRIBUTOR ...")
+
+    def heartbeats(self) -> HeartbeatView:
+        self._call("heartbeats")
+        return HeartbeatView([], {})
+
+    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]:
+        self._call("switch_target", distributor, leaf)
+        return {distributor: leaf}
+
+    def _schema_report(self) -> SchemaReport:
+        return SchemaReport("src", [self.controller_id], 0.0, [], True, {}, [], [], [], {})
+
+    def schema_status(self) -> SchemaStatus:
+        self._call("schema_status")
+        return SchemaStatus(self._schema_report(), None)
+
+    def schema_sync(self) -> SchemaReport:
+        self._call("schema_sync")
+        return self._schema_report()
+
+
+def as_controller_api(fake: FakeController) -> ControllerApi:
+    return fake  # mypy checks that the fake satisfies the Protocol

@@ -11,19 +11,7 @@ import pytest
 
 from ferry.common.errors import FerryError
 from ferry.devstack import support
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
+from tests.fakes import FakeClock
 
 
 def test_poll_until_returns_the_first_truthy_result() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ferry.devstack import stack as devstack
-from tests.e2e.harness import Fleet
+from tests.harness.processes import Fleet
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ from confluent_kafka import KafkaError
 from ferry.common.kafka import clients as kafka_clients
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import produce_blocking
-from tests.e2e.harness import HEADER_SEQ, FerryProcess, Fleet, RecordLedger, wait_until
+from tests.harness.processes import HEADER_SEQ, FerryProcess, Fleet, RecordLedger, wait_until
 
 PARTITIONS = 8
 RATE_PER_S = 2_500

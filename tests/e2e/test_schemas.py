@@ -18,8 +18,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from ferry.controller.schemas.registry import CCOMPAT
 from ferry.devstack import stack as devstack
-from tests.e2e.harness import Fleet, wait_until
-from tests.integration.test_schemas import register, version, versions
+from tests.harness.processes import Fleet, wait_until
+from tests.harness.registry import register, version, versions
 
 ORDER = """{"type": "record", "name": "Order", "namespace": "ferry.test",
  "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}]}"""

@@ -18,8 +18,8 @@ import yaml
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import Spawned, free_port, spawn, stop_all
 from ferry.fleet.manager import FleetManager
-from tests.e2e.harness import wait_until
-from tests.fleet.test_fleet import ferry, mirror
+from tests.harness.fleet_cli import ferry, mirror
+from tests.harness.processes import wait_until
 
 KIT = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
 

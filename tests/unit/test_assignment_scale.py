@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from ferry.common.core.assignment import assign, loads, moved, rebalance
 from ferry.common.model import PartitionKey, TopicKey
-from tests.unit.test_assignment import minimal_moves
+from tests.oracles.assignment import minimal_moves
 
 pytestmark = pytest.mark.unit
 

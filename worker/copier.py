@@ -360,7 +360,7 @@ class RouteCopier:
                 if run:
                     tracker.sent_run(key, run)
                     run = []
-                if self._skipped(key, offset):
+                if self._settled_as_already_written(key, offset):
                     continue
             timestamp_type, timestamp = message.timestamp()
             try:
@@ -406,8 +406,12 @@ class RouteCopier:
         self._metrics.bytes.labels(self.route.name).inc(size)
         return copied
 
-    def _skipped(self, key: TopicPartitionKey, offset: int) -> bool:
-        """Whether ``offset`` is already on the destination (resume rule); then it counts as copied."""
+    def _settled_as_already_written(self, key: TopicPartitionKey, offset: int) -> bool:
+        """Settles ``offset`` as copied when the destination already has it (resume rule): marks it
+        sent and acknowledged in the watermark, counts it, and says True; else says False.
+
+        Not a pure check: it also consumes the partition's skip set (drops ``offset`` from it, and
+        the whole set once the copy passed its highest offset)."""
         skip = self._skip[key]
         if offset not in skip:
             if offset > self._skip_max[key]:

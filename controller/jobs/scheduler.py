@@ -88,7 +88,7 @@ class LeaderJobs:
     def start(self) -> None:
         """Schedules this lead's periodic jobs."""
         config = self.config.controller
-        self._every("observe", self._topics.observe, config.observer_interval_s, "observer", datetime.now())
+        self._every("observe", self._topics.follow_sources, config.observer_interval_s, "observer", datetime.now())
         self._every("lag", self.sample_offsets, config.lag_interval_s, "lag", datetime.now() + timedelta(seconds=1))
         if self.config.heartbeats.interval_s:
             self._heartbeats = HeartbeatJob(self.config, self._tree.effective_routes, lambda: int(time.time() * 1000))

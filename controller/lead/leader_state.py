@@ -1,16 +1,19 @@
 """The leader's in-memory model of Ferry's ZooKeeper state, and the incremental planner over it.
 
-Pure: no I/O, no clock (``now`` comes in as a number). :class:`controller.service.Controller`
-loads it once at takeover (:meth:`LeaderState.load`), feeds it what the watches saw
-(:meth:`set_live`, :meth:`set_status`) and what it wrote itself (:meth:`put_topic`), asks
-:meth:`plan` for the writes, and records them with :meth:`applied` once ZooKeeper took them.
-A failed write makes the controller throw the model away and load it again.
+Pure: no I/O, no clock (``now`` comes in as a number). The reconciler
+(:class:`controller.lead.reconciler.Reconciler`) builds it from one snapshot of ZooKeeper at the
+first reconcile of a lead (``LeaderState(store.snapshot(), departed_at)``), feeds it what the
+watches saw (:meth:`set_live`, :meth:`set_status`) and what the lead wrote itself
+(:meth:`put_topic`), asks :meth:`plan` for the writes, and records them with :meth:`applied` once
+ZooKeeper took them. A failed write makes the reconciler drop the model and build it again.
 
-States::
+States (no state field: what an event touched is kept in ``_touched``, ``_touched_topics`` and
+``_check_workers``)::
 
-    LOADED  -> PLANNED   plan(): the desired state moved on; the writes are pending
-    PLANNED -> LOADED    applied(): ZooKeeper holds them (the mirrors are updated)
-    any     -> (gone)    the controller drops the object after a failed write, or when the lead ends
+    SETTLED --set_live / set_status / put_topic--> TOUCHED   the next plan looks at what changed
+    TOUCHED --plan()--> SETTLED      returns the Changes; the mirrors still hold the old values
+    any     --applied(changes)--> same state; the mirrors hold the changes ZooKeeper took
+    any     --> (dropped)            after a failed write, or when the lead ends
 
 It decides exactly as ``plan`` of ``tests/oracles/planner.py`` (the specification, kept as plain loops;
 tests/unit/test_leader_state.py checks both agree after random events), but a plan costs what

@@ -239,8 +239,9 @@ class TopicAdmin:
 
     # -- the observer (job ``observe``) -------------------------------------------------------
 
-    def observe(self) -> observer.Decisions:
-        """Whitelists new matching source topics, expands grown ones, makes destination configs follow.
+    def follow_sources(self) -> observer.Decisions:
+        """Writes what the observer decided: whitelists new matching source topics, expands grown
+        ones (fenced writes and a reconcile), makes destination configs follow.
 
         One metadata request per source cluster (not one per topic), one write and one reconcile
         for everything it decided. Topics Ferry mirrors but the source does not have (e.g. a

@@ -9,7 +9,8 @@ import pytest
 from kazoo.exceptions import SessionExpiredError
 
 from ferry.common.config import parse_config
-from ferry.worker.service import RUNNING, Worker
+from ferry.common.vocabulary import WorkerState
+from ferry.worker.service import Worker
 from tests.fakes import FakeClock
 
 
@@ -36,7 +37,7 @@ def _worker(zk: FakeZk, clock: FakeClock) -> Worker:
         "routes": [{"source": "a", "destination": "b"}],
     })
     worker = Worker(config, "w1", metrics_port=0, zk=zk, clock=clock)  # type: ignore[arg-type]
-    worker.state = RUNNING
+    worker.state = WorkerState.RUNNING
     return worker
 
 

@@ -23,6 +23,7 @@ from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 from ferry.common.config import RouteConfig
 from ferry.common.core.offset_map import MAP_TOPIC
 from ferry.common.kafka.errors import kafka_error
+from ferry.common.kafka.topics import InternalTopic
 from ferry.worker.errors import PartitionDeferred, PartitionStopped
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,8 @@ class DestinationTopics:
         self._admin = admin
         self._clock = clock
         self._sleep = sleep
-        self._map_topic_ready = False
+        self._map_topic = InternalTopic(
+            NewTopic(MAP_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"}), ADMIN_TIMEOUT_S)
 
     def source_partitions(self, consumer: Any, topic: str) -> int:
         """How many partitions ``topic`` has at the source (read through the route's consumer)."""
@@ -94,12 +96,7 @@ class DestinationTopics:
 
     def ensure_map_topic(self) -> None:
         """Creates the compacted offset-map topic on the destination once (another worker may have)."""
-        if self._map_topic_ready:
-            return
-        future = self._admin.create_topics(
-            [NewTopic(MAP_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"})])[MAP_TOPIC]
-        admin_result(future, KafkaError.TOPIC_ALREADY_EXISTS)
-        self._map_topic_ready = True
+        self._map_topic.ensure(self.route.destination, lambda: self._admin)
 
     def _await_producer_metadata(self, producer: Any, topic: str, partitions: int) -> None:
         """Waits (bounded) until the producer's metadata shows ``partitions`` partitions of ``topic``.

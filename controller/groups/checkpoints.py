@@ -56,6 +56,7 @@ from ferry.common.core.offset_map import (
 )
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
+from ferry.common.kafka.topics import InternalTopic
 from ferry.controller.errors import NotFound, Unavailable
 
 log = logging.getLogger(__name__)
@@ -208,7 +209,8 @@ class Checkpointer:
         self._lock = threading.Lock()
         self._latest: dict[str, list[Translation]] = {}  # group -> its last translations
         self._checkpointed_at: dict[tuple[str, str], float] = {}  # (route, group) -> last success
-        self._topics_ready: set[str] = set()
+        self._checkpoint_topic = InternalTopic(
+            NewTopic(CHECKPOINT_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"}), TIMEOUT_S)
         self._producers: dict[str, Any] = {}
 
     # -- clients ----------------------------------------------------------------------------
@@ -337,16 +339,10 @@ class Checkpointer:
     # -- writing ----------------------------------------------------------------------------
 
     def _ensure_checkpoint_topic(self, cluster: str) -> None:
-        if cluster in self._topics_ready:
-            return
-        future = self._admin(cluster).create_topics(
-            [NewTopic(CHECKPOINT_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"})])[CHECKPOINT_TOPIC]
         try:
-            future.result(TIMEOUT_S)
+            self._checkpoint_topic.ensure(cluster, lambda: self._admin(cluster))
         except KafkaException as exc:
-            if kafka_error(exc).code != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise Unavailable(f"cluster {cluster!r}: creating {CHECKPOINT_TOPIC}: {kafka_error(exc)}") from None
-        self._topics_ready.add(cluster)
+            raise Unavailable(f"cluster {cluster!r}: creating {CHECKPOINT_TOPIC}: {kafka_error(exc)}") from None
 
     def emit(self, route: RouteConfig, translations: list[Translation]) -> None:
         """Writes the translations to the checkpoint topic on the destination (key: group|route|topic|partition)."""

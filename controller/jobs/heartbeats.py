@@ -15,13 +15,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_END, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core import heartbeat, provenance
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
+from ferry.common.kafka.topics import InternalTopic
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class HeartbeatJob:
         self._now_ms = now_ms
         self.book = heartbeat.HeartbeatBook()
         self._clusters = sorted({c for r in config.routes for c in (r.source, r.destination)})
-        self._ready: set[str] = set()
+        self._topic = InternalTopic(NewTopic(heartbeat.TOPIC, 1, -1, config={"message.timestamp.type": "LogAppendTime"}), _TIMEOUT_S)
         self._producers: dict[str, Any] = {}
         self._readers: dict[str, Any] = {}
         self._assigned: dict[str, set[str]] = {}
@@ -48,7 +49,7 @@ class HeartbeatJob:
         for cluster in self._clusters:
             self._ensure_topic(cluster)
         for source in sorted({r.source for r in routes}):
-            if source not in self._ready:
+            if not self._topic.ready(source):
                 continue
             producer = self._producers.get(source)
             if producer is None:
@@ -63,18 +64,10 @@ class HeartbeatJob:
             self._read(cluster, names)
 
     def _ensure_topic(self, cluster: str) -> None:
-        if cluster in self._ready:
-            return
-        admin = kafka_clients.admin(self._config.clusters[cluster])
-        topic = NewTopic(heartbeat.TOPIC, 1, -1, config={"message.timestamp.type": "LogAppendTime"})
         try:
-            admin.create_topics([topic])[heartbeat.TOPIC].result(_TIMEOUT_S)
+            self._topic.ensure(cluster, lambda: kafka_clients.admin(self._config.clusters[cluster]))
         except KafkaException as exc:
-            error = kafka_error(exc)
-            if error.code != KafkaError.TOPIC_ALREADY_EXISTS:
-                log.warning("heartbeat topic on %s not created yet: %s", cluster, error)
-                return
-        self._ready.add(cluster)
+            log.warning("heartbeat topic on %s not created yet: %s", cluster, kafka_error(exc))
 
     def _read(self, cluster: str, names: set[str]) -> None:
         reader = self._readers.get(cluster)

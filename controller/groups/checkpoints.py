@@ -56,6 +56,7 @@ from ferry.common.core.offset_map import (
 )
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
+from ferry.common.kafka.pool import ClientPool
 from ferry.common.kafka.topics import InternalTopic
 from ferry.controller.errors import NotFound, Unavailable
 
@@ -203,27 +204,24 @@ class Checkpointer:
         self._config = config
         self._client_id = client_id
         self._clock = clock
-        self._admins: dict[str, Any] = {}
-        self._consumers: dict[str, Any] = {}
+        self._admins: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.admin(config.clusters[cluster]))
+        # assign()-only reads; never commits
+        self._consumers: ClientPool[str] = ClientPool(
+            lambda cluster: kafka_clients.consumer(config.clusters[cluster], f"ferry.checkpoints.{client_id}"))
         self._maps: dict[str, OffsetMapReader] = {}
         self._lock = threading.Lock()
         self._latest: dict[str, list[Translation]] = {}  # group -> its last translations
         self._checkpointed_at: dict[tuple[str, str], float] = {}  # (route, group) -> last success
         self._checkpoint_topic = InternalTopic(
             NewTopic(CHECKPOINT_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"}), TIMEOUT_S)
-        self._producers: dict[str, Any] = {}
+        self._producers: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.producer(config.clusters[cluster]))
 
     # -- clients ----------------------------------------------------------------------------
 
     def _admin(self, cluster: str) -> Any:
-        if cluster not in self._admins:
-            self._admins[cluster] = kafka_clients.admin(self._config.clusters[cluster])
         return self._admins[cluster]
 
     def _consumer(self, cluster: str) -> Any:
-        if cluster not in self._consumers:  # assign()-only reads; never commits
-            self._consumers[cluster] = kafka_clients.consumer(self._config.clusters[cluster],
-                                                              f"ferry.checkpoints.{self._client_id}")
         return self._consumers[cluster]
 
     def _map(self, cluster: str) -> OffsetMapReader:
@@ -243,7 +241,7 @@ class Checkpointer:
     def close(self) -> None:
         for reader in self._maps.values():
             reader.close()
-        for consumer in self._consumers.values():
+        for consumer in self._consumers:
             consumer.close()
 
     # -- reading ----------------------------------------------------------------------------
@@ -349,8 +347,6 @@ class Checkpointer:
         if not translations:
             return
         self._ensure_checkpoint_topic(route.destination)
-        if route.destination not in self._producers:
-            self._producers[route.destination] = kafka_clients.producer(self._config.clusters[route.destination])
         producer = self._producers[route.destination]
         now_ms = int(self._clock() * 1000)
         for t in translations:
@@ -398,8 +394,6 @@ class Checkpointer:
         gone = reader.below(route.name, log_start)
         if not gone:
             return 0
-        if route.destination not in self._producers:
-            self._producers[route.destination] = kafka_clients.producer(self._config.clusters[route.destination])
         producer = self._producers[route.destination]
         for (route_name, topic, partition), dst_start in gone:
             producer.produce(MAP_TOPIC, key=segment_key(route_name, topic, partition, dst_start), value=None)

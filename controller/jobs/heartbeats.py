@@ -22,6 +22,7 @@ from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core import heartbeat, provenance
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
+from ferry.common.kafka.pool import ClientPool
 from ferry.common.kafka.topics import InternalTopic
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class HeartbeatJob:
         self.book = heartbeat.HeartbeatBook()
         self._clusters = sorted({c for r in config.routes for c in (r.source, r.destination)})
         self._topic = InternalTopic(NewTopic(heartbeat.TOPIC, 1, -1, config={"message.timestamp.type": "LogAppendTime"}), _TIMEOUT_S)
-        self._producers: dict[str, Any] = {}
+        self._producers: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.producer(config.clusters[cluster]))
         self._readers: dict[str, Any] = {}
         self._assigned: dict[str, set[str]] = {}
 
@@ -51,9 +52,7 @@ class HeartbeatJob:
         for source in sorted({r.source for r in routes}):
             if not self._topic.ready(source):
                 continue
-            producer = self._producers.get(source)
-            if producer is None:
-                producer = self._producers[source] = kafka_clients.producer(self._config.clusters[source])
+            producer = self._producers[source]
             try:
                 producer.produce(heartbeat.TOPIC, value=heartbeat.encode(source, self._now_ms()), key=source.encode())
                 producer.poll(0)
@@ -110,5 +109,5 @@ class HeartbeatJob:
         for reader in self._readers.values():
             with contextlib.suppress(KafkaException, RuntimeError):
                 reader.close()
-        for producer in self._producers.values():
+        for producer in self._producers:
             producer.flush(1)

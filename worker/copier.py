@@ -42,12 +42,20 @@ from ferry.common.core.resume import resume_plan
 from ferry.common.core.topology import copy_flags
 from ferry.common.core.watermark import OffsetWatermarks
 from ferry.common.kafka import clients as kafka_clients
-from ferry.common.kafka.errors import KafkaFailure, kafka_error
+from ferry.common.kafka.errors import kafka_error
 from ferry.common.model import PartitionStatus
 from ferry.common.vocabulary import PartitionState
 from ferry.worker import start_offsets
 from ferry.worker.destination import METADATA_TIMEOUT_S, DestinationTopics
-from ferry.worker.errors import PartitionDeferred, PartitionStopped, ProducerFailed, WorkerError
+from ferry.worker.errors import (
+    PERMANENT_CONSUMER_ERRORS,
+    RETRY_BACKOFF_S,
+    PartitionDeferred,
+    PartitionStopped,
+    ProducerFailed,
+    WorkerError,
+)
+from ferry.worker.errors import delivery_failure as _delivery_failure  # the copy loop's name for it
 from ferry.worker.lookback import DestinationReader, LookBackTimeout
 from ferry.worker.map_writer import OffsetMapWriter
 from ferry.worker.metrics import WorkerMetrics
@@ -56,31 +64,6 @@ log = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
 
-# Errors that mean the record (or the partition) will never be accepted as it is.
-_PERMANENT_CONSUMER_ERRORS = {
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError._UNKNOWN_TOPIC,
-}
-# The destination will never take these records as they are: the partition stops in ERROR until
-# it is unassigned. Any other delivery failure (a timeout while the destination was down, ...)
-# restarts the partition from its committed offset after RETRY_BACKOFF_S.
-_PERMANENT_DELIVERY_ERRORS = {
-    KafkaError.MSG_SIZE_TOO_LARGE,
-    KafkaError.RECORD_LIST_TOO_LARGE,
-    KafkaError.INVALID_RECORD,
-    KafkaError.INVALID_MSG,
-    KafkaError.INVALID_TIMESTAMP,
-    KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-    KafkaError.POLICY_VIOLATION,
-    KafkaError.TOPIC_EXCEPTION,
-    KafkaError.INVALID_REQUIRED_ACKS,
-    KafkaError._INVALID_ARG,
-}
-RETRY_BACKOFF_S = 5.0
 LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 # Room for the record batch's own framing under a topic's max.message.bytes.
 _BATCH_FRAMING_BYTES = 1024
@@ -487,7 +470,7 @@ class RouteCopier:
     def _consumer_error(self, message: Any) -> None:
         error: KafkaError = message.error()
         topic, partition = message.topic(), message.partition()
-        if error.code() in _PERMANENT_CONSUMER_ERRORS and topic and partition is not None and partition >= 0:
+        if error.code() in PERMANENT_CONSUMER_ERRORS and topic and partition is not None and partition >= 0:
             self._stop((topic, partition), None, PartitionStopped(f"the source reports: {error.str()}"))
             return
         self._metrics.errors.labels(self.route.name, "consumer").inc()
@@ -665,12 +648,3 @@ class RouteCopier:
         self._consumer.close()
         self._reader.close()
 
-
-def _delivery_failure(error: KafkaFailure, what: str) -> PartitionStopped | PartitionDeferred | ProducerFailed:
-    """What a record the destination refused means: its partition stops for good when the record
-    will never be accepted as it is, else restarts later; a fatal error also fails the producer."""
-    reason = f"{what}: {error}"
-    record: PartitionStopped | PartitionDeferred = (
-        PartitionStopped(reason) if error.code in _PERMANENT_DELIVERY_ERRORS
-        else PartitionDeferred(reason, retry_after_s=RETRY_BACKOFF_S))
-    return ProducerFailed(record) if error.fatal else record

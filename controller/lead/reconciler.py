@@ -45,9 +45,10 @@ from ferry.common.errors import ConfigError
 from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, ControllerError, NotLeader, Unavailable
-from ferry.controller.lead.leader_state import Changes, LeaderState, writes
+from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.leadership import LEADING, Leadership
 from ferry.controller.lead.store import Op, Store
+from ferry.controller.lead.write_order import writes
 from ferry.controller.metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)

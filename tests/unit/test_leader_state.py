@@ -29,8 +29,9 @@ from ferry.common.model import (
     WorkerStatus,
 )
 from ferry.common.zk.layout import ZkLayout
-from ferry.controller.lead.leader_state import LeaderState, writes
+from ferry.controller.lead.leader_state import LeaderState
 from ferry.controller.lead.store import Snapshot, chunks
+from ferry.controller.lead.write_order import writes
 from tests.oracles.planner import plan
 
 pytestmark = pytest.mark.unit

@@ -40,11 +40,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
-from ferry.common.config import FerryConfig, RouteConfig
-from ferry.common.errors import ConfigError
+from ferry.common.config import FerryConfig
 from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
 from ferry.common.zk.layout import ZkLayout
-from ferry.controller.errors import BadRequest, ControllerError, NotLeader, Unavailable
+from ferry.controller.errors import ControllerError, NotLeader, Unavailable
 from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.leadership import LEADING, Leadership
 from ferry.controller.lead.store import Op, Store
@@ -459,11 +458,3 @@ class Reconciler:
             TopicKey(route.name, topic)
             for route in self.config.routes for topic in self.store.children(f"{self.layout.removed}/{route.name}")
         }
-
-
-def select_routes(config: FerryConfig, route: str | None) -> list[RouteConfig]:
-    """Every route, or the one named ``route`` (:class:`BadRequest` when it is not configured)."""
-    try:
-        return config.routes_named(route)
-    except ConfigError as exc:
-        raise BadRequest(str(exc)) from None

@@ -28,10 +28,10 @@ from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, Conflict, NotFound
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.lead.leadership import Leadership
-from ferry.controller.lead.reconciler import Reconciler, select_routes
+from ferry.controller.lead.reconciler import Reconciler
 from ferry.controller.lead.store import Op
 from ferry.controller.topics import observer
-from ferry.controller.topics.reads import ReadSide, TopicView
+from ferry.controller.topics.reads import ReadSide, TopicView, select_routes
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,9 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
-from ferry.common.config import FerryConfig
+from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core.diff import Mismatch, compare, summarize
+from ferry.common.errors import ConfigError
 from ferry.common.model import (
     ExternalView,
     IdealState,
@@ -30,10 +31,10 @@ from ferry.common.model import (
 )
 from ferry.common.vocabulary import ControllerState, StrEnum
 from ferry.common.zk.layout import ZkLayout
-from ferry.controller.errors import NotFound, Unavailable
+from ferry.controller.errors import BadRequest, NotFound, Unavailable
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.lead.leadership import Leadership
-from ferry.controller.lead.reconciler import Reconciler, select_routes
+from ferry.controller.lead.reconciler import Reconciler
 from ferry.controller.metrics import ControllerMetrics
 from ferry.controller.topics.progress import OffsetSample
 
@@ -294,3 +295,11 @@ def _instances(
         ))
     departed = {w: parts for w, parts in sorted(holding.items()) if w not in live}
     return Instances(instances, departed)
+
+
+def select_routes(config: FerryConfig, route: str | None) -> list[RouteConfig]:
+    """Every route, or the one named ``route`` (:class:`BadRequest` when it is not configured)."""
+    try:
+        return config.routes_named(route)
+    except ConfigError as exc:
+        raise BadRequest(str(exc)) from None

@@ -81,7 +81,7 @@ class LeaderJobs:
         self._config_path = config_path  # for the Spark validation, run as `ferry validate --store`
         self.progress = ProgressTracker(config.controller.noprogress_after_s)
         self.checkpoints = Checkpointer(config, controller_id, clock=clock)
-        # Schema distribution (config `schemas`): see schema_distributor.
+        # Schema distribution (config `schemas`): see controller/schemas/distributor.py.
         self.schemas = SchemaDistributor(config.schemas, metrics.registry) if config.schemas else None
         self._heartbeats: HeartbeatJob | None = None  # the leader's, with heartbeats.interval_s
 

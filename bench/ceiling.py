@@ -7,14 +7,14 @@ The bench runs one such process per CPU (``--block I/K``: the I-th of K contiguo
 partitions), so the ceiling is what these brokers take on this machine, not what one Python
 thread can push. Each process: one librdkafka consumer (``assign()`` from the beginning, no group, no commits) and one
 producer with the same delivery guarantees as Ferry's, built with Ferry's client defaults
-(``common/kafka_clients.py``, the best settings measured) plus the same overrides the bench
+(``common/kafka/clients.py``, the best settings measured) plus the same overrides the bench
 gives Ferry's workers (``--consumer-config``, ``--producer-config``), copying key, value, headers and timestamp to the same partition. No offset tracking, no
 delivery callbacks, no status, no metrics, no Python call per record beyond the client's own: whatever a replicator adds costs on top of this.
 Runs until SIGTERM, then flushes and exits.
 
 Two variants add to the same loop what Ferry's guarantees need from the client, and nothing of
 Ferry's own bookkeeping: ``--stamp`` (the bench's ``stamped-copy``) puts Ferry's provenance header
-on each copy (:class:`common.provenance.Stamper`); ``--stamp --reports`` (``acked-copy``) also
+on each copy (:class:`common.core.provenance.Stamper`); ``--stamp --reports`` (``acked-copy``) also
 asks a delivery report per record (a Python callback that only queues it, emptied after each
 poll), which a replicator that loses no record and maps offsets needs. Their CPU per record
 against the ceiling's is what those cost through confluent-kafka, whoever writes the replicator.
@@ -32,8 +32,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from ferry.common import kafka_clients
-from ferry.common.provenance import Stamper
+from ferry.common.core.provenance import Stamper
+from ferry.common.kafka import clients as kafka_clients
 
 BATCH = 10_000
 

@@ -107,7 +107,7 @@ def run_failover(args: argparse.Namespace) -> int:
 
     from ferry.bench.failover import render
     from ferry.bench.failover import run_failover as run_it
-    from ferry.common import devstack
+    from ferry.devstack import stack as devstack
 
     try:
         lags = [int(x) for x in args.lags.split(",") if x.strip()]
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     from ferry.bench.report import render, write_json
     from ferry.bench.runner import Options, run_bench
     from ferry.bench.workload import Workload
-    from ferry.common import devstack
+    from ferry.devstack import stack as devstack
 
     if args.records < 1 or args.partitions < 1:
         raise FerryError("--records and --partitions must be at least 1")

@@ -46,8 +46,8 @@ import yaml
 from ferry.bench.errors import BenchError
 from ferry.bench.procstat import cpu_seconds, machine
 from ferry.common.errors import FerryError
-from ferry.common.support import ferry_command, fleet_config, free_port, poll_until, spawn
 from ferry.common.vocabulary import ControllerState
+from ferry.devstack.support import ferry_command, fleet_config, free_port, poll_until, spawn
 
 ROUTE = "src.dst"
 # The figures of Ferry's first controller (a whole-state reconcile, one read per node), measured on the
@@ -574,7 +574,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from ferry.common import devstack
+    from ferry.devstack import stack as devstack
 
     sizes = args.sizes or [Size(16_000, 200), Size(160_000, 2_000)]
     if args.processes < 1 or args.batch_topics < 1 or args.single_posts < 0:

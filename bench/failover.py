@@ -9,7 +9,7 @@ group's destination offset and reports how many records a consumer starting ther
 (already processed at the source) or skips (never processed).
 
 It also measures, in this process, the CPU cost per record of Ferry's provenance header
-(:func:`common.provenance.stamp`) and of the offset map (:meth:`common.offset_map.OffsetMap.record`).
+(:func:`common.core.provenance.stamp`) and of the offset map (:meth:`common.core.offset_map.OffsetMap.record`).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from confluent_kafka.admin import NewTopic
 
 from ferry.bench.errors import BenchError
 from ferry.bench.systems import FerryWorkers, MirrorMaker2
-from ferry.common import kafka_clients
-from ferry.common.devstack import Stack
-from ferry.common.offset_map import OffsetMap
-from ferry.common.provenance import stamp
-from ferry.common.support import (
+from ferry.common.core.offset_map import OffsetMap
+from ferry.common.core.provenance import stamp
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack.stack import Stack
+from ferry.devstack.support import (
     WaitTimeout,
     commit_offset,
     committed_offset,

@@ -38,7 +38,7 @@ from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.recipe.watchers import DataWatch
 
 from ferry.common.model import PartitionState, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus
-from ferry.common.zk_layout import ZkLayout
+from ferry.common.zk.layout import ZkLayout
 
 # worker id, partitions ONLINE now, time.time() when ZooKeeper took the status
 Report = Callable[[str, int, float], None]

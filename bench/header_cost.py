@@ -8,7 +8,7 @@ No cluster, no replicator: the copier's per-record header work is run in a loop 
 * ``hop``: a copy's header is read, checked by loop prevention and replaced (path one longer);
 * ``tree``: the same with a distributor's copy-flags decision.
 
-Each case runs the copier's own code for it, :class:`common.provenance.Stamper` (the header's
+Each case runs the copier's own code for it, :class:`common.core.provenance.Stamper` (the header's
 prefix is built once per route and per previous header; only the source offset is formatted per
 record).
 
@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ferry.common.provenance import HEADER, Stamper, encode
-from ferry.common.topology import copy_flags
+from ferry.common.core.provenance import HEADER, Stamper, encode
+from ferry.common.core.topology import copy_flags
 
 _APP_HEADERS: list[tuple[str, bytes | None]] = [("trace-id", b"0af7651916cd43dd8448eb211c80319c"), ("type", b"order")]
 

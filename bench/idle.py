@@ -18,8 +18,8 @@ from typing import Any
 from ferry.bench import procstat, workload
 from ferry.bench.errors import BenchError
 from ferry.bench.systems import FerryWorkers
-from ferry.common.devstack import Server, Stack
-from ferry.common.support import poll_until
+from ferry.devstack.stack import Server, Stack
+from ferry.devstack.support import poll_until
 
 _ONLINE_TIMEOUT_S = 120.0
 _SETTLE_S = 1.0

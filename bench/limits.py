@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.bench.errors import BenchError
-from ferry.common.devstack import jars_dir
+from ferry.devstack.stack import jars_dir
 
 PRODUCER_MAIN = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_MAIN = "org.apache.kafka.tools.ConsumerPerformance"

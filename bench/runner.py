@@ -38,8 +38,8 @@ from ferry.bench.errors import BenchError
 from ferry.bench.names import CEILING_VARIANTS, KNOWN, SYSTEMS, known_system
 from ferry.bench.systems import Ceiling, FerryWorkers, MirrorMaker2, System
 from ferry.bench.workload import Latency, Workload
-from ferry.common.devstack import Stack
-from ferry.common.support import records_in
+from ferry.devstack.stack import Stack
+from ferry.devstack.support import records_in
 
 log = logging.getLogger(__name__)
 

@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     from ferry.bench import runner, workload
     from ferry.bench.systems import FerryWorkers
     from ferry.bench.workload import Workload
-    from ferry.common import devstack, kafka_clients
+    from ferry.common.kafka import clients as kafka_clients
+    from ferry.devstack import stack as devstack
 
     # SIGTERM ends the sweep through its finally blocks: the worker under test stops, topics go.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))

@@ -32,12 +32,12 @@ from confluent_kafka import KafkaException
 
 from ferry.bench import workload
 from ferry.bench.errors import BenchError
-from ferry.common import support
 from ferry.common.config import ZookeeperConfig
-from ferry.common.devstack import LOG4J2_CONFIG, REPO_ROOT, Stack, jars_dir
 from ferry.common.model import PartitionKey, PartitionState, WorkerAssignment, WorkerStatus
-from ferry.common.support import Spawned, WaitTimeout, ferry_command, poll_until, stop_all
-from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.common.zk.layout import ZkLayout, make_client
+from ferry.devstack import support
+from ferry.devstack.stack import LOG4J2_CONFIG, REPO_ROOT, Stack, jars_dir
+from ferry.devstack.support import Spawned, WaitTimeout, ferry_command, poll_until, stop_all
 
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 # As kafka-run-class.sh starts every Kafka tool (KAFKA_JVM_PERFORMANCE_OPTS), with a small heap.

@@ -25,9 +25,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry.bench.errors import BenchError
-from ferry.common import kafka_clients, provenance
-from ferry.common.kafka_errors import kafka_error
-from ferry.common.support import poll_until, produce_blocking
+from ferry.common.core import provenance
+from ferry.common.kafka import clients as kafka_clients
+from ferry.common.kafka.errors import kafka_error
+from ferry.devstack.support import poll_until, produce_blocking
 
 HEADER_RUN = "bench-run"
 HEADER_SEQ = "bench-seq"

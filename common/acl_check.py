@@ -22,9 +22,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from ferry.common import acls, kafka_clients
+from ferry.common import acls
 from ferry.common.config import FerryConfig, load_config
-from ferry.common.kafka_errors import kafka_error
+from ferry.common.kafka import clients as kafka_clients
+from ferry.common.kafka.errors import kafka_error
 
 _TIMEOUT_S = 15.0
 # A filter's "any name" and "any host": None, which confluent-kafka's annotations (str) do not admit.

@@ -41,12 +41,12 @@ import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ferry.common import heartbeat
-from ferry.common import naming as topic_naming
-from ferry.common import tree as distribution_tree
 from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.core import heartbeat
+from ferry.common.core import naming as topic_naming
+from ferry.common.core import tree as distribution_tree
+from ferry.common.core.offset_map import CHECKPOINT_TOPIC, MAP_TOPIC
 from ferry.common.errors import ConfigError
-from ferry.common.offset_map import CHECKPOINT_TOPIC, MAP_TOPIC
 
 TOPIC, GROUP, CLUSTER = "topic", "group", "cluster"
 LITERAL, PREFIXED = "literal", "prefixed"

@@ -16,11 +16,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from ferry.common import endpoints, heartbeat, topology
-from ferry.common import naming as topic_naming
-from ferry.common import tree as distribution_tree
+from ferry.common import endpoints
+from ferry.common.core import heartbeat, topology
+from ferry.common.core import naming as topic_naming
+from ferry.common.core import tree as distribution_tree
+from ferry.common.core.schemas import SubjectFormat
 from ferry.common.errors import ConfigError
-from ferry.common.schemas import SubjectFormat
 
 # Cluster names become part of ZooKeeper node names, route names and consumer group ids.
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -143,7 +144,7 @@ class RouteConfig(_Strict):
     """the destination producer's compression.type for this route: mirrored traffic usually crosses datacenters, and lz4 saves most of the bytes of compressible records for little CPU (BENCHMARKS.md); a compression.type in worker.producer overrides it for every route"""
     loop_prevention: bool = False
     """skip records whose provenance path holds the destination (they came from it or through it) or that are not this route's to forward: what makes identity-named active-active and meshes loop-free (docs/topologies.md); needed on identity-named cycles (refused without)"""
-    # Set on the routes derived from ``tree`` (common/tree.py): the distributor's level (its copy
+    # Set on the routes derived from ``tree`` (common/core/tree.py): the distributor's level (its copy
     # flags decide what it copies) and its name, ``<cluster>.L<level>``, which names the route
     # and its consumer group so that switching its target leaf keeps its committed offsets.
     copy_level: int | None = Field(None, ge=1, le=distribution_tree.MAX_LEVEL)
@@ -170,7 +171,7 @@ class RouteConfig(_Strict):
                 and topic_naming.refusal(self, topic) is None)
 
     def destination_topic(self, topic: str) -> str:
-        """The name of source topic ``topic`` on the destination (:mod:`common.naming`)."""
+        """The name of source topic ``topic`` on the destination (:mod:`common.core.naming`)."""
         return topic_naming.destination_topic(self, topic)
 
     @property
@@ -317,7 +318,7 @@ class SparkConfig(_Strict):
 
 
 class TreeConfig(_Strict):
-    """Axual's distribution tree (:mod:`common.tree`): its routes are derived, one per distributor."""
+    """Axual's distribution tree (:mod:`common.core.tree`): its routes are derived, one per distributor."""
 
     layout: str = Field(min_length=3)
     """clusters as leaves of a binary tree, e.g. 3(1(a,b),1(c,d)) or ((a,(b,c)),(d,e)); [level](left,right); levels default to heights"""
@@ -589,7 +590,7 @@ class FerryConfig(_Strict):
         return result
 
     def copied_origins(self, route: RouteConfig) -> frozenset[str] | None:
-        """For a route with loop prevention, the origins whose records it copies (:mod:`common.topology`);
+        """For a route with loop prevention, the origins whose records it copies (:mod:`common.core.topology`);
         None for a route without (it copies everything)."""
         if not route.loop_prevention or route.copy_level is not None:
             return None

@@ -1,6 +1,6 @@
 """Plain data shared by controller and worker: what Ferry stores in ZooKeeper.
 
-Pure: no I/O, no clock. Node paths live in :mod:`common.zk_layout`; this module only says what
+Pure: no I/O, no clock. Node paths live in :mod:`common.zk.layout`; this module only says what
 the nodes hold.
 
 Two layers per node, on purpose:

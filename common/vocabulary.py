@@ -86,7 +86,7 @@ class WorkerState(StrEnum):
 
 
 class OpKind(StrEnum):
-    """One ZooKeeper write of a leader's fenced transaction (``controller/store.py`` ``Op``)."""
+    """One ZooKeeper write of a leader's fenced transaction (``controller/lead/store.py`` ``Op``)."""
 
     CREATE = "create"
     SET = "set"

@@ -43,7 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "then derived from the bind address)")
     parser.add_argument("--id", help="this controller's id (default: host name and REST port)")
     parser.set_defaults(func=_run)
-    from ferry.controller import groups_cli  # `ferry groups`: the checkpoint code, run once from the config
+    from ferry.controller.groups import (
+        cli as groups_cli,  # `ferry groups`: the checkpoint code, run once from the config
+    )
 
     groups_cli.register(subparsers)
 
@@ -52,8 +54,8 @@ def _run(args: argparse.Namespace) -> int:
     from cheroot import wsgi
     from cheroot.ssl.builtin import BuiltinSSLAdapter
 
-    from ferry.controller.auth import TokenChecker
-    from ferry.controller.rest import create_app
+    from ferry.controller.api.auth import TokenChecker
+    from ferry.controller.api.rest import create_app
     from ferry.controller.service import Controller
 
     config = load_config(args.config)

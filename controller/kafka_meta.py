@@ -1,6 +1,6 @@
 """The controller's view of the Kafka clusters: topics, partition counts, offsets, topic configs.
 
-Clients come from :mod:`common.kafka_clients` (one AdminClient per cluster, kept for the life
+Clients come from :mod:`common.kafka.clients` (one AdminClient per cluster, kept for the life
 of the controller). Every call has a timeout; an unreachable cluster raises :class:`Unavailable`.
 """
 
@@ -13,8 +13,9 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, OffsetSpec
 
-from ferry.common import kafka_clients
-from ferry.common.kafka_errors import kafka_error
+from ferry.common.kafka import clients as kafka_clients
+from ferry.common.kafka.errors import kafka_error
+from ferry.common.kafka.pool import ClientPool
 from ferry.controller.errors import Unavailable
 
 TIMEOUT_S = 10.0
@@ -25,12 +26,12 @@ FutureTimeout = concurrent.futures.TimeoutError
 class ClusterMetadata:
     def __init__(self, clusters: Mapping[str, Mapping[str, Any]]) -> None:
         self._clusters = clusters
-        self._admins: dict[str, Any] = {}
-        self._consumers: dict[tuple[str, str], Any] = {}
+        self._admins: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.admin(clusters[cluster]))
+        # Only reads committed offsets: never subscribes, assigns or commits.
+        self._consumers: ClientPool[tuple[str, str]] = ClientPool(
+            lambda key: kafka_clients.consumer(clusters[key[0]], key[1]))
 
     def _admin(self, cluster: str) -> Any:
-        if cluster not in self._admins:
-            self._admins[cluster] = kafka_clients.admin(self._clusters[cluster])
         return self._admins[cluster]
 
     def _unavailable(self, cluster: str, exc: KafkaException | FutureTimeout) -> Unavailable:
@@ -92,16 +93,12 @@ class ClusterMetadata:
         tps = [TopicPartition(t, p) for t, p in partitions]
         if not tps:
             return {}
-        key = (cluster, group)
-        if key not in self._consumers:
-            # Only reads committed offsets: never subscribes, assigns or commits.
-            self._consumers[key] = kafka_clients.consumer(self._clusters[cluster], group)
         try:
-            answered = self._consumers[key].committed(tps, timeout=TIMEOUT_S)
+            answered = self._consumers[(cluster, group)].committed(tps, timeout=TIMEOUT_S)
         except KafkaException as exc:
             raise self._unavailable(cluster, exc) from None
         finally:
-            kafka_clients.serve_logs(self._consumers[key])  # never consumes: its log waits for a poll
+            kafka_clients.serve_logs(self._consumers[(cluster, group)])  # never consumes: its log waits for a poll
         return {(tp.topic, tp.partition): tp.offset for tp in answered if tp.offset >= 0}
 
     def topic_configs(self, cluster: str, topics: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -140,6 +137,6 @@ class ClusterMetadata:
             raise self._unavailable(cluster, exc) from None
 
     def close(self) -> None:
-        for consumer in self._consumers.values():
+        for consumer in self._consumers:
             consumer.close()
         self._consumers.clear()

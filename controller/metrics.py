@@ -3,7 +3,7 @@
 Every name starts with ``ferry_controller_`` (heartbeats too: the controller measures them);
 counters are :class:`prometheus_client.Counter` (or counter families) exposed with ``_total``.
 Owns no state of its own besides the metric values; the other parts set them. ZooKeeper traffic
-is read at scrape time from the :class:`controller.store.Store` counters (and the watch reads the
+is read at scrape time from the :class:`controller.lead.store.Store` counters (and the watch reads the
 reconciler counts), through the callables given here (:class:`_ZkTraffic`). APScheduler's job events are counted by
 :meth:`ControllerMetrics.on_job_event` (the scheduler's thread; never raises).
 """
@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ferry.controller.store import Store
+from ferry.controller.lead.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -1,19 +1,19 @@
 """A Ferry controller: the composition root that builds its parts, wires them and starts/stops them.
 
-One of several controllers leads (:mod:`controller.leadership`: STANDBY -> LEADING -> STANDBY,
+One of several controllers leads (:mod:`controller.lead.leadership`: STANDBY -> LEADING -> STANDBY,
 any -> STOPPED). The parts, each in a module of its own:
 
-- ``leadership`` (:mod:`controller.leadership`): the campaign, the fence, the leader node, the epoch;
-- ``reconciler`` (:mod:`controller.reconciler`): the leader's model, the watches feeding it, the
+- ``leadership`` (:mod:`controller.lead.leadership`): the campaign, the fence, the leader node, the epoch;
+- ``reconciler`` (:mod:`controller.lead.reconciler`): the leader's model, the watches feeding it, the
   fenced writes of assignments and views;
-- ``topics`` (:mod:`controller.topic_admin`): the fenced topic commands and the observer's writes;
-- ``jobs`` (:mod:`controller.jobs`): the scheduler's periodic leader jobs and their results;
-- ``tree`` (:mod:`controller.tree_control`): the distribution tree's targets and probes;
+- ``topics`` (:mod:`controller.topics.admin`): the fenced topic commands and the observer's writes;
+- ``jobs`` (:mod:`controller.jobs.scheduler`): the scheduler's periodic leader jobs and their results;
+- ``tree`` (:mod:`controller.tree.control`): the distribution tree's targets and probes;
 - ``metrics`` (:mod:`controller.metrics`): the Prometheus registry;
-- ``reads`` (:mod:`controller.reads`): what any controller answers (REST reads).
+- ``reads`` (:mod:`controller.topics.reads`): what any controller answers (REST reads).
 
-The REST layer (:mod:`controller.rest`) takes this object and uses the parts by name; the parts
-answer with typed data, which :mod:`controller.rest_json` shapes as JSON. When the
+The REST layer (:mod:`controller.api.rest`) takes this object and uses the parts by name; the parts
+answer with typed data, which :mod:`controller.api.rest_json` shapes as JSON. When the
 lead starts, the reconciler forgets the former lead, then (LEADING) its watches and the jobs
 start; when the lead ends, every job is removed and the model dropped.
 """
@@ -28,16 +28,16 @@ from apscheduler.schedulers import SchedulerNotRunningError
 from kazoo.client import KazooClient
 
 from ferry.common.config import FerryConfig
-from ferry.common.zk_layout import ZkLayout, make_client
-from ferry.controller.jobs import LeaderJobs, make_scheduler
+from ferry.common.zk.layout import ZkLayout, make_client
+from ferry.controller.jobs.scheduler import LeaderJobs, make_scheduler
 from ferry.controller.kafka_meta import ClusterMetadata
-from ferry.controller.leadership import LEADING, STANDBY, STOPPED, Leadership
+from ferry.controller.lead.leadership import LEADING, STANDBY, STOPPED, Leadership
+from ferry.controller.lead.reconciler import Reconciler
+from ferry.controller.lead.store import Store
 from ferry.controller.metrics import ControllerMetrics
-from ferry.controller.reads import ReadSide
-from ferry.controller.reconciler import Reconciler
-from ferry.controller.store import Store
-from ferry.controller.topic_admin import TopicAdmin
-from ferry.controller.tree_control import TreeControl
+from ferry.controller.topics.admin import TopicAdmin
+from ferry.controller.topics.reads import ReadSide
+from ferry.controller.tree.control import TreeControl
 
 __all__ = ["LEADING", "STANDBY", "STOPPED", "Controller"]
 

@@ -1,7 +1,7 @@
 """Ferry: mirrors Apache Kafka topics between clusters.
 
 Installed, Ferry's packages live under this one namespace (``ferry.common``, ``ferry.controller``,
-``ferry.worker``, ``ferry.pipeline``, ``ferry.bench``, ``ferry.fleet``), so they collide with no
+``ferry.worker``, ``ferry.pipeline``, ``ferry.bench``, ``ferry.fleet``, ``ferry.devstack``), so they collide with no
 other project's ``common``. In the source checkout the folders stay at the top level, where the
 design card puts them; ``ferry/<package>`` are relative symbolic links to them, so one import
 name works in the checkout, in an editable install and in a wheel (which holds the real files).

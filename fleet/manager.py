@@ -144,7 +144,7 @@ class FleetManager:
         from kazoo.handlers.threading import KazooTimeoutError
         from kazoo.recipe.election import Election
 
-        from ferry.common.zk_layout import ZkLayout, make_client
+        from ferry.common.zk.layout import ZkLayout, make_client
 
         containers = self.containers()
         if not containers:

@@ -13,7 +13,7 @@ per identity with ``s`` source and ``d`` destination copies:
 
 A route with loop prevention (active-active, meshes with identity names) shares its topics with
 other routes and with local producers, so both sides are first narrowed by the provenance header
-(:mod:`common.provenance`), by the same rule the worker applies (:func:`common.topology.copy_flags`):
+(:mod:`common.core.provenance`), by the same rule the worker applies (:func:`common.core.topology.copy_flags`):
 
 - ``source``: the source records the route copies (origin among the route's copied origins, path
   not holding the destination); the others, copies the route rightly skips, are ``sourceSkipped``;
@@ -36,8 +36,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.core.provenance import HEADER as PROVENANCE_HEADER
 from ferry.common.errors import ConfigError
-from ferry.common.provenance import HEADER as PROVENANCE_HEADER
 from ferry.pipeline import PipelineError
 from ferry.pipeline.kafka_options import spark_kafka_options
 
@@ -143,7 +143,7 @@ def record_identity(records: DataFrame) -> DataFrame:
 
     ``record_id`` hashes the digests of key, value and each header (name and value, in order),
     so field boundaries are unambiguous and no field can be mistaken for another. Ferry's own
-    provenance header (:data:`common.provenance.HEADER`) is left out: a copy carries it, its
+    provenance header (:data:`common.core.provenance.HEADER`) is left out: a copy carries it, its
     source record does not, and they are the same record.
     """
     from pyspark.sql import functions as F
@@ -170,7 +170,7 @@ def record_identity(records: DataFrame) -> DataFrame:
 def provenance_path(headers: Column) -> Column:
     """The path of a record's provenance header as an array of cluster names; null without the header.
 
-    ``1|<path>|<flags>|<offset>`` (:mod:`common.provenance`): the second field, split on commas.
+    ``1|<path>|<flags>|<offset>`` (:mod:`common.core.provenance`): the second field, split on commas.
     """
     from pyspark.sql import functions as F
 
@@ -184,7 +184,7 @@ def provenance_path(headers: Column) -> Column:
 
 
 def copied_by_route(path: Column, source: str, destination: str, origins: frozenset[str]) -> Column:
-    """Whether a source record is one the route copies (:func:`common.topology.copy_flags`' rule for loop prevention).
+    """Whether a source record is one the route copies (:func:`common.core.topology.copy_flags`' rule for loop prevention).
 
     A record without the header originated at ``source``; one whose path holds ``destination``
     came from or through it; one whose origin (the path's first cluster) is not among ``origins``
@@ -288,7 +288,7 @@ def summarize(per_identity: DataFrame) -> tuple[list[dict[str, Any]], list[dict[
 
 
 def _topic_exists(cluster: Mapping[str, Any], topic: str) -> bool:
-    from ferry.common import kafka_clients
+    from ferry.common.kafka import clients as kafka_clients
 
     try:
         metadata = kafka_clients.admin(dict(cluster)).list_topics(topic=topic, timeout=15)
@@ -345,7 +345,7 @@ def run_audit(
         return frame
 
     source_frame = identities(source_cluster, source_options, topic)
-    destination_frame = identities(destination_cluster, destination_options, chosen.destination_topic(topic))  # common.naming
+    destination_frame = identities(destination_cluster, destination_options, chosen.destination_topic(topic))  # common.core.naming
     origins = config.copied_origins(chosen)
     if origins is not None:  # loop prevention: the topics are shared, narrow both sides by provenance
         source_frame = source_frame.withColumn(

@@ -3,7 +3,7 @@
 Local mode by default (``local[*]``), small driver, no UI, few shuffle partitions: the jobs read
 metadata-sized data or one topic, not a data lake. Spark's Kafka connector is not part of pyspark;
 its jars are fetched by ``make setup`` into ``.dev/jars/spark`` (``deploy/pom.xml``, profile
-``spark``): the ``spark`` folder of :func:`common.devstack.jars_dir` (``FERRY_JARS_DIR``).
+``spark``): the ``spark`` folder of :func:`common.paths.jars_dir` (``FERRY_JARS_DIR``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ferry.common import devstack
+from ferry.common import paths
 from ferry.pipeline import PipelineError
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 
 def jars_dir() -> Path:
     """Where the Kafka connector's jars are: ``$FERRY_JARS_DIR/spark`` (default ``.dev/jars/spark``)."""
-    return devstack.jars_dir("spark")
+    return paths.jars_dir("spark")
 
 
 def kafka_jars() -> list[str]:
@@ -50,7 +50,7 @@ def require_kafka_jars() -> list[str]:
     if not any("spark-sql-kafka" in Path(j).name for j in jars):
         raise PipelineError(
             f"Spark's Kafka connector is not in {jars_dir()}: run `make setup` "
-            f"(or point {devstack.JARS_DIR_ENV} at a folder whose spark/ holds spark-sql-kafka and its dependencies)"
+            f"(or point {paths.JARS_DIR_ENV} at a folder whose spark/ holds spark-sql-kafka and its dependencies)"
         )
     return jars
 

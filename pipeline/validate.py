@@ -9,7 +9,7 @@ partition reported held but not in the ideal state), and per topic the partition
 disagree between the source cluster, the destination cluster and the ideal state.
 
 The result is plain JSON-ready data (see :func:`run_validation`); ``--store`` keeps it in
-ZooKeeper at :attr:`common.zk_layout.ZkLayout.validation` for the controller and operators.
+ZooKeeper at :attr:`common.zk.layout.ZkLayout.validation` for the controller and operators.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from ferry.common import kafka_clients
 from ferry.common.config import FerryConfig
+from ferry.common.kafka import clients as kafka_clients
 from ferry.common.vocabulary import PartitionState, Problem, StrEnum
-from ferry.common.zk_layout import ZkLayout, make_client
-from ferry.common.zk_state import StateReader
+from ferry.common.zk.layout import ZkLayout, make_client
+from ferry.common.zk.state import StateReader
 from ferry.pipeline import PipelineError
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def partition_problems(ideal: DataFrame, external: DataFrame, live: DataFrame) -
     """One row per ideal partition with its first problem (null when fine), plus unexpected ones.
 
     Columns: route, topic, partition, ideal_worker, worker, state, reason, problem. Same rules as
-    :func:`common.diff.compare`, as joins.
+    :func:`common.core.diff.compare`, as joins.
     """
     from pyspark.sql import functions as F
 

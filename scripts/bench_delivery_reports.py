@@ -27,8 +27,8 @@ from typing import Any
 
 from confluent_kafka.admin import NewTopic
 
-from ferry.common import kafka_clients
-from ferry.common.support import produce_blocking
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack.support import produce_blocking
 
 
 def _cpu_s() -> float:

@@ -22,11 +22,11 @@ from typing import Any
 from confluent_kafka import Message
 
 from ferry.bench import workload
-from ferry.common import devstack
 from ferry.common.config import ZookeeperConfig, parse_config
 from ferry.common.model import PartitionKey, WorkerAssignment
-from ferry.common.support import poll_until
-from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.common.zk.layout import ZkLayout, make_client
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import poll_until
 from ferry.worker.copier import RouteCopier
 from ferry.worker.metrics import WorkerMetrics
 from ferry.worker.service import Worker

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from ferry.common.watermark import OffsetWatermarks
+from ferry.common.core.watermark import OffsetWatermarks
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 The prose (intro, example, notes) lives in ``docs/templates/configuration.md``; every key's type,
 default, limits and description come from the models (a field's docstring is its description),
-and the Kafka client defaults from ``common/kafka_clients.py``. So the document cannot copy a
+and the Kafka client defaults from ``common/kafka/clients.py``. So the document cannot copy a
 default wrongly.
 
 ``python scripts/config_docs.py`` rewrites the file; ``--check`` (part of ``make lint``) exits 1,
@@ -27,8 +27,8 @@ from pydantic_core import PydanticUndefined
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ferry.common import kafka_clients  # noqa: E402 - after the path: the script runs from a checkout
 from ferry.common.config import ClientValue, FerryConfig  # noqa: E402
+from ferry.common.kafka import clients as kafka_clients  # noqa: E402 - after the path: the script runs from a checkout
 
 TEMPLATE = REPO / "docs" / "templates" / "configuration.md"
 TARGET = REPO / "docs" / "configuration.md"

@@ -24,9 +24,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ferry.common import devstack, kafka_clients, logs, provenance
+from ferry.common import logs
+from ferry.common.core import provenance
 from ferry.common.errors import FerryError
-from ferry.common.support import (
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import (
     Spawned,
     end_offsets,
     ferry_command,

@@ -18,8 +18,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
-from ferry.common import devstack, kafka_clients
-from ferry.common.support import create_topics
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import create_topics
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,13 +1,13 @@
 """Copies one route's partitions: an ``assign()``-only consumer on the source, a producer on the destination.
 
 Every record goes to the same partition of the route's destination topic (the source name, or
-the route's renaming: :mod:`common.naming`) with its key, value, headers and timestamp, plus
-Ferry's provenance header (:mod:`common.provenance`: the clusters it came through, its copy flags
+the route's renaming: :mod:`common.core.naming`) with its key, value, headers and timestamp, plus
+Ferry's provenance header (:mod:`common.core.provenance`: the clusters it came through, its copy flags
 and its source offset). A route with loop prevention or a tree distributor's level skips the
-records it must not copy (:func:`common.topology.copy_flags`); a skipped record is settled at once
+records it must not copy (:func:`common.core.topology.copy_flags`); a skipped record is settled at once
 in the watermark, so it never holds commits back. Source offsets are committed (group ``ferry.<route name>``)
 only up to the lowest offset the destination has not acknowledged yet
-(:class:`common.watermark.OffsetWatermarks`), so a crash copies some records again and loses none.
+(:class:`common.core.watermark.OffsetWatermarks`), so a crash copies some records again and loses none.
 
 States of a partition on this copier (the worker reports them in its status)::
 
@@ -33,60 +33,42 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
-from ferry.common import kafka_clients, logs, naming
+from ferry.common import logs
 from ferry.common.config import RouteConfig, WorkerConfig
-from ferry.common.kafka_errors import KafkaFailure, kafka_error
+from ferry.common.core import naming
+from ferry.common.core.offset_map import OffsetMap
+from ferry.common.core.provenance import Provenance, ProvenanceError, Stamper
+from ferry.common.core.resume import resume_plan
+from ferry.common.core.topology import copy_flags
+from ferry.common.core.watermark import OffsetWatermarks
+from ferry.common.kafka import clients as kafka_clients
+from ferry.common.kafka.errors import kafka_error
 from ferry.common.model import PartitionStatus
-from ferry.common.offset_map import MAP_TOPIC, OffsetMap, segment_key, segment_value
-from ferry.common.provenance import Provenance, ProvenanceError, Stamper
-from ferry.common.resume import resume_plan
-from ferry.common.topology import copy_flags
 from ferry.common.vocabulary import PartitionState
-from ferry.common.watermark import OffsetWatermarks
 from ferry.worker import start_offsets
-from ferry.worker.errors import PartitionDeferred, PartitionStopped, ProducerFailed, WorkerError
+from ferry.worker.destination import METADATA_TIMEOUT_S, DestinationTopics
+from ferry.worker.errors import (
+    PERMANENT_CONSUMER_ERRORS,
+    RETRY_BACKOFF_S,
+    PartitionDeferred,
+    PartitionStopped,
+    ProducerFailed,
+    WorkerError,
+)
+from ferry.worker.errors import delivery_failure as _delivery_failure  # the copy loop's name for it
 from ferry.worker.lookback import DestinationReader, LookBackTimeout
+from ferry.worker.map_writer import OffsetMapWriter
 from ferry.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
 
-# Errors that mean the record (or the partition) will never be accepted as it is.
-_PERMANENT_CONSUMER_ERRORS = {
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError._UNKNOWN_PARTITION,
-    KafkaError._UNKNOWN_TOPIC,
-}
-# The destination will never take these records as they are: the partition stops in ERROR until
-# it is unassigned. Any other delivery failure (a timeout while the destination was down, ...)
-# restarts the partition from its committed offset after RETRY_BACKOFF_S.
-_PERMANENT_DELIVERY_ERRORS = {
-    KafkaError.MSG_SIZE_TOO_LARGE,
-    KafkaError.RECORD_LIST_TOO_LARGE,
-    KafkaError.INVALID_RECORD,
-    KafkaError.INVALID_MSG,
-    KafkaError.INVALID_TIMESTAMP,
-    KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-    KafkaError.POLICY_VIOLATION,
-    KafkaError.TOPIC_EXCEPTION,
-    KafkaError.INVALID_REQUIRED_ACKS,
-    KafkaError._INVALID_ARG,
-}
-RETRY_BACKOFF_S = 5.0
 LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 # Room for the record batch's own framing under a topic's max.message.bytes.
 _BATCH_FRAMING_BYTES = 1024
-_METADATA_TIMEOUT_S = 10.0
-# How long a commit waits for its offset-map segments (polls of 10 ms: 5 s at most).
-_MAP_WAIT_POLLS = 500
 FLUSH_TIMEOUT_S = 30.0
-_ADMIN_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -139,7 +121,7 @@ class RouteCopier:
             "client.id": f"{client_id}-{route.name}", "compression.type": route.compression, **config.producer}
         self._batch_size = int(self._producer_settings.get("batch.size", LIBRDKAFKA_BATCH_SIZE))
         self._producer = self._new_producer()
-        self._destination_admin = kafka_clients.admin(destination)
+        self._topics = DestinationTopics(route, kafka_clients.admin(destination), clock)
         self._tracker: OffsetWatermarks[TopicPartitionKey] = OffsetWatermarks()
         self._assigned: set[TopicPartitionKey] = set()
         self._errors: dict[TopicPartitionKey, str] = {}
@@ -151,10 +133,8 @@ class RouteCopier:
         self._reader = DestinationReader(destination, route.group_id, f"{client_id}-{route.name}-lookback")
         self._skip: dict[TopicPartitionKey, set[int]] = {}
         self._skip_max: dict[TopicPartitionKey, int] = {}
-        self._maps: dict[TopicPartitionKey, OffsetMap] = {}
-        self._map_in_flight = 0  # offset-map segments produced and not yet acknowledged or failed
-        self._map_failed = False  # a segment failed since the last commit: it is written again first
-        self._map_topic_ready = False
+        self._map_writer = OffsetMapWriter(route.name, self._destination_name, metrics)
+        self._maps: dict[TopicPartitionKey, OffsetMap] = self._map_writer.maps  # filled here, written there
         # Delivery reports not applied yet to the tracker and the offset map: the callback only
         # queues them, _settle_deliveries() applies them in order, successes per run of a partition.
         self._delivered: list[Any] = []
@@ -230,7 +210,7 @@ class RouteCopier:
         return AcquireResult(online, errors, deferred)
 
     def _resume_at(self, topic: str, partitions: list[int]) -> dict[int, int | None]:
-        """The resume rule (:mod:`common.resume`) for each partition: where to start, and what to skip.
+        """The resume rule (:mod:`common.core.resume`) for each partition: where to start, and what to skip.
 
         Reads the committed offsets, then each destination partition back from its end until it
         passes below the committed offset (bounded by ``resume_lookback_records``). The route's own
@@ -239,7 +219,7 @@ class RouteCopier:
         if not partitions:
             return {}
         committed = start_offsets.committed_offsets(self._consumer, [TopicPartition(topic, p) for p in partitions],
-                                                    deadline_s=_METADATA_TIMEOUT_S)
+                                                    deadline_s=METADATA_TIMEOUT_S)
         dest_topic = self._destination_name(topic)
         starts: dict[int, int | None] = {}
         for partition in partitions:
@@ -270,48 +250,12 @@ class RouteCopier:
                                if plan.gaps else "", extra=_fields((topic, partition)))
         return starts
 
-    def _ensure_map_topic(self) -> None:
-        """Creates the compacted offset-map topic on the destination once (another worker may have)."""
-        if self._map_topic_ready:
-            return
-        future = self._destination_admin.create_topics(
-            [NewTopic(MAP_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"})])[MAP_TOPIC]
-        self._admin_result(future, KafkaError.TOPIC_ALREADY_EXISTS)
-        self._map_topic_ready = True
-
     def _prepare_destination(self, topic: str) -> int:
         """Creates or expands the destination topic to the source's partition count; returns that count."""
-        try:
-            source_meta = self._consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S).topics.get(topic)
-        except KafkaException as exc:
-            raise PartitionDeferred(f"source cluster unreachable: {kafka_error(exc)}") from None
-        if source_meta is None or source_meta.error is not None:
-            code = source_meta.error.code() if source_meta is not None and source_meta.error is not None else None
-            if code in (None, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
-                raise PartitionStopped(f"topic {topic!r} does not exist at the source (or is not readable)")
-            raise PartitionDeferred(f"source metadata for {topic!r}: {source_meta.error}")
-        wanted = len(source_meta.partitions)
-        source_topic, topic = topic, self._destination_name(topic)
-        try:
-            dest_meta = self._destination_admin.list_topics(topic, timeout=_METADATA_TIMEOUT_S).topics.get(topic)
-            if dest_meta is None or dest_meta.error is not None:
-                future = self._destination_admin.create_topics([NewTopic(topic, num_partitions=wanted)])[topic]
-                self._admin_result(future, KafkaError.TOPIC_ALREADY_EXISTS)
-                self._log.info("route %s: created destination topic %s with %d partitions", self.route.name, topic, wanted)
-            elif len(dest_meta.partitions) < wanted:
-                future = self._destination_admin.create_partitions([NewPartitions(topic, wanted)])[topic]
-                self._admin_result(future, KafkaError.INVALID_PARTITIONS)
-                self._log.info("route %s: expanded destination topic %s to %d partitions", self.route.name, topic, wanted)
-            self._await_producer_metadata(topic, wanted)
-            self._fit_batches_to(topic)
-            self._ensure_map_topic()
-        except KafkaException as exc:
-            error = kafka_error(exc)
-            if error.code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-                              KafkaError.TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION):
-                raise PartitionStopped(f"cannot create destination topic {topic!r}: {error}") from None
-            raise PartitionDeferred(f"destination cluster: {error}") from None
-        self._log.debug("route %s: %s is %s on the destination", self.route.name, source_topic, topic)
+        wanted = self._topics.source_partitions(self._consumer, topic)
+        destination_topic = self._destination_name(topic)
+        self._topics.prepare(destination_topic, wanted, lambda: self._producer, self._fit_batches_to)
+        self._log.debug("route %s: %s is %s on the destination", self.route.name, topic, destination_topic)
         return wanted
 
     def _destination_name(self, topic: str) -> str:
@@ -325,21 +269,14 @@ class RouteCopier:
         with logs.context(route=self.route.name):  # its librdkafka messages carry the route
             return kafka_clients.producer(self._destination, on_delivery=self._on_delivery, **self._producer_settings)
 
-    def _fit_batches_to(self, topic: str) -> None:
-        """Keeps producer batches under the destination topic's ``max.message.bytes``.
+    def _fit_batches_to(self, topic: str, limit: int) -> None:
+        """Keeps producer batches under the destination topic's ``max.message.bytes`` (``limit``).
 
         The broker checks a whole record batch against that limit and librdkafka does not split
         a rejected batch, so a batch bigger than the limit would fail every record in it, good
         ones included. A record bigger than ``batch.size`` still travels alone in its own batch,
         so when the destination refuses it, only it fails, at its own offset.
         """
-        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        try:
-            entries = self._destination_admin.describe_configs([resource])[resource].result(_ADMIN_TIMEOUT_S)
-            limit = int(entries["max.message.bytes"].value)
-        except (KafkaException, KeyError, ValueError, TypeError) as exc:
-            self._log.warning("route %s: cannot read max.message.bytes of %s on the destination: %s", self.route.name, topic, exc)
-            return
         fitting = max(1, limit - _BATCH_FRAMING_BYTES)
         if fitting >= self._batch_size:
             return
@@ -355,34 +292,11 @@ class RouteCopier:
         self._producer_settings["batch.size"] = fitting
         self._producer = self._new_producer()
 
-    def _await_producer_metadata(self, topic: str, partitions: int) -> None:
-        """Waits (bounded) until the producer's metadata shows ``partitions`` partitions of ``topic``.
-
-        Right after a topic is created or expanded, librdkafka's cached metadata may not know the
-        new partitions yet, and ``produce`` would refuse records for them as an unknown partition.
-        """
-        deadline = self._clock() + _METADATA_TIMEOUT_S
-        while True:
-            meta = self._producer.list_topics(topic, timeout=_METADATA_TIMEOUT_S).topics.get(topic)
-            if meta is not None and meta.error is None and len(meta.partitions) >= partitions:
-                return
-            if self._clock() > deadline:
-                raise PartitionDeferred(f"the destination does not show {partitions} partitions of {topic!r} yet")
-            time.sleep(0.2)
-
-    @staticmethod
-    def _admin_result(future: Any, benign: int) -> None:
-        try:
-            future.result(timeout=_ADMIN_TIMEOUT_S)
-        except KafkaException as exc:
-            if kafka_error(exc).code != benign:  # another worker did it first
-                raise
-
     # -- copying ----------------------------------------------------------------------------
 
     @staticmethod
     def _copy_decision(route: RouteConfig, origins: frozenset[str] | None) -> Callable[[Provenance | None], int | None] | None:
-        """The route's copy decision for the stamper (:func:`common.topology.copy_flags`); None: copy every record."""
+        """The route's copy decision for the stamper (:func:`common.core.topology.copy_flags`); None: copy every record."""
         level = route.copy_level
         if origins is None and level is None:
             return None
@@ -438,7 +352,7 @@ class RouteCopier:
                 if run:
                     tracker.sent_run(key, run)
                     run = []
-                if self._skipped(key, offset):
+                if self._settled_as_already_written(key, offset):
                     continue
             timestamp_type, timestamp = message.timestamp()
             try:
@@ -484,8 +398,12 @@ class RouteCopier:
         self._metrics.bytes.labels(self.route.name).inc(size)
         return copied
 
-    def _skipped(self, key: TopicPartitionKey, offset: int) -> bool:
-        """Whether ``offset`` is already on the destination (resume rule); then it counts as copied."""
+    def _settled_as_already_written(self, key: TopicPartitionKey, offset: int) -> bool:
+        """Settles ``offset`` as copied when the destination already has it (resume rule): marks it
+        sent and acknowledged in the watermark, counts it, and says True; else says False.
+
+        Not a pure check: it also consumes the partition's skip set (drops ``offset`` from it, and
+        the whole set once the copy passed its highest offset)."""
         skip = self._skip[key]
         if offset not in skip:
             if offset > self._skip_max[key]:
@@ -575,7 +493,7 @@ class RouteCopier:
     def _consumer_error(self, message: Any) -> None:
         error: KafkaError = message.error()
         topic, partition = message.topic(), message.partition()
-        if error.code() in _PERMANENT_CONSUMER_ERRORS and topic and partition is not None and partition >= 0:
+        if error.code() in PERMANENT_CONSUMER_ERRORS and topic and partition is not None and partition >= 0:
             self._stop((topic, partition), None, PartitionStopped(f"the source reports: {error.str()}"))
             return
         self._metrics.errors.labels(self.route.name, "consumer").inc()
@@ -640,13 +558,7 @@ class RouteCopier:
         # Deliveries acknowledged while waiting for the map's acknowledgements are queued, not
         # applied; they count from the next commit, once a segment describes them.
         committable = self._tracker.committables()
-        self._write_map(keys)
-        for _ in range(_MAP_WAIT_POLLS):
-            if not self._map_in_flight:
-                break
-            self._producer.poll(0.01)
-        if self._map_in_flight or self._map_failed:
-            self._map_failed = False
+        if not self._map_writer.write_and_wait(self._producer, keys):
             self._log.warning("route %s: the offset map was not written; the commit waits for the next round", self.route.name)
             return False
         offsets = []
@@ -664,39 +576,6 @@ class RouteCopier:
         for tp in offsets:
             self._committed[(tp.topic, tp.partition)] = tp.offset
         return True
-
-    def _write_map(self, keys: Collection[TopicPartitionKey] | None) -> None:
-        for key, offsets in self._maps.items():
-            if keys is not None and key not in keys:
-                continue
-            changed = offsets.take_changed()
-            for index, segment in enumerate(changed):
-                topic, partition = key
-                try:
-                    self._map_in_flight += 1
-                    self._producer.produce(
-                        MAP_TOPIC, segment_value(segment),
-                        segment_key(self.route.name, self._destination_name(topic), partition, segment.dst_start),
-                        on_delivery=lambda error, _message, key=key, start=segment.dst_start: self._on_map_delivery(error, key, start),
-                    )
-                except (BufferError, KafkaException) as exc:
-                    self._map_in_flight -= 1
-                    self._map_failed = True
-                    for unwritten in changed[index:]:  # all of them, not only this one: a closed
-                        offsets.touch(unwritten.dst_start)  # segment never changes again by itself
-                    self._log.warning("route %s: offset map of %s/%s not written now (will retry): %s", self.route.name, topic, partition, exc,
-                                      extra=_fields((topic, partition)))
-                    return
-
-    def _on_map_delivery(self, error: KafkaError | None, key: TopicPartitionKey, dst_start: int) -> None:
-        self._map_in_flight -= 1
-        if error is None:
-            return
-        self._map_failed = True
-        offsets = self._maps.get(key)
-        if offsets is not None:
-            offsets.touch(dst_start)  # written again at the next commit
-        self._metrics.errors.labels(self.route.name, "offset_map").inc()
 
     def purge(self) -> None:
         """Drops everything the producer still holds (queued and in flight): this worker must stop writing now.
@@ -802,13 +681,3 @@ class RouteCopier:
 def _fields(key: TopicPartitionKey) -> dict[str, Any]:
     """A partition's log fields (the route comes with the copier's logger)."""
     return {"topic": key[0], "partition": key[1]}
-
-
-def _delivery_failure(error: KafkaFailure, what: str) -> PartitionStopped | PartitionDeferred | ProducerFailed:
-    """What a record the destination refused means: its partition stops for good when the record
-    will never be accepted as it is, else restarts later; a fatal error also fails the producer."""
-    reason = f"{what}: {error}"
-    record: PartitionStopped | PartitionDeferred = (
-        PartitionStopped(reason) if error.code in _PERMANENT_DELIVERY_ERRORS
-        else PartitionDeferred(reason, retry_after_s=RETRY_BACKOFF_S))
-    return ProducerFailed(record) if error.fatal else record

@@ -1,4 +1,5 @@
-"""The worker's exceptions: one base, :class:`WorkerError`, under Ferry's :class:`FerryError`.
+"""The worker's exceptions: one base, :class:`WorkerError`, under Ferry's :class:`FerryError`, and
+which Kafka errors stop a partition for good (:func:`delivery_failure`).
 
 A partition that cannot be copied fails with one of three types, which decide what happens to it
 (``worker/copier.py``):
@@ -14,7 +15,10 @@ A partition that cannot be copied fails with one of three types, which decide wh
 
 from __future__ import annotations
 
+from confluent_kafka import KafkaError
+
 from ferry.common.errors import FerryError, PermanentError, TransientError
+from ferry.common.kafka.errors import KafkaFailure
 
 
 class WorkerError(FerryError):
@@ -42,3 +46,40 @@ class ProducerFailed(WorkerError):
     def __init__(self, record: PartitionStopped | PartitionDeferred) -> None:
         super().__init__(str(record))
         self.record = record
+
+
+# Errors that mean the record (or the partition) will never be accepted as it is.
+PERMANENT_CONSUMER_ERRORS = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+}
+# The destination will never take these records as they are: the partition stops in ERROR until
+# it is unassigned. Any other delivery failure (a timeout while the destination was down, ...)
+# restarts the partition from its committed offset after RETRY_BACKOFF_S.
+PERMANENT_DELIVERY_ERRORS = {
+    KafkaError.MSG_SIZE_TOO_LARGE,
+    KafkaError.RECORD_LIST_TOO_LARGE,
+    KafkaError.INVALID_RECORD,
+    KafkaError.INVALID_MSG,
+    KafkaError.INVALID_TIMESTAMP,
+    KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.POLICY_VIOLATION,
+    KafkaError.TOPIC_EXCEPTION,
+    KafkaError.INVALID_REQUIRED_ACKS,
+    KafkaError._INVALID_ARG,
+}
+RETRY_BACKOFF_S = 5.0
+
+
+def delivery_failure(error: KafkaFailure, what: str) -> PartitionStopped | PartitionDeferred | ProducerFailed:
+    """What a record the destination refused means: its partition stops for good when the record
+    will never be accepted as it is, else restarts later; a fatal error also fails the producer."""
+    reason = f"{what}: {error}"
+    record: PartitionStopped | PartitionDeferred = (
+        PartitionStopped(reason) if error.code in PERMANENT_DELIVERY_ERRORS
+        else PartitionDeferred(reason, retry_after_s=RETRY_BACKOFF_S))
+    return ProducerFailed(record) if error.fatal else record

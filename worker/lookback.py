@@ -1,6 +1,6 @@
 """Reads a destination partition back from its end to find what a route already wrote there.
 
-The look-back of the resume rule (:mod:`common.resume`): windows of destination offsets, newest
+The look-back of the resume rule (:mod:`common.core.resume`): windows of destination offsets, newest
 first, until it passes below the route's committed source offset (without one: until the log
 start, so that everything a previous owner copied before its first commit is mapped), reaches the
 log start, or has read ``limit`` records. A record is the route's own when its provenance path ends with the
@@ -17,10 +17,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from ferry.common import kafka_clients
-from ferry.common.kafka_errors import kafka_error
-from ferry.common.provenance import ProvenanceError, read
-from ferry.common.resume import lookback_done, lookback_windows
+from ferry.common.core.provenance import ProvenanceError, read
+from ferry.common.core.resume import lookback_done, lookback_windows
+from ferry.common.kafka import clients as kafka_clients
+from ferry.common.kafka.errors import kafka_error
 from ferry.worker.errors import WorkerError
 
 log = logging.getLogger(__name__)

@@ -43,16 +43,12 @@ from ferry.common import endpoints, logs
 from ferry.common.config import FerryConfig
 from ferry.common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus, decode
 from ferry.common.vocabulary import PartitionState, WorkerState
-from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.common.zk.layout import ZkLayout, make_client
 from ferry.worker.copier import RouteCopier, TopicPartitionKey
 from ferry.worker.errors import RegistrationError
 from ferry.worker.metrics import WorkerMetrics, serve
 
 log = logging.getLogger(__name__)
-
-# The lifecycle's words (module docstring), kept importable under their old names.
-STARTING, RUNNING, SUSPENDED, DRAINING, STOPPED = (
-    WorkerState.STARTING, WorkerState.RUNNING, WorkerState.SUSPENDED, WorkerState.DRAINING, WorkerState.STOPPED)
 
 # How long a partition whose destination could not be prepared waits before the next try.
 DEFER_RETRY_S = 5.0
@@ -78,7 +74,7 @@ class Worker:
         self.worker_id = worker_id
         self.layout = ZkLayout(config.zookeeper.root)
         self.metrics = WorkerMetrics()
-        self.state: WorkerState = STARTING
+        self.state: WorkerState = WorkerState.STARTING
         self._metrics_port = config.worker.metrics_port if metrics_port is None else metrics_port
         self._zk = zk or make_client(config.zookeeper)
         self._owns_zk = zk is None
@@ -100,7 +96,7 @@ class Worker:
         self._suspended_since: float | None = None
         self._last_pass: float | None = None  # when the copy loop last checked the session
         self._status_dirty = True
-        self._health: dict[str, Any] = {"status": STARTING, "worker": worker_id}
+        self._health: dict[str, Any] = {"status": WorkerState.STARTING, "worker": worker_id}
         self._server: Any = None
         self._advertised_metrics_url: str | None = None
 
@@ -135,7 +131,7 @@ class Worker:
         DataWatch(self._zk, self.layout.assignment(self.worker_id), self._on_assignment)
         if self.config.tree is not None:
             DataWatch(self._zk, self.layout.tree_targets, self._on_targets)
-        self._set_state(RUNNING)
+        self._set_state(WorkerState.RUNNING)
         interval = self.config.worker.commit_interval_s
         next_commit = self._clock() + interval
         try:
@@ -144,7 +140,7 @@ class Worker:
                 self._restart_failed()
                 self._apply_targets()
                 self._reconcile()
-                if self._suspended_since is not None and self.state == RUNNING:
+                if self._suspended_since is not None and self.state == WorkerState.RUNNING:
                     # Disconnected from ZooKeeper: copy nothing more until the session is back (or
                     # lost: then everything is purged and released). The leader moves partitions
                     # only after the session expired, so this worker has stopped writing by then.
@@ -178,7 +174,7 @@ class Worker:
         deferred_due = any(at <= now for at, _ in self._deferred.values())
         if assignment is self._applied and not deferred_due:
             return
-        wanted = assignment.partitions if self.state == RUNNING else frozenset()
+        wanted = assignment.partitions if self.state == WorkerState.RUNNING else frozenset()
         held = self._held()
         release = held - wanted
         for route, keys in _by_route(release).items():
@@ -315,7 +311,7 @@ class Worker:
         """
         now = self._clock()
         last, self._last_pass = self._last_pass, now
-        if last is None or self.state != RUNNING or now - last <= self.config.zookeeper.session_timeout_s:
+        if last is None or self.state != WorkerState.RUNNING or now - last <= self.config.zookeeper.session_timeout_s:
             return
         try:
             stat = self._zk.exists(self.layout.live_worker(self.worker_id))
@@ -334,14 +330,14 @@ class Worker:
         cut_off = self._session_lost.is_set() or (
             suspended_for is not None and suspended_for > self.config.zookeeper.session_timeout_s
         )
-        if cut_off and self.state == RUNNING:
+        if cut_off and self.state == WorkerState.RUNNING:
             log.warning("ZooKeeper session lost: releasing every partition until registered again (producers purged first)")
             for copier in self._copiers.values():
                 copier.purge()
-            self._set_state(SUSPENDED)
+            self._set_state(WorkerState.SUSPENDED)
             self._applied = None
             self._reconcile()  # wanted is empty while SUSPENDED: releases everything
-        if self.state == SUSPENDED and self._zk.connected and self._suspended_since is None:
+        if self.state == WorkerState.SUSPENDED and self._zk.connected and self._suspended_since is None:
             self._session_lost.clear()
             try:
                 self._register()
@@ -353,7 +349,7 @@ class Worker:
                 log.warning("registering again failed (will retry): %s", exc)
                 return
             self._applied = None
-            self._set_state(RUNNING)
+            self._set_state(WorkerState.RUNNING)
             log.info("registered again in ZooKeeper")
 
     def _metrics_url(self) -> str | None:
@@ -397,7 +393,7 @@ class Worker:
             for (topic, partition), status in copier.statuses().items():
                 partitions[PartitionKey(route, topic, partition)] = status
         # Only a RUNNING worker has applied its assignment; released while suspended or draining.
-        generation = self._applied.generation if self._applied is not None and self.state == RUNNING else 0
+        generation = self._applied.generation if self._applied is not None and self.state == WorkerState.RUNNING else 0
         published = WorkerStatus(generation=generation, partitions=partitions, leaving=leaving)
         payload = published.to_bytes()
         path = self.layout.worker_state(self.worker_id)
@@ -425,7 +421,7 @@ class Worker:
 
     def _drain(self) -> None:
         log.info("draining: releasing every partition")
-        self._set_state(DRAINING)
+        self._set_state(WorkerState.DRAINING)
         self._applied = None
         self._reconcile()  # wanted is empty while DRAINING: flush, commit, unassign everything
         self._publish_status(leaving=True)
@@ -453,7 +449,7 @@ class Worker:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
-        self._set_state(STOPPED)
+        self._set_state(WorkerState.STOPPED)
         log.info("worker %s stopped", self.worker_id)
 
 

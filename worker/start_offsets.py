@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
-from ferry.common.kafka_errors import kafka_error
+from ferry.common.kafka.errors import kafka_error
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from ferry.common import devstack
-from tests.e2e.harness import Fleet
+from ferry.devstack import stack as devstack
+from tests.harness.processes import Fleet
 
 
 @pytest.fixture

@@ -8,9 +8,10 @@ from collections.abc import Callable
 import requests
 from confluent_kafka.admin import NewTopic
 
-from ferry.common import endpoints, kafka_clients
-from ferry.common.support import create_topics
-from tests.e2e.harness import Fleet, wait_until
+from ferry.common import endpoints
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack.support import create_topics
+from tests.harness.processes import Fleet, wait_until
 
 
 def test_controllers_and_workers_from_one_wildcard_config_advertise_reachable_urls(

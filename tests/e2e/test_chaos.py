@@ -33,9 +33,10 @@ import pytest
 import requests
 from confluent_kafka import KafkaError
 
-from ferry.common import devstack, kafka_clients
-from ferry.common.support import produce_blocking
-from tests.e2e.harness import HEADER_SEQ, FerryProcess, Fleet, RecordLedger, wait_until
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import produce_blocking
+from tests.harness.processes import HEADER_SEQ, FerryProcess, Fleet, RecordLedger, wait_until
 
 PARTITIONS = 8
 RATE_PER_S = 2_500

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from ferry.common import devstack
+from ferry.devstack import stack as devstack
 
 
 def _ferry(*args: str) -> subprocess.CompletedProcess[str]:

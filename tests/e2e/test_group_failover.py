@@ -21,10 +21,11 @@ import pytest
 import requests
 from confluent_kafka import TopicPartition
 
-from ferry.common import devstack, kafka_clients
-from ferry.common.support import commit_offset, committed_offset
-from tests.e2e.harness import HEADER_SEQ, Fleet, RecordLedger, wait_until
-from tests.e2e.test_topologies import _warm_group_coordinator
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import commit_offset, committed_offset
+from tests.harness.mirroring import warm_group_coordinator
+from tests.harness.processes import HEADER_SEQ, Fleet, RecordLedger, wait_until
 
 TOTAL = 101_000
 LAGS = (0, 1_000, 100_000)
@@ -227,7 +228,7 @@ def third_cluster(local_stack: devstack.Stack) -> Iterator[dict[str, str]]:
         started = devstack.up(stack, deadline_s=300)
     except devstack.DevStackError as exc:
         pytest.fail(f"cluster c does not start: {exc}", pytrace=False)
-    _warm_group_coordinator(stack, "c")
+    warm_group_coordinator(stack, "c")
     yield {"bootstrap.servers": stack.bootstrap("c")}
     if "c" in started:
         devstack.down(stack, names=["c"])

@@ -22,11 +22,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from ferry.common import acls, devstack
+from ferry.common import acls
 from ferry.common.acl_check import check_granted, granted_acls
 from ferry.common.config import load_config
-from ferry.common.support import commit_offset, committed_offset
-from tests.e2e.harness import FerryProcess, Fleet, RecordLedger, wait_until
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import commit_offset, committed_offset
+from tests.harness.processes import FerryProcess, Fleet, RecordLedger, wait_until
 
 SOURCE, DESTINATION = "aclsrc", "acldst"
 # Far from the other extra clusters' ports, so this test never meets theirs.
@@ -70,7 +71,7 @@ def _revoke_everything(stack: devstack.Stack) -> None:
         ResourceType,
     )
 
-    from ferry.common import kafka_clients
+    from ferry.common.kafka import clients as kafka_clients
 
     every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:ferry", None,
                              AclOperation.ANY, AclPermissionType.ANY)

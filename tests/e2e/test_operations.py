@@ -12,9 +12,9 @@ import pytest
 import requests
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
-from ferry.common import kafka_clients
-from ferry.common.support import create_topics
-from tests.e2e.harness import Fleet, RecordLedger, wait_until
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack.support import create_topics
+from tests.harness.processes import Fleet, RecordLedger, wait_until
 
 
 def test_observer_whitelists_expands_follows_configs_and_remembers_removals(

@@ -8,39 +8,11 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import requests
 
-from tests.e2e.harness import FerryProcess, Fleet, RecordLedger, wait_until
-
-PARTITIONS = 8
-
-
-def _add_topic(fleet: Fleet, controller_url: str, topic: str) -> None:
-    response = requests.post(f"{controller_url}/topics", json={"topic": topic, "numPartitions": PARTITIONS}, timeout=10)
-    assert response.status_code == 201, response.text
-
-
-@dataclass
-class Mirroring:
-    ledger: RecordLedger
-    controller: FerryProcess
-    w1: FerryProcess
-    w2: FerryProcess
-
-
-def _mirror_with_two_workers(fleet: Fleet, topic: str) -> Mirroring:
-    """A source topic, one controller, workers w1 and w2, the topic added and every partition ONLINE."""
-    ledger = RecordLedger(fleet.stack, topic, PARTITIONS)
-    ledger.create_source_topic()
-    controller = fleet.start_controller("c1")
-    w1, w2 = fleet.start_worker("w1"), fleet.start_worker("w2")
-    fleet.wait_for_leader(controller)
-    fleet.wait_for_workers(controller, {"w1", "w2"})
-    _add_topic(fleet, controller.url, topic)
-    wait_until(lambda: len(fleet.online_by_worker(controller, topic)) == PARTITIONS, 30, "all partitions ONLINE")
-    return Mirroring(ledger, controller, w1, w2)
+from tests.harness.mirroring import PARTITIONS, add_topic, mirror_with_two_workers
+from tests.harness.processes import Fleet, RecordLedger, wait_until
 
 
 def test_100k_records_arrive_identical_and_in_order(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
@@ -52,7 +24,7 @@ def test_100k_records_arrive_identical_and_in_order(fleet: Fleet, topic_name: Ca
     workers = [fleet.start_worker(f"w{i}") for i in (1, 2)]
     fleet.wait_for_leader(controller)
     fleet.wait_for_workers(controller, {w.name for w in workers})
-    _add_topic(fleet, controller.url, topic)
+    add_topic(fleet, controller.url, topic)
 
     ledger.wait_for_destination(timeout=120)
     result = ledger.check(allow_duplicates=False)
@@ -64,7 +36,7 @@ def test_100k_records_arrive_identical_and_in_order(fleet: Fleet, topic_name: Ca
 
 def test_kill_9_of_a_worker_loses_nothing_duplicates_nothing_and_fails_over_in_time(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
     topic = topic_name("kill9")
-    run = _mirror_with_two_workers(fleet, topic)
+    run = mirror_with_two_workers(fleet, topic)
     ledger, controller, victim, survivor = run.ledger, run.controller, run.w1, run.w2
 
     ledger.produce_steadily(rate_per_s=4000)
@@ -100,7 +72,7 @@ def test_kill_9_of_the_leading_controller(fleet: Fleet, topic_name: Callable[[st
     standby = c2 if leader is c1 else c1
     wait_until(lambda: requests.get(f"{standby.url}/health", timeout=2).ok, 30, "the standby's REST API")
     fleet.wait_for_workers(leader, {"w1", "w2"})
-    _add_topic(fleet, standby.url, topic)  # a standby forwards the write to the leader
+    add_topic(fleet, standby.url, topic)  # a standby forwards the write to the leader
     wait_until(lambda: len(fleet.online_by_worker(standby, topic)) == PARTITIONS, 30, "all partitions ONLINE")
 
     ledger.produce_steadily(rate_per_s=4000)
@@ -123,7 +95,7 @@ def test_a_joining_worker_gets_a_fair_share_after_the_rebalance_delay(
     fleet: Fleet, topic_name: Callable[[str], str]
 ) -> None:
     topic = topic_name("join")
-    run = _mirror_with_two_workers(fleet, topic)
+    run = mirror_with_two_workers(fleet, topic)
     ledger, controller = run.ledger, run.controller
 
     ledger.produce_steadily(rate_per_s=3000)
@@ -147,7 +119,7 @@ def test_sigterm_of_a_worker_moves_its_partitions_with_no_duplicates(
     fleet: Fleet, topic_name: Callable[[str], str]
 ) -> None:
     topic = topic_name("sigterm")
-    run = _mirror_with_two_workers(fleet, topic)
+    run = mirror_with_two_workers(fleet, topic)
     ledger, controller, leaving, staying = run.ledger, run.controller, run.w1, run.w2
 
     ledger.produce_steadily(rate_per_s=4000)

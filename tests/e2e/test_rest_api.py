@@ -29,7 +29,7 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from tests.e2e.harness import FerryProcess, Fleet, wait_until
+from tests.harness.processes import FerryProcess, Fleet, wait_until
 
 WRITE_TOKEN = "e2e-write-token-5f0c1d2e3a4b"
 READ_TOKEN = "e2e-read-token-9a8b7c6d5e4f"

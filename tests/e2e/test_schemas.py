@@ -16,10 +16,10 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from ferry.common import devstack
-from ferry.controller.schema_registry import CCOMPAT
-from tests.e2e.harness import Fleet, wait_until
-from tests.integration.test_schemas import register, version, versions
+from ferry.controller.schemas.registry import CCOMPAT
+from ferry.devstack import stack as devstack
+from tests.harness.processes import Fleet, wait_until
+from tests.harness.registry import register, version, versions
 
 ORDER = """{"type": "record", "name": "Order", "namespace": "ferry.test",
  "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}]}"""

@@ -16,8 +16,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from ferry.common.config import load_config
-from ferry.common.zk_layout import ZkLayout, make_client
-from tests.e2e.harness import Fleet, RecordLedger, wait_until
+from ferry.common.zk.layout import ZkLayout, make_client
+from tests.harness.processes import Fleet, RecordLedger, wait_until
 
 PARTITIONS = 4
 RECORDS = 5_000

@@ -22,10 +22,13 @@ import requests
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from ferry.common import devstack, kafka_clients, provenance, tree
 from ferry.common.config import parse_config
-from ferry.common.support import create_topics
-from tests.e2e.harness import Fleet, wait_until
+from ferry.common.core import provenance, tree
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import create_topics
+from tests.harness.mirroring import warm_group_coordinator
+from tests.harness.processes import Fleet, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -43,28 +46,11 @@ def clusters(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
     except devstack.DevStackError as exc:
         pytest.fail(f"the extra clusters do not start: {exc}", pytrace=False)
     for name in ("src", "dst", *EXTRA):
-        _warm_group_coordinator(stack, name)
+        warm_group_coordinator(stack, name)
     yield stack
     extra_started = [name for name in started if name in EXTRA]
     if extra_started:
         devstack.down(stack, names=extra_started)
-
-
-def _warm_group_coordinator(stack: devstack.Stack, name: str) -> None:
-    """Waits until a fresh cluster's group coordinator answers (``__consumer_offsets`` created and loaded).
-
-    librdkafka bug (confluentinc/librdkafka#5586, open): an ``assign()`` without an offset whose
-    committed-offset fetch gets a request-level NOT_COORDINATOR never starts fetching. The worker
-    no longer depends on this warm-up (it assigns explicit offsets, worker/start_offsets.py, and
-    tests/integration/test_worker.py copies with a fresh group and no warm-up); it stays so that a
-    brand-new coordinator's first "not available" answers do not defer partitions and slow the tests.
-    """
-    consumer = kafka_clients.consumer(_conf(stack, name), group_id="ferry-tests-warmup")
-    try:
-        wait_until(lambda: consumer.committed([TopicPartition("ferry-tests-warmup", 0)], timeout=5) is not None,
-                   120, f"the group coordinator of {name}")
-    finally:
-        consumer.close()
 
 
 def _conf(stack: devstack.Stack, name: str) -> dict[str, str]:

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from ferry.common import devstack
-from tests.e2e.harness import wait_until
+from ferry.devstack import stack as devstack
+from tests.harness.processes import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 PORTS = {"FERRY_DEV_ZK_PORT": "3381", "FERRY_DEV_SRC_PORT": "21292", "FERRY_DEV_DST_PORT": "31292"}

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ferry.common import devstack
+from ferry.devstack import stack as devstack
 from ferry.fleet import engine, image
 from ferry.fleet.errors import FleetError
 from ferry.fleet.manager import FleetManager

@@ -13,29 +13,14 @@ import pytest
 import requests
 from kazoo.client import KazooClient
 
-from ferry.common import devstack
-from ferry.common.cli import main as ferry_main
-from ferry.common.zk_layout import ZkLayout
+from ferry.common.zk.layout import ZkLayout
+from ferry.devstack import stack as devstack
 from ferry.fleet import plan
 from ferry.fleet.manager import FleetManager
-from tests.e2e.harness import RecordLedger, wait_until
+from tests.harness.fleet_cli import ferry, mirror
+from tests.harness.processes import wait_until
 
 MakeFleet = Callable[[str], FleetManager]
-
-
-def ferry(engine: str, *args: str) -> int:
-    """``ferry fleet <sub> --engine URL ARGS``, in this process (what an operator types)."""
-    return ferry_main(["fleet", args[0], "--engine", engine, *args[1:]])
-
-
-def mirror(fleet: FleetManager, stack: devstack.Stack, topic: str, partitions: int) -> RecordLedger:
-    ledger = RecordLedger(stack, topic, partitions)
-    ledger.create_source_topic()
-    leader = fleet.leader()
-    assert leader is not None
-    response = requests.post(f"{fleet.url(leader)}/topics", json={"topic": topic}, timeout=30)
-    assert response.status_code == 201, response.text
-    return ledger
 
 
 def labelled(client: Any, fleet: str) -> tuple[list[Any], list[Any]]:

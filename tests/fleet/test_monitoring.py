@@ -16,11 +16,11 @@ import pytest
 import requests
 import yaml
 
-from ferry.common import devstack
-from ferry.common.support import Spawned, commit_offset, free_port, spawn, stop_all
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import Spawned, commit_offset, free_port, spawn, stop_all
 from ferry.fleet.manager import FleetManager
-from tests.e2e.harness import wait_until
-from tests.fleet.test_fleet import ferry, mirror
+from tests.harness.fleet_cli import ferry, mirror
+from tests.harness.processes import wait_until
 
 KIT = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
 

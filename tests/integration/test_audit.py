@@ -17,8 +17,9 @@ import pytest
 import yaml
 from confluent_kafka import Message
 
-from ferry.common import cli, kafka_clients
+from ferry.common import cli
 from ferry.common.config import FerryConfig, parse_config
+from ferry.common.kafka import clients as kafka_clients
 from ferry.pipeline.audit import classify, compare_identities, run_audit
 from ferry.pipeline.spark import get_session
 
@@ -214,7 +215,7 @@ def test_identity_active_active_counts_only_the_routes_own_copies(
     # src.dst compares the source's own records with the copies src.dst wrote (provenance path
     # ending at src); records produced on dst, dst's records copied to src, and a copy another
     # route (from c) wrote are reported apart, not as extra or missing.
-    from ferry.common import provenance
+    from ferry.common.core import provenance
 
     looped = {**config_data, "routes": [
         {"source": "src", "destination": "dst", "loop_prevention": True},

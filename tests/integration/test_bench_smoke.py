@@ -14,7 +14,8 @@ from pathlib import Path
 from ferry.bench import workload
 from ferry.bench.cli import main
 from ferry.bench.workload import Workload
-from ferry.common import devstack, kafka_clients
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import stack as devstack
 
 RUN_KEYS = {
     "workload", "value_bytes", "system", "label", "records", "processes", "status", "problems", "window", "seconds",

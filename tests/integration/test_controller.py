@@ -15,7 +15,6 @@ import pytest
 from kazoo.client import KazooClient
 
 from ferry.common.config import FerryConfig, parse_config
-from ferry.common.devstack import Stack
 from ferry.common.model import (
     IdealState,
     PartitionKey,
@@ -26,13 +25,14 @@ from ferry.common.model import (
     WorkerStatus,
     decode,
 )
-from ferry.common.support import poll_until
-from ferry.common.zk_layout import ZkLayout
+from ferry.common.zk.layout import ZkLayout
+from ferry.controller.api.rest import create_app
+from ferry.controller.api.rest_json import deleted_json, health_json, topic_json, topics_json
 from ferry.controller.errors import BadRequest, Conflict, NotFound, NotLeader
-from ferry.controller.rest import create_app
-from ferry.controller.rest_json import deleted_json, health_json, topic_json, topics_json
+from ferry.controller.lead.store import Op
 from ferry.controller.service import LEADING, Controller
-from ferry.controller.store import Op
+from ferry.devstack.stack import Stack
+from ferry.devstack.support import poll_until
 
 ROUTE = "src.dst"
 SESSION_TIMEOUT_S = 4.0

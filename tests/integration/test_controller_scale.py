@@ -19,14 +19,14 @@ from kazoo.client import KazooClient
 
 from ferry.bench.fake_workers import FakeWorker, start_all
 from ferry.common.config import parse_config
-from ferry.common.devstack import Stack
 from ferry.common.model import PartitionKey, WorkerAssignment
-from ferry.common.support import poll_until
-from ferry.common.zk_layout import ZkLayout
-from ferry.common.zk_state import StateReader
-from ferry.controller.rest_json import validation_json
+from ferry.common.zk.layout import ZkLayout
+from ferry.common.zk.state import StateReader
+from ferry.controller.api.rest_json import validation_json
+from ferry.controller.lead.store import MAX_BYTES_PER_TRANSACTION, Store
 from ferry.controller.service import Controller
-from ferry.controller.store import MAX_BYTES_PER_TRANSACTION, Store
+from ferry.devstack.stack import Stack
+from ferry.devstack.support import poll_until
 
 ROUTE = "src.dst"
 LAYOUT = ZkLayout("/")

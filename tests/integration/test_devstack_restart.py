@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ferry.common import devstack
+from ferry.devstack import stack as devstack
 
 
 def _pid_in_file(server: devstack.Server) -> int | None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from confluent_kafka import TopicPartition
 from kazoo.client import KazooClient
 
-from ferry.common import kafka_clients
+from ferry.common.kafka import clients as kafka_clients
 
 
 def test_kazoo_creates_and_watches_nodes(zk: KazooClient) -> None:

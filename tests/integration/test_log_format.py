@@ -18,8 +18,8 @@ import yaml
 from kazoo.client import KazooClient
 
 from ferry.common.model import PartitionKey, WorkerAssignment
-from ferry.common.support import ferry_command, free_port, poll_until, spawn
-from ferry.common.zk_layout import ZkLayout
+from ferry.common.zk.layout import ZkLayout
+from ferry.devstack.support import ferry_command, free_port, poll_until, spawn
 
 ROUTE = "src.dst"
 LAYOUT = ZkLayout("/")  # the worker's config points at this test's chroot

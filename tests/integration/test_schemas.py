@@ -14,33 +14,16 @@ import pytest
 import requests
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ferry.common import devstack
 from ferry.common.config import SchemasConfig
-from ferry.controller.rest_json import schema_report_json
-from ferry.controller.schema_distributor import SchemaDistributor
-from ferry.controller.schema_registry import RegistryClient
+from ferry.controller.api.rest_json import schema_report_json
+from ferry.controller.schemas.distributor import SchemaDistributor
+from ferry.controller.schemas.registry import RegistryClient
+from ferry.devstack import stack as devstack
+from tests.harness.registry import register, version, versions
 
-CT = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 ORDER_V1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
 ORDER_V2 = {"type": "record", "name": "Order", "fields": [
     {"name": "id", "type": "long"}, {"name": "note", "type": ["null", "string"], "default": None}]}
-
-
-def register(url: str, subject: str, schema: Any) -> int:
-    answer = requests.post(f"{url}/apis/ccompat/v7/subjects/{subject}/versions", headers=CT,
-                           data=json.dumps({"schema": json.dumps(schema)}), timeout=10)
-    answer.raise_for_status()
-    return int(answer.json()["id"])
-
-
-def version(url: str, subject: str, number: int | str) -> dict[str, Any] | None:
-    answer = requests.get(f"{url}/apis/ccompat/v7/subjects/{subject}/versions/{number}", timeout=10)
-    return None if answer.status_code == 404 else dict(answer.json())
-
-
-def versions(url: str, subject: str) -> list[int]:
-    answer = requests.get(f"{url}/apis/ccompat/v7/subjects/{subject}/versions", timeout=10)
-    return [] if answer.status_code == 404 else list(answer.json())
 
 
 def schema_at(url: str, schema_id: int) -> dict[str, Any] | None:

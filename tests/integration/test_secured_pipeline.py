@@ -20,11 +20,13 @@ from confluent_kafka.admin import NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from ferry.common import cli, devstack, kafka_clients
+from ferry.common import cli
 from ferry.common.config import parse_config
+from ferry.common.kafka import clients as kafka_clients
 from ferry.common.model import ExternalView, IdealState, PartitionState, WorkerInfo
-from ferry.common.support import create_topics
-from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.common.zk.layout import ZkLayout, make_client
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import create_topics
 from ferry.pipeline.spark import get_session
 
 PARTITIONS = 2

@@ -8,7 +8,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ScramMechanism, UserScramCredentialDeletion
 
-from ferry.common import devstack, kafka_clients
+from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import stack as devstack
 
 
 def _brokers(conf: dict[str, str]) -> list[str]:

@@ -20,9 +20,9 @@ from kazoo.client import KazooClient
 
 from ferry.common import cli
 from ferry.common.config import FerryConfig, parse_config
-from ferry.common.diff import Problem
+from ferry.common.core.diff import Problem
 from ferry.common.model import ExternalView, IdealState, PartitionState, WorkerInfo
-from ferry.common.zk_layout import ZkLayout
+from ferry.common.zk.layout import ZkLayout
 from ferry.pipeline import validate
 from ferry.pipeline.spark import get_session
 from ferry.pipeline.validate import TopicProblem, run_validation, store_result

@@ -36,11 +36,12 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from prometheus_client.parser import text_string_to_metric_families
 
-from ferry.common import kafka_clients, provenance
 from ferry.common.config import FerryConfig, parse_config
+from ferry.common.core import provenance
+from ferry.common.kafka import clients as kafka_clients
 from ferry.common.model import PartitionKey, WorkerAssignment, WorkerStatus
-from ferry.common.support import create_topics, end_offsets, free_port, poll_until
-from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.common.zk.layout import ZkLayout, make_client
+from ferry.devstack.support import create_topics, end_offsets, free_port, poll_until
 from ferry.worker.service import Worker
 
 ROUTE = "src.dst"

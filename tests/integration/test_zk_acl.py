@@ -9,7 +9,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from ferry.common.config import ZookeeperConfig
-from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.common.zk.layout import ZkLayout, make_client
 
 
 @pytest.fixture

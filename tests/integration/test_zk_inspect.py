@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 
 from ferry.common.cli import main
 from ferry.common.model import ExternalView, IdealState, WorkerInfo
-from ferry.common.zk_layout import ZkLayout
+from ferry.common.zk.layout import ZkLayout
 
 ROUTE = "src.dst"
 

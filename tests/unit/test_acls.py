@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.common import acls, devstack
+from ferry.common import acls
 from ferry.common.acls import ANY, CLUSTER, CLUSTER_NAME, GROUP, LITERAL, PREFIXED, TOPIC, Acl, Resource
 from ferry.common.config import parse_config
 from ferry.common.errors import ConfigError
+from ferry.devstack import stack as devstack
 
 SASL = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "ferry", "sasl.password": "x"}
 

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.common.assignment import assign, loads, moved, rebalance
+from ferry.common.core.assignment import assign, loads, moved, rebalance
 from ferry.common.model import PartitionKey
+from tests.oracles.assignment import minimal_moves
 
 pytestmark = pytest.mark.unit
 
@@ -19,14 +20,6 @@ ALL = [PartitionKey(r, t, p) for r, t in TOPICS for p in range(6)]
 
 def topic(name: str, count: int, route: str = "a.b") -> list[PartitionKey]:
     return [PartitionKey(route, name, p) for p in range(count)]
-
-
-def minimal_moves(assignment: dict[PartitionKey, str], live: set[str]) -> int:
-    """Fewest moves that leave live loads within one: the busiest workers keep the extra partitions."""
-    load = loads({p: w for p, w in assignment.items() if w in live}, live)
-    low, extra = divmod(sum(load.values()), len(live))
-    ordered = sorted(load.values(), reverse=True)
-    return sum(max(0, n - (low + (1 if i < extra else 0))) for i, n in enumerate(ordered))
 
 
 def test_loads_counts_every_worker() -> None:

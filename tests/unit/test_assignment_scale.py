@@ -1,6 +1,6 @@
 """The heap-based assign and rebalance decide exactly as their specification, written plainly.
 
-``spec_assign`` and ``spec_rebalance`` are the rules of :mod:`common.assignment`'s docstrings as
+``spec_assign`` and ``spec_rebalance`` are the rules of :mod:`common.core.assignment`'s docstrings as
 direct O(P * W) loops (the implementation before it scaled); the fast functions must agree with
 them on every input, so the property tests of test_assignment.py keep their meaning at any size.
 """
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ferry.common.assignment import assign, loads, moved, rebalance
+from ferry.common.core.assignment import assign, loads, moved, rebalance
 from ferry.common.model import PartitionKey, TopicKey
-from tests.unit.test_assignment import minimal_moves
+from tests.oracles.assignment import minimal_moves
 
 pytestmark = pytest.mark.unit
 

@@ -20,7 +20,7 @@ from ferry.bench.names import WorkloadSpec, known_system, parse_workloads
 from ferry.bench.search import DEFAULT, Pair, Param
 from ferry.bench.systems import MM2_TUNED, Ceiling, FerryWorkers, MirrorMaker2
 from ferry.bench.workload import Workload, log_bytes, values
-from ferry.common.devstack import Server, Stack
+from ferry.devstack.stack import Server, Stack
 
 # -- names -----------------------------------------------------------------------------------
 

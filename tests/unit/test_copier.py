@@ -1,6 +1,6 @@
 """RouteCopier's bookkeeping with fake clients in place of Ferry's Kafka client adapter.
 
-Only ``common.kafka_clients`` (Ferry's own adapter) is replaced; the fakes hand back plain
+Only ``common.kafka.clients`` (Ferry's own adapter) is replaced; the fakes hand back plain
 messages and delivery reports so the copy path, the watermark and the ERROR states can be
 checked without servers. The real clients are exercised by tests/integration/test_worker.py.
 """
@@ -15,192 +15,19 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
 from ferry.common.config import RouteConfig, WorkerConfig
-from ferry.common.offset_map import MAP_TOPIC, Segment, parse_segment
-from ferry.common.provenance import encode
+from ferry.common.core.offset_map import MAP_TOPIC, Segment, parse_segment
+from ferry.common.core.provenance import encode
 from ferry.worker import copier as copier_module
 from ferry.worker.copier import RETRY_BACKOFF_S, RouteCopier
 from ferry.worker.metrics import WorkerMetrics
-
-TOPIC = "orders"
-
-
-@dataclass
-class FakeMessage:
-    _topic: str
-    _partition: int
-    _offset: int
-    _value: bytes = b"v"
-    headers_: list[tuple[str, bytes]] | None = None
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes:
-        return b"k"
-
-    def value(self) -> bytes:
-        return self._value
-
-    def headers(self) -> list[tuple[str, bytes]]:
-        return [("h", b"1")] if self.headers_ is None else self.headers_
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 1_700_000_000_000 + self._offset)
-
-    def error(self) -> None:
-        return None
-
-    def __len__(self) -> int:
-        return len(self._value)
-
-
-def _metadata(partitions: int | None) -> Any:
-    topics = {} if partitions is None else {TOPIC: SimpleNamespace(partitions=dict.fromkeys(range(partitions)), error=None)}
-    return SimpleNamespace(topics=topics)
-
-
-@dataclass
-class FakeConsumer:
-    calls: list[tuple[str, Any]]
-    source_partitions: int | None = 2
-    queue: list[FakeMessage] = field(default_factory=list)
-    committed_offsets: dict[int, int] = field(default_factory=dict)
-    destination: dict[int, list[Any]] = field(default_factory=dict)  # partition -> headers of each record
-    reading: list[FakeMessage] | None = None
-
-    def consume(self, num: int, timeout: float) -> list[FakeMessage]:
-        if self.reading is not None:  # the look-back reader shares this fake
-            batch, self.reading[:] = self.reading[:num], self.reading[num:]
-            return batch
-        batch, self.queue[:] = self.queue[:num], self.queue[num:]
-        return batch
-
-    def poll(self, timeout: float) -> FakeMessage | None:
-        return self.queue.pop(0) if self.queue else None
-
-    def list_topics(self, topic: str, timeout: float) -> Any:
-        return _metadata(self.source_partitions)
-
-    def incremental_assign(self, tps: list[Any]) -> None:
-        self.calls.append(("assign", sorted((tp.topic, tp.partition) for tp in tps)))
-
-    def incremental_unassign(self, tps: list[Any]) -> None:
-        self.calls.append(("unassign", sorted((tp.topic, tp.partition) for tp in tps)))
-
-    def resume(self, tps: list[Any]) -> None:
-        self.calls.append(("resume", sorted((tp.topic, tp.partition) for tp in tps)))
-
-    def pause(self, tps: list[Any]) -> None:
-        self.calls.append(("pause", sorted((tp.topic, tp.partition) for tp in tps)))
-
-    def commit(self, offsets: list[Any], asynchronous: bool) -> None:
-        self.calls.append(("commit", sorted((tp.topic, tp.partition, tp.offset) for tp in offsets)))
-
-    def close(self) -> None:
-        self.calls.append(("close", None))
-
-    def committed(self, tps: list[Any], timeout: float) -> list[Any]:
-        return [TopicPartition(tp.topic, tp.partition, self.committed_offsets.get(tp.partition, -1001)) for tp in tps]
-
-    def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
-        # The destination partition, for the look-back: (low, high) of what the test put there.
-        records = self.destination.get(tp.partition, [])
-        return (0, len(records))
-
-    def assign(self, tps: list[Any]) -> None:
-        tp = tps[0]
-        self.reading = [FakeMessage(tp.topic, tp.partition, o, headers_=h)
-                        for o, h in enumerate(self.destination.get(tp.partition, [])) if o >= tp.offset]
-
-    def unassign(self) -> None:
-        self.reading = None
-
-
-@dataclass
-class FakeProducer:
-    calls: list[tuple[str, Any]]
-    on_delivery: Any
-    pending: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, nth, timestamp
-    fail: dict[tuple[str, int, int], KafkaError] = field(default_factory=dict)  # (topic, partition, nth produce) -> error
-    produced: list[tuple[str, int, bytes]] = field(default_factory=list)
-    map_writes: list[tuple[bytes, bytes]] = field(default_factory=list)
-    delivered: dict[tuple[str, int], int] = field(default_factory=dict)  # next destination offset
-    map_pending: list[Any] = field(default_factory=list)  # offset-map writes' delivery callbacks
-
-    def produce(self, topic: str, value: bytes, key: bytes, partition: int = -1, timestamp: int = 0,
-                headers: Any = None, on_delivery: Any = None) -> None:
-        if topic == MAP_TOPIC:
-            self.map_writes.append((key, value))
-            self.map_pending.append(on_delivery)
-            return
-        self.produced.append((topic, partition, value))
-        nth = sum(1 for t, p, _ in self.produced if (t, p) == (topic, partition))
-        self.pending.append((topic, partition, nth, timestamp))
-
-    def poll(self, timeout: float) -> int:
-        return self.flush(timeout)
-
-    def flush(self, timeout: float) -> int:
-        self.calls.append(("flush", len(self.pending)))
-        pending, self.pending = self.pending, []
-        map_pending, self.map_pending = self.map_pending, []
-        for callback in map_pending:  # the offset map's writes are acknowledged like any record
-            callback(None, None)
-        for topic, partition, nth, timestamp in pending:
-            error = self.fail.pop((topic, partition, nth), None)
-            offset = self.delivered.get((topic, partition), 0)
-            if error is None:
-                self.delivered[(topic, partition)] = offset + 1
-            # As librdkafka reports it: the timestamp given (CreateTime, 1), or none (0).
-            stamped = (1, timestamp) if timestamp else (0, -1)
-            self.on_delivery(error, SimpleNamespace(topic=lambda t=topic: t, partition=lambda p=partition: p,
-                                                    offset=lambda o=offset: o, timestamp=lambda s=stamped: s))
-        return 0
-
-    def list_topics(self, topic: str, timeout: float) -> Any:
-        return _metadata(2)
-
-
-class FakeAdmin:
-    def __init__(self, destination_partitions: int | None) -> None:
-        self.destination_partitions = destination_partitions
-        self.max_message_bytes = 1_048_588
-        self.created: list[tuple[str, int]] = []
-
-    def list_topics(self, topic: str, timeout: float) -> Any:
-        return _metadata(self.destination_partitions)
-
-    def describe_configs(self, resources: list[Any]) -> dict[Any, Any]:
-        entries = {"max.message.bytes": SimpleNamespace(value=str(self.max_message_bytes))}
-        return {r: SimpleNamespace(result=lambda timeout: entries) for r in resources}
-
-    def create_topics(self, topics: list[Any]) -> dict[str, Any]:
-        if topics[0].topic == MAP_TOPIC:
-            self.map_topic_created = True
-            return {MAP_TOPIC: SimpleNamespace(result=lambda timeout: None)}
-        self.created.extend((t.topic, t.num_partitions) for t in topics)
-        self.destination_partitions = topics[0].num_partitions
-        return {t.topic: SimpleNamespace(result=lambda timeout: None) for t in topics}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fakes import TOPIC, FakeAdmin, FakeClock, FakeConsumer, FakeMessage, FakeProducer
 
 
 @pytest.fixture
 def rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     calls: list[tuple[str, Any]] = []
-    rig = SimpleNamespace(calls=calls, clock=Clock(), admin=FakeAdmin(destination_partitions=None), metrics=WorkerMetrics())
+    rig = SimpleNamespace(calls=calls, clock=FakeClock(1000.0), admin=FakeAdmin(destination_partitions=None),
+                          metrics=WorkerMetrics())
     # Wall-clock time: 2 s after the FakeMessage timestamps (1_700_000_000_000 ms + the offset).
     rig.wall = 1_700_000_002.0
     rig.consumer = FakeConsumer(calls)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.common import devstack
+from ferry.devstack import stack as devstack
 
 
 @pytest.fixture(autouse=True)
@@ -153,15 +153,10 @@ def test_extra_clusters_get_ports_by_position_or_by_name_and_are_recorded(
     assert "-XX:+UseSerialGC" in devstack._command(stack.extra[0]) and "-Xmx256m" in devstack._command(stack.extra[0])
 
 
-def test_one_jar_folder_setting_with_the_spark_alias_deprecated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(devstack.SPARK_JARS_ENV, raising=False)
+def test_one_jar_folder_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(devstack.JARS_DIR_ENV, str(tmp_path / "jars"))
     assert devstack.jars_dir() == tmp_path / "jars"
     assert devstack.jars_dir("kafka") == tmp_path / "jars" / "kafka"
     from ferry.pipeline import spark
 
     assert spark.jars_dir() == tmp_path / "jars" / "spark"
-    monkeypatch.setenv(devstack.SPARK_JARS_ENV, str(tmp_path / "old"))
-    with pytest.warns(FutureWarning, match="FERRY_SPARK_JARS is deprecated"):
-        assert spark.jars_dir() == tmp_path / "old"
-    assert devstack.jars_dir("kafka") == tmp_path / "jars" / "kafka"  # the alias names only Spark's folder

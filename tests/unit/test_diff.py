@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.common.diff import Mismatch, Problem, compare, external_views, summarize
+from ferry.common.core.diff import Mismatch, Problem, compare, external_views, summarize
 from ferry.common.model import (
     ExternalView,
     IdealState,

@@ -6,10 +6,16 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from ferry.common.errors import ConfigError, FerryError, PermanentError, TransientError
-from ferry.common.kafka_errors import kafka_error
+from ferry.common.kafka.errors import kafka_error
 from ferry.controller.errors import BadRequest, ControllerError, NotLeader, Unavailable
-from ferry.worker.copier import RETRY_BACKOFF_S, _delivery_failure
-from ferry.worker.errors import PartitionDeferred, PartitionStopped, ProducerFailed, WorkerError
+from ferry.worker.errors import (
+    RETRY_BACKOFF_S,
+    PartitionDeferred,
+    PartitionStopped,
+    ProducerFailed,
+    WorkerError,
+    delivery_failure,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -45,12 +51,12 @@ def test_the_tree() -> None:
 
 
 def test_what_a_refused_record_means() -> None:
-    too_large = _delivery_failure(kafka_error(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too big")), "offset 7")
+    too_large = delivery_failure(kafka_error(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too big")), "offset 7")
     assert isinstance(too_large, PartitionStopped) and str(too_large) == "offset 7: too big"
-    timeout = _delivery_failure(kafka_error(KafkaError(KafkaError._MSG_TIMED_OUT, "timed out")), "offset 8")
+    timeout = delivery_failure(kafka_error(KafkaError(KafkaError._MSG_TIMED_OUT, "timed out")), "offset 8")
     assert isinstance(timeout, PartitionDeferred) and timeout.retry_after_s == RETRY_BACKOFF_S
-    fatal = _delivery_failure(kafka_error(KafkaError(KafkaError._FATAL, "fenced", fatal=True)), "offset 9")
+    fatal = delivery_failure(kafka_error(KafkaError(KafkaError._FATAL, "fenced", fatal=True)), "offset 9")
     assert isinstance(fatal, ProducerFailed) and isinstance(fatal.record, PartitionDeferred)
-    fatal_and_refused = _delivery_failure(
+    fatal_and_refused = delivery_failure(
         kafka_error(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED, "denied", fatal=True)), "offset 10")
     assert isinstance(fatal_and_refused, ProducerFailed) and isinstance(fatal_and_refused.record, PartitionStopped)

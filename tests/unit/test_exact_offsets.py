@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.common.offset_map import (
+from ferry.common.core.offset_map import (
     OffsetMap,
     Segment,
     merge,
@@ -16,7 +16,7 @@ from ferry.common.offset_map import (
     timestamp_lookup_ms,
     translate,
 )
-from ferry.common.resume import lookback_done, lookback_windows, resume_plan
+from ferry.common.core.resume import lookback_done, lookback_windows, resume_plan
 
 # -- the resume rule -----------------------------------------------------------------------------
 
@@ -187,7 +187,7 @@ def test_timestamp_method_subtracts_the_margin() -> None:
 
 
 def test_group_sync_follows_mirrormaker_2s_rule() -> None:
-    from ferry.controller.checkpoints import should_sync
+    from ferry.controller.groups.checkpoints import should_sync
 
     assert should_sync(10, None, group_active=False)
     assert should_sync(10, 5, group_active=False)
@@ -198,7 +198,7 @@ def test_group_sync_follows_mirrormaker_2s_rule() -> None:
 
 
 def test_the_map_reader_finds_segments_retention_removed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ferry.controller import checkpoints
+    from ferry.controller.groups import checkpoints
 
     monkeypatch.setattr(checkpoints.kafka_clients, "consumer", lambda *args, **kwargs: object())
     reader = checkpoints.OffsetMapReader({}, "test")

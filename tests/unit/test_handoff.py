@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.common.handoff import worker_assignments
+from ferry.common.core.handoff import worker_assignments
 from ferry.common.model import PartitionKey, PartitionState, PartitionStatus, WorkerStatus
 
 P = [PartitionKey("src.dst", "t", i) for i in range(4)]

@@ -29,9 +29,8 @@ class _SilentAdmin:
 @pytest.fixture
 def metadata(monkeypatch: pytest.MonkeyPatch) -> kafka_meta.ClusterMetadata:
     monkeypatch.setattr(kafka_meta, "TIMEOUT_S", 0.01)
-    meta = kafka_meta.ClusterMetadata({"dst": {"bootstrap.servers": "127.0.0.1:1"}})
-    meta._admins["dst"] = _SilentAdmin()
-    return meta
+    monkeypatch.setattr(kafka_meta.kafka_clients, "admin", lambda cluster, **settings: _SilentAdmin())
+    return kafka_meta.ClusterMetadata({"dst": {"bootstrap.servers": "127.0.0.1:1"}})
 
 
 def test_topic_configs_of_a_silent_cluster_are_unavailable(metadata: kafka_meta.ClusterMetadata) -> None:

@@ -1,7 +1,7 @@
-"""ferry.controller.leader_state.LeaderState decides exactly as controller.planner.plan, after any events.
+"""ferry.controller.lead.leader_state.LeaderState decides exactly as the planner oracle (tests/oracles/planner.py), after any events.
 
 The specification side keeps ZooKeeper's content as plain dicts and runs the whole-state
-:func:`controller.planner.plan` at every step, writing what it returns as the controller used to;
+``plan`` of ``tests/oracles/planner.py`` at every step, writing what it returns as the controller used to;
 the incremental side gets only the events and writes only what its plan says. After every step
 both must hold the same ideal states, assignments and external views, and agree on what moved,
 which workers are retained and until when.
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ferry.common.diff import compare, summarize
+from ferry.common.core.diff import compare, summarize
 from ferry.common.model import (
     ExternalView,
     IdealState,
@@ -28,10 +28,11 @@ from ferry.common.model import (
     WorkerInfo,
     WorkerStatus,
 )
-from ferry.common.zk_layout import ZkLayout
-from ferry.controller.leader_state import LeaderState, writes
-from ferry.controller.planner import plan
-from ferry.controller.store import Snapshot, chunks
+from ferry.common.zk.layout import ZkLayout
+from ferry.controller.lead.leader_state import LeaderState
+from ferry.controller.lead.store import Snapshot, chunks
+from ferry.controller.lead.write_order import writes
+from tests.oracles.planner import plan
 
 pytestmark = pytest.mark.unit
 

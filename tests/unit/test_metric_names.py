@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ferry.common.config import SchemasConfig
+from ferry.controller.lead.store import Store
 from ferry.controller.metrics import ControllerMetrics
-from ferry.controller.schema_distributor import SchemaDistributor
-from ferry.controller.store import Store
+from ferry.controller.schemas.distributor import SchemaDistributor
 from ferry.worker.metrics import WorkerMetrics
 
 pytestmark = pytest.mark.unit

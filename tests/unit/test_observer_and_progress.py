@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ferry.common.config import RouteConfig
 from ferry.common.model import IdealState, PartitionKey, TopicKey
-from ferry.controller.observer import config_changes, decide, is_internal
-from ferry.controller.progress import OffsetSample, ProgressTracker
+from ferry.controller.topics.observer import config_changes, decide, is_internal
+from ferry.controller.topics.progress import OffsetSample, ProgressTracker
 
 ROUTE = RouteConfig(source="src", destination="dst", include=[r"orders\..*", "payments"], exclude=[r"orders\.tmp\..*"])
 PLAIN = RouteConfig(source="src", destination="dr")

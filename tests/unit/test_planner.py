@@ -1,4 +1,4 @@
-"""ferry.controller.planner.plan: the leader's whole desired state from plain data (time driven by ``now``)."""
+"""The planner oracle (tests/oracles/planner.py): the leader's whole desired state from plain data (time driven by ``now``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ferry.common.model import (
     WorkerInfo,
     WorkerStatus,
 )
-from ferry.controller.planner import Plan, active_workers, plan
+from tests.oracles.planner import Plan, active_workers, plan
 
 ROUTE = "src.dst"
 ORDERS = TopicKey(ROUTE, "orders")

@@ -1,4 +1,4 @@
-"""common.provenance: the header Ferry writes on every copy."""
+"""common.core.provenance: the header Ferry writes on every copy."""
 
 from __future__ import annotations
 
@@ -8,8 +8,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.common.provenance import HEADER, Provenance, ProvenanceError, Stamper, decode, encode, read, split, stamp
-from ferry.common.topology import copy_flags
+from ferry.common.core.provenance import (
+    HEADER,
+    Provenance,
+    ProvenanceError,
+    Stamper,
+    decode,
+    encode,
+    read,
+    split,
+    stamp,
+)
+from ferry.common.core.topology import copy_flags
 
 pytestmark = pytest.mark.unit
 

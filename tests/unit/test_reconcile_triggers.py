@@ -1,4 +1,4 @@
-"""controller.reconciler's triggers on a real APScheduler: a trigger during a run waits, never skipped."""
+"""controller.lead.reconciler's triggers on a real APScheduler: a trigger during a run waits, never skipped."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any, cast
 import pytest
 
 from ferry.common.config import parse_config
-from ferry.common.zk_layout import ZkLayout
-from ferry.controller.jobs import make_scheduler
-from ferry.controller.leadership import LEADING
+from ferry.common.zk.layout import ZkLayout
+from ferry.controller.jobs.scheduler import make_scheduler
+from ferry.controller.lead.leadership import LEADING
+from ferry.controller.lead.reconciler import ModelLock, Reconciler
 from ferry.controller.metrics import ControllerMetrics
-from ferry.controller.reconciler import ModelLock, Reconciler
 
 
 class StubLeadership:

@@ -1,169 +1,19 @@
-"""controller.rest over a fake controller: status codes, JSON errors and forwarding to the leader."""
+"""controller.api.rest over a fake controller: status codes, JSON errors and forwarding to the leader."""
 
 from __future__ import annotations
 
 import socket
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from flask import Flask, request
 from flask.testing import FlaskClient
-from werkzeug.serving import make_server
 
-from ferry.common.heartbeat import HeartbeatView
-from ferry.common.model import ExternalView, IdealState, PartitionKey
-from ferry.common.vocabulary import ControllerState
-from ferry.controller.checkpoints import GroupCheckpoints
+from ferry.controller.api.rest import FORWARDED_HEADER, create_app
 from ferry.controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
-from ferry.controller.progress import NoProgress, OffsetSample
-from ferry.controller.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
-from ferry.controller.rest import FORWARDED_HEADER, ControllerApi, create_app
-from ferry.controller.schema_distributor import SchemaReport, SchemaStatus
-from ferry.controller.topic_admin import Rebalanced, TopicDeleted
-from ferry.controller.tree_control import TreeView
-
-
-class FakeController:
-    """Implements :class:`controller.rest.ControllerApi`, every part in one object; records calls,
-    raises ``fail`` when set. A topic view names this controller as its route's destination, and a
-    schema report as its target, so a test sees which controller answered."""
-
-    def __init__(self, controller_id: str = "c1", leading: bool = True, leader: dict[str, str] | None = None) -> None:
-        self.controller_id = controller_id
-        self.leading = leading
-        self.leader_info = leader
-        self.fail: Exception | None = None
-        self.calls: list[tuple[str, tuple[Any, ...]]] = []
-
-    # The parts the REST layer asks for (controller.rest.ControllerApi): all this one object.
-    @property
-    def leadership(self) -> FakeController:
-        return self
-
-    @property
-    def reads(self) -> FakeController:
-        return self
-
-    @property
-    def topics(self) -> FakeController:
-        return self
-
-    @property
-    def jobs(self) -> FakeController:
-        return self
-
-    @property
-    def tree(self) -> FakeController:
-        return self
-
-    def _call(self, name: str, *args: Any) -> None:
-        self.calls.append((name, args))
-        if self.fail is not None:
-            raise self.fail
-
-    def is_leader(self) -> bool:
-        return self.leading
-
-    def leader(self) -> dict[str, str] | None:
-        return self.leader_info
-
-    def health(self) -> Health:
-        state = ControllerState.LEADING if self.leading else ControllerState.STANDBY
-        return Health(True, self.controller_id, state, self.leading, None, None)
-
-    def list_topics(self) -> list[IdealState]:
-        self._call("list_topics")
-        return [IdealState("src.dst", "orders", 2)]
-
-    def _view(self, topic: str, partitions: int, route: str | None) -> TopicView:
-        name = route or "src.dst"
-        one = RouteTopic(IdealState(name, topic, partitions), ExternalView(name, topic), self.controller_id, topic)
-        return TopicView(topic, {name: one})
-
-    def topic_view(self, topic: str, route: str | None = None) -> TopicView:
-        self._call("topic_view", topic, route)
-        return self._view(topic, 1, route)
-
-    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView:
-        self._call("add_topic", topic, num_partitions, route)
-        return self._view(topic, num_partitions or 1, route)
-
-    def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]:
-        self._call("add_topics", topics, route)
-        return [IdealState(route or "src.dst", t["topic"], t["numPartitions"] or 1) for t in topics]
-
-    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView:
-        self._call("expand_topic", topic, num_partitions, route)
-        return self._view(topic, num_partitions, route)
-
-    def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted:
-        self._call("delete_topic", topic, route)
-        return TopicDeleted(topic, (route or "src.dst",))
-
-    def instances(self) -> Instances:
-        self._call("instances")
-        return Instances([], {})
-
-    def rebalance_now(self) -> Rebalanced:
-        self._call("rebalance_now")
-        return Rebalanced(0)
-
-    def validation(self) -> Validation:
-        self._call("validation")
-        return Validation([], {}, None)
-
-    def source_validation(self) -> SourceValidation:
-        self._call("source_validation")
-        return SourceValidation(0, [], None)
-
-    def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
-        self._call("offsets", topic, partition)
-        return {}
-
-    def destination_topic(self, route: str, topic: str) -> str:
-        return topic
-
-    def noprogress(self) -> NoProgress:
-        self._call("noprogress")
-        return NoProgress({}, {}, 60.0)
-
-    def metrics_text(self) -> bytes:
-        return b"# no metrics\n"
-
-    def groups(self, group: str | None = None) -> GroupCheckpoints:
-        self._call("groups", group)
-        if group == "unknown":
-            raise NotFound("group 'unknown' has no checkpoint")
-        return GroupCheckpoints({}, {})
-
-    def tree_view(self) -> TreeView:
-        self._call("tree_view")
-        return TreeView("1(a,b)", 60.0, [], [], "DISTRIBUTOR ...")
-
-    def heartbeats(self) -> HeartbeatView:
-        self._call("heartbeats")
-        return HeartbeatView([], {})
-
-    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]:
-        self._call("switch_target", distributor, leaf)
-        return {distributor: leaf}
-
-    def _schema_report(self) -> SchemaReport:
-        return SchemaReport("src", [self.controller_id], 0.0, [], True, {}, [], [], [], {})
-
-    def schema_status(self) -> SchemaStatus:
-        self._call("schema_status")
-        return SchemaStatus(self._schema_report(), None)
-
-    def schema_sync(self) -> SchemaReport:
-        self._call("schema_sync")
-        return self._schema_report()
-
-
-def _typed(fake: FakeController) -> ControllerApi:
-    return fake  # mypy checks that the fake satisfies the Protocol
+from tests.checks import assert_json_error
+from tests.fakes import FakeController, as_controller_api
 
 
 @pytest.fixture
@@ -173,35 +23,7 @@ def fake() -> FakeController:
 
 @pytest.fixture
 def client(fake: FakeController) -> FlaskClient:
-    return create_app(_typed(fake)).test_client()
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Flask], str]]:
-    """Serves Flask apps on real local ports (one thread each); yields a function returning the URL."""
-    servers = []
-
-    def start(app: Flask) -> str:
-        server = make_server("127.0.0.1", 0, app, threaded=True)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        thread.start()
-        servers.append((server, thread))
-        return f"http://127.0.0.1:{server.server_port}"
-
-    yield start
-    for server, thread in servers:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
-
-
-def assert_json_error(response: Any, status: int) -> dict[str, Any]:
-    assert response.status_code == status
-    assert response.is_json
-    body: dict[str, Any] = response.get_json()
-    assert body["status"] == status
-    assert isinstance(body["error"], str) and body["error"]
-    return body
+    return create_app(as_controller_api(fake)).test_client()
 
 
 # -- happy paths ------------------------------------------------------------------------------
@@ -313,7 +135,7 @@ def test_a_wrong_method_is_a_405_json_answer(client: FlaskClient, method: str, u
 
 def test_a_standby_without_a_leader_answers_503_to_writes(fake: FakeController) -> None:
     fake.leading = False
-    client = create_app(_typed(fake)).test_client()
+    client = create_app(as_controller_api(fake)).test_client()
     for response in (
         client.post("/topics", json={"topic": "orders"}),
         client.put("/topics", json={"topic": "orders", "numPartitions": 2}),
@@ -328,14 +150,14 @@ def test_a_standby_without_a_leader_answers_503_to_writes(fake: FakeController) 
 
 def test_a_standby_whose_leader_has_no_url_answers_503(fake: FakeController) -> None:
     fake.leading, fake.leader_info = False, {"id": "c9"}
-    assert_json_error(create_app(_typed(fake)).test_client().post("/instances"), 503)
+    assert_json_error(create_app(as_controller_api(fake)).test_client().post("/instances"), 503)
 
 
 def test_a_standby_forwards_writes_and_relays_the_leaders_answer(serve: Callable[[Flask], str]) -> None:
     leader = FakeController("leader")
-    leader_url = serve(create_app(_typed(leader)))
+    leader_url = serve(create_app(as_controller_api(leader)))
     standby = FakeController("standby", leading=False, leader={"id": "leader", "rest_url": leader_url + "/"})
-    client = create_app(_typed(standby), forward_timeout_s=5).test_client()
+    client = create_app(as_controller_api(standby), forward_timeout_s=5).test_client()
 
     created = client.post("/topics?route=src.dst", json={"topic": "orders", "numPartitions": 3})
     assert created.status_code == 201
@@ -367,14 +189,14 @@ def test_the_forwarded_request_names_the_standby(serve: Callable[[Flask], str]) 
         return {"rebalanced": True, "moved": 2}, 200
 
     standby = FakeController("standby-7", leading=False, leader={"id": "l", "rest_url": serve(recorder)})
-    response = create_app(_typed(standby)).test_client().post("/instances")
+    response = create_app(as_controller_api(standby)).test_client().post("/instances")
     assert response.status_code == 200 and response.get_json() == {"rebalanced": True, "moved": 2}
     assert seen == ["standby-7"]
 
 
 def test_a_forwarded_request_to_a_non_leader_is_a_503(fake: FakeController) -> None:
     fake.leading, fake.leader_info = False, {"id": "c2", "rest_url": "http://127.0.0.1:1"}
-    client = create_app(_typed(fake)).test_client()
+    client = create_app(as_controller_api(fake)).test_client()
     response = client.post("/topics", json={"topic": "orders"}, headers={FORWARDED_HEADER: "c2"})
     assert_json_error(response, 503)
     assert fake.calls == []
@@ -384,9 +206,9 @@ def test_two_standbys_naming_each_other_do_not_loop(serve: Callable[[Flask], str
     # Both believe the other leads (a stale leader node): one hop, then 503, relayed back.
     a = FakeController("a", leading=False)
     b = FakeController("b", leading=False)
-    a_url, b_url = serve(create_app(_typed(a), forward_timeout_s=5)), serve(create_app(_typed(b), forward_timeout_s=5))
+    a_url, b_url = serve(create_app(as_controller_api(a), forward_timeout_s=5)), serve(create_app(as_controller_api(b), forward_timeout_s=5))
     a.leader_info, b.leader_info = {"id": "b", "rest_url": b_url}, {"id": "a", "rest_url": a_url}
-    response = create_app(_typed(a), forward_timeout_s=5).test_client().post("/topics", json={"topic": "orders"})
+    response = create_app(as_controller_api(a), forward_timeout_s=5).test_client().post("/topics", json={"topic": "orders"})
     assert_json_error(response, 503)
     assert a.calls == [] and b.calls == []
 
@@ -396,7 +218,7 @@ def test_a_leader_that_does_not_answer_is_a_503(fake: FakeController) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     fake.leading, fake.leader_info = False, {"id": "c2", "rest_url": f"http://127.0.0.1:{port}"}
-    body = assert_json_error(create_app(_typed(fake), forward_timeout_s=2).test_client().post("/instances"), 503)
+    body = assert_json_error(create_app(as_controller_api(fake), forward_timeout_s=2).test_client().post("/instances"), 503)
     assert "c2" in body["error"]
 
 

@@ -1,4 +1,4 @@
-"""controller.rest at the edge: parameter validation, request ids, bearer tokens, /openapi.json.
+"""controller.api.rest at the edge: parameter validation, request ids, bearer tokens, /openapi.json.
 
 Over the fake controller of ``test_rest``; the fake fails like kazoo does on a relative ZooKeeper
 path, so a topic name that reaches it unchecked shows up as a 500 (as it did before the edge checked names).
@@ -22,13 +22,14 @@ from hypothesis import strategies as st
 from ferry.common.config import RestAuthConfig, RestTokenConfig, parse_config
 from ferry.common.errors import ConfigError
 from ferry.common.model import PartitionKey
-from ferry.controller.auth import TokenChecker, load_tokens
-from ferry.controller.openapi import openapi_document
-from ferry.controller.progress import OffsetSample
-from ferry.controller.reads import TopicView
-from ferry.controller.rest import REQUEST_ID_HEADER, create_app
-from ferry.controller.topic_admin import TopicDeleted
-from tests.unit.test_rest import FakeController, _typed, assert_json_error, serve  # noqa: F401 - fixture
+from ferry.controller.api.auth import TokenChecker, load_tokens
+from ferry.controller.api.openapi import openapi_document
+from ferry.controller.api.rest import REQUEST_ID_HEADER, create_app
+from ferry.controller.topics.admin import TopicDeleted
+from ferry.controller.topics.progress import OffsetSample
+from ferry.controller.topics.reads import TopicView
+from tests.checks import assert_json_error
+from tests.fakes import FakeController, as_controller_api
 
 WRITE_TOKEN = "w-secret-0123456789abcdef"
 READ_TOKEN = "r-secret-0123456789abcdef"
@@ -62,7 +63,7 @@ def fake() -> ZkLikeFake:
 
 @pytest.fixture
 def client(fake: ZkLikeFake) -> FlaskClient:
-    return create_app(_typed(fake)).test_client()
+    return create_app(as_controller_api(fake)).test_client()
 
 
 # -- path, query and body parameters ---------------------------------------------------------
@@ -90,7 +91,7 @@ def test_dot_topics_are_a_400_not_a_500(client: FlaskClient, fake: ZkLikeFake, m
 def test_no_topic_in_a_path_makes_a_5xx_or_reaches_the_controller_invalid(topic: str, method: str,
                                                                           prefix: str) -> None:
     fake = ZkLikeFake()
-    client = create_app(_typed(fake)).test_client()
+    client = create_app(as_controller_api(fake)).test_client()
     if prefix == "/offset/" and method == "DELETE":
         method = "GET"
     response = client.open(prefix + urllib.parse.quote(topic, safe=""), method=method)
@@ -210,7 +211,7 @@ def bearer(token: str) -> dict[str, str]:
 
 
 def test_closed_reads_need_a_token_and_writes_a_write_token(fake: ZkLikeFake) -> None:
-    client = create_app(_typed(fake), auth=checker(open_reads=False)).test_client()
+    client = create_app(as_controller_api(fake), auth=checker(open_reads=False)).test_client()
     missing = client.get("/topics")
     assert_json_error(missing, 401)
     assert missing.headers["WWW-Authenticate"] == 'Bearer realm="ferry"'
@@ -234,13 +235,13 @@ def test_closed_reads_need_a_token_and_writes_a_write_token(fake: ZkLikeFake) ->
 
 
 def test_probes_and_the_document_never_need_a_token(fake: ZkLikeFake) -> None:
-    client = create_app(_typed(fake), auth=checker(open_reads=False)).test_client()
+    client = create_app(as_controller_api(fake), auth=checker(open_reads=False)).test_client()
     assert client.get("/health").status_code == 200
     assert client.get("/openapi.json").status_code == 200
 
 
 def test_open_reads_need_no_token_but_writes_do(fake: ZkLikeFake) -> None:
-    client = create_app(_typed(fake), auth=checker(open_reads=True)).test_client()
+    client = create_app(as_controller_api(fake), auth=checker(open_reads=True)).test_client()
     assert client.get("/topics").status_code == 200
     assert client.get("/metrics").status_code == 200
     assert_json_error(client.post("/instances"), 401)
@@ -249,7 +250,7 @@ def test_open_reads_need_no_token_but_writes_do(fake: ZkLikeFake) -> None:
 
 def test_tokens_never_reach_the_log(fake: ZkLikeFake, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    client = create_app(_typed(fake), auth=checker()).test_client()
+    client = create_app(as_controller_api(fake), auth=checker()).test_client()
     fake.fail = RuntimeError("boom")  # the 500 path logs a traceback
     for token in (WRITE_TOKEN, READ_TOKEN, "wrong-token-0123456789"):
         client.post("/topics", json={"topic": "orders"}, headers=bearer(token))
@@ -260,7 +261,7 @@ def test_tokens_never_reach_the_log(fake: ZkLikeFake, caplog: pytest.LogCaptureF
         assert token not in caplog.text
 
 
-def test_a_standby_forwards_the_callers_token_and_request_id(serve: Callable[[Flask], str]) -> None:  # noqa: F811
+def test_a_standby_forwards_the_callers_token_and_request_id(serve: Callable[[Flask], str]) -> None:
     seen: list[tuple[str | None, str | None]] = []
     recorder = Flask("recorder")
 
@@ -270,7 +271,7 @@ def test_a_standby_forwards_the_callers_token_and_request_id(serve: Callable[[Fl
         return {"rebalanced": True, "moved": 0}, 200
 
     standby = FakeController("standby", leading=False, leader={"id": "l", "rest_url": serve(recorder)})
-    client = create_app(_typed(standby), auth=checker()).test_client()
+    client = create_app(as_controller_api(standby), auth=checker()).test_client()
     response = client.post("/instances", headers={**bearer(WRITE_TOKEN), REQUEST_ID_HEADER: "fwd-1"})
     assert response.status_code == 200
     assert seen == [(f"Bearer {WRITE_TOKEN}", "fwd-1")]
@@ -323,7 +324,7 @@ def test_the_config_wants_exactly_one_source_per_token_and_hides_values() -> Non
 
 
 def test_the_openapi_document_lists_every_route_and_method(fake: ZkLikeFake) -> None:
-    app = create_app(_typed(fake))
+    app = create_app(as_controller_api(fake))
     document = app.test_client().get("/openapi.json").get_json()
     assert document["openapi"].startswith("3.")
     documented = {(path, method.upper()) for path, ops in document["paths"].items() for method in ops}
@@ -346,8 +347,8 @@ def test_the_openapi_document_is_valid_openapi_3(auth: bool, open_reads: bool) -
 
 
 def test_the_openapi_document_follows_the_auth_settings(fake: ZkLikeFake) -> None:
-    closed = create_app(_typed(fake), auth=checker(open_reads=False)).test_client().get("/openapi.json").get_json()
-    opened = create_app(_typed(fake), auth=checker(open_reads=True)).test_client().get("/openapi.json").get_json()
+    closed = create_app(as_controller_api(fake), auth=checker(open_reads=False)).test_client().get("/openapi.json").get_json()
+    opened = create_app(as_controller_api(fake), auth=checker(open_reads=True)).test_client().get("/openapi.json").get_json()
     assert closed["components"]["securitySchemes"]["bearerAuth"] == {
         "type": "http", "scheme": "bearer", "description": "a token from controller.auth.tokens"}
     for document, reads_need in ((closed, True), (opened, False)):

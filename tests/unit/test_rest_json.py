@@ -1,19 +1,21 @@
-"""controller.rest_json: the parts' typed answers shaped as the REST API's JSON (keys, values, order)."""
+"""controller.api.rest_json: the parts' typed answers shaped as the REST API's JSON (keys, values, order)."""
 
 from __future__ import annotations
 
 import json
 
-from ferry.common import tree
-from ferry.common.diff import Mismatch
-from ferry.common.heartbeat import HeartbeatView, Latency
+from ferry.common.core import tree
+from ferry.common.core.diff import Mismatch
+from ferry.common.core.heartbeat import HeartbeatView, Latency
+from ferry.common.core.schemas import ConflictReport, Copy, SchemaVersion, StateChange, SubjectStatus, TargetState
 from ferry.common.model import ExternalView, IdealState, PartitionKey, WorkerInfo
-from ferry.common.schemas import ConflictReport, Copy, SchemaVersion, StateChange, SubjectStatus, TargetState
 from ferry.common.vocabulary import ControllerState, PartitionState, Problem
-from ferry.controller import rest_json
-from ferry.controller.checkpoints import GroupCheckpoints, SyncResult, Translation
-from ferry.controller.progress import NoProgress, OffsetSample
-from ferry.controller.reads import (
+from ferry.controller.api import rest_json
+from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
+from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus, SubjectReport
+from ferry.controller.topics.admin import Rebalanced, TopicDeleted
+from ferry.controller.topics.progress import NoProgress, OffsetSample
+from ferry.controller.topics.reads import (
     Health,
     Instance,
     Instances,
@@ -24,9 +26,7 @@ from ferry.controller.reads import (
     TopicView,
     Validation,
 )
-from ferry.controller.schema_distributor import SchemaReport, SchemaStatus, SubjectReport
-from ferry.controller.topic_admin import Rebalanced, TopicDeleted
-from ferry.controller.tree_control import COPYING, DistributorRow, TreeView
+from ferry.controller.tree.control import COPYING, DistributorRow, TreeView
 
 
 def _ordered(value: object) -> str:

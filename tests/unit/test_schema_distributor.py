@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ferry.common.config import SchemasConfig
-from ferry.controller.rest_json import schema_report_json, schema_status_json
-from ferry.controller.schema_distributor import SchemaDistributor
-from ferry.controller.schema_registry import RegisteredVersion, RegistryClient, RegistryUnavailable
+from ferry.controller.api.rest_json import schema_report_json, schema_status_json
+from ferry.controller.schemas.distributor import SchemaDistributor
+from ferry.controller.schemas.registry import RegisteredVersion, RegistryClient, RegistryUnavailable
 
 CONFIG = SchemasConfig.model_validate({"primary": "src", "registries": {
     "src": {"url": "http://src"}, "dst": {"url": "http://dst", "subject_format": "dr-{topic}-value"}}})
@@ -71,8 +71,8 @@ class FakeRegistry(RegistryClient):
 @pytest.fixture(autouse=True)
 def _import_file(monkeypatch: pytest.MonkeyPatch) -> None:
     # The import file itself is tested in test_schema_rest.
-    monkeypatch.setattr("ferry.controller.schema_distributor.import_zip_for", lambda export, wanted: b"zip")
-    monkeypatch.setattr("ferry.controller.schema_distributor.content_hashes", lambda export: {})
+    monkeypatch.setattr("ferry.controller.schemas.distributor.import_zip_for", lambda export, wanted: b"zip")
+    monkeypatch.setattr("ferry.controller.schemas.distributor.content_hashes", lambda export: {})
 
 
 def _distributor(src: FakeRegistry, dst: FakeRegistry) -> SchemaDistributor:

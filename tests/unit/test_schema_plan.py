@@ -1,4 +1,4 @@
-"""The pure core of schema distribution: subject translation and the plan (common/schemas.py)."""
+"""The pure core of schema distribution: subject translation and the plan (common/core/schemas.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ferry.common.config import parse_config
-from ferry.common.errors import ConfigError
-from ferry.common.schemas import (
+from ferry.common.core.schemas import (
     HELD_UNDER_ANOTHER_ID,
     SchemaVersion,
     SubjectFormat,
@@ -21,6 +20,7 @@ from ferry.common.schemas import (
     plan,
     translate_subject,
 )
+from ferry.common.errors import ConfigError
 
 topics = st.from_regex(r"[A-Za-z0-9._-]{1,40}", fullmatch=True)
 PLAIN = SubjectFormat("{topic}-value")

@@ -11,10 +11,11 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from ferry.controller.api.rest import create_app
 from ferry.controller.errors import NotFound
-from ferry.controller.rest import create_app
-from ferry.controller.schema_registry import RegistryRefused, VersionCopy, import_zip_for
-from tests.unit.test_rest import FakeController, _typed, assert_json_error, serve  # noqa: F401 - fixture
+from ferry.controller.schemas.registry import RegistryRefused, VersionCopy, import_zip_for
+from tests.checks import assert_json_error
+from tests.fakes import FakeController, as_controller_api
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def fake() -> FakeController:
 
 @pytest.fixture
 def client(fake: FakeController) -> FlaskClient:
-    return create_app(_typed(fake)).test_client()
+    return create_app(as_controller_api(fake)).test_client()
 
 
 def test_status_and_sync_reach_the_leader(client: FlaskClient, fake: FakeController) -> None:
@@ -55,11 +56,11 @@ def test_distribution_off_is_a_json_404(client: FlaskClient, fake: FakeControlle
     assert "off" in assert_json_error(client.get("/schemas"), 404)["error"]
 
 
-def test_a_standby_forwards_both_to_the_leader(serve: Callable[[Flask], str]) -> None:  # noqa: F811
+def test_a_standby_forwards_both_to_the_leader(serve: Callable[[Flask], str]) -> None:
     leader = FakeController("leader")
-    url = serve(create_app(_typed(leader)))
+    url = serve(create_app(as_controller_api(leader)))
     standby = FakeController("standby", leading=False, leader={"id": "leader", "rest_url": url})
-    client = create_app(_typed(standby)).test_client()
+    client = create_app(as_controller_api(standby)).test_client()
     assert client.post("/schemas/sync").get_json()["targets"] == ["leader"]  # the fake names who answered
     assert client.get("/schemas").status_code == 200
     assert standby.calls == [] and [name for name, _ in leader.calls] == ["schema_sync", "schema_status"]

@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
 from ferry.worker.start_offsets import committed_offsets, reset_offset
+from tests.fakes import FakeClock
 
 
 class Coordinator:
@@ -34,41 +35,28 @@ class Coordinator:
         return out
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 PARTITIONS = [TopicPartition("t", 0), TopicPartition("t", 1)]
 
 
 def test_not_coordinator_is_retried_with_backoff_until_the_coordinator_answers() -> None:
-    fake = FakeTime()
+    fake = FakeClock()
     coordinator = Coordinator([KafkaError(KafkaError.NOT_COORDINATOR), KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE),
                                "per-partition"], {1: 41})
-    found = committed_offsets(coordinator, PARTITIONS, deadline_s=10, clock=fake.clock, sleep=fake.sleep)
+    found = committed_offsets(coordinator, PARTITIONS, deadline_s=10, clock=fake, sleep=fake.sleep)
     assert found == {0: None, 1: 41}
-    assert coordinator.calls == 4 and fake.slept == [0.2, 0.4, 0.8]
+    assert coordinator.calls == 4 and fake.sleeps == [0.2, 0.4, 0.8]
 
 
 def test_the_error_surfaces_at_the_deadline_and_a_permanent_one_at_once() -> None:
-    fake = FakeTime()
+    fake = FakeClock()
     endless = Coordinator([KafkaError(KafkaError.NOT_COORDINATOR)] * 100, {})
     with pytest.raises(KafkaException):
-        committed_offsets(endless, PARTITIONS, deadline_s=5, clock=fake.clock, sleep=fake.sleep)
+        committed_offsets(endless, PARTITIONS, deadline_s=5, clock=fake, sleep=fake.sleep)
     assert fake.now <= 5 and 3 <= endless.calls < 10
 
     denied = Coordinator([KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED)], {})
     with pytest.raises(KafkaException):
-        committed_offsets(denied, PARTITIONS, deadline_s=5, clock=fake.clock, sleep=fake.sleep)
+        committed_offsets(denied, PARTITIONS, deadline_s=5, clock=fake, sleep=fake.sleep)
     assert denied.calls == 1
 
 

@@ -1,4 +1,4 @@
-"""ferry.controller.store.chunks: transactions bounded in ops and in bytes, in order."""
+"""ferry.controller.lead.store.chunks: transactions bounded in ops and in bytes, in order."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ferry.controller.errors import ControllerError
-from ferry.controller.store import Op, chunks, op_size
+from ferry.controller.lead.store import Op, chunks, op_size
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""common.support: poll_until with an injected clock and sleep, the spawner, the fleet config."""
+"""devstack.support: poll_until with an injected clock and sleep, the spawner, the fleet config."""
 
 from __future__ import annotations
 
@@ -9,21 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from ferry.common import support
 from ferry.common.errors import FerryError
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
+from ferry.devstack import support
+from tests.fakes import FakeClock
 
 
 def test_poll_until_returns_the_first_truthy_result() -> None:

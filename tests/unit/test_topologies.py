@@ -1,7 +1,7 @@
 """Multi-cluster planning, pure: naming, loop prevention, the distribution tree, and the refused configs.
 
-The simulations below run the very decision the copier runs (:func:`common.topology.copy_flags`
-on the header :func:`common.provenance.stamp` writes) over whole topologies, so "every record
+The simulations below run the very decision the copier runs (:func:`common.core.topology.copy_flags`
+on the header :func:`common.core.provenance.stamp` writes) over whole topologies, so "every record
 reaches every other cluster exactly once and never comes back" is checked for many shapes here,
 and for a few on real clusters in tests/e2e/test_topologies.py.
 """
@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ferry.common import heartbeat, naming, topology, tree
 from ferry.common.config import FerryConfig, RouteConfig, parse_config
+from ferry.common.core import heartbeat, naming, topology, tree
+from ferry.common.core.provenance import read, stamp
+from ferry.common.core.watermark import OffsetWatermarks
 from ferry.common.errors import ConfigError
-from ferry.common.provenance import read, stamp
-from ferry.common.watermark import OffsetWatermarks
-from ferry.controller.rest_json import heartbeats_json
+from ferry.controller.api.rest_json import heartbeats_json
 
 pytestmark = pytest.mark.unit
 

@@ -25,7 +25,7 @@ from ferry.common.model import (
     count_states,
 )
 from ferry.common.vocabulary import ControllerState, OpKind, PartitionState, Problem, WorkerState
-from ferry.controller.store import Op
+from ferry.controller.lead.store import Op
 
 pytestmark = pytest.mark.unit
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.common.watermark import OffsetWatermarks
+from ferry.common.core.watermark import OffsetWatermarks
 
 pytestmark = pytest.mark.unit
 

@@ -9,15 +9,9 @@ import pytest
 from kazoo.exceptions import SessionExpiredError
 
 from ferry.common.config import parse_config
-from ferry.worker.service import RUNNING, Worker
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from ferry.common.vocabulary import WorkerState
+from ferry.worker.service import Worker
+from tests.fakes import FakeClock
 
 
 class FakeZk:
@@ -36,20 +30,20 @@ class FakeZk:
         return None if self.owner is None else SimpleNamespace(owner_session_id=self.owner)
 
 
-def _worker(zk: FakeZk, clock: Clock) -> Worker:
+def _worker(zk: FakeZk, clock: FakeClock) -> Worker:
     config = parse_config({
         "zookeeper": {"connect": "127.0.0.1:1", "session_timeout_s": 4},
         "clusters": {"a": {"bootstrap.servers": "127.0.0.1:1"}, "b": {"bootstrap.servers": "127.0.0.1:1"}},
         "routes": [{"source": "a", "destination": "b"}],
     })
     worker = Worker(config, "w1", metrics_port=0, zk=zk, clock=clock)  # type: ignore[arg-type]
-    worker.state = RUNNING
+    worker.state = WorkerState.RUNNING
     return worker
 
 
 @pytest.mark.parametrize(("owner", "fails", "lost"), [(7, False, False), (8, False, True), (None, False, True), (7, True, True)])
 def test_a_standstill_past_the_session_timeout_asks_zookeeper_once(owner: int | None, fails: bool, lost: bool) -> None:
-    zk, clock = FakeZk(owner, fails), Clock()
+    zk, clock = FakeZk(owner, fails), FakeClock(100.0)
     worker = _worker(zk, clock)
     worker._confirm_after_standstill()
     clock.now += 3.9  # a pass within the session timeout: no question asked

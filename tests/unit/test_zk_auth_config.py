@@ -10,7 +10,7 @@ from kazoo.security import ACL, Id, Permissions, make_digest_acl_credential
 
 from ferry.common.config import ZookeeperConfig, parse_config
 from ferry.common.errors import ConfigError
-from ferry.common.zk_layout import ferry_acl, make_client
+from ferry.common.zk.layout import ferry_acl, make_client
 
 BASE: dict[str, Any] = {
     "clusters": {"src": {"bootstrap.servers": "a:1"}, "dst": {"bootstrap.servers": "b:1"}},

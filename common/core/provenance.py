@@ -1,0 +1,193 @@
+"""The provenance header: where a copied record came from, written by Ferry on every copy.
+
+Pure: bytes in, bytes out; no I/O, no clock.
+
+One Kafka record header, key :data:`HEADER`, value ASCII text in four ``|``-separated fields::
+
+    1|<path>|<copy flags>|<source offset>
+    e.g.  1|a|0|41          a record produced on cluster a, copied once, from offset 41 of a's partition
+          1|a,b|5|7         produced on a, copied to b, then from offset 7 of b's partition to here
+
+- ``1``: the format's version. A reader refuses versions it does not know (:class:`ProvenanceError`).
+- ``path``: the clusters the record was written to before the one it is on, comma-separated, in
+  order: the first is the cluster the record first entered (its *origin*), the last is the source
+  of the route that wrote this copy. Cluster names (``[A-Za-z0-9_-]``) never hold ``,`` or ``|``.
+- ``copy flags``: Axual's distribution-tree bitmask, as a decimal integer; 0 outside a tree.
+- ``source offset``: the record's offset in the source partition of the route that wrote this copy
+  (the same partition number: Ferry copies partition to partition). It lets a worker resume from
+  the destination and build the exact offset map.
+
+A record without the header is *local*: its origin is the cluster it is on, and its flags are 0.
+Ferry keeps every other header of a record untouched and in order; its own header is replaced on
+each copy (never stacked), and always put last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ferry.common.errors import FerryError
+
+HEADER = "ferry.provenance"
+VERSION = b"1"
+
+Headers = list[tuple[str, bytes | None]]
+
+
+class ProvenanceError(FerryError):
+    """A provenance header that this version of Ferry cannot read."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a copy's header says (see the module docstring)."""
+
+    path: tuple[str, ...]
+    flags: int
+    source_offset: int
+
+    @property
+    def origin(self) -> str:
+        return self.path[0]
+
+    @property
+    def source(self) -> str:
+        """The source cluster of the route that wrote this copy."""
+        return self.path[-1]
+
+    def passed_through(self, cluster: str) -> bool:
+        return cluster in self.path
+
+
+def encode(path: Sequence[str], flags: int, source_offset: int) -> bytes:
+    return b"1|%s|%d|%d" % (",".join(path).encode(), flags, source_offset)
+
+
+def decode(value: bytes | None) -> Provenance:
+    """Reads a header value; anything malformed raises :class:`ProvenanceError`."""
+    if not value:
+        raise ProvenanceError(f"empty {HEADER} header")
+    fields = value.split(b"|")
+    if fields[0] != VERSION:
+        raise ProvenanceError(f"{HEADER} header of unknown version {fields[0][:10]!r}")
+    if len(fields) != 4 or not fields[1]:
+        raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}")
+    try:
+        path = tuple(fields[1].decode("ascii").split(","))
+        flags, offset = int(fields[2]), int(fields[3])
+    except ValueError:
+        raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}") from None
+    if not all(path) or flags < 0 or offset < 0:
+        raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}")
+    return Provenance(path, flags, offset)
+
+
+def split(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple[Headers, bytes | None]:
+    """A record's headers without Ferry's own, and the value of Ferry's own (None when absent)."""
+    if not headers:
+        return [], None
+    own: bytes | None = None
+    others: Headers = []
+    for key, value in headers:
+        if key == HEADER:
+            own = value if value is not None else b""  # present but empty: malformed, not absent
+        else:
+            others.append((key, value))
+    return others, own
+
+
+def read(headers: Sequence[tuple[str, bytes | None]] | None) -> Provenance | None:
+    """The record's provenance, or None for a local record (no header)."""
+    _, own = split(headers)
+    return None if own is None else decode(own)
+
+
+def stamp(
+    headers: Sequence[tuple[str, bytes | None]] | None, source_cluster: str, source_offset: int, flags: int | None = None
+) -> Headers:
+    """The headers of the copy of a record read at ``source_offset`` on ``source_cluster``.
+
+    The application's headers stay as they are; Ferry's own is replaced, its path extended by
+    ``source_cluster`` and its flags kept (or set to ``flags`` when given).
+    """
+    others, own = split(headers)
+    if own is None:
+        path: tuple[str, ...] = (source_cluster,)
+        kept_flags = 0
+    else:
+        previous = decode(own)
+        path = (*previous.path, source_cluster)
+        kept_flags = previous.flags
+    others.append((HEADER, encode(path, kept_flags if flags is None else flags, source_offset)))
+    return others
+
+
+class Stamper:
+    """Stamps the copies of one route's records: :func:`stamp` (and a route's copy decision), per record cheaply.
+
+    Stateless to its callers; it only caches. The header's value is ``<prefix><source offset>``,
+    and the prefix depends only on the previous header's path and flags, never on the offset. So
+    the prefix of a local record's copy is built once, and each previous header's prefix (the
+    value up to its last ``|``) maps to its copy's prefix (or to "skip") in a bounded cache: a
+    record costs one scan of its headers, a concatenation, and for a further hop one dictionary
+    look-up and the check of the previous source offset. The result is byte-identical to
+    :func:`stamp` with the flags ``decide`` chose (property-tested); malformed headers raise
+    :class:`ProvenanceError` exactly where :func:`decode` does.
+
+    ``decide``: the route's copy decision for a record's provenance (None for a local record):
+    the copy's flags, or None to skip the record (:func:`common.core.topology.copy_flags`); without
+    it every record is copied and keeps its flags.
+    """
+
+    MAX_CACHED = 1024  # distinct previous prefixes remembered (paths x flags); the cache is emptied beyond
+
+    def __init__(self, source_cluster: str, decide: Callable[[Provenance | None], int | None] | None = None) -> None:
+        self._source = source_cluster
+        self._decide = decide
+        local_flags = 0 if decide is None else decide(None)
+        self._local_prefix = None if local_flags is None else _prefix((source_cluster,), local_flags)
+        self._hop_prefixes: dict[bytes, bytes | None] = {}
+
+    def stamp(self, headers: list[tuple[str, bytes | None]] | None, source_offset: int) -> Headers | None:
+        """The copy's headers for a record read at ``source_offset`` (a new list), or None: skip it."""
+        own: bytes | None = None
+        if headers:
+            for name, value in headers:
+                if name == HEADER:
+                    own = value if value is not None else b""  # the last one counts, as in split()
+            if own is None:
+                prefix = self._local_prefix
+                return None if prefix is None else [*headers, (HEADER, prefix + str(source_offset).encode())]
+            headers = [header for header in headers if header[0] != HEADER]
+            hop_prefix = self._hop_prefix(own)
+            return None if hop_prefix is None else [*headers, (HEADER, hop_prefix + str(source_offset).encode())]
+        prefix = self._local_prefix
+        return None if prefix is None else [(HEADER, prefix + str(source_offset).encode())]
+
+    def _hop_prefix(self, own: bytes) -> bytes | None:
+        """The prefix of the copy of a record whose header is ``own``, or None: skip it."""
+        head, _, tail = own.rpartition(b"|")
+        try:
+            prefix = self._hop_prefixes[head]
+        except KeyError:
+            previous = decode(own)  # raises for anything malformed, the offset included
+            flags = previous.flags if self._decide is None else self._decide(previous)
+            prefix = None if flags is None else _prefix((*previous.path, self._source), flags)
+            if len(self._hop_prefixes) >= self.MAX_CACHED:
+                self._hop_prefixes.clear()
+            self._hop_prefixes[head] = prefix
+            return prefix
+        # The head was valid when cached; decode() would still refuse a bad offset after it.
+        try:
+            offset = int(tail)
+        except ValueError:
+            offset = -1
+        if offset < 0:
+            raise ProvenanceError(f"malformed {HEADER} header {own[:100]!r}")
+        return prefix
+
+
+def _prefix(path: Sequence[str], flags: int) -> bytes:
+    """:func:`encode`'s value without the source offset."""
+    return b"1|%s|%d|" % (",".join(path).encode(), flags)

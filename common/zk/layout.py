@@ -1,0 +1,149 @@
+"""The one module that knows Ferry's ZooKeeper paths, and builds Ferry's kazoo clients.
+
+Everything lives under the configured root (``zookeeper.root``)::
+
+    <root>/controller/election/        kazoo Election contenders; the lowest holds the lead
+    <root>/controller/leader           ephemeral, leader's {"id", "rest_url"}
+    <root>/controller/generation       last generation the leader stamped on assignments
+    <root>/workers/live/<worker>       ephemeral, WorkerInfo: the worker is alive
+    <root>/workers/state/<worker>      ephemeral, WorkerStatus: what the worker really copies
+    <root>/assignments/<worker>        WorkerAssignment: what the worker must copy (leader writes)
+    <root>/topics/<route>/<topic>      IdealState: partition -> worker (leader writes)
+    <root>/external/<route>/<topic>    ExternalView: partition -> {worker, state} (leader writes)
+    <root>/validation                  last `ferry validate --store` result: {ok, problems, counts, checkedAt}
+    <root>/removed/<route>/<topic>     {"at": epoch s}: deleted through REST; never auto-whitelisted again
+
+``<route>`` is ``<source>.<destination>``. Payloads are JSON (see :mod:`common.model`).
+Leader writes are fenced: they go in a transaction that also checks the leader's own election
+node, so a controller that lost its session (and so its lead) cannot overwrite state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.retry import KazooRetry
+from kazoo.security import ACL, READ_ACL_UNSAFE, make_digest_acl
+
+from ferry.common.config import ZookeeperAuthConfig, ZookeeperConfig
+
+
+@dataclass(frozen=True)
+class ZkLayout:
+    root: str
+
+    def _join(self, *parts: str) -> str:
+        base = "" if self.root == "/" else self.root
+        return "/".join([base, *parts])
+
+    # controller
+    @property
+    def election(self) -> str:
+        return self._join("controller", "election")
+
+    @property
+    def leader(self) -> str:
+        return self._join("controller", "leader")
+
+    @property
+    def generation(self) -> str:
+        return self._join("controller", "generation")
+
+    # workers
+    @property
+    def live_workers(self) -> str:
+        return self._join("workers", "live")
+
+    def live_worker(self, worker_id: str) -> str:
+        return self._join("workers", "live", worker_id)
+
+    @property
+    def worker_states(self) -> str:
+        return self._join("workers", "state")
+
+    def worker_state(self, worker_id: str) -> str:
+        return self._join("workers", "state", worker_id)
+
+    @property
+    def assignments(self) -> str:
+        return self._join("assignments")
+
+    def assignment(self, worker_id: str) -> str:
+        return self._join("assignments", worker_id)
+
+    # topics
+    @property
+    def topics(self) -> str:
+        return self._join("topics")
+
+    def route_topics(self, route: str) -> str:
+        return self._join("topics", route)
+
+    def topic(self, route: str, topic: str) -> str:
+        return self._join("topics", route, topic)
+
+    @property
+    def external(self) -> str:
+        return self._join("external")
+
+    def route_external(self, route: str) -> str:
+        return self._join("external", route)
+
+    def external_topic(self, route: str, topic: str) -> str:
+        return self._join("external", route, topic)
+
+    @property
+    def removed(self) -> str:
+        return self._join("removed")
+
+    def removed_topic(self, route: str, topic: str) -> str:
+        """A topic deleted through the REST API: the observer does not whitelist it again."""
+        return self._join("removed", route, topic)
+
+    # the distribution tree (common/core/tree.py)
+    @property
+    def tree_targets(self) -> str:
+        """JSON ``{distributor: leaf}``: targets switched away from the config's (leader or operator)."""
+        return self._join("tree", "targets")
+
+    # pipeline
+    @property
+    def validation(self) -> str:
+        return self._join("validation")
+
+    def persistent_paths(self) -> list[str]:
+        """The folders every participant may ``ensure_path`` at start."""
+        return [self.election, self.live_workers, self.worker_states, self.assignments, self.topics, self.external]
+
+
+def ferry_acl(auth: ZookeeperAuthConfig, user: str, password: str) -> list[ACL]:
+    """The ACL of every node Ferry creates: Ferry's digest identity may do everything (including
+    changing the ACL), anyone else may read (``others: read``) or nothing (``others: none``)."""
+    acl = [make_digest_acl(user, password, all=True)]
+    return acl + list(READ_ACL_UNSAFE) if auth.others == "read" else acl
+
+
+def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooClient:
+    """A kazoo client whose operations retry connection loss with backoff until a deadline.
+
+    Nothing retries forever: ``retry_deadline_s`` bounds both connecting and each command.
+    With ``zookeeper.auth`` the client authenticates with its digest on every (re)connection and
+    every node it creates (``create``, ``ensure_path`` and its parents, transactions, kazoo's
+    recipes) gets :func:`ferry_acl` as kazoo's ``default_acl``. This is the one place that builds
+    Ferry's ZooKeeper clients, so controller, worker, ``ferry zk`` and ``ferry validate`` all do.
+    Unusable credentials raise :class:`common.errors.ConfigError`.
+    """
+    retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0, "deadline": config.retry_deadline_s}
+    secured: dict[str, Any] = {}
+    if config.auth is not None:
+        user, password = config.auth.credentials()
+        secured = {"auth_data": [("digest", f"{user}:{password}")], "default_acl": ferry_acl(config.auth, user, password)}
+    return KazooClient(
+        hosts=connect or config.connect,
+        timeout=config.session_timeout_s,
+        connection_retry=KazooRetry(**retry),
+        command_retry=KazooRetry(**retry),
+        **secured,
+    )

@@ -1,0 +1,544 @@
+"""The controller's REST API (Flask), shaped like uReplicator's: JSON everywhere.
+
+Thin: :func:`create_app` wires blueprints over a controller object; no thread starts here. The
+parts answer with typed data; every JSON shape is :mod:`controller.api.rest_json`'s.
+Any controller answers reads; a standby forwards writes to the leader named in ZooKeeper,
+with the caller's token and request id.
+
+Every path parameter, query argument and body field is checked here, before it reaches the
+controller (and so ZooKeeper or Kafka). User mistakes get a 4xx with a message
+(``{"error": ..., "status": ..., "requestId": ...}``), never a 500; a 500 is a bug, logged under
+the request id that the response carries too (header ``X-Request-Id`` on every response).
+Authentication (optional): :mod:`controller.api.auth`. The OpenAPI document: :mod:`controller.api.openapi`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import requests
+from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from ferry.common.core.heartbeat import HeartbeatView
+from ferry.common.model import IdealState, PartitionKey, topic_name_problem
+from ferry.controller.api import rest_json
+from ferry.controller.api.auth import TokenChecker
+from ferry.controller.api.openapi import GROUP_PATTERN, openapi_document
+from ferry.controller.errors import BadRequest, ControllerError, Unauthorized, Unavailable
+from ferry.controller.groups.checkpoints import GroupCheckpoints
+from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
+from ferry.controller.topics.admin import Rebalanced, TopicDeleted
+from ferry.controller.topics.progress import NoProgress, OffsetSample
+from ferry.controller.topics.reads import Health, Instances, SourceValidation, TopicView, Validation
+from ferry.controller.tree.control import TreeView
+
+log = logging.getLogger(__name__)
+
+FORWARDED_HEADER = "X-Ferry-Forwarded-By"
+REQUEST_ID_HEADER = "X-Request-Id"
+# A caller's request id is kept when it is this tame (it goes into logs and headers as is).
+_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # fullmatch
+# <source>.<destination>, each a cluster name (common.config.CLUSTER_NAME); used with fullmatch,
+# since a pattern's $ also matches before a trailing newline.
+_ROUTE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64}")
+# Kafka allows any group id; Ferry's REST path takes printable ASCII without "/" and not only dots.
+_GROUP_ID = re.compile(GROUP_PATTERN.removeprefix("^").removesuffix("$"))
+MAX_BODY_BYTES = 64 * 1024  # a topic request is a few dozen bytes
+MAX_PARTITIONS = 2**31 - 1  # Kafka's partition ids are int32
+# Probes and the API description answer without a token, even when reads are closed.
+_ALWAYS_OPEN = frozenset({"/health", "/openapi.json"})
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class LeaderApi(Protocol):
+    """Who leads (:class:`controller.lead.leadership.Leadership`): what forwarding needs."""
+
+    controller_id: str
+
+    def is_leader(self) -> bool: ...
+    def leader(self) -> dict[str, str] | None: ...
+
+
+class ReadApi(Protocol):
+    """What any controller answers (:class:`controller.topics.reads.ReadSide`)."""
+
+    def health(self) -> Health: ...
+    def metrics_text(self) -> bytes: ...
+    def list_topics(self) -> list[IdealState]: ...
+    def topic_view(self, topic: str, route: str | None = None) -> TopicView: ...
+    def instances(self) -> Instances: ...
+    def validation(self) -> Validation: ...
+    def source_validation(self) -> SourceValidation: ...
+    def offsets(self, topic: str | None = None, partition: int | None = None) -> Mapping[PartitionKey, OffsetSample]: ...
+    def destination_topic(self, route: str, topic: str) -> str: ...
+
+
+class TopicsApi(Protocol):
+    """The leader's topic commands (:class:`controller.topics.admin.TopicAdmin`)."""
+
+    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView: ...
+    def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]: ...
+    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView: ...
+    def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted: ...
+    def rebalance_now(self) -> Rebalanced: ...
+
+
+class JobsApi(Protocol):
+    """The leader's job results (:class:`controller.jobs.scheduler.LeaderJobs`); a standby forwards."""
+
+    def noprogress(self) -> NoProgress: ...
+    def heartbeats(self) -> HeartbeatView: ...
+    def groups(self, group: str | None = None) -> GroupCheckpoints: ...
+    def schema_status(self) -> SchemaStatus: ...
+    def schema_sync(self) -> SchemaReport: ...
+
+
+class TreeApi(Protocol):
+    """The distribution tree (:class:`controller.tree.control.TreeControl`)."""
+
+    def tree_view(self) -> TreeView: ...
+    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]: ...
+
+
+class ControllerApi(Protocol):
+    """What the REST layer needs from a controller (:class:`controller.service.Controller`): its parts."""
+
+    @property
+    def leadership(self) -> LeaderApi: ...
+    @property
+    def reads(self) -> ReadApi: ...
+    @property
+    def topics(self) -> TopicsApi: ...
+    @property
+    def jobs(self) -> JobsApi: ...
+    @property
+    def tree(self) -> TreeApi: ...
+
+
+def _controller() -> ControllerApi:
+    controller: ControllerApi = current_app.extensions["ferry.controller"]
+    return controller
+
+
+# -- validation at the edge: nothing unchecked reaches ZooKeeper or Kafka ----------------------
+
+
+def _topic(topic: Any) -> str:
+    problem = topic_name_problem(topic)
+    if problem:
+        raise BadRequest(problem)
+    name: str = topic
+    return name
+
+
+def _route(route: Any, where: str) -> str | None:
+    if route is None:
+        return None
+    if not isinstance(route, str) or not _ROUTE_NAME.fullmatch(route):
+        raise BadRequest(f"{where} route must be a route name like source.destination, not {route!r}"[:300])
+    return route
+
+
+def _partitions(value: Any, required: bool) -> int | None:
+    if value is None:
+        if required:
+            raise BadRequest("numPartitions is required")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_PARTITIONS:
+        raise BadRequest(f"numPartitions must be an integer from 1 to {MAX_PARTITIONS}, not {value!r}"[:300])
+    return value
+
+
+_BODY_KEYS = ("topic", "numPartitions", "route")
+
+
+def _body(partitions_required: bool) -> tuple[str, int | None, str | None]:
+    """The topic body of POST/PUT /topics, checked: (topic, numPartitions, route)."""
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        raise BadRequest('the body must be a JSON object, e.g. {"topic": "orders", "numPartitions": 8}')
+    unknown = sorted(str(key) for key in body if key not in _BODY_KEYS)
+    if unknown:
+        raise BadRequest(f"unknown body fields {unknown}; known: {list(_BODY_KEYS)}"[:300])
+    if "topic" not in body:
+        raise BadRequest("topic is required")
+    topic = _topic(body["topic"])
+    count = _partitions(body.get("numPartitions"), partitions_required)
+    route = _route(body.get("route"), "the body's") or _route_arg()
+    return topic, count, route
+
+
+_BULK_KEYS = ("topics", "route")
+_BULK_ENTRY_KEYS = ("topic", "numPartitions")
+MAX_BULK_TOPICS = 1000
+
+
+def _bulk_body(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The bulk body of POST /topics, checked: ([{"topic", "numPartitions"?}, ...], route)."""
+    unknown = sorted(str(key) for key in body if key not in _BULK_KEYS)
+    if unknown:
+        raise BadRequest(f"unknown body fields {unknown}; known with topics: {list(_BULK_KEYS)}"[:300])
+    entries = body["topics"]
+    if not isinstance(entries, list) or not 0 < len(entries) <= MAX_BULK_TOPICS:
+        raise BadRequest(f"topics must be a list of 1 to {MAX_BULK_TOPICS} objects like "
+                         '{"topic": "orders", "numPartitions": 8}')
+    topics = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise BadRequest(f"every entry of topics must be an object, not {entry!r}"[:300])
+        unknown = sorted(str(key) for key in entry if key not in _BULK_ENTRY_KEYS)
+        if unknown or "topic" not in entry:
+            raise BadRequest(f"every entry of topics needs topic and may have numPartitions; got {sorted(entry)}"[:300])
+        topics.append({"topic": _topic(entry["topic"]), "numPartitions": _partitions(entry.get("numPartitions"), False)})
+    return topics, _route(body.get("route"), "the body's") or _route_arg()
+
+
+def _route_arg() -> str | None:
+    return _route(request.args.get("route"), "the query's")
+
+
+# -- request ids, authentication, forwarding --------------------------------------------------
+
+
+def _request_id() -> str:
+    request_id: str = g.get("request_id") or "-"
+    return request_id
+
+
+def _before() -> None:
+    offered = request.headers.get(REQUEST_ID_HEADER, "")
+    g.request_id = offered if _SANE_REQUEST_ID.fullmatch(offered) else uuid.uuid4().hex
+    g.token_name = None
+    checker: TokenChecker | None = current_app.extensions.get("ferry.auth")
+    if checker is None or request.path in _ALWAYS_OPEN:
+        return
+    token = checker.check(request.headers.get("Authorization"), write=request.method not in _READ_METHODS)
+    g.token_name = token.name if token else None
+
+
+def _after(response: Response) -> Response:
+    response.headers[REQUEST_ID_HEADER] = _request_id()
+    if request.method not in _READ_METHODS:
+        # An audit line per write: who (the token's name, never the token) did what.
+        log.info("%s %s -> %d (token %s, request %s)", request.method, request.path, response.status_code,
+                 g.get("token_name") or "-", _request_id())
+    return response
+
+
+def _forward_if_standby() -> Response | None:
+    """A standby sends the write to the leader and relays its answer; None when we lead.
+
+    The caller's token and request id go along, so the leader checks the same token and
+    logs the same id.
+    """
+    controller = _controller().leadership
+    if controller.is_leader():
+        return None
+    if request.headers.get(FORWARDED_HEADER):
+        raise Unavailable("this controller no longer leads; retry")
+    leader = controller.leader()
+    if not leader or not leader.get("rest_url"):
+        raise Unavailable("no controller leads right now; retry in a few seconds")
+    timeout = current_app.config.get("FERRY_FORWARD_TIMEOUT_S", 10.0)
+    headers = {"Content-Type": request.content_type or "application/json",
+               FORWARDED_HEADER: controller.controller_id, REQUEST_ID_HEADER: _request_id()}
+    if request.headers.get("Authorization"):
+        headers["Authorization"] = request.headers["Authorization"]
+    try:
+        answer = requests.request(
+            request.method, leader["rest_url"].rstrip("/") + request.full_path.rstrip("?"),
+            data=request.get_data(), headers=headers, timeout=timeout,
+            verify=current_app.config.get("FERRY_FORWARD_VERIFY", True),
+        )
+    except requests.RequestException as exc:
+        # The exception's text names the URL and the cause; it carries no header of ours.
+        raise Unavailable(f"the leader {leader.get('id')} at {leader['rest_url']} did not answer: "
+                          f"{type(exc).__name__}") from None
+    response = Response(answer.content, status=answer.status_code,
+                        content_type=answer.headers.get("Content-Type", "application/json"))
+    if "WWW-Authenticate" in answer.headers:
+        response.headers["WWW-Authenticate"] = answer.headers["WWW-Authenticate"]
+    return response
+
+
+View = Callable[..., Any]
+
+
+def leader_only(check: Callable[..., dict[str, Any]] | None = None) -> Callable[[View], View]:
+    """The leader check, registered once for every view that only the leader answers.
+
+    ``check`` (given the view's path parameters) validates the request first, so a standby
+    answers a bad request with a 400 itself, without asking the leader; then a standby forwards
+    the request to the leader (:func:`_forward_if_standby`) and relays its answer; on the leader
+    the view runs with what ``check`` returned as keyword arguments (the path parameters when
+    there is no ``check``).
+    """
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def guarded(**kwargs: Any) -> Any:
+            checked = check(**kwargs) if check is not None else kwargs
+            forwarded = _forward_if_standby()
+            if forwarded is not None:
+                return forwarded
+            return view(**checked)
+
+        return guarded
+
+    return decorate
+
+
+health_api = Blueprint("health", __name__)
+topics_api = Blueprint("topics", __name__)
+instances_api = Blueprint("instances", __name__)
+offsets_api = Blueprint("offsets", __name__)
+schemas_api = Blueprint("schemas", __name__)
+
+
+@health_api.get("/health")
+def health() -> Any:
+    return jsonify(rest_json.health_json(_controller().reads.health()))
+
+
+@health_api.get("/openapi.json")
+def openapi() -> Any:
+    return jsonify(current_app.extensions["ferry.openapi"])
+
+
+@health_api.get("/metrics")
+def metrics() -> Any:
+    return Response(_controller().reads.metrics_text(), content_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@topics_api.get("/topics")
+def list_topics() -> Any:
+    return jsonify(rest_json.topics_json(_controller().reads.list_topics()))
+
+
+@topics_api.get("/topics/<topic>")
+def get_topic(topic: str) -> Any:
+    return jsonify(rest_json.topic_json(_controller().reads.topic_view(_topic(topic), _route_arg())))
+
+
+def _add_request() -> dict[str, Any]:
+    body = request.get_json(silent=True)
+    if isinstance(body, dict) and "topics" in body:  # bulk: one write and one reconcile for them all
+        topics, route = _bulk_body(body)
+        return {"topics": topics, "topic": None, "count": None, "route": route}
+    topic, count, route = _body(partitions_required=False)
+    return {"topics": None, "topic": topic, "count": count, "route": route}
+
+
+@topics_api.post("/topics")
+@leader_only(_add_request)
+def add_topic(topics: list[dict[str, Any]] | None, topic: str | None, count: int | None, route: str | None) -> Any:
+    commands = _controller().topics
+    if topics is not None:
+        return jsonify(rest_json.topics_json(commands.add_topics(topics, route))), 201
+    return jsonify(rest_json.topic_json(commands.add_topic(topic, count, route))), 201
+
+
+def _expand_request() -> dict[str, Any]:
+    topic, count, route = _body(partitions_required=True)
+    return {"topic": topic, "count": count, "route": route}
+
+
+@topics_api.put("/topics")
+@leader_only(_expand_request)
+def expand_topic(topic: str, count: int, route: str | None) -> Any:
+    return jsonify(rest_json.topic_json(_controller().topics.expand_topic(topic, count, route)))
+
+
+@topics_api.delete("/topics/<topic>")
+@leader_only(lambda topic: {"topic": _topic(topic), "route": _route_arg()})
+def delete_topic(topic: str, route: str | None) -> Any:
+    return jsonify(rest_json.deleted_json(_controller().topics.delete_topic(topic, route)))
+
+
+@instances_api.get("/instances")
+def instances() -> Any:
+    return jsonify(rest_json.instances_json(_controller().reads.instances()))
+
+
+@instances_api.post("/instances")
+@leader_only()
+def rebalance() -> Any:
+    return jsonify(rest_json.rebalanced_json(_controller().topics.rebalance_now()))
+
+
+_DISTRIBUTOR = re.compile(r"[A-Za-z0-9_-]{1,64}\.L[0-9]{1,2}")  # fullmatch
+_CLUSTER = re.compile(r"[A-Za-z0-9_-]{1,64}")  # fullmatch
+
+
+@instances_api.get("/tree")
+def tree_view() -> Any:
+    form = request.args.get("format", "json")
+    if form not in ("json", "text"):
+        raise BadRequest(f"format must be json or text, not {form[:20]!r}")
+    view = _controller().tree.tree_view()
+    if form == "text":
+        return Response(view.table + "\n", content_type="text/plain; charset=utf-8")
+    return jsonify(rest_json.tree_json(view))
+
+
+def _switch_request(distributor: str) -> dict[str, Any]:
+    if not _DISTRIBUTOR.fullmatch(distributor):
+        raise BadRequest(f"a distributor is named <cluster>.L<level>, not {distributor[:80]!r}")
+    body = request.get_json(silent=True)
+    target = body.get("target") if isinstance(body, dict) else None
+    if not isinstance(target, str) or not _CLUSTER.fullmatch(target):
+        raise BadRequest('the body must be {"target": "<cluster>"}')
+    return {"distributor": distributor, "target": target}
+
+
+@instances_api.post("/tree/<distributor>/target")
+@leader_only(_switch_request)
+def switch_target(distributor: str, target: str) -> Any:
+    return jsonify(_controller().tree.switch_target(distributor, target, "operator's request"))
+
+
+@instances_api.get("/validation")
+def validation() -> Any:
+    return jsonify(rest_json.validation_json(_controller().reads.validation()))
+
+
+@instances_api.get("/validation/srcKafka")
+def source_validation() -> Any:
+    return jsonify(rest_json.source_validation_json(_controller().reads.source_validation()))
+
+
+# -- offsets ----------------------------------------------------------------------------------
+
+
+def _offsets_json(samples: Mapping[PartitionKey, OffsetSample]) -> dict[str, Any]:
+    return rest_json.offsets_json(samples, _controller().reads.destination_topic)
+
+
+@offsets_api.get("/offset")
+def offsets() -> Any:
+    return jsonify(_offsets_json(_controller().reads.offsets()))
+
+
+@offsets_api.get("/offset/<topic>")
+def topic_offsets(topic: str) -> Any:
+    return jsonify(_offsets_json(_controller().reads.offsets(_topic(topic))))
+
+
+@offsets_api.get(f"/offset/<topic>/<int(max={MAX_PARTITIONS - 1}):partition>")
+def partition_offsets(topic: str, partition: int) -> Any:
+    return jsonify(_offsets_json(_controller().reads.offsets(_topic(topic), partition)))
+
+
+@offsets_api.get("/noprogress")
+@leader_only()  # only the leader samples offsets over time
+def noprogress() -> Any:
+    controller = _controller()
+    return jsonify(rest_json.noprogress_json(controller.jobs.noprogress(), controller.reads.destination_topic))
+
+
+@offsets_api.get("/heartbeats")
+@leader_only()  # only the leader reads heartbeats
+def heartbeats() -> Any:
+    return jsonify(rest_json.heartbeats_json(_controller().jobs.heartbeats()))
+
+
+@offsets_api.get("/groups")
+@leader_only()  # only the leader runs the checkpoint job
+def groups() -> Any:
+    return jsonify(rest_json.groups_json(_controller().jobs.groups()))
+
+
+def _group(group: Any) -> str:
+    if not isinstance(group, str) or not _GROUP_ID.fullmatch(group):
+        raise BadRequest(f"{group!r} is not a consumer group id Ferry accepts"[:300])
+    return group
+
+
+@offsets_api.get("/groups/<group>")
+@leader_only(lambda group: {"group": _group(group)})
+def group(group: str) -> Any:
+    return jsonify(rest_json.groups_json(_controller().jobs.groups(group)))
+
+
+def _no_arguments(what: str) -> dict[str, Any]:
+    if request.args:
+        raise BadRequest(f"{what} takes no query arguments, not {sorted(request.args)}"[:300])
+    return {}
+
+
+def _sync_request() -> dict[str, Any]:
+    _no_arguments("POST /schemas/sync")
+    if request.get_data():
+        body = request.get_json(silent=True)
+        if not isinstance(body, dict) or body:
+            raise BadRequest("POST /schemas/sync takes no body (or an empty JSON object {})")
+    return {}
+
+
+@schemas_api.get("/schemas")
+@leader_only(lambda: _no_arguments("GET /schemas"))  # the leader runs the distributor and holds its report
+def schema_status() -> Any:
+    return jsonify(rest_json.schema_status_json(_controller().jobs.schema_status()))
+
+
+@schemas_api.post("/schemas/sync")
+@leader_only(_sync_request)
+def schema_sync() -> Any:
+    return jsonify(rest_json.schema_report_json(_controller().jobs.schema_sync()))
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> tuple[Response, int]:
+    response = jsonify({"error": message, "status": status, "requestId": _request_id()})
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response, status
+
+
+def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0, auth: TokenChecker | None = None,
+               forward_verify: bool | str = True) -> Flask:
+    """The WSGI app over ``controller``.
+
+    ``auth``: bearer-token checks (None: every request is allowed). ``forward_verify``: what a
+    standby trusts when it forwards a write to an https leader (requests' ``verify``: a CA file,
+    or True for the system's CAs).
+    """
+    app = Flask("ferry.controller")
+    app.extensions["ferry.controller"] = controller
+    app.extensions["ferry.auth"] = auth
+    app.extensions["ferry.openapi"] = openapi_document(auth_enabled=auth is not None,
+                                                       open_reads=auth is None or auth.open_reads)
+    app.config["FERRY_FORWARD_TIMEOUT_S"] = forward_timeout_s
+    app.config["FERRY_FORWARD_VERIFY"] = forward_verify
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # larger bodies: a JSON 413
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    for blueprint in (health_api, topics_api, instances_api, offsets_api, schemas_api):
+        app.register_blueprint(blueprint)
+    app.before_request(_before)
+    app.after_request(_after)
+
+    @app.errorhandler(ControllerError)
+    def on_controller_error(exc: ControllerError) -> tuple[Response, int]:
+        headers = {}
+        if isinstance(exc, Unauthorized):
+            headers["WWW-Authenticate"] = 'Bearer realm="ferry"' + (', error="invalid_token"' if exc.invalid_token else "")
+        return _error(exc.status, str(exc), headers)
+
+    @app.errorhandler(HTTPException)
+    def on_http_error(exc: HTTPException) -> tuple[Response, int]:
+        headers = {name: value for name, value in exc.get_headers() if name == "Allow"}
+        return _error(exc.code or 500, exc.description or exc.name, headers)
+
+    @app.errorhandler(Exception)
+    def on_bug(exc: Exception) -> tuple[Response, int]:
+        # A bug, not the caller's mistake: the details go to the log under the request id,
+        # the caller gets the id to quote.
+        log.error("request %s: %s %s failed", _request_id(), request.method, request.path, exc_info=exc)
+        return _error(500, f"internal error; the controller's log has the details under request id {_request_id()}")
+
+    return app

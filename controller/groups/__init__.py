@@ -1,0 +1,1 @@
+"""Consumer-group failover: checkpoints (committed offsets translated and synced) and `ferry groups`."""

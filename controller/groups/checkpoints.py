@@ -1,0 +1,448 @@
+"""Consumer-group checkpoints: source committed offsets translated to the destination.
+
+Every ``checkpoint_interval_s`` the leader, for each route with ``groups`` patterns:
+
+1. lists the source's consumer groups whose id matches (never Ferry's own ``ferry.*`` groups) and
+   reads their committed offsets;
+2. translates each (topic, partition) with the exact offset map the workers write to the
+   compacted ``__ferry_offset_map`` topic on the destination (:mod:`common.core.offset_map`), or, for
+   offsets no map covers, with Axual's timestamp method (the committed record's timestamp minus
+   ``checkpoint_margin_s``, looked up with ``offsets_for_times`` on the destination);
+3. writes each translation to the compacted ``__ferry_checkpoints`` topic on the destination, for
+   tools (MirrorMaker 2's checkpoints in spirit), and, with ``sync_group_offsets``, commits it on
+   the destination under the same group id, only while that group has no active member there and
+   only forward (MirrorMaker 2's ``sync.group.offsets``).
+
+A translation says which method produced it: ``exact``, ``timestamp``, or ``pending`` (the group
+is ahead of the mirror's head: nothing to commit until the mirror catches up).
+
+Why the map lives in a compacted topic on the destination: it describes destination offsets, so it
+belongs with the destination's data and is there when the source is gone (a failover is exactly
+when it is read); a worker appends to it through the producer it already has, at the commit
+rate, which ZooKeeper (small, strongly consistent, not for growing data) should not carry; and
+compaction keeps one value per segment, so its size follows the number of segments, not records.
+
+Results are data (:class:`Translation`, :class:`SyncResult`, :class:`GroupCheckpoints`); the JSON of
+``GET /groups`` and ``ferry groups --json`` is shaped in :mod:`controller.api.rest_json`. The one JSON
+built here is the ``__ferry_checkpoints`` record (:func:`checkpoint_record`), a wire format read by
+tools, kept apart from the REST shape although they carry the same keys today.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.core.offset_map import (
+    CHECKPOINT_TOPIC,
+    EXACT,
+    MAP_TOPIC,
+    TIMESTAMP,
+    Segment,
+    merge,
+    parse_segment,
+    segment_key,
+    timestamp_lookup_ms,
+    translate,
+)
+from ferry.common.kafka import clients as kafka_clients
+from ferry.common.kafka.errors import kafka_error
+from ferry.common.kafka.pool import ClientPool
+from ferry.common.kafka.topics import InternalTopic
+from ferry.controller.errors import NotFound, Unavailable
+
+log = logging.getLogger(__name__)
+
+PENDING = "pending"
+TIMEOUT_S = 10.0
+REFRESH_DEADLINE_S = 30.0  # to read the map topic to its end, once per translation
+_ACTIVE_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One group's position on one partition, on both clusters."""
+
+    route: str
+    group: str
+    topic: str  # on the source
+    partition: int
+    source_offset: int  # committed on the source
+    source_end: int | None  # log-end offset at the source
+    destination_topic: str
+    destination_offset: int | None  # None: pending
+    method: str  # exact | timestamp | pending
+
+    @property
+    def lag(self) -> int | None:
+        """Records the group still has to read at the source."""
+        return None if self.source_end is None else max(0, self.source_end - self.source_offset)
+
+
+
+class SyncResult(NamedTuple):
+    """What a sync did for ``group`` on one route: ``synced`` offsets committed, or why none (``skipped``)."""
+
+    group: str
+    synced: int
+    skipped: str | None = None
+
+
+class GroupCheckpoints(NamedTuple):
+    """The leader's latest translations per group, and (route, group) -> seconds since its last checkpoint."""
+
+    by_group: dict[str, list[Translation]]
+    ages: dict[tuple[str, str], float]
+
+
+def checkpoint_record(t: Translation, at_ms: int) -> bytes:
+    """The value of ``t``'s record in ``__ferry_checkpoints`` (JSON; ``at``: when it was written, ms)."""
+    return json.dumps({"route": t.route, "group": t.group, "topic": t.topic, "partition": t.partition,
+                       "sourceOffset": t.source_offset, "sourceLogEnd": t.source_end, "lag": t.lag,
+                       "destinationTopic": t.destination_topic, "destinationOffset": t.destination_offset,
+                       "method": t.method, "at": at_ms}).encode()
+
+
+def should_sync(translated: int | None, current: int | None, group_active: bool) -> bool:
+    """MirrorMaker 2's rule: commit only to an idle group, and only forward."""
+    if translated is None or group_active:
+        return False
+    return current is None or translated > current
+
+
+class OffsetMapReader:
+    """Follows the compacted map topic on one destination cluster; keeps every partition's segments."""
+
+    def __init__(self, cluster: Mapping[str, Any], client_id: str) -> None:
+        self._consumer = kafka_clients.consumer(cluster, f"{client_id}.offset-map",
+                                                **{"client.id": client_id, "auto.offset.reset": "earliest"})
+        self._assigned = False
+        self._segments: dict[tuple[str, str, int], dict[int, Segment]] = {}
+
+    def refresh(self) -> None:
+        """Reads what was written since the last call, up to the topic's current end.
+
+        Raises Unavailable when the topic cannot be read to its end now (the caller drops this
+        reader: a new one starts with fresh metadata).
+        """
+        try:
+            self._refresh()
+        except KafkaException as exc:
+            raise Unavailable(f"reading {MAP_TOPIC}: {exc.args[0]}") from None
+
+    def _refresh(self) -> None:
+        metadata = self._consumer.list_topics(MAP_TOPIC, timeout=TIMEOUT_S).topics.get(MAP_TOPIC)
+        if metadata is None or metadata.error is not None:
+            return  # no worker wrote a map yet
+        tps = [TopicPartition(MAP_TOPIC, p) for p in metadata.partitions]
+        if not self._assigned:
+            self._consumer.assign([TopicPartition(MAP_TOPIC, p, -2) for p in metadata.partitions])  # beginning
+            self._assigned = True
+        ends = {tp.partition: self._consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)[1] for tp in tps}
+        deadline = time.monotonic() + REFRESH_DEADLINE_S
+        while time.monotonic() < deadline:
+            positions = {tp.partition: tp.offset for tp in self._consumer.position(tps)}
+            if all(positions.get(p, -1) >= end or end == 0 for p, end in ends.items()):
+                return
+            messages: list[Any] = self._consumer.consume(10_000, 0.5)
+            if not messages:
+                # A map topic created a moment ago (a new destination): librdkafka may have cached
+                # it without a leader and would wait for its periodic refresh (minutes) to fetch.
+                self._consumer.list_topics(MAP_TOPIC, timeout=TIMEOUT_S)
+            for message in messages:
+                if message.error() is not None or message.key() is None:
+                    continue
+                try:
+                    key, dst_start, segment = parse_segment(message.key(), message.value())
+                except ValueError as exc:
+                    log.warning("offset map: skipping an unreadable record: %s", exc)
+                    continue
+                if segment is None:
+                    self._segments.get(key, {}).pop(dst_start, None)
+                else:
+                    known = self._segments.setdefault(key, {}).get(dst_start)
+                    if known is None or segment.length > known.length:
+                        self._segments[key][dst_start] = segment
+        raise Unavailable(f"the offset map topic could not be read to its end in {REFRESH_DEADLINE_S:.0f} s")
+
+    def segments(self, route: str, topic: str, partition: int) -> list[Segment]:
+        return merge(self._segments.get((route, topic, partition), {}).values())
+
+    def below(self, route: str, log_starts: Callable[[str, int], int]) -> list[tuple[tuple[str, str, int], int]]:
+        """(key, dst_start) of the route's segments wholly below their partition's log start (retention)."""
+        gone = []
+        for key, segments in self._segments.items():
+            if key[0] != route:
+                continue
+            start = log_starts(key[1], key[2])
+            gone += [(key, dst) for dst, segment in segments.items() if segment.dst_end <= start]
+        return gone
+
+    def forget(self, key: tuple[str, str, int], dst_start: int) -> None:
+        self._segments.get(key, {}).pop(dst_start, None)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class Checkpointer:
+    """The checkpoint job and the one-shot operations behind ``ferry groups`` and ``/groups``.
+
+    One per controller (the leader runs :meth:`run`); not thread-safe except :meth:`latest`.
+    """
+
+    def __init__(self, config: FerryConfig, client_id: str, clock: Callable[[], float] = time.time) -> None:
+        self._config = config
+        self._client_id = client_id
+        self._clock = clock
+        self._admins: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.admin(config.clusters[cluster]))
+        # assign()-only reads; never commits
+        self._consumers: ClientPool[str] = ClientPool(
+            lambda cluster: kafka_clients.consumer(config.clusters[cluster], f"ferry.checkpoints.{client_id}"))
+        self._maps: dict[str, OffsetMapReader] = {}
+        self._lock = threading.Lock()
+        self._latest: dict[str, list[Translation]] = {}  # group -> its last translations
+        self._checkpointed_at: dict[tuple[str, str], float] = {}  # (route, group) -> last success
+        self._checkpoint_topic = InternalTopic(
+            NewTopic(CHECKPOINT_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"}), TIMEOUT_S)
+        self._producers: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.producer(config.clusters[cluster]))
+
+    # -- clients ----------------------------------------------------------------------------
+
+    def _admin(self, cluster: str) -> Any:
+        return self._admins[cluster]
+
+    def _consumer(self, cluster: str) -> Any:
+        if cluster in self._consumers:  # unassigned between uses (_by_timestamp assigns and unassigns): its log waits for a poll
+            kafka_clients.serve_logs(self._consumers[cluster])
+        return self._consumers[cluster]
+
+    def _map(self, cluster: str) -> OffsetMapReader:
+        if cluster not in self._maps:
+            self._maps[cluster] = OffsetMapReader(self._config.clusters[cluster], f"ferry-{self._client_id}-{cluster}")
+        return self._maps[cluster]
+
+    def _drop_map(self, cluster: str) -> None:
+        """Forgets the cluster's map reader (it could not read): the next use reads the topic anew."""
+        reader = self._maps.pop(cluster, None)
+        if reader is not None:
+            try:
+                reader.close()
+            except (KafkaException, RuntimeError) as exc:
+                log.warning("closing the offset map reader of %s: %s", cluster, exc)
+
+    def close(self) -> None:
+        for reader in self._maps.values():
+            reader.close()
+        for consumer in self._consumers:
+            consumer.close()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def groups(self, route: RouteConfig) -> list[str]:
+        """Source groups the route's ``groups``/``groups_exclude`` patterns select."""
+        if not route.groups:
+            return []
+        try:
+            listed = self._admin(route.source).list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+        except KafkaException as exc:
+            raise Unavailable(f"cluster {route.source!r}: listing consumer groups: {kafka_error(exc)}") from None
+        return sorted(g.group_id for g in listed.valid if route.wants_group(g.group_id))
+
+    def _committed(self, cluster: str, group: str) -> dict[tuple[str, int], int]:
+        request = [ConsumerGroupTopicPartitions(group)]
+        try:
+            answer = self._admin(cluster).list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+        except KafkaException as exc:
+            raise Unavailable(f"cluster {cluster!r}: offsets of group {group!r}: {kafka_error(exc)}") from None
+        return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}
+
+    def translate_group(self, route: RouteConfig, group: str) -> list[Translation]:
+        """The group's committed offsets on the route's source, translated to its destination, now."""
+        committed = self._committed(route.source, group)
+        if not committed:
+            return []
+        reader = self._map(route.destination)
+        try:
+            reader.refresh()
+        except Unavailable:
+            self._drop_map(route.destination)
+            raise
+        consumer = self._consumer(route.source)
+        result = []
+        for (topic, partition), offset in sorted(committed.items()):
+            dest_topic = route.destination_topic(topic)
+            try:
+                _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
+            except KafkaException:
+                end = None
+            segments = reader.segments(route.name, dest_topic, partition)
+            if not segments and not self._exists(route.destination, dest_topic):
+                continue  # a topic this route does not mirror
+            exact = translate(segments, offset)
+            if exact is not None:
+                result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, exact, EXACT))
+                continue
+            if segments and offset > max(s.src_end for s in segments):
+                result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, None, PENDING))
+                continue
+            by_time = self._by_timestamp(route, topic, dest_topic, partition, offset)
+            method = TIMESTAMP if by_time is not None else PENDING
+            result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, by_time, method))
+        return result
+
+    def _exists(self, cluster: str, topic: str) -> bool:
+        try:
+            metadata = self._consumer(cluster).list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
+        except KafkaException as exc:
+            raise Unavailable(f"cluster {cluster!r}: {kafka_error(exc)}") from None
+        return metadata is not None and metadata.error is None
+
+    def _by_timestamp(self, route: RouteConfig, topic: str, dest_topic: str, partition: int, offset: int) -> int | None:
+        """Axual's method: the destination offset of the committed record's timestamp minus the margin."""
+        if offset == 0:
+            return 0
+        consumer = self._consumer(route.source)
+        consumer.assign([TopicPartition(topic, partition, offset - 1)])
+        try:
+            deadline = time.monotonic() + TIMEOUT_S
+            record = None
+            while record is None and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    record = message
+        finally:
+            consumer.unassign()
+        if record is None:
+            return None  # the committed record is gone at the source (retention) or unreachable
+        _, timestamp = record.timestamp()
+        at = timestamp_lookup_ms(timestamp, self._config.controller.checkpoint_margin_s)
+        dest = self._consumer(route.destination)
+        try:
+            found = dest.offsets_for_times([TopicPartition(dest_topic, partition, at)], timeout=TIMEOUT_S)[0]
+            if found.offset >= 0:
+                return int(found.offset)
+            _, end = dest.get_watermark_offsets(TopicPartition(dest_topic, partition), timeout=TIMEOUT_S)
+            return int(end)
+        except KafkaException:
+            return None
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def _ensure_checkpoint_topic(self, cluster: str) -> None:
+        try:
+            self._checkpoint_topic.ensure(cluster, lambda: self._admin(cluster))
+        except KafkaException as exc:
+            raise Unavailable(f"cluster {cluster!r}: creating {CHECKPOINT_TOPIC}: {kafka_error(exc)}") from None
+
+    def emit(self, route: RouteConfig, translations: list[Translation]) -> None:
+        """Writes the translations to the checkpoint topic on the destination (key: group|route|topic|partition)."""
+        if not translations:
+            return
+        self._ensure_checkpoint_topic(route.destination)
+        producer = self._producers[route.destination]
+        now_ms = int(self._clock() * 1000)
+        for t in translations:
+            producer.produce(CHECKPOINT_TOPIC, key=f"{t.group}|{t.route}|{t.topic}|{t.partition}".encode(),
+                             value=checkpoint_record(t, now_ms))
+        if producer.flush(TIMEOUT_S):
+            raise Unavailable(f"cluster {route.destination!r}: checkpoints not acknowledged in {TIMEOUT_S:.0f}s")
+
+    def sync(self, route: RouteConfig, group: str, translations: list[Translation]) -> SyncResult:
+        """Commits the translated offsets on the destination if the group is idle there; says what it did."""
+        admin = self._admin(route.destination)
+        try:
+            description = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+            active = bool(description.members) or str(getattr(description.state, "name", description.state)) in _ACTIVE_STATES
+        except KafkaException as exc:
+            if kafka_error(exc).code != KafkaError.GROUP_ID_NOT_FOUND:
+                raise Unavailable(f"cluster {route.destination!r}: describing group {group!r}: {kafka_error(exc)}") from None
+            active = False
+        if active:
+            return SyncResult(group, 0, "the group has active members on the destination")
+        current = self._committed(route.destination, group)
+        offsets = [
+            TopicPartition(t.destination_topic, t.partition, t.destination_offset) for t in translations
+            if t.destination_offset is not None
+            and should_sync(t.destination_offset, current.get((t.destination_topic, t.partition)), False)
+        ]
+        if offsets:
+            try:
+                admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
+                                                   request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+            except KafkaException as exc:  # e.g. a member joined meanwhile: the broker refuses
+                return SyncResult(group, 0, f"the destination refused: {kafka_error(exc)}")
+        return SyncResult(group, len(offsets))
+
+    def trim_map(self, route: RouteConfig) -> int:
+        """Tombstones the map segments retention removed from the destination; returns how many."""
+        reader = self._map(route.destination)
+        consumer = self._consumer(route.destination)
+
+        def log_start(topic: str, partition: int) -> int:
+            try:
+                return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)[0])
+            except KafkaException:
+                return -1  # unknown: keep everything
+        gone = reader.below(route.name, log_start)
+        if not gone:
+            return 0
+        producer = self._producers[route.destination]
+        for (route_name, topic, partition), dst_start in gone:
+            producer.produce(MAP_TOPIC, key=segment_key(route_name, topic, partition, dst_start), value=None)
+        if producer.flush(TIMEOUT_S):
+            raise Unavailable(f"cluster {route.destination!r}: offset map tombstones not acknowledged")
+        for key, dst_start in gone:
+            reader.forget(key, dst_start)
+        return len(gone)
+
+    # -- the job ----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """One checkpoint pass: every route's groups, then the map segments retention removed."""
+        for route in self._config.routes:
+            for group in self.groups(route):  # none without group patterns
+                try:
+                    translations = self.translate_group(route, group)
+                    self.emit(route, translations)
+                    if self._config.controller.sync_group_offsets:
+                        self.sync(route, group, translations)
+                except Unavailable as exc:
+                    log.warning("checkpoint of group %s on route %s failed (next run retries): %s", group, route.name, exc)
+                    continue
+                with self._lock:
+                    others = [t for t in self._latest.get(group, []) if t.route != route.name]
+                    self._latest[group] = others + translations
+                    self._checkpointed_at[(route.name, group)] = self._clock()
+            try:
+                self._map(route.destination).refresh()
+                trimmed = self.trim_map(route)
+                if trimmed:
+                    log.info("route %s: %d offset map segments below the destination's log start removed", route.name, trimmed)
+            except (Unavailable, KafkaException) as exc:
+                self._drop_map(route.destination)
+                log.warning("route %s: trimming the offset map failed (next run retries): %s", route.name, exc)
+
+    def latest(self, group: str | None = None) -> dict[str, list[Translation]]:
+        with self._lock:
+            if group is None:
+                return {g: list(ts) for g, ts in sorted(self._latest.items())}
+            if group not in self._latest:
+                raise NotFound(f"group {group!r} has no checkpoint (not matched by any route's groups, or not run yet)")
+            return {group: list(self._latest[group])}
+
+    def ages(self) -> dict[tuple[str, str], float]:
+        """(route, group) -> seconds since its last successful checkpoint."""
+        now = self._clock()
+        with self._lock:
+            return {key: now - at for key, at in self._checkpointed_at.items()}
+

@@ -1,0 +1,1 @@
+"""The lead: the election and its fence, the leader's model of ZooKeeper state, the reconciler and its fenced, byte-bounded writes."""

@@ -1,0 +1,460 @@
+"""The reconciler: the leader's model of Ferry's state, the watches that feed it, and its writes.
+
+Level-triggered, from a model. At the first reconcile of a lead it reads Ferry's state once
+(pipelined) into a :class:`controller.lead.leader_state.LeaderState`. ZooKeeper watch callbacks (all
+on kazoo's one event thread) only record what they saw (the newest live set, each worker's
+newest status bytes) and *queue* the job ``reconcile``; the job feeds what was recorded to the
+model, which plans only what those changes touched (deciding exactly as
+``plan`` of ``tests/oracles/planner.py``), and writes what differs in fenced transactions, stamping
+changed assignments with a new generation. The leader's own writes (topic commands, observer)
+go to the model once ZooKeeper took them (:meth:`Reconciler.put_topic`); a failed write drops
+the model and the next reconcile reads everything again. A bulk ``POST /topics`` writes its
+topics under ``adding`` instead of ``lock`` (it does not wait behind a reconcile); the next
+holder of ``lock`` hands them to the model first (:class:`ModelLock`, :meth:`Reconciler.whitelisted`).
+
+States of the model: ``None`` (read it at the next reconcile) -> read -> ``None`` again after a
+failed write or at the end of a lead.
+
+Triggers (APScheduler one-shot jobs, all on the one ``default`` executor thread, so runs never
+overlap): ``reconcile`` (now; a trigger during a run queues exactly one more run, which *waits*
+for the running one: no trigger is dropped and APScheduler never refuses one), ``rebalance``
+(``rebalance_delay_s`` after the last membership change, debounced by ``replace_existing``),
+``failover-<worker>`` (when a departed worker's retention ends), ``retry`` (1 s after a failed
+run) and ``resync`` (every 5 s on the ``timer`` thread, it only queues a reconcile: a safety net).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from functools import partial
+from types import MappingProxyType
+from typing import Any
+
+from apscheduler.schedulers.base import BaseScheduler
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch
+
+from ferry.common.config import FerryConfig
+from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
+from ferry.common.zk.layout import ZkLayout
+from ferry.controller.errors import ControllerError, NotLeader, Unavailable
+from ferry.controller.lead.leader_state import Changes, LeaderState
+from ferry.controller.lead.leadership import LEADING, Leadership
+from ferry.controller.lead.store import Op, Store
+from ferry.controller.lead.write_order import writes
+from ferry.controller.metrics import ControllerMetrics
+
+log = logging.getLogger(__name__)
+
+RESYNC_INTERVAL_S = 5.0
+RETRY_AFTER_FAILURE_S = 1.0
+MAX_PARSED_KEYS = 2_000_000
+
+
+class ModelLock:
+    """The reconciler's lock: a re-entrant lock that, once taken, hands the model what was whitelisted
+    without it (:meth:`Reconciler.whitelisted`), so whoever holds it sees every topic written so far."""
+
+    def __init__(self, on_acquire: Callable[[], None]) -> None:
+        self._lock = threading.RLock()
+        self._on_acquire = on_acquire
+        self._depth = 0  # changed only by the thread holding the lock
+
+    def __enter__(self) -> ModelLock:
+        self._lock.acquire()
+        self._depth += 1
+        if self._depth == 1:  # not inside a holder's work (a reconcile between its plan and its writes)
+            try:
+                self._on_acquire()
+            except BaseException:
+                self.__exit__()
+                raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        self._lock.release()
+
+
+class Reconciler:
+    """See the module docstring. ``lock`` serializes the leader's writes (reconcile and commands);
+    ``adding`` serializes bulk whitelisting, which does not wait for ``lock`` (:meth:`whitelisted`)."""
+
+    def __init__(self, config: FerryConfig, zk: KazooClient, layout: ZkLayout, store: Store, leadership: Leadership,
+                 scheduler: BaseScheduler, metrics: ControllerMetrics, clock: Callable[[], float]) -> None:
+        self.config = config
+        self.layout = layout
+        self.store = store
+        self.lock = ModelLock(self._take_whitelisted)
+        # Bulk POST /topics writes its topic nodes under ``adding`` only, not behind a running
+        # reconcile; what it wrote waits in _whitelisted until the next holder of ``lock`` takes it.
+        # Lock order: ``lock`` before ``adding``, never the reverse.
+        self.adding = threading.RLock()
+        self._whitelisted: dict[TopicKey, IdealState] = {}
+        self.departed_at: dict[str, float] = {}  # worker -> when the leader first saw it gone
+        self.watch_reads = 0  # data the watches brought (each a read at the server)
+        self._zk = zk
+        self._leadership = leadership
+        self._scheduler = scheduler
+        self._metrics = metrics
+        self._clock = clock
+        self._model: LeaderState | None = None
+        self._ideal_published: Mapping[TopicKey, IdealState] | None = None
+        # What the watches saw since the last reconcile (kazoo's thread writes, the job reads).
+        self._seen_lock = threading.Lock()
+        self._seen_live: set[str] | None = None
+        self._seen_statuses: dict[str, bytes | None] = {}
+        self._live_seen: set[str] | None = None  # the live set as of the last children event
+        self._state_watched: set[str] = set()  # workers followed in this epoch (kazoo's thread only)
+        self._reconcile_queued = False
+        # Partition keys parsed from the workers' statuses (a status repeats its keys at every report).
+        self._parsed_keys: dict[str, PartitionKey] = {}
+        self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
+
+    # -- a lead's start and end -------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forgets everything of a former lead (before LEADING)."""
+        self.departed_at = {}
+        self._live_seen = None
+        self._model = None
+        with self._seen_lock:
+            self._seen_live, self._seen_statuses = None, {}
+        self._state_watched = set()
+        self._reconcile_queued = False
+        self._ensured_paths = set()
+        with self.adding:
+            self._whitelisted = {}
+
+    def watch(self, epoch: int) -> None:
+        """Starts this lead's watches, the resync safety net and a first reconcile."""
+        ChildrenWatch(self._zk, self.layout.live_workers, lambda children: self._on_live(epoch, children))
+        ChildrenWatch(self._zk, self.layout.worker_states, lambda children: self._on_states(epoch, children))
+        # The safety net only queues a reconcile (on a thread of its own, so it never piles up).
+        self._scheduler.add_job(self.request_reconcile, "interval", seconds=RESYNC_INTERVAL_S, id="resync",
+                                replace_existing=True, executor="timer")
+
+    def drop_model(self) -> None:
+        """The next reconcile reads everything again (a failed write, or the lead ended)."""
+        self._model = None
+
+    # -- watches: record and queue only -----------------------------------------------------
+
+    def _on_live(self, epoch: int, children: list[str]) -> bool:
+        if epoch != self._leadership.epoch:
+            return False  # stops this watch: it belongs to an earlier lead
+        live = set(children)
+        if self._live_seen is not None and live != self._live_seen:
+            joined, left = sorted(live - self._live_seen), sorted(self._live_seen - live)
+            log.info("workers joined %s left %s; rebalance in %.0fs", joined, left, self.config.controller.rebalance_delay_s)
+            self._schedule("rebalance", self.config.controller.rebalance_delay_s, rebalance=True)
+        self._live_seen = live
+        with self._seen_lock:
+            self._seen_live = live
+            self.watch_reads += 1
+        self.request_reconcile()
+        return True
+
+    def _on_states(self, epoch: int, children: list[str]) -> bool:
+        """One follower per worker status node per lead: a worker already followed in this
+        epoch gets no second one (each would fire on every later change of that node)."""
+        if epoch != self._leadership.epoch:
+            return False
+        with self._seen_lock:
+            self.watch_reads += 1
+        for worker in children:
+            if worker not in self._state_watched:
+                self._state_watched.add(worker)
+                self._follow_status(epoch, worker)
+        self.request_reconcile()
+        return True
+
+    def _follow_status(self, epoch: int, worker: str) -> None:
+        """Follows one worker's status node for this lead, pipelined.
+
+        A kazoo ``DataWatch`` reads the node again on kazoo's one event thread and waits for the
+        answer, so 2,000 workers reporting at once are 2,000 round trips one after another.
+        Here a notification only sends ``get_async`` (with the next watch) and the answer is
+        recorded when it arrives: the reads are in flight together. A deleted node is recorded
+        (None) and followed with ``exists_async`` until it comes back. A read that failed (the
+        connection dropped) is sent again a second later, while this lead lasts; a lost session
+        ends the lead, and the next lead reads everything anyway.
+        """
+        path = self.layout.worker_state(worker)
+
+        def current() -> bool:
+            return epoch == self._leadership.epoch
+
+        def on_event(event: Any) -> None:  # kazoo's event thread: only send the next read
+            if current():
+                fetch()
+
+        def fetch() -> None:
+            if not current():
+                return
+            try:
+                self._zk.get_async(path, watch=on_event).rawlink(on_data)
+            except KazooException:
+                threading.Timer(1.0, fetch).start()
+
+        def on_data(result: Any) -> None:
+            if not current():
+                return
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                data = None
+                self._zk.exists_async(path, watch=on_event).rawlink(on_exists)
+            except KazooException:
+                threading.Timer(1.0, fetch).start()
+                return
+            with self._seen_lock:
+                self._seen_statuses[worker] = data  # None: the node is gone
+                self.watch_reads += 1
+            self.request_reconcile()
+
+        def on_exists(result: Any) -> None:
+            with contextlib.suppress(KazooException):
+                if current() and result.get() is not None:
+                    fetch()  # it came back between the read and the watch
+
+        fetch()
+
+    # -- triggers -----------------------------------------------------------------------------
+
+    def request_reconcile(self) -> None:
+        """Queues one ``reconcile`` run unless one is queued (and not started) already.
+
+        At most one run waits while another runs: a burst of triggers costs one run, no trigger
+        is lost (the queued run starts after the trigger was recorded, so it sees its data), and
+        none is ever refused by APScheduler (a refused run would count as a skip).
+        """
+        with self._seen_lock:
+            if self._reconcile_queued:
+                return
+            self._reconcile_queued = True
+        if not self._schedule("reconcile", 0.0, queued=True):
+            with self._seen_lock:
+                self._reconcile_queued = False
+
+    def _schedule(self, job_id: str, delay_s: float, rebalance: bool = False, queued: bool = False) -> bool:
+        """(Re)schedules the one-shot job ``job_id``; False when not leading or the scheduler stopped."""
+        if self._leadership.state != LEADING:
+            return False
+        try:
+            self._scheduler.add_job(
+                self._run, "date", run_date=datetime.now() + timedelta(seconds=delay_s), id=job_id,
+                replace_existing=True, misfire_grace_time=None, kwargs={"rebalance": rebalance, "queued": queued},
+                # One run may wait for the one reconcile thread while another runs.
+                max_instances=2,
+            )
+        except Exception:  # the scheduler is shut down while stopping (APScheduler raises its own types)
+            return False
+        return True
+
+    def _run(self, rebalance: bool = False, queued: bool = False) -> None:
+        """The scheduler's job: one reconcile. A trigger that arrives during it has queued the next run."""
+        if queued:
+            with self._seen_lock:
+                self._reconcile_queued = False  # a trigger from now on queues the next run
+        if self._leadership.state != LEADING:
+            return
+        try:
+            self.reconcile(rebalance=rebalance)
+        except NotLeader as exc:
+            log.warning("%s", exc)
+            self._leadership.lose_lead()
+        except (ControllerError, KazooException) as exc:
+            log.warning("reconcile failed (retrying in %.0fs): %s", RETRY_AFTER_FAILURE_S, exc)
+            self._schedule("retry", RETRY_AFTER_FAILURE_S, rebalance=rebalance)
+
+    # -- reconciliation ---------------------------------------------------------------------
+
+    def reconcile(self, rebalance: bool = False) -> Changes:
+        """Feeds the model what the watches saw, plans what that touched, writes what differs (fenced)."""
+        with self.lock:
+            self._leadership.require_leader()
+            started = time.perf_counter()
+            model = self._leader_state()
+            now = self._clock()
+            plan_started = time.perf_counter()
+            changes = model.plan(now, self.config.controller.failover_delay_s, rebalance=rebalance)
+            self._metrics.plan_seconds.observe(time.perf_counter() - plan_started)
+            generation = model.generation + 1
+            for key in changes.views:
+                self.ensure_path(self.layout.route_external(key.route))
+            ops = writes(self.layout, model, changes, generation)  # in a safe order
+            if ops:
+                self.commit(ops)
+            model.applied(changes, generation)
+            if changes.ideal:
+                self.publish_ideal()
+            self.departed_at = dict(model.departed_at)
+            for state, count in model.state_counts.items():
+                self._metrics.partitions.labels(state).set(count)
+            for worker, until in changes.retained_until.items():
+                self._schedule(f"failover-{worker}", max(0.0, until - now) + 0.05)
+            if changes.moved:
+                log.info("reconciled: %d partitions moved%s", changes.moved, " (rebalance)" if rebalance else "")
+            self._metrics.reconcile_seconds.observe(time.perf_counter() - started)
+            return changes
+
+    def _leader_state(self) -> LeaderState:
+        """The model, read from ZooKeeper when there is none, with what the watches saw since."""
+        if self._model is None:
+            with self._seen_lock:
+                self._seen_live, self._seen_statuses = None, {}
+            started = time.perf_counter()
+            # The views are the leader's own function of the statuses: rewritten at the first
+            # reconcile rather than read (half the nodes of a takeover read).
+            self._model = LeaderState(self.store.snapshot(read_views=False), self.departed_at)
+            self.publish_ideal()
+            log.info("read the state: %d topics, %d workers in %.2fs", len(self._model.ideal),
+                     len(self._model.live), time.perf_counter() - started)
+        model = self._model
+        with self._seen_lock:
+            live, statuses = self._seen_live, self._seen_statuses
+            self._seen_live, self._seen_statuses = None, {}
+        if live is not None and live != set(model.live):
+            infos = {w: info for w, info in model.live.items() if w in live}
+            new = self.store.data_many(self.layout.live_worker(w) for w in live - set(infos))
+            for worker in live - set(infos):
+                got = new.get(self.layout.live_worker(worker))
+                if got is not None:
+                    infos[worker] = WorkerInfo.from_bytes(got[0]) or WorkerInfo(worker, "?", 0)
+            model.set_live(infos)
+        if len(self._parsed_keys) > MAX_PARSED_KEYS:
+            self._parsed_keys = {}  # topics came and went: start over rather than grow forever
+        for worker, data in statuses.items():
+            model.set_status(worker, None if data is None else WorkerStatus.from_bytes(data, self._parsed_keys))
+        return model
+
+    # -- the leader's writes ------------------------------------------------------------------
+
+    def commit(self, ops: list[Op]) -> None:
+        """Writes ``ops`` fenced by this lead's election node; any failure drops the model."""
+        fence = self._leadership.fence
+        if fence is None or self._leadership.state != LEADING:
+            raise NotLeader(f"controller {self._leadership.controller_id} does not lead")
+        try:
+            self.store.commit(fence, ops)
+        except BaseException:
+            self._model = None  # some transactions may have committed: the next reconcile reads everything
+            raise
+
+    def ensure_path(self, path: str) -> None:
+        """``ensure_path`` once per lead: a route's folders are never deleted while it leads."""
+        if path not in self._ensured_paths:
+            self._zk.ensure_path(path)
+            self._ensured_paths.add(path)
+
+    def put_topic(self, key: TopicKey, state: IdealState | None, version: int = 0) -> None:
+        """Tells the model about a topic node this controller just wrote (no model: read at the next reconcile)."""
+        if self._model is not None:
+            self._model.put_topic(key, state, version)
+
+    def publish_ideal(self) -> None:
+        """A fresh read-only copy of the model's ideal states and the topics whitelisted without the
+        lock (call with the lock, after each change)."""
+        with self.adding:  # so no bulk request's topics go missing from it meanwhile
+            self._ideal_published = None if self._model is None else MappingProxyType(
+                {**self._model.ideal, **self._whitelisted})
+
+    # -- bulk whitelisting without the model's lock --------------------------------------------
+
+    def has_model(self) -> bool:
+        """Whether this leader has its model (then bulk whitelisting need not take ``lock``)."""
+        return self._ideal_published is not None and self._model is not None
+
+    def known_topic(self, key: TopicKey) -> IdealState | None:
+        """For bulk whitelisting (with ``adding`` held, after :meth:`has_model`): the topic's ideal state
+        as the leader knows it, None when it is not mirrored."""
+        published = self._ideal_published
+        if published is None:
+            raise Unavailable("the leader lost its model during the request; try again")
+        if key in self._whitelisted:
+            return self._whitelisted[key]
+        return published.get(key)
+
+    def whitelisted(self, states: list[IdealState]) -> None:
+        """Topics just created in ZooKeeper (with ``adding`` held, after :meth:`commit`): the next holder
+        of ``lock`` gives them to the model; until then reads of the ideal states show them already."""
+        added = {TopicKey(state.route, state.topic): state for state in states}
+        # A new dict, never changed in place: publish_ideal may be reading the old one.
+        self._whitelisted = {**self._whitelisted, **added}
+        published = self._ideal_published
+        if published is not None:
+            self._ideal_published = MappingProxyType({**published, **added})
+
+    def _take_whitelisted(self) -> None:
+        """With ``lock`` just taken: the model gets the topics bulk whitelisting wrote since."""
+        if not self._whitelisted:
+            return
+        with self.adding:
+            taken, self._whitelisted = self._whitelisted, {}
+        model = self._model
+        if model is None:
+            return  # the next reconcile reads ZooKeeper, where they are
+        for key, state in taken.items():
+            # A key the model has already came from a read of ZooKeeper after the write: newer.
+            if key not in model.ideal:
+                model.put_topic(key, state, 0)
+        self.publish_ideal()  # they stay visible (a duplicate bulk request must see them)
+
+    # -- reads: the model on the leader, ZooKeeper elsewhere -----------------------------------
+
+    def model(self) -> LeaderState | None:
+        """The model when this controller leads and has read it (call with the lock held), else None."""
+        return self._model if self._leadership.state == LEADING else None
+
+    def read(self, what: Callable[[], Any]) -> Any:
+        """``what()``, a ZooKeeper read; an unreachable ZooKeeper is :class:`Unavailable` (503)."""
+        try:
+            return what()
+        except KazooException as exc:
+            raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
+
+    def ideal_state(self, route: str, topic: str) -> IdealState | None:
+        with self.lock:
+            model = self.model()
+            if model is not None:
+                return model.ideal.get(TopicKey(route, topic))
+        state: IdealState | None = self.read(partial(self.store.ideal_state, route, topic))
+        return state
+
+    def ideal_version(self, key: TopicKey) -> int:
+        model = self.model()
+        if model is not None and key in model.ideal_versions:
+            return model.ideal_versions[key]
+        got = self.read(partial(self.store.data, self.layout.topic(key.route, key.topic)))
+        return -1 if got is None else int(got[1])
+
+    def ideal_states(self) -> Mapping[TopicKey, IdealState]:
+        """Every ideal state; on the leader the model's as of its last change, without waiting for
+        the lock (the observer, the lag job and GET /topics never wait behind a long reconcile)."""
+        published = self._ideal_published
+        if published is not None and self._leadership.state == LEADING and self._model is not None:
+            return published
+        ideal, _ = self.read(self.store.ideal_states)
+        return dict(ideal)
+
+    def external_view(self, route: str, topic: str) -> ExternalView | None:
+        with self.lock:
+            model = self.model()
+            if model is not None:
+                return model.external.get(TopicKey(route, topic))
+        stored: ExternalView | None = self.read(partial(self.store.external_view, route, topic))
+        return stored
+
+    def removed_topics(self) -> set[TopicKey]:
+        """Topics removed through ``DELETE`` (the observer does not whitelist them again)."""
+        return {
+            TopicKey(route.name, topic)
+            for route in self.config.routes for topic in self.store.children(f"{self.layout.removed}/{route.name}")
+        }

@@ -1,0 +1,350 @@
+"""Topic administration: the leader's fenced commands on the ideal state, and the observer's writes.
+
+Owns no state: every command checks its input (:class:`BadRequest` for a bad name or count,
+:class:`Conflict`, :class:`NotFound`), takes the reconciler's lock, requires the lead, writes its
+ideal-state nodes in one fenced batch, tells the model, and reconciles once, so the new
+partitions are assigned before the command answers. A bulk ``POST /topics`` is the exception:
+it takes only the reconciler's ``adding`` lock, never waits behind a running reconcile, and
+queues the reconcile that assigns its topics, so bulk requests sent one after another share
+reconciles (the model takes its topics when the next reconcile takes the lock). ``POST /topics``, ``PUT /topics``,
+``DELETE /topics/<t>``, ``POST /instances`` (rebalance) and the ``observe`` job come here.
+Every command answers with data (:class:`controller.topics.reads.TopicView`, the ideal states it
+created, :class:`TopicDeleted`, :class:`Rebalanced`); :mod:`controller.api.rest_json`
+shapes the JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from kazoo.client import KazooClient
+
+from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.model import IdealState, TopicKey, encode, topic_name_problem
+from ferry.common.vocabulary import OpKind
+from ferry.common.zk.layout import ZkLayout
+from ferry.controller.errors import BadRequest, Conflict, NotFound
+from ferry.controller.kafka_meta import ClusterMetadata
+from ferry.controller.lead.leadership import Leadership
+from ferry.controller.lead.reconciler import Reconciler
+from ferry.controller.lead.store import Op
+from ferry.controller.topics import observer
+from ferry.controller.topics.reads import ReadSide, TopicView, select_routes
+
+log = logging.getLogger(__name__)
+
+
+class TopicDeleted(NamedTuple):
+    """``topic`` is no longer mirrored on ``routes``."""
+
+    topic: str
+    routes: tuple[str, ...]
+
+
+class Rebalanced(NamedTuple):
+    """A rebalance ran now; ``moved`` partitions changed worker."""
+
+    moved: int
+
+
+class TopicAdmin:
+    """The leader's topic commands; see the module docstring."""
+
+    def __init__(self, config: FerryConfig, zk: KazooClient, layout: ZkLayout, leadership: Leadership,
+                 reconciler: Reconciler, kafka: ClusterMetadata, reads: ReadSide, clock: Callable[[], float]) -> None:
+        self.config = config
+        self._zk = zk
+        self._layout = layout
+        self._leadership = leadership
+        self._reconciler = reconciler
+        self._kafka = kafka
+        self._reads = reads
+        self._clock = clock
+
+    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView:
+        """Whitelists ``topic`` on every route (or ``route``); its partitions are assigned at once."""
+        self.add_topics([{"topic": topic, "numPartitions": num_partitions}], route, assign_now=True)
+        return self._reads.topic_view(topic, route)
+
+    def add_topics(self, topics: Any, route: str | None = None, assign_now: bool = False) -> list[IdealState]:
+        """Whitelists many topics (``[{"topic", "numPartitions"?}, ...]``) in one write and one reconcile.
+
+        All or nothing: any bad, already mirrored or missing topic refuses the whole request.
+        Returns the ideal states created (route by route, topics in request order), before assignment.
+        The reconcile that assigns them is queued (:meth:`Reconciler.request_reconcile`), not run in
+        the request: bulk requests that arrive while one runs share the next run, so whitelisting
+        N topics in bulk rewrites the workers' assignments a few times, not once per request.
+        ``assign_now`` (one topic, whose answer shows its assignment) runs it in the request.
+        """
+        if not isinstance(topics, list) or not topics:
+            raise BadRequest('topics must be a non-empty list like [{"topic": "orders", "numPartitions": 8}]')
+        wanted_counts: dict[str, int | None] = {}
+        for item in topics:
+            if not isinstance(item, dict):
+                raise BadRequest(f'every entry of topics must be an object like {{"topic": "orders"}}, not {item!r}')
+            topic = item.get("topic")
+            _check_topic(topic)
+            assert isinstance(topic, str)  # _check_topic refused anything else
+            if topic in wanted_counts:
+                raise BadRequest(f"topic {topic!r} is listed twice")
+            wanted_counts[topic] = _check_count(item.get("numPartitions"), required=not self._checks_source)
+        routes = select_routes(self.config, route)
+        self._leadership.require_leader()  # a standby refuses before it asks the source anything
+        counts = self._mirrored_counts(routes, wanted_counts)  # before any lock: it may ask the source
+        reconciler = self._reconciler
+        if assign_now:
+            with reconciler.lock:
+                created = self._whitelist(routes, counts, through_model=True)
+                reconciler.reconcile()
+            return created
+        written: list[IdealState] | None = None
+        with reconciler.adding:  # not ``lock``: a running reconcile does not hold the request up
+            if reconciler.has_model():
+                written = self._whitelist(routes, counts, through_model=False)
+        if written is None:  # no model yet (a lead's first moments): take the lock; the model gets read
+            with reconciler.lock:
+                written = self._whitelist(routes, counts, through_model=True)
+        reconciler.request_reconcile()
+        return written
+
+    def _mirrored_counts(self, routes: list[RouteConfig], wanted_counts: dict[str, int | None]) -> dict[str, dict[str, int]]:
+        """Route -> topic -> how many partitions to mirror, checked against the source when configured.
+
+        A bulk request asks each source cluster for its topics once (one metadata request), not
+        once per topic: 1,000 topics cost one round trip.
+        """
+        if not self._checks_source:
+            return {r.name: {t: c for t, c in wanted_counts.items() if c is not None} for r in routes}
+        at_source_of: dict[str, dict[str, int]] = {}
+        counts: dict[str, dict[str, int]] = {}
+        for r in routes:
+            if len(wanted_counts) > 1 and r.source not in at_source_of:
+                at_source_of[r.source] = self._kafka.topics(r.source)
+            at_source = at_source_of.get(r.source, {})
+            counts[r.name] = {}
+            for topic, count in wanted_counts.items():
+                partitions = at_source.get(topic)
+                if partitions is None:  # not listed (missing, or in error: asked alone, it says which)
+                    partitions = self._kafka.partition_count(r.source, topic)
+                counts[r.name][topic] = _checked_count(r, topic, count, partitions)
+        return counts
+
+    def _whitelist(self, routes: list[RouteConfig], counts: dict[str, dict[str, int]], *,
+                   through_model: bool) -> list[IdealState]:
+        """Writes the topics' nodes (fenced, one transaction when they fit) and tells the model.
+
+        With ``reconciler.lock`` held, the model takes them at once (``through_model``); with only
+        ``reconciler.adding``, they wait for the next holder of the lock (:meth:`Reconciler.whitelisted`).
+        """
+        reconciler, layout = self._reconciler, self._layout
+        self._leadership.require_leader()
+        for r in routes:
+            for topic in counts[r.name]:
+                key = TopicKey(r.name, topic)
+                known = reconciler.ideal_state(r.name, topic) if through_model else reconciler.known_topic(key)
+                if known is not None:
+                    raise Conflict(f"topic {topic!r} is already mirrored on route {r.name}")
+        ops, created = [], []
+        for r in routes:
+            removed = set(reconciler.store.children(f"{layout.removed}/{r.name}"))
+            reconciler.ensure_path(layout.route_topics(r.name))
+            for topic, count in counts[r.name].items():
+                state = IdealState(r.name, topic, count)
+                ops.append(Op(OpKind.CREATE, layout.topic(r.name, topic), state.to_bytes()))
+                created.append(state)
+                if topic in removed:
+                    ops.append(Op(OpKind.DELETE, layout.removed_topic(r.name, topic)))
+        reconciler.commit(ops)
+        if through_model:
+            for state in created:
+                reconciler.put_topic(TopicKey(state.route, state.topic), state, 0)
+            reconciler.publish_ideal()
+        else:
+            reconciler.whitelisted(created)
+        topics = {state.topic for state in created}
+        if len(topics) == 1:
+            log.info("whitelisted topic %s on %s", next(iter(topics)), [r.name for r in routes])
+        else:
+            log.info("whitelisted %d topics on %s", len(topics), [r.name for r in routes])
+        return created
+
+    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView:
+        """Raises the partition count Ferry mirrors (never lowers it); new partitions are assigned at once."""
+        _check_topic(topic)
+        count = _check_count(num_partitions, required=True)
+        assert count is not None
+        reconciler = self._reconciler
+        with reconciler.lock:
+            self._leadership.require_leader()
+            ops = []
+            grown: list[tuple[TopicKey, IdealState, int]] = []
+            mirrored = False
+            for r in select_routes(self.config, route):
+                state = reconciler.ideal_state(r.name, topic)
+                if state is None:
+                    continue
+                mirrored = True
+                if count < state.partitions:
+                    raise BadRequest(f"topic {topic!r} has {state.partitions} partitions; Kafka cannot shrink it to {count}")
+                self._mirrored_count(r, topic, count)
+                if count > state.partitions:
+                    expanded = IdealState(r.name, topic, count, dict(state.assignment))
+                    key = TopicKey(r.name, topic)
+                    version = reconciler.ideal_version(key)
+                    ops.append(Op(OpKind.SET, self._layout.topic(r.name, topic), expanded.to_bytes(), version))
+                    grown.append((key, expanded, version + 1))
+            if not mirrored:
+                raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
+            if ops:
+                reconciler.commit(ops)
+                for key, expanded, version in grown:
+                    reconciler.put_topic(key, expanded, version)
+                reconciler.publish_ideal()
+                reconciler.reconcile()
+        return self._reads.topic_view(topic, route)
+
+    def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted:
+        """Stops mirroring ``topic``; workers release its partitions. The destination topic stays."""
+        reconciler, layout = self._reconciler, self._layout
+        with reconciler.lock:
+            self._leadership.require_leader()
+            ops = []
+            deleted = []
+            for r in select_routes(self.config, route):
+                if reconciler.ideal_state(r.name, topic) is not None:
+                    ops.append(Op(OpKind.DELETE, layout.topic(r.name, topic)))
+                    deleted.append(TopicKey(r.name, topic))
+                    # Remembered, so the observer does not whitelist it again until someone POSTs it.
+                    self._zk.ensure_path(f"{layout.removed}/{r.name}")
+                    removed = layout.removed_topic(r.name, topic)
+                    if not self._zk.exists(removed):
+                        ops.append(Op(OpKind.CREATE, removed, encode({"at": self._clock()})))
+            if not ops:
+                raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
+            reconciler.commit(ops)
+            for key in deleted:
+                reconciler.put_topic(key, None)
+            reconciler.publish_ideal()
+            log.info("stopped mirroring topic %s", topic)
+            reconciler.reconcile()
+        return TopicDeleted(topic, tuple(key.route for key in deleted))
+
+    def rebalance_now(self) -> Rebalanced:
+        """Reconciles now, moving partitions to even out the workers."""
+        with self._reconciler.lock:
+            changes = self._reconciler.reconcile(rebalance=True)
+        return Rebalanced(changes.moved)
+
+    # -- the observer (job ``observe``) -------------------------------------------------------
+
+    def follow_sources(self) -> observer.Decisions:
+        """Writes what the observer decided: whitelists new matching source topics, expands grown
+        ones (fenced writes and a reconcile), makes destination configs follow.
+
+        One metadata request per source cluster (not one per topic), one write and one reconcile
+        for everything it decided. Topics Ferry mirrors but the source does not have (e.g. a
+        benchmark's topics that live only in ZooKeeper) are left alone.
+        """
+        reconciler, layout = self._reconciler, self._layout
+        mirrored_routes = {k.route for k in reconciler.ideal_states()}
+        source_topics = {
+            r.name: self._kafka.topics(r.source) for r in self.config.routes if r.include or r.name in mirrored_routes
+        }
+        removed = reconciler.removed_topics()
+        ideal = reconciler.ideal_states()
+        decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
+        at_source = {TopicKey(route, t) for route, topics in source_topics.items() for t in topics}
+        if not decisions.add and not decisions.expand:  # the usual case: no need to wait for the lock
+            self._follow_configs(set(ideal) & at_source)
+            return decisions
+        with reconciler.lock:
+            self._leadership.require_leader()
+            with reconciler.adding:  # bulk POST /topics creates topic nodes without ``lock``
+                ideal = reconciler.ideal_states()  # again, under the locks: what the writes start from
+                decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
+                ops, written = [], []
+                for key, partitions in sorted(decisions.add.items()):
+                    reconciler.ensure_path(layout.route_topics(key.route))
+                    state = IdealState(key.route, key.topic, partitions)
+                    ops.append(Op(OpKind.CREATE, layout.topic(key.route, key.topic), state.to_bytes()))
+                    written.append((key, state, 0))
+                for key, partitions in sorted(decisions.expand.items()):
+                    old = ideal[key]
+                    grown = IdealState(key.route, key.topic, partitions, dict(old.assignment))
+                    version = reconciler.ideal_version(key)
+                    ops.append(Op(OpKind.SET, layout.topic(key.route, key.topic), grown.to_bytes(), version))
+                    written.append((key, grown, version + 1))
+                if ops:
+                    reconciler.commit(ops)
+                    for key, state, version in written:
+                        reconciler.put_topic(key, state, version)
+                    reconciler.publish_ideal()
+            if ops:
+                log.info("observer: whitelisted %d topics %s, expanded %s", len(decisions.add),
+                         sorted(map(str, decisions.add))[:20], {str(k): n for k, n in decisions.expand.items()})
+                reconciler.reconcile()
+        self._follow_configs((set(ideal) | set(decisions.add)) & at_source)
+        return decisions
+
+    def _follow_configs(self, topics: set[TopicKey]) -> None:
+        """Only for topics that exist at the source (the caller filters)."""
+        for route in self.config.routes:
+            names = sorted(k.topic for k in topics if k.route == route.name)
+            if not names:
+                continue
+            source = self._kafka.topic_configs(route.source, names)
+            renamed = {topic: route.destination_topic(topic) for topic in names}  # common.core.naming
+            destination = self._kafka.topic_configs(route.destination, sorted(renamed.values()))
+            for topic in names:
+                target = renamed[topic]
+                if topic not in source or target not in destination:
+                    continue  # the destination topic does not exist yet: its worker creates it
+                changes = observer.config_changes(source[topic], destination[target], route.config_exclude)
+                if changes:
+                    self._kafka.set_topic_configs(route.destination, target, changes)
+                    log.info("observer: %s on %s now follows the source: %s", target, route.destination, changes)
+
+    # -- partition counts ---------------------------------------------------------------------
+
+    @property
+    def _checks_source(self) -> bool:
+        return self.config.controller.check_source_topics
+
+    def _mirrored_count(self, route: RouteConfig, topic: str, count: int | None) -> int:
+        """How many partitions of ``topic`` to mirror: ``count``, checked against the source when configured."""
+        if not self._checks_source:
+            assert count is not None  # required by add_topics then
+            return count
+        return _checked_count(route, topic, count, self._kafka.partition_count(route.source, topic))
+
+
+def _checked_count(route: RouteConfig, topic: str, count: int | None, at_source: int | None) -> int:
+    """``count`` (or every partition) of a topic with ``at_source`` partitions at the source (None: missing)."""
+    if at_source is None:
+        raise NotFound(f"topic {topic!r} does not exist on the source cluster {route.source!r}")
+    wanted = count or at_source
+    if wanted > at_source:
+        raise BadRequest(f"numPartitions {wanted} exceeds the {at_source} partitions of {topic!r} on {route.source}")
+    return wanted
+
+
+def _check_topic(topic: Any) -> None:
+    problem = topic_name_problem(topic)
+    if problem:
+        raise BadRequest(problem)
+    if topic.startswith("__"):
+        raise BadRequest(f"{topic!r} is an internal topic; Ferry does not mirror internal topics")
+
+
+def _check_count(value: Any, required: bool) -> int | None:
+    if value is None:
+        if required:
+            raise BadRequest("numPartitions is required")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"numPartitions must be a positive integer, not {value!r}")
+    if value <= 0:
+        raise BadRequest(f"numPartitions must be positive, not {value}")
+    return value

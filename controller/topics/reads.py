@@ -1,0 +1,305 @@
+"""The read side: what any controller (leader or standby) answers about Ferry's state.
+
+Owns no state. On the leader it reads the reconciler's model (never waiting behind a long
+reconcile for the ideal states), on a standby ZooKeeper; an unreachable ZooKeeper is
+:class:`Unavailable` (503). Offsets are read from Kafka now, at the source. Every answer is data
+(the frozen types below, model types, :class:`controller.topics.progress.OffsetSample` per partition);
+their JSON is shaped in :mod:`controller.api.rest_json` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+
+from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.core.diff import Mismatch, compare, summarize
+from ferry.common.errors import ConfigError
+from ferry.common.model import (
+    ExternalView,
+    IdealState,
+    PartitionKey,
+    PartitionState,
+    WorkerInfo,
+    WorkerStatus,
+    count_states,
+    decode,
+)
+from ferry.common.vocabulary import ControllerState, StrEnum
+from ferry.common.zk.layout import ZkLayout
+from ferry.controller.errors import BadRequest, NotFound, Unavailable
+from ferry.controller.kafka_meta import ClusterMetadata
+from ferry.controller.lead.leadership import Leadership
+from ferry.controller.lead.reconciler import Reconciler
+from ferry.controller.metrics import ControllerMetrics
+from ferry.controller.topics.progress import OffsetSample
+
+StoredValidation = dict[str, Any]
+"""The document ``ferry validate --store`` keeps in ZooKeeper (:mod:`pipeline`), served as it is."""
+
+
+@dataclass(frozen=True)
+class Health:
+    """This controller, whether ZooKeeper answers, and who leads (``leader_id``/``leader_url``: None when nobody)."""
+
+    zookeeper_connected: bool
+    controller_id: str
+    state: ControllerState
+    leading: bool
+    leader_id: str | None
+    leader_url: str | None
+
+
+@dataclass(frozen=True)
+class RouteTopic:
+    """One topic on one route: its ideal state, its external view and its name at the destination."""
+
+    ideal: IdealState
+    external: ExternalView
+    destination: str  # the route's destination cluster
+    destination_topic: str
+
+
+@dataclass(frozen=True)
+class TopicView:
+    """A mirrored topic on every route that mirrors it (at least one), in route order."""
+
+    topic: str
+    routes: dict[str, RouteTopic]
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A live worker: who it is, what it holds and how its partitions fare."""
+
+    worker_id: str
+    info: WorkerInfo
+    partitions: list[str]  # "<route>/<topic>/<partition>" (the model's PartitionKey text)
+    online: int
+    error: int
+    generation: int | None  # the assignment generation it applied; None before its first status
+    leaving: bool
+
+
+@dataclass(frozen=True)
+class Instances:
+    """Live workers (by id) and departed ones still holding partitions (id -> partitions)."""
+
+    live: list[Instance]
+    departed: dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class Validation:
+    """Ideal state vs external view now, and the last stored Spark validation (None: none stored)."""
+
+    mismatches: list[Mismatch]
+    summary: dict[str, int]
+    spark: StoredValidation | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+class SourceProblem(StrEnum):
+    """Why a mirrored topic's partition count disagrees with the source cluster."""
+
+    MISSING = "missing at source"
+    COUNT_DIFFERS = "partition count differs"
+
+
+@dataclass(frozen=True)
+class SourceMismatch:
+    route: str
+    topic: str
+    ideal_partitions: int
+    source_partitions: int | None  # None: the source has no such topic
+    problem: SourceProblem
+
+
+@dataclass(frozen=True)
+class SourceValidation:
+    """uReplicator's ``/validation/srcKafka``: partition counts at the source vs the ideal states."""
+
+    topics: int  # how many topics (route, topic) were compared
+    mismatches: list[SourceMismatch]
+    spark: StoredValidation | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+class ReadSide:
+    """See the module docstring; ``before_scrape`` refreshes metrics computed on demand."""
+
+    def __init__(self, config: FerryConfig, zk: KazooClient, layout: ZkLayout, leadership: Leadership,
+                 reconciler: Reconciler, kafka: ClusterMetadata, metrics: ControllerMetrics,
+                 before_scrape: Callable[[], None]) -> None:
+        self.config = config
+        self._zk = zk
+        self._layout = layout
+        self._leadership = leadership
+        self._reconciler = reconciler
+        self._kafka = kafka
+        self._metrics = metrics
+        self._before_scrape = before_scrape
+
+    def health(self) -> Health:
+        leader = self._leadership.leader()
+        return Health(
+            zookeeper_connected=bool(self._zk.connected),
+            controller_id=self._leadership.controller_id,
+            state=self._leadership.state,
+            leading=self._leadership.is_leader(),
+            leader_id=leader.get("id") if leader else None,
+            leader_url=leader.get("rest_url") if leader else None,
+        )
+
+    def metrics_text(self) -> bytes:
+        self._before_scrape()
+        return self._metrics.text()
+
+    def list_topics(self) -> list[IdealState]:
+        """Every mirrored (route, topic), in key order."""
+        ideal = self._reconciler.ideal_states()
+        return [state for _, state in sorted(ideal.items())]
+
+    def topic_view(self, topic: str, route: str | None = None) -> TopicView:
+        """``topic`` on every route (or ``route``) that mirrors it; NotFound when none does."""
+        per_route: dict[str, RouteTopic] = {}
+        for r in select_routes(self.config, route):
+            state = self._reconciler.ideal_state(r.name, topic)
+            if state is not None:
+                external = self._reconciler.external_view(r.name, topic) or ExternalView(r.name, topic)
+                per_route[r.name] = RouteTopic(state, external, r.destination, r.destination_topic(topic))
+        if not per_route:
+            raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
+        return TopicView(topic, per_route)
+
+    def instances(self) -> Instances:
+        reconciler = self._reconciler
+        with reconciler.lock:
+            model = reconciler.model()
+            if model is not None:
+                live, statuses = dict(model.live), dict(model.statuses)
+                holding = {w: [str(p) for p in held] for w, held in model.holding().items()}
+                return _instances(live, statuses, holding)
+        store = reconciler.store
+        live = reconciler.read(store.live_workers)
+        statuses = reconciler.read(store.statuses)
+        ideal, _ = reconciler.read(store.ideal_states)
+        holding = {}
+        for key, state in sorted(ideal.items()):
+            for p, worker in sorted(state.assignment.items()):
+                holding.setdefault(worker, []).append(f"{key.route}/{key.topic}/{p}")
+        return _instances(live, statuses, holding)
+
+    def validation(self) -> Validation:
+        reconciler = self._reconciler
+        with reconciler.lock:
+            model = reconciler.model()
+            if model is not None:
+                mismatches, summary = model.validation()
+            else:
+                store = reconciler.store
+                ideal, _ = reconciler.read(store.ideal_states)
+                external = reconciler.read(store.external_views)
+                live = set(reconciler.read(store.live_workers))
+                mismatches = compare(ideal, external, live)
+                summary = summarize(ideal, external)
+        return Validation(list(mismatches), summary, self.spark_validation())
+
+    def spark_validation(self) -> StoredValidation | None:
+        """The last stored result of ``ferry validate --store``, or None."""
+        try:
+            data, _ = self._zk.get(self._layout.validation)
+        except NoNodeError:
+            return None
+        except KazooException as exc:
+            raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
+        stored: StoredValidation | None = decode(data)
+        return stored
+
+    def source_validation(self) -> SourceValidation:
+        """uReplicator's ``/validation/srcKafka``: partition counts at the source vs the ideal state."""
+        ideal = self._reconciler.ideal_states()
+        problems: list[SourceMismatch] = []
+        routes = {r.name: r for r in self.config.routes}
+        source_topics = {name: self._kafka.topics(r.source) for name, r in routes.items()
+                         if any(k.route == name for k in ideal)}
+        for key, state in sorted(ideal.items()):
+            route = routes.get(key.route)
+            if route is None:
+                continue
+            at_source = source_topics[key.route].get(key.topic)
+            if at_source != state.partitions:
+                problems.append(SourceMismatch(
+                    key.route, key.topic, state.partitions, at_source,
+                    SourceProblem.MISSING if at_source is None else SourceProblem.COUNT_DIFFERS))
+        return SourceValidation(len(ideal), problems, self.spark_validation())
+
+    def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
+        """Committed (route's group, at the source) and log-end offsets of mirrored partitions, read now.
+
+        Only partitions of topics the source has (one metadata request per route): a topic that
+        exists only in ZooKeeper has no offsets, and asking for them would wait for timeouts.
+        """
+        ideal = self._reconciler.ideal_states()
+        if topic is not None and not any(k.topic == topic for k in ideal):
+            raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
+        result: dict[PartitionKey, OffsetSample] = {}
+        for route in self.config.routes:
+            if not any(k.route == route.name for k in ideal):
+                continue
+            at_source = self._kafka.topics(route.source)
+            wanted = [
+                (key.topic, p) for key, state in ideal.items() if key.route == route.name and key.topic in at_source
+                and (topic is None or key.topic == topic) for p in range(min(state.partitions, at_source[key.topic]))
+                if partition is None or p == partition
+            ]
+            if not wanted:
+                continue
+            ends = self._kafka.end_offsets(route.source, wanted)
+            committed = self._kafka.committed(route.source, route.group_id, wanted)
+            for t, p in wanted:
+                if (t, p) in ends:
+                    result[PartitionKey(route.name, t, p)] = OffsetSample(committed.get((t, p)), ends[(t, p)])
+        if topic is not None and partition is not None and not result:
+            raise NotFound(f"partition {partition} of {topic!r} is not mirrored by Ferry")
+        return result
+
+    def destination_topic(self, route: str, topic: str) -> str:
+        """The name of ``topic`` on ``route``'s destination (the topic itself for identity naming)."""
+        for candidate in self.config.routes:
+            if candidate.name == route:
+                return candidate.destination_topic(topic)
+        return topic  # a route no longer configured: its topics keep their names
+
+
+def _instances(
+    live: dict[str, WorkerInfo], statuses: dict[str, WorkerStatus], holding: dict[str, list[str]]
+) -> Instances:
+    instances = []
+    for worker, info in sorted(live.items()):
+        status = statuses.get(worker)
+        counts = status.state_counts() if status else count_states([])
+        instances.append(Instance(
+            worker, info, holding.get(worker, []), counts[PartitionState.ONLINE], counts[PartitionState.ERROR],
+            status.generation if status else None, bool(status and status.leaving),
+        ))
+    departed = {w: parts for w, parts in sorted(holding.items()) if w not in live}
+    return Instances(instances, departed)
+
+
+def select_routes(config: FerryConfig, route: str | None) -> list[RouteConfig]:
+    """Every route, or the one named ``route`` (:class:`BadRequest` when it is not configured)."""
+    try:
+        return config.routes_named(route)
+    except ConfigError as exc:
+        raise BadRequest(str(exc)) from None

@@ -1,0 +1,354 @@
+"""Fakes shared by the tests: one clock, Ferry's Kafka clients, as Ferry's own adapters hand them out.
+
+Tests replace only Ferry's adapters (``common.kafka.clients``, the controller parts the REST layer
+asks), never library internals. The Kafka fakes hand back plain messages, metadata and delivery
+reports so the copy path, the watermark and the ERROR states can be checked without servers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from ferry.common.core.heartbeat import HeartbeatView
+from ferry.common.core.offset_map import MAP_TOPIC
+from ferry.common.model import ExternalView, IdealState, PartitionKey
+from ferry.common.vocabulary import ControllerState
+from ferry.controller.api.rest import ControllerApi
+from ferry.controller.errors import NotFound
+from ferry.controller.groups.checkpoints import GroupCheckpoints
+from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
+from ferry.controller.topics.admin import Rebalanced, TopicDeleted
+from ferry.controller.topics.progress import NoProgress, OffsetSample
+from ferry.controller.topics.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
+from ferry.controller.tree.control import TreeView
+
+TOPIC = "orders"
+
+
+class FakeClock:
+    """A clock tests move by hand: call it for the time; ``sleep`` records the wait and moves it."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class FakeMessage:
+    _topic: str
+    _partition: int
+    _offset: int
+    _value: bytes = b"v"
+    headers_: list[tuple[str, bytes]] | None = None
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def value(self) -> bytes:
+        return self._value
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return [("h", b"1")] if self.headers_ is None else self.headers_
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000 + self._offset)
+
+    def error(self) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return len(self._value)
+
+
+def metadata(partitions: int | None, topic: str = TOPIC) -> Any:
+    """Cluster metadata with ``topic`` of ``partitions`` partitions (None: no such topic)."""
+    topics = {} if partitions is None else {topic: SimpleNamespace(partitions=dict.fromkeys(range(partitions)), error=None)}
+    return SimpleNamespace(topics=topics)
+
+
+@dataclass
+class FakeConsumer:
+    calls: list[tuple[str, Any]]
+    source_partitions: int | None = 2
+    queue: list[FakeMessage] = field(default_factory=list)
+    committed_offsets: dict[int, int] = field(default_factory=dict)
+    destination: dict[int, list[Any]] = field(default_factory=dict)  # partition -> headers of each record
+    reading: list[FakeMessage] | None = None
+
+    def consume(self, num: int, timeout: float) -> list[FakeMessage]:
+        if self.reading is not None:  # the look-back reader shares this fake
+            batch, self.reading[:] = self.reading[:num], self.reading[num:]
+            return batch
+        batch, self.queue[:] = self.queue[:num], self.queue[num:]
+        return batch
+
+    def poll(self, timeout: float) -> FakeMessage | None:
+        return self.queue.pop(0) if self.queue else None
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        return metadata(self.source_partitions)
+
+    def incremental_assign(self, tps: list[Any]) -> None:
+        self.calls.append(("assign", sorted((tp.topic, tp.partition) for tp in tps)))
+
+    def incremental_unassign(self, tps: list[Any]) -> None:
+        self.calls.append(("unassign", sorted((tp.topic, tp.partition) for tp in tps)))
+
+    def resume(self, tps: list[Any]) -> None:
+        self.calls.append(("resume", sorted((tp.topic, tp.partition) for tp in tps)))
+
+    def pause(self, tps: list[Any]) -> None:
+        self.calls.append(("pause", sorted((tp.topic, tp.partition) for tp in tps)))
+
+    def commit(self, offsets: list[Any], asynchronous: bool) -> None:
+        self.calls.append(("commit", sorted((tp.topic, tp.partition, tp.offset) for tp in offsets)))
+
+    def close(self) -> None:
+        self.calls.append(("close", None))
+
+    def committed(self, tps: list[Any], timeout: float) -> list[Any]:
+        return [TopicPartition(tp.topic, tp.partition, self.committed_offsets.get(tp.partition, -1001)) for tp in tps]
+
+    def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
+        # The destination partition, for the look-back: (low, high) of what the test put there.
+        records = self.destination.get(tp.partition, [])
+        return (0, len(records))
+
+    def assign(self, tps: list[Any]) -> None:
+        tp = tps[0]
+        self.reading = [FakeMessage(tp.topic, tp.partition, o, headers_=h)
+                        for o, h in enumerate(self.destination.get(tp.partition, [])) if o >= tp.offset]
+
+    def unassign(self) -> None:
+        self.reading = None
+
+
+@dataclass
+class FakeProducer:
+    calls: list[tuple[str, Any]]
+    on_delivery: Any
+    pending: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, nth, timestamp
+    fail: dict[tuple[str, int, int], KafkaError] = field(default_factory=dict)  # (topic, partition, nth produce) -> error
+    produced: list[tuple[str, int, bytes]] = field(default_factory=list)
+    map_writes: list[tuple[bytes, bytes]] = field(default_factory=list)
+    delivered: dict[tuple[str, int], int] = field(default_factory=dict)  # next destination offset
+    map_pending: list[Any] = field(default_factory=list)  # offset-map writes' delivery callbacks
+
+    def produce(self, topic: str, value: bytes, key: bytes, partition: int = -1, timestamp: int = 0,
+                headers: Any = None, on_delivery: Any = None) -> None:
+        if topic == MAP_TOPIC:
+            self.map_writes.append((key, value))
+            self.map_pending.append(on_delivery)
+            return
+        self.produced.append((topic, partition, value))
+        nth = sum(1 for t, p, _ in self.produced if (t, p) == (topic, partition))
+        self.pending.append((topic, partition, nth, timestamp))
+
+    def poll(self, timeout: float) -> int:
+        return self.flush(timeout)
+
+    def flush(self, timeout: float) -> int:
+        self.calls.append(("flush", len(self.pending)))
+        pending, self.pending = self.pending, []
+        map_pending, self.map_pending = self.map_pending, []
+        for callback in map_pending:  # the offset map's writes are acknowledged like any record
+            callback(None, None)
+        for topic, partition, nth, timestamp in pending:
+            error = self.fail.pop((topic, partition, nth), None)
+            offset = self.delivered.get((topic, partition), 0)
+            if error is None:
+                self.delivered[(topic, partition)] = offset + 1
+            # As librdkafka reports it: the timestamp given (CreateTime, 1), or none (0).
+            stamped = (1, timestamp) if timestamp else (0, -1)
+            self.on_delivery(error, SimpleNamespace(topic=lambda t=topic: t, partition=lambda p=partition: p,
+                                                    offset=lambda o=offset: o, timestamp=lambda s=stamped: s))
+        return 0
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        return metadata(2)
+
+
+class FakeAdmin:
+    def __init__(self, destination_partitions: int | None) -> None:
+        self.destination_partitions = destination_partitions
+        self.max_message_bytes = 1_048_588
+        self.created: list[tuple[str, int]] = []
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        return metadata(self.destination_partitions)
+
+    def describe_configs(self, resources: list[Any]) -> dict[Any, Any]:
+        entries = {"max.message.bytes": SimpleNamespace(value=str(self.max_message_bytes))}
+        return {r: SimpleNamespace(result=lambda timeout: entries) for r in resources}
+
+    def create_topics(self, topics: list[Any]) -> dict[str, Any]:
+        if topics[0].topic == MAP_TOPIC:
+            self.map_topic_created = True
+            return {MAP_TOPIC: SimpleNamespace(result=lambda timeout: None)}
+        self.created.extend((t.topic, t.num_partitions) for t in topics)
+        self.destination_partitions = topics[0].num_partitions
+        return {t.topic: SimpleNamespace(result=lambda timeout: None) for t in topics}
+
+
+class FakeController:
+    """Implements :class:`controller.api.rest.ControllerApi`, every part in one object; records calls,
+    raises ``fail`` when set. A topic view names this controller as its route's destination, and a
+    schema report as its target, so a test sees which controller answered."""
+
+    def __init__(self, controller_id: str = "c1", leading: bool = True, leader: dict[str, str] | None = None) -> None:
+        self.controller_id = controller_id
+        self.leading = leading
+        self.leader_info = leader
+        self.fail: Exception | None = None
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    # The parts the REST layer asks for (controller.api.rest.ControllerApi): all this one object.
+    @property
+    def leadership(self) -> FakeController:
+        return self
+
+    @property
+    def reads(self) -> FakeController:
+        return self
+
+    @property
+    def topics(self) -> FakeController:
+        return self
+
+    @property
+    def jobs(self) -> FakeController:
+        return self
+
+    @property
+    def tree(self) -> FakeController:
+        return self
+
+    def _call(self, name: str, *args: Any) -> None:
+        self.calls.append((name, args))
+        if self.fail is not None:
+            raise self.fail
+
+    def is_leader(self) -> bool:
+        return self.leading
+
+    def leader(self) -> dict[str, str] | None:
+        return self.leader_info
+
+    def health(self) -> Health:
+        state = ControllerState.LEADING if self.leading else ControllerState.STANDBY
+        return Health(True, self.controller_id, state, self.leading, None, None)
+
+    def list_topics(self) -> list[IdealState]:
+        self._call("list_topics")
+        return [IdealState("src.dst", "orders", 2)]
+
+    def _view(self, topic: str, partitions: int, route: str | None) -> TopicView:
+        name = route or "src.dst"
+        one = RouteTopic(IdealState(name, topic, partitions), ExternalView(name, topic), self.controller_id, topic)
+        return TopicView(topic, {name: one})
+
+    def topic_view(self, topic: str, route: str | None = None) -> TopicView:
+        self._call("topic_view", topic, route)
+        return self._view(topic, 1, route)
+
+    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView:
+        self._call("add_topic", topic, num_partitions, route)
+        return self._view(topic, num_partitions or 1, route)
+
+    def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]:
+        self._call("add_topics", topics, route)
+        return [IdealState(route or "src.dst", t["topic"], t["numPartitions"] or 1) for t in topics]
+
+    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView:
+        self._call("expand_topic", topic, num_partitions, route)
+        return self._view(topic, num_partitions, route)
+
+    def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted:
+        self._call("delete_topic", topic, route)
+        return TopicDeleted(topic, (route or "src.dst",))
+
+    def instances(self) -> Instances:
+        self._call("instances")
+        return Instances([], {})
+
+    def rebalance_now(self) -> Rebalanced:
+        self._call("rebalance_now")
+        return Rebalanced(0)
+
+    def validation(self) -> Validation:
+        self._call("validation")
+        return Validation([], {}, None)
+
+    def source_validation(self) -> SourceValidation:
+        self._call("source_validation")
+        return SourceValidation(0, [], None)
+
+    def offsets(self, topic: str | None = None, partition: int | None = None) -> dict[PartitionKey, OffsetSample]:
+        self._call("offsets", topic, partition)
+        return {}
+
+    def destination_topic(self, route: str, topic: str) -> str:
+        return topic
+
+    def noprogress(self) -> NoProgress:
+        self._call("noprogress")
+        return NoProgress({}, {}, 60.0)
+
+    def metrics_text(self) -> bytes:
+        return b"# no metrics\n"
+
+    def groups(self, group: str | None = None) -> GroupCheckpoints:
+        self._call("groups", group)
+        if group == "unknown":
+            raise NotFound("group 'unknown' has no checkpoint")
+        return GroupCheckpoints({}, {})
+
+    def tree_view(self) -> TreeView:
+        self._call("tree_view")
+        return TreeView("1(a,b)", 60.0, [], [], "DISTRIBUTOR ...")
+
+    def heartbeats(self) -> HeartbeatView:
+        self._call("heartbeats")
+        return HeartbeatView([], {})
+
+    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]:
+        self._call("switch_target", distributor, leaf)
+        return {distributor: leaf}
+
+    def _schema_report(self) -> SchemaReport:
+        return SchemaReport("src", [self.controller_id], 0.0, [], True, {}, [], [], [], {})
+
+    def schema_status(self) -> SchemaStatus:
+        self._call("schema_status")
+        return SchemaStatus(self._schema_report(), None)
+
+    def schema_sync(self) -> SchemaReport:
+        self._call("schema_sync")
+        return self._schema_report()
+
+
+def as_controller_api(fake: FakeController) -> ControllerApi:
+    return fake  # mypy checks that the fake satisfies the Protocol

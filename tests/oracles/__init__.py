@@ -1,0 +1,1 @@
+"""Reference implementations the tests check Ferry's optimised code against (never shipped)."""

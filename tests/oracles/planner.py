@@ -1,0 +1,102 @@
+"""What the leader should write, given what it read: the whole desired state, from plain data.
+
+Pure: no I/O, no clock (``now`` comes in as a number). The controller reads a
+:class:`controller.lead.store.Snapshot`, calls :func:`plan`, and writes the differences.
+
+Rules (see docs/design.md):
+
+- a live worker whose status says ``leaving`` gets nothing and keeps nothing;
+- a worker that vanished keeps its partitions (is *retained*) until ``failover_delay_s`` after the
+  leader first saw it gone (``departed_at``), then they go to the least-loaded live workers;
+- partitions without a (live or retained) worker go to the least-loaded live workers;
+- with ``rebalance`` true, the fewest partitions move so live workers' counts differ by at most one;
+- each worker's assignment follows the two-step handoff of :mod:`common.core.handoff`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ferry.common.core import assignment, handoff
+from ferry.common.core.diff import external_views
+from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerStatus
+
+
+@dataclass(frozen=True)
+class Plan:
+    ideal: dict[TopicKey, IdealState]
+    assignments: dict[str, frozenset[PartitionKey]]
+    external: dict[TopicKey, ExternalView]
+    departed_at: dict[str, float]  # the leader's memory, updated
+    retained_until: dict[str, float] = field(default_factory=dict)  # worker -> when its partitions move
+    moved: int = 0
+
+
+def active_workers(live: Mapping[str, object], statuses: Mapping[str, WorkerStatus]) -> set[str]:
+    """Live workers that may receive partitions: registered and not leaving."""
+    return {w for w in live if not (w in statuses and statuses[w].leaving)}
+
+
+def plan(
+    ideal: Mapping[TopicKey, IdealState],
+    live: Mapping[str, object],
+    statuses: Mapping[str, WorkerStatus],
+    known_workers: set[str],
+    departed_at: Mapping[str, float],
+    now: float,
+    failover_delay_s: float,
+    rebalance: bool = False,
+) -> Plan:
+    """The desired ideal states, worker assignments and external views.
+
+    ``known_workers`` are the workers that have an assignment node (each gets an entry, empty
+    when it should copy nothing, so a worker is always told to stop).
+    """
+    active = active_workers(live, statuses)
+    # A worker that said it leaves is never retained, even once its live node is gone.
+    leaving = (set(live) - active) | {w for w, status in statuses.items() if status.leaving}
+    current: dict[PartitionKey, str] = {}
+    partitions: list[PartitionKey] = []
+    for key, state in ideal.items():
+        for p in range(state.partitions):
+            partitions.append(PartitionKey(key.route, key.topic, p))
+        for p, worker in state.assignment.items():
+            if p < state.partitions:
+                current[PartitionKey(key.route, key.topic, p)] = worker
+
+    departed = {w: t for w, t in departed_at.items() if w not in live}
+    for worker in set(current.values()):
+        if worker not in live:
+            departed.setdefault(worker, now)
+    retained_until = {
+        w: t + failover_delay_s for w, t in departed.items() if t + failover_delay_s > now and w not in leaving
+    }
+    desired = assignment.assign(partitions, current, active, retained=set(retained_until))
+    if rebalance:
+        desired = assignment.rebalance(desired, active)
+
+    # One pass over the partitions, not one per topic: planning stays linear in the partitions.
+    by_topic: dict[TopicKey, dict[int, str]] = {key: {} for key in ideal}
+    for partition, worker in desired.items():
+        by_topic[TopicKey(partition.route, partition.topic)][partition.partition] = worker
+    new_ideal = {
+        key: IdealState(route=key.route, topic=key.topic, partitions=state.partitions, assignment=by_topic[key])
+        for key, state in ideal.items()
+    }
+    per_worker = handoff.worker_assignments(desired, statuses, set(live))
+    assignments: dict[str, frozenset[PartitionKey]] = {w: frozenset() for w in known_workers | set(live)}
+    assignments.update(per_worker)
+    # Views only for topics Ferry mirrors: a partition of a deleted topic that a worker still
+    # reports shows up in validation, not in a view of its own.
+    views = {k: v for k, v in external_views(statuses).items() if k in ideal}
+    for key in ideal:
+        views.setdefault(key, ExternalView(route=key.route, topic=key.topic))
+    # Forget workers that hold nothing any more.
+    holding = set(desired.values())
+    departed = {w: t for w, t in departed.items() if w in holding}
+    return Plan(
+        ideal=new_ideal, assignments=assignments, external=views, departed_at=departed,
+        retained_until={w: t for w, t in retained_until.items() if w in holding},
+        moved=len(assignment.moved(current, desired)),
+    )

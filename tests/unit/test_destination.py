@@ -1,0 +1,103 @@
+"""worker/destination.py: a route's destination topics prepared through fake admin clients."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from ferry.common.config import RouteConfig
+from ferry.common.core.offset_map import MAP_TOPIC
+from ferry.worker.destination import DestinationTopics
+from ferry.worker.errors import PartitionDeferred, PartitionStopped
+from tests.fakes import TOPIC, FakeAdmin, FakeClock, FakeConsumer, metadata
+
+ROUTE = RouteConfig(source="src", destination="dst")
+
+
+def _topics(admin: Any, clock: FakeClock | None = None) -> DestinationTopics:
+    clock = clock or FakeClock()
+    return DestinationTopics(ROUTE, admin, clock, clock.sleep)
+
+
+def _producer(partitions: int) -> Any:
+    return SimpleNamespace(list_topics=lambda topic, timeout: metadata(partitions))
+
+
+def test_the_source_partition_count_or_why_there_is_none() -> None:
+    topics = _topics(FakeAdmin(None))
+    assert topics.source_partitions(FakeConsumer([], source_partitions=3), TOPIC) == 3
+    with pytest.raises(PartitionStopped, match="does not exist at the source"):
+        topics.source_partitions(FakeConsumer([], source_partitions=None), TOPIC)
+
+    def unreachable(topic: str, timeout: float) -> Any:
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+
+    consumer = FakeConsumer([])
+    consumer.list_topics = unreachable  # type: ignore[method-assign]
+    with pytest.raises(PartitionDeferred, match="source cluster unreachable"):
+        topics.source_partitions(consumer, TOPIC)
+
+
+def test_a_missing_destination_topic_is_created_with_the_source_count_and_the_map_topic_once() -> None:
+    admin = FakeAdmin(destination_partitions=None)
+    admin.max_message_bytes = 50_000
+    topics, fitted = _topics(admin), []
+    topics.prepare(TOPIC, 2, lambda: _producer(2), lambda topic, limit: fitted.append((topic, limit)))
+    topics.prepare(TOPIC, 2, lambda: _producer(2), lambda topic, limit: fitted.append((topic, limit)))
+    assert admin.created == [(TOPIC, 2)]  # the second time it exists
+    assert admin.map_topic_created and fitted == [(TOPIC, 50_000), (TOPIC, 50_000)]
+
+
+def test_a_smaller_destination_topic_is_expanded() -> None:
+    admin = FakeAdmin(destination_partitions=1)
+    expanded: list[tuple[str, int]] = []
+    admin.create_partitions = lambda new: (expanded.extend((n.topic, n.new_total_count) for n in new)  # type: ignore[attr-defined]
+                                           or {n.topic: SimpleNamespace(result=lambda timeout: None) for n in new})
+    _topics(admin).prepare(TOPIC, 4, lambda: _producer(4), lambda topic, limit: None)
+    assert expanded == [(TOPIC, 4)] and admin.created == []
+
+
+def test_a_producer_that_never_sees_the_new_partitions_defers_after_the_deadline() -> None:
+    clock = FakeClock()
+    with pytest.raises(PartitionDeferred, match="does not show 2 partitions"):
+        _topics(FakeAdmin(None), clock).prepare(TOPIC, 2, lambda: _producer(1), lambda topic, limit: None)
+    assert clock.now > 10 and set(clock.sleeps) == {0.2}
+
+
+@pytest.mark.parametrize(("code", "failure"), [
+    (KafkaError.TOPIC_AUTHORIZATION_FAILED, PartitionStopped),
+    (KafkaError.POLICY_VIOLATION, PartitionStopped),
+    (KafkaError._TRANSPORT, PartitionDeferred),
+])
+def test_a_refused_creation_stops_for_good_or_defers(code: int, failure: type[Exception]) -> None:
+    admin = FakeAdmin(None)
+
+    def refuse(new: list[Any]) -> dict[str, Any]:
+        def result(timeout: float) -> None:
+            raise KafkaException(KafkaError(code))
+        return {n.topic: SimpleNamespace(result=result) for n in new}
+
+    admin.create_topics = refuse  # type: ignore[method-assign]
+    with pytest.raises(failure):
+        _topics(admin).prepare(TOPIC, 2, lambda: _producer(2), lambda topic, limit: None)
+
+
+def test_an_existing_map_topic_is_no_error() -> None:
+    admin = FakeAdmin(None)
+
+    def exists(new: list[Any]) -> dict[str, Any]:
+        def result(timeout: float) -> None:
+            raise KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS))
+        return {MAP_TOPIC: SimpleNamespace(result=result)}
+
+    admin.create_topics = exists  # type: ignore[method-assign]
+    _topics(admin).ensure_map_topic()
+
+
+def test_an_unreadable_topic_limit_is_none() -> None:
+    admin = FakeAdmin(None)
+    admin.describe_configs = lambda resources: {r: SimpleNamespace(result=lambda timeout: {}) for r in resources}  # type: ignore[method-assign]
+    assert _topics(admin).max_message_bytes(TOPIC) is None

@@ -1,0 +1,125 @@
+"""Prepares a route's destination topics before the copier assigns their partitions.
+
+For each source topic: its partition count at the source, the destination topic created or
+expanded to that count, the producer's metadata waited for (bounded) until it shows the new
+partitions, the topic's ``max.message.bytes`` handed to the copier (which fits its producer
+batches under it), and the compacted offset-map topic created once.
+
+What cannot be done is classified once: a refusal that will not change (the topic is missing at
+the source, the destination forbids creating it) is :class:`PartitionStopped`; anything else (a
+cluster unreachable) is :class:`PartitionDeferred`, and the worker tries again later.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
+
+from ferry.common import logs
+from ferry.common.config import RouteConfig
+from ferry.common.core.offset_map import MAP_TOPIC
+from ferry.common.kafka.errors import kafka_error
+from ferry.common.kafka.topics import InternalTopic
+from ferry.worker.errors import PartitionDeferred, PartitionStopped
+
+log = logging.getLogger(__name__)
+
+METADATA_TIMEOUT_S = 10.0
+ADMIN_TIMEOUT_S = 30.0
+
+
+class DestinationTopics:
+    """A route's destination topics, prepared through the destination's admin client."""
+
+    def __init__(self, route: RouteConfig, admin: Any, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.route = route
+        self._log = logs.with_fields(log, route=route.name)
+        self._admin = admin
+        self._clock = clock
+        self._sleep = sleep
+        self._map_topic = InternalTopic(
+            NewTopic(MAP_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"}), ADMIN_TIMEOUT_S)
+
+    def source_partitions(self, consumer: Any, topic: str) -> int:
+        """How many partitions ``topic`` has at the source (read through the route's consumer)."""
+        try:
+            source_meta = consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+        except KafkaException as exc:
+            raise PartitionDeferred(f"source cluster unreachable: {kafka_error(exc)}") from None
+        if source_meta is None or source_meta.error is not None:
+            code = source_meta.error.code() if source_meta is not None and source_meta.error is not None else None
+            if code in (None, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+                raise PartitionStopped(f"topic {topic!r} does not exist at the source (or is not readable)")
+            raise PartitionDeferred(f"source metadata for {topic!r}: {source_meta.error}")
+        return len(source_meta.partitions)
+
+    def prepare(self, topic: str, wanted: int, producer: Callable[[], Any],
+                fit_batches: Callable[[str, int], None]) -> None:
+        """Creates or expands destination topic ``topic`` to ``wanted`` partitions, waits until
+        ``producer()`` sees them, calls ``fit_batches(topic, max.message.bytes)`` and creates the
+        offset-map topic once."""
+        try:
+            dest_meta = self._admin.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+            if dest_meta is None or dest_meta.error is not None:
+                future = self._admin.create_topics([NewTopic(topic, num_partitions=wanted)])[topic]
+                admin_result(future, KafkaError.TOPIC_ALREADY_EXISTS)
+                self._log.info("route %s: created destination topic %s with %d partitions", self.route.name, topic, wanted)
+            elif len(dest_meta.partitions) < wanted:
+                future = self._admin.create_partitions([NewPartitions(topic, wanted)])[topic]
+                admin_result(future, KafkaError.INVALID_PARTITIONS)
+                self._log.info("route %s: expanded destination topic %s to %d partitions", self.route.name, topic, wanted)
+            self._await_producer_metadata(producer(), topic, wanted)
+            limit = self.max_message_bytes(topic)
+            if limit is not None:
+                fit_batches(topic, limit)
+            self.ensure_map_topic()
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error.code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                              KafkaError.TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION):
+                raise PartitionStopped(f"cannot create destination topic {topic!r}: {error}") from None
+            raise PartitionDeferred(f"destination cluster: {error}") from None
+
+    def max_message_bytes(self, topic: str) -> int | None:
+        """The destination topic's ``max.message.bytes``; None (with a warning) when it cannot be read."""
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        try:
+            entries = self._admin.describe_configs([resource])[resource].result(ADMIN_TIMEOUT_S)
+            return int(entries["max.message.bytes"].value)
+        except (KafkaException, KeyError, ValueError, TypeError) as exc:
+            self._log.warning("route %s: cannot read max.message.bytes of %s on the destination: %s", self.route.name, topic, exc)
+            return None
+
+    def ensure_map_topic(self) -> None:
+        """Creates the compacted offset-map topic on the destination once (another worker may have)."""
+        self._map_topic.ensure(self.route.destination, lambda: self._admin)
+
+    def _await_producer_metadata(self, producer: Any, topic: str, partitions: int) -> None:
+        """Waits (bounded) until the producer's metadata shows ``partitions`` partitions of ``topic``.
+
+        Right after a topic is created or expanded, librdkafka's cached metadata may not know the
+        new partitions yet, and ``produce`` would refuse records for them as an unknown partition.
+        """
+        deadline = self._clock() + METADATA_TIMEOUT_S
+        while True:
+            meta = producer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+            if meta is not None and meta.error is None and len(meta.partitions) >= partitions:
+                return
+            if self._clock() > deadline:
+                raise PartitionDeferred(f"the destination does not show {partitions} partitions of {topic!r} yet")
+            self._sleep(0.2)
+
+
+def admin_result(future: Any, benign: int) -> None:
+    """Waits for an admin operation; ``benign`` (another worker did it first) is no error."""
+    try:
+        future.result(timeout=ADMIN_TIMEOUT_S)
+    except KafkaException as exc:
+        if kafka_error(exc).code != benign:
+            raise

@@ -11,11 +11,29 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 
 from ferry.common.errors import FerryError
 
 COMMAND_GROUP = "ferry.commands"
+DISTRIBUTION = "kafka-ferry"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def log_level(text: str) -> str:
+    """``--log-level``'s type: one of :data:`LOG_LEVELS`, any case; anything else is a usage error."""
+    level = text.strip().upper()
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
+def ferry_version() -> str:
+    """The installed ``kafka-ferry`` distribution's version (``unknown`` when not installed)."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def options_anywhere(define: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
@@ -53,14 +71,15 @@ def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.Ar
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferry", description="Mirror Apache Kafka topics between clusters.")
-    log_level = "DEBUG, INFO, WARNING or ERROR (default INFO)"
-    parser.add_argument("--log-level", default="INFO", help=log_level)
+    level_help = "DEBUG, INFO, WARNING or ERROR (default INFO)"
+    parser.add_argument("--version", action="version", version=f"ferry {ferry_version()}")
+    parser.add_argument("--log-level", type=log_level, default="INFO", help=level_help)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
         entry.load()(subparsers)
     # `ferry validate --config F --log-level DEBUG` as well as `ferry --log-level DEBUG validate ...`.
     for child in _subcommand_parsers(parser):
-        child.add_argument("--log-level", default=argparse.SUPPRESS, help=log_level)
+        child.add_argument("--log-level", type=log_level, default=argparse.SUPPRESS, help=level_help)
     return parser
 
 
@@ -68,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
         return int(args.func(args) or 0)

@@ -78,17 +78,22 @@ def _run(args: argparse.Namespace) -> int:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
+    # Before anything that can take time (binding, connecting): SIGTERM ends every state promptly.
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
         server.prepare()  # binds now, so a taken port fails here with one line
     except OSError as exc:
         raise ConfigError(f"cannot serve REST on {host}:{port}: {exc.strerror or exc}") from None
-    controller.start()
-    threading.Thread(target=server.serve, name="controller-rest", daemon=True).start()
-    logging.getLogger(__name__).info("controller %s serving REST on %s://%s:%d (authentication %s)", controller_id,
-                                     scheme, host, port, "on" if checker else "off")
+    # prepare() started cheroot's worker threads, which are not daemons: whatever happens from
+    # here on (SIGTERM while connecting, ZooKeeper unreachable), the server must be stopped or
+    # the process would outlive its error.
     try:
+        if not controller.start(stop):
+            return 0
+        threading.Thread(target=server.serve, name="controller-rest", daemon=True).start()
+        logging.getLogger(__name__).info("controller %s serving REST on %s://%s:%d (authentication %s)",
+                                         controller_id, scheme, host, port, "on" if checker else "off")
         stop.wait()
     finally:
         server.stop()

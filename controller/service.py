@@ -21,6 +21,7 @@ start; when the lead ends, every job is removed and the model dropped.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 
@@ -28,7 +29,7 @@ from apscheduler.schedulers import SchedulerNotRunningError
 from kazoo.client import KazooClient
 
 from ferry.common.config import FerryConfig
-from ferry.common.zk_layout import ZkLayout, make_client
+from ferry.common.zk_layout import ZkLayout, connect, make_client
 from ferry.controller.jobs import LeaderJobs, make_scheduler
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.leadership import LEADING, STANDBY, STOPPED, Leadership
@@ -67,13 +68,18 @@ class Controller:
         self.jobs = LeaderJobs(config, controller_id, self.leadership, self.scheduler, self.metrics, self.reads,
                                self.topics, self.tree, clock, config_path)
 
-    def start(self) -> None:
-        """Connects (when it owns the client), lays out ZooKeeper, starts the scheduler and campaigns."""
-        if self._owns_zk:
-            self._zk.start(timeout=self.config.zookeeper.retry_deadline_s)
+    def start(self, stop: threading.Event | None = None) -> bool:
+        """Connects (when it owns the client), lays out ZooKeeper, starts the scheduler and campaigns.
+
+        False when ``stop`` was set while connecting (nothing started). An ensemble that does not
+        answer within ``zookeeper.retry_deadline_s`` raises :class:`common.errors.UnreachableError`.
+        """
+        if self._owns_zk and not connect(self._zk, self.config.zookeeper, stop):
+            return False
         self.store.ensure_layout()
         self.scheduler.start()
         self.leadership.start(self)
+        return True
 
     def stop(self) -> None:
         """Gives up the lead, stops the jobs and closes every client."""

@@ -20,7 +20,7 @@ DISTRIBUTION = "kafka-ferry"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
-def log_level(text: str) -> str:
+def parse_log_level(text: str) -> str:
     """``--log-level``'s type: one of :data:`LOG_LEVELS`, any case; anything else is a usage error."""
     level = text.strip().upper()
     if level not in LOG_LEVELS:
@@ -60,6 +60,15 @@ def require_option(args: argparse.Namespace, dest: str, option: str, command: st
         raise SystemExit(2)
 
 
+def one_line(message: str) -> str:
+    """An error's text on one line: the lines after the first (every problem of an invalid config
+    file, say) joined with "; "."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else message
+    return f"{lines[0].rstrip(':')}: {'; '.join(lines[1:])}"
+
+
 def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
     """Every parser below ``parser``: its subcommands, their subcommands, and so on."""
     for action in parser._actions:  # argparse exposes no public walk over subparsers
@@ -71,15 +80,15 @@ def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.Ar
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferry", description="Mirror Apache Kafka topics between clusters.")
-    level_help = "DEBUG, INFO, WARNING or ERROR (default INFO)"
+    log_level = "DEBUG, INFO, WARNING or ERROR (default INFO)"
     parser.add_argument("--version", action="version", version=f"ferry {ferry_version()}")
-    parser.add_argument("--log-level", type=log_level, default="INFO", help=level_help)
+    parser.add_argument("--log-level", type=parse_log_level, default="INFO", help=log_level)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
         entry.load()(subparsers)
     # `ferry validate --config F --log-level DEBUG` as well as `ferry --log-level DEBUG validate ...`.
     for child in _subcommand_parsers(parser):
-        child.add_argument("--log-level", type=log_level, default=argparse.SUPPRESS, help=level_help)
+        child.add_argument("--log-level", type=parse_log_level, default=argparse.SUPPRESS, help=log_level)
     return parser
 
 
@@ -87,12 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
         return int(args.func(args) or 0)
     except FerryError as exc:
-        print(f"ferry: {exc}", file=sys.stderr)
+        print(f"ferry: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -110,6 +110,14 @@ def checkpoint_record(t: Translation, at_ms: int) -> bytes:
                        "method": t.method, "at": at_ms}).encode()
 
 
+def _why(error: BaseException | None) -> str:
+    """What a failed admin call says: librdkafka's text, or that its future got no answer in time
+    (``result(timeout)`` raises a bare ``TimeoutError``)."""
+    if error is None or isinstance(error, TimeoutError):
+        return f"no answer within {TIMEOUT_S:.0f} s"
+    return str(kafka_error(error))
+
+
 def should_sync(translated: int | None, current: int | None, group_active: bool) -> bool:
     """MirrorMaker 2's rule: commit only to an idle group, and only forward."""
     if translated is None or group_active:
@@ -252,16 +260,16 @@ class Checkpointer:
             return []
         try:
             listed = self._admin(route.source).list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
-        except KafkaException as exc:
-            raise Unavailable(f"cluster {route.source!r}: listing consumer groups: {kafka_error(exc)}") from None
+        except (KafkaException, TimeoutError) as exc:
+            raise Unavailable(f"cluster {route.source!r}: listing consumer groups: {_why(exc)}") from None
         return sorted(g.group_id for g in listed.valid if route.wants_group(g.group_id))
 
     def _committed(self, cluster: str, group: str) -> dict[tuple[str, int], int]:
         request = [ConsumerGroupTopicPartitions(group)]
         try:
             answer = self._admin(cluster).list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
-        except KafkaException as exc:
-            raise Unavailable(f"cluster {cluster!r}: offsets of group {group!r}: {kafka_error(exc)}") from None
+        except (KafkaException, TimeoutError) as exc:
+            raise Unavailable(f"cluster {cluster!r}: offsets of group {group!r}: {_why(exc)}") from None
         return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}
 
     def translate_group(self, route: RouteConfig, group: str) -> list[Translation]:
@@ -343,9 +351,9 @@ class Checkpointer:
             [NewTopic(CHECKPOINT_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"})])[CHECKPOINT_TOPIC]
         try:
             future.result(TIMEOUT_S)
-        except KafkaException as exc:
+        except (KafkaException, TimeoutError) as exc:
             if kafka_error(exc).code != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise Unavailable(f"cluster {cluster!r}: creating {CHECKPOINT_TOPIC}: {kafka_error(exc)}") from None
+                raise Unavailable(f"cluster {cluster!r}: creating {CHECKPOINT_TOPIC}: {_why(exc)}") from None
         self._topics_ready.add(cluster)
 
     def emit(self, route: RouteConfig, translations: list[Translation]) -> None:
@@ -369,9 +377,9 @@ class Checkpointer:
         try:
             description = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
             active = bool(description.members) or str(getattr(description.state, "name", description.state)) in _ACTIVE_STATES
-        except KafkaException as exc:
+        except (KafkaException, TimeoutError) as exc:
             if kafka_error(exc).code != KafkaError.GROUP_ID_NOT_FOUND:
-                raise Unavailable(f"cluster {route.destination!r}: describing group {group!r}: {kafka_error(exc)}") from None
+                raise Unavailable(f"cluster {route.destination!r}: describing group {group!r}: {_why(exc)}") from None
             active = False
         if active:
             return SyncResult(group, 0, "the group has active members on the destination")
@@ -387,6 +395,8 @@ class Checkpointer:
                                                    request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
             except KafkaException as exc:  # e.g. a member joined meanwhile: the broker refuses
                 return SyncResult(group, 0, f"the destination refused: {kafka_error(exc)}")
+            except TimeoutError:
+                raise Unavailable(f"cluster {route.destination!r}: committing group {group!r}: {_why(None)}") from None
         return SyncResult(group, len(offsets))
 
     def trim_map(self, route: RouteConfig) -> int:

@@ -262,6 +262,8 @@ class Checkpointer:
             listed = self._admin(route.source).list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
         except (KafkaException, TimeoutError) as exc:
             raise Unavailable(f"cluster {route.source!r}: listing consumer groups: {_why(exc)}") from None
+        if listed.errors:  # no broker answered (or not all): an empty list would look like "no groups"
+            raise Unavailable(f"cluster {route.source!r}: listing consumer groups: {kafka_error(listed.errors[0])}")
         return sorted(g.group_id for g in listed.valid if route.wants_group(g.group_id))
 
     def _committed(self, cluster: str, group: str) -> dict[tuple[str, int], int]:
@@ -428,7 +430,12 @@ class Checkpointer:
     def run(self) -> None:
         """One checkpoint pass: every route's groups, then the map segments retention removed."""
         for route in self._config.routes:
-            for group in self.groups(route):  # none without group patterns
+            try:
+                groups = self.groups(route)  # none without group patterns
+            except Unavailable as exc:
+                log.warning("route %s: listing its groups failed (next run retries): %s", route.name, exc)
+                continue
+            for group in groups:
                 try:
                     translations = self.translate_group(route, group)
                     self.emit(route, translations)

@@ -183,3 +183,13 @@ def connect(client: KazooClient, config: ZookeeperConfig, stop: threading.Event 
         raise UnreachableError(f"cannot reach ZooKeeper at {config.connect} within zookeeper.retry_deadline_s "
                                f"({config.retry_deadline_s:g} s)")
     return True
+
+
+def given_up(client: KazooClient) -> bool:
+    """Whether kazoo stopped trying to reconnect: the connection was lost for longer than
+    ``zookeeper.retry_deadline_s`` (its connection retry's deadline), or the client was stopped.
+
+    A lost session is not that: kazoo reconnects with a new one. A process whose client gave up
+    can do nothing more and should end, so that its supervisor starts it again.
+    """
+    return client.client_state == KeeperState.CLOSED

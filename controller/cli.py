@@ -13,7 +13,7 @@ import threading
 from types import FrameType
 
 from ferry.common.config import load_config
-from ferry.common.errors import ConfigError
+from ferry.common.errors import ConfigError, UnreachableError
 
 # The leader's model holds millions of small objects at 160,000 partitions (partition keys,
 # statuses, indexes), and a bulk POST allocates hundreds of thousands more. With CPython's default
@@ -23,6 +23,8 @@ from ferry.common.errors import ConfigError
 # decoding only, no ZooKeeper) it was a fifth of the leader's CPU. Reference counting frees
 # almost everything the controller drops; the collector only finds cycles, so it can run rarely.
 GC_THRESHOLDS = (50_000, 20, 100)
+# How often the main thread looks whether kazoo gave up reconnecting to ZooKeeper.
+ZOOKEEPER_CHECK_S = 1.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -94,7 +96,11 @@ def _run(args: argparse.Namespace) -> int:
         threading.Thread(target=server.serve, name="controller-rest", daemon=True).start()
         logging.getLogger(__name__).info("controller %s serving REST on %s://%s:%d (authentication %s)",
                                          controller_id, scheme, host, port, "on" if checker else "off")
-        stop.wait()
+        while not stop.wait(ZOOKEEPER_CHECK_S):
+            if controller.zookeeper_given_up():  # a supervisor starts it again, with a new session
+                zookeeper = config.zookeeper
+                raise UnreachableError(f"lost ZooKeeper at {zookeeper.connect} for longer than "
+                                       f"zookeeper.retry_deadline_s ({zookeeper.retry_deadline_s:g} s)")
     finally:
         server.stop()
         controller.stop()

@@ -27,9 +27,11 @@ from collections.abc import Callable
 
 from apscheduler.schedulers import SchedulerNotRunningError
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 
 from ferry.common.config import FerryConfig
-from ferry.common.zk_layout import ZkLayout, connect, make_client
+from ferry.common.zk_layout import ZkLayout, connect, given_up, make_client
+from ferry.controller.errors import Unavailable
 from ferry.controller.jobs import LeaderJobs, make_scheduler
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.leadership import LEADING, STANDBY, STOPPED, Leadership
@@ -76,10 +78,19 @@ class Controller:
         """
         if self._owns_zk and not connect(self._zk, self.config.zookeeper, stop):
             return False
-        self.store.ensure_layout()
+        try:
+            self.store.ensure_layout()
+        except KazooException as exc:  # lost again at once, or refused (ACLs): one line, not a traceback
+            raise Unavailable(f"ZooKeeper at {self.config.zookeeper.connect}: creating Ferry's nodes failed: "
+                              f"{type(exc).__name__} {exc}".rstrip()) from None
         self.scheduler.start()
         self.leadership.start(self)
         return True
+
+    def zookeeper_given_up(self) -> bool:
+        """Whether kazoo stopped reconnecting (ZooKeeper unreachable for longer than
+        ``zookeeper.retry_deadline_s``): this controller can neither lead nor follow any more."""
+        return given_up(self._zk)
 
     def stop(self) -> None:
         """Gives up the lead, stops the jobs and closes every client."""

@@ -3,6 +3,9 @@
 States of the worker::
 
     STARTING  -> RUNNING    registered (live node + status node); assignment watched
+    STARTING  -> STOPPED    ZooKeeper not reached within ``zookeeper.retry_deadline_s``
+                            (:class:`common.errors.UnreachableError`), or SIGTERM while connecting
+                            or waiting to register
     RUNNING (disconnected)  ZooKeeper unreachable: copying pauses at once (deliveries of what
                             was sent are still served); it goes on if the session survives
     RUNNING   -> SUSPENDED  ZooKeeper session lost, or unreachable for longer than the session
@@ -12,6 +15,9 @@ States of the worker::
                             the producers are purged (nothing they still hold is written) and every
                             partition is released (committed, unassigned)
     SUSPENDED -> RUNNING    connected again: registers again (same id) and applies the assignment
+    SUSPENDED -> STOPPED    kazoo gave up reconnecting (ZooKeeper unreachable for longer than
+                            ``zookeeper.retry_deadline_s``): ends with UnreachableError, for a
+                            supervisor to start it again
     RUNNING   -> DRAINING   SIGTERM or :meth:`Worker.stop`: releases everything, writes its status
                             with ``leaving: true`` so the leader moves its partitions at once, and
                             waits (bounded) until the leader emptied its assignment
@@ -36,14 +42,14 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
 from ferry.common.config import FerryConfig
-from ferry.common.errors import ConfigError
+from ferry.common.errors import ConfigError, UnreachableError
 from ferry.common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus, decode
 from ferry.common.vocabulary import PartitionState, WorkerState
-from ferry.common.zk_layout import ZkLayout, connect, make_client
+from ferry.common.zk_layout import ZkLayout, connect, given_up, make_client
 from ferry.worker.copier import RouteCopier, TopicPartitionKey
 from ferry.worker.errors import RegistrationError
 from ferry.worker.metrics import WorkerMetrics, serve
@@ -138,10 +144,14 @@ class Worker:
 
     def _run_connected(self) -> int:
         self._zk.add_listener(self._on_session_state)
-        for path in self.layout.persistent_paths():
-            self._zk.ensure_path(path)
-        if not self._register():
-            return 0
+        try:
+            for path in self.layout.persistent_paths():
+                self._zk.ensure_path(path)
+            if not self._register():
+                return 0
+        except KazooException as exc:  # lost again at once, or refused (ACLs): one line, not a traceback
+            raise RegistrationError(f"ZooKeeper at {self.config.zookeeper.connect}: registering failed: "
+                                    f"{type(exc).__name__} {exc}".rstrip()) from None
         DataWatch(self._zk, self.layout.assignment(self.worker_id), self._on_assignment)
         if self.config.tree is not None:
             DataWatch(self._zk, self.layout.tree_targets, self._on_targets)
@@ -346,6 +356,10 @@ class Worker:
             self._set_state(SUSPENDED)
             self._applied = None
             self._reconcile()  # wanted is empty while SUSPENDED: releases everything
+        if self.state == SUSPENDED and given_up(self._zk):
+            # Everything is released already; nothing more can happen without ZooKeeper.
+            raise UnreachableError(f"lost ZooKeeper at {self.config.zookeeper.connect} for longer than "
+                                   f"zookeeper.retry_deadline_s ({self.config.zookeeper.retry_deadline_s:g} s)")
         if self.state == SUSPENDED and self._zk.connected and self._suspended_since is None:
             self._session_lost.clear()
             try:

@@ -9,8 +9,11 @@ long as its slowest command.
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import socket
 import subprocess
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +22,7 @@ import pytest
 import yaml
 
 from ferry.common import devstack
-from ferry.common.support import ferry_command, free_port, poll_until, spawn, stop_all
+from ferry.common.support import ferry_command, fleet_config, free_port, poll_until, spawn, stop_all
 from tests.e2e.harness import Fleet
 
 CLOSED = "127.0.0.1:1"
@@ -200,3 +203,76 @@ def test_sigterm_ends_a_standby_a_leader_and_a_worker_promptly(local_stack: devs
         # A worker drains first (bounded: nothing assigned here), a controller gives up its lead.
         assert process.wait(15) == 0, process.log_tail()
         assert "Traceback" not in process.log.read_text(), process.log_tail()
+
+
+class ZooKeeperLink:
+    """A TCP forwarder to ZooKeeper on a port of its own: :meth:`cut` refuses new connections and
+    breaks the open ones, an outage of the link only (the shared ZooKeeper keeps running)."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.rsplit(":", 1)
+        self._target = (host, int(port))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self._open: list[socket.socket] = []
+        self._cut = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = self._listener.accept()
+                if self._cut.is_set():  # accepted while being cut
+                    client.close()
+                    return
+                server = socket.create_connection(self._target)
+                self._open += [client, server]
+                for source, sink in ((client, server), (server, client)):
+                    threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self._cut.set()
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept(); close() alone may not
+        self._listener.close()
+        for connection in self._open:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+            connection.close()
+
+
+def test_zookeeper_lost_for_longer_than_the_deadline_ends_controller_and_worker_with_one_line(
+        local_stack: devstack.Stack, zk_chroot: str, tmp_path: Path) -> None:
+    address, chroot = zk_chroot.split("/", 1)
+    link = ZooKeeperLink(address)
+    config = fleet_config(local_stack, "/" + chroot, {
+        "zookeeper": {"connect": link.address, "retry_deadline_s": RETRY_DEADLINE_S, "session_timeout_s": 4},
+        "controller": {"rest_host": "127.0.0.1"}})
+    path = tmp_path / "ferry.yaml"
+    path.write_text(yaml.safe_dump(config))
+    controller = spawn("controller", ferry_command("controller", "--config", str(path), "--rest-port", str(free_port())),
+                       tmp_path / "controller.log")
+    worker = spawn("worker", ferry_command("worker", "--config", str(path), "--metrics-port", "0"),
+                   tmp_path / "worker.log")
+    try:
+        poll_until(lambda: " leads " in controller.log.read_text(), 60, "the controller to lead")
+        poll_until(lambda: "applied assignment" in worker.log.read_text(), 60, "the worker to run")
+        link.cut()
+        expected = (f"ferry: lost ZooKeeper at {link.address} for longer than zookeeper.retry_deadline_s "
+                    f"({RETRY_DEADLINE_S:g} s)")
+        for process in (controller, worker):
+            # The session timeout (4 s) and the deadline (2 s) pass first; then a few seconds at most.
+            assert process.wait(30) == 2, process.log_tail()
+            text = process.log.read_text()
+            assert "Traceback" not in text, process.log_tail()
+            assert [line for line in text.splitlines() if line.startswith("ferry")] == [expected], process.log_tail()
+    finally:
+        stop_all([controller, worker], timeout=5)

@@ -193,3 +193,9 @@ def given_up(client: KazooClient) -> bool:
     can do nothing more and should end, so that its supervisor starts it again.
     """
     return client.client_state == KeeperState.CLOSED
+
+
+def lost(config: ZookeeperConfig) -> UnreachableError:
+    """The error a process ends with once its client :func:`given_up`."""
+    return UnreachableError(f"lost ZooKeeper at {config.connect} for longer than zookeeper.retry_deadline_s "
+                            f"({config.retry_deadline_s:g} s)")

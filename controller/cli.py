@@ -13,7 +13,8 @@ import threading
 from types import FrameType
 
 from ferry.common.config import load_config
-from ferry.common.errors import ConfigError, UnreachableError
+from ferry.common.errors import ConfigError
+from ferry.common.zk_layout import lost
 
 # The leader's model holds millions of small objects at 160,000 partitions (partition keys,
 # statuses, indexes), and a bulk POST allocates hundreds of thousands more. With CPython's default
@@ -98,9 +99,7 @@ def _run(args: argparse.Namespace) -> int:
                                          controller_id, scheme, host, port, "on" if checker else "off")
         while not stop.wait(ZOOKEEPER_CHECK_S):
             if controller.zookeeper_given_up():  # a supervisor starts it again, with a new session
-                zookeeper = config.zookeeper
-                raise UnreachableError(f"lost ZooKeeper at {zookeeper.connect} for longer than "
-                                       f"zookeeper.retry_deadline_s ({zookeeper.retry_deadline_s:g} s)")
+                raise lost(config.zookeeper)
     finally:
         server.stop()
         controller.stop()

@@ -46,10 +46,10 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
 from ferry.common.config import FerryConfig
-from ferry.common.errors import ConfigError, UnreachableError
+from ferry.common.errors import ConfigError
 from ferry.common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus, decode
 from ferry.common.vocabulary import PartitionState, WorkerState
-from ferry.common.zk_layout import ZkLayout, connect, given_up, make_client
+from ferry.common.zk_layout import ZkLayout, connect, given_up, lost, make_client
 from ferry.worker.copier import RouteCopier, TopicPartitionKey
 from ferry.worker.errors import RegistrationError
 from ferry.worker.metrics import WorkerMetrics, serve
@@ -358,8 +358,7 @@ class Worker:
             self._reconcile()  # wanted is empty while SUSPENDED: releases everything
         if self.state == SUSPENDED and given_up(self._zk):
             # Everything is released already; nothing more can happen without ZooKeeper.
-            raise UnreachableError(f"lost ZooKeeper at {self.config.zookeeper.connect} for longer than "
-                                   f"zookeeper.retry_deadline_s ({self.config.zookeeper.retry_deadline_s:g} s)")
+            raise lost(self.config.zookeeper)
         if self.state == SUSPENDED and self._zk.connected and self._suspended_since is None:
             self._session_lost.clear()
             try:

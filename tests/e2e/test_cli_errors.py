@@ -139,7 +139,7 @@ def test_an_unusable_endpoint_flag_or_file_is_one_line_and_a_failing_status(
     assert len(verdicts) == 1, outcome.stderr
 
 
-def test_a_lost_zookeeper_names_the_deadline(outcomes: dict[str, Outcome]) -> None:
+def test_an_unreachable_zookeeper_is_named_with_its_deadline(outcomes: dict[str, Outcome]) -> None:
     for case in ("controller-zookeeper", "worker-zookeeper"):
         line = next(row for row in outcomes[case].stderr.splitlines() if row.startswith("ferry:"))
         assert line == f"ferry: cannot reach ZooKeeper at {CLOSED} within zookeeper.retry_deadline_s (2 s)"

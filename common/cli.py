@@ -10,12 +10,30 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterator
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
 
 from ferry.common import logs
 from ferry.common.errors import FerryError
 
 COMMAND_GROUP = "ferry.commands"
+DISTRIBUTION = "kafka-ferry"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def parse_log_level(text: str) -> str:
+    """``--log-level``'s type: one of :data:`LOG_LEVELS`, any case; anything else is a usage error."""
+    level = text.strip().upper()
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
+def ferry_version() -> str:
+    """The installed ``kafka-ferry`` distribution's version (``unknown`` when not installed)."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def options_anywhere(define: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
@@ -42,6 +60,15 @@ def require_option(args: argparse.Namespace, dest: str, option: str, command: st
         raise SystemExit(2)
 
 
+def one_line(message: str) -> str:
+    """An error's text on one line: the lines after the first (every problem of an invalid config
+    file, say) joined with "; "."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else message
+    return f"{lines[0].rstrip(':')}: {'; '.join(lines[1:])}"
+
+
 def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
     """Every parser below ``parser``: its subcommands, their subcommands, and so on."""
     for action in parser._actions:  # argparse exposes no public walk over subparsers
@@ -54,7 +81,8 @@ def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.Ar
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ferry", description="Mirror Apache Kafka topics between clusters.")
     log_level = "DEBUG, INFO, WARNING or ERROR (default INFO)"
-    parser.add_argument("--log-level", default="INFO", help=log_level)
+    parser.add_argument("--version", action="version", version=f"ferry {ferry_version()}")
+    parser.add_argument("--log-level", type=parse_log_level, default="INFO", help=log_level)
     log_format = "text or json (one JSON object per line); default: the config's logging.format, else text"
     parser.add_argument("--log-format", choices=logs.FORMATS, help=log_format)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -62,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         entry.load()(subparsers)
     # `ferry validate --config F --log-level DEBUG` as well as `ferry --log-level DEBUG validate ...`.
     for child in _subcommand_parsers(parser):
-        child.add_argument("--log-level", default=argparse.SUPPRESS, help=log_level)
+        child.add_argument("--log-level", type=parse_log_level, default=argparse.SUPPRESS, help=log_level)
         child.add_argument("--log-format", choices=logs.FORMATS, default=argparse.SUPPRESS, help=log_format)
     return parser
 
@@ -74,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except FerryError as exc:
-        print(f"ferry: {exc}", file=sys.stderr)
+        print(f"ferry: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

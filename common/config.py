@@ -631,6 +631,14 @@ def parse_config(data: Any, origin: str = "config") -> FerryConfig:
         raise ConfigError(f"{origin} is invalid:\n" + "\n".join(problems)) from None
 
 
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """PyYAML's problem and where, on one line (its own text spans several, with a caret)."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem:
+        mark = error.problem_mark
+        return error.problem + (f" (line {mark.line + 1}, column {mark.column + 1})" if mark else "")
+    return " ".join(str(error).split())
+
+
 def load_config(path: str | Path) -> FerryConfig:
     """Read and validate a YAML config file; any problem raises :class:`ConfigError`."""
     path = Path(path)
@@ -641,5 +649,5 @@ def load_config(path: str | Path) -> FerryConfig:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+        raise ConfigError(f"{path} is not valid YAML: {_yaml_problem(exc)}") from None
     return parse_config(data, origin=str(path))

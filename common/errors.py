@@ -37,5 +37,10 @@ class ConfigError(PermanentError):
     """A configuration file or value is invalid; the message names the key and the problem."""
 
 
+class UnreachableError(TransientError):
+    """A server Ferry needs (ZooKeeper, a Kafka cluster, a schema registry, a controller) did not
+    answer within its deadline; the message names the server and the deadline."""
+
+
 class DevStackError(FerryError):
     """The local development stack could not be started, reached or stopped."""

@@ -21,6 +21,7 @@ from types import FrameType
 from ferry.common import endpoints, extras, logs
 from ferry.common.config import load_config
 from ferry.common.errors import ConfigError
+from ferry.common.zk.layout import lost
 
 # The leader's model holds millions of small objects at 160,000 partitions (partition keys,
 # statuses, indexes), and a bulk POST allocates hundreds of thousands more. With CPython's default
@@ -30,6 +31,8 @@ from ferry.common.errors import ConfigError
 # decoding only, no ZooKeeper) it was a fifth of the leader's CPU. Reference counting frees
 # almost everything the controller drops; the collector only finds cycles, so it can run rarely.
 GC_THRESHOLDS = (50_000, 20, 100)
+# How often the main thread looks whether kazoo gave up reconnecting to ZooKeeper.
+ZOOKEEPER_CHECK_S = 1.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -102,19 +105,26 @@ def _run(args: argparse.Namespace) -> int:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
+    # Before anything that can take time (binding, connecting): SIGTERM ends every state promptly.
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
         server.prepare()  # binds now, so a taken port fails here with one line
     except OSError as exc:
         raise ConfigError(f"cannot serve REST on {host}:{port}: {exc.strerror or exc}") from None
-    controller.start()
-    threading.Thread(target=server.serve, name="controller-rest", daemon=True).start()
-    logging.getLogger(__name__).info("controller %s serving REST on %s (advertised as %s, authentication %s)",
-                                     controller_id, endpoints.host_url(scheme, host, port), rest_url,
-                                     "on" if checker else "off")
+    # prepare() started cheroot's worker threads, which are not daemons: whatever happens from
+    # here on (SIGTERM while connecting, ZooKeeper unreachable), the server must be stopped or
+    # the process would outlive its error.
     try:
-        stop.wait()
+        if not controller.start(stop):
+            return 0
+        threading.Thread(target=server.serve, name="controller-rest", daemon=True).start()
+        logging.getLogger(__name__).info("controller %s serving REST on %s (advertised as %s, authentication %s)",
+                                         controller_id, endpoints.host_url(scheme, host, port), rest_url,
+                                         "on" if checker else "off")
+        while not stop.wait(ZOOKEEPER_CHECK_S):
+            if controller.zookeeper_given_up():  # a supervisor starts it again, with a new session
+                raise lost(config.zookeeper)
     finally:
         server.stop()
         controller.stop()

@@ -21,14 +21,17 @@ start; when the lead ends, every job is removed and the model dropped.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 
 from apscheduler.schedulers import SchedulerNotRunningError
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 
 from ferry.common.config import FerryConfig
-from ferry.common.zk.layout import ZkLayout, make_client
+from ferry.common.zk.layout import ZkLayout, connect, given_up, make_client
+from ferry.controller.errors import Unavailable
 from ferry.controller.jobs.scheduler import LeaderJobs, make_scheduler
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.lead.leadership import LEADING, STANDBY, STOPPED, Leadership
@@ -67,13 +70,27 @@ class Controller:
         self.jobs = LeaderJobs(config, controller_id, self.leadership, self.scheduler, self.metrics, self.reads,
                                self.topics, self.tree, clock, config_path)
 
-    def start(self) -> None:
-        """Connects (when it owns the client), lays out ZooKeeper, starts the scheduler and campaigns."""
-        if self._owns_zk:
-            self._zk.start(timeout=self.config.zookeeper.retry_deadline_s)
-        self.store.ensure_layout()
+    def start(self, stop: threading.Event | None = None) -> bool:
+        """Connects (when it owns the client), lays out ZooKeeper, starts the scheduler and campaigns.
+
+        False when ``stop`` was set while connecting (nothing started). An ensemble that does not
+        answer within ``zookeeper.retry_deadline_s`` raises :class:`common.errors.UnreachableError`.
+        """
+        if self._owns_zk and not connect(self._zk, self.config.zookeeper, stop):
+            return False
+        try:
+            self.store.ensure_layout()
+        except KazooException as exc:  # lost again at once, or refused (ACLs): one line, not a traceback
+            raise Unavailable(f"ZooKeeper at {self.config.zookeeper.connect}: creating Ferry's nodes failed: "
+                              f"{type(exc).__name__} {exc}".rstrip()) from None
         self.scheduler.start()
         self.leadership.start(self)
+        return True
+
+    def zookeeper_given_up(self) -> bool:
+        """Whether kazoo stopped reconnecting (ZooKeeper unreachable for longer than
+        ``zookeeper.retry_deadline_s``): this controller can neither lead nor follow any more."""
+        return given_up(self._zk)
 
     def stop(self) -> None:
         """Gives up the lead, stops the jobs and closes every client."""

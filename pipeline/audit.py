@@ -288,12 +288,15 @@ def summarize(per_identity: DataFrame) -> tuple[list[dict[str, Any]], list[dict[
 
 
 def _topic_exists(cluster: Mapping[str, Any], topic: str) -> bool:
+    from confluent_kafka import KafkaException
+
     from ferry.common.kafka import clients as kafka_clients
+    from ferry.common.kafka.errors import kafka_error
 
     try:
         metadata = kafka_clients.admin(dict(cluster)).list_topics(topic=topic, timeout=15)
-    except Exception as exc:  # confluent-kafka raises KafkaException; the message is what matters
-        raise PipelineError(f"cannot read metadata from {cluster.get('bootstrap.servers')}: {exc}") from exc
+    except KafkaException as exc:
+        raise PipelineError(f"cannot read metadata from {cluster.get('bootstrap.servers')}: {kafka_error(exc)}") from None
     found = metadata.topics.get(topic)
     return found is not None and found.error is None
 

@@ -22,14 +22,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from confluent_kafka import KafkaException
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
 
 from ferry.common.config import FerryConfig
 from ferry.common.kafka import clients as kafka_clients
+from ferry.common.kafka.errors import kafka_error
 from ferry.common.vocabulary import PartitionState, Problem, StrEnum
-from ferry.common.zk.layout import ZkLayout, make_client
+from ferry.common.zk.layout import ZkLayout, connect, make_client
 from ferry.common.zk.state import StateReader
 from ferry.pipeline import PipelineError
 
@@ -99,21 +100,20 @@ def topic_partitions(cluster: dict[str, Any], timeout_s: float = 15.0) -> dict[s
     """Topic -> partition count on one cluster (AdminClient metadata)."""
     try:
         metadata = kafka_clients.admin(cluster).list_topics(timeout=timeout_s)
-    except Exception as exc:  # confluent-kafka raises KafkaException; the message is what matters
-        raise PipelineError(f"cannot read topic metadata from {cluster.get('bootstrap.servers')}: {exc}") from exc
+    except KafkaException as exc:
+        raise PipelineError(f"cannot read topic metadata from {cluster.get('bootstrap.servers')}: {kafka_error(exc)}") from None
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
 
 
 @contextmanager
 def _zookeeper(config: FerryConfig) -> Iterator[KazooClient]:
-    """A started kazoo client for one job, closed afterwards; unreachable raises PipelineError."""
+    """A started kazoo client for one job, closed afterwards; unreachable raises UnreachableError."""
     client = make_client(config.zookeeper)
-    try:
-        client.start(timeout=config.zookeeper.retry_deadline_s)
-    except (KazooTimeoutError, KazooException) as exc:  # no answer in time; refused (auth, chroot check)
-        raise PipelineError(f"cannot reach ZooKeeper at {config.zookeeper.connect}: {exc}") from exc
+    connect(client, config.zookeeper)  # unreachable, refused: one line (UnreachableError, ConfigError)
     try:
         yield client
+    except KazooException as exc:  # the connection lost for longer than the retry deadline, or refused
+        raise PipelineError(f"ZooKeeper at {config.zookeeper.connect}: {type(exc).__name__} {exc}".rstrip()) from None
     finally:
         client.stop()
         client.close()

@@ -3,6 +3,9 @@
 States of the worker::
 
     STARTING  -> RUNNING    registered (live node + status node); assignment watched
+    STARTING  -> STOPPED    ZooKeeper not reached within ``zookeeper.retry_deadline_s``
+                            (:class:`common.errors.UnreachableError`), or SIGTERM while connecting
+                            or waiting to register
     RUNNING (disconnected)  ZooKeeper unreachable: copying pauses at once (deliveries of what
                             was sent are still served); it goes on if the session survives
     RUNNING   -> SUSPENDED  ZooKeeper session lost, or unreachable for longer than the session
@@ -12,6 +15,9 @@ States of the worker::
                             the producers are purged (nothing they still hold is written) and every
                             partition is released (committed, unassigned)
     SUSPENDED -> RUNNING    connected again: registers again (same id) and applies the assignment
+    SUSPENDED -> STOPPED    kazoo gave up reconnecting (ZooKeeper unreachable for longer than
+                            ``zookeeper.retry_deadline_s``): ends with UnreachableError, for a
+                            supervisor to start it again
     RUNNING   -> DRAINING   SIGTERM or :meth:`Worker.stop`: releases everything, writes its status
                             with ``leaving: true`` so the leader moves its partitions at once, and
                             waits (bounded) until the leader emptied its assignment
@@ -36,14 +42,15 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
 from ferry.common import endpoints, logs
 from ferry.common.config import FerryConfig
+from ferry.common.errors import ConfigError
 from ferry.common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus, decode
 from ferry.common.vocabulary import PartitionState, WorkerState
-from ferry.common.zk.layout import ZkLayout, make_client
+from ferry.common.zk.layout import ZkLayout, connect, given_up, lost, make_client
 from ferry.worker.copier import RouteCopier, TopicPartitionKey
 from ferry.worker.errors import RegistrationError
 from ferry.worker.metrics import WorkerMetrics, serve
@@ -96,6 +103,7 @@ class Worker:
         self._suspended_since: float | None = None
         self._last_pass: float | None = None  # when the copy loop last checked the session
         self._status_dirty = True
+        self._registered = False
         self._health: dict[str, Any] = {"status": WorkerState.STARTING, "worker": worker_id}
         self._server: Any = None
         self._advertised_metrics_url: str | None = None
@@ -113,7 +121,12 @@ class Worker:
     # -- the copy loop ----------------------------------------------------------------------
 
     def run(self) -> int:
-        """Runs until :meth:`stop`; returns the process exit status."""
+        """Runs until :meth:`stop`; returns the process exit status.
+
+        :meth:`stop` while still connecting or registering ends it at once (status 0); an
+        ensemble that does not answer within ``zookeeper.retry_deadline_s`` raises
+        :class:`common.errors.UnreachableError`.
+        """
         self._advertised_metrics_url = self._metrics_url()  # a wildcard host no name resolves for: fail first
         # Every line of the copy loop (which owns the Kafka clients, so theirs too) names this worker.
         with logs.context(worker=self.worker_id):
@@ -121,49 +134,61 @@ class Worker:
 
     def _run(self) -> int:
         if self._metrics_port:
-            self._server = serve(self.metrics, self.health, self.config.worker.metrics_host, self._metrics_port)
-        if self._owns_zk:
-            self._zk.start(timeout=self.config.zookeeper.retry_deadline_s)
+            host = self.config.worker.metrics_host
+            try:
+                self._server = serve(self.metrics, self.health, host, self._metrics_port)
+            except OSError as exc:
+                raise ConfigError(f"cannot serve metrics on {host}:{self._metrics_port}: {exc.strerror or exc}") from None
+        try:
+            if self._owns_zk and not connect(self._zk, self.config.zookeeper, self._stopping):
+                return 0
+            return self._run_connected()
+        finally:
+            self._shutdown()
+
+    def _run_connected(self) -> int:
         self._zk.add_listener(self._on_session_state)
-        for path in self.layout.persistent_paths():
-            self._zk.ensure_path(path)
-        self._register()
+        try:
+            for path in self.layout.persistent_paths():
+                self._zk.ensure_path(path)
+            if not self._register():
+                return 0
+        except KazooException as exc:  # lost again at once, or refused (ACLs): one line, not a traceback
+            raise RegistrationError(f"ZooKeeper at {self.config.zookeeper.connect}: registering failed: "
+                                    f"{type(exc).__name__} {exc}".rstrip()) from None
         DataWatch(self._zk, self.layout.assignment(self.worker_id), self._on_assignment)
         if self.config.tree is not None:
             DataWatch(self._zk, self.layout.tree_targets, self._on_targets)
         self._set_state(WorkerState.RUNNING)
         interval = self.config.worker.commit_interval_s
         next_commit = self._clock() + interval
-        try:
-            while not self._stopping.is_set():
-                self._check_session()
-                self._restart_failed()
-                self._apply_targets()
-                self._reconcile()
-                if self._suspended_since is not None and self.state == WorkerState.RUNNING:
-                    # Disconnected from ZooKeeper: copy nothing more until the session is back (or
-                    # lost: then everything is purged and released). The leader moves partitions
-                    # only after the session expired, so this worker has stopped writing by then.
-                    for copier in self._copiers.values():
-                        copier.poll(0)
-                    self._wake.wait(0.1)
-                    self._wake.clear()
-                elif any(copier.held() for copier in self._copiers.values()):
-                    timeout = 0.1 / len(self._copiers)
-                    for copier in self._copiers.values():
-                        copier.copy_batch(timeout)
-                else:
-                    self._wake.wait(0.2)
-                    self._wake.clear()
-                now = self._clock()
-                if now >= next_commit:
-                    next_commit = now + interval
-                    self._commit_and_measure()
-                if self._status_dirty or any(copier.changed for copier in self._copiers.values()):
-                    self._publish_status()
-            self._drain()
-        finally:
-            self._shutdown()
+        while not self._stopping.is_set():
+            self._check_session()
+            self._restart_failed()
+            self._apply_targets()
+            self._reconcile()
+            if self._suspended_since is not None and self.state == WorkerState.RUNNING:
+                # Disconnected from ZooKeeper: copy nothing more until the session is back (or
+                # lost: then everything is purged and released). The leader moves partitions
+                # only after the session expired, so this worker has stopped writing by then.
+                for copier in self._copiers.values():
+                    copier.poll(0)
+                self._wake.wait(0.1)
+                self._wake.clear()
+            elif any(copier.held() for copier in self._copiers.values()):
+                timeout = 0.1 / len(self._copiers)
+                for copier in self._copiers.values():
+                    copier.copy_batch(timeout)
+            else:
+                self._wake.wait(0.2)
+                self._wake.clear()
+            now = self._clock()
+            if now >= next_commit:
+                next_commit = now + interval
+                self._commit_and_measure()
+            if self._status_dirty or any(copier.changed for copier in self._copiers.values()):
+                self._publish_status()
+        self._drain()
         return 0
 
     def _reconcile(self) -> None:
@@ -337,6 +362,9 @@ class Worker:
             self._set_state(WorkerState.SUSPENDED)
             self._applied = None
             self._reconcile()  # wanted is empty while SUSPENDED: releases everything
+        if self.state == WorkerState.SUSPENDED and given_up(self._zk):
+            # Everything is released already; nothing more can happen without ZooKeeper.
+            raise lost(self.config.zookeeper)
         if self.state == WorkerState.SUSPENDED and self._zk.connected and self._suspended_since is None:
             self._session_lost.clear()
             try:
@@ -361,8 +389,10 @@ class Worker:
             "http", settings.metrics_host, self._metrics_port, settings.advertised_metrics_url,
             f"worker.advertised_metrics_url, --advertised-metrics-url or ${endpoints.ADVERTISED_METRICS_URL_ENV}")
 
-    def _register(self) -> None:
-        """Creates the ephemeral live node, waiting out a previous incarnation's session."""
+    def _register(self) -> bool:
+        """Creates the ephemeral live node, waiting out a previous incarnation's session.
+
+        False when :meth:`stop` came while waiting (nothing registered)."""
         path = self.layout.live_worker(self.worker_id)
         info = WorkerInfo(self.worker_id, socket.gethostname(), os.getpid(), self._advertised_metrics_url)
         deadline = self._clock() + self.config.zookeeper.session_timeout_s * 2 + 5
@@ -380,9 +410,12 @@ class Worker:
                         f"another live worker holds the id {self.worker_id!r} ({path}); give this one another --id"
                     ) from None
                 log.info("waiting for the previous session of worker %s to expire", self.worker_id)
-                time.sleep(0.5)
+                if self._stopping.wait(0.5):
+                    return False
+        self._registered = True
         self._status_dirty = True
         self._publish_status()
+        return True
 
     def _publish_status(self, leaving: bool = False) -> None:
         partitions = {key: PartitionStatus(PartitionState.ERROR, why) for key, why in self._foreign.items()}
@@ -439,7 +472,7 @@ class Worker:
                 copier.close(FLUSH_TIMEOUT_S)
             except Exception as exc:
                 log.warning("closing route %s: %s", copier.route.name, exc, extra={"route": copier.route.name})
-        if self._zk.connected:
+        if self._zk.connected and self._registered:  # never another incarnation's nodes
             for path in (self.layout.live_worker(self.worker_id), self.layout.worker_state(self.worker_id)):
                 with contextlib.suppress(NoNodeError):
                     self._zk.delete(path)

@@ -39,4 +39,7 @@ class InternalTopic:
         except KafkaException as exc:
             if kafka_error(exc).code != KafkaError.TOPIC_ALREADY_EXISTS:  # another process was first
                 raise
+        except TimeoutError:  # the future's own timeout: no broker answered
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
+                                            f"no answer within {self._timeout_s:g} s")) from None
         self._ready.add(cluster)

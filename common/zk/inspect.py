@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
 
 from ferry.common.cli import options_anywhere, require_option
 from ferry.common.config import FerryConfig, load_config
@@ -31,7 +30,7 @@ from ferry.common.model import (
     decode,
 )
 from ferry.common.tables import print_table
-from ferry.common.zk.layout import ZkLayout, make_client
+from ferry.common.zk.layout import ZkLayout, connect, make_client
 from ferry.common.zk.state import StateReader
 
 if TYPE_CHECKING:
@@ -194,12 +193,11 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     layout = ZkLayout(config.zookeeper.root)
     client = make_client(config.zookeeper)
-    try:
-        client.start(timeout=config.zookeeper.retry_deadline_s)
-    except (KazooTimeoutError, KazooException) as exc:  # no answer in time; refused (auth, chroot check)
-        raise InspectError(f"cannot reach ZooKeeper at {config.zookeeper.connect}: {exc}") from exc
+    connect(client, config.zookeeper)  # unreachable, refused: one line (UnreachableError, ConfigError)
     try:
         return _dispatch(args, client, layout, config)
+    except KazooException as exc:  # the connection lost for longer than the retry deadline, or refused
+        raise InspectError(f"ZooKeeper at {config.zookeeper.connect}: {type(exc).__name__} {exc}".rstrip()) from None
     finally:
         client.stop()
         client.close()

@@ -20,14 +20,22 @@ node, so a controller that lost its session (and so its lead) cannot overwrite s
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, READ_ACL_UNSAFE, make_digest_acl
 
 from ferry.common.config import ZookeeperAuthConfig, ZookeeperConfig
+from ferry.common.errors import ConfigError, UnreachableError
+
+# How often :func:`connect` looks at its stop event and its deadline while kazoo connects.
+CONNECT_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -147,3 +155,47 @@ def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooCli
         command_retry=KazooRetry(**retry),
         **secured,
     )
+
+
+def connect(client: KazooClient, config: ZookeeperConfig, stop: threading.Event | None = None,
+            clock: Callable[[], float] = time.monotonic) -> bool:
+    """Starts ``client`` and waits until it is connected, at most ``zookeeper.retry_deadline_s``.
+
+    True once connected. False when ``stop`` was set first: a SIGTERM while connecting ends the
+    process at once instead of after the deadline. An unreachable ensemble raises
+    :class:`common.errors.UnreachableError`, refused credentials :class:`common.errors.ConfigError`;
+    whenever it does not return True, the client is stopped and closed (kazoo's connection thread
+    ends, nothing keeps the process alive).
+    """
+    live = client.start_async()
+    deadline = clock() + config.retry_deadline_s
+    while not live.wait(CONNECT_POLL_S):
+        refused = client.client_state == KeeperState.AUTH_FAILED
+        stopped = stop is not None and stop.is_set()
+        if not (refused or stopped or clock() >= deadline):
+            continue
+        client.stop()
+        client.close()
+        if refused:
+            raise ConfigError(f"ZooKeeper at {config.connect} refused the credentials of zookeeper.auth")
+        if stopped:
+            return False
+        raise UnreachableError(f"cannot reach ZooKeeper at {config.connect} within zookeeper.retry_deadline_s "
+                               f"({config.retry_deadline_s:g} s)")
+    return True
+
+
+def given_up(client: KazooClient) -> bool:
+    """Whether kazoo stopped trying to reconnect: the connection was lost for longer than
+    ``zookeeper.retry_deadline_s`` (its connection retry's deadline), or the client was stopped.
+
+    A lost session is not that: kazoo reconnects with a new one. A process whose client gave up
+    can do nothing more and should end, so that its supervisor starts it again.
+    """
+    return client.client_state == KeeperState.CLOSED
+
+
+def lost(config: ZookeeperConfig) -> UnreachableError:
+    """The error a process ends with once its client :func:`given_up`."""
+    return UnreachableError(f"lost ZooKeeper at {config.connect} for longer than zookeeper.retry_deadline_s "
+                            f"({config.retry_deadline_s:g} s)")

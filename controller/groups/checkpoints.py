@@ -112,6 +112,14 @@ def checkpoint_record(t: Translation, at_ms: int) -> bytes:
                        "method": t.method, "at": at_ms}).encode()
 
 
+def _why(error: BaseException | None) -> str:
+    """What a failed admin call says: librdkafka's text, or that its future got no answer in time
+    (``result(timeout)`` raises a bare ``TimeoutError``)."""
+    if error is None or isinstance(error, TimeoutError):
+        return f"no answer within {TIMEOUT_S:.0f} s"
+    return str(kafka_error(error))
+
+
 def should_sync(translated: int | None, current: int | None, group_active: bool) -> bool:
     """MirrorMaker 2's rule: commit only to an idle group, and only forward."""
     if translated is None or group_active:
@@ -254,16 +262,18 @@ class Checkpointer:
             return []
         try:
             listed = self._admin(route.source).list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
-        except KafkaException as exc:
-            raise Unavailable(f"cluster {route.source!r}: listing consumer groups: {kafka_error(exc)}") from None
+        except (KafkaException, TimeoutError) as exc:
+            raise Unavailable(f"cluster {route.source!r}: listing consumer groups: {_why(exc)}") from None
+        if listed.errors:  # no broker answered (or not all): an empty list would look like "no groups"
+            raise Unavailable(f"cluster {route.source!r}: listing consumer groups: {kafka_error(listed.errors[0])}")
         return sorted(g.group_id for g in listed.valid if route.wants_group(g.group_id))
 
     def _committed(self, cluster: str, group: str) -> dict[tuple[str, int], int]:
         request = [ConsumerGroupTopicPartitions(group)]
         try:
             answer = self._admin(cluster).list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
-        except KafkaException as exc:
-            raise Unavailable(f"cluster {cluster!r}: offsets of group {group!r}: {kafka_error(exc)}") from None
+        except (KafkaException, TimeoutError) as exc:
+            raise Unavailable(f"cluster {cluster!r}: offsets of group {group!r}: {_why(exc)}") from None
         return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}
 
     def translate_group(self, route: RouteConfig, group: str) -> list[Translation]:
@@ -342,7 +352,7 @@ class Checkpointer:
         try:
             self._checkpoint_topic.ensure(cluster, lambda: self._admin(cluster))
         except KafkaException as exc:
-            raise Unavailable(f"cluster {cluster!r}: creating {CHECKPOINT_TOPIC}: {kafka_error(exc)}") from None
+            raise Unavailable(f"cluster {cluster!r}: creating {CHECKPOINT_TOPIC}: {_why(exc)}") from None
 
     def emit(self, route: RouteConfig, translations: list[Translation]) -> None:
         """Writes the translations to the checkpoint topic on the destination (key: group|route|topic|partition)."""
@@ -363,9 +373,9 @@ class Checkpointer:
         try:
             description = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
             active = bool(description.members) or str(getattr(description.state, "name", description.state)) in _ACTIVE_STATES
-        except KafkaException as exc:
+        except (KafkaException, TimeoutError) as exc:
             if kafka_error(exc).code != KafkaError.GROUP_ID_NOT_FOUND:
-                raise Unavailable(f"cluster {route.destination!r}: describing group {group!r}: {kafka_error(exc)}") from None
+                raise Unavailable(f"cluster {route.destination!r}: describing group {group!r}: {_why(exc)}") from None
             active = False
         if active:
             return SyncResult(group, 0, "the group has active members on the destination")
@@ -381,6 +391,8 @@ class Checkpointer:
                                                    request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
             except KafkaException as exc:  # e.g. a member joined meanwhile: the broker refuses
                 return SyncResult(group, 0, f"the destination refused: {kafka_error(exc)}")
+            except TimeoutError:
+                raise Unavailable(f"cluster {route.destination!r}: committing group {group!r}: {_why(None)}") from None
         return SyncResult(group, len(offsets))
 
     def trim_map(self, route: RouteConfig) -> int:
@@ -410,7 +422,12 @@ class Checkpointer:
     def run(self) -> None:
         """One checkpoint pass: every route's groups, then the map segments retention removed."""
         for route in self._config.routes:
-            for group in self.groups(route):  # none without group patterns
+            try:
+                groups = self.groups(route)  # none without group patterns
+            except Unavailable as exc:
+                log.warning("route %s: listing its groups failed (next run retries): %s", route.name, exc)
+                continue
+            for group in groups:
                 try:
                     translations = self.translate_group(route, group)
                     self.emit(route, translations)

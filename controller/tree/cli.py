@@ -70,7 +70,8 @@ def _show(args: argparse.Namespace) -> int:
         print(tree.ascii_tree(root))
         print()
         print(tree.table(derived, tree.choose_targets(derived, config.tree.targets)))
-        print(f"\n(no controller at {url}: {type(exc).__name__}; targets as configured, state unknown)", file=sys.stderr)
+        print(f"ferry: no controller at {url} ({type(exc).__name__}): the tree above has the targets as configured, "
+              "state unknown", file=sys.stderr)
         return 1
     if args.json:
         json.dump(view, sys.stdout, indent=2)

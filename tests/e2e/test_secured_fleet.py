@@ -31,7 +31,7 @@ def test_secured_fleet_mirrors_everything_and_nobody_else_touches_its_state(
     chain_top = fleet.zk_root + "/ferry"  # the root chain (/ferry/prod) is created by Ferry, with its ACL
     fleet.zk_root = chain_top + "/prod"
     fleet.extra = {
-        "zookeeper": {"auth": {"digest_env": "FERRY_E2E_ZK_DIGEST", "others": "none"}},
+        "zookeeper": {"auth": {"digest": "${env:FERRY_E2E_ZK_DIGEST}", "others": "none"}},
         "clusters": {"src": fleet.stack.secured("src"), "dst": fleet.stack.secured("dst")},
     }
     fleet.write_config()

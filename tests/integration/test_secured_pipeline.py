@@ -44,7 +44,7 @@ def secured_config(zk_chroot: str, local_stack: devstack.Stack, tmp_path: Path, 
     data = {
         "zookeeper": {
             "connect": connect, "root": f"/{chroot}/ferry", "retry_deadline_s": 15,
-            "auth": {"digest_env": "FERRY_TEST_ZK_DIGEST", "others": "none"},
+            "auth": {"digest": "${env:FERRY_TEST_ZK_DIGEST}", "others": "none"},
         },
         "clusters": {"src": local_stack.secured("src"), "dst": local_stack.secured("dst")},
         "routes": [{"source": "src", "destination": "dst"}],

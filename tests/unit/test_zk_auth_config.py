@@ -41,18 +41,19 @@ def test_digest_in_the_file_is_never_printed() -> None:
 def test_digest_from_a_file_or_an_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = tmp_path / "zk-digest"
     secret.write_text("ferry:from-file\n")
-    from_file = zk({"digest_file": str(secret)}).auth
+    from_file = zk({"digest": f"${{file:{secret}}}"}).auth
     assert from_file is not None and from_file.credentials() == ("ferry", "from-file")
     monkeypatch.setenv("FERRY_TEST_ZK_DIGEST", "ferry:from:env")
-    from_env = zk({"digest_env": "FERRY_TEST_ZK_DIGEST", "others": "none"}).auth
+    from_env = zk({"digest": "${env:FERRY_TEST_ZK_DIGEST}", "others": "none"}).auth
     assert from_env is not None and from_env.credentials() == ("ferry", "from:env")
+    assert "from:env" not in repr(from_env)
 
 
 @pytest.mark.parametrize(
     ("auth", "message"),
     [
-        ({}, "exactly one of digest, digest_file, digest_env"),
-        ({"digest": "a:b", "digest_env": "X"}, "got digest, digest_env"),
+        ({}, "zookeeper.auth.digest: Field required"),
+        ({"digest": "a:b", "digest_env": "X"}, "zookeeper.auth.digest_env: Extra inputs are not permitted"),
         ({"digest": "no-colon"}, "must be user:password"),
         ({"digest": ":password"}, "must be user:password"),
         ({"digest": "a:b", "others": "write"}, "zookeeper.auth.others"),
@@ -64,15 +65,15 @@ def test_bad_auth_sections_are_named(auth: dict[str, Any], message: str) -> None
     assert "no-colon" not in str(raised.value)
 
 
-def test_unusable_sources_are_config_errors_at_client_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unusable_placeholders_are_config_errors_naming_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FERRY_TEST_UNSET", raising=False)
-    with pytest.raises(ConfigError, match="FERRY_TEST_UNSET is not set"):
-        make_client(zk({"digest_env": "FERRY_TEST_UNSET"}))
-    with pytest.raises(ConfigError, match="cannot read"):
-        make_client(zk({"digest_file": str(tmp_path / "missing")}))
+    with pytest.raises(ConfigError, match=r"zookeeper.auth.digest: .*FERRY_TEST_UNSET is not set"):
+        zk({"digest": "${env:FERRY_TEST_UNSET}"})
+    with pytest.raises(ConfigError, match=r"zookeeper.auth.digest: .*cannot read"):
+        zk({"digest": f"${{file:{tmp_path / 'missing'}}}"})
     (tmp_path / "empty").write_text("\n")
-    with pytest.raises(ConfigError, match="must be user:password"):
-        make_client(zk({"digest_file": str(tmp_path / "empty")}))
+    with pytest.raises(ConfigError, match=r"zookeeper.auth.digest: .*must be user:password"):
+        zk({"digest": f"${{file:{tmp_path / 'empty'}}}"})
 
 
 @pytest.mark.parametrize("others", ["read", "none"])

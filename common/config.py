@@ -9,7 +9,7 @@ whose message names each offending key and the problem, e.g.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -617,12 +617,21 @@ class FerryConfig(_Strict):
         return list(self.routes) if name is None else [self.route(name)]
 
 
-def validate_config(data: Any, origin: str = "config") -> tuple[FerryConfig | None, list[str]]:
+def validate_config(
+    data: Any, origin: str = "config", env: Mapping[str, str] | None = None, read_file: Callable[[str], str] | None = None,
+) -> tuple[FerryConfig | None, list[str]]:
     """Resolve the placeholders of already-parsed YAML/JSON data and validate it; every problem
-    at once, each as ``key: message``. The config is None when there is any problem."""
+    at once, each as ``key: message``. The config is None when there is any problem.
+    ``env`` and ``read_file``: where placeholders read (default: the environment, the files)."""
     if not isinstance(data, dict):
         return None, ["(top level): the top level must be a mapping with zookeeper, clusters and routes"]
-    data, unresolved = resolve(data)
+    data, unresolved = resolve(data, env, read_file) if read_file else resolve(data, env)
+    return validate_resolved(data, unresolved)
+
+
+def validate_resolved(data: dict[str, Any], unresolved: list[tuple[str, str]]) -> tuple[FerryConfig | None, list[str]]:
+    """Validate data whose placeholders :func:`common.placeholders.resolve` resolved, with the
+    placeholders it could not; every problem at once, as :func:`validate_config`."""
     problems = [f"{key}: {message}" for key, message in unresolved]
     try:
         config = FerryConfig.model_validate(data)

@@ -1,0 +1,160 @@
+"""``ferry check --config FILE [--connect] [--timeout S]``: is this config usable, before any server starts?
+
+Without ``--connect`` nothing is reached: every problem of the file is listed at once
+(:mod:`common.config_check`: placeholders, the schema and its cross-field checks, librdkafka's
+verdict on each cluster's properties for its roles); exit 2 when there is any, else 0.
+
+With ``--connect`` a valid config is then tried against every endpoint with its configured
+credentials, one line each (``ok`` or ``FAIL`` and the reason; never a traceback), each bounded
+by ``--timeout``; exit 1 when any fails:
+
+- each Kafka cluster: a metadata request through an admin client (TLS and SASL included);
+- ZooKeeper: a session with the digest credentials; the ACL on ``zookeeper.root`` (when it
+  exists) must grant Ferry's identity;
+- each schema registry: its subject list, with its basic auth.
+
+Extension point: after those, the lines of ``ferry.common.acls.check_granted(config, timeout_s)``
+are printed too, when that module exists (an iterable of :class:`common.config_check.EndpointResult`:
+whether each cluster grants Ferry's principal what its roles need).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from kazoo.exceptions import KazooException, NoAuthError
+from kazoo.security import make_digest_acl_credential
+
+from ferry.common import kafka_clients
+from ferry.common.config import FerryConfig, RegistryConfig, ZookeeperConfig
+from ferry.common.config_check import EndpointResult, check_file
+from ferry.common.errors import ConfigError, FerryError
+from ferry.common.placeholders import Secret
+from ferry.common.zk_layout import make_client
+from ferry.controller.schema_registry import RegistryClient
+
+# The module and function ``--connect`` asks, when present, for the ACL lines.
+ACL_CHECK = ("ferry.common.acls", "check_granted")
+
+_SILENT = logging.getLogger("ferry.check.kafka")
+_SILENT.setLevel(logging.CRITICAL + 1)
+_SILENT.propagate = False
+# librdkafka's generic verdicts: a specific one (authentication, TLS) from error_cb says more.
+_GENERIC = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("check", help="check a config file: every problem at once; --connect: reach every server")
+    parser.add_argument("--config", required=True, help="Ferry's YAML config file")
+    parser.add_argument("--connect", action="store_true",
+                        help="also reach every Kafka cluster, ZooKeeper and schema registry with the configured credentials")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per endpoint with --connect (default 10)")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.timeout <= 0:
+        raise FerryError("--timeout must be a positive number of seconds")
+    config, problems = check_file(args.config)
+    if config is None:
+        raise ConfigError(f"{args.config} is invalid:\n" + "\n".join(f"  {problem}" for problem in problems))
+    print(f"{args.config}: ok")
+    if not args.connect:
+        return 0
+    failed = False
+    for result in connect_results(config, args.timeout):
+        print(result.line(), flush=True)
+        failed = failed or not result.ok
+    return 1 if failed else 0
+
+
+def connect_results(config: FerryConfig, timeout_s: float) -> Iterator[EndpointResult]:
+    """One result per endpoint, as each is tried: clusters, ZooKeeper, registries, then ACLs."""
+    for name, props in config.clusters.items():
+        yield kafka_result(name, props, timeout_s)
+    yield zookeeper_result(config.zookeeper, timeout_s)
+    for name, registry in (config.schemas.registries.items() if config.schemas else []):
+        yield registry_result(name, registry, timeout_s)
+    module_name, function = ACL_CHECK
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return
+    check = getattr(module, function, None)
+    if check is not None:
+        yield from check(config, timeout_s)
+
+
+def kafka_result(name: str, props: dict[str, Any], timeout_s: float) -> EndpointResult:
+    servers = props.get("bootstrap.servers")
+    endpoint = f"kafka {name}" + ("" if isinstance(servers, Secret) else f" ({servers})")
+    reported: list[KafkaError] = []
+    try:
+        admin = kafka_clients.admin(props, logger=_SILENT, error_cb=reported.append)
+    except KafkaException as exc:  # `ferry check` without --connect names the property
+        return EndpointResult(endpoint, False, f"cannot build a client: {_text(exc)}")
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        admin.poll(min(1.0, timeout_s))  # error_cb runs from poll()
+        specific = [error for error in reported if error.code() not in _GENERIC]
+        reason = specific[-1].str() if specific else _text(exc)
+        return EndpointResult(endpoint, False, f"no answer within {timeout_s:g}s: {reason}" if not specific else reason)
+    brokers = len(metadata.brokers)
+    return EndpointResult(endpoint, True, f"{brokers} broker{'s' if brokers != 1 else ''}, {len(metadata.topics)} topics")
+
+
+def _text(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else None
+    return error.str() if isinstance(error, KafkaError) else str(exc)
+
+
+def zookeeper_result(zookeeper: ZookeeperConfig, timeout_s: float) -> EndpointResult:
+    endpoint = f"zookeeper {zookeeper.connect} ({zookeeper.root})"
+    client = make_client(zookeeper.model_copy(update={"retry_deadline_s": timeout_s}))
+    kazoo_logger = logging.getLogger("kazoo")
+    level = kazoo_logger.level
+    kazoo_logger.setLevel(logging.CRITICAL)  # its connection warnings would repeat the one line below
+    try:
+        try:
+            client.start(timeout=timeout_s)
+        except Exception as exc:  # kazoo's timeout is a plain Exception subclass of its handler
+            return EndpointResult(endpoint, False, f"no session within {timeout_s:g}s ({type(exc).__name__})")
+        root = zookeeper.root
+        if client.exists(root) is None:
+            return EndpointResult(endpoint, True, f"session open; {root} does not exist yet (Ferry creates it)")
+        if zookeeper.auth is None:
+            children = client.get_children(root)
+            return EndpointResult(endpoint, True, f"session open; {len(children)} nodes under {root}")
+        user, password = zookeeper.auth.credentials()
+        identity = make_digest_acl_credential(user, password)
+        acls, _ = client.get_acls(root)
+        if not any(acl.id.scheme == "digest" and acl.id.id == identity for acl in acls):
+            return EndpointResult(endpoint, False, f"the ACL on {root} does not grant user {user!r} with this "
+                                                   "password (a wrong password, or nodes created without auth)")
+        return EndpointResult(endpoint, True, f"authenticated as {user!r}; the ACL on {root} grants it")
+    except NoAuthError:
+        return EndpointResult(endpoint, False, f"not allowed to read {zookeeper.root} (zookeeper.auth missing or wrong)")
+    except KazooException as exc:
+        return EndpointResult(endpoint, False, f"{type(exc).__name__} {exc}".strip())
+    finally:
+        client.stop()
+        client.close()
+        kazoo_logger.setLevel(level)
+
+
+def registry_result(name: str, registry: RegistryConfig, timeout_s: float) -> EndpointResult:
+    endpoint = f"registry {name} ({registry.base_url})"
+    client = RegistryClient(name, registry.model_copy(update={"timeout_s": timeout_s}), retry_deadline_s=timeout_s)
+    try:
+        subjects = client.subjects()
+    except FerryError as exc:
+        return EndpointResult(endpoint, False, str(exc))
+    finally:
+        client.close()
+    return EndpointResult(endpoint, True, f"{len(subjects)} subjects")

@@ -64,25 +64,36 @@ def _cluster_roles(data: Mapping[str, Any]) -> dict[str, tuple[kafka_clients.Rol
     return {str(name): kafka_clients.ROLES if name in ends else ("admin",) for name in clusters}
 
 
+def _properties(section: Any, skip: Collection[str], where: str, local_files: bool) -> dict[str, Any]:
+    if not isinstance(section, dict):
+        return {}
+    return {str(key): value for key, value in section.items()
+            if f"{where}.{key}" not in skip and isinstance(value, str | int | float | bool)
+            and (local_files or not LOCAL_FILE_PROPERTY.search(str(key)))}
+
+
 def client_problems(data: Mapping[str, Any], skip: Collection[str] = (), local_files: bool = True) -> list[str]:
-    """librdkafka's refusals of each cluster's (resolved) properties for its roles, as
-    ``clusters.<name>.<property>: ...`` or ``clusters.<name>: as a producer: ...``. ``skip``: keys
-    not to try (their placeholders did not resolve); ``local_files`` false: leave out the
-    properties naming local files (for configs written for another host)."""
+    """librdkafka's refusals of each cluster's (resolved) properties for its roles, with the
+    workers' overrides (``worker.producer``, ``worker.consumer``) on top as the workers merge
+    them, as ``clusters.<name>.<property>: ...`` (``worker.producer.<property>: ...``) or
+    ``clusters.<name>: as a producer: ...``. ``skip``: keys not to try (their placeholders did
+    not resolve); ``local_files`` false: leave out the properties naming local files (for
+    configs written for another host)."""
     problems: list[str] = []
     clusters = data.get("clusters")
+    worker = data.get("worker")
+    worker = worker if isinstance(worker, dict) else {}
     for name, roles in _cluster_roles(data).items():
-        props = clusters.get(name) if isinstance(clusters, dict) else None
-        if not isinstance(props, dict):
-            continue
-        usable = {str(key): value for key, value in props.items()
-                  if f"clusters.{name}.{key}" not in skip and isinstance(value, str | int | float | bool)
-                  and (local_files or not LOCAL_FILE_PROPERTY.search(str(key)))}
+        where = f"clusters.{name}"
+        props = _properties(clusters.get(name) if isinstance(clusters, dict) else None, skip, where, local_files)
         for role in roles:
-            for problem in kafka_clients.property_problems(usable, role):
+            overrides = _properties(worker.get(role), skip, f"worker.{role}", local_files) if role != "admin" else {}
+            for problem in kafka_clients.property_problems({**props, **overrides}, role):
                 key, _, message = problem.partition(": ")
-                line = (f"clusters.{name}: {problem}" if key.startswith("as a") else
-                        f"clusters.{name}.{key}: {message}")
+                if key.startswith("as a"):
+                    line = f"{where}: {problem}"
+                else:
+                    line = f"{f'worker.{role}' if key in overrides else where}.{key}: {message}"
                 if line not in problems:
                     problems.append(line)
     return problems

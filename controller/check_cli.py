@@ -126,20 +126,24 @@ def zookeeper_result(zookeeper: ZookeeperConfig, timeout_s: float) -> EndpointRe
         except Exception as exc:  # kazoo's timeout is a plain Exception subclass of its handler
             return EndpointResult(endpoint, False, f"no session within {timeout_s:g}s ({type(exc).__name__})")
         root = zookeeper.root
-        if client.exists(root) is None:
-            return EndpointResult(endpoint, True, f"session open; {root} does not exist yet (Ferry creates it)")
-        if zookeeper.auth is None:
-            children = client.get_children(root)
-            return EndpointResult(endpoint, True, f"session open; {len(children)} nodes under {root}")
-        user, password = zookeeper.auth.credentials()
+        user, password = zookeeper.auth.credentials() if zookeeper.auth else ("", "")
+        refused = EndpointResult(endpoint, False, f"the ACL on {root} does not grant user {user!r} with this "
+                                                  "password (a wrong password, or nodes created by another identity)")
+        try:
+            if client.exists(root) is None:
+                return EndpointResult(endpoint, True, f"session open; {root} does not exist yet (Ferry creates it)")
+            if zookeeper.auth is None:
+                children = client.get_children(root)
+                return EndpointResult(endpoint, True, f"session open; {len(children)} nodes under {root}")
+            acls, _ = client.get_acls(root)
+        except NoAuthError:
+            if zookeeper.auth is None:
+                return EndpointResult(endpoint, False, f"not allowed to read {root} (it needs zookeeper.auth)")
+            return refused
         identity = make_digest_acl_credential(user, password)
-        acls, _ = client.get_acls(root)
         if not any(acl.id.scheme == "digest" and acl.id.id == identity for acl in acls):
-            return EndpointResult(endpoint, False, f"the ACL on {root} does not grant user {user!r} with this "
-                                                   "password (a wrong password, or nodes created without auth)")
+            return refused
         return EndpointResult(endpoint, True, f"authenticated as {user!r}; the ACL on {root} grants it")
-    except NoAuthError:
-        return EndpointResult(endpoint, False, f"not allowed to read {zookeeper.root} (zookeeper.auth missing or wrong)")
     except KazooException as exc:
         return EndpointResult(endpoint, False, f"{type(exc).__name__} {exc}".strip())
     finally:

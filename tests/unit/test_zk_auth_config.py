@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.protocol.serialization import Auth
 from kazoo.security import ACL, Id, Permissions, make_digest_acl_credential
 
 from ferry.common.config import ZookeeperConfig, parse_config
@@ -86,3 +88,10 @@ def test_ferrys_identity_may_do_everything_others_read_or_nothing(others: str) -
     assert ferry_acl(config.auth, "ferry", "s3cret") == expected
     client = make_client(config)
     assert client.default_acl == expected and client.auth_data == {("digest", "ferry:s3cret")}
+
+
+def test_kazoos_debug_line_for_the_auth_request_hides_the_digest(caplog: pytest.LogCaptureFixture) -> None:
+    make_client(zk({"digest": "ferry:s3cret"}))  # installs the filter on kazoo's loggers
+    caplog.set_level(logging.DEBUG, logger="kazoo.client")
+    logging.getLogger("kazoo.client").debug("Sending request(xid=%s): %s", None, Auth(0, "digest", "ferry:s3cret"))
+    assert "Sending request" in caplog.text and "s3cret" not in caplog.text

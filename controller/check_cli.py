@@ -2,7 +2,8 @@
 
 Without ``--connect`` nothing is reached: every problem of the file is listed at once
 (:mod:`common.config_check`: placeholders, the schema and its cross-field checks, librdkafka's
-verdict on each cluster's properties for its roles); exit 2 when there is any, else 0.
+verdict on each cluster's properties for its roles; then the REST tokens as the controller checks
+them at start); exit 2 when there is any, else 0.
 
 With ``--connect`` a valid config is then tried against every endpoint with its configured
 credentials, one line each (``ok`` or ``FAIL`` and the reason; never a traceback), each bounded
@@ -36,6 +37,7 @@ from ferry.common.config_check import EndpointResult, check_file
 from ferry.common.errors import ConfigError, FerryError
 from ferry.common.placeholders import Secret
 from ferry.common.zk_layout import make_client
+from ferry.controller.auth import load_tokens
 from ferry.controller.schema_registry import RegistryClient
 
 # The module and function ``--connect`` asks, when present, for the ACL lines.
@@ -61,6 +63,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise FerryError("--timeout must be a positive number of seconds")
     config, problems = check_file(args.config)
+    if config is not None and config.controller.auth is not None:
+        try:  # what the controller checks of its tokens when it starts (length, characters, duplicates)
+            load_tokens(config.controller.auth)
+        except ConfigError as exc:
+            config, problems = None, [*problems, str(exc)]
     if config is None:
         raise ConfigError(f"{args.config} is invalid:\n" + "\n".join(f"  {problem}" for problem in problems))
     print(f"{args.config}: ok")

@@ -147,3 +147,11 @@ def test_an_invalid_secret_value_is_not_shown(monkeypatch: pytest.MonkeyPatch) -
         "bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "${env:FERRY_TEST_MECHANISM}",
         "compression.type": "${env:FERRY_TEST_MECHANISM}"}}})
     assert problems and not any("HIDDEN-SECRET-VALUE" in p for p in problems)
+
+
+def test_a_token_the_controller_would_refuse_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "tokens.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "controller": {"auth": {"tokens": [{"name": "ops", "value": "tiny-secret"}]}}}))
+    assert cli.main(["check", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "controller.auth: token 'ops' must be at least 16 characters" in err and "tiny-secret" not in err

@@ -8,13 +8,14 @@ whose message names each offending key and the problem, e.g.
 
 from __future__ import annotations
 
-import os
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ferry.common import endpoints
 from ferry.common.core import heartbeat, topology
@@ -22,12 +23,14 @@ from ferry.common.core import naming as topic_naming
 from ferry.common.core import tree as distribution_tree
 from ferry.common.core.schemas import SubjectFormat
 from ferry.common.errors import ConfigError
+from ferry.common.placeholders import Secret, resolve
 
 # Cluster names become part of ZooKeeper node names, route names and consumer group ids.
 CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
-# A librdkafka property value as YAML can spell it.
-ClientValue = str | int | float | bool
+# A librdkafka property value as YAML can spell it; a Secret (masked repr) when it came from a
+# placeholder or its name says it is a secret.
+ClientValue = Secret | str | int | float | bool
 
 
 def _valid_regexes(patterns: list[str]) -> list[str]:
@@ -50,54 +53,31 @@ class ZookeeperAuthConfig(_Strict):
     """Digest authentication, and the ACL on every node Ferry creates (see docs/security.md).
 
     Ferry's identity may do everything on its nodes; ``others`` may ``read`` them or do ``none``.
-    The ``user:password`` comes from exactly one of ``digest`` (in this file), ``digest_file``
-    (a file holding it) or ``digest_env`` (an environment variable holding it); the last two are
-    read when a ZooKeeper client is built, so the secret need not be in the config file.
+    Keep the secret out of the file with a placeholder: ``digest: ${env:FERRY_ZK_DIGEST}`` or
+    ``digest: ${file:/etc/ferry/zk-digest}``.
     """
 
-    digest: SecretStr | None = None
-    """user:password in this file (one of digest, digest_file, digest_env)"""
-    digest_file: str | None = None
-    """a file holding user:password (a trailing newline is ignored)"""
-    digest_env: str | None = None
-    """an environment variable holding user:password"""
+    digest: SecretStr
+    """user:password; e.g. ${env:FERRY_ZK_DIGEST} or ${file:/etc/ferry/zk-digest}"""
     others: Literal["read", "none"] = "read"
     """what clients without Ferry's identity may do on Ferry's nodes: read | none"""
 
-    @model_validator(mode="after")
-    def _one_source(self) -> ZookeeperAuthConfig:
-        given = [name for name in ("digest", "digest_file", "digest_env") if getattr(self, name) is not None]
-        if len(given) != 1:
-            raise ValueError(
-                "give the user:password in exactly one of digest, digest_file, digest_env"
-                + (f" (got {', '.join(given)})" if given else "")
-            )
-        if self.digest is not None:
-            _split_digest(self.digest.get_secret_value(), "zookeeper.auth.digest")
-        return self
+    @field_validator("digest")
+    @classmethod
+    def _user_and_password(cls, value: SecretStr) -> SecretStr:
+        _split_digest(value.get_secret_value())
+        return value
 
     def credentials(self) -> tuple[str, str]:
-        """``(user, password)`` from wherever the config says; :class:`ConfigError` when unusable."""
-        if self.digest is not None:
-            return _split_digest(self.digest.get_secret_value(), "zookeeper.auth.digest")
-        if self.digest_file is not None:
-            try:
-                text = Path(self.digest_file).read_text()
-            except OSError as exc:
-                raise ConfigError(f"zookeeper.auth.digest_file: cannot read {self.digest_file}: {exc.strerror}") from None
-            return _split_digest(text.strip(), f"zookeeper.auth.digest_file ({self.digest_file})")
-        assert self.digest_env is not None  # one source is given (validated above)
-        value = os.environ.get(self.digest_env)
-        if value is None:
-            raise ConfigError(f"zookeeper.auth.digest_env: the environment variable {self.digest_env} is not set")
-        return _split_digest(value.strip(), f"zookeeper.auth.digest_env ({self.digest_env})")
+        """``(user, password)``."""
+        return _split_digest(self.digest.get_secret_value())
 
 
-def _split_digest(value: str, where: str) -> tuple[str, str]:
+def _split_digest(value: str) -> tuple[str, str]:
     # The message never repeats the value: it is a secret.
-    user, sep, password = value.partition(":")
+    user, sep, password = value.strip().partition(":")
     if not sep or not user or not password:
-        raise ConfigError(f"{where}: must be user:password, with a non-empty user and password")
+        raise ValueError("must be user:password, with a non-empty user and password")
     return user, password
 
 
@@ -197,33 +177,21 @@ class RouteConfig(_Strict):
 
 
 class RestTokenConfig(_Strict):
-    """One bearer token of the REST API. Its secret comes from exactly one of ``value``,
-    ``file`` (the file's first line) or ``env`` (an environment variable's name); the file and
-    the variable are read when the controller starts."""
+    """One bearer token of the REST API. Keep the secret out of the file with a placeholder:
+    ``value: ${env:FERRY_OPS_TOKEN}`` or ``value: ${file:/etc/ferry/ops.token}``."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="who holds it; logged instead of the token")
     role: Literal["read", "write"] = "write"
     """write: every request; read: GET/HEAD only"""
-    value: SecretStr | None = None  # SecretStr: never shown by repr() or in a validation error
-    """the token itself (keep such a file private); one of value, file, env"""
-    file: str | None = None
-    """a file whose first line is the token; one of value, file, env"""
-    env: str | None = None
-    """an environment variable whose value is the token; one of value, file, env"""
-
-    @model_validator(mode="after")
-    def _one_source(self) -> RestTokenConfig:
-        given = [key for key in ("value", "file", "env") if getattr(self, key) is not None]
-        if len(given) != 1:
-            raise ValueError(f"token {self.name!r} needs exactly one of value, file or env (got {given or 'none'})")
-        return self
+    value: SecretStr  # SecretStr: never shown by repr() or in a validation error
+    """the token; e.g. ${env:FERRY_OPS_TOKEN} or ${file:/etc/ferry/ops.token}"""
 
 
 class RestAuthConfig(_Strict):
     open_reads: bool = False
     """true: GET/HEAD need no token; false: they need a read or write token (/health and /openapi.json never do; /metrics does when reads are closed)"""
     tokens: list[RestTokenConfig] = Field(min_length=1)
-    """at least one; each with exactly one of value, file, env"""
+    """at least one"""
 
     @field_validator("tokens")
     @classmethod
@@ -403,21 +371,12 @@ class HeartbeatsConfig(_Strict):
 
 
 class RegistryAuthConfig(_Strict):
-    """HTTP basic auth for a schema registry; the password from exactly one of ``password``
-    or ``password_env`` (an environment variable read when the controller starts)."""
+    """HTTP basic auth for a schema registry."""
 
     username: str = Field(min_length=1)
     """the user name"""
-    password: SecretStr | None = None
-    """the password in this file; exactly one of password or password_env"""
-    password_env: str | None = None
-    """an environment variable holding the password; exactly one of password or password_env"""
-
-    @model_validator(mode="after")
-    def _one_password(self) -> RegistryAuthConfig:
-        if (self.password is None) == (self.password_env is None):
-            raise ValueError("needs exactly one of password or password_env")
-        return self
+    password: SecretStr
+    """the password; e.g. ${env:DST_REGISTRY_PASSWORD} or ${file:/etc/ferry/registry.password}"""
 
 
 class RegistryConfig(_Strict):
@@ -497,6 +456,56 @@ class LoggingConfig(_Strict):
     """text: time, level, logger and message on a line; json: one JSON object per line (time, level, logger, message, exception, and the worker, route, topic, partition a line is about); `--log-format` overrides"""
 
 
+# A problem for pydantic to report: where (loc), its error type, and the message.
+Problem = tuple[tuple[str | int, ...], str, str]
+
+# Cluster properties that hold secrets: they print masked even when written in the file.
+SECRET_PROPERTY = re.compile(r"password|secret|key\.pem|jaas")
+
+
+def _field(item: Any, key: str) -> Any:
+    return item.get(key) if isinstance(item, dict) else getattr(item, key, None)
+
+
+def _unknown_clusters(config: Any) -> list[Problem]:
+    """Routes, tree leaves and registries naming clusters that ``clusters`` does not have.
+
+    ``config`` is a :class:`FerryConfig` or the raw data of one that failed validation: what
+    cannot be read is skipped (its own error is reported)."""
+    clusters = _field(config, "clusters")
+    if not isinstance(clusters, dict) or not clusters:
+        return []
+    known = sorted(str(name) for name in clusters)
+    problems: list[Problem] = []
+    routes = _field(config, "routes")
+    for i, route in enumerate(routes if isinstance(routes, list) else []):
+        for end in ("source", "destination"):
+            cluster = _field(route, end)
+            if isinstance(cluster, str) and cluster not in clusters:
+                problems.append((("routes", i, end), "ferry", f"unknown cluster {cluster!r} (known: {known})"))
+    layout = _field(_field(config, "tree"), "layout")
+    if isinstance(layout, str):
+        try:
+            leaves = distribution_tree.parse(layout).leaves()
+        except distribution_tree.TreeError:
+            leaves = ()  # reported by tree.layout's own check
+        problems += [(("tree", "layout"), "ferry", f"unknown cluster {leaf!r} (known: {known})")
+                     for leaf in leaves if leaf not in clusters]
+    registries = _field(_field(config, "schemas"), "registries")
+    if isinstance(registries, dict):
+        unknown = sorted(str(name) for name in registries if name not in clusters)
+        if unknown:
+            problems.append((("schemas", "registries"), "ferry", f"unknown clusters {unknown} (known: {known})"))
+    return problems
+
+
+def _validation_error(title: str, problems: list[Problem]) -> ValidationError:
+    """One :class:`ValidationError` holding every problem (pydantic keeps location and message)."""
+    return ValidationError.from_exception_data(title, [
+        InitErrorDetails(type=PydanticCustomError(kind, "{message}", {"message": message}), loc=loc, input=None)
+        for loc, kind, message in problems])
+
+
 class FerryConfig(_Strict):
     zookeeper: ZookeeperConfig
     """the ZooKeeper ensemble and the root of Ferry's nodes"""
@@ -521,56 +530,80 @@ class FerryConfig(_Strict):
     logging: LoggingConfig = LoggingConfig()
     """the format of the log lines on stderr"""
 
+    @field_validator("clusters", mode="before")
+    @classmethod
+    def _mask_secret_properties(cls, value: Any) -> Any:
+        # Passwords written in the file print masked too, like those from placeholders.
+        if not isinstance(value, dict):
+            return value
+        return {name: {key: Secret(item) if isinstance(item, str) and SECRET_PROPERTY.search(str(key)) else item
+                       for key, item in props.items()} if isinstance(props, dict) else props
+                for name, props in value.items()}
+
     @field_validator("clusters")
     @classmethod
     def _clusters(cls, value: dict[str, dict[str, ClientValue]]) -> dict[str, dict[str, ClientValue]]:
         if not value:
             raise ValueError("at least one cluster is needed")
+        problems = []
         for name, props in value.items():
             if not CLUSTER_NAME.match(name):
-                raise ValueError(f"cluster name {name!r} may use only letters, digits, '_' and '-'")
-            if not str(props.get("bootstrap.servers", "")).strip():
-                raise ValueError(f"cluster {name!r} needs bootstrap.servers")
+                problems.append(f"cluster name {name!r} may use only letters, digits, '_' and '-'")
+            elif not str(props.get("bootstrap.servers", "")).strip():
+                problems.append(f"cluster {name!r} needs bootstrap.servers")
+        if problems:
+            raise ValueError("; ".join(problems))
         return value
 
-    @model_validator(mode="after")
-    def _routes_name_known_clusters(self) -> FerryConfig:
+    @model_validator(mode="wrap")
+    @classmethod
+    def _cross_checks(cls, data: Any, handler: Callable[[Any], FerryConfig]) -> FerryConfig:
+        """Every cross-field problem at once, next to the fields' own: a route naming an unknown
+        cluster is reported even when another route has a bad regular expression."""
+        try:
+            config = handler(data)
+        except ValidationError as exc:
+            found = [(tuple(e["loc"]), e["type"], e["msg"]) for e in exc.errors()]
+            extra = _unknown_clusters(data) if isinstance(data, dict) else []
+            reported = {loc for loc, _, _ in found}
+            raise _validation_error(cls.__name__, found + [p for p in extra if p[0] not in reported]) from None
+        problems = config._derive_routes()
+        if problems:
+            raise _validation_error(cls.__name__, problems)
+        return config
+
+    def _derive_routes(self) -> list[Problem]:
+        """Adds the tree's and the heartbeats' routes, and lists every cross-field problem."""
+        problems: list[Problem] = _unknown_clusters(self)
+        if problems:
+            return problems
         if self.tree is not None:
             if any(route.distributor for route in self.routes):
-                raise ValueError("routes: distributor is set by tree, not by hand")
-            for leaf in distribution_tree.parse(self.tree.layout).leaves():
-                if leaf not in self.clusters:
-                    raise ValueError(f"tree.layout: unknown cluster {leaf!r} (known: {sorted(self.clusters)})")
+                problems.append((("routes",), "ferry", "distributor is set by tree, not by hand"))
             try:
                 derived = self.tree.derive_routes()
             except distribution_tree.TreeError as exc:
-                raise ValueError(f"tree.targets: {exc}") from None
-            object.__setattr__(self, "routes", [*self.routes, *derived])  # frozen model: set once, here
+                problems.append((("tree", "targets"), "ferry", str(exc)))
+            else:
+                object.__setattr__(self, "routes", [*self.routes, *derived])  # frozen model: set once, here
         if not self.routes:
-            raise ValueError("routes: at least one route (or a tree) is needed")
+            problems.append((("routes",), "ferry", "at least one route (or a tree) is needed"))
         if self.heartbeats.interval_s:
             beat = re.escape(heartbeat.TOPIC)
             object.__setattr__(self, "routes", [
                 r if beat in r.include else r.model_copy(update={"include": [*r.include, beat]}) for r in self.routes])
         seen: set[str] = set()
         for i, route in enumerate(self.routes):
-            for end in ("source", "destination"):
-                cluster = getattr(route, end)
-                if cluster not in self.clusters:
-                    raise ValueError(f"routes[{i}].{end}: unknown cluster {cluster!r} (known: {sorted(self.clusters)})")
             if route.source == route.destination:
-                raise ValueError(f"routes[{i}]: source and destination are the same cluster")
+                problems.append((("routes", i), "ferry", "source and destination are the same cluster"))
             if route.name in seen:
-                raise ValueError(f"routes[{i}]: route {route.name} is listed twice")
+                problems.append((("routes", i), "ferry", f"route {route.name} is listed twice"))
             seen.add(route.name)
-        problem = loop_problem(self.routes)
-        if problem:
-            raise ValueError(problem)
-        if self.schemas is not None:
-            unknown = sorted(name for name in self.schemas.registries if name not in self.clusters)
-            if unknown:
-                raise ValueError(f"schemas.registries: unknown clusters {unknown} (known: {sorted(self.clusters)})")
-        return self
+        if not problems:
+            problem = loop_problem(self.routes)
+            if problem:
+                problems.append((("routes",), "ferry", problem))
+        return problems
 
     def with_targets(self, switched: dict[str, str]) -> list[RouteConfig]:
         """The routes with tree distributors pointed at ``switched`` targets (ZooKeeper's ``tree/targets``).
@@ -617,18 +650,32 @@ class FerryConfig(_Strict):
         return list(self.routes) if name is None else [self.route(name)]
 
 
-def parse_config(data: Any, origin: str = "config") -> FerryConfig:
-    """Validate already-parsed YAML/JSON data."""
+def validate_config(
+    data: Any, origin: str = "config", env: Mapping[str, str] | None = None, read_file: Callable[[str], str] | None = None,
+) -> tuple[FerryConfig | None, list[str]]:
+    """Resolve the placeholders of already-parsed YAML/JSON data and validate it; every problem
+    at once, each as ``key: message``. The config is None when there is any problem.
+    ``env`` and ``read_file``: where placeholders read (default: the environment, the files)."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{origin}: the top level must be a mapping with zookeeper, clusters and routes")
+        return None, ["(top level): the top level must be a mapping with zookeeper, clusters and routes"]
+    data, unresolved = resolve(data, env, read_file) if read_file else resolve(data, env)
+    return validate_resolved(data, unresolved)
+
+
+def validate_resolved(data: dict[str, Any], unresolved: list[tuple[str, str]]) -> tuple[FerryConfig | None, list[str]]:
+    """Validate data whose placeholders :func:`common.placeholders.resolve` resolved, with the
+    placeholders it could not; every problem at once, as :func:`validate_config`."""
+    problems = [f"{key}: {message}" for key, message in unresolved]
     try:
-        return FerryConfig.model_validate(data)
+        config = FerryConfig.model_validate(data)
     except ValidationError as exc:
-        problems = []
+        reported = {key for key, _ in unresolved}
         for error in exc.errors():
             key = ".".join(str(part) for part in error["loc"]) or "(top level)"
-            problems.append(f"  {key}: {error['msg']}")
-        raise ConfigError(f"{origin} is invalid:\n" + "\n".join(problems)) from None
+            if key not in reported:  # an unresolved placeholder's value fails its own checks too
+                problems.append(f"{key}: {error['msg']}")
+        return None, problems
+    return (None if problems else config), problems
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:
@@ -639,15 +686,30 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
     return " ".join(str(error).split())
 
 
-def load_config(path: str | Path) -> FerryConfig:
-    """Read and validate a YAML config file; any problem raises :class:`ConfigError`."""
+
+def parse_config(data: Any, origin: str = "config") -> FerryConfig:
+    """Resolve and validate already-parsed YAML/JSON data; any problem raises :class:`ConfigError`
+    naming every offending key."""
+    config, problems = validate_config(data, origin)
+    if config is None:
+        raise ConfigError(f"{origin} is invalid:\n" + "\n".join(f"  {problem}" for problem in problems))
+    return config
+
+
+def read_config_file(path: str | Path) -> Any:
+    """The parsed YAML of a config file (not validated); :class:`ConfigError` when unreadable."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {_yaml_problem(exc)}") from None
-    return parse_config(data, origin=str(path))
+
+
+def load_config(path: str | Path) -> FerryConfig:
+    """Read a YAML config file, resolve its placeholders and validate it; any problem raises
+    :class:`ConfigError`."""
+    return parse_config(read_config_file(path), origin=str(path))

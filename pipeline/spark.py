@@ -8,6 +8,7 @@ its jars are fetched by ``make setup`` into ``.dev/jars/spark`` (``deploy/pom.xm
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -71,6 +72,11 @@ def get_session(master: str | None = None, app_name: str = "ferry") -> SparkSess
     """
     from pyspark.sql import SparkSession
 
+    # py4j logs every command it sends to the JVM at DEBUG, the Kafka options of `ferry audit`
+    # included (a cluster's password inside sasl.jaas.config): never below INFO, even with
+    # `--log-level DEBUG`.
+    py4j = logging.getLogger("py4j")
+    py4j.setLevel(max(py4j.getEffectiveLevel(), logging.INFO))
     # Without it Spark warns that the hostname resolves to a loopback address on every start.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log_opt = f"-Dlog4j2.configurationFile=file:{_log_config()}"

@@ -72,24 +72,24 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
 ADMIN_LOG_INTERVAL_S = 1.0
 
 
-def _merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
+def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
     # The logger first: a caller's own "logger" override replaces it.
-    merged: dict[str, Any] = {"logger": logs.LibrdkafkaLog(logs.current_fields())}
+    settings: dict[str, Any] = {"logger": logs.LibrdkafkaLog(logs.current_fields())}
     for layer in layers:
-        merged.update(layer)
-    return merged
+        settings.update(layer)
+    return settings
 
 
 def producer(cluster: Mapping[str, Any], **overrides: Any) -> Producer:
-    return Producer(_merge(PRODUCER_DEFAULTS, cluster, overrides))
+    return Producer(merged(PRODUCER_DEFAULTS, cluster, overrides))
 
 
 def consumer(cluster: Mapping[str, Any], group_id: str, **overrides: Any) -> Consumer:
-    return Consumer(_merge(CONSUMER_DEFAULTS, cluster, {"group.id": group_id}, overrides))
+    return Consumer(merged(CONSUMER_DEFAULTS, cluster, {"group.id": group_id}, overrides))
 
 
 def admin(cluster: Mapping[str, Any], **overrides: Any) -> AdminClient:
-    client = AdminClient(_merge(cluster, overrides))
+    client = AdminClient(merged(cluster, overrides))
     _admin_logs.add(client)
     return client
 

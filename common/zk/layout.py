@@ -20,6 +20,7 @@ node, so a controller that lost its session (and so its lead) cannot overwrite s
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.protocol.serialization import Auth
 from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, READ_ACL_UNSAFE, make_digest_acl
@@ -133,6 +135,19 @@ def ferry_acl(auth: ZookeeperAuthConfig, user: str, password: str) -> list[ACL]:
     return acl + list(READ_ACL_UNSAFE) if auth.others == "read" else acl
 
 
+class _HideDigest(logging.Filter):
+    """Masks the digest in kazoo's DEBUG line for the authentication request it sends (its
+    ``repr`` holds ``user:password``); every other record passes unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(arg, Auth) for arg in record.args):
+            record.args = tuple(arg._replace(auth="**********") if isinstance(arg, Auth) else arg for arg in record.args)
+        return True
+
+
+_HIDE_DIGEST = _HideDigest()
+
+
 def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooClient:
     """A kazoo client whose operations retry connection loss with backoff until a deadline.
 
@@ -147,6 +162,9 @@ def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooCli
     secured: dict[str, Any] = {}
     if config.auth is not None:
         user, password = config.auth.credentials()
+        for name in ("kazoo.client", "kazoo.protocol.connection"):  # the loggers kazoo's connection uses
+            if _HIDE_DIGEST not in logging.getLogger(name).filters:
+                logging.getLogger(name).addFilter(_HIDE_DIGEST)
         secured = {"auth_data": [("digest", f"{user}:{password}")], "default_acl": ferry_acl(config.auth, user, password)}
     return KazooClient(
         hosts=connect or config.connect,

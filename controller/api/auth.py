@@ -1,7 +1,8 @@
 """Bearer-token authentication of the REST API (``controller.auth`` in the config).
 
-:func:`load_tokens` resolves each configured token's secret once, at start (inline value, a
-file's first line, or an environment variable). :class:`TokenChecker` decides per request:
+:func:`load_tokens` checks each configured token's secret once, at start (a placeholder such as
+``${env:NAME}`` or ``${file:PATH}`` was resolved when the config was loaded). :class:`TokenChecker`
+decides per request:
 
 - no ``Authorization: Bearer`` header, or a token no entry has: :class:`Unauthorized` (401);
 - a ``read`` token on a write: :class:`Forbidden` (403);
@@ -14,12 +15,10 @@ time taken does not tell how much of a guess was right nor which entry it nearly
 from __future__ import annotations
 
 import hmac
-import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ferry.common.config import RestAuthConfig, RestTokenConfig
+from ferry.common.config import RestAuthConfig
 from ferry.common.errors import ConfigError
 from ferry.controller.errors import Forbidden, Unauthorized
 
@@ -36,28 +35,12 @@ class Token:
     secret: bytes = field(repr=False)
 
 
-def _secret(entry: RestTokenConfig) -> str:
-    if entry.value is not None:
-        return entry.value.get_secret_value()
-    if entry.file is not None:
-        try:
-            lines = Path(entry.file).read_text().splitlines()
-        except OSError as exc:
-            raise ConfigError(f"controller.auth: token {entry.name!r}: cannot read {entry.file}: {exc.strerror}") from None
-        return lines[0].strip() if lines else ""
-    assert entry.env is not None
-    value = os.environ.get(entry.env)
-    if value is None:
-        raise ConfigError(f"controller.auth: token {entry.name!r}: environment variable {entry.env} is not set")
-    return value.strip()
-
-
 def load_tokens(config: RestAuthConfig) -> list[Token]:
     """Resolves every token's secret; a missing, short or malformed one raises :class:`ConfigError`
     (the message names the token, never its secret)."""
     tokens: list[Token] = []
     for entry in config.tokens:
-        secret = _secret(entry)
+        secret = entry.value.get_secret_value().strip()
         if len(secret) < MIN_TOKEN_LENGTH or not _TOKEN_CHARS.match(secret):
             raise ConfigError(
                 f"controller.auth: token {entry.name!r} must be at least {MIN_TOKEN_LENGTH} characters of "

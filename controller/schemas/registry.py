@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import time
 import urllib.parse
 import zipfile
@@ -31,7 +30,6 @@ from typing import Any
 import requests
 
 from ferry.common.config import RegistryConfig
-from ferry.common.errors import ConfigError
 from ferry.controller.errors import ControllerError, Unavailable
 
 CCOMPAT = "/apis/ccompat/v7"
@@ -88,15 +86,7 @@ class RegistryClient:
         self._sleep = sleep
         self._session = session or requests.Session()
         if config.auth is not None:
-            auth = config.auth
-            if auth.password is not None:
-                password = auth.password.get_secret_value()
-            elif os.environ.get(auth.password_env or ""):
-                password = os.environ[auth.password_env or ""]
-            else:
-                raise ConfigError(f"schemas.registries.{name}.auth: the environment variable "
-                                  f"{auth.password_env} is not set")
-            self._session.auth = (auth.username, password)
+            self._session.auth = (config.auth.username, config.auth.password.get_secret_value())
 
     def close(self) -> None:
         self._session.close()

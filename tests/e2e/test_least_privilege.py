@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from ferry.common import acls
-from ferry.common.acl_check import check_granted, granted_acls
 from ferry.common.config import load_config
+from ferry.common.preflight import acls
+from ferry.common.preflight.grants import check_granted, granted_acls
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import commit_offset, committed_offset
 from tests.harness.processes import FerryProcess, Fleet, RecordLedger, wait_until

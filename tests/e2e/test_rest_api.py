@@ -139,7 +139,7 @@ def test_schemathesis_finds_no_5xx_and_conforming_answers_on_a_leader_and_a_stan
 ) -> None:
     token_file = tmp_path / "write.token"
     token_file.write_text(WRITE_TOKEN + "\n")
-    leader, standby = pair({"auth": {"open_reads": True, "tokens": [{"name": "ops", "file": str(token_file)}]}})
+    leader, standby = pair({"auth": {"open_reads": True, "tokens": [{"name": "ops", "value": f"${{file:{token_file}}}"}]}})
     assert requests.get(f"{leader.url}/topics", timeout=5).status_code == 200  # open reads: no token
     for process in (leader, standby):
         assert_dot_topics_are_400(process.url, bearer(WRITE_TOKEN))
@@ -165,7 +165,7 @@ def test_tokens_guard_reads_and_writes_and_follow_a_forwarded_write(
 ) -> None:
     monkeypatch.setenv("FERRY_E2E_WRITE_TOKEN", WRITE_TOKEN)
     leader, standby = pair({"auth": {"open_reads": False, "tokens": [
-        {"name": "ops", "role": "write", "env": "FERRY_E2E_WRITE_TOKEN"},
+        {"name": "ops", "role": "write", "value": "${env:FERRY_E2E_WRITE_TOKEN}"},
         {"name": "dashboard", "role": "read", "value": READ_TOKEN},
     ]}})
     first, second = topic_name("auth-a"), topic_name("auth-b")
@@ -243,9 +243,9 @@ def test_tls_serves_https_and_a_standby_forwards_over_it(
 
 
 @pytest.mark.parametrize(("controller", "env", "problem"), [
-    ({"auth": {"tokens": [{"name": "ops", "env": "FERRY_E2E_UNSET_TOKEN"}]}}, {},
-     "token 'ops': environment variable FERRY_E2E_UNSET_TOKEN is not set"),
-    ({"auth": {"tokens": [{"name": "ops", "env": "FERRY_E2E_SHORT_TOKEN"}]}}, {"FERRY_E2E_SHORT_TOKEN": "tiny-secret"},
+    ({"auth": {"tokens": [{"name": "ops", "value": "${env:FERRY_E2E_UNSET_TOKEN}"}]}}, {},
+     "controller.auth.tokens.0.value: ${env:FERRY_E2E_UNSET_TOKEN}: the environment variable FERRY_E2E_UNSET_TOKEN is not set"),
+    ({"auth": {"tokens": [{"name": "ops", "value": "${env:FERRY_E2E_SHORT_TOKEN}"}]}}, {"FERRY_E2E_SHORT_TOKEN": "tiny-secret"},
      "token 'ops' must be at least 16 characters"),
     ({"tls": {"cert_file": "/nonexistent/rest.crt", "key_file": "/nonexistent/rest.key"}}, {},
      "controller.tls: /nonexistent/rest.crt is not a readable file"),

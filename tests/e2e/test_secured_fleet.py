@@ -1,6 +1,7 @@
 """A fleet on secured servers: real `ferry controller` and `ferry worker` processes mirror between
 the local stack's SASL_SSL listeners (SCRAM-SHA-512, TLS with the stack's CA), with ZooKeeper
-digest authentication and ACLs that let nobody else read or change Ferry's state.
+digest authentication and ACLs that let nobody else read or change Ferry's state. Every secret
+comes from a `${env:...}` placeholder, and none appears in any process's log.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kazoo.exceptions import NoAuthError
 
 from ferry.common.config import load_config
 from ferry.common.zk.layout import ZkLayout, make_client
+from ferry.devstack import stack as devstack
 from tests.harness.processes import Fleet, RecordLedger, wait_until
 
 PARTITIONS = 4
@@ -26,15 +28,18 @@ RECORDS = 5_000
 def test_secured_fleet_mirrors_everything_and_nobody_else_touches_its_state(
     fleet: Fleet, topic_name: Callable[[str], str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Credentials from an environment variable: the config file holds no ZooKeeper secret.
+    # Credentials from environment variables: the config file holds no secret.
     monkeypatch.setenv("FERRY_E2E_ZK_DIGEST", "ferry:e2e-zk-s3cret")
+    monkeypatch.setenv("FERRY_E2E_KAFKA_PASSWORD", devstack.SASL_PASSWORD)
+    from_env = {"sasl.password": "${env:FERRY_E2E_KAFKA_PASSWORD}"}
     chain_top = fleet.zk_root + "/ferry"  # the root chain (/ferry/prod) is created by Ferry, with its ACL
     fleet.zk_root = chain_top + "/prod"
     fleet.extra = {
-        "zookeeper": {"auth": {"digest_env": "FERRY_E2E_ZK_DIGEST", "others": "none"}},
-        "clusters": {"src": fleet.stack.secured("src"), "dst": fleet.stack.secured("dst")},
+        "zookeeper": {"auth": {"digest": "${env:FERRY_E2E_ZK_DIGEST}", "others": "none"}},
+        "clusters": {"src": {**fleet.stack.secured("src"), **from_env}, "dst": {**fleet.stack.secured("dst"), **from_env}},
     }
     fleet.write_config()
+    assert devstack.SASL_PASSWORD not in fleet.config_path.read_text()
     config = load_config(fleet.config_path)
     layout = ZkLayout(config.zookeeper.root)
     ferry_zk = make_client(config.zookeeper)
@@ -87,6 +92,10 @@ def test_secured_fleet_mirrors_everything_and_nobody_else_touches_its_state(
         states = {entry["state"] for entry in json.loads(inspected.stdout)["external"].values()}
         assert states == {"ONLINE"}
         assert controller.alive() and worker.alive()
+        for process in fleet.processes:
+            log = process.log.read_text(errors="replace")
+            for secret in (devstack.SASL_PASSWORD, "e2e-zk-s3cret"):
+                assert secret not in log, f"a secret appears in {process.name}'s log"
     finally:
         fleet.stop_all()
         if ferry_zk.exists(chain_top):

@@ -9,6 +9,7 @@ a secured cluster.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,12 +44,14 @@ def spark() -> Iterator[Any]:
 def secured_config(zk_chroot: str, local_stack: devstack.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     connect, chroot = zk_chroot.split("/", 1)
     monkeypatch.setenv("FERRY_TEST_ZK_DIGEST", "ferry:zk-s3cret")
+    monkeypatch.setenv("FERRY_TEST_KAFKA_PASSWORD", devstack.SASL_PASSWORD)
+    from_env = {"sasl.password": "${env:FERRY_TEST_KAFKA_PASSWORD}"}
     data = {
         "zookeeper": {
             "connect": connect, "root": f"/{chroot}/ferry", "retry_deadline_s": 15,
-            "auth": {"digest_env": "FERRY_TEST_ZK_DIGEST", "others": "none"},
+            "auth": {"digest": "${env:FERRY_TEST_ZK_DIGEST}", "others": "none"},
         },
-        "clusters": {"src": local_stack.secured("src"), "dst": local_stack.secured("dst")},
+        "clusters": {"src": {**local_stack.secured("src"), **from_env}, "dst": {**local_stack.secured("dst"), **from_env}},
         "routes": [{"source": "src", "destination": "dst"}],
     }
     (tmp_path / "ferry.yaml").write_text(yaml.safe_dump(data))
@@ -62,8 +65,9 @@ def secured_config(zk_chroot: str, local_stack: devstack.Stack, tmp_path: Path, 
 
 def test_validate_audit_and_zk_with_sasl_ssl_kafka_and_zookeeper_acls(
     spark: Any, secured_config: dict[str, Any], tmp_path: Path, topic_name: Callable[[str], str],
-    zk_chroot: str, capsys: pytest.CaptureFixture[str],
+    zk_chroot: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     config = parse_config(secured_config)
     config_file = str(tmp_path / "ferry.yaml")
     src, dst = (dict(config.clusters[name]) for name in ("src", "dst"))
@@ -111,3 +115,6 @@ def test_validate_audit_and_zk_with_sasl_ssl_kafka_and_zookeeper_acls(
     assert cli.main(["audit", "--config", config_file, "--topic", topic, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["ok"], report["source"], report["destination"]) == (True, RECORDS, RECORDS)
+    # The Kafka password came from ${env:...}: no log record and no output shows it.
+    assert devstack.SASL_PASSWORD not in caplog.text and "zk-s3cret" not in caplog.text
+    assert devstack.SASL_PASSWORD not in "".join(capsys.readouterr())

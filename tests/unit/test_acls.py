@@ -1,4 +1,4 @@
-"""The Kafka ACLs a config needs (common/acls.py): per feature, per cluster, as kafka-acls.sh lines."""
+"""The Kafka ACLs a config needs (common/preflight/acls.py): per feature, per cluster, as kafka-acls.sh lines."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.common import acls
-from ferry.common.acls import ANY, CLUSTER, CLUSTER_NAME, GROUP, LITERAL, PREFIXED, TOPIC, Acl, Resource
 from ferry.common.config import parse_config
 from ferry.common.errors import ConfigError
+from ferry.common.preflight import acls
+from ferry.common.preflight.acls import ANY, CLUSTER, CLUSTER_NAME, GROUP, LITERAL, PREFIXED, TOPIC, Acl, Resource
 from ferry.devstack import stack as devstack
 
 SASL = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "ferry", "sasl.password": "x"}

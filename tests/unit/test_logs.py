@@ -136,11 +136,11 @@ def test_librdkafkas_messages_are_records_of_the_librdkafka_logger_with_the_clie
 
 def test_every_client_gets_a_librdkafka_logger_with_the_fields_it_is_built_under() -> None:
     with logs.context(route="src.dst"):
-        settings = kafka_clients._merge(kafka_clients.PRODUCER_DEFAULTS, {"bootstrap.servers": "b:9092"})
+        settings = kafka_clients.merged(kafka_clients.PRODUCER_DEFAULTS, {"bootstrap.servers": "b:9092"})
     assert isinstance(settings["logger"], logs.LibrdkafkaLog)
     assert settings["logger"].fields == {"route": "src.dst"}
     own = logging.getLogger("mine")
-    assert kafka_clients._merge({"bootstrap.servers": "b:9092"}, {"logger": own})["logger"] is own
+    assert kafka_clients.merged({"bootstrap.servers": "b:9092"}, {"logger": own})["logger"] is own
 
 
 class _FakeAdmin:

@@ -281,39 +281,49 @@ def test_a_standby_forwards_the_callers_token_and_request_id(serve: Callable[[Fl
 
 
 def test_tokens_come_from_a_value_a_file_or_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "token").write_text("file-secret-0123456789\nignored\n")
+    (tmp_path / "token").write_text("file-secret-0123456789\n")
     monkeypatch.setenv("FERRY_TEST_TOKEN", "env-secret-0123456789")
-    tokens = load_tokens(RestAuthConfig(tokens=[
-        RestTokenConfig(name="a", value="value-secret-0123456789"),
-        RestTokenConfig(name="b", file=str(tmp_path / "token"), role="read"),
-        RestTokenConfig(name="c", env="FERRY_TEST_TOKEN"),
-    ]))
+    config = parse_config({**CONFIG_BASE, "controller": {"auth": {"tokens": [
+        {"name": "a", "value": "value-secret-0123456789"},
+        {"name": "b", "value": f"${{file:{tmp_path / 'token'}}}", "role": "read"},
+        {"name": "c", "value": "${env:FERRY_TEST_TOKEN}"},
+    ]}}})
+    assert config.controller.auth is not None
+    tokens = load_tokens(config.controller.auth)
     assert [(t.name, t.role, t.secret) for t in tokens] == [
         ("a", "write", b"value-secret-0123456789"), ("b", "read", b"file-secret-0123456789"),
         ("c", "write", b"env-secret-0123456789")]
-    assert "secret" not in repr(tokens)
+    assert "secret" not in repr(tokens) and "secret-0123456789" not in repr(config)
 
 
-@pytest.mark.parametrize(("entry", "problem"), [
-    ({"name": "a", "env": "FERRY_TEST_UNSET_VARIABLE"}, "is not set"),
-    ({"name": "a", "file": "/nonexistent/token"}, "cannot read"),
-    ({"name": "a", "value": "short"}, "at least 16"),
-    ({"name": "a", "value": "has spaces in it 0123456789"}, "at least 16"),
+@pytest.mark.parametrize(("value", "problem"), [
+    ("${env:FERRY_TEST_UNSET_VARIABLE}", "controller.auth.tokens.0.value: .*is not set"),
+    ("${file:/nonexistent/token}", "controller.auth.tokens.0.value: .*cannot read"),
 ])
-def test_an_unusable_token_is_a_config_error_that_does_not_show_it(entry: dict[str, Any], problem: str) -> None:
-    with pytest.raises(ConfigError, match=problem) as caught:
-        load_tokens(RestAuthConfig(tokens=[RestTokenConfig(**entry)]))
+def test_an_unusable_token_placeholder_is_a_config_error_naming_the_key(value: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        parse_config({**CONFIG_BASE, "controller": {"auth": {"tokens": [{"name": "a", "value": value}]}}})
+
+
+@pytest.mark.parametrize("value", ["short", "has spaces in it 0123456789"])
+def test_an_unusable_token_is_a_config_error_that_does_not_show_it(value: str) -> None:
+    with pytest.raises(ConfigError, match="at least 16") as caught:
+        load_tokens(RestAuthConfig(tokens=[RestTokenConfig(name="a", value=value)]))
     assert "short" not in str(caught.value) and "spaces" not in str(caught.value)
 
 
-def test_the_config_wants_exactly_one_source_per_token_and_hides_values() -> None:
-    base = {"zookeeper": {"connect": "zk:2181"}, "clusters": {"a": {"bootstrap.servers": "a:9092"},
-                                                            "b": {"bootstrap.servers": "b:9092"}},
-            "routes": [{"source": "a", "destination": "b"}]}
-    with pytest.raises(ConfigError, match="exactly one of value, file or env"):
-        parse_config({**base, "controller": {"auth": {"tokens": [{"name": "x", "value": "v" * 20, "env": "E"}]}}})
+CONFIG_BASE: dict[str, Any] = {
+    "zookeeper": {"connect": "zk:2181"},
+    "clusters": {"a": {"bootstrap.servers": "a:9092"}, "b": {"bootstrap.servers": "b:9092"}},
+    "routes": [{"source": "a", "destination": "b"}]}
+
+
+def test_the_config_wants_a_value_per_token_and_hides_values() -> None:
+    base = CONFIG_BASE
+    with pytest.raises(ConfigError, match=r"tokens.0.value: Field required"):
+        parse_config({**base, "controller": {"auth": {"tokens": [{"name": "x"}]}}})
     with pytest.raises(ConfigError, match="unique"):
-        parse_config({**base, "controller": {"auth": {"tokens": [{"name": "x", "env": "A"}, {"name": "x", "env": "B"}]}}})
+        parse_config({**base, "controller": {"auth": {"tokens": [{"name": "x", "value": "A" * 20}, {"name": "x", "value": "B" * 20}]}}})
     config = parse_config({**base, "controller": {"auth": {"tokens": [{"name": "x", "value": "hidden-0123456789"}]}}})
     assert "hidden-0123456789" not in repr(config)
     assert config.controller.auth is not None and config.controller.auth.open_reads is False

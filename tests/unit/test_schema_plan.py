@@ -186,7 +186,7 @@ def test_a_valid_schemas_section() -> None:
     ({"registries": {"src": {"url": "ftp://s"}}}, "schemas.registries.src.url"),
     ({"registries": {"src": {"url": "http://s", "subject_format": "{tenant}-{topic}"}}}, "subject_vars does not define"),
     ({"registries": {"src": {"url": "http://s", "subject_format": "static"}}}, "exactly once"),
-    ({"registries": {"src": {"url": "http://s", "auth": {"username": "u"}}}}, "exactly one of password"),
+    ({"registries": {"src": {"url": "http://s", "auth": {"username": "u"}}}}, "password: Field required"),
     ({"include": ["("]}, "not a valid regular expression"),
     ({"interval_s": 0}, "schemas.interval_s"),
 ])

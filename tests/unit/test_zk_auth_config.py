@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.protocol.serialization import Auth
 from kazoo.security import ACL, Id, Permissions, make_digest_acl_credential
 
 from ferry.common.config import ZookeeperConfig, parse_config
@@ -41,18 +43,19 @@ def test_digest_in_the_file_is_never_printed() -> None:
 def test_digest_from_a_file_or_an_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = tmp_path / "zk-digest"
     secret.write_text("ferry:from-file\n")
-    from_file = zk({"digest_file": str(secret)}).auth
+    from_file = zk({"digest": f"${{file:{secret}}}"}).auth
     assert from_file is not None and from_file.credentials() == ("ferry", "from-file")
     monkeypatch.setenv("FERRY_TEST_ZK_DIGEST", "ferry:from:env")
-    from_env = zk({"digest_env": "FERRY_TEST_ZK_DIGEST", "others": "none"}).auth
+    from_env = zk({"digest": "${env:FERRY_TEST_ZK_DIGEST}", "others": "none"}).auth
     assert from_env is not None and from_env.credentials() == ("ferry", "from:env")
+    assert "from:env" not in repr(from_env)
 
 
 @pytest.mark.parametrize(
     ("auth", "message"),
     [
-        ({}, "exactly one of digest, digest_file, digest_env"),
-        ({"digest": "a:b", "digest_env": "X"}, "got digest, digest_env"),
+        ({}, "zookeeper.auth.digest: Field required"),
+        ({"digest": "a:b", "digest_env": "X"}, "zookeeper.auth.digest_env: Extra inputs are not permitted"),
         ({"digest": "no-colon"}, "must be user:password"),
         ({"digest": ":password"}, "must be user:password"),
         ({"digest": "a:b", "others": "write"}, "zookeeper.auth.others"),
@@ -64,15 +67,15 @@ def test_bad_auth_sections_are_named(auth: dict[str, Any], message: str) -> None
     assert "no-colon" not in str(raised.value)
 
 
-def test_unusable_sources_are_config_errors_at_client_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unusable_placeholders_are_config_errors_naming_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FERRY_TEST_UNSET", raising=False)
-    with pytest.raises(ConfigError, match="FERRY_TEST_UNSET is not set"):
-        make_client(zk({"digest_env": "FERRY_TEST_UNSET"}))
-    with pytest.raises(ConfigError, match="cannot read"):
-        make_client(zk({"digest_file": str(tmp_path / "missing")}))
+    with pytest.raises(ConfigError, match=r"zookeeper.auth.digest: .*FERRY_TEST_UNSET is not set"):
+        zk({"digest": "${env:FERRY_TEST_UNSET}"})
+    with pytest.raises(ConfigError, match=r"zookeeper.auth.digest: .*cannot read"):
+        zk({"digest": f"${{file:{tmp_path / 'missing'}}}"})
     (tmp_path / "empty").write_text("\n")
-    with pytest.raises(ConfigError, match="must be user:password"):
-        make_client(zk({"digest_file": str(tmp_path / "empty")}))
+    with pytest.raises(ConfigError, match=r"zookeeper.auth.digest: .*must be user:password"):
+        zk({"digest": f"${{file:{tmp_path / 'empty'}}}"})
 
 
 @pytest.mark.parametrize("others", ["read", "none"])
@@ -85,3 +88,10 @@ def test_ferrys_identity_may_do_everything_others_read_or_nothing(others: str) -
     assert ferry_acl(config.auth, "ferry", "s3cret") == expected
     client = make_client(config)
     assert client.default_acl == expected and client.auth_data == {("digest", "ferry:s3cret")}
+
+
+def test_kazoos_debug_line_for_the_auth_request_hides_the_digest(caplog: pytest.LogCaptureFixture) -> None:
+    make_client(zk({"digest": "ferry:s3cret"}))  # installs the filter on kazoo's loggers
+    caplog.set_level(logging.DEBUG, logger="kazoo.client")
+    logging.getLogger("kazoo.client").debug("Sending request(xid=%s): %s", None, Auth(0, "digest", "ferry:s3cret"))
+    assert "Sending request" in caplog.text and "s3cret" not in caplog.text

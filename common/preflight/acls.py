@@ -3,7 +3,7 @@
 Pure: plain data in (a :class:`~ferry.common.config.FerryConfig`, extra topic names), a sorted list
 of :class:`Acl` bindings out; no I/O, no clock. ``ferry acls`` prints them as ``kafka-acls.sh``
 command lines (:func:`command_lines`), ``docs/security.md`` lists them for a typical config, and
-:func:`ferry.common.acl_check.check_granted` compares them with what a cluster grants.
+:func:`ferry.common.preflight.grants.check_granted` compares them with what a cluster grants.
 
 What each feature does on Kafka, and so what it needs (Kafka's implications apply: ``Read``,
 ``Write`` and ``Alter`` imply ``Describe``; ``AlterConfigs`` implies ``DescribeConfigs``):

@@ -1,4 +1,4 @@
-"""``ferry acls``: the Kafka ACLs a config needs (:mod:`common.acls`), and which of them a cluster lacks.
+"""``ferry acls``: the Kafka ACLs a config needs (:mod:`common.preflight.acls`), and which of them a cluster lacks.
 
 ``ferry acls --config F [--principal P] [--topic T ...]`` prints, per cluster, the
 ``kafka-acls.sh`` lines that grant Ferry's principal exactly what the config's features need.
@@ -22,10 +22,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from ferry.common import acls
 from ferry.common.config import FerryConfig, load_config
+from ferry.common.errors import ConfigError
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
+from ferry.common.preflight import acls
 
 _TIMEOUT_S = 15.0
 # A filter's "any name" and "any host": None, which confluent-kafka's annotations (str) do not admit.
@@ -92,7 +93,11 @@ def check_granted(
     out: dict[str, ClusterGrants] = {}
     for cluster in sorted({acl.cluster for acl in required}):
         properties = dict(config.clusters[cluster])
-        who = acls.principal_of(cluster, properties, principal)
+        try:
+            who = acls.principal_of(cluster, properties, principal)
+        except ConfigError as exc:  # no SASL user: nothing to ask the cluster about
+            out[cluster] = ClusterGrants(cluster, "", error=str(exc))
+            continue
         try:
             granted = granted_acls(cluster, (admin_clusters or {}).get(cluster, properties), who)
         except KafkaException as exc:

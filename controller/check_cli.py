@@ -1,0 +1,176 @@
+"""``ferry check --config FILE [--connect] [--timeout S]``: is this config usable, before any server starts?
+
+Without ``--connect`` nothing is reached: every problem of the file is listed at once
+(:mod:`common.preflight.config_check`: placeholders, the schema and its cross-field checks, librdkafka's
+verdict on each cluster's properties for its roles; then the REST tokens as the controller checks
+them at start); exit 2 when there is any, else 0.
+
+With ``--connect`` a valid config is then tried against every endpoint with its configured
+credentials, one line each (``ok`` or ``FAIL`` and the reason; never a traceback), each bounded
+by ``--timeout``; exit 1 when any fails:
+
+- each Kafka cluster: a metadata request through an admin client (TLS and SASL included);
+- ZooKeeper: a session with the digest credentials; the ACL on ``zookeeper.root`` (when it
+  exists) must grant Ferry's identity;
+- each schema registry: its subject list, with its basic auth.
+
+- each cluster Ferry needs Kafka ACLs on: whether it grants Ferry's principal (its ``sasl.username``)
+  every ACL ``ferry acls`` prints. Describing ACLs needs ``Describe`` on the cluster, which Ferry's
+  own principal does not have under least privilege: such a cluster's line says it could not be
+  checked (``----``), which is no failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from kazoo.exceptions import KazooException, NoAuthError
+from kazoo.security import make_digest_acl_credential
+
+from ferry.common.config import FerryConfig, RegistryConfig, ZookeeperConfig
+from ferry.common.errors import ConfigError, FerryError
+from ferry.common.kafka import clients as kafka_clients
+from ferry.common.placeholders import Secret
+from ferry.common.preflight import grants as acl_check
+from ferry.common.preflight.config_check import EndpointResult, check_file
+from ferry.common.zk.layout import make_client
+from ferry.controller.api.auth import load_tokens
+from ferry.controller.schemas.registry import RegistryClient
+
+_SILENT = logging.getLogger("ferry.check.kafka")
+_SILENT.setLevel(logging.CRITICAL + 1)
+_SILENT.propagate = False
+# librdkafka's generic verdicts: a specific one (authentication, TLS) from error_cb says more.
+_GENERIC = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("check", help="check a config file: every problem at once; --connect: reach every server")
+    parser.add_argument("--config", required=True, help="Ferry's YAML config file")
+    parser.add_argument("--connect", action="store_true",
+                        help="also reach every Kafka cluster, ZooKeeper and schema registry with the configured credentials")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per endpoint with --connect (default 10)")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.timeout <= 0:
+        raise FerryError("--timeout must be a positive number of seconds")
+    config, problems = check_file(args.config)
+    if config is not None and config.controller.auth is not None:
+        try:  # what the controller checks of its tokens when it starts (length, characters, duplicates)
+            load_tokens(config.controller.auth)
+        except ConfigError as exc:
+            config, problems = None, [*problems, str(exc)]
+    if config is None:  # every problem on its own line: the point of this command (others say one line)
+        print(f"ferry: {args.config} is invalid:", *(f"  {problem}" for problem in problems), sep="\n", file=sys.stderr)
+        return 2
+    print(f"{args.config}: ok")
+    if not args.connect:
+        return 0
+    failed = False
+    for result in connect_results(config, args.timeout):
+        print(result.line(), flush=True)
+        failed = failed or result.ok is False
+    return 1 if failed else 0
+
+
+def connect_results(config: FerryConfig, timeout_s: float) -> Iterator[EndpointResult]:
+    """One result per endpoint, as each is tried: clusters, ZooKeeper, registries, then ACLs."""
+    for name, props in config.clusters.items():
+        yield kafka_result(name, props, timeout_s)
+    yield zookeeper_result(config.zookeeper, timeout_s)
+    for name, registry in (config.schemas.registries.items() if config.schemas else []):
+        yield registry_result(name, registry, timeout_s)
+    yield from acl_results(config)
+
+
+def acl_results(config: FerryConfig) -> Iterator[EndpointResult]:
+    """Per cluster that needs ACLs: granted, missing (how many), or not checked (why)."""
+    for cluster, grants in sorted(acl_check.check_granted(config).items()):
+        endpoint = f"kafka {cluster} ACLs" + (f" of {grants.principal}" if grants.principal else "")
+        if grants.error is not None:
+            yield EndpointResult(endpoint, None, f"not checked: {grants.error}")
+        elif grants.missing:
+            yield EndpointResult(endpoint, False, f"{len(grants.missing)} missing: grant what `ferry acls` prints")
+        else:
+            yield EndpointResult(endpoint, True, "every ACL Ferry needs is granted")
+
+
+def kafka_result(name: str, props: dict[str, Any], timeout_s: float) -> EndpointResult:
+    servers = props.get("bootstrap.servers")
+    endpoint = f"kafka {name}" + ("" if isinstance(servers, Secret) else f" ({servers})")
+    reported: list[KafkaError] = []
+    try:
+        admin = kafka_clients.admin(props, logger=_SILENT, error_cb=reported.append)
+    except KafkaException as exc:  # `ferry check` without --connect names the property
+        return EndpointResult(endpoint, False, f"cannot build a client: {_text(exc)}")
+    try:
+        metadata = admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        admin.poll(min(1.0, timeout_s))  # error_cb runs from poll()
+        specific = [error for error in reported if error.code() not in _GENERIC]
+        reason = specific[-1].str() if specific else _text(exc)
+        return EndpointResult(endpoint, False, f"no answer within {timeout_s:g}s: {reason}" if not specific else reason)
+    brokers = len(metadata.brokers)
+    return EndpointResult(endpoint, True, f"{brokers} broker{'s' if brokers != 1 else ''}, {len(metadata.topics)} topics")
+
+
+def _text(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else None
+    return error.str() if isinstance(error, KafkaError) else str(exc)
+
+
+def zookeeper_result(zookeeper: ZookeeperConfig, timeout_s: float) -> EndpointResult:
+    endpoint = f"zookeeper {zookeeper.connect} ({zookeeper.root})"
+    client = make_client(zookeeper.model_copy(update={"retry_deadline_s": timeout_s}))
+    kazoo_logger = logging.getLogger("kazoo")
+    level = kazoo_logger.level
+    kazoo_logger.setLevel(logging.CRITICAL)  # its connection warnings would repeat the one line below
+    try:
+        try:
+            client.start(timeout=timeout_s)
+        except Exception as exc:  # kazoo's timeout is a plain Exception subclass of its handler
+            return EndpointResult(endpoint, False, f"no session within {timeout_s:g}s ({type(exc).__name__})")
+        root = zookeeper.root
+        user, password = zookeeper.auth.credentials() if zookeeper.auth else ("", "")
+        refused = EndpointResult(endpoint, False, f"the ACL on {root} does not grant user {user!r} with this "
+                                                  "password (a wrong password, or nodes created by another identity)")
+        try:
+            if client.exists(root) is None:
+                return EndpointResult(endpoint, True, f"session open; {root} does not exist yet (Ferry creates it)")
+            if zookeeper.auth is None:
+                children = client.get_children(root)
+                return EndpointResult(endpoint, True, f"session open; {len(children)} nodes under {root}")
+            acls, _ = client.get_acls(root)
+        except NoAuthError:
+            if zookeeper.auth is None:
+                return EndpointResult(endpoint, False, f"not allowed to read {root} (it needs zookeeper.auth)")
+            return refused
+        identity = make_digest_acl_credential(user, password)
+        if not any(acl.id.scheme == "digest" and acl.id.id == identity for acl in acls):
+            return refused
+        return EndpointResult(endpoint, True, f"authenticated as {user!r}; the ACL on {root} grants it")
+    except KazooException as exc:
+        return EndpointResult(endpoint, False, f"{type(exc).__name__} {exc}".strip())
+    finally:
+        client.stop()
+        client.close()
+        kazoo_logger.setLevel(level)
+
+
+def registry_result(name: str, registry: RegistryConfig, timeout_s: float) -> EndpointResult:
+    endpoint = f"registry {name} ({registry.base_url})"
+    client = RegistryClient(name, registry.model_copy(update={"timeout_s": timeout_s}), retry_deadline_s=timeout_s)
+    try:
+        subjects = client.subjects()
+    except FerryError as exc:
+        return EndpointResult(endpoint, False, str(exc))
+    finally:
+        client.close()
+    return EndpointResult(endpoint, True, f"{len(subjects)} subjects")

@@ -66,6 +66,8 @@ _NO_COUNTERPART = [
     (re.compile(r"^sync\.topic\.acls\.(enabled|interval\.seconds)$"),
      "Ferry does not copy ACLs (`ferry acls` prints what Ferry itself needs)"),
     (re.compile(r"^(topic|group|config\.property)\.filter\.class$"), "a Java class; Ferry filters by regular expressions"),
+    (re.compile(r"^offset\.flush\.(interval|timeout)\.ms$"),
+     "Connect's offset flush; Ferry commits what the destination acknowledged every worker.commit_interval_s"),
     (re.compile(r"^offset\.lag\.max$"), "Ferry maps every offset exactly (its offset map)"),
     (re.compile(r"^refresh\.groups\.(enabled|interval\.seconds)$"),
      "Ferry reads the groups at each checkpoint run (controller.checkpoint_interval_s)"),
@@ -277,9 +279,10 @@ def convert(props: dict[str, str], zookeeper: str = "localhost:2181", takeover: 
 
 def _why_not(key: str) -> str:
     bare = key.split("->", 1)[1].split(".", 1)[1] if "->" in key else key
-    for pattern, why in _NO_COUNTERPART:
-        if pattern.match(bare):
-            return why
+    for candidate in (bare, bare.split(".", 1)[-1]):  # the setting itself, or one scoped to a cluster (B.offset.flush.interval.ms)
+        for pattern, why in _NO_COUNTERPART:
+            if pattern.match(candidate):
+                return why
     if "->" in key:
         return "its flow is not enabled" if bare in DEFAULTS or bare in DEPRECATED or bare == "enabled" else "no Ferry counterpart"
     return "no Ferry counterpart"

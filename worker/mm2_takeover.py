@@ -77,6 +77,12 @@ class Mm2Takeover:
                 continue
             syncs[(sync.topic, sync.partition)] = sync
         self._last_copied, self._syncs = last, syncs
+        if not last and not syncs:
+            log.warning("route %s: nothing of MirrorMaker 2's found in %s (destination) nor %s (%s): its partitions start "
+                        "as new ones; check the route's mirrormaker2 names (aliases %s -> %s, connector %s)",
+                        self._route.name, names.offsets_topic, names.offset_syncs_topic, names.offset_syncs_on,
+                        names.source_alias, names.target_alias, names.connector)
+            return
         log.info("route %s: MirrorMaker 2's progress read: %d partitions in %s, %d offset syncs in %s",
                  self._route.name, len(last), names.offsets_topic, len(syncs), names.offset_syncs_topic)
 

@@ -86,6 +86,8 @@ def translate(name: str, value: str, kind: str, settings: dict[str, str]) -> dic
 
     ``settings`` are the client's other Java settings (a keystore's type decides whether librdkafka can read it).
     """
+    if kind == "admin":
+        return "Ferry's admin clients use the cluster's own settings"
     if name in _SAME_NAME or (kind == "consumer" and name in _CONSUMER_SAME) or (kind == "producer" and name in _PRODUCER_SAME):
         return {name: value}
     renamed = _RENAMED.get(name) or (_CONSUMER_RENAMED.get(name) if kind == "consumer" else None) or (

@@ -68,6 +68,8 @@ _NO_COUNTERPART = [
     (re.compile(r"^(topic|group|config\.property)\.filter\.class$"), "a Java class; Ferry filters by regular expressions"),
     (re.compile(r"^offset\.flush\.(interval|timeout)\.ms$"),
      "Connect's offset flush; Ferry commits what the destination acknowledged every worker.commit_interval_s"),
+    (re.compile(r"^offset-syncs\.topic\.location$"),
+     "Ferry always writes an exact offset map; `ferry import-mm2 --takeover` reads MirrorMaker 2's offset syncs from there"),
     (re.compile(r"^emit\.offset-syncs\.enabled$"), "Ferry always writes its exact offset map (__ferry_offset_map)"),
     (re.compile(r"^consumer\.poll\.timeout\.ms$"), "Ferry's copy loop polls without a pause"),
     (re.compile(r"^admin\.timeout\.ms$"), "Ferry's admin requests have deadlines of their own"),

@@ -104,10 +104,27 @@ def _recopied(worker_url: str, topic: str) -> dict[int, int] | None:
     return found if len(found) == PARTITIONS else None
 
 
+def _delete_mm2_topics(stack: devstack.Stack, token: str) -> None:
+    """MirrorMaker 2's internal topics (Connect's offsets topic alone has 25 partitions) off the shared stack."""
+    for cluster in ("src", "dst"):
+        admin = kafka_clients.admin({"bootstrap.servers": stack.bootstrap(cluster)})
+        mine = [t for t in admin.list_topics(timeout=10).topics if token in t and t.startswith("mm2-")]
+        if mine:
+            for future in admin.delete_topics(mine, operation_timeout=30).values():
+                future.result(timeout=30)
+
+
 def test_ferry_continues_a_mirrormaker2_mirror_copying_again_only_what_it_reports(
         fleet: Fleet, local_stack: devstack.Stack, tmp_path: Path) -> None:
-    began = time.monotonic()
     token = uuid.uuid4().hex[:8]
+    try:
+        _takeover(fleet, local_stack, tmp_path, token)
+    finally:
+        _delete_mm2_topics(local_stack, token)
+
+
+def _takeover(fleet: Fleet, local_stack: devstack.Stack, tmp_path: Path, token: str) -> None:
+    began = time.monotonic()
     source, target = f"s{token}", f"d{token}"
     topic, group = f"mm2-takeover-{token}", f"mm2-takeover-group-{token}"
     mirrored = f"{source}.{topic}"  # MirrorMaker 2's default replication policy

@@ -103,6 +103,39 @@ class ZookeeperConfig(_Strict):
 Compression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
 
 
+class MirrorMaker2Config(_Strict):
+    """Take over a MirrorMaker 2 mirror: a partition this route has neither committed nor copied
+    starts where MirrorMaker 2 stopped (its source offset in Connect's offsets topic, else its
+    latest offset sync), and consumer groups the route's own offset map cannot translate yet are
+    translated by MirrorMaker 2's last checkpoints (see docs/migration-from-mirrormaker2.md).
+    Names default to MirrorMaker 2's own (dedicated mode, default policy separator)."""
+
+    source_alias: str | None = None
+    """MirrorMaker 2's alias of the source cluster; absent: the route's source"""
+    target_alias: str | None = None
+    """MirrorMaker 2's alias of the destination cluster; absent: the route's destination"""
+    connector: str = "MirrorSourceConnector"
+    """the MirrorSourceConnector's name (in Connect's offsets topic keys)"""
+    offsets_topic: str | None = None
+    """Connect's offsets topic on the destination; absent: mm2-offsets.<source_alias>.internal"""
+    offset_syncs_topic: str | None = None
+    """MirrorMaker 2's offset syncs; absent: mm2-offset-syncs.<target_alias>.internal"""
+    offset_syncs_on: Literal["source", "destination"] = "source"
+    """the cluster holding the offset syncs (MirrorMaker 2's offset-syncs.topic.location)"""
+    checkpoints_topic: str | None = None
+    """MirrorMaker 2's checkpoints on the destination; absent: <source_alias>.checkpoints.internal"""
+
+    def names(self, source: str, destination: str) -> MirrorMaker2Config:
+        """Every name resolved for the route ``source -> destination``."""
+        src = self.source_alias or source
+        dst = self.target_alias or destination
+        return self.model_copy(update={
+            "source_alias": src, "target_alias": dst,
+            "offsets_topic": self.offsets_topic or f"mm2-offsets.{src}.internal",
+            "offset_syncs_topic": self.offset_syncs_topic or f"mm2-offset-syncs.{dst}.internal",
+            "checkpoints_topic": self.checkpoints_topic or f"{src}.checkpoints.internal"})
+
+
 class RouteConfig(_Strict):
     source: str
     """the cluster records are read from (a name under clusters)"""
@@ -131,6 +164,8 @@ class RouteConfig(_Strict):
     """set by tree: the tree level of this route's distributor"""
     distributor: str | None = None
     """set by tree: the distributor this route belongs to (<cluster>.L<level>)"""
+    mirrormaker2: MirrorMaker2Config | None = None
+    """take over the MirrorMaker 2 mirror of this route: start where it stopped instead of at auto_offset_reset (docs/migration-from-mirrormaker2.md)"""
 
     @field_validator("include", "exclude", "groups", "groups_exclude")
     @classmethod

@@ -60,6 +60,7 @@ from ferry.worker.errors import delivery_failure as _delivery_failure  # the cop
 from ferry.worker.lookback import DestinationReader, LookBackTimeout
 from ferry.worker.map_writer import OffsetMapWriter
 from ferry.worker.metrics import WorkerMetrics
+from ferry.worker.mm2_takeover import Mm2Takeover, Mm2Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,9 @@ class RouteCopier:
         self._skip_max: dict[TopicPartitionKey, int] = {}
         self._map_writer = OffsetMapWriter(route.name, self._destination_name, metrics)
         self._maps: dict[TopicPartitionKey, OffsetMap] = self._map_writer.maps  # filled here, written there
+        # Taking over a MirrorMaker 2 mirror: where a partition the route never copied starts.
+        self._mm2 = (Mm2Takeover(route, source, destination, metrics, client_id)
+                     if route.mirrormaker2 is not None else None)
         # Delivery reports not applied yet to the tracker and the offset map: the callback only
         # queues them, _settle_deliveries() applies them in order, successes per run of a partition.
         self._delivered: list[Any] = []
@@ -188,7 +192,7 @@ class RouteCopier:
                     starting.append(partition)
             try:
                 starts = self._resume_at(topic, starting)
-            except (KafkaException, LookBackTimeout) as exc:
+            except (KafkaException, LookBackTimeout, Mm2Unavailable) as exc:
                 why = str(kafka_error(exc)) if isinstance(exc, KafkaException) else str(exc)
                 deferred.update({(topic, p): f"resuming from the destination: {why}" for p in starting})
                 continue
@@ -237,6 +241,8 @@ class RouteCopier:
             else:
                 self._skip.pop(key, None)
             starts[partition] = plan.start
+            if plan.start is None and self._mm2 is not None:  # nothing of the route's yet: where MirrorMaker 2 stopped
+                starts[partition] = self._mm2.start(topic, partition, dest_topic, self._reader.end_offset)
             self._metrics.lookback.labels(self.route.name).inc(found.read)
             if found.bounded:
                 self._log.warning("route %s: %s/%s: the look-back stopped at %d records before passing the committed offset "

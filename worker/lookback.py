@@ -77,6 +77,10 @@ class DestinationReader:
                 break
         return result
 
+    def end_offset(self, topic: str, partition: int) -> int:
+        """The destination partition's log-end offset now (KafkaException when it cannot be read)."""
+        return self._watermarks(topic, partition)[1]
+
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         """(log start, log end); a topic created a moment ago has no leader yet for a while (bounded wait)."""
         deadline = self._clock() + _LEADER_WAIT_S

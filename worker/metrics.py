@@ -44,6 +44,9 @@ class WorkerMetrics:
                                ["route"], registry=self.registry)
         self.lookback = Counter("ferry_worker_lookback_records", "Destination records read back when taking a partition",
                                 ["route"], registry=self.registry)
+        self.mm2_recopied = Gauge("ferry_worker_mm2_recopied_records",
+                                  "Taking over from MirrorMaker 2: records it had copied after its last offset flush, copied again",
+                                  ["route", "topic", "partition"], registry=self.registry)
         self.generation = Gauge("ferry_worker_generation", "Assignment generation applied", registry=self.registry)
         self.record_age = Histogram(
             "ferry_worker_record_age_seconds",

@@ -235,7 +235,7 @@ _SCHEMAS: dict[str, Any] = {
                         "partition": {"type": "integer"}, "sourceOffset": {"type": "integer"},
                         "sourceLogEnd": _NULLABLE_INT, "lag": _NULLABLE_INT, "destinationTopic": {"type": "string"},
                         "destinationOffset": _NULLABLE_INT,
-                        "method": {"type": "string", "enum": ["exact", "timestamp", "pending"]},
+                        "method": {"type": "string", "enum": ["exact", "timestamp", "mirrormaker2", "pending"]},
                     },
                 }},
             },

@@ -59,6 +59,7 @@ from ferry.common.kafka.errors import kafka_error
 from ferry.common.kafka.pool import ClientPool
 from ferry.common.kafka.topics import InternalTopic
 from ferry.controller.errors import NotFound, Unavailable
+from ferry.controller.groups.mm2_checkpoints import MIRRORMAKER2, Mm2Checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class Translation:
     source_end: int | None  # log-end offset at the source
     destination_topic: str
     destination_offset: int | None  # None: pending
-    method: str  # exact | timestamp | pending
+    method: str  # exact | timestamp | mirrormaker2 | pending
 
     @property
     def lag(self) -> int | None:
@@ -217,6 +218,7 @@ class Checkpointer:
         self._consumers: ClientPool[str] = ClientPool(
             lambda cluster: kafka_clients.consumer(config.clusters[cluster], f"ferry.checkpoints.{client_id}"))
         self._maps: dict[str, OffsetMapReader] = {}
+        self._mm2 = Mm2Checkpoints(config, client_id)  # routes taking over from MirrorMaker 2
         self._lock = threading.Lock()
         self._latest: dict[str, list[Translation]] = {}  # group -> its last translations
         self._checkpointed_at: dict[tuple[str, str], float] = {}  # (route, group) -> last success
@@ -304,6 +306,10 @@ class Checkpointer:
                 continue
             if segments and offset > max(s.src_end for s in segments):
                 result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, None, PENDING))
+                continue
+            seeded = self._mm2.translate(route, group, dest_topic, partition, offset)
+            if seeded is not None:  # Ferry's map has nothing there yet: MirrorMaker 2's checkpoint
+                result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, seeded, MIRRORMAKER2))
                 continue
             by_time = self._by_timestamp(route, topic, dest_topic, partition, offset)
             method = TIMESTAMP if by_time is not None else PENDING

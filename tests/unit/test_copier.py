@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 
-from ferry.common.config import RouteConfig, WorkerConfig
+from ferry.common.config import MirrorMaker2Config, RouteConfig, WorkerConfig
 from ferry.common.core.offset_map import MAP_TOPIC, Segment, parse_segment
 from ferry.common.core.provenance import encode
+from ferry.common.mm2.records import OffsetSync, encode_offset_sync
 from ferry.worker import copier as copier_module
+from ferry.worker import mm2_takeover
 from ferry.worker.copier import RETRY_BACKOFF_S, RouteCopier
 from ferry.worker.metrics import WorkerMetrics
 from tests.fakes import TOPIC, FakeAdmin, FakeClock, FakeConsumer, FakeMessage, FakeProducer
@@ -363,3 +365,26 @@ def test_the_destination_producer_compresses_by_the_route_unless_worker_producer
     assert rig.producer_settings["compression.type"] == "zstd"
     RouteCopier(route, {}, {}, WorkerConfig(producer={"compression.type": "gzip"}), WorkerMetrics(), "test", clock=rig.clock)
     assert rig.producer_settings["compression.type"] == "gzip"
+
+
+def test_a_route_taking_over_from_mirrormaker2_starts_where_it_last_flushed(
+        rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MirrorMaker 2 flushed offset 99 of partition 0 and wrote 125 records (sync: source 49 is destination 49);
+    it never copied partition 1, which starts as a new partition. Once committed, the route's own offset wins."""
+    topics = {
+        "mm2-offsets.src.internal": [(b'["MirrorSourceConnector",{"cluster":"src","partition":0,"topic":"orders"}]', b'{"offset":99}'),
+                                     (b'["MirrorSourceConnector",{"cluster":"other","partition":1,"topic":"orders"}]', b'{"offset":5}')],
+        "mm2-offset-syncs.dst.internal": [encode_offset_sync(OffsetSync(TOPIC, 0, 49, 49))],
+    }
+    monkeypatch.setattr(mm2_takeover, "read_topic", lambda cluster, topic, client_id: topics.get(topic, []))
+    route = RouteConfig(source="src", destination="dst", naming="prefix", mirrormaker2=MirrorMaker2Config())
+    copier = _copier_for(rig, monkeypatch, route)
+    metrics = copier._metrics
+    rig.consumer.destination = {0: [[("origin", b"mm2")]] * 125}  # MirrorMaker 2's copies: no provenance header
+    assigned: list[TopicPartition] = []
+    rig.consumer.incremental_assign = assigned.extend
+    assert sorted(copier.acquire([(TOPIC, 0), (TOPIC, 1)]).online) == [(TOPIC, 0), (TOPIC, 1)]
+    assert sorted((tp.partition, tp.offset) for tp in assigned) == [(0, 100), (1, OFFSET_BEGINNING)]
+    assert metrics.mm2_recopied.labels("src.dst", TOPIC, "0")._value.get() == 25
+    rig.consumer.committed_offsets = {0: 130}
+    assert copier._resume_at(TOPIC, [0]) == {0: 130}

@@ -1,0 +1,372 @@
+"""MirrorMaker 2's properties mapped to Ferry's config (``ferry import-mm2``).
+
+Pure: a dict of properties in, a config dict and the list of what was not converted out; no I/O,
+no clock. Every key of the input either lands somewhere in the output or is listed in
+:attr:`Conversion.not_converted` with the reason, so nothing is dropped silently.
+
+MirrorMaker 2's rules followed here (``MirrorMakerConfig``, ``MirrorSourceConfig``,
+``DefaultTopicFilter``, ``DefaultGroupFilter``): a flow ``A->B`` runs only with ``A->B.enabled =
+true``; a setting ``A->B.<key>`` overrides the top-level ``<key>`` for that flow; ``<cluster>.<key>``
+holds a cluster's client settings, and a top-level security setting applies to every cluster that
+does not set its own; topic and group filters are comma-separated lists of Java regular
+expressions matched against the whole name, as Ferry's ``include``/``exclude`` are.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ferry.common.mm2 import clients
+
+DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
+IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
+# MirrorMaker 2's defaults (MirrorSourceConfig, MirrorCheckpointConfig, MirrorHeartbeatConfig, DefaultConfigPropertyFilter).
+DEFAULTS = {
+    "topics": ".*",
+    "topics.exclude": r".*[\-\.]internal, .*\.replica, __.*",
+    "groups": ".*",
+    "groups.exclude": "console-consumer-.*, connect-.*, __.*",
+    "replication.policy.class": DEFAULT_POLICY,
+    "replication.policy.separator": ".",
+    "replication.policy.internal.topic.separator.enabled": "true",
+    "sync.group.offsets.enabled": "false",
+    "sync.group.offsets.interval.seconds": "60",
+    "emit.checkpoints.enabled": "true",
+    "emit.checkpoints.interval.seconds": "60",
+    "emit.heartbeats.enabled": "true",
+    "emit.heartbeats.interval.seconds": "1",
+    "refresh.topics.enabled": "true",
+    "refresh.topics.interval.seconds": "600",
+    "sync.topic.configs.enabled": "true",
+    "sync.topic.configs.interval.seconds": "600",
+    "config.properties.exclude": (r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
+                                  r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
+                                  r"unclean\.leader\.election\.enable, min\.insync\.replicas"),
+    "offset-syncs.topic.location": "source",
+}
+# Deprecated names MirrorMaker 2 still reads when the new one is not set.
+DEPRECATED = {"topics.blacklist": "topics.exclude", "groups.blacklist": "groups.exclude",
+              "config.properties.blacklist": "config.properties.exclude"}
+# Client settings that apply to every cluster when given at the top level (MirrorClientConfig's CLIENT_CONFIG_DEF).
+_TOP_LEVEL_CLIENT = re.compile(r"^(security\.protocol|sasl\..+|ssl\..+)$")
+# Why MirrorMaker 2's own machinery has no counterpart in Ferry.
+_NO_COUNTERPART = [
+    (re.compile(r"^(offset|config|status)\.storage\.(topic|replication\.factor|partitions)$"),
+     "Ferry keeps no Connect offsets, config or status topics: its state is in ZooKeeper and its source offsets in "
+     "the consumer group ferry.<source>.<destination>"),
+    (re.compile(r"^(offset-syncs|checkpoints|heartbeats)\.topic\.replication\.factor$"),
+     "Ferry's internal topics (offset map, checkpoints, heartbeats) take the cluster's default.replication.factor"),
+    (re.compile(r"^replication\.factor$"),
+     "Ferry creates destination topics with the cluster's default.replication.factor"),
+    (re.compile(r"^tasks\.max$"), "Ferry's parallelism is its number of workers, balanced by the controller"),
+    (re.compile(r"^(key|value|header)\.converter(\..*)?$"), "Ferry copies bytes as they are"),
+    (re.compile(r"^sync\.topic\.acls\.(enabled|interval\.seconds)$"),
+     "Ferry does not copy ACLs (`ferry acls` prints what Ferry itself needs)"),
+    (re.compile(r"^(topic|group|config\.property)\.filter\.class$"), "a Java class; Ferry filters by regular expressions"),
+    (re.compile(r"^offset\.flush\.(interval|timeout)\.ms$"),
+     "Connect's offset flush; Ferry commits what the destination acknowledged every worker.commit_interval_s"),
+    (re.compile(r"^offset-syncs\.topic\.location$"),
+     "Ferry always writes an exact offset map; `ferry import-mm2 --takeover` reads MirrorMaker 2's offset syncs from there"),
+    (re.compile(r"^emit\.offset-syncs\.enabled$"), "Ferry always writes its exact offset map (__ferry_offset_map)"),
+    (re.compile(r"^consumer\.poll\.timeout\.ms$"), "Ferry's copy loop polls without a pause"),
+    (re.compile(r"^admin\.timeout\.ms$"), "Ferry's admin requests have deadlines of their own"),
+    (re.compile(r"^add\.source\.alias\.to\.metrics$"), "Ferry's metrics carry the route as a label"),
+    (re.compile(r"^use\.incremental\.alter\.configs$"), "Ferry's observer sets destination topic configs itself"),
+    (re.compile(r"^(forwarding\.admin\.class|metric\.reporters)$"), "a Java class; Ferry exports Prometheus metrics"),
+    (re.compile(r"^config\.providers(\..*)?$"),
+     "Ferry reads its own secrets from files or environment variables (zookeeper.auth, controller.auth); "
+     "write the resolved values into clusters"),
+    (re.compile(r"^replication\.policy\.internal\.topic\.separator\.enabled$"),
+     "it names MirrorMaker 2's internal topics; Ferry's are __ferry_*"),
+    (re.compile(r"^(source|target)\.cluster\.alias$"), "MirrorMaker 2 sets it per flow; Ferry's routes name their clusters"),
+    (re.compile(r"^offset\.lag\.max$"), "Ferry maps every offset exactly (its offset map)"),
+    (re.compile(r"^refresh\.groups\.(enabled|interval\.seconds)$"),
+     "Ferry reads the groups at each checkpoint run (controller.checkpoint_interval_s)"),
+    (re.compile(r"^(dedicated\.mode\..*|listeners|rest\..*|admin\.listeners)$"),
+     "Connect's REST server; Ferry's controller has its own (controller.rest_port)"),
+    (re.compile(r"^(exactly\.once\.support|transaction\.boundary)$"),
+     "Ferry copies at least once and maps offsets exactly; duplicates after a failure are found by the resume rule"),
+]
+
+
+class Mm2Error(ValueError):
+    """A MirrorMaker 2 config that cannot be converted at all (no clusters, a cluster without bootstrap.servers)."""
+
+
+@dataclass(frozen=True)
+class NotConverted:
+    key: str
+    value: str
+    why: str
+
+    def line(self) -> str:
+        """The one stderr line ``ferry import-mm2`` prints for it."""
+        return f"ferry import-mm2: not converted: {self.key}={self.value} ({self.why})"
+
+
+@dataclass
+class Conversion:
+    config: dict[str, Any]
+    not_converted: list[NotConverted] = field(default_factory=list)
+
+
+def split_list(value: str) -> list[str]:
+    """A Java ``ConfigDef`` list: comma-separated, blanks around the commas dropped, empty items dropped."""
+    return [item for item in re.split(r"\s*,\s*", value.strip()) if item]
+
+
+def _bool(value: str) -> bool:
+    return value.strip().lower() == "true"
+
+
+class _Reader:
+    """The properties, with the keys read so far remembered (what is left is reported)."""
+
+    def __init__(self, props: dict[str, str]) -> None:
+        self.props = props
+        self.used: set[str] = set()
+        self.problems: list[NotConverted] = []
+
+    def top(self, key: str) -> str:
+        if key in self.props:
+            self.used.add(key)
+            return self.props[key]
+        old = next((o for o, new in DEPRECATED.items() if new == key and o in self.props), None)
+        if old:
+            self.used.add(old)
+            return self.props[old]
+        return DEFAULTS.get(key, "")
+
+    def flow(self, source: str, target: str, key: str) -> str:
+        """``source->target.key``, else the top-level ``key`` (or its deprecated name), else MirrorMaker 2's default."""
+        for name in (key, *(o for o, new in DEPRECATED.items() if new == key)):
+            flow_key = f"{source}->{target}.{name}"
+            if flow_key in self.props:
+                self.used.add(flow_key)
+                return self.props[flow_key]
+        return self.top(key)
+
+    def skip(self, key: str, why: str) -> None:
+        self.used.add(key)
+        self.problems.append(NotConverted(key, self.props[key], why))
+
+
+def _patterns(reader: _Reader, key: str, value: str) -> list[str]:
+    """The regular expressions of a filter list that Python reads; the others are reported."""
+    good = []
+    for pattern in split_list(value):
+        try:
+            re.compile(pattern)
+            good.append(pattern)
+        except re.error as exc:
+            reader.problems.append(NotConverted(key, pattern, f"a Java regular expression Python cannot read: {exc}"))
+    return good
+
+
+def _clusters(reader: _Reader, names: list[str]) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """Each cluster's librdkafka properties, and the producer settings of each (their compression feeds routes)."""
+    result: dict[str, dict[str, str]] = {}
+    producers: dict[str, dict[str, str]] = {}
+    top_level = {k: v for k, v in reader.props.items() if _TOP_LEVEL_CLIENT.match(k)}
+    for name in names:
+        prefix = f"{name}."
+        own = {k[len(prefix):]: v for k, v in reader.props.items() if k.startswith(prefix)}
+        if "bootstrap.servers" not in own:
+            raise Mm2Error(f"cluster {name!r} has no {name}.bootstrap.servers")
+        props: dict[str, str] = {}
+        common = {**top_level, **{k: v for k, v in own.items() if "." not in k or k.split(".", 1)[0] not in
+                                  ("consumer", "producer", "admin")}}
+        for key, value in common.items():
+            full = f"{prefix}{key}" if key in own else key
+            _client_setting(reader, full, key, value, "common", common, props)
+        producers[name] = {}
+        for kind in ("consumer", "producer", "admin"):
+            settings = {k[len(kind) + 1:]: v for k, v in own.items() if k.startswith(kind + ".")}
+            for key, value in settings.items():
+                full = f"{prefix}{kind}.{key}"
+                if kind == "producer" and key == "compression.type":
+                    reader.used.add(full)
+                    producers[name][key] = value
+                    continue
+                _client_setting(reader, full, key, value, kind, {**common, **settings}, props)
+        # Java trims the blanks around the commas; so does librdkafka, but the file reads better without them.
+        props["bootstrap.servers"] = ",".join(split_list(props["bootstrap.servers"]))
+        result[name] = props
+    return result, producers
+
+
+def _client_setting(reader: _Reader, full: str, key: str, value: str, kind: str, settings: dict[str, str],
+                    props: dict[str, str]) -> None:
+    if full in reader.used:
+        translated = clients.translate(key, value, kind, settings)
+        if isinstance(translated, dict):
+            props.update(translated)
+        return
+    if _is_mm2_setting(key):
+        return  # a cluster-scoped MirrorMaker 2 setting (e.g. B.offset.storage.topic): reported with the rest
+    translated = clients.translate(key, value, kind, settings)
+    if isinstance(translated, str):
+        reader.skip(full, translated)
+    else:
+        reader.used.add(full)
+        props.update(translated)
+
+
+def _is_mm2_setting(key: str) -> bool:
+    return key in DEFAULTS or key in DEPRECATED or any(p.match(key) for p, _ in _NO_COUNTERPART)
+
+
+def _on_cycle(routes: list[tuple[str, str]], route: tuple[str, str]) -> bool:
+    """Whether ``route`` lies on a cycle of ``routes`` (its destination reaches its source)."""
+    seen, frontier = {route[1]}, [route[1]]
+    while frontier:
+        cluster = frontier.pop()
+        for source, destination in routes:
+            if source == cluster and destination not in seen:
+                seen.add(destination)
+                frontier.append(destination)
+    return route[0] in seen
+
+
+def _global(reader: _Reader, flows: list[tuple[str, str]], key: str, pick: Callable[[list[str]], str]) -> str:
+    """A setting Ferry has once for all routes: ``pick`` of the flows' values; a flow whose value differs is reported."""
+    values = [reader.flow(s, t, key) for s, t in flows] or [reader.top(key)]
+    chosen = pick(values)
+    for (source, target), value in zip(flows, values, strict=False):
+        flow_key = f"{source}->{target}.{key}"
+        if value != chosen and flow_key in reader.props:
+            reader.problems.append(NotConverted(flow_key, value, f"Ferry has one {key} for every route; {chosen} is used"))
+    return chosen
+
+
+def _internal_topic(reader: _Reader, name: str) -> str:
+    """MirrorMaker 2's internal topic name ``mm2-offset-syncs.B.internal`` with the policy's separator."""
+    separator = reader.top("replication.policy.separator")
+    if not _bool(reader.top("replication.policy.internal.topic.separator.enabled")):
+        separator = "."
+    return name.replace(".", separator)
+
+
+def convert(props: dict[str, str], zookeeper: str = "localhost:2181", takeover: bool = False) -> Conversion:
+    """Ferry's config for MirrorMaker 2's ``props``; ``takeover``: each route starts where MirrorMaker 2 stopped."""
+    reader = _Reader(props)
+    names = split_list(reader.top("clusters"))
+    if not names:
+        raise Mm2Error("no clusters: a MirrorMaker 2 config names its clusters in `clusters = A, B`")
+    for name in names:
+        if not re.match(r"^[A-Za-z0-9_-]{1,64}$", name):
+            raise Mm2Error(f"cluster alias {name!r}: Ferry's cluster names use only letters, digits, '_' and '-'")
+    cluster_props, producers = _clusters(reader, names)
+    flows = [(s, t) for s in names for t in names if s != t and _bool(reader.flow(s, t, "enabled"))]
+    for s in names:
+        for t in names:
+            key = f"{s}->{t}.enabled"
+            if s != t and key in props:
+                reader.used.add(key)
+    if not flows:
+        raise Mm2Error("no flow is enabled: MirrorMaker 2 runs a flow A->B only with `A->B.enabled = true`")
+    routes = [_route(reader, s, t, flows, producers, takeover) for s, t in flows]
+    config: dict[str, Any] = {"zookeeper": {"connect": zookeeper}, "clusters": cluster_props, "routes": routes}
+    controller: dict[str, Any] = {}
+    syncing = _global(reader, flows, "sync.group.offsets.enabled", lambda v: "true" if any(map(_bool, v)) else "false")
+    controller["sync_group_offsets"] = _bool(syncing)
+    intervals = [float(_global(reader, flows, key, lambda v: min(v, key=float)))
+                 for key in ("emit.checkpoints.interval.seconds", *(["sync.group.offsets.interval.seconds"] if _bool(syncing) else []))]
+    controller["checkpoint_interval_s"] = min(intervals)
+    observe = [float(_global(reader, flows, key, lambda v: min(v, key=float)))
+               for key in ("refresh.topics.interval.seconds", "sync.topic.configs.interval.seconds")]
+    controller["observer_interval_s"] = min(observe)
+    if not _bool(_global(reader, flows, "refresh.topics.enabled", lambda v: "true" if any(map(_bool, v)) else "false")):
+        reader.problems.append(NotConverted("refresh.topics.enabled", "false",
+                                            "Ferry's observer always follows new topics; its include patterns decide which"))
+    config["controller"] = controller
+    if _bool(_global(reader, flows, "emit.heartbeats.enabled", lambda v: "true" if any(map(_bool, v)) else "false")):
+        interval = _global(reader, flows, "emit.heartbeats.interval.seconds", lambda v: min(v, key=float))
+        config["heartbeats"] = {"interval_s": float(interval)}
+    for key in sorted(set(props) - reader.used):
+        reader.skip(key, _why_not(key))
+    return Conversion(config, reader.problems)
+
+
+def _why_not(key: str) -> str:
+    bare = key.split("->", 1)[1].split(".", 1)[1] if "->" in key else key
+    for candidate in (bare, bare.split(".", 1)[-1]):  # the setting itself, or one scoped to a cluster (B.offset.flush.interval.ms)
+        for pattern, why in _NO_COUNTERPART:
+            if pattern.match(candidate):
+                return why
+    if "->" in key:
+        return "its flow is not enabled" if bare in DEFAULTS or bare in DEPRECATED or bare == "enabled" else "no Ferry counterpart"
+    return "no Ferry counterpart"
+
+
+def _route(reader: _Reader, source: str, target: str, flows: list[tuple[str, str]],
+           producers: dict[str, dict[str, str]], takeover: bool) -> dict[str, Any]:
+    route: dict[str, Any] = {"source": source, "destination": target}
+    route["include"] = _patterns(reader, "topics", reader.flow(source, target, "topics"))
+    exclude = _patterns(reader, "topics.exclude", reader.flow(source, target, "topics.exclude"))
+    policy = reader.flow(source, target, "replication.policy.class").strip()
+    separator = reader.flow(source, target, "replication.policy.separator")
+    if policy == IDENTITY_POLICY:
+        route["naming"] = "identity"
+        if _on_cycle(flows, (source, target)):
+            route["loop_prevention"] = True
+    else:
+        if policy != DEFAULT_POLICY:
+            reader.problems.append(NotConverted("replication.policy.class", policy,
+                                                "a custom policy: Ferry names topics identity, prefix or by a template; prefix used"))
+        if separator == ".":
+            route["naming"] = "prefix"
+        elif re.fullmatch(r"[A-Za-z0-9._-]+", separator):
+            route["naming"] = f"{{source}}{separator}{{topic}}"
+            # MirrorMaker 2's cycle rule, which Ferry's prefix naming has built in: never mirror a
+            # topic back to a cluster its prefix chain names.
+            sep, dest = re.escape(separator), re.escape(target)
+            exclude.append(f"(?:.*{sep})?{dest}{sep}.*")
+        else:
+            route["naming"] = "prefix"
+            reader.problems.append(NotConverted("replication.policy.separator", separator,
+                                                "Ferry's topic names allow only letters, digits, '.', '_' and '-' around the topic; '.' used"))
+    route["exclude"] = exclude
+    if _bool(reader.flow(source, target, "emit.checkpoints.enabled")):
+        route["groups"] = _patterns(reader, "groups", reader.flow(source, target, "groups"))
+        route["groups_exclude"] = _patterns(reader, "groups.exclude", reader.flow(source, target, "groups.exclude"))
+    else:
+        for key in ("groups", "groups.exclude"):
+            reader.flow(source, target, key)  # read: no checkpoints, so no groups
+    if _bool(reader.flow(source, target, "sync.topic.configs.enabled")):
+        excluded = []
+        for pattern in split_list(reader.flow(source, target, "config.properties.exclude")):
+            name = pattern.replace("\\.", ".")
+            if re.fullmatch(r"[a-z0-9.-]+", name):
+                excluded.append(name)
+            else:
+                reader.problems.append(NotConverted("config.properties.exclude", pattern,
+                                                    "Ferry's config_exclude names configs, it takes no regular expressions"))
+        route["config_exclude"] = excluded
+    else:
+        reader.problems.append(NotConverted("sync.topic.configs.enabled", "false",
+                                            f"route {source}.{target}: Ferry always follows topic configs; list the ones "
+                                            "to keep apart in config_exclude"))
+    compression = producers.get(target, {}).get("compression.type")
+    if compression in ("none", "gzip", "snappy", "lz4", "zstd"):
+        route["compression"] = compression
+    elif compression is not None:
+        reader.problems.append(NotConverted(f"{target}.producer.compression.type", compression, "librdkafka has no such codec"))
+    if takeover:
+        location = reader.flow(source, target, "offset-syncs.topic.location")
+        offsets_topic = reader.props.get("offset.storage.topic") or reader.props.get(f"{target}.offset.storage.topic")
+        for key in ("offset.storage.topic", f"{target}.offset.storage.topic"):
+            if key in reader.props:
+                reader.used.add(key)
+        route["mirrormaker2"] = {
+            "source_alias": source,
+            "target_alias": target,
+            "offsets_topic": offsets_topic or f"mm2-offsets.{source}.internal",
+            "offset_syncs_topic": _internal_topic(reader, f"mm2-offset-syncs.{target}.internal"),
+            "offset_syncs_on": "destination" if location.strip().lower() == "target" else "source",
+            "checkpoints_topic": _internal_topic(reader, f"{source}.checkpoints.internal"),
+        }
+    return route

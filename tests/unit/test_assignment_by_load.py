@@ -1,8 +1,6 @@
 """The planner by measured load: placement, rebalance with a ratio, hot partitions, stuck partitions."""
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st

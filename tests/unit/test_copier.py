@@ -363,3 +363,15 @@ def test_the_destination_producer_compresses_by_the_route_unless_worker_producer
     assert rig.producer_settings["compression.type"] == "zstd"
     RouteCopier(route, {}, {}, WorkerConfig(producer={"compression.type": "gzip"}), WorkerMetrics(), "test", clock=rig.clock)
     assert rig.producer_settings["compression.type"] == "gzip"
+
+
+def test_copied_records_and_bytes_are_counted_per_partition_for_the_load_report(rig: SimpleNamespace) -> None:
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    _feed(rig, 0, range(0, 3))
+    _feed(rig, 1, range(0, 2))
+    _feed(rig, 0, range(3, 4))
+    assert rig.copier.copy_batch(0.1) == 6
+    copied = rig.copier.take_copied()
+    size = len(FakeMessage(TOPIC, 0, 0))
+    assert copied == {(TOPIC, 0): (4, 4 * size), (TOPIC, 1): (2, 2 * size)}
+    assert rig.copier.take_copied() == {}

@@ -6,9 +6,19 @@ from prometheus_client import CollectorRegistry
 
 from ferry.common.config import ControllerConfig
 from ferry.common.core.assignment import Rate
-from ferry.common.model import PartitionKey, PartitionLoad, PartitionStatus, WorkerStatus
+from ferry.common.model import (
+    IdealState,
+    PartitionKey,
+    PartitionLoad,
+    PartitionStatus,
+    TopicKey,
+    WorkerInfo,
+    WorkerStatus,
+)
 from ferry.common.vocabulary import PartitionState
+from ferry.controller.lead.leader_state import LeaderState
 from ferry.controller.lead.load_balance import LoadBalancer
+from ferry.controller.lead.store import Snapshot
 
 pytestmark = pytest.mark.unit
 
@@ -79,3 +89,18 @@ def test_little_traffic_is_not_rebalanced() -> None:
     lb = balancer(load_balance_min_bytes_per_s=1_000_000)
     lb.observe("w1", status({P[0]: PartitionLoad(5000, 50, 0), P[1]: PartitionLoad(5000, 50, 0)}, 0.2), 0)
     assert lb.plan({P[0]: "w1", P[1]: "w1"}, {"w1", "w2"}, 0) == {}
+
+
+def test_the_leaders_model_places_by_rates_and_applies_moves_onto_active_workers_only() -> None:
+    hot, new = TopicKey("a.b", "hot"), TopicKey("a.b", "new")
+    live = {w: WorkerInfo(w, "h", 1) for w in ("w1", "w2")}
+    model = LeaderState(Snapshot(live=live, ideal={hot: IdealState("a.b", "hot", 2, {0: "w1", 1: "w1"})},
+                                 ideal_versions={hot: 0}))
+    model.applied(model.plan(0.0, 10.0), 1)
+    rates = {PartitionKey("a.b", "hot", 0): Rate(9000, 9), PartitionKey("a.b", "hot", 1): Rate(9000, 9)}
+    model.put_topic(new, IdealState("a.b", "new", 2), 1)
+    changes = model.plan(1.0, 10.0, rates=lambda: rates)
+    assert changes.ideal[new].assignment == {0: "w2", 1: "w2"}  # w1 copies 18,000 B/s, w2 nothing
+    model.applied(changes, 2)
+    changes = model.plan(2.0, 10.0, moves={PartitionKey("a.b", "hot", 1): "w2", PartitionKey("a.b", "hot", 0): "gone"})
+    assert changes.ideal[hot].assignment == {0: "w1", 1: "w2"} and changes.moved == 1

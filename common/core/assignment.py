@@ -96,10 +96,7 @@ def assign(
     partitions of a few topics alone: the result is the same as placing them among all partitions,
     as long as every other partition already has a kept worker (the incremental planner's case).
     """
-    wanted = set(partitions)
-    keep = set(live) | set(retained)
-    result = {p: w for p, w in current.items() if p in wanted and w in keep}
-    candidates = sorted(set(live) - set(retained))
+    wanted, result, candidates = _kept(partitions, current, live, retained)
     if not candidates:
         return result
     load = loads(result, candidates)
@@ -118,6 +115,14 @@ def assign(
         least.bump(worker)
         per_topic[worker][topic] += 1
     return result
+
+
+def _kept(
+    partitions: Iterable[PartitionKey], current: Mapping[PartitionKey, str], live: Collection[str], retained: Collection[str]
+) -> tuple[set[PartitionKey], dict[PartitionKey, str], list[str]]:
+    """(the wanted partitions, those kept on their live or retained worker, the workers that may receive)."""
+    wanted, keep = set(partitions), set(live) | set(retained)
+    return wanted, {p: w for p, w in current.items() if p in wanted and w in keep}, sorted(set(live) - set(retained))
 
 
 def _least_loaded_for(topic: TopicKey, least: _LeastLoaded, per_topic: Mapping[str, Counter[TopicKey]]) -> str:
@@ -249,7 +254,6 @@ def moved(before: Mapping[PartitionKey, str], after: Mapping[PartitionKey, str])
 
 class Rate(NamedTuple):
     """What a partition copies per second; whole numbers, so sums are exact and orders repeatable."""
-
     bytes_per_s: int = 0
     records_per_s: int = 0
 
@@ -289,10 +293,7 @@ def assign_by_load(
     if not any(rates.values()):
         counts = None if base_load is None else {w: n for w, (_, _, n) in base_load.items()}
         return assign(partitions, current, live, retained, counts)
-    wanted = set(partitions)
-    keep = set(live) | set(retained)
-    result = {p: w for p, w in current.items() if p in wanted and w in keep}
-    candidates = sorted(set(live) - set(retained))
+    wanted, result, candidates = _kept(partitions, current, live, retained)
     if not candidates:
         return result
     guess = _estimate(rates)
@@ -389,8 +390,6 @@ def _even_out(
     held: dict[str, set[PartitionKey]], weight: Mapping[PartitionKey, Rate], workers: list[str], imbalance_ratio: float
 ) -> None:
     """Step 2 of :func:`rebalance_by_load`, in place. Each move lowers the sum of squared loads, so it ends."""
-    if len(workers) < 2:
-        return
     load = {w: _sum(held[w], weight) for w in workers}
     total = sum(b for b, _ in load.values())
     for _ in range(sum(len(held[w]) for w in workers)):

@@ -289,6 +289,18 @@ class ControllerConfig(_Strict):
     """https on the REST port; absent (the default): plain http"""
     check_source_topics: bool = True
     """false: POST /topics trusts numPartitions (then required) instead of asking the source cluster; for benchmarks whose topics exist only in ZooKeeper (`ferry bench controller`)"""
+    balance: Literal["load", "count"] = "load"
+    """how the leader balances: load (new partitions to the least-loaded worker by measured bytes/s, a rebalance by load every load_rebalance_interval_s when needed, stuck partitions moved) | count (partition counts only); both rebalance counts rebalance_delay_s after workers join or leave"""
+    imbalance_ratio: float = Field(1.2, ge=1.0)
+    """balance: load: rebalance when the most loaded worker copies more than this times the mean bytes/s"""
+    load_rebalance_interval_s: float = Field(300.0, gt=0)
+    """balance: load: the leader checks the measured load (and moves what it must) this often, never more often"""
+    load_balance_min_bytes_per_s: int = Field(102_400, ge=0)
+    """balance: load: no rebalance by load while the mean worker copies less than this many bytes/s (noise at idle)"""
+    stuck_after_s: float = Field(120.0, gt=0)
+    """balance: load: a partition whose lag grew at every load report for this long while its worker was saturated moves to the least-loaded worker"""
+    saturated_busy_ratio: float = Field(0.9, gt=0, le=1.0)
+    """balance: load: a worker is saturated when its copy loop spent at least this share of its last load window copying (it never waited for records)"""
 
     _check_advertised_url = field_validator("advertised_url")(_advertised_url)
 
@@ -305,6 +317,8 @@ class WorkerConfig(_Strict):
     """how often acknowledged source offsets are committed"""
     consume_batch: int = Field(1000, ge=1, le=100_000)
     """records taken from the consumer per call"""
+    load_report_interval_s: float = Field(30.0, gt=0)
+    """how often the worker measures what it copies per partition (bytes/s, records/s, lag) and how busy its copy loop is, for the leader's balance by load; written in its status at most this often"""
     resume_lookback_records: int = Field(200_000, ge=0)
     """taking a partition: at most this many destination records are read back to find the route's own records at or after its committed offset"""
     producer: dict[str, ClientValue] = Field(default_factory=dict)

@@ -131,12 +131,32 @@ class StatusEntry(TypedDict):
     reason: NotRequired[str | None]  # written only when there is one
 
 
+class LoadEntry(TypedDict):
+    """What a worker measured for one partition over its last load window."""
+
+    bytes_per_s: int
+    records_per_s: int
+    lag: int  # log-end offset minus the consumer's position, at the end of the window
+
+
 class WorkerStatusPayload(_Payload):
-    """``workers/state/<worker>``: partitions keyed ``route/topic/partition``."""
+    """``workers/state/<worker>``: partitions keyed ``route/topic/partition``.
+
+    ``load`` and ``busy`` are written only once the worker measured a load window (a status
+    without them reads as before)."""
 
     generation: int = 0
     leaving: bool = False
     partitions: dict[str, StatusEntry] = {}
+    load: dict[str, LoadEntry] = {}
+    busy: float | None = None  # the share of the window the copy loop spent copying, 0-1
+
+    def to_bytes(self) -> bytes:
+        payload = self.model_dump(mode="json", warnings=False)
+        for optional in ("load", "busy"):
+            if not payload[optional]:
+                del payload[optional]
+        return encode(payload)
 
 
 class WorkerInfoPayload(_Payload):
@@ -225,23 +245,37 @@ class PartitionStatus(NamedTuple):
         return entry
 
 
+class PartitionLoad(NamedTuple):
+    """A partition's measured load as its worker reports it (whole numbers per second)."""
+
+    bytes_per_s: int
+    records_per_s: int
+    lag: int
+
+
 @dataclass(frozen=True)
 class WorkerStatus:
     """``workers/state/<worker>`` (ephemeral): what a worker really does, written by the worker.
 
     ``generation`` is the assignment generation it has applied; ``leaving`` is set by a worker
     that drains on SIGTERM, so the leader moves its partitions at once instead of after the
-    failover delay.
+    failover delay. ``load`` and ``busy`` are its last load window (``worker.load_report_interval_s``):
+    per partition what it copied and its lag, and the share of the window its copy loop was busy.
     """
 
     generation: int
     partitions: dict[PartitionKey, PartitionStatus] = field(default_factory=dict)
     leaving: bool = False
+    load: dict[PartitionKey, PartitionLoad] = field(default_factory=dict)
+    busy: float | None = None
 
     def to_bytes(self) -> bytes:
         return WorkerStatusPayload.model_construct(
             generation=self.generation, leaving=self.leaving,
             partitions={str(k): v.to_json() for k, v in self.partitions.items()},
+            load={str(k): LoadEntry(bytes_per_s=v.bytes_per_s, records_per_s=v.records_per_s, lag=v.lag)
+                  for k, v in self.load.items()},
+            busy=self.busy,
         ).to_bytes()
 
     @classmethod
@@ -256,6 +290,8 @@ class WorkerStatus:
             generation=raw.generation,
             leaving=raw.leaving,
             partitions={parse(k): PartitionStatus(v["state"], v.get("reason")) for k, v in raw.partitions.items()},
+            load={parse(k): PartitionLoad(v["bytes_per_s"], v["records_per_s"], v["lag"]) for k, v in raw.load.items()},
+            busy=raw.busy,
         )
 
     def state_counts(self) -> Counter[str]:

@@ -144,6 +144,10 @@ class RouteCopier:
         self._delivered: list[Any] = []
         self._failures: list[tuple[int, KafkaError, Any]] = []  # (position in _delivered, error, message)
         self.changed = False  # a partition went to ERROR since the worker last looked
+        # Per partition since the worker last took them (records, value bytes), added per run of a
+        # partition's records in copy_batch, never per record; and the lag update_lag last saw.
+        self._copied: dict[TopicPartitionKey, list[int]] = {}
+        self._lags: dict[TopicPartitionKey, int] = {}
 
     # -- what the worker reads --------------------------------------------------------------
 
@@ -156,6 +160,15 @@ class RouteCopier:
 
     def held(self) -> set[TopicPartitionKey]:
         return self._assigned | set(self._errors)
+
+    def take_copied(self) -> dict[TopicPartitionKey, tuple[int, int]]:
+        """(records, value bytes) copied per partition since the last call, and starts counting again."""
+        copied, self._copied = self._copied, {}
+        return {key: (records, size) for key, (records, size) in copied.items()}
+
+    def lags(self) -> dict[TopicPartitionKey, int]:
+        """The lag of each held partition as :meth:`update_lag` last measured it (absent: not measured yet)."""
+        return {key: lag for key, lag in self._lags.items() if key in self._assigned}
 
     def in_flight(self) -> int:
         self._settle_deliveries()
@@ -339,6 +352,7 @@ class RouteCopier:
         key: TopicPartitionKey = ("", -1)
         destination_topic = ""
         run: list[int] = []
+        counted = (0, 0)  # copied and size when this partition's run began, for its load counters
         for message in messages:
             if message.error() is not None:
                 self._consumer_error(message)
@@ -348,6 +362,9 @@ class RouteCopier:
                 if run:
                     tracker.sent_run(key, run)
                     run = []
+                if copied != counted[0]:
+                    self._count_copied(key, copied - counted[0], size - counted[1])
+                    counted = (copied, size)
                 run_topic, run_partition = message.topic(), partition
                 key = (run_topic, partition)
                 destination_topic = names.get(run_topic) or self._destination_name(run_topic)
@@ -396,6 +413,8 @@ class RouteCopier:
             size += len(message)
         if run:
             tracker.sent_run(key, run)
+        if copied != counted[0]:
+            self._count_copied(key, copied - counted[0], size - counted[1])
         self._producer.poll(0)
         self._settle_deliveries()
         self._metrics.records.labels(self.route.name).inc(copied)
@@ -403,6 +422,14 @@ class RouteCopier:
             self._metrics.skipped.labels(self.route.name).inc(skipped)
         self._metrics.bytes.labels(self.route.name).inc(size)
         return copied
+
+    def _count_copied(self, key: TopicPartitionKey, records: int, size: int) -> None:
+        counts = self._copied.get(key)
+        if counts is None:
+            self._copied[key] = [records, size]
+        else:
+            counts[0] += records
+            counts[1] += size
 
     def _settled_as_already_written(self, key: TopicPartitionKey, offset: int) -> bool:
         """Settles ``offset`` as copied when the destination already has it (resume rule): marks it
@@ -634,6 +661,8 @@ class RouteCopier:
             self._committed.pop(key, None)
             self._skip.pop(key, None)
             self._maps.pop(key, None)
+            self._copied.pop(key, None)
+            self._lags.pop(key, None)
             self._tracker.forget(key)
         if self._producer_fatal:
             self._log.warning("route %s: building a new destination producer after a fatal error", self.route.name)
@@ -674,7 +703,8 @@ class RouteCopier:
                 continue
             _, high = self._consumer.get_watermark_offsets(tp, cached=True)
             if high >= 0:
-                self._metrics.lag.labels(self.route.name, tp.topic, str(tp.partition)).set(max(0, high - tp.offset))
+                lag = self._lags[(tp.topic, tp.partition)] = max(0, high - tp.offset)
+                self._metrics.lag.labels(self.route.name, tp.topic, str(tp.partition)).set(lag)
 
     def close(self, flush_timeout: float) -> None:
         self.flush(flush_timeout)

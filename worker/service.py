@@ -48,11 +48,20 @@ from kazoo.recipe.watchers import DataWatch
 from ferry.common import endpoints, logs
 from ferry.common.config import FerryConfig
 from ferry.common.errors import ConfigError
-from ferry.common.model import PartitionKey, PartitionStatus, WorkerAssignment, WorkerInfo, WorkerStatus, decode
+from ferry.common.model import (
+    PartitionKey,
+    PartitionLoad,
+    PartitionStatus,
+    WorkerAssignment,
+    WorkerInfo,
+    WorkerStatus,
+    decode,
+)
 from ferry.common.vocabulary import PartitionState, WorkerState
 from ferry.common.zk.layout import ZkLayout, connect, given_up, lost, make_client
 from ferry.worker.copier import RouteCopier, TopicPartitionKey
 from ferry.worker.errors import RegistrationError
+from ferry.worker.load import LoadMeter
 from ferry.worker.metrics import WorkerMetrics, serve
 
 log = logging.getLogger(__name__)
@@ -107,6 +116,9 @@ class Worker:
         self._health: dict[str, Any] = {"status": WorkerState.STARTING, "worker": worker_id}
         self._server: Any = None
         self._advertised_metrics_url: str | None = None
+        self._load_meter = LoadMeter(config.worker.load_report_interval_s, clock())
+        self._load: dict[PartitionKey, PartitionLoad] = {}  # the last window's, written with every status
+        self._busy: float | None = None
 
     # -- control from other threads ---------------------------------------------------------
 
@@ -177,8 +189,12 @@ class Worker:
                 self._wake.clear()
             elif any(copier.held() for copier in self._copiers.values()):
                 timeout = 0.1 / len(self._copiers)
+                started = self._clock()
+                copied = 0
                 for copier in self._copiers.values():
-                    copier.copy_batch(timeout)
+                    copied += copier.copy_batch(timeout)
+                if copied:
+                    self._load_meter.busy(self._clock() - started)
             else:
                 self._wake.wait(0.2)
                 self._wake.clear()
@@ -186,6 +202,9 @@ class Worker:
             if now >= next_commit:
                 next_commit = now + interval
                 self._commit_and_measure()
+            if self._load_meter.due(now):
+                self._load, self._busy = self._load_meter.report(now, self._copiers)
+                self._status_dirty = True
             if self._status_dirty or any(copier.changed for copier in self._copiers.values()):
                 self._publish_status()
         self._drain()
@@ -427,7 +446,9 @@ class Worker:
                 partitions[PartitionKey(route, topic, partition)] = status
         # Only a RUNNING worker has applied its assignment; released while suspended or draining.
         generation = self._applied.generation if self._applied is not None and self.state == WorkerState.RUNNING else 0
-        published = WorkerStatus(generation=generation, partitions=partitions, leaving=leaving)
+        load = {key: self._load[key] for key in partitions if key in self._load}
+        published = WorkerStatus(generation=generation, partitions=partitions, leaving=leaving, load=load,
+                                 busy=self._busy if load else None)
         payload = published.to_bytes()
         path = self.layout.worker_state(self.worker_id)
         try:

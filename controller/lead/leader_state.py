@@ -24,16 +24,20 @@ the events since the last one touched, not the whole state:
 - a new, grown or deleted topic places (with :func:`common.core.assignment.assign`, with the other
   topics' loads as ``base_load``) only its own partitions;
 - a worker whose partitions must move (retention over, or leaving) places only those;
-- a rebalance runs :func:`common.core.assignment.rebalance` over every partition (O(P log P)).
+- a rebalance runs :func:`common.core.assignment.rebalance` over every partition (O(P log P));
+- with ``rates`` (balance by load: :mod:`controller.lead.load_balance`), placement is
+  :func:`common.core.assignment.assign_by_load` (the workers' loads summed over their reports, O(P)),
+  and ``moves`` computed from the model are applied as given.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ferry.common.core import assignment
+from ferry.common.core.assignment import Rate
 from ferry.common.core.diff import Mismatch, compare, summarize, view_entry
 from ferry.common.model import (
     ExternalView,
@@ -150,8 +154,14 @@ class LeaderState:
 
     # -- planning ---------------------------------------------------------------------------
 
-    def plan(self, now: float, failover_delay_s: float, rebalance: bool = False) -> Changes:
-        """The writes that bring ZooKeeper to the desired state; see ``plan`` of ``tests/oracles/planner.py``."""
+    def plan(self, now: float, failover_delay_s: float, rebalance: bool = False,
+             rates: Callable[[], Mapping[PartitionKey, Rate]] | None = None,
+             moves: Mapping[PartitionKey, str] | None = None) -> Changes:
+        """The writes that bring ZooKeeper to the desired state; see ``plan`` of ``tests/oracles/planner.py``.
+
+        ``rates`` (balance by load): the measured rates, asked only when partitions are placed;
+        ``moves``: partition -> worker, applied after placement for partitions that still exist,
+        onto active workers only."""
         active = {w for w in self.live if not (w in self.statuses and self.statuses[w].leaving)}
         leaving = (set(self.live) - active) | {w for w, s in self.statuses.items() if s.leaving}
         departed = {w: t for w, t in self.departed_at.items() if w not in self.live}
@@ -172,7 +182,12 @@ class LeaderState:
                 self._touched.add(partition)
                 self._touched_topics.add(_topic(partition))
         if self._unplaced and active - set(retained_until):
-            self._place(active, set(retained_until))
+            self._place(active, set(retained_until), rates)
+        for partition, worker in (moves or {}).items():
+            old = self._desired.get(_topic(partition), {}).get(partition.partition)
+            if old is not None and old != worker and worker in active:
+                origin.setdefault(partition, old)
+                self._move(partition, worker)
         if rebalance:
             flat = {p: w for w, held in self._held_by.items() for p in held}  # keys made once, at load
             for partition, worker in assignment.rebalance(flat, active).items():
@@ -224,14 +239,23 @@ class LeaderState:
 
     # -- the parts of a plan ----------------------------------------------------------------
 
-    def _place(self, active: set[str], retained: set[str]) -> None:
+    def _place(self, active: set[str], retained: set[str],
+               rates: Callable[[], Mapping[PartitionKey, Rate]] | None = None) -> None:
         """Places the unplaced partitions among the partitions of their topics only."""
         topics = {_topic(p) for p in self._unplaced}
         partitions = [PartitionKey(k.route, k.topic, p) for k in topics for p in range(self.ideal[k].partitions)]
         current = {PartitionKey(k.route, k.topic, p): w for k in topics for p, w in self._desired[k].items()}
         in_topics = Counter(current.values())
         base = {w: len(self._held_by.get(w, ())) - in_topics.get(w, 0) for w in active | retained}
-        placed = assignment.assign(partitions, current, active, retained=retained, base_load=base)
+        measured = rates() if rates is not None else {}
+        if measured:
+            outside: dict[str, tuple[int, int, int]] = {}
+            for worker, count in base.items():
+                own = [measured[p] for p in self._held_by.get(worker, ()) if p in measured and _topic(p) not in topics]
+                outside[worker] = (sum(r.bytes_per_s for r in own), sum(r.records_per_s for r in own), count)
+            placed = assignment.assign_by_load(partitions, current, active, measured, retained=retained, base_load=outside)
+        else:
+            placed = assignment.assign(partitions, current, active, retained=retained, base_load=base)
         for partition, worker in placed.items():
             if partition not in current:
                 self._move(partition, worker)

@@ -19,8 +19,9 @@ Triggers (APScheduler one-shot jobs, all on the one ``default`` executor thread,
 overlap): ``reconcile`` (now; a trigger during a run queues exactly one more run, which *waits*
 for the running one: no trigger is dropped and APScheduler never refuses one), ``rebalance``
 (``rebalance_delay_s`` after the last membership change, debounced by ``replace_existing``),
-``failover-<worker>`` (when a departed worker's retention ends), ``retry`` (1 s after a failed
-run) and ``resync`` (every 5 s on the ``timer`` thread, it only queues a reconcile: a safety net).
+``failover-<worker>`` (when a departed worker's retention ends), ``load-balance`` (with
+``controller.balance: load``, every ``load_rebalance_interval_s``: :mod:`controller.lead.load_balance`
+plans moves from the workers' load reports), ``retry`` (1 s after a failed run) and ``resync`` (every 5 s on the ``timer`` thread, it only queues a reconcile: a safety net).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import ControllerError, NotLeader, Unavailable
 from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.leadership import LEADING, Leadership
+from ferry.controller.lead.load_balance import LoadBalancer
 from ferry.controller.lead.store import Op, Store
 from ferry.controller.lead.write_order import writes
 from ferry.controller.metrics import ControllerMetrics
@@ -116,6 +118,8 @@ class Reconciler:
         # Partition keys parsed from the workers' statuses (a status repeats its keys at every report).
         self._parsed_keys: dict[str, PartitionKey] = {}
         self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
+        self.balancer = LoadBalancer(config.controller, metrics.registry)
+        self._by_load = config.controller.balance == "load"
 
     # -- a lead's start and end -------------------------------------------------------------
 
@@ -129,6 +133,7 @@ class Reconciler:
         self._state_watched = set()
         self._reconcile_queued = False
         self._ensured_paths = set()
+        self.balancer.reset()
         with self.adding:
             self._whitelisted = {}
 
@@ -139,6 +144,10 @@ class Reconciler:
         # The safety net only queues a reconcile (on a thread of its own, so it never piles up).
         self._scheduler.add_job(self.request_reconcile, "interval", seconds=RESYNC_INTERVAL_S, id="resync",
                                 replace_existing=True, executor="timer")
+        if self._by_load:
+            self._scheduler.add_job(partial(self._schedule, "load-balance", 0.0, by_load=True), "interval",
+                                    seconds=self.config.controller.load_rebalance_interval_s, id="load-balance-timer",
+                                    replace_existing=True, executor="timer")
 
     def drop_model(self) -> None:
         """The next reconcile reads everything again (a failed write, or the lead ended)."""
@@ -243,14 +252,15 @@ class Reconciler:
             with self._seen_lock:
                 self._reconcile_queued = False
 
-    def _schedule(self, job_id: str, delay_s: float, rebalance: bool = False, queued: bool = False) -> bool:
+    def _schedule(self, job_id: str, delay_s: float, rebalance: bool = False, queued: bool = False,
+                  by_load: bool = False) -> bool:
         """(Re)schedules the one-shot job ``job_id``; False when not leading or the scheduler stopped."""
         if self._leadership.state != LEADING:
             return False
         try:
             self._scheduler.add_job(
                 self._run, "date", run_date=datetime.now() + timedelta(seconds=delay_s), id=job_id,
-                replace_existing=True, misfire_grace_time=None, kwargs={"rebalance": rebalance, "queued": queued},
+                replace_existing=True, misfire_grace_time=None, kwargs={"rebalance": rebalance, "queued": queued, "by_load": by_load},
                 # One run may wait for the one reconcile thread while another runs.
                 max_instances=2,
             )
@@ -258,7 +268,7 @@ class Reconciler:
             return False
         return True
 
-    def _run(self, rebalance: bool = False, queued: bool = False) -> None:
+    def _run(self, rebalance: bool = False, queued: bool = False, by_load: bool = False) -> None:
         """The scheduler's job: one reconcile. A trigger that arrives during it has queued the next run."""
         if queued:
             with self._seen_lock:
@@ -266,7 +276,7 @@ class Reconciler:
         if self._leadership.state != LEADING:
             return
         try:
-            self.reconcile(rebalance=rebalance)
+            self.reconcile(rebalance=rebalance, by_load=by_load)
         except NotLeader as exc:
             log.warning("%s", exc)
             self._leadership.lose_lead()
@@ -276,15 +286,20 @@ class Reconciler:
 
     # -- reconciliation ---------------------------------------------------------------------
 
-    def reconcile(self, rebalance: bool = False) -> Changes:
-        """Feeds the model what the watches saw, plans what that touched, writes what differs (fenced)."""
+    def reconcile(self, rebalance: bool = False, by_load: bool = False) -> Changes:
+        """Feeds the model what the watches saw, plans what that touched, writes what differs (fenced).
+
+        ``by_load``: also the moves of the balance by load (:meth:`LoadBalancer.plan`)."""
         with self.lock:
             self._leadership.require_leader()
             started = time.perf_counter()
             model = self._leader_state()
             now = self._clock()
             plan_started = time.perf_counter()
-            changes = model.plan(now, self.config.controller.failover_delay_s, rebalance=rebalance)
+            moves = self._load_moves(model, now) if by_load and self._by_load else None
+            rates = (lambda: self.balancer.rates()) if self._by_load else None
+            changes = model.plan(now, self.config.controller.failover_delay_s, rebalance=rebalance, rates=rates,
+                                 moves=moves)
             self._metrics.plan_seconds.observe(time.perf_counter() - plan_started)
             generation = model.generation + 1
             for key in changes.views:
@@ -301,9 +316,17 @@ class Reconciler:
             for worker, until in changes.retained_until.items():
                 self._schedule(f"failover-{worker}", max(0.0, until - now) + 0.05)
             if changes.moved:
-                log.info("reconciled: %d partitions moved%s", changes.moved, " (rebalance)" if rebalance else "")
+                log.info("reconciled: %d partitions moved%s", changes.moved,
+                         " (rebalance)" if rebalance else " (balance by load)" if moves else "")
             self._metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return changes
+
+    def _load_moves(self, model: LeaderState, now: float) -> dict[PartitionKey, str]:
+        """The balance by load's moves among the active workers (live, not leaving)."""
+        leaving = {w for w, status in model.statuses.items() if status.leaving}
+        eligible = set(model.live) - leaving
+        holding = {p: w for w, partitions in model.holding().items() for p in partitions}
+        return self.balancer.plan(holding, eligible, now)
 
     def _leader_state(self) -> LeaderState:
         """The model, read from ZooKeeper when there is none, with what the watches saw since."""
@@ -314,6 +337,8 @@ class Reconciler:
             # The views are the leader's own function of the statuses: rewritten at the first
             # reconcile rather than read (half the nodes of a takeover read).
             self._model = LeaderState(self.store.snapshot(read_views=False), self.departed_at)
+            for worker, reported in self._model.statuses.items():
+                self.balancer.observe(worker, reported, self._clock())
             self.publish_ideal()
             log.info("read the state: %d topics, %d workers in %.2fs", len(self._model.ideal),
                      len(self._model.live), time.perf_counter() - started)
@@ -331,8 +356,11 @@ class Reconciler:
             model.set_live(infos)
         if len(self._parsed_keys) > MAX_PARSED_KEYS:
             self._parsed_keys = {}  # topics came and went: start over rather than grow forever
+        now = self._clock()
         for worker, data in statuses.items():
-            model.set_status(worker, None if data is None else WorkerStatus.from_bytes(data, self._parsed_keys))
+            status = None if data is None else WorkerStatus.from_bytes(data, self._parsed_keys)
+            model.set_status(worker, status)
+            self.balancer.observe(worker, status, now)
         return model
 
     # -- the leader's writes ------------------------------------------------------------------

@@ -388,3 +388,15 @@ def test_a_route_taking_over_from_mirrormaker2_starts_where_it_last_flushed(
     assert metrics.mm2_recopied.labels("src.dst", TOPIC, "0")._value.get() == 25
     rig.consumer.committed_offsets = {0: 130}
     assert copier._resume_at(TOPIC, [0]) == {0: 130}
+
+
+def test_copied_records_and_bytes_are_counted_per_partition_for_the_load_report(rig: SimpleNamespace) -> None:
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    _feed(rig, 0, range(0, 3))
+    _feed(rig, 1, range(0, 2))
+    _feed(rig, 0, range(3, 4))
+    assert rig.copier.copy_batch(0.1) == 6
+    copied = rig.copier.take_copied()
+    size = len(FakeMessage(TOPIC, 0, 0))
+    assert copied == {(TOPIC, 0): (4, 4 * size), (TOPIC, 1): (2, 2 * size)}
+    assert rig.copier.take_copied() == {}

@@ -64,7 +64,7 @@ def test_a_trigger_during_a_run_queues_one_run_that_waits_and_is_never_skipped(
     started, release = threading.Event(), threading.Event()
     runs: list[float] = []
 
-    def reconcile(rebalance: bool = False) -> None:
+    def reconcile(rebalance: bool = False, by_load: bool = False) -> None:
         runs.append(time.monotonic())
         started.set()
         release.wait(10)

@@ -33,7 +33,8 @@ class InternalTopic:
         Raises :class:`KafkaException` when the cluster refuses or does not answer."""
         if cluster in self._ready:
             return
-        future = admin().create_topics([self.topic])[self.topic.topic]
+        client = admin()  # held until the answer: a client dropped at once cancels its requests
+        future = client.create_topics([self.topic])[self.topic.topic]
         try:
             future.result(timeout=self._timeout_s)
         except KafkaException as exc:

@@ -22,9 +22,7 @@ from ferry.common.core import naming as topic_naming
 from ferry.common.core import tree as distribution_tree
 from ferry.common.core.schemas import SubjectFormat
 from ferry.common.errors import ConfigError
-
-# Cluster names become part of ZooKeeper node names, route names and consumer group ids.
-CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+from ferry.common.vocabulary import CLUSTER_NAME
 
 # A librdkafka property value as YAML can spell it.
 ClientValue = str | int | float | bool
@@ -527,7 +525,7 @@ class FerryConfig(_Strict):
         if not value:
             raise ValueError("at least one cluster is needed")
         for name, props in value.items():
-            if not CLUSTER_NAME.match(name):
+            if not CLUSTER_NAME.fullmatch(name):
                 raise ValueError(f"cluster name {name!r} may use only letters, digits, '_' and '-'")
             if not str(props.get("bootstrap.servers", "")).strip():
                 raise ValueError(f"cluster {name!r} needs bootstrap.servers")

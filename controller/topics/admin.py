@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 from kazoo.client import KazooClient
 
 from ferry.common.config import FerryConfig, RouteConfig
-from ferry.common.model import IdealState, TopicKey, encode, topic_name_problem
-from ferry.common.vocabulary import OpKind
+from ferry.common.model import IdealState, TopicKey, encode
+from ferry.common.vocabulary import MAX_PARTITIONS, OpKind, topic_name_problem
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, Conflict, NotFound
 from ferry.controller.kafka_meta import ClusterMetadata
@@ -331,6 +331,7 @@ def _checked_count(route: RouteConfig, topic: str, count: int | None, at_source:
 
 
 def _check_topic(topic: Any) -> None:
+    """Kafka's name rule (the edge's too), and the domain's own: internal topics are not mirrored."""
     problem = topic_name_problem(topic)
     if problem:
         raise BadRequest(problem)
@@ -344,7 +345,7 @@ def _check_count(value: Any, required: bool) -> int | None:
             raise BadRequest("numPartitions is required")
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise BadRequest(f"numPartitions must be a positive integer, not {value!r}")
-    if value <= 0:
-        raise BadRequest(f"numPartitions must be positive, not {value}")
+        raise BadRequest(f"numPartitions must be a positive integer, not {value!r}"[:300])
+    if not 0 < value <= MAX_PARTITIONS:  # the REST edge's bound too (controller.api.models)
+        raise BadRequest(f"numPartitions must be from 1 to {MAX_PARTITIONS}, not {value}")
     return value

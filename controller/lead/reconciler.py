@@ -29,7 +29,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import partial
 from types import MappingProxyType
@@ -47,6 +48,7 @@ from ferry.controller.errors import ControllerError, NotLeader, Unavailable
 from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.leadership import LEADING, Leadership
 from ferry.controller.lead.store import Op, Store
+from ferry.controller.lead.topic_writes import TopicWriter
 from ferry.controller.lead.write_order import writes
 from ferry.controller.metrics import ControllerMetrics
 
@@ -84,7 +86,9 @@ class ModelLock:
 
 class Reconciler:
     """See the module docstring. ``lock`` serializes the leader's writes (reconcile and commands);
-    ``adding`` serializes bulk whitelisting, which does not wait for ``lock`` (:meth:`whitelisted`)."""
+    ``adding`` serializes bulk whitelisting, which does not wait for ``lock`` (:meth:`whitelisted`).
+    Topic commands take them only through :meth:`writing` and :meth:`writing_without_lock`, which
+    keep the order (``lock`` before ``adding``)."""
 
     def __init__(self, config: FerryConfig, zk: KazooClient, layout: ZkLayout, store: Store, leadership: Leadership,
                  scheduler: BaseScheduler, metrics: ControllerMetrics, clock: Callable[[], float]) -> None:
@@ -365,6 +369,30 @@ class Reconciler:
         with self.adding:  # so no bulk request's topics go missing from it meanwhile
             self._ideal_published = None if self._model is None else MappingProxyType(
                 {**self._model.ideal, **self._whitelisted})
+
+    # -- the lock protocol for topic writes (controller.lead.topic_writes) ----------------------
+
+    @contextmanager
+    def writing(self, reconcile: bool = True, beside_bulk: bool = False) -> Iterator[TopicWriter]:
+        """Topic writes through the model, with ``lock`` held; a reconcile follows when they wrote
+        and ``reconcile``. ``beside_bulk`` holds ``adding`` too (after ``lock``) while the block runs,
+        so no bulk request writes between what the block read and what it writes."""
+        with self.lock:
+            writer = TopicWriter(self, through_model=True)
+            if beside_bulk:
+                with self.adding:
+                    yield writer
+            else:
+                yield writer
+            if writer.wrote and reconcile:
+                self.reconcile()
+
+    @contextmanager
+    def writing_without_lock(self) -> Iterator[TopicWriter | None]:
+        """Bulk topic writes with ``adding`` only: a running reconcile does not hold them up. None
+        when this leader has no model yet (then :meth:`writing` with ``reconcile=False`` reads it)."""
+        with self.adding:
+            yield TopicWriter(self, through_model=False) if self.has_model() else None
 
     # -- bulk whitelisting without the model's lock --------------------------------------------
 

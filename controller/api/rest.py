@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import requests
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
+from kazoo.exceptions import KazooException
 from werkzeug.exceptions import HTTPException
 
 from ferry.common.core.heartbeat import HeartbeatView
@@ -473,6 +474,11 @@ def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0, auth:
         if isinstance(exc, Unauthorized):
             headers["WWW-Authenticate"] = 'Bearer realm="ferry"' + (', error="invalid_token"' if exc.invalid_token else "")
         return _error(exc.status, str(exc), headers)
+
+    @app.errorhandler(KazooException)
+    def on_zookeeper_error(exc: KazooException) -> tuple[Response, int]:
+        # The one place a ZooKeeper failure becomes an answer: worth retrying, never a 500.
+        return _error(503, f"ZooKeeper cannot be reached: {type(exc).__name__}")
 
     @app.errorhandler(HTTPException)
     def on_http_error(exc: HTTPException) -> tuple[Response, int]:

@@ -32,7 +32,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -441,26 +440,19 @@ class Reconciler:
         """The model when this controller leads and has read it (call with the lock held), else None."""
         return self._model if self._leadership.state == LEADING else None
 
-    def read(self, what: Callable[[], Any]) -> Any:
-        """``what()``, a ZooKeeper read; an unreachable ZooKeeper is :class:`Unavailable` (503)."""
-        try:
-            return what()
-        except KazooException as exc:
-            raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
-
     def ideal_state(self, route: str, topic: str) -> IdealState | None:
         with self.lock:
             model = self.model()
             if model is not None:
                 return model.ideal.get(TopicKey(route, topic))
-        state: IdealState | None = self.read(partial(self.store.ideal_state, route, topic))
+        state: IdealState | None = self.store.ideal_state(route, topic)
         return state
 
     def ideal_version(self, key: TopicKey) -> int:
         model = self.model()
         if model is not None and key in model.ideal_versions:
             return model.ideal_versions[key]
-        got = self.read(partial(self.store.data, self.layout.topic(key.route, key.topic)))
+        got = self.store.data(self.layout.topic(key.route, key.topic))
         return -1 if got is None else int(got[1])
 
     def ideal_states(self) -> Mapping[TopicKey, IdealState]:
@@ -469,7 +461,7 @@ class Reconciler:
         published = self._ideal_published
         if published is not None and self._leadership.state == LEADING and self._model is not None:
             return published
-        ideal, _ = self.read(self.store.ideal_states)
+        ideal, _ = self.store.ideal_states()
         return dict(ideal)
 
     def external_view(self, route: str, topic: str) -> ExternalView | None:
@@ -477,7 +469,7 @@ class Reconciler:
             model = self.model()
             if model is not None:
                 return model.external.get(TopicKey(route, topic))
-        stored: ExternalView | None = self.read(partial(self.store.external_view, route, topic))
+        stored: ExternalView | None = self.store.external_view(route, topic)
         return stored
 
     def removed_topics(self) -> set[TopicKey]:

@@ -19,26 +19,21 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import requests
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 from kazoo.exceptions import KazooException
 from werkzeug.exceptions import HTTPException
 
-from ferry.common.core.heartbeat import HeartbeatView
-from ferry.common.model import IdealState, PartitionKey
+from ferry.common.model import PartitionKey
 from ferry.common.vocabulary import DISTRIBUTOR_NAME, GROUP_NAME, MAX_PARTITIONS, ROUTE_NAME, topic_name_problem
 from ferry.controller.api import models, rest_json
 from ferry.controller.api.auth import TokenChecker
 from ferry.controller.api.openapi import openapi_document
+from ferry.controller.api.ports import ControllerApi
 from ferry.controller.errors import BadRequest, ControllerError, Unauthorized, Unavailable
-from ferry.controller.groups.checkpoints import GroupCheckpoints
-from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
-from ferry.controller.topics.admin import Rebalanced, TopicDeleted
-from ferry.controller.topics.progress import NoProgress, OffsetSample
-from ferry.controller.topics.reads import Health, Instances, SourceValidation, TopicView, Validation
-from ferry.controller.tree.control import TreeView
+from ferry.controller.topics.progress import OffsetSample
 
 log = logging.getLogger(__name__)
 
@@ -50,71 +45,6 @@ MAX_BODY_BYTES = 64 * 1024  # a topic request is a few dozen bytes
 # Probes and the API description answer without a token, even when reads are closed.
 _ALWAYS_OPEN = frozenset({"/health", "/openapi.json"})
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-class LeaderApi(Protocol):
-    """Who leads (:class:`controller.lead.leadership.Leadership`): what forwarding needs."""
-
-    controller_id: str
-
-    def is_leader(self) -> bool: ...
-    def leader(self) -> dict[str, str] | None: ...
-
-
-class ReadApi(Protocol):
-    """What any controller answers (:class:`controller.topics.reads.ReadSide`)."""
-
-    def health(self) -> Health: ...
-    def metrics_text(self) -> bytes: ...
-    def list_topics(self) -> list[IdealState]: ...
-    def topic_view(self, topic: str, route: str | None = None) -> TopicView: ...
-    def instances(self) -> Instances: ...
-    def validation(self) -> Validation: ...
-    def source_validation(self) -> SourceValidation: ...
-    def offsets(self, topic: str | None = None, partition: int | None = None) -> Mapping[PartitionKey, OffsetSample]: ...
-    def destination_topic(self, route: str, topic: str) -> str: ...
-
-
-class TopicsApi(Protocol):
-    """The leader's topic commands (:class:`controller.topics.admin.TopicAdmin`)."""
-
-    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView: ...
-    def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]: ...
-    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView: ...
-    def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted: ...
-    def rebalance_now(self) -> Rebalanced: ...
-
-
-class JobsApi(Protocol):
-    """The leader's job results (:class:`controller.jobs.scheduler.LeaderJobs`); a standby forwards."""
-
-    def noprogress(self) -> NoProgress: ...
-    def heartbeats(self) -> HeartbeatView: ...
-    def groups(self, group: str | None = None) -> GroupCheckpoints: ...
-    def schema_status(self) -> SchemaStatus: ...
-    def schema_sync(self) -> SchemaReport: ...
-
-
-class TreeApi(Protocol):
-    """The distribution tree (:class:`controller.tree.control.TreeControl`)."""
-
-    def tree_view(self) -> TreeView: ...
-    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]: ...
-
-
-class ControllerApi(Protocol):
-    """What the REST layer needs from a controller (:class:`controller.service.Controller`): its parts."""
-
-    @property
-    def leadership(self) -> LeaderApi: ...
-    @property
-    def reads(self) -> ReadApi: ...
-    @property
-    def topics(self) -> TopicsApi: ...
-    @property
-    def jobs(self) -> JobsApi: ...
-    @property
-    def tree(self) -> TreeApi: ...
 
 
 def _controller() -> ControllerApi:

@@ -25,7 +25,6 @@ run) and ``resync`` (every 5 s on the ``timer`` thread, it only queues a reconci
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -33,16 +32,16 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import Any
 
 from apscheduler.schedulers.base import BaseScheduler
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch
 
 from ferry.common.config import FerryConfig
 from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
 from ferry.common.zk.layout import ZkLayout
+from ferry.common.zk.watches import follow_pipelined
 from ferry.controller.errors import ControllerError, NotLeader, Unavailable
 from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.leadership import LEADING, Leadership
@@ -179,55 +178,15 @@ class Reconciler:
         return True
 
     def _follow_status(self, epoch: int, worker: str) -> None:
-        """Follows one worker's status node for this lead, pipelined.
+        """Follows one worker's status node for this lead, pipelined (:func:`common.zk.watches.follow_pipelined`)."""
 
-        A kazoo ``DataWatch`` reads the node again on kazoo's one event thread and waits for the
-        answer, so 2,000 workers reporting at once are 2,000 round trips one after another.
-        Here a notification only sends ``get_async`` (with the next watch) and the answer is
-        recorded when it arrives: the reads are in flight together. A deleted node is recorded
-        (None) and followed with ``exists_async`` until it comes back. A read that failed (the
-        connection dropped) is sent again a second later, while this lead lasts; a lost session
-        ends the lead, and the next lead reads everything anyway.
-        """
-        path = self.layout.worker_state(worker)
-
-        def current() -> bool:
-            return epoch == self._leadership.epoch
-
-        def on_event(event: Any) -> None:  # kazoo's event thread: only send the next read
-            if current():
-                fetch()
-
-        def fetch() -> None:
-            if not current():
-                return
-            try:
-                self._zk.get_async(path, watch=on_event).rawlink(on_data)
-            except KazooException:
-                threading.Timer(1.0, fetch).start()
-
-        def on_data(result: Any) -> None:
-            if not current():
-                return
-            try:
-                data, _ = result.get()
-            except NoNodeError:
-                data = None
-                self._zk.exists_async(path, watch=on_event).rawlink(on_exists)
-            except KazooException:
-                threading.Timer(1.0, fetch).start()
-                return
+        def record(data: bytes | None) -> None:
             with self._seen_lock:
                 self._seen_statuses[worker] = data  # None: the node is gone
                 self.watch_reads += 1
             self.request_reconcile()
 
-        def on_exists(result: Any) -> None:
-            with contextlib.suppress(KazooException):
-                if current() and result.get() is not None:
-                    fetch()  # it came back between the read and the watch
-
-        fetch()
+        follow_pipelined(self._zk, self.layout.worker_state(worker), lambda: epoch == self._leadership.epoch, record)
 
     # -- triggers -----------------------------------------------------------------------------
 

@@ -37,8 +37,9 @@ def health_json(health: Health) -> Json:
 
 def topics_json(states: Iterable[IdealState]) -> Json:
     """``GET /topics`` and a bulk ``POST /topics``: route, topic and partition count of each."""
-    return models.TopicList(topics=[models.TopicSummary(topic=s.topic, route=s.route, partitions=s.partitions)
-                                    for s in states]).to_json()
+    # models.TopicList's shape, built as plain dicts: 160,000 topics take 0.06 s so, 0.5 s through the
+    # model (tests/unit/test_rest_json.py checks the two agree).
+    return {"topics": [{"topic": s.topic, "route": s.route, "partitions": s.partitions} for s in states]}
 
 
 def _route_topic_json(one: RouteTopic) -> Json:

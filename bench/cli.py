@@ -1,6 +1,6 @@
 """``ferry bench``: the same workload through the broker ceiling, Ferry and MirrorMaker 2, on the local stack.
 
-Plugs into ``ferry`` through the ``ferry.commands`` entry point (``bench = bench.cli:register``);
+Registered in ``ferry/cli.py``'s ``COMMANDS``;
 also runs alone: ``python -m ferry.bench.cli --records 20000 --skip-mm2``. Heavy imports wait until
 the command really runs.
 """
@@ -169,9 +169,9 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m ferry.bench.cli ARGS`` is ``ferry bench ARGS``."""
-    from ferry.common.cli import main as ferry_main
+    from ferry.common import cli
 
-    return ferry_main(["bench", *(sys.argv[1:] if argv is None else argv)])
+    return cli.run(cli.root_parser((register,)), ["bench", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Measures the controller at scale on the local stack (``ferry dev up``): a given number of
 topics and partitions, ``N`` fake workers (:mod:`bench.fake_workers`: kazoo sessions in a few
 processes that speak the worker protocol and report every assigned partition ONLINE), and the
-controller as a process of its own (``python -m ferry.common.cli controller``), measured from outside:
+controller as a process of its own (``python -m ferry.cli controller``), measured from outside:
 
 1. whitelisting: all but the last ``--single-posts`` topics in bulk ``POST /topics`` requests of
    ``--batch-topics`` topics, then the rest one ``POST /topics`` each (their latency); the time
@@ -190,7 +190,7 @@ class Fleet:
 # -- the controller processes -----------------------------------------------------------------
 
 class ControllerProcess:
-    """``python -m ferry.common.cli controller`` with its own REST port and log file."""
+    """``python -m ferry.cli controller`` with its own REST port and log file."""
 
     def __init__(self, config_path: Path, controller_id: str, workdir: Path) -> None:
         self.port = free_port()

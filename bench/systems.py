@@ -5,7 +5,7 @@
   brokers take through these clients on this machine. ``stamped-copy`` and ``acked-copy`` (``-N``):
   the same loop with the provenance header, and also a delivery report per record: what Ferry's
   guarantees cost through the client alone.
-* :class:`FerryWorkers` -- 1 or 2 ``ferry worker`` processes (``python -m ferry.common.cli worker``);
+* :class:`FerryWorkers` -- 1 or 2 ``ferry worker`` processes (``python -m ferry.cli worker``);
   the bench writes their assignments straight into ZooKeeper (``assignments/<id>``, generation
   1), as a controller would, so no controller runs and no rebalance delay is measured.
 * :class:`MirrorMaker2` -- Apache Kafka's MirrorMaker 2 in dedicated mode

@@ -1,23 +1,27 @@
-"""The ``ferry`` command line.
+"""Helpers every ``ferry`` subcommand shares: the subcommands' parser class, options before and after
+a subcommand, the version, one-line errors.
 
-Subcommands plug in through the ``ferry.commands`` entry-point group (see ``setup.cfg``):
-each entry is a ``register(subparsers)`` function that adds its parser and sets ``func``.
-That keeps this module, in ``common``, free of imports of ``controller`` and ``worker``.
+The root command line, which imports every package's subcommands, is ``ferry/cli.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterator
-from importlib.metadata import PackageNotFoundError, entry_points, version
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from ferry.common import logs
 from ferry.common.errors import FerryError
 
-COMMAND_GROUP = "ferry.commands"
+Register = Callable[[argparse._SubParsersAction], None]
+"""A package's ``register(subparsers)``: adds its subcommand's parser and sets ``func``."""
+
 DISTRIBUTION = "kafka-ferry"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_LEVEL_HELP = "DEBUG, INFO, WARNING or ERROR (default INFO)"
+LOG_FORMAT_HELP = "text or json (one JSON object per line); default: the config's logging.format, else text"
 
 
 def parse_log_level(text: str) -> str:
@@ -69,34 +73,44 @@ def one_line(message: str) -> str:
     return f"{lines[0].rstrip(':')}: {'; '.join(lines[1:])}"
 
 
-def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
-    """Every parser below ``parser``: its subcommands, their subcommands, and so on."""
-    for action in parser._actions:  # argparse exposes no public walk over subparsers
-        if isinstance(action, argparse._SubParsersAction):
-            for child in dict.fromkeys(action.choices.values()):  # aliases map to the same parser
-                yield child
-                yield from _subcommand_parsers(child)
+def _log_options() -> argparse.ArgumentParser:
+    """The parent parser of every subcommand: the root's logging options, absent unless given there."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--log-level", type=parse_log_level, default=argparse.SUPPRESS, help=LOG_LEVEL_HELP)
+    parent.add_argument("--log-format", choices=logs.FORMATS, default=argparse.SUPPRESS, help=LOG_FORMAT_HELP)
+    return parent
 
 
-def build_parser() -> argparse.ArgumentParser:
+_LOG_OPTIONS = _log_options()
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: it takes ``--log-level`` and ``--log-format`` too (from a parent parser),
+    so ``ferry worker --config F --log-level DEBUG`` works as well as ``ferry --log-level DEBUG worker ...``.
+
+    The root's ``add_subparsers(parser_class=CommandParser)`` makes every subcommand one, and argparse
+    gives a parser's own subcommands its class, so the options reach every level.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["parents"] = [*kwargs.get("parents", ()), _LOG_OPTIONS]
+        super().__init__(*args, **kwargs)
+
+
+def root_parser(commands: tuple[Register, ...]) -> argparse.ArgumentParser:
+    """The ``ferry`` parser with ``commands`` (``ferry/cli.py`` passes every one)."""
     parser = argparse.ArgumentParser(prog="ferry", description="Mirror Apache Kafka topics between clusters.")
-    log_level = "DEBUG, INFO, WARNING or ERROR (default INFO)"
     parser.add_argument("--version", action="version", version=f"ferry {ferry_version()}")
-    parser.add_argument("--log-level", type=parse_log_level, default="INFO", help=log_level)
-    log_format = "text or json (one JSON object per line); default: the config's logging.format, else text"
-    parser.add_argument("--log-format", choices=logs.FORMATS, help=log_format)
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
-        entry.load()(subparsers)
-    # `ferry validate --config F --log-level DEBUG` as well as `ferry --log-level DEBUG validate ...`.
-    for child in _subcommand_parsers(parser):
-        child.add_argument("--log-level", type=parse_log_level, default=argparse.SUPPRESS, help=log_level)
-        child.add_argument("--log-format", choices=logs.FORMATS, default=argparse.SUPPRESS, help=log_format)
+    parser.add_argument("--log-level", type=parse_log_level, default="INFO", help=LOG_LEVEL_HELP)
+    parser.add_argument("--log-format", choices=logs.FORMATS, help=LOG_FORMAT_HELP)
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=CommandParser)
+    for register in commands:
+        register(subparsers)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
+    """Parses ``argv`` and runs the command; a Ferry error is one line on stderr and exit status 2."""
     args = parser.parse_args(argv)
     logs.setup(args)
     try:
@@ -106,7 +120,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

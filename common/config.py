@@ -24,9 +24,7 @@ from ferry.common.core import tree as distribution_tree
 from ferry.common.core.schemas import SubjectFormat
 from ferry.common.errors import ConfigError
 from ferry.common.placeholders import Secret, resolve
-
-# Cluster names become part of ZooKeeper node names, route names and consumer group ids.
-CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+from ferry.common.vocabulary import CLUSTER_NAME
 
 # A librdkafka property value as YAML can spell it; a Secret (masked repr) when it came from a
 # placeholder or its name says it is a secret.
@@ -596,7 +594,7 @@ class FerryConfig(_Strict):
             raise ValueError("at least one cluster is needed")
         problems = []
         for name, props in value.items():
-            if not CLUSTER_NAME.match(name):
+            if not CLUSTER_NAME.fullmatch(name):
                 problems.append(f"cluster name {name!r} may use only letters, digits, '_' and '-'")
             elif not str(props.get("bootstrap.servers", "")).strip():
                 problems.append(f"cluster {name!r} needs bootstrap.servers")

@@ -20,7 +20,6 @@ Two layers per node, on purpose:
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,22 +32,7 @@ from typing_extensions import NotRequired, TypedDict
 from ferry.common.vocabulary import HELD_STATES as HELD_STATES
 from ferry.common.vocabulary import PartitionState as PartitionState
 from ferry.common.vocabulary import RouteName, WorkerId
-
-# Kafka's own rule (org.apache.kafka.common.internals.Topic): 1-249 of [a-zA-Z0-9._-], not "." or "..".
-_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-def topic_name_problem(name: object) -> str | None:
-    """Why ``name`` is not a legal Kafka topic name, or None when it is."""
-    if not isinstance(name, str) or not name:
-        return "a topic name must be a non-empty string"
-    if name in (".", ".."):
-        return f"topic name {name!r} is not allowed"
-    if len(name) > 249:
-        return f"topic name is {len(name)} characters long; Kafka allows at most 249"
-    if not _TOPIC_CHARS.fullmatch(name):  # match() would let a trailing newline through ($)
-        return f"topic name {name!r} may contain only ASCII letters, digits, '.', '_' and '-'"
-    return None
+from ferry.common.vocabulary import topic_name_problem as topic_name_problem
 
 
 class PartitionKey(NamedTuple):

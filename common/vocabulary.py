@@ -10,6 +10,7 @@ Pure: no I/O. Words used by one package only may live there; these are shared ac
 
 from __future__ import annotations
 
+import re
 import sys
 from enum import Enum
 from typing import NewType
@@ -91,3 +92,46 @@ class OpKind(StrEnum):
     CREATE = "create"
     SET = "set"
     DELETE = "delete"
+
+
+# -- name rules: the one definition of each, used by the config, the REST edge, the OpenAPI document
+# and the domain. Patterns are written without anchors; ``*_NAME`` are compiled for ``fullmatch``
+# (a pattern's ``$`` would also match before a trailing newline).
+
+TOPIC_PATTERN = r"[A-Za-z0-9._-]{1,249}"
+"""Kafka's own rule (``org.apache.kafka.common.internals.Topic``): 1-249 of ``[A-Za-z0-9._-]``, not ``.`` or ``..``."""
+CLUSTER_PATTERN = r"[A-Za-z0-9_-]{1,64}"
+"""A cluster name in the config: it becomes part of ZooKeeper node names, route names and group ids."""
+ROUTE_PATTERN = rf"{CLUSTER_PATTERN}\.{CLUSTER_PATTERN}"
+"""A route, ``<source>.<destination>``: two cluster names."""
+DISTRIBUTOR_PATTERN = rf"{CLUSTER_PATTERN}\.L[0-9]{{1,2}}"
+"""A distributor of the distribution tree, ``<cluster>.L<level>``."""
+GROUP_PATTERN = r"[!-.0-~]{0,124}[!-\-0-~][!-.0-~]{0,124}"
+"""A consumer group id as Ferry's REST paths take it: printable ASCII without ``/``, not only dots
+(Kafka itself allows any group id)."""
+MAX_PARTITIONS = 2**31 - 1
+"""Kafka's partition ids are int32: a topic has at most this many partitions."""
+
+TOPIC_NAME = re.compile(TOPIC_PATTERN)
+CLUSTER_NAME = re.compile(CLUSTER_PATTERN)
+ROUTE_NAME = re.compile(ROUTE_PATTERN)
+DISTRIBUTOR_NAME = re.compile(DISTRIBUTOR_PATTERN)
+GROUP_NAME = re.compile(GROUP_PATTERN)
+
+
+def anchored(pattern: str) -> str:
+    """``pattern`` anchored at both ends, as JSON Schema's ``pattern`` (a search) needs it."""
+    return f"^{pattern}$"
+
+
+def topic_name_problem(name: object) -> str | None:
+    """Why ``name`` is not a legal Kafka topic name, or None when it is."""
+    if not isinstance(name, str) or not name:
+        return "a topic name must be a non-empty string"
+    if name in (".", ".."):
+        return f"topic name {name!r} is not allowed"
+    if len(name) > 249:
+        return f"topic name is {len(name)} characters long; Kafka allows at most 249"
+    if not TOPIC_NAME.fullmatch(name):
+        return f"topic name {name!r} may contain only ASCII letters, digits, '.', '_' and '-'"
+    return None

@@ -62,7 +62,7 @@ def free_port() -> int:
 
 def ferry_command(*args: str) -> list[str]:
     """``ferry <args>`` as this interpreter runs it (the same venv, no installed script needed)."""
-    return [sys.executable, "-m", "ferry.common.cli", *args]
+    return [sys.executable, "-m", "ferry.cli", *args]
 
 
 @dataclass

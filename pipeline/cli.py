@@ -1,6 +1,6 @@
 """``ferry validate`` and ``ferry audit``: the Spark jobs' command lines.
 
-The ``ferry`` CLI loads every entry point to build its parser, so this module imports nothing
+The ``ferry`` CLI (``ferry/cli.py``) imports every command's ``register`` to build its parser, so this module imports nothing
 heavy at the top: pyspark and matplotlib load only when one of these commands runs. They are
 extras (``kafka-ferry[spark]``, ``[chart]`` for ``--chart``; :mod:`common.extras`): without them
 the command says in one line what to install, exit status 2.

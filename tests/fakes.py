@@ -17,7 +17,7 @@ from ferry.common.core.heartbeat import HeartbeatView
 from ferry.common.core.offset_map import MAP_TOPIC
 from ferry.common.model import ExternalView, IdealState, PartitionKey
 from ferry.common.vocabulary import ControllerState
-from ferry.controller.api.rest import ControllerApi
+from ferry.controller.api.ports import ControllerApi
 from ferry.controller.errors import NotFound
 from ferry.controller.groups.checkpoints import GroupCheckpoints
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus

@@ -69,6 +69,7 @@ TopicPartitionKey = tuple[str, int]
 LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 # Room for the record batch's own framing under a topic's max.message.bytes.
 _BATCH_FRAMING_BYTES = 1024
+# How long a release or SIGTERM waits for the destination to acknowledge what is in flight.
 FLUSH_TIMEOUT_S = 30.0
 
 

@@ -72,6 +72,7 @@ PERMANENT_DELIVERY_ERRORS = {
     KafkaError.INVALID_REQUIRED_ACKS,
     KafkaError._INVALID_ARG,
 }
+# How long a partition waits before its next try: after a temporary error, or when its start was deferred.
 RETRY_BACKOFF_S = 5.0
 
 

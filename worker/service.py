@@ -59,17 +59,13 @@ from ferry.common.model import (
 )
 from ferry.common.vocabulary import PartitionState, WorkerState
 from ferry.common.zk.layout import ZkLayout, connect, given_up, lost, make_client
-from ferry.worker.copier import RouteCopier, TopicPartitionKey
-from ferry.worker.errors import RegistrationError
+from ferry.worker.copier import FLUSH_TIMEOUT_S, RouteCopier, TopicPartitionKey
+from ferry.worker.errors import RETRY_BACKOFF_S, RegistrationError
 from ferry.worker.load import LoadMeter
 from ferry.worker.metrics import WorkerMetrics, serve
 
 log = logging.getLogger(__name__)
 
-# How long a partition whose destination could not be prepared waits before the next try.
-DEFER_RETRY_S = 5.0
-# How long SIGTERM waits for the destination to acknowledge what is in flight.
-FLUSH_TIMEOUT_S = 30.0
 COMMIT_DEADLINE_S = 10.0
 # How long a draining worker waits for the leader to take its partitions away.
 LEAVE_WAIT_S = 10.0
@@ -235,8 +231,8 @@ class Worker:
                 continue
             result = self._copier(route).acquire(keys)
             for (topic, partition), why in result.deferred.items():
-                self._deferred[PartitionKey(route, topic, partition)] = (now + DEFER_RETRY_S, why)
-                log.warning("route %s: %s/%s not started yet (retry in %.0fs): %s", route, topic, partition, DEFER_RETRY_S, why,
+                self._deferred[PartitionKey(route, topic, partition)] = (now + RETRY_BACKOFF_S, why)
+                log.warning("route %s: %s/%s not started yet (retry in %.0fs): %s", route, topic, partition, RETRY_BACKOFF_S, why,
                             extra={"route": route, "topic": topic, "partition": partition})
             for key in (PartitionKey(route, t, p) for t, p in result.online):
                 self._deferred.pop(key, None)

@@ -1,6 +1,7 @@
 """The REST API's OpenAPI 3 document, served at ``GET /openapi.json`` by every controller.
 
-Built once per app from plain dicts (no I/O). The security requirements follow the
+Built once per app (no I/O): the request, error, health and topic-list schemas are the models' own
+(:mod:`controller.api.models`); the other response shapes are written here beside :mod:`controller.api.rest_json`. The security requirements follow the
 controller's configuration: without ``controller.auth`` no operation needs a token; with it,
 writes need a ``write`` token and reads need a token unless ``open_reads``. ``/health`` and
 ``/openapi.json`` never need one.
@@ -11,14 +12,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ferry.common.vocabulary import ControllerState
-
-TOPIC_PATTERN = r"^[A-Za-z0-9._-]{1,249}$"
-ROUTE_PATTERN = r"^[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64}$"
-# Consumer group ids in /groups/{group}: printable ASCII without "/", not only dots.
-GROUP_PATTERN = r"^[!-.0-~]{0,124}[!-\-0-~][!-.0-~]{0,124}$"
-MAX_PARTITION_ID = 2**31 - 2
-DISTRIBUTOR_PATTERN = r"^[A-Za-z0-9_-]{1,64}\.L[0-9]{1,2}$"
+from ferry.common.vocabulary import (
+    DISTRIBUTOR_PATTERN,
+    GROUP_PATTERN,
+    MAX_PARTITIONS,
+    ROUTE_PATTERN,
+    TOPIC_PATTERN,
+    anchored,
+)
+from ferry.controller.api.models import component_schemas
 
 _REQUEST_ID = {
     "description": "This request's id: the caller's own X-Request-Id when it is sane "
@@ -57,25 +59,6 @@ _NULLABLE_INT = {"type": "integer", "nullable": True}
 _NULLABLE_STR = {"type": "string", "nullable": True}
 
 _SCHEMAS: dict[str, Any] = {
-    "Error": {
-        "type": "object", "required": ["error", "status", "requestId"],
-        "properties": {"error": {"type": "string"}, "status": {"type": "integer"}, "requestId": {"type": "string"}},
-    },
-    "Health": {
-        "type": "object", "required": ["status", "id", "state", "leader", "leaderId", "leaderUrl"],
-        "properties": {
-            "status": {"type": "string", "description": "ok, or why not"},
-            "id": {"type": "string"}, "state": {"type": "string", "enum": [state.value for state in ControllerState]},
-            "leader": {"type": "boolean"}, "leaderId": _NULLABLE_STR, "leaderUrl": _NULLABLE_STR,
-        },
-    },
-    "TopicList": {
-        "type": "object", "required": ["topics"],
-        "properties": {"topics": {"type": "array", "items": {
-            "type": "object", "required": ["topic", "route", "partitions"],
-            "properties": {"topic": {"type": "string"}, "route": {"type": "string"}, "partitions": {"type": "integer"}},
-        }}},
-    },
     "TopicView": {
         "type": "object", "required": ["topic", "idealState", "externalView", "workers", "routes"],
         "description": "With one route, partitions are keyed by their id; with several, by <route>/<id>.",
@@ -89,42 +72,6 @@ _SCHEMAS: dict[str, Any] = {
             "workers": {"type": "object", "additionalProperties": {"type": "array"}},
             "routes": {"type": "object", "additionalProperties": {"type": "object"}},
         },
-    },
-    "TopicRequest": {
-        "type": "object", "required": ["topic"], "additionalProperties": False,
-        "properties": {
-            "topic": {"type": "string", "pattern": TOPIC_PATTERN},
-            "numPartitions": {"type": "integer", "minimum": 1, "maximum": MAX_PARTITION_ID + 1,
-                              "description": "POST: how many partitions to mirror (default: all at the source)"},
-            "route": {"type": "string", "pattern": ROUTE_PATTERN,
-                      "description": "only this route (default: every configured route)"},
-        },
-    },
-    "TopicsRequest": {
-        "type": "object", "required": ["topics"], "additionalProperties": False,
-        "description": "Many topics in one write and one reconcile; all or nothing.",
-        "properties": {
-            "topics": {"type": "array", "minItems": 1, "maxItems": 1000, "items": {
-                "type": "object", "required": ["topic"], "additionalProperties": False,
-                "properties": {
-                    "topic": {"type": "string", "pattern": TOPIC_PATTERN},
-                    "numPartitions": {"type": "integer", "minimum": 1, "maximum": MAX_PARTITION_ID + 1},
-                },
-            }},
-            "route": {"type": "string", "pattern": ROUTE_PATTERN,
-                      "description": "only this route (default: every configured route)"},
-        },
-    },
-    "TopicsCreated": {
-        "type": "object", "required": ["topics"],
-        "properties": {"topics": {"type": "array", "items": {
-            "type": "object", "required": ["topic", "route", "partitions"],
-            "properties": {"topic": {"type": "string"}, "route": {"type": "string"}, "partitions": {"type": "integer"}},
-        }}},
-    },
-    "Deleted": {
-        "type": "object", "required": ["topic", "deleted"],
-        "properties": {"topic": {"type": "string"}, "deleted": {"type": "boolean"}},
     },
     "Instances": {
         "type": "object", "required": ["instances", "departed"],
@@ -143,10 +90,6 @@ _SCHEMAS: dict[str, Any] = {
                 "properties": {"id": {"type": "string"}, "partitions": {"type": "array", "items": {"type": "string"}}},
             }},
         },
-    },
-    "Rebalanced": {
-        "type": "object", "required": ["rebalanced", "moved"],
-        "properties": {"rebalanced": {"type": "boolean"}, "moved": {"type": "integer"}},
     },
     "Validation": {
         "type": "object", "required": ["ok", "summary", "mismatches", "spark"],
@@ -216,8 +159,6 @@ _SCHEMAS: dict[str, Any] = {
             "lastError": {**_NULLABLE_STR, "description": "GET only: why the passes since this report failed"},
         },
     },
-    "SyncRequest": {"type": "object", "additionalProperties": False, "properties": {},
-                    "description": "no fields; the body may be left out"},
     "Groups": {
         "type": "object", "required": ["groups"],
         "properties": {"groups": {"type": "array", "items": {
@@ -248,12 +189,12 @@ _SCHEMAS: dict[str, Any] = {
 }
 
 _TOPIC_PARAM = {"name": "topic", "in": "path", "required": True,
-                "schema": {"type": "string", "pattern": TOPIC_PATTERN}}
+                "schema": {"type": "string", "pattern": anchored(TOPIC_PATTERN)}}
 _ROUTE_QUERY = {"name": "route", "in": "query", "required": False,
-                "schema": {"type": "string", "pattern": ROUTE_PATTERN},
+                "schema": {"type": "string", "pattern": anchored(ROUTE_PATTERN)},
                 "description": "only this route, <source>.<destination>"}
 _PARTITION_PARAM = {"name": "partition", "in": "path", "required": True,
-                    "schema": {"type": "integer", "minimum": 0, "maximum": MAX_PARTITION_ID}}
+                    "schema": {"type": "integer", "minimum": 0, "maximum": MAX_PARTITIONS - 1}}
 
 
 def _op(summary: str, ok: dict[str, Any], write: bool = False, parameters: list[dict[str, Any]] | None = None,
@@ -282,7 +223,7 @@ _PATHS: dict[str, Any] = {
         "get": _op("Mirrored topics", _json("ok", _ref("TopicList"))),
         "post": _op("Mirror a topic, or many ({\"topics\": [...]}); a standby forwards it to the leader",
                     _json("created: the topic's view, or (bulk) the created topics",
-                          {"oneOf": [_ref("TopicView"), _ref("TopicsCreated")]}),
+                          {"oneOf": [_ref("TopicView"), _ref("TopicList")]}),
                     write=True, body=["TopicRequest", "TopicsRequest"], ok_status="201"),
         "put": _op("Mirror more partitions of a topic (numPartitions required; never fewer)",
                    _json("the topic's view", _ref("TopicView")), write=True, body="TopicRequest"),
@@ -308,7 +249,7 @@ _PATHS: dict[str, Any] = {
                            _json("ok", _ref("Groups")))},
     "/groups/{group}": {"get": _op("One consumer group's translated offsets (asks the leader)", _json("ok", _ref("Groups")),
                                    parameters=[{"name": "group", "in": "path", "required": True,
-                                                "schema": {"type": "string", "pattern": GROUP_PATTERN}}])},
+                                                "schema": {"type": "string", "pattern": anchored(GROUP_PATTERN)}}])},
     "/noprogress": {"get": _op("Lagging partitions whose offset has not moved (asks the leader)",
                                _json("ok", _ref("NoProgress")))},
     "/schemas": {"get": _op("Schema distribution: per primary subject, its latest version and ID and each "
@@ -328,7 +269,7 @@ _PATHS["/tree/{distributor}/target"] = {"post": _op(
     _json("the switched targets", {"type": "object", "additionalProperties": {"type": "string"}}), write=True,
     body="TargetRequest",
     parameters=[{"name": "distributor", "in": "path", "required": True,
-                 "schema": {"type": "string", "pattern": DISTRIBUTOR_PATTERN}}])}
+                 "schema": {"type": "string", "pattern": anchored(DISTRIBUTOR_PATTERN)}}])}
 _PATHS["/heartbeats"] = {"get": _op(
     "Heartbeat latency and time since the last heartbeat, per route and end to end (asks the leader)",
     _json("ok", _ref("Heartbeats")))}
@@ -342,10 +283,7 @@ _SCHEMAS["TreeView"] = {
     "properties": {"layout": {"type": "string"}, "table": {"type": "string"},
                    "distributors": {"type": "array", "items": {"type": "object"}}},
 }
-_SCHEMAS["TargetRequest"] = {
-    "type": "object", "required": ["target"],
-    "properties": {"target": {"type": "string", "pattern": r"^[A-Za-z0-9_-]{1,64}$"}},
-}
+_SCHEMAS.update(component_schemas())  # the models' own: requests, errors, health, topic lists
 
 _OPEN_PATHS = ("/health", "/openapi.json")
 

@@ -19,24 +19,21 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import requests
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
+from kazoo.exceptions import KazooException
 from werkzeug.exceptions import HTTPException
 
-from ferry.common.core.heartbeat import HeartbeatView
-from ferry.common.model import IdealState, PartitionKey, topic_name_problem
-from ferry.controller.api import rest_json
+from ferry.common.model import PartitionKey
+from ferry.common.vocabulary import DISTRIBUTOR_NAME, GROUP_NAME, MAX_PARTITIONS, ROUTE_NAME, topic_name_problem
+from ferry.controller.api import models, rest_json
 from ferry.controller.api.auth import TokenChecker
-from ferry.controller.api.openapi import GROUP_PATTERN, openapi_document
+from ferry.controller.api.openapi import openapi_document
+from ferry.controller.api.ports import ControllerApi
 from ferry.controller.errors import BadRequest, ControllerError, Unauthorized, Unavailable
-from ferry.controller.groups.checkpoints import GroupCheckpoints
-from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
-from ferry.controller.topics.admin import Rebalanced, TopicDeleted
-from ferry.controller.topics.progress import NoProgress, OffsetSample
-from ferry.controller.topics.reads import Health, Instances, SourceValidation, TopicView, Validation
-from ferry.controller.tree.control import TreeView
+from ferry.controller.topics.progress import OffsetSample
 
 log = logging.getLogger(__name__)
 
@@ -44,81 +41,10 @@ FORWARDED_HEADER = "X-Ferry-Forwarded-By"
 REQUEST_ID_HEADER = "X-Request-Id"
 # A caller's request id is kept when it is this tame (it goes into logs and headers as is).
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # fullmatch
-# <source>.<destination>, each a cluster name (common.config.CLUSTER_NAME); used with fullmatch,
-# since a pattern's $ also matches before a trailing newline.
-_ROUTE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64}")
-# Kafka allows any group id; Ferry's REST path takes printable ASCII without "/" and not only dots.
-_GROUP_ID = re.compile(GROUP_PATTERN.removeprefix("^").removesuffix("$"))
 MAX_BODY_BYTES = 64 * 1024  # a topic request is a few dozen bytes
-MAX_PARTITIONS = 2**31 - 1  # Kafka's partition ids are int32
 # Probes and the API description answer without a token, even when reads are closed.
 _ALWAYS_OPEN = frozenset({"/health", "/openapi.json"})
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-class LeaderApi(Protocol):
-    """Who leads (:class:`controller.lead.leadership.Leadership`): what forwarding needs."""
-
-    controller_id: str
-
-    def is_leader(self) -> bool: ...
-    def leader(self) -> dict[str, str] | None: ...
-
-
-class ReadApi(Protocol):
-    """What any controller answers (:class:`controller.topics.reads.ReadSide`)."""
-
-    def health(self) -> Health: ...
-    def metrics_text(self) -> bytes: ...
-    def list_topics(self) -> list[IdealState]: ...
-    def topic_view(self, topic: str, route: str | None = None) -> TopicView: ...
-    def instances(self) -> Instances: ...
-    def validation(self) -> Validation: ...
-    def source_validation(self) -> SourceValidation: ...
-    def offsets(self, topic: str | None = None, partition: int | None = None) -> Mapping[PartitionKey, OffsetSample]: ...
-    def destination_topic(self, route: str, topic: str) -> str: ...
-
-
-class TopicsApi(Protocol):
-    """The leader's topic commands (:class:`controller.topics.admin.TopicAdmin`)."""
-
-    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView: ...
-    def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]: ...
-    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView: ...
-    def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted: ...
-    def rebalance_now(self) -> Rebalanced: ...
-
-
-class JobsApi(Protocol):
-    """The leader's job results (:class:`controller.jobs.scheduler.LeaderJobs`); a standby forwards."""
-
-    def noprogress(self) -> NoProgress: ...
-    def heartbeats(self) -> HeartbeatView: ...
-    def groups(self, group: str | None = None) -> GroupCheckpoints: ...
-    def schema_status(self) -> SchemaStatus: ...
-    def schema_sync(self) -> SchemaReport: ...
-
-
-class TreeApi(Protocol):
-    """The distribution tree (:class:`controller.tree.control.TreeControl`)."""
-
-    def tree_view(self) -> TreeView: ...
-    def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]: ...
-
-
-class ControllerApi(Protocol):
-    """What the REST layer needs from a controller (:class:`controller.service.Controller`): its parts."""
-
-    @property
-    def leadership(self) -> LeaderApi: ...
-    @property
-    def reads(self) -> ReadApi: ...
-    @property
-    def topics(self) -> TopicsApi: ...
-    @property
-    def jobs(self) -> JobsApi: ...
-    @property
-    def tree(self) -> TreeApi: ...
 
 
 def _controller() -> ControllerApi:
@@ -140,67 +66,24 @@ def _topic(topic: Any) -> str:
 def _route(route: Any, where: str) -> str | None:
     if route is None:
         return None
-    if not isinstance(route, str) or not _ROUTE_NAME.fullmatch(route):
+    if not isinstance(route, str) or not ROUTE_NAME.fullmatch(route):
         raise BadRequest(f"{where} route must be a route name like source.destination, not {route!r}"[:300])
     return route
 
 
-def _partitions(value: Any, required: bool) -> int | None:
-    if value is None:
-        if required:
-            raise BadRequest("numPartitions is required")
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_PARTITIONS:
-        raise BadRequest(f"numPartitions must be an integer from 1 to {MAX_PARTITIONS}, not {value!r}"[:300])
-    return value
-
-
-_BODY_KEYS = ("topic", "numPartitions", "route")
-
-
-def _body(partitions_required: bool) -> tuple[str, int | None, str | None]:
-    """The topic body of POST/PUT /topics, checked: (topic, numPartitions, route)."""
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise BadRequest('the body must be a JSON object, e.g. {"topic": "orders", "numPartitions": 8}')
-    unknown = sorted(str(key) for key in body if key not in _BODY_KEYS)
-    if unknown:
-        raise BadRequest(f"unknown body fields {unknown}; known: {list(_BODY_KEYS)}"[:300])
-    if "topic" not in body:
-        raise BadRequest("topic is required")
-    topic = _topic(body["topic"])
-    count = _partitions(body.get("numPartitions"), partitions_required)
-    route = _route(body.get("route"), "the body's") or _route_arg()
-    return topic, count, route
-
-
-_BULK_KEYS = ("topics", "route")
-_BULK_ENTRY_KEYS = ("topic", "numPartitions")
-MAX_BULK_TOPICS = 1000
-
-
-def _bulk_body(body: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
-    """The bulk body of POST /topics, checked: ([{"topic", "numPartitions"?}, ...], route)."""
-    unknown = sorted(str(key) for key in body if key not in _BULK_KEYS)
-    if unknown:
-        raise BadRequest(f"unknown body fields {unknown}; known with topics: {list(_BULK_KEYS)}"[:300])
-    entries = body["topics"]
-    if not isinstance(entries, list) or not 0 < len(entries) <= MAX_BULK_TOPICS:
-        raise BadRequest(f"topics must be a list of 1 to {MAX_BULK_TOPICS} objects like "
-                         '{"topic": "orders", "numPartitions": 8}')
-    topics = []
-    for entry in entries:
-        if not isinstance(entry, dict):
-            raise BadRequest(f"every entry of topics must be an object, not {entry!r}"[:300])
-        unknown = sorted(str(key) for key in entry if key not in _BULK_ENTRY_KEYS)
-        if unknown or "topic" not in entry:
-            raise BadRequest(f"every entry of topics needs topic and may have numPartitions; got {sorted(entry)}"[:300])
-        topics.append({"topic": _topic(entry["topic"]), "numPartitions": _partitions(entry.get("numPartitions"), False)})
-    return topics, _route(body.get("route"), "the body's") or _route_arg()
-
-
 def _route_arg() -> str | None:
     return _route(request.args.get("route"), "the query's")
+
+
+def _checked(model: type[models.Request], example: str) -> models.Request:
+    """The request's JSON body checked by ``model`` (:mod:`controller.api.models`)."""
+    try:
+        return models.parsed(model, request.get_json(silent=True), example)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+_TOPIC_EXAMPLE = '{"topic": "orders", "numPartitions": 8}'
 
 
 # -- request ids, authentication, forwarding --------------------------------------------------
@@ -329,10 +212,11 @@ def get_topic(topic: str) -> Any:
 def _add_request() -> dict[str, Any]:
     body = request.get_json(silent=True)
     if isinstance(body, dict) and "topics" in body:  # bulk: one write and one reconcile for them all
-        topics, route = _bulk_body(body)
-        return {"topics": topics, "topic": None, "count": None, "route": route}
-    topic, count, route = _body(partitions_required=False)
-    return {"topics": None, "topic": topic, "count": count, "route": route}
+        many = _checked(models.TopicsRequest, '{"topics": [' + _TOPIC_EXAMPLE + "]}")
+        topics = [{"topic": entry.topic, "numPartitions": entry.num_partitions} for entry in many.topics]
+        return {"topics": topics, "topic": None, "count": None, "route": many.route or _route_arg()}
+    one = _checked(models.TopicRequest, _TOPIC_EXAMPLE)
+    return {"topics": None, "topic": one.topic, "count": one.num_partitions, "route": one.route or _route_arg()}
 
 
 @topics_api.post("/topics")
@@ -345,8 +229,10 @@ def add_topic(topics: list[dict[str, Any]] | None, topic: str | None, count: int
 
 
 def _expand_request() -> dict[str, Any]:
-    topic, count, route = _body(partitions_required=True)
-    return {"topic": topic, "count": count, "route": route}
+    one = _checked(models.TopicRequest, _TOPIC_EXAMPLE)
+    if one.num_partitions is None:
+        raise BadRequest("numPartitions is required")
+    return {"topic": one.topic, "count": one.num_partitions, "route": one.route or _route_arg()}
 
 
 @topics_api.put("/topics")
@@ -372,10 +258,6 @@ def rebalance() -> Any:
     return jsonify(rest_json.rebalanced_json(_controller().topics.rebalance_now()))
 
 
-_DISTRIBUTOR = re.compile(r"[A-Za-z0-9_-]{1,64}\.L[0-9]{1,2}")  # fullmatch
-_CLUSTER = re.compile(r"[A-Za-z0-9_-]{1,64}")  # fullmatch
-
-
 @instances_api.get("/tree")
 def tree_view() -> Any:
     form = request.args.get("format", "json")
@@ -388,13 +270,9 @@ def tree_view() -> Any:
 
 
 def _switch_request(distributor: str) -> dict[str, Any]:
-    if not _DISTRIBUTOR.fullmatch(distributor):
+    if not DISTRIBUTOR_NAME.fullmatch(distributor):
         raise BadRequest(f"a distributor is named <cluster>.L<level>, not {distributor[:80]!r}")
-    body = request.get_json(silent=True)
-    target = body.get("target") if isinstance(body, dict) else None
-    if not isinstance(target, str) or not _CLUSTER.fullmatch(target):
-        raise BadRequest('the body must be {"target": "<cluster>"}')
-    return {"distributor": distributor, "target": target}
+    return {"distributor": distributor, "target": _checked(models.TargetRequest, '{"target": "<cluster>"}').target}
 
 
 @instances_api.post("/tree/<distributor>/target")
@@ -455,7 +333,7 @@ def groups() -> Any:
 
 
 def _group(group: Any) -> str:
-    if not isinstance(group, str) or not _GROUP_ID.fullmatch(group):
+    if not isinstance(group, str) or not GROUP_NAME.fullmatch(group):
         raise BadRequest(f"{group!r} is not a consumer group id Ferry accepts"[:300])
     return group
 
@@ -475,9 +353,7 @@ def _no_arguments(what: str) -> dict[str, Any]:
 def _sync_request() -> dict[str, Any]:
     _no_arguments("POST /schemas/sync")
     if request.get_data():
-        body = request.get_json(silent=True)
-        if not isinstance(body, dict) or body:
-            raise BadRequest("POST /schemas/sync takes no body (or an empty JSON object {})")
+        _checked(models.SyncRequest, "{} (or no body at all)")
     return {}
 
 
@@ -494,7 +370,7 @@ def schema_sync() -> Any:
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> tuple[Response, int]:
-    response = jsonify({"error": message, "status": status, "requestId": _request_id()})
+    response = jsonify(models.Error(error=message, status=status, request_id=_request_id()).to_json())
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response, status
@@ -528,6 +404,11 @@ def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0, auth:
         if isinstance(exc, Unauthorized):
             headers["WWW-Authenticate"] = 'Bearer realm="ferry"' + (', error="invalid_token"' if exc.invalid_token else "")
         return _error(exc.status, str(exc), headers)
+
+    @app.errorhandler(KazooException)
+    def on_zookeeper_error(exc: KazooException) -> tuple[Response, int]:
+        # The one place a ZooKeeper failure becomes an answer: worth retrying, never a 500.
+        return _error(503, f"ZooKeeper cannot be reached: {type(exc).__name__}")
 
     @app.errorhandler(HTTPException)
     def on_http_error(exc: HTTPException) -> tuple[Response, int]:

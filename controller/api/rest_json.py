@@ -4,7 +4,8 @@ Pure functions from the parts' typed answers (:mod:`controller.topics.reads`, :m
 :mod:`controller.jobs.scheduler`, :mod:`controller.tree.control`, :mod:`controller.groups.checkpoints`, and model
 types) to JSON-ready dicts: the camelCase keys and their order live here only. No Flask, no I/O,
 so a CLI can shape the same way; the parts never import this module (``.importlinter``).
-The OpenAPI document (:mod:`controller.api.openapi`) describes these shapes.
+The OpenAPI document (:mod:`controller.api.openapi`) describes these shapes; those with a model in
+:mod:`controller.api.models` are built from it, so their schema is the model's.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from ferry.common.core import tree
 from ferry.common.core.heartbeat import HeartbeatView, Latency
 from ferry.common.model import IdealState, PartitionKey
+from ferry.controller.api import models
 from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
 from ferry.controller.topics.admin import Rebalanced, TopicDeleted
@@ -28,18 +30,15 @@ Json = dict[str, Any]
 
 
 def health_json(health: Health) -> Json:
-    return {
-        "status": "ok" if health.zookeeper_connected else "zookeeper unreachable",
-        "id": health.controller_id,
-        "state": health.state,
-        "leader": health.leading,
-        "leaderId": health.leader_id,
-        "leaderUrl": health.leader_url,
-    }
+    return models.Health(status="ok" if health.zookeeper_connected else "zookeeper unreachable",
+                         id=health.controller_id, state=health.state, leader=health.leading,
+                         leader_id=health.leader_id, leader_url=health.leader_url).to_json()
 
 
 def topics_json(states: Iterable[IdealState]) -> Json:
     """``GET /topics`` and a bulk ``POST /topics``: route, topic and partition count of each."""
+    # models.TopicList's shape, built as plain dicts: 160,000 topics take 0.06 s so, 0.5 s through the
+    # model (tests/unit/test_rest_json.py checks the two agree).
     return {"topics": [{"topic": s.topic, "route": s.route, "partitions": s.partitions} for s in states]}
 
 
@@ -139,11 +138,11 @@ def noprogress_json(report: NoProgress, destination_topic: DestinationTopic) -> 
 
 
 def deleted_json(deleted: TopicDeleted) -> Json:
-    return {"topic": deleted.topic, "deleted": True}
+    return models.Deleted(topic=deleted.topic).to_json()
 
 
 def rebalanced_json(rebalanced: Rebalanced) -> Json:
-    return {"rebalanced": True, "moved": rebalanced.moved}
+    return models.Rebalanced(moved=rebalanced.moved).to_json()
 
 
 # -- the distribution tree ------------------------------------------------------------------------

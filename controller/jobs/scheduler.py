@@ -156,7 +156,7 @@ class LeaderJobs:
     def run_spark_validation(self) -> None:
         """The leader's ``validate`` job: ``ferry validate --store`` in a process of its own (a JVM)."""
         assert self._config_path is not None
-        command = [sys.executable, "-m", "ferry.common.cli", "validate", "--config", self._config_path, "--store", "--json"]
+        command = [sys.executable, "-m", "ferry.cli", "validate", "--config", self._config_path, "--store", "--json"]
         timeout = self.config.controller.validation_timeout_s
         try:
             done = subprocess.run(command, capture_output=True, timeout=timeout, check=False)

@@ -26,29 +26,30 @@ plans moves from the workers' load reports), ``retry`` (1 s after a failed run) 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import partial
 from types import MappingProxyType
-from typing import Any
 
 from apscheduler.schedulers.base import BaseScheduler
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch
 
 from ferry.common.config import FerryConfig
 from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
 from ferry.common.zk.layout import ZkLayout
+from ferry.common.zk.watches import follow_pipelined
 from ferry.controller.errors import ControllerError, NotLeader, Unavailable
 from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.leadership import LEADING, Leadership
 from ferry.controller.lead.load_balance import LoadBalancer
 from ferry.controller.lead.store import Op, Store
+from ferry.controller.lead.topic_writes import TopicWriter
 from ferry.controller.lead.write_order import writes
 from ferry.controller.metrics import ControllerMetrics
 
@@ -86,7 +87,9 @@ class ModelLock:
 
 class Reconciler:
     """See the module docstring. ``lock`` serializes the leader's writes (reconcile and commands);
-    ``adding`` serializes bulk whitelisting, which does not wait for ``lock`` (:meth:`whitelisted`)."""
+    ``adding`` serializes bulk whitelisting, which does not wait for ``lock`` (:meth:`whitelisted`).
+    Topic commands take them only through :meth:`writing` and :meth:`writing_without_lock`, which
+    keep the order (``lock`` before ``adding``)."""
 
     def __init__(self, config: FerryConfig, zk: KazooClient, layout: ZkLayout, store: Store, leadership: Leadership,
                  scheduler: BaseScheduler, metrics: ControllerMetrics, clock: Callable[[], float]) -> None:
@@ -185,55 +188,15 @@ class Reconciler:
         return True
 
     def _follow_status(self, epoch: int, worker: str) -> None:
-        """Follows one worker's status node for this lead, pipelined.
+        """Follows one worker's status node for this lead, pipelined (:func:`common.zk.watches.follow_pipelined`)."""
 
-        A kazoo ``DataWatch`` reads the node again on kazoo's one event thread and waits for the
-        answer, so 2,000 workers reporting at once are 2,000 round trips one after another.
-        Here a notification only sends ``get_async`` (with the next watch) and the answer is
-        recorded when it arrives: the reads are in flight together. A deleted node is recorded
-        (None) and followed with ``exists_async`` until it comes back. A read that failed (the
-        connection dropped) is sent again a second later, while this lead lasts; a lost session
-        ends the lead, and the next lead reads everything anyway.
-        """
-        path = self.layout.worker_state(worker)
-
-        def current() -> bool:
-            return epoch == self._leadership.epoch
-
-        def on_event(event: Any) -> None:  # kazoo's event thread: only send the next read
-            if current():
-                fetch()
-
-        def fetch() -> None:
-            if not current():
-                return
-            try:
-                self._zk.get_async(path, watch=on_event).rawlink(on_data)
-            except KazooException:
-                threading.Timer(1.0, fetch).start()
-
-        def on_data(result: Any) -> None:
-            if not current():
-                return
-            try:
-                data, _ = result.get()
-            except NoNodeError:
-                data = None
-                self._zk.exists_async(path, watch=on_event).rawlink(on_exists)
-            except KazooException:
-                threading.Timer(1.0, fetch).start()
-                return
+        def record(data: bytes | None) -> None:
             with self._seen_lock:
                 self._seen_statuses[worker] = data  # None: the node is gone
                 self.watch_reads += 1
             self.request_reconcile()
 
-        def on_exists(result: Any) -> None:
-            with contextlib.suppress(KazooException):
-                if current() and result.get() is not None:
-                    fetch()  # it came back between the read and the watch
-
-        fetch()
+        follow_pipelined(self._zk, self.layout.worker_state(worker), lambda: epoch == self._leadership.epoch, record)
 
     # -- triggers -----------------------------------------------------------------------------
 
@@ -394,6 +357,30 @@ class Reconciler:
             self._ideal_published = None if self._model is None else MappingProxyType(
                 {**self._model.ideal, **self._whitelisted})
 
+    # -- the lock protocol for topic writes (controller.lead.topic_writes) ----------------------
+
+    @contextmanager
+    def writing(self, reconcile: bool = True, beside_bulk: bool = False) -> Iterator[TopicWriter]:
+        """Topic writes through the model, with ``lock`` held; a reconcile follows when they wrote
+        and ``reconcile``. ``beside_bulk`` holds ``adding`` too (after ``lock``) while the block runs,
+        so no bulk request writes between what the block read and what it writes."""
+        with self.lock:
+            writer = TopicWriter(self, through_model=True)
+            if beside_bulk:
+                with self.adding:
+                    yield writer
+            else:
+                yield writer
+            if writer.wrote and reconcile:
+                self.reconcile()
+
+    @contextmanager
+    def writing_without_lock(self) -> Iterator[TopicWriter | None]:
+        """Bulk topic writes with ``adding`` only: a running reconcile does not hold them up. None
+        when this leader has no model yet (then :meth:`writing` with ``reconcile=False`` reads it)."""
+        with self.adding:
+            yield TopicWriter(self, through_model=False) if self.has_model() else None
+
     # -- bulk whitelisting without the model's lock --------------------------------------------
 
     def has_model(self) -> bool:
@@ -441,26 +428,19 @@ class Reconciler:
         """The model when this controller leads and has read it (call with the lock held), else None."""
         return self._model if self._leadership.state == LEADING else None
 
-    def read(self, what: Callable[[], Any]) -> Any:
-        """``what()``, a ZooKeeper read; an unreachable ZooKeeper is :class:`Unavailable` (503)."""
-        try:
-            return what()
-        except KazooException as exc:
-            raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
-
     def ideal_state(self, route: str, topic: str) -> IdealState | None:
         with self.lock:
             model = self.model()
             if model is not None:
                 return model.ideal.get(TopicKey(route, topic))
-        state: IdealState | None = self.read(partial(self.store.ideal_state, route, topic))
+        state: IdealState | None = self.store.ideal_state(route, topic)
         return state
 
     def ideal_version(self, key: TopicKey) -> int:
         model = self.model()
         if model is not None and key in model.ideal_versions:
             return model.ideal_versions[key]
-        got = self.read(partial(self.store.data, self.layout.topic(key.route, key.topic)))
+        got = self.store.data(self.layout.topic(key.route, key.topic))
         return -1 if got is None else int(got[1])
 
     def ideal_states(self) -> Mapping[TopicKey, IdealState]:
@@ -469,7 +449,7 @@ class Reconciler:
         published = self._ideal_published
         if published is not None and self._leadership.state == LEADING and self._model is not None:
             return published
-        ideal, _ = self.read(self.store.ideal_states)
+        ideal, _ = self.store.ideal_states()
         return dict(ideal)
 
     def external_view(self, route: str, topic: str) -> ExternalView | None:
@@ -477,7 +457,7 @@ class Reconciler:
             model = self.model()
             if model is not None:
                 return model.external.get(TopicKey(route, topic))
-        stored: ExternalView | None = self.read(partial(self.store.external_view, route, topic))
+        stored: ExternalView | None = self.store.external_view(route, topic)
         return stored
 
     def removed_topics(self) -> set[TopicKey]:

@@ -22,14 +22,15 @@ from typing import Any, NamedTuple
 from kazoo.client import KazooClient
 
 from ferry.common.config import FerryConfig, RouteConfig
-from ferry.common.model import IdealState, TopicKey, encode, topic_name_problem
-from ferry.common.vocabulary import OpKind
+from ferry.common.model import IdealState, TopicKey, encode
+from ferry.common.vocabulary import MAX_PARTITIONS, OpKind, topic_name_problem
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, Conflict, NotFound
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.lead.leadership import Leadership
 from ferry.controller.lead.reconciler import Reconciler
 from ferry.controller.lead.store import Op
+from ferry.controller.lead.topic_writes import TopicWrite, TopicWriter
 from ferry.controller.topics import observer
 from ferry.controller.topics.reads import ReadSide, TopicView, select_routes
 
@@ -95,17 +96,15 @@ class TopicAdmin:
         counts = self._mirrored_counts(routes, wanted_counts)  # before any lock: it may ask the source
         reconciler = self._reconciler
         if assign_now:
-            with reconciler.lock:
-                created = self._whitelist(routes, counts, through_model=True)
-                reconciler.reconcile()
-            return created
+            with reconciler.writing() as writer:
+                return self._whitelist(writer, routes, counts)
         written: list[IdealState] | None = None
-        with reconciler.adding:  # not ``lock``: a running reconcile does not hold the request up
-            if reconciler.has_model():
-                written = self._whitelist(routes, counts, through_model=False)
+        with reconciler.writing_without_lock() as bulk:  # a running reconcile does not hold the request up
+            if bulk is not None:
+                written = self._whitelist(bulk, routes, counts)
         if written is None:  # no model yet (a lead's first moments): take the lock; the model gets read
-            with reconciler.lock:
-                written = self._whitelist(routes, counts, through_model=True)
+            with reconciler.writing(reconcile=False) as writer:
+                written = self._whitelist(writer, routes, counts)
         reconciler.request_reconcile()
         return written
 
@@ -131,38 +130,26 @@ class TopicAdmin:
                 counts[r.name][topic] = _checked_count(r, topic, count, partitions)
         return counts
 
-    def _whitelist(self, routes: list[RouteConfig], counts: dict[str, dict[str, int]], *,
-                   through_model: bool) -> list[IdealState]:
-        """Writes the topics' nodes (fenced, one transaction when they fit) and tells the model.
-
-        With ``reconciler.lock`` held, the model takes them at once (``through_model``); with only
-        ``reconciler.adding``, they wait for the next holder of the lock (:meth:`Reconciler.whitelisted`).
-        """
-        reconciler, layout = self._reconciler, self._layout
+    def _whitelist(self, writer: TopicWriter, routes: list[RouteConfig],
+                   counts: dict[str, dict[str, int]]) -> list[IdealState]:
+        """Writes the topics' nodes (fenced, one transaction when they fit) through ``writer``."""
+        layout = self._layout
         self._leadership.require_leader()
         for r in routes:
             for topic in counts[r.name]:
-                key = TopicKey(r.name, topic)
-                known = reconciler.ideal_state(r.name, topic) if through_model else reconciler.known_topic(key)
-                if known is not None:
+                if writer.known(TopicKey(r.name, topic)) is not None:
                     raise Conflict(f"topic {topic!r} is already mirrored on route {r.name}")
         ops, created = [], []
         for r in routes:
-            removed = set(reconciler.store.children(f"{layout.removed}/{r.name}"))
-            reconciler.ensure_path(layout.route_topics(r.name))
+            removed = writer.removed(r.name)
+            writer.ensure_route(r.name)
             for topic, count in counts[r.name].items():
                 state = IdealState(r.name, topic, count)
                 ops.append(Op(OpKind.CREATE, layout.topic(r.name, topic), state.to_bytes()))
                 created.append(state)
                 if topic in removed:
                     ops.append(Op(OpKind.DELETE, layout.removed_topic(r.name, topic)))
-        reconciler.commit(ops)
-        if through_model:
-            for state in created:
-                reconciler.put_topic(TopicKey(state.route, state.topic), state, 0)
-            reconciler.publish_ideal()
-        else:
-            reconciler.whitelisted(created)
+        writer.write(ops, [(TopicKey(state.route, state.topic), state, 0) for state in created])
         topics = {state.topic for state in created}
         if len(topics) == 1:
             log.info("whitelisted topic %s on %s", next(iter(topics)), [r.name for r in routes])
@@ -175,14 +162,14 @@ class TopicAdmin:
         _check_topic(topic)
         count = _check_count(num_partitions, required=True)
         assert count is not None
-        reconciler = self._reconciler
-        with reconciler.lock:
+        with self._reconciler.writing() as writer:
             self._leadership.require_leader()
             ops = []
-            grown: list[tuple[TopicKey, IdealState, int]] = []
+            grown: list[TopicWrite] = []
             mirrored = False
             for r in select_routes(self.config, route):
-                state = reconciler.ideal_state(r.name, topic)
+                key = TopicKey(r.name, topic)
+                state = writer.known(key)
                 if state is None:
                     continue
                 mirrored = True
@@ -191,29 +178,23 @@ class TopicAdmin:
                 self._mirrored_count(r, topic, count)
                 if count > state.partitions:
                     expanded = IdealState(r.name, topic, count, dict(state.assignment))
-                    key = TopicKey(r.name, topic)
-                    version = reconciler.ideal_version(key)
+                    version = writer.version(key)
                     ops.append(Op(OpKind.SET, self._layout.topic(r.name, topic), expanded.to_bytes(), version))
                     grown.append((key, expanded, version + 1))
             if not mirrored:
                 raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
-            if ops:
-                reconciler.commit(ops)
-                for key, expanded, version in grown:
-                    reconciler.put_topic(key, expanded, version)
-                reconciler.publish_ideal()
-                reconciler.reconcile()
+            writer.write(ops, grown)
         return self._reads.topic_view(topic, route)
 
     def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted:
         """Stops mirroring ``topic``; workers release its partitions. The destination topic stays."""
-        reconciler, layout = self._reconciler, self._layout
-        with reconciler.lock:
+        layout = self._layout
+        with self._reconciler.writing() as writer:
             self._leadership.require_leader()
             ops = []
             deleted = []
             for r in select_routes(self.config, route):
-                if reconciler.ideal_state(r.name, topic) is not None:
+                if writer.known(TopicKey(r.name, topic)) is not None:
                     ops.append(Op(OpKind.DELETE, layout.topic(r.name, topic)))
                     deleted.append(TopicKey(r.name, topic))
                     # Remembered, so the observer does not whitelist it again until someone POSTs it.
@@ -223,18 +204,13 @@ class TopicAdmin:
                         ops.append(Op(OpKind.CREATE, removed, encode({"at": self._clock()})))
             if not ops:
                 raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
-            reconciler.commit(ops)
-            for key in deleted:
-                reconciler.put_topic(key, None)
-            reconciler.publish_ideal()
+            writer.write(ops, [(key, None, 0) for key in deleted])
             log.info("stopped mirroring topic %s", topic)
-            reconciler.reconcile()
         return TopicDeleted(topic, tuple(key.route for key in deleted))
 
     def rebalance_now(self) -> Rebalanced:
         """Reconciles now, moving partitions to even out the workers."""
-        with self._reconciler.lock:
-            changes = self._reconciler.reconcile(rebalance=True)
+        changes = self._reconciler.reconcile(rebalance=True)  # it takes the lock
         return Rebalanced(changes.moved)
 
     # -- the observer (job ``observe``) -------------------------------------------------------
@@ -259,32 +235,28 @@ class TopicAdmin:
         if not decisions.add and not decisions.expand:  # the usual case: no need to wait for the lock
             self._follow_configs(set(ideal) & at_source)
             return decisions
-        with reconciler.lock:
+        # Beside bulk POST /topics, which creates topic nodes without the model's lock.
+        with reconciler.writing(beside_bulk=True) as writer:
             self._leadership.require_leader()
-            with reconciler.adding:  # bulk POST /topics creates topic nodes without ``lock``
-                ideal = reconciler.ideal_states()  # again, under the locks: what the writes start from
-                decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
-                ops, written = [], []
-                for key, partitions in sorted(decisions.add.items()):
-                    reconciler.ensure_path(layout.route_topics(key.route))
-                    state = IdealState(key.route, key.topic, partitions)
-                    ops.append(Op(OpKind.CREATE, layout.topic(key.route, key.topic), state.to_bytes()))
-                    written.append((key, state, 0))
-                for key, partitions in sorted(decisions.expand.items()):
-                    old = ideal[key]
-                    grown = IdealState(key.route, key.topic, partitions, dict(old.assignment))
-                    version = reconciler.ideal_version(key)
-                    ops.append(Op(OpKind.SET, layout.topic(key.route, key.topic), grown.to_bytes(), version))
-                    written.append((key, grown, version + 1))
-                if ops:
-                    reconciler.commit(ops)
-                    for key, state, version in written:
-                        reconciler.put_topic(key, state, version)
-                    reconciler.publish_ideal()
+            ideal = reconciler.ideal_states()  # again, under the locks: what the writes start from
+            decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
+            ops: list[Op] = []
+            written: list[TopicWrite] = []
+            for key, partitions in sorted(decisions.add.items()):
+                writer.ensure_route(key.route)
+                state = IdealState(key.route, key.topic, partitions)
+                ops.append(Op(OpKind.CREATE, layout.topic(key.route, key.topic), state.to_bytes()))
+                written.append((key, state, 0))
+            for key, partitions in sorted(decisions.expand.items()):
+                old = ideal[key]
+                grown = IdealState(key.route, key.topic, partitions, dict(old.assignment))
+                version = writer.version(key)
+                ops.append(Op(OpKind.SET, layout.topic(key.route, key.topic), grown.to_bytes(), version))
+                written.append((key, grown, version + 1))
+            writer.write(ops, written)
             if ops:
                 log.info("observer: whitelisted %d topics %s, expanded %s", len(decisions.add),
                          sorted(map(str, decisions.add))[:20], {str(k): n for k, n in decisions.expand.items()})
-                reconciler.reconcile()
         self._follow_configs((set(ideal) | set(decisions.add)) & at_source)
         return decisions
 
@@ -331,6 +303,7 @@ def _checked_count(route: RouteConfig, topic: str, count: int | None, at_source:
 
 
 def _check_topic(topic: Any) -> None:
+    """Kafka's name rule (the edge's too), and the domain's own: internal topics are not mirrored."""
     problem = topic_name_problem(topic)
     if problem:
         raise BadRequest(problem)
@@ -344,7 +317,7 @@ def _check_count(value: Any, required: bool) -> int | None:
             raise BadRequest("numPartitions is required")
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise BadRequest(f"numPartitions must be a positive integer, not {value!r}")
-    if value <= 0:
-        raise BadRequest(f"numPartitions must be positive, not {value}")
+        raise BadRequest(f"numPartitions must be a positive integer, not {value!r}"[:300])
+    if not 0 < value <= MAX_PARTITIONS:  # the REST edge's bound too (controller.api.models)
+        raise BadRequest(f"numPartitions must be from 1 to {MAX_PARTITIONS}, not {value}")
     return value

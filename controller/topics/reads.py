@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core.diff import Mismatch, compare, summarize
@@ -31,7 +31,7 @@ from ferry.common.model import (
 )
 from ferry.common.vocabulary import ControllerState, StrEnum
 from ferry.common.zk.layout import ZkLayout
-from ferry.controller.errors import BadRequest, NotFound, Unavailable
+from ferry.controller.errors import BadRequest, NotFound
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.lead.leadership import Leadership
 from ferry.controller.lead.reconciler import Reconciler
@@ -191,9 +191,9 @@ class ReadSide:
                 holding = {w: [str(p) for p in held] for w, held in model.holding().items()}
                 return _instances(live, statuses, holding)
         store = reconciler.store
-        live = reconciler.read(store.live_workers)
-        statuses = reconciler.read(store.statuses)
-        ideal, _ = reconciler.read(store.ideal_states)
+        live = store.live_workers()
+        statuses = store.statuses()
+        ideal, _ = store.ideal_states()
         holding = {}
         for key, state in sorted(ideal.items()):
             for p, worker in sorted(state.assignment.items()):
@@ -208,9 +208,9 @@ class ReadSide:
                 mismatches, summary = model.validation()
             else:
                 store = reconciler.store
-                ideal, _ = reconciler.read(store.ideal_states)
-                external = reconciler.read(store.external_views)
-                live = set(reconciler.read(store.live_workers))
+                ideal, _ = store.ideal_states()
+                external = store.external_views()
+                live = set(store.live_workers())
                 mismatches = compare(ideal, external, live)
                 summary = summarize(ideal, external)
         return Validation(list(mismatches), summary, self.spark_validation())
@@ -221,8 +221,6 @@ class ReadSide:
             data, _ = self._zk.get(self._layout.validation)
         except NoNodeError:
             return None
-        except KazooException as exc:
-            raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
         stored: StoredValidation | None = decode(data)
         return stored
 

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core import tree
 from ferry.common.model import decode, encode
 from ferry.common.zk.layout import ZkLayout
-from ferry.controller.errors import BadRequest, Conflict, NotFound, Unavailable
+from ferry.controller.errors import BadRequest, Conflict, NotFound
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.lead.leadership import Leadership
 
@@ -79,8 +79,6 @@ class TreeControl:
             data, stat = self._zk.get(self._layout.tree_targets)
         except NoNodeError:
             return {}, None
-        except KazooException as exc:
-            raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
         return {str(k): str(v) for k, v in (decode(data) or {}).items()}, stat.version
 
     def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]:
@@ -102,8 +100,6 @@ class TreeControl:
                     self._zk.set(self._layout.tree_targets, encode(updated), version=version)
             except (NodeExistsError, BadVersionError):
                 continue
-            except KazooException as exc:
-                raise Unavailable(f"ZooKeeper cannot be reached: {type(exc).__name__}") from None
             log.warning("distributor %s now copies to %s (%s)", distributor, leaf, why)
             return updated
         raise Conflict("the tree's targets kept changing; try again")

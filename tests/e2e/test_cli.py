@@ -11,7 +11,7 @@ from ferry.devstack import stack as devstack
 
 def _ferry(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ferry.common.cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "ferry.cli", *args], capture_output=True, text=True, timeout=120
     )
 
 

@@ -67,7 +67,7 @@ def _mirror(fleet: Fleet, topic: str) -> tuple[Any, Any]:
 
 
 def _ferry(fleet: Fleet, *args: str) -> Any:
-    answer = subprocess.run([sys.executable, "-m", "ferry.common.cli", *args, "--config", str(fleet.config_path), "--json"],
+    answer = subprocess.run([sys.executable, "-m", "ferry.cli", *args, "--config", str(fleet.config_path), "--json"],
                             capture_output=True, text=True, timeout=120, env={**os.environ})
     assert answer.returncode == 0, answer.stderr[-2000:]
     return json.loads(answer.stdout)

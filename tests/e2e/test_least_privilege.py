@@ -114,7 +114,7 @@ def test_ferry_mirrors_with_exactly_the_acls_it_prints(
     }
     fleet.write_config()
     config = load_config(fleet.config_path)
-    printed = subprocess.run([sys.executable, "-m", "ferry.common.cli", "acls", "--config", str(fleet.config_path)],
+    printed = subprocess.run([sys.executable, "-m", "ferry.cli", "acls", "--config", str(fleet.config_path)],
                              capture_output=True, text=True, timeout=60)
     assert printed.returncode == 0, printed.stderr
     lines = [line for line in printed.stdout.splitlines() if line.startswith("kafka-acls.sh")]

@@ -262,7 +262,7 @@ def test_a_controller_with_unusable_auth_or_tls_settings_exits_with_one_line(
     fleet.extra = {"controller": controller}
     fleet.write_config()
     result = subprocess.run(
-        [sys.executable, "-m", "ferry.common.cli", "controller", "--config", str(fleet.config_path)],
+        [sys.executable, "-m", "ferry.cli", "controller", "--config", str(fleet.config_path)],
         capture_output=True, text=True, timeout=60, env={**os.environ, **env},
     )
     assert result.returncode == 2, result.stderr
@@ -277,7 +277,7 @@ def test_a_controller_whose_rest_port_is_taken_exits_with_one_line(fleet: Fleet)
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [sys.executable, "-m", "ferry.common.cli", "controller", "--config", str(fleet.config_path),
+            [sys.executable, "-m", "ferry.cli", "controller", "--config", str(fleet.config_path),
              "--rest-port", str(port)],
             capture_output=True, text=True, timeout=60,
         )

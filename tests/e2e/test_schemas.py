@@ -89,11 +89,11 @@ def test_avro_records_mirrored_by_ferry_decode_against_the_target_registry(
         consumer.close()
     assert received == sent
 
-    cli = subprocess.run([sys.executable, "-m", "ferry.common.cli", "schemas", "--config", str(fleet.config_path),
+    cli = subprocess.run([sys.executable, "-m", "ferry.cli", "schemas", "--config", str(fleet.config_path),
                           "--url", controller.url, "status"], capture_output=True, text=True, timeout=60)
     assert cli.returncode == 0, cli.stderr
     assert f"acme-prod-{topic}-value" in cli.stdout and "in_sync" in cli.stdout
-    diff = subprocess.run([sys.executable, "-m", "ferry.common.cli", "schemas", "--config", str(fleet.config_path),
+    diff = subprocess.run([sys.executable, "-m", "ferry.cli", "schemas", "--config", str(fleet.config_path),
                            "--url", controller.url, "diff"], capture_output=True, text=True, timeout=60)
     assert diff.returncode == 0 and "is in sync on dst" in diff.stdout, diff.stdout + diff.stderr
 

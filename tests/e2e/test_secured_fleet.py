@@ -85,7 +85,7 @@ def test_secured_fleet_mirrors_everything_and_nobody_else_touches_its_state(
 
         # `ferry zk` with the credentials (from the same environment variable) reads it all.
         inspected = subprocess.run(
-            [sys.executable, "-m", "ferry.common.cli", "zk", "external", topic, "--config", str(fleet.config_path), "--json"],
+            [sys.executable, "-m", "ferry.cli", "zk", "external", topic, "--config", str(fleet.config_path), "--json"],
             capture_output=True, text=True, timeout=60,
         )
         assert inspected.returncode == 0, inspected.stderr

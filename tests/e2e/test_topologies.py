@@ -255,7 +255,7 @@ def test_the_issues_looping_config_is_refused_at_start(tmp_path: Path, local_sta
         "routes:\n  - {source: src, destination: dst, include: [t]}\n  - {source: dst, destination: src, include: [t]}\n"
     )
     for kind in ("controller", "worker"):
-        done = subprocess.run([sys.executable, "-m", "ferry.common.cli", kind, "--config", str(config)],
+        done = subprocess.run([sys.executable, "-m", "ferry.cli", kind, "--config", str(config)],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, done.stderr
         assert "routes src.dst, dst.src form a cycle (src -> dst -> src) with identity naming" in done.stderr
@@ -294,7 +294,7 @@ def test_a_subtree_switch_when_the_target_broker_stops(topology: Callable[[list[
         late = sum(20 for _ in up_names)
         wait_until(lambda: all(len(top.read(n)) >= 80 + late for n in up_names), 120,
                    "the late records on src, dst and d", interval=1.0)
-        table = subprocess.run([sys.executable, "-m", "ferry.common.cli", "tree", "--config", str(top.fleet.config_path),
+        table = subprocess.run([sys.executable, "-m", "ferry.cli", "tree", "--config", str(top.fleet.config_path),
                                 "--url", top.controller.url], capture_output=True, text=True, timeout=60)
         assert table.returncode == 0, table.stderr
         print(table.stdout)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import requests
 
-from ferry.common.cli import main as ferry_main
+from ferry.cli import main as ferry_main
 from ferry.devstack import stack as devstack
 from ferry.fleet.manager import FleetManager
 from tests.harness.processes import RecordLedger

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from confluent_kafka import Message
 
-from ferry.common import cli
+from ferry import cli
 from ferry.common.config import FerryConfig, parse_config
 from ferry.common.kafka import clients as kafka_clients
 from ferry.pipeline.audit import classify, compare_identities, run_audit

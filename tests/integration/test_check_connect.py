@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ferry.common import cli
+from ferry import cli
 from ferry.common.config import parse_config
 from ferry.common.zk.layout import make_client
 from ferry.devstack import stack as devstack

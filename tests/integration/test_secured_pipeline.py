@@ -21,7 +21,7 @@ from confluent_kafka.admin import NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
-from ferry.common import cli
+from ferry import cli
 from ferry.common.config import parse_config
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.model import ExternalView, IdealState, PartitionState, WorkerInfo

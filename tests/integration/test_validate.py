@@ -18,7 +18,7 @@ import pytest
 import yaml
 from kazoo.client import KazooClient
 
-from ferry.common import cli
+from ferry import cli
 from ferry.common.config import FerryConfig, parse_config
 from ferry.common.core.diff import Problem
 from ferry.common.model import ExternalView, IdealState, PartitionState, WorkerInfo
@@ -216,7 +216,7 @@ def test_cli_exit_status_and_json(
     zk.delete(LAYOUT.live_worker("w1"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "ferry.common.cli", "validate", "--config", str(config_file), "--json", "--master", "local[1]"],
+        [sys.executable, "-m", "ferry.cli", "validate", "--config", str(config_file), "--json", "--master", "local[1]"],
         capture_output=True, text=True, timeout=120, cwd=REPO, env=env,
     )
     assert proc.returncode == 1, proc.stderr

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from kazoo.client import KazooClient
 
-from ferry.common.cli import main
+from ferry.cli import main
 from ferry.common.model import ExternalView, IdealState, WorkerInfo
 from ferry.common.zk.layout import ZkLayout
 

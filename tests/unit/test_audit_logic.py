@@ -101,7 +101,7 @@ def test_a_loop_prevention_routes_other_records_are_reported_apart_not_as_proble
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Records produced on the destination of an active-active pair are not "extra".
-    from ferry.common import cli
+    from ferry import cli
     from ferry.pipeline import audit
 
     counts = {"missing": 0, "duplicated": 0, "extra": 0, "sourceSkipped": 3, "destinationLocal": 4, "otherRoutes": 1}

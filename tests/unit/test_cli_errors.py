@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ferry.common.cli import build_parser, main, one_line, parse_log_level
+from ferry.cli import build_parser, main
+from ferry.common.cli import one_line, parse_log_level
 from ferry.common.config import load_config
 from ferry.common.errors import ConfigError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.common.cli import build_parser, main
+from ferry.cli import build_parser, main
 
 
 @pytest.mark.parametrize(

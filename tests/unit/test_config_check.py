@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ferry.common import cli
+from ferry import cli
 from ferry.common.preflight.config_check import check_data
 
 REPO = Path(__file__).resolve().parents[2]

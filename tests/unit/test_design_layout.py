@@ -10,8 +10,8 @@ PACKAGES = ("common", "controller", "worker", "pipeline", "bench", "fleet", "dev
 
 
 def _modules() -> list[str]:
-    return [f.relative_to(REPO).as_posix() for p in PACKAGES for f in sorted((REPO / p).rglob("*.py"))
-            if f.name != "__init__.py"]
+    return ["ferry/cli.py"] + [f.relative_to(REPO).as_posix() for p in PACKAGES for f in sorted((REPO / p).rglob("*.py"))
+                               if f.name != "__init__.py"]
 
 
 def _layout() -> str:

@@ -35,7 +35,7 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 def test_the_cli_worker_and_controller_import_no_optional_module() -> None:
     done = _python(f"""
 import contextlib, io
-from ferry.common.cli import build_parser
+from ferry.cli import build_parser
 parser = build_parser()
 with contextlib.redirect_stdout(io.StringIO()):
     parser.print_help()
@@ -59,7 +59,7 @@ print(attempts, loaded)
     (["fleet", "engine", "status"], "fleet"),
 ])
 def test_a_command_without_its_extra_says_what_to_install(argv: list[str], extra: str) -> None:
-    done = _python(f"from ferry.common.cli import main\nsys.exit(main({argv!r}))")
+    done = _python(f"from ferry.cli import main\nsys.exit(main({argv!r}))")
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert line.endswith(f"needs the {extra} extra ({extras.EXTRAS[extra][0]} is not installed): "
@@ -79,7 +79,7 @@ def test_a_controller_asked_to_run_the_spark_validation_needs_the_spark_extra(tm
                       'clusters: {src: {bootstrap.servers: "127.0.0.1:1"}, dst: {bootstrap.servers: "127.0.0.1:2"}}\n'
                       "routes: [{source: src, destination: dst}]\n"
                       "controller: {validation_interval_s: 60}\n")
-    done = _python(f"from ferry.common.cli import main\nsys.exit(main(['controller', '--config', {str(config)!r}]))")
+    done = _python(f"from ferry.cli import main\nsys.exit(main(['controller', '--config', {str(config)!r}]))")
     assert done.returncode == 2
     assert done.stderr.strip() == ("ferry: controller.validation_interval_s > 0 (ferry validate) needs the spark extra "
                                    "(pyspark is not installed): pip install 'kafka-ferry[spark]'")

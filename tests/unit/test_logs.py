@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from ferry.cli import build_parser
 from ferry.common import logs
-from ferry.common.cli import build_parser
 from ferry.common.config import parse_config
 from ferry.common.errors import ConfigError
 from ferry.common.kafka import clients as kafka_clients

@@ -46,7 +46,7 @@ def test_kafkas_own_example_converts_to_a_config_ferry_accepts(tmp_path: Path) -
 
 
 def test_the_command_prints_yaml_on_stdout_and_one_line_per_unconverted_setting_on_stderr(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "ferry.common.cli", "import-mm2", str(KAFKA_EXAMPLE)],
+    done = subprocess.run([sys.executable, "-m", "ferry.cli", "import-mm2", str(KAFKA_EXAMPLE)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     (tmp_path / "ferry.yaml").write_text(done.stdout)
@@ -60,7 +60,7 @@ def test_the_command_prints_yaml_on_stdout_and_one_line_per_unconverted_setting_
 def test_the_command_refuses_a_file_without_clusters_in_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "mm2.properties"
     bad.write_text("A.bootstrap.servers = a:9092\n")
-    done = subprocess.run([sys.executable, "-m", "ferry.common.cli", "import-mm2", str(bad)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "ferry.cli", "import-mm2", str(bad)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("ferry: ") and "no clusters" in done.stderr and len(done.stderr.splitlines()) == 1

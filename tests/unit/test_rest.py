@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from flask import Flask, request
 from flask.testing import FlaskClient
+from kazoo.exceptions import ConnectionLoss
 
 from ferry.controller.api.rest import FORWARDED_HEADER, create_app
 from ferry.controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
@@ -105,6 +106,12 @@ def test_controller_errors_map_to_their_status(
         client.post("/instances"),
     ):
         assert assert_json_error(response, status)["error"] == str(error)
+
+
+def test_an_unreachable_zookeeper_is_a_503_on_every_path(client: FlaskClient, fake: FakeController) -> None:
+    fake.fail = ConnectionLoss()
+    for response in (client.get("/topics/x"), client.get("/topics"), client.post("/topics", json={"topic": "x"})):
+        assert assert_json_error(response, 503)["error"] == "ZooKeeper cannot be reached: ConnectionLoss"
 
 
 def test_a_bug_is_a_500_json_answer_whose_request_id_is_in_the_log(

@@ -10,7 +10,7 @@ from ferry.common.core.heartbeat import HeartbeatView, Latency
 from ferry.common.core.schemas import ConflictReport, Copy, SchemaVersion, StateChange, SubjectStatus, TargetState
 from ferry.common.model import ExternalView, IdealState, PartitionKey, WorkerInfo
 from ferry.common.vocabulary import ControllerState, PartitionState, Problem
-from ferry.controller.api import rest_json
+from ferry.controller.api import models, rest_json
 from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus, SubjectReport
 from ferry.controller.topics.admin import Rebalanced, TopicDeleted
@@ -144,3 +144,8 @@ def test_a_schema_report_keeps_its_keys_and_order() -> None:
                           "state": "DISABLED"}],
         "unreachable": {"dr": "down"}, "lastError": "12: down"})
     assert "lastError" not in rest_json.schema_report_json(report)  # POST /schemas/sync: the pass only
+
+
+def test_the_topic_list_has_its_models_shape() -> None:
+    shaped = rest_json.topics_json([IdealState("a.b", "orders", 3), IdealState("a.b", "audit", 1)])
+    assert models.TopicList.model_validate(shaped).to_json() == shaped

@@ -41,12 +41,15 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
 
 from ferry.common.config import FerryConfig
+from ferry.common.core.operate import controls as fleet_controls
+from ferry.common.core.operate.controls import Controls
 from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import ControllerError, NotLeader, Unavailable
 from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.leadership import LEADING, Leadership
 from ferry.controller.lead.store import Op, Store
+from ferry.common.vocabulary import OpKind
 from ferry.controller.lead.write_order import writes
 from ferry.controller.metrics import ControllerMetrics
 
@@ -116,6 +119,11 @@ class Reconciler:
         # Partition keys parsed from the workers' statuses (a status repeats its keys at every report).
         self._parsed_keys: dict[str, PartitionKey] = {}
         self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
+        # The operator's controls (controls/desired) as last read or written, and the throttle
+        # shares as last written (None: not read in this lead; absent node: {} and not existing).
+        self.controls = Controls()
+        self._shares: fleet_controls.Shares | None = None
+        self._shares_exist = False
 
     # -- a lead's start and end -------------------------------------------------------------
 
@@ -129,6 +137,7 @@ class Reconciler:
         self._state_watched = set()
         self._reconcile_queued = False
         self._ensured_paths = set()
+        self._shares = None
         with self.adding:
             self._whitelisted = {}
 
@@ -265,6 +274,9 @@ class Reconciler:
                 self._reconcile_queued = False  # a trigger from now on queues the next run
         if self._leadership.state != LEADING:
             return
+        if rebalance and not self.autobalancing():
+            log.info("autobalancing is off: no rebalance after the membership change")
+            rebalance = False
         try:
             self.reconcile(rebalance=rebalance)
         except NotLeader as exc:
@@ -295,6 +307,8 @@ class Reconciler:
             model.applied(changes, generation)
             if changes.ideal:
                 self.publish_ideal()
+            if changes.ideal or self._shares is None or self.budgets():
+                self._write_shares(model)
             self.departed_at = dict(model.departed_at)
             for state, count in model.state_counts.items():
                 self._metrics.partitions.labels(state).set(count)
@@ -314,6 +328,8 @@ class Reconciler:
             # The views are the leader's own function of the statuses: rewritten at the first
             # reconcile rather than read (half the nodes of a takeover read).
             self._model = LeaderState(self.store.snapshot(read_views=False), self.departed_at)
+            self._read_controls()
+            self._model.set_cordoned(frozenset(self.controls.cordoned), frozenset(self.controls.drained()))
             self.publish_ideal()
             log.info("read the state: %d topics, %d workers in %.2fs", len(self._model.ideal),
                      len(self._model.live), time.perf_counter() - started)
@@ -334,6 +350,51 @@ class Reconciler:
         for worker, data in statuses.items():
             model.set_status(worker, None if data is None else WorkerStatus.from_bytes(data, self._parsed_keys))
         return model
+
+    # -- an operator's controls ----------------------------------------------------------------
+
+    def autobalancing(self) -> bool:
+        enabled = self.controls.autobalancing
+        return self.config.controller.autobalancing if enabled is None else enabled
+
+    def budgets(self) -> dict[str, fleet_controls.Throttle]:
+        """Each throttled route's budget: the run-time one, else the config's."""
+        result = {route.name: fleet_controls.Throttle(route.max_bytes_per_s, route.max_records_per_s)
+                  for route in self.config.routes if route.max_bytes_per_s or route.max_records_per_s}
+        result.update(self.controls.throttles)
+        return result
+
+    def set_controls(self, controls: Controls) -> None:
+        """The controls this controller just wrote (call with the lock); the next reconcile applies them."""
+        self.controls = controls
+        if self._model is not None:
+            self._model.set_cordoned(frozenset(controls.cordoned), frozenset(controls.drained()))
+
+    def _read_controls(self) -> None:
+        got = self.store.data(self.layout.controls)
+        try:
+            self.controls = Controls.from_bytes(None if got is None else got[0])
+        except ValueError as exc:
+            log.error("ignoring an unreadable %s: %s", self.layout.controls, exc)
+            self.controls = Controls()
+        got = self.store.data(self.layout.throttle_shares)
+        self._shares_exist = got is not None
+        try:
+            self._shares = fleet_controls.shares_from_bytes(None if got is None else got[0])
+        except ValueError:
+            self._shares = {}
+
+    def _write_shares(self, model: LeaderState) -> None:
+        """Writes each worker's part of the throttled routes' budgets when it changed (fenced)."""
+        budgets = self.budgets()
+        holding = {p: w for w, held in model.holding().items() for p in held} if budgets else {}
+        wanted = fleet_controls.shares(budgets, holding)
+        if wanted == self._shares and (self._shares_exist or not wanted):
+            return
+        self.ensure_path(self.layout.throttle_shares.rsplit("/", 1)[0])
+        kind = OpKind.SET if self._shares_exist else OpKind.CREATE
+        self.commit([Op(kind, self.layout.throttle_shares, fleet_controls.shares_to_bytes(wanted))])
+        self._shares, self._shares_exist = wanted, True
 
     # -- the leader's writes ------------------------------------------------------------------
 

@@ -38,9 +38,9 @@ from ferry.controller.lead.leadership import LEADING, STANDBY, STOPPED, Leadersh
 from ferry.controller.lead.reconciler import Reconciler
 from ferry.controller.lead.store import Store
 from ferry.controller.metrics import ControllerMetrics
+from ferry.controller.operate.control import FleetControls
 from ferry.controller.topics.admin import TopicAdmin
 from ferry.controller.topics.reads import ReadSide
-from ferry.controller.operate.control import FleetControls
 from ferry.controller.tree.control import TreeControl
 
 __all__ = ["LEADING", "STANDBY", "STOPPED", "Controller"]

@@ -39,10 +39,9 @@ def _pause_request(topic: str) -> dict[str, Any]:
     if unknown:
         raise BadRequest(f"unknown fields {unknown}"[:200])
     partitions = body.get("partitions")
-    if partitions is not None:
-        if (not isinstance(partitions, list) or not partitions or len(partitions) > 100_000
-                or not all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p < MAX_PARTITIONS for p in partitions)):
-            raise BadRequest("partitions must be a non-empty list of partition ids")
+    if partitions is not None and (not isinstance(partitions, list) or not partitions or len(partitions) > 100_000
+            or not all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p < MAX_PARTITIONS for p in partitions)):
+        raise BadRequest("partitions must be a non-empty list of partition ids")
     route = _route(body.get("route"), "the body's") or _route_arg()
     return {"topic": _topic(topic), "partitions": partitions, "route": route}
 

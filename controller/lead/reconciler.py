@@ -44,12 +44,12 @@ from ferry.common.config import FerryConfig
 from ferry.common.core.operate import controls as fleet_controls
 from ferry.common.core.operate.controls import Controls
 from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
+from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import ControllerError, NotLeader, Unavailable
 from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.leadership import LEADING, Leadership
 from ferry.controller.lead.store import Op, Store
-from ferry.common.vocabulary import OpKind
 from ferry.controller.lead.write_order import writes
 from ferry.controller.metrics import ControllerMetrics
 

@@ -67,3 +67,38 @@ class TokenBucket:
         if self.rate is not None and now > self.updated:
             self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
         self.updated = max(self.updated, now)
+
+
+class RouteThrottle:
+    """A route's share of its throttle on one worker: a bucket for records and one for bytes.
+
+    :meth:`records_allowed` says how many records the next batch may take (0: wait), :meth:`used`
+    charges what a batch took.
+    """
+
+    def __init__(self, max_bytes_per_s: float | None, max_records_per_s: float | None,
+                 burst_s: float = DEFAULT_BURST_S) -> None:
+        self.records = TokenBucket(max_records_per_s, burst_s)
+        self.bytes = TokenBucket(max_bytes_per_s, burst_s)
+
+    def set_rates(self, max_bytes_per_s: float | None, max_records_per_s: float | None, now: float) -> None:
+        self.records.set_rate(max_records_per_s, now)
+        self.bytes.set_rate(max_bytes_per_s, now)
+
+    def records_allowed(self, most: int, now: float) -> int:
+        """At most ``most``; fewer as the records bucket allows; 0 while either bucket is empty."""
+        byte_allowance = self.bytes.allowance(now)
+        if byte_allowance is not None and byte_allowance <= 0:
+            return 0
+        record_allowance = self.records.allowance(now)
+        if record_allowance is None:
+            return most
+        return min(most, int(record_allowance))
+
+    def wait_s(self, now: float) -> float:
+        """How long until the next batch may take at least one record."""
+        return max(self.records.wait_s(1, now), self.bytes.wait_s(1, now))
+
+    def used(self, records: int, size: int, now: float) -> None:
+        self.records.spend(records, now)
+        self.bytes.spend(size, now)

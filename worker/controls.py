@@ -58,13 +58,14 @@ class WorkerControls:
             self._version += 1
         self._wake.set()
 
-    def apply(self, copiers: Mapping[str, RouteCopier], commit_deadline: float) -> None:
-        """Pauses exactly the paused held partitions and sets each route's throttle (when anything changed)."""
+    def apply(self, copiers: Mapping[str, RouteCopier], commit_deadline: float) -> bool:
+        """Pauses exactly the paused held partitions and sets each route's throttle (when anything
+        changed); True when it looked again (the worker then reports its statuses again)."""
         held = frozenset(PartitionKey(route, t, p) for route, copier in copiers.items() for t, p in copier.held())
         with self._lock:
             version, controls, shares = self._version, self._controls, self._shares
         if self._applied == (version, held):
-            return
+            return False
         now = self._clock()
         for route, copier in copiers.items():
             paused = {(p.topic, p.partition) for p in controls.paused_among(PartitionKey(route, t, n) for t, n in copier.held())}
@@ -77,3 +78,4 @@ class WorkerControls:
             else:
                 copier.throttle.set_rates(share.max_bytes_per_s, share.max_records_per_s, now)
         self._applied = (version, held)
+        return True

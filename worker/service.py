@@ -171,7 +171,8 @@ class Worker:
             self._restart_failed()
             self._apply_targets()
             self._reconcile()
-            self._controls.apply(self._copiers, COMMIT_DEADLINE_S)
+            if self._controls.apply(self._copiers, COMMIT_DEADLINE_S):
+                self._status_dirty = True
             if self._suspended_since is not None and self.state == WorkerState.RUNNING:
                 # Disconnected from ZooKeeper: copy nothing more until the session is back (or
                 # lost: then everything is purged and released). The leader moves partitions

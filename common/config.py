@@ -164,6 +164,10 @@ class RouteConfig(_Strict):
     """set by tree: the distributor this route belongs to (<cluster>.L<level>)"""
     mirrormaker2: MirrorMaker2Config | None = None
     """take over the MirrorMaker 2 mirror of this route: start where it stopped instead of at auto_offset_reset (docs/migration-from-mirrormaker2.md)"""
+    max_bytes_per_s: float | None = Field(None, gt=0)
+    """throttle: the route copies at most this many bytes a second across the fleet (each worker gets its share by its part of the route's partitions); PUT /routes/<route>/throttle overrides it at run time; absent: no limit"""
+    max_records_per_s: float | None = Field(None, gt=0)
+    """throttle: at most this many records a second across the fleet, as max_bytes_per_s"""
 
     @field_validator("include", "exclude", "groups", "groups_exclude")
     @classmethod
@@ -259,6 +263,8 @@ class ControllerConfig(_Strict):
     """the URL the other controllers reach this one at (standbys forward writes there; `--advertised-url` and $FERRY_ADVERTISED_URL override); absent: http(s)://rest_host:port, for a wildcard rest_host this host's name"""
     rebalance_delay_s: float = Field(120.0, ge=0)
     """debounce: rebalance this long after the last membership change"""
+    autobalancing: bool = True
+    """rebalance after workers join (false: assignments stay where they are; new partitions and a departed worker's are still placed); PUT /autobalancing overrides it at run time"""
     failover_delay_s: float = Field(10.0, ge=0)
     """a departed worker keeps its partitions this long"""
     forward_timeout_s: float = Field(10.0, gt=0)

@@ -35,15 +35,18 @@ class PartitionState(StrEnum):
     """What a worker reports for a partition (uReplicator's OnlineOffline model, plus ERROR).
 
     ``OFFLINE -> ONLINE`` (acquired), ``ONLINE -> OFFLINE`` (released), ``ONLINE -> ERROR``
-    (stopped: the reason is carried), ``ERROR -> OFFLINE`` (released).
+    (stopped: the reason is carried), ``ERROR -> OFFLINE`` (released), ``ONLINE <-> PAUSED``
+    (an operator paused or resumed it: still held, acknowledged offsets committed, not consumed),
+    ``PAUSED -> OFFLINE`` (released).
     """
 
     ONLINE = "ONLINE"
     OFFLINE = "OFFLINE"
     ERROR = "ERROR"
+    PAUSED = "PAUSED"
 
 
-HELD_STATES = frozenset({PartitionState.ONLINE, PartitionState.ERROR})
+HELD_STATES = frozenset({PartitionState.ONLINE, PartitionState.ERROR, PartitionState.PAUSED})
 """States in which a worker holds a partition (its consumer is assigned to it)."""
 
 

@@ -38,6 +38,7 @@ from ferry.controller.lead.leadership import LEADING, STANDBY, STOPPED, Leadersh
 from ferry.controller.lead.reconciler import Reconciler
 from ferry.controller.lead.store import Store
 from ferry.controller.metrics import ControllerMetrics
+from ferry.controller.operate.control import FleetControls
 from ferry.controller.topics.admin import TopicAdmin
 from ferry.controller.topics.reads import ReadSide
 from ferry.controller.tree.control import TreeControl
@@ -63,6 +64,7 @@ class Controller:
         self.reconciler = Reconciler(config, self._zk, layout, self.store, self.leadership, self.scheduler,
                                      self.metrics, clock)
         self.tree = TreeControl(config, self._zk, layout, self.leadership, self.kafka, clock)
+        self.operate = FleetControls(config, layout, self.leadership, self.reconciler)
         self.reads = ReadSide(config, self._zk, layout, self.leadership, self.reconciler, self.kafka, self.metrics,
                               before_scrape=lambda: self.jobs.publish_checkpoint_ages())
         self.topics = TopicAdmin(config, self._zk, layout, self.leadership, self.reconciler, self.kafka, self.reads,

@@ -23,6 +23,10 @@ from ferry.common.preflight.grants import register as acls
 from ferry.common.zk.inspect import register as zk
 from ferry.controller.check_cli import register as check
 from ferry.controller.cli import register as controller
+from ferry.controller.operate.cli import register_autobalancing as autobalancing
+from ferry.controller.operate.cli import register_pause as pause
+from ferry.controller.operate.cli import register_throttle as throttle
+from ferry.controller.operate.cli import register_workers as workers
 from ferry.controller.schemas.cli import register as schemas
 from ferry.controller.tree.cli import register as tree
 from ferry.devstack.stack import register as dev
@@ -35,16 +39,20 @@ from ferry.worker.cli import register as worker
 COMMANDS: tuple[Register, ...] = (
     acls,
     audit,
+    autobalancing,
     bench,
     check,
     controller,
     dev,
     fleet,
     import_mm2,
+    pause,
     schemas,
+    throttle,
     tree,
     validate,
     worker,
+    workers,
     zk,
 )
 

@@ -137,6 +137,26 @@ class FleetManager:
                     continue
         raise FleetError("no controller accepted the rebalance (POST /instances)")
 
+    def _post(self, path: str) -> Any:
+        """POST ``path`` to the first controller that accepts it (standbys forward to the leader)."""
+        for member in self.members():
+            if member.role == CONTROLLER:
+                try:
+                    answer = requests.post(f"{self.url(member)}{path}", timeout=30)
+                except requests.RequestException:
+                    continue
+                if answer.status_code == 200:
+                    return answer.json()
+        raise FleetError(f"no controller accepted POST {path}")
+
+    def _drain(self, member: Member, timeout_s: float) -> None:
+        """Drains a worker through the controller (its partitions move to the others, flushed and
+        committed first) and waits until it holds none, before it is stopped."""
+        self._post(f"/workers/{member.name}/drain")
+        self._wait(lambda: (self._rest(f"/workers/{member.name}") or {}).get("partitions") == 0, timeout_s,
+                   f"{member.name} to hold no partition")
+        self._log(f"drained {member.name}")
+
     def contenders(self) -> list[str]:
         """Ids of the controllers in the ZooKeeper election, the leader first (read from the
         config the fleet's containers mount; an unreachable ZooKeeper gives an empty list)."""
@@ -291,8 +311,10 @@ class FleetManager:
         return status
 
     def scale(self, workers: int, rebalance: bool = True, timeout_s: float = 180) -> None:
-        """Adds or removes workers. Removal is one worker at a time: SIGTERM, drain, exit, remove,
-        and its partitions ONLINE on the others before the next one goes, so nothing is copied twice."""
+        """Adds or removes workers. Removal is one worker at a time: drained through the controller
+        (its partitions move to the others, flushed and committed first, until it holds none), then
+        SIGTERM, exit, remove, uncordon, and every partition ONLINE before the next one goes, so
+        nothing is copied twice."""
         members = self.require()
         image, config = self._template()
         current = [m for m in members if m.role == WORKER]
@@ -307,9 +329,11 @@ class FleetManager:
         undrained = []
         for index in decided.remove:
             member = by_index[index]
+            self._drain(member, timeout_s)
             if self._stop(member) != 0:
                 undrained.append(member.name)
             self._container(member.name).remove()
+            self._post(f"/workers/{member.name}/uncordon")  # a worker added later under its name gets work
             self._wait(partial(self._workers_registered, set(), frozenset({member.name})), timeout_s,
                        f"{member.name} to leave")
             self._wait(self._all_online, timeout_s, "every partition to be ONLINE")

@@ -29,7 +29,7 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from ferry.common.config import FerryConfig
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
-from ferry.common.vocabulary import PartitionState, Problem, StrEnum
+from ferry.common.vocabulary import HELD_STATES, PartitionState, Problem, StrEnum
 from ferry.common.zk.layout import ZkLayout, connect, make_client
 from ferry.common.zk.state import StateReader
 from ferry.pipeline import PipelineError
@@ -160,7 +160,7 @@ def partition_problems(ideal: DataFrame, external: DataFrame, live: DataFrame) -
     live_flags = live.select(F.col("worker").alias("ideal_worker"), F.lit(True).alias("ideal_live"))
     joined = ideal.join(external, keys, "left").join(live_flags, "ideal_worker", "left")
     state = F.coalesce(F.col("state"), F.lit(""))
-    held = state.isin(PartitionState.ONLINE, PartitionState.ERROR)
+    held = state.isin(*HELD_STATES)
     same_worker = F.col("worker").eqNullSafe(F.col("ideal_worker"))
     problem = (
         F.when(state == PartitionState.ERROR, Problem.ERROR)
@@ -168,13 +168,13 @@ def partition_problems(ideal: DataFrame, external: DataFrame, live: DataFrame) -
         .when(F.col("ideal_live").isNull(), Problem.WORKER_DEAD)
         .when(held & ~same_worker, Problem.WRONG_WORKER)
         .when(~held & ~same_worker, Problem.MISSING)
-        .when(state != PartitionState.ONLINE, Problem.NOT_ONLINE)
+        .when(~state.isin(PartitionState.ONLINE, PartitionState.PAUSED), Problem.NOT_ONLINE)  # paused: on purpose
     )
     assessed = joined.withColumn("problem", problem).select(
         *keys, "ideal_worker", "worker", "state", "reason", "problem"
     )
     unexpected = (
-        external.filter(F.col("state").isin(PartitionState.ONLINE, PartitionState.ERROR))
+        external.filter(F.col("state").isin(*HELD_STATES))
         .join(ideal, keys, "left_anti")
         .select(*keys, F.lit(None).cast("string").alias("ideal_worker"), "worker", "state", "reason",
                 F.lit(Problem.UNEXPECTED).alias("problem"))
@@ -279,7 +279,7 @@ def analyze(spark: SparkSession, state: ClusterState) -> dict[str, Any]:
     counts: dict[str, int] = {
         "topics": len(state.ideal_topics),
         "partitions": len(state.ideal),
-        # Every ideal partition without a problem is ONLINE on its live ideal worker.
+        # Every ideal partition without a problem is ONLINE (or PAUSED) on its live ideal worker.
         "online": len(state.ideal) - sum(1 for r in bad_partitions if r["problem"] != Problem.UNEXPECTED),
         "liveWorkers": len(state.live),
         "problems": len(problems),

@@ -16,6 +16,12 @@ States of a partition on this copier (the worker reports them in its status)::
     ONLINE --a record fails for a temporary reason--> ERROR (paused), and after RETRY_BACKOFF_S
         the worker releases it (committing up to the failed record) and acquires it again
     ERROR --release--> (not held)
+    ONLINE --pause--> PAUSED (flushed, committed, consumer paused) --resume--> ONLINE (continues at
+        the next offset: nothing skipped, nothing twice);  PAUSED --release--> (not held)
+
+A route's throttle (:class:`common.core.operate.rate.RouteThrottle`, this worker's share of the
+route's budget) is checked once per batch: it limits how many records the batch takes, and an
+empty bucket takes none (the loop serves delivery reports meanwhile).
 
 A partition whose destination topic cannot be prepared for a temporary reason (a cluster
 unreachable) is not acquired; :meth:`RouteCopier.acquire` says so and the worker retries later.
@@ -38,6 +44,7 @@ from ferry.common import logs
 from ferry.common.config import RouteConfig, WorkerConfig
 from ferry.common.core import naming
 from ferry.common.core.offset_map import OffsetMap
+from ferry.common.core.operate.rate import RouteThrottle
 from ferry.common.core.provenance import Provenance, ProvenanceError, Stamper
 from ferry.common.core.resume import resume_plan
 from ferry.common.core.topology import copy_flags
@@ -149,15 +156,37 @@ class RouteCopier:
         # partition's records in copy_batch, never per record; and the lag update_lag last saw.
         self._copied: dict[TopicPartitionKey, list[int]] = {}
         self._lags: dict[TopicPartitionKey, int] = {}
+        self._paused: set[TopicPartitionKey] = set()  # held, consumer paused (an operator's pause)
+        self.throttle: RouteThrottle | None = None  # this worker's share of the route's throttle
 
     # -- what the worker reads --------------------------------------------------------------
 
     def statuses(self) -> dict[TopicPartitionKey, PartitionStatus]:
         """Every partition this copier holds, ONLINE or ERROR with its reason."""
         result = {key: PartitionStatus(PartitionState.ONLINE) for key in self._assigned}
+        for key in self._paused:
+            if key in self._assigned:
+                result[key] = PartitionStatus(PartitionState.PAUSED)
         for key, reason in self._errors.items():
             result[key] = PartitionStatus(PartitionState.ERROR, reason)
         return result
+
+    def set_paused(self, keys: set[TopicPartitionKey], commit_deadline: float) -> None:
+        """Pauses exactly ``keys`` among the held partitions (level-triggered): newly paused ones are
+        flushed and committed, then no longer consumed; the others consume again where they stopped."""
+        keys = keys & self._assigned
+        pause, resume = keys - self._paused, self._paused - keys
+        if pause:
+            self.flush(FLUSH_TIMEOUT_S)
+            deadline = self._clock() + commit_deadline
+            while not self.commit(pause) and self._clock() < deadline:
+                time.sleep(0.2)
+            self._consumer.pause([TopicPartition(t, p) for t, p in sorted(pause)])
+            self._log.info("route %s: paused %d partitions", self.route.name, len(pause))
+        if resume:
+            self._consumer.resume([TopicPartition(t, p) for t, p in sorted(resume)])
+            self._log.info("route %s: resumed %d partitions", self.route.name, len(resume))
+        self._paused = keys
 
     def held(self) -> set[TopicPartitionKey]:
         return self._assigned | set(self._errors)
@@ -328,14 +357,22 @@ class RouteCopier:
         # consume(n, timeout) waits for n records or the whole timeout: at a modest rate that adds
         # the timeout to every record's latency. Take what is fetched already; when nothing is,
         # wait for the first record only.
-        messages: list[Any] = self._consumer.consume(self._config.consume_batch, 0)
+        most = self._config.consume_batch
+        throttle = self.throttle
+        if throttle is not None:
+            most = throttle.records_allowed(most, self._clock())
+            if not most:  # the route's budget is spent: serve deliveries until it refills
+                self._producer.poll(min(timeout, throttle.wait_s(self._clock())))
+                self._settle_deliveries()
+                return 0
+        messages: list[Any] = self._consumer.consume(most, 0)
         if not messages:
             first = self._consumer.poll(timeout)
             if first is None:
                 self._producer.poll(0)
                 self._settle_deliveries()
                 return 0
-            messages = [first, *self._consumer.consume(self._config.consume_batch - 1, 0)]
+            messages = [first, *self._consumer.consume(most - 1, 0)] if most > 1 else [first]
         produce = self._producer.produce
         stamp = self._stamper.stamp
         names = self._destination_names
@@ -422,6 +459,8 @@ class RouteCopier:
         if skipped:
             self._metrics.skipped.labels(self.route.name).inc(skipped)
         self._metrics.bytes.labels(self.route.name).inc(size)
+        if throttle is not None:
+            throttle.used(copied + skipped, size, self._clock())
         return copied
 
     def _count_copied(self, key: TopicPartitionKey, records: int, size: int) -> None:
@@ -657,6 +696,7 @@ class RouteCopier:
             self._consumer.incremental_unassign(assigned)
         for key in keys:
             self._assigned.discard(key)
+            self._paused.discard(key)
             self._errors.pop(key, None)
             self._retry_at.pop(key, None)
             self._committed.pop(key, None)

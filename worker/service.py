@@ -59,6 +59,7 @@ from ferry.common.model import (
 )
 from ferry.common.vocabulary import PartitionState, WorkerState
 from ferry.common.zk.layout import ZkLayout, connect, given_up, lost, make_client
+from ferry.worker.controls import WorkerControls
 from ferry.worker.copier import FLUSH_TIMEOUT_S, RouteCopier, TopicPartitionKey
 from ferry.worker.errors import RETRY_BACKOFF_S, RegistrationError
 from ferry.worker.load import LoadMeter
@@ -103,6 +104,7 @@ class Worker:
         self._assignment_lock = threading.Lock()
         self._applied: WorkerAssignment | None = None
         self._wake = threading.Event()
+        self._controls = WorkerControls(worker_id, self._wake, clock)
         self._stopping = threading.Event()
         self._session_lost = threading.Event()
         self._suspended_since: float | None = None
@@ -165,6 +167,8 @@ class Worker:
             raise RegistrationError(f"ZooKeeper at {self.config.zookeeper.connect}: registering failed: "
                                     f"{type(exc).__name__} {exc}".rstrip()) from None
         DataWatch(self._zk, self.layout.assignment(self.worker_id), self._on_assignment)
+        DataWatch(self._zk, self.layout.controls, self._controls.on_controls)
+        DataWatch(self._zk, self.layout.throttle_shares, self._controls.on_shares)
         if self.config.tree is not None:
             DataWatch(self._zk, self.layout.tree_targets, self._on_targets)
         self._set_state(WorkerState.RUNNING)
@@ -175,6 +179,8 @@ class Worker:
             self._restart_failed()
             self._apply_targets()
             self._reconcile()
+            if self._controls.apply(self._copiers, COMMIT_DEADLINE_S):
+                self._status_dirty = True
             if self._suspended_since is not None and self.state == WorkerState.RUNNING:
                 # Disconnected from ZooKeeper: copy nothing more until the session is back (or
                 # lost: then everything is purged and released). The leader moves partitions

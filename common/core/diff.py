@@ -92,7 +92,7 @@ def _problem(ideal_worker: str | None, reported: ViewEntry | None, live: Collect
         return Problem.WRONG_WORKER
     if state not in HELD_STATES and worker != ideal_worker:
         return Problem.MISSING
-    if state != PartitionState.ONLINE:
+    if state != PartitionState.ONLINE and state != PartitionState.PAUSED:  # paused: the operator's choice
         return Problem.NOT_ONLINE
     return None
 
@@ -133,12 +133,12 @@ def compare(
 
 
 def summarize(ideal: Mapping[TopicKey, IdealState], external: Mapping[TopicKey, ExternalView]) -> dict[str, int]:
-    """Counts over the ideal partitions: ``partitions`` = ``online`` + ``offline`` + ``error``.
+    """Counts over the ideal partitions: ``partitions`` = ``online`` + ``offline`` + ``error`` + ``paused``.
 
-    A partition is online only when its ideal worker reports it ONLINE, error when any worker
-    reports it ERROR, offline otherwise.
+    A partition is online only when its ideal worker reports it ONLINE, paused when its ideal
+    worker reports it PAUSED, error when any worker reports it ERROR, offline otherwise.
     """
-    counts = {"partitions": 0, "online": 0, "offline": 0, "error": 0}
+    counts = {"partitions": 0, "online": 0, "offline": 0, "error": 0, "paused": 0}
     for topic_key, state in ideal.items():
         for number in range(state.partitions):
             reported = _reported(external, PartitionKey(topic_key.route, topic_key.topic, number))
@@ -149,6 +149,9 @@ def summarize(ideal: Mapping[TopicKey, IdealState], external: Mapping[TopicKey, 
             elif (reported and reported["state"] == PartitionState.ONLINE
                   and ideal_worker is not None and reported["worker"] == ideal_worker):
                 counts["online"] += 1
+            elif (reported and reported["state"] == PartitionState.PAUSED
+                  and ideal_worker is not None and reported["worker"] == ideal_worker):
+                counts["paused"] += 1
             else:
                 counts["offline"] += 1
     return counts

@@ -12,6 +12,8 @@ Everything lives under the configured root (``zookeeper.root``)::
     <root>/external/<route>/<topic>    ExternalView: partition -> {worker, state} (leader writes)
     <root>/validation                  last `ferry validate --store` result: {ok, problems, counts, checkedAt}
     <root>/removed/<route>/<topic>     {"at": epoch s}: deleted through REST; never auto-whitelisted again
+    <root>/controls/desired            Controls: paused partitions, cordoned workers, autobalancing, throttles
+    <root>/controls/shares             worker -> route -> its part of the route's throttle (leader writes)
 
 ``<route>`` is ``<source>.<destination>``. Payloads are JSON (see :mod:`common.model`).
 Leader writes are fenced: they go in a transaction that also checks the leader's own election
@@ -117,6 +119,15 @@ class ZkLayout:
     def tree_targets(self) -> str:
         """JSON ``{distributor: leaf}``: targets switched away from the config's (leader or operator)."""
         return self._join("tree", "targets")
+
+    # an operator's controls (common/core/operate/controls.py)
+    @property
+    def controls(self) -> str:
+        return self._join("controls", "desired")
+
+    @property
+    def throttle_shares(self) -> str:
+        return self._join("controls", "shares")
 
     # pipeline
     @property

@@ -285,6 +285,53 @@ _SCHEMAS["TreeView"] = {
 }
 _SCHEMAS.update(component_schemas())  # the models' own: requests, errors, health, topic lists
 
+_WORKER_PARAM = {"name": "worker", "in": "path", "required": True,
+                 "schema": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"}}
+_RATE = {"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": 1e15, "nullable": True}
+_SCHEMAS["PauseRequest"] = {
+    "type": "object", "additionalProperties": False,
+    "properties": {"partitions": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0,
+                                                                            "maximum": MAX_PARTITIONS - 1}},
+                   "route": {"type": "string", "pattern": ROUTE_PATTERN}},
+    "description": "no partitions: the whole topic",
+}
+_SCHEMAS["WorkerControl"] = {
+    "type": "object", "required": ["worker", "cordon", "partitions"],
+    "properties": {"worker": {"type": "string"}, "cordon": {**_NULLABLE_STR, "enum": ["cordon", "drain", None]},
+                   "partitions": {"type": "integer", "description": "partitions the ideal states still give it"}},
+}
+_SCHEMAS["Autobalancing"] = {"type": "object", "required": ["enabled"], "additionalProperties": False,
+                             "properties": {"enabled": {"type": "boolean"}}}
+_SCHEMAS["Throttle"] = {"type": "object", "additionalProperties": False,
+                        "properties": {"max_bytes_per_s": _RATE, "max_records_per_s": _RATE}}
+_PATHS["/topics/{topic}/pause"] = {"post": _op(
+    "Pause a topic, or some of its partitions: they keep their worker, which commits what was acknowledged and stops "
+    "consuming them", _json("the topic's paused partitions per route", {"type": "object"}), write=True,
+    parameters=[_TOPIC_PARAM, _ROUTE_QUERY], body="PauseRequest", body_required=False)}
+_PATHS["/topics/{topic}/resume"] = {"post": _op(
+    "Resume a paused topic or some of its partitions; copying continues where it stopped",
+    _json("the topic's paused partitions per route", {"type": "object"}), write=True,
+    parameters=[_TOPIC_PARAM, _ROUTE_QUERY], body="PauseRequest", body_required=False)}
+_PATHS["/workers/{worker}"] = {"get": _op("A worker's cordon and how many partitions it holds",
+                                          _json("ok", _ref("WorkerControl")), parameters=[_WORKER_PARAM])}
+for _action, _summary in (("cordon", "Cordon a worker: it receives nothing new and keeps what it holds"),
+                          ("drain", "Drain a worker: its partitions move to the others (flushed and committed "
+                                    "first) and it receives nothing new until uncordoned"),
+                          ("uncordon", "Uncordon a worker: it may receive partitions again")):
+    _PATHS[f"/workers/{{worker}}/{_action}"] = {"post": _op(_summary, _json("ok", _ref("WorkerControl")), write=True,
+                                                            parameters=[_WORKER_PARAM])}
+_PATHS["/controls"] = {"get": _op("Paused partitions, cordoned workers, autobalancing and every route's throttle",
+                                  _json("ok", {"type": "object"}))}
+_PATHS["/autobalancing"] = {
+    "get": _op("Whether workers joining trigger a rebalance", _json("ok", _ref("Autobalancing"))),
+    "put": _op("Turn the rebalance after workers join on or off", _json("ok", _ref("Autobalancing")), write=True,
+               body="Autobalancing"),
+}
+_PATHS["/routes/{route}/throttle"] = {"put": _op(
+    "Set a route's throttle across the fleet at run time (null: no limit; both null: back to the config's)",
+    _json("ok", {"type": "object"}), write=True, body="Throttle",
+    parameters=[{"name": "route", "in": "path", "required": True, "schema": {"type": "string", "pattern": ROUTE_PATTERN}}])}
+
 _OPEN_PATHS = ("/health", "/openapi.json")
 
 

@@ -393,7 +393,9 @@ def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0, auth:
     app.config["FERRY_FORWARD_VERIFY"] = forward_verify
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # larger bodies: a JSON 413
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    for blueprint in (health_api, topics_api, instances_api, offsets_api, schemas_api):
+    from ferry.controller.api.operate_rest import operate_api  # it builds on this module's helpers
+
+    for blueprint in (health_api, topics_api, instances_api, offsets_api, schemas_api, operate_api):
         app.register_blueprint(blueprint)
     app.before_request(_before)
     app.after_request(_after)

@@ -90,6 +90,9 @@ class LeaderState:
         self.generation = snapshot.generation
         self.generation_exists = snapshot.generation_exists
         self.departed_at: dict[str, float] = dict(departed_at or {})
+        # An operator's controls: cordoned workers receive nothing new, drained ones also give away what they hold.
+        self.cordoned: frozenset[str] = frozenset()
+        self.drained: frozenset[str] = frozenset()
         # The desired assignment (what the ideal states will say), indexed both ways.
         self._desired: dict[TopicKey, dict[int, str]] = {}
         self._held_by: dict[str, set[PartitionKey]] = {}
@@ -139,6 +142,13 @@ class LeaderState:
             self.statuses[worker] = status
         self._check_workers.add(worker)
 
+    def set_cordoned(self, cordoned: frozenset[str], drained: frozenset[str]) -> None:
+        """The operator's cordoned workers (``drained`` among them give away what they hold)."""
+        if (cordoned, drained) == (self.cordoned, self.drained):
+            return
+        self._check_workers.update(cordoned.symmetric_difference(self.cordoned) | drained.symmetric_difference(self.drained))
+        self.cordoned, self.drained = cordoned, drained
+
     def put_topic(self, key: TopicKey, state: IdealState | None, version: int = 0) -> None:
         """The leader itself wrote (or deleted: None) a topic's ideal state."""
         self._checks.pop(key, None)
@@ -171,7 +181,10 @@ class LeaderState:
         retained_until = {
             w: t + failover_delay_s for w, t in departed.items() if t + failover_delay_s > now and w not in leaving
         }
-        keep = active | set(retained_until)
+        keep = (active - self.drained) | set(retained_until)
+        # Cordoned workers keep what they hold but receive nothing new: to the placement they are retained.
+        fenced = (self.cordoned | self.drained) & active
+        eligible = active - fenced
         origin: dict[PartitionKey, str] = {}  # partition -> its worker before this plan, for what moved
 
         for worker in [w for w, held in self._held_by.items() if held and w not in keep]:
@@ -181,16 +194,16 @@ class LeaderState:
                 self._unplaced.add(partition)
                 self._touched.add(partition)
                 self._touched_topics.add(_topic(partition))
-        if self._unplaced and active - set(retained_until):
-            self._place(active, set(retained_until), rates)
-        for partition, worker in (moves or {}).items():
+        if self._unplaced and eligible - set(retained_until):
+            self._place(eligible | (fenced - self.drained), set(retained_until) | (fenced - self.drained), rates)
+        for partition, worker in (moves or {}).items():  # by load: never onto a cordoned worker
             old = self._desired.get(_topic(partition), {}).get(partition.partition)
-            if old is not None and old != worker and worker in active:
+            if old is not None and old != worker and worker in eligible:
                 origin.setdefault(partition, old)
                 self._move(partition, worker)
         if rebalance:
             flat = {p: w for w, held in self._held_by.items() for p in held}  # keys made once, at load
-            for partition, worker in assignment.rebalance(flat, active).items():
+            for partition, worker in assignment.rebalance(flat, eligible).items():
                 if flat[partition] != worker:
                     origin.setdefault(partition, flat[partition])
                     self._move(partition, worker)
@@ -419,7 +432,7 @@ class LeaderState:
             external = {key: self.external[key]} if key in self.external else {}
             self._checks[key] = (compare(ideal, external, live), summarize(ideal, external))
         mismatches: list[Mismatch] = []
-        summary: Counter[str] = Counter({"partitions": 0, "online": 0, "offline": 0, "error": 0})
+        summary: Counter[str] = Counter({"partitions": 0, "online": 0, "offline": 0, "error": 0, "paused": 0})
         for found, counts in self._checks.values():
             mismatches.extend(found)
             summary.update(counts)

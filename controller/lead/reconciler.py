@@ -41,7 +41,10 @@ from kazoo.exceptions import KazooException
 from kazoo.recipe.watchers import ChildrenWatch
 
 from ferry.common.config import FerryConfig
+from ferry.common.core.operate import controls as fleet_controls
+from ferry.common.core.operate.controls import Controls
 from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
+from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
 from ferry.common.zk.watches import follow_pipelined
 from ferry.controller.errors import ControllerError, NotLeader, Unavailable
@@ -123,6 +126,11 @@ class Reconciler:
         self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
         self.balancer = LoadBalancer(config.controller, metrics.registry)
         self._by_load = config.controller.balance == "load"
+        # The operator's controls (controls/desired) as last read or written, and the throttle
+        # shares as last written (None: not read in this lead; absent node: {} and not existing).
+        self.controls = Controls()
+        self._shares: fleet_controls.Shares | None = None
+        self._shares_exist = False
 
     # -- a lead's start and end -------------------------------------------------------------
 
@@ -137,6 +145,7 @@ class Reconciler:
         self._reconcile_queued = False
         self._ensured_paths = set()
         self.balancer.reset()
+        self._shares = None
         with self.adding:
             self._whitelisted = {}
 
@@ -238,6 +247,9 @@ class Reconciler:
                 self._reconcile_queued = False  # a trigger from now on queues the next run
         if self._leadership.state != LEADING:
             return
+        if rebalance and not self.autobalancing():
+            log.info("autobalancing is off: no rebalance after the membership change")
+            rebalance = False
         try:
             self.reconcile(rebalance=rebalance, by_load=by_load)
         except NotLeader as exc:
@@ -273,6 +285,8 @@ class Reconciler:
             model.applied(changes, generation)
             if changes.ideal:
                 self.publish_ideal()
+            if changes.ideal or self._shares is None or self.budgets():
+                self._write_shares(model)
             self.departed_at = dict(model.departed_at)
             for state, count in model.state_counts.items():
                 self._metrics.partitions.labels(state).set(count)
@@ -302,6 +316,8 @@ class Reconciler:
             self._model = LeaderState(self.store.snapshot(read_views=False), self.departed_at)
             for worker, reported in self._model.statuses.items():
                 self.balancer.observe(worker, reported, self._clock())
+            self._read_controls()
+            self._model.set_cordoned(frozenset(self.controls.cordoned), frozenset(self.controls.drained()))
             self.publish_ideal()
             log.info("read the state: %d topics, %d workers in %.2fs", len(self._model.ideal),
                      len(self._model.live), time.perf_counter() - started)
@@ -325,6 +341,51 @@ class Reconciler:
             model.set_status(worker, status)
             self.balancer.observe(worker, status, now)
         return model
+
+    # -- an operator's controls ----------------------------------------------------------------
+
+    def autobalancing(self) -> bool:
+        enabled = self.controls.autobalancing
+        return self.config.controller.autobalancing if enabled is None else enabled
+
+    def budgets(self) -> dict[str, fleet_controls.Throttle]:
+        """Each throttled route's budget: the run-time one, else the config's."""
+        result = {route.name: fleet_controls.Throttle(route.max_bytes_per_s, route.max_records_per_s)
+                  for route in self.config.routes if route.max_bytes_per_s or route.max_records_per_s}
+        result.update(self.controls.throttles)
+        return result
+
+    def set_controls(self, controls: Controls) -> None:
+        """The controls this controller just wrote (call with the lock); the next reconcile applies them."""
+        self.controls = controls
+        if self._model is not None:
+            self._model.set_cordoned(frozenset(controls.cordoned), frozenset(controls.drained()))
+
+    def _read_controls(self) -> None:
+        got = self.store.data(self.layout.controls)
+        try:
+            self.controls = Controls.from_bytes(None if got is None else got[0])
+        except ValueError as exc:
+            log.error("ignoring an unreadable %s: %s", self.layout.controls, exc)
+            self.controls = Controls()
+        got = self.store.data(self.layout.throttle_shares)
+        self._shares_exist = got is not None
+        try:
+            self._shares = fleet_controls.shares_from_bytes(None if got is None else got[0])
+        except ValueError:
+            self._shares = {}
+
+    def _write_shares(self, model: LeaderState) -> None:
+        """Writes each worker's part of the throttled routes' budgets when it changed (fenced)."""
+        budgets = self.budgets()
+        holding = {p: w for w, held in model.holding().items() for p in held} if budgets else {}
+        wanted = fleet_controls.shares(budgets, holding)
+        if wanted == self._shares and (self._shares_exist or not wanted):
+            return
+        self.ensure_path(self.layout.throttle_shares.rsplit("/", 1)[0])
+        kind = OpKind.SET if self._shares_exist else OpKind.CREATE
+        self.commit([Op(kind, self.layout.throttle_shares, fleet_controls.shares_to_bytes(wanted))])
+        self._shares, self._shares_exist = wanted, True
 
     # -- the leader's writes ------------------------------------------------------------------
 

@@ -88,6 +88,7 @@ def test_a_consistent_state_is_clean(
     create_topic("src", topic, 3)
     create_topic("dst", topic, 3)
     ideal, view = online(topic, 3)
+    view.partitions[2] = {"worker": "w1", "state": PartitionState.PAUSED}  # an operator's pause is no problem
     write_state(zk, [ideal], [view], ["w1", "w2"])
 
     result = run_validation(config, spark=spark)

@@ -609,7 +609,7 @@ def test_health_and_metrics_endpoints(
     health = wait_until(health_online, 10, "/health with 3 partitions ONLINE")
     assert health["worker"] == running.id
     assert health["status"] == "RUNNING"
-    assert health["partitions"] == {"ONLINE": 3, "ERROR": 0, "OFFLINE": 0}
+    assert health["partitions"] == {"ONLINE": 3, "ERROR": 0, "OFFLINE": 0, "PAUSED": 0}
     line = f'ferry_worker_records_copied_total{{route="{ROUTE}"}} 15.0'
     wait_until(lambda: line in get("/metrics"), 10, f"{line!r} in /metrics")
 

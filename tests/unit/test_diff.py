@@ -126,4 +126,4 @@ def test_external_views_of_no_workers() -> None:
 def test_summarize_counts_only_online_on_the_ideal_worker() -> None:
     external = view(p0=("w1", ONLINE), p1=("w2", ONLINE), p2=("w1", ERROR, "x"), p3=("w1", OFFLINE))
     counts = summarize(ideal(5, p0="w1", p1="w1", p2="w1", p3="w1"), external)
-    assert counts == {"partitions": 5, "online": 1, "offline": 3, "error": 1}
+    assert counts == {"partitions": 5, "online": 1, "offline": 3, "error": 1, "paused": 0}

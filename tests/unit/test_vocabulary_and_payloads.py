@@ -90,8 +90,8 @@ def test_a_malformed_payload_names_its_field(cls: type, data: bytes, field: str)
 
 def test_external_view_counts_states() -> None:
     view = ExternalView.from_bytes(OLD_VIEW)
-    assert view.state_counts(4) == {"ONLINE": 1, "ERROR": 1, "OFFLINE": 2}  # partition 3: nobody reports it
-    assert count_states([]) == {"ONLINE": 0, "OFFLINE": 0, "ERROR": 0}
+    assert view.state_counts(4) == {"ONLINE": 1, "ERROR": 1, "OFFLINE": 2, "PAUSED": 0}  # partition 3: nobody reports it
+    assert count_states([]) == {"ONLINE": 0, "OFFLINE": 0, "ERROR": 0, "PAUSED": 0}
     assert WorkerStatus.from_bytes(OLD_STATUS).state_counts()[PartitionState.ERROR] == 1
 
 

@@ -1,0 +1,1 @@
+"""Operating a running fleet: the operator's controls and the throttle's token bucket (pure)."""

@@ -1,0 +1,1 @@
+"""An operator's controls over a running fleet: pause, cordon and drain, autobalancing, throttles."""

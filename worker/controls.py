@@ -1,0 +1,81 @@
+"""The worker's side of an operator's controls: which held partitions are paused, and this worker's
+share of each route's throttle (:mod:`common.core.operate.controls`).
+
+ZooKeeper watches (kazoo's one thread) only store the newest ``controls/desired`` and
+``controls/shares`` and wake the copy loop; the copy loop applies the whole desired state to its
+copiers after every reconcile (level-triggered: a partition acquired while its topic is paused is
+paused before its first batch). An unreadable node is logged and ignored (the last good one stays).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ferry.common.core.operate.controls import Controls, Throttle, shares_from_bytes
+from ferry.common.core.operate.rate import RouteThrottle
+from ferry.common.model import PartitionKey
+from ferry.worker.copier import RouteCopier
+
+log = logging.getLogger(__name__)
+
+
+class WorkerControls:
+    """See the module docstring. ``on_*`` run on kazoo's thread; :meth:`apply` on the copy loop's."""
+
+    def __init__(self, worker_id: str, wake: threading.Event, clock: Callable[[], float] = time.monotonic) -> None:
+        self._worker_id = worker_id
+        self._wake = wake
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._controls = Controls()
+        self._shares: dict[str, Throttle] = {}
+        self._version = 0  # bumped by every change the watches saw
+        self._applied: tuple[int, frozenset[PartitionKey]] | None = None
+
+    def on_controls(self, data: bytes | None, stat: Any) -> None:
+        try:
+            controls = Controls.from_bytes(data)
+        except ValueError as exc:
+            log.error("ignoring an unreadable controls node: %s", exc)
+            return
+        with self._lock:
+            self._controls = controls
+            self._version += 1
+        self._wake.set()
+
+    def on_shares(self, data: bytes | None, stat: Any) -> None:
+        try:
+            shares = shares_from_bytes(data).get(self._worker_id, {})
+        except ValueError as exc:
+            log.error("ignoring an unreadable throttle shares node: %s", exc)
+            return
+        with self._lock:
+            self._shares = shares
+            self._version += 1
+        self._wake.set()
+
+    def apply(self, copiers: Mapping[str, RouteCopier], commit_deadline: float) -> bool:
+        """Pauses exactly the paused held partitions and sets each route's throttle (when anything
+        changed); True when it looked again (the worker then reports its statuses again)."""
+        held = frozenset(PartitionKey(route, t, p) for route, copier in copiers.items() for t, p in copier.held())
+        with self._lock:
+            version, controls, shares = self._version, self._controls, self._shares
+        if self._applied == (version, held):
+            return False
+        now = self._clock()
+        for route, copier in copiers.items():
+            paused = {(p.topic, p.partition) for p in controls.paused_among(PartitionKey(route, t, n) for t, n in copier.held())}
+            copier.set_paused(paused, commit_deadline)
+            share = shares.get(route)
+            if share is None or not share.limited():
+                copier.throttle = None
+            elif copier.throttle is None:
+                copier.throttle = RouteThrottle(share.max_bytes_per_s, share.max_records_per_s)
+            else:
+                copier.throttle.set_rates(share.max_bytes_per_s, share.max_records_per_s, now)
+        self._applied = (version, held)
+        return True

@@ -16,21 +16,23 @@ shapes the JSON.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 
 from ferry.common.config import FerryConfig, RouteConfig
-from ferry.common.model import IdealState, TopicKey, encode, topic_name_problem
+from ferry.common.model import IdealState, PartitionKey, TopicKey, encode, topic_name_problem
 from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, Conflict, NotFound
+from ferry.controller.failover import guard as failover_guard
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.lead.leadership import Leadership
 from ferry.controller.lead.reconciler import Reconciler
 from ferry.controller.lead.store import Op
 from ferry.controller.topics import observer
+from ferry.controller.topics.progress import OffsetSample
 from ferry.controller.topics.reads import ReadSide, TopicView, select_routes
 
 log = logging.getLogger(__name__)
@@ -231,6 +233,10 @@ class TopicAdmin:
             reconciler.reconcile()
         return TopicDeleted(topic, tuple(key.route for key in deleted))
 
+    def keep_source_ends(self, samples: Mapping[PartitionKey, OffsetSample]) -> None:
+        """The lag job's source log ends, kept in ZooKeeper (:mod:`controller.failover.guard`)."""
+        failover_guard.keep_source_ends(self._zk, self._layout, self._reconciler, samples, self._clock())
+
     def rebalance_now(self) -> Rebalanced:
         """Reconciles now, moving partitions to even out the workers."""
         with self._reconciler.lock:
@@ -248,13 +254,15 @@ class TopicAdmin:
         benchmark's topics that live only in ZooKeeper) are left alone.
         """
         reconciler, layout = self._reconciler, self._layout
+        stopped = failover_guard.stop_routes(self._zk, layout, reconciler)  # failed-over routes: copied by nobody
+        routes = [r for r in self.config.routes if r.name not in stopped]
         mirrored_routes = {k.route for k in reconciler.ideal_states()}
         source_topics = {
-            r.name: self._kafka.topics(r.source) for r in self.config.routes if r.include or r.name in mirrored_routes
+            r.name: self._kafka.topics(r.source) for r in routes if r.include or r.name in mirrored_routes
         }
         removed = reconciler.removed_topics()
         ideal = reconciler.ideal_states()
-        decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
+        decisions = observer.decide(routes, source_topics, ideal, removed)
         at_source = {TopicKey(route, t) for route, topics in source_topics.items() for t in topics}
         if not decisions.add and not decisions.expand:  # the usual case: no need to wait for the lock
             self._follow_configs(set(ideal) & at_source)
@@ -263,7 +271,7 @@ class TopicAdmin:
             self._leadership.require_leader()
             with reconciler.adding:  # bulk POST /topics creates topic nodes without ``lock``
                 ideal = reconciler.ideal_states()  # again, under the locks: what the writes start from
-                decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
+                decisions = observer.decide(routes, source_topics, ideal, removed)
                 ops, written = [], []
                 for key, partitions in sorted(decisions.add.items()):
                     reconciler.ensure_path(layout.route_topics(key.route))

@@ -71,7 +71,10 @@ class FailoverRun:
 
     def _write(self, state: dict[str, Any], version: int, phase: str) -> int:
         """Moves the node to ``phase`` (compare-and-set); returns the new version."""
-        fsm.check_transition(state["state"], phase)
+        try:
+            fsm.check_transition(state["state"], phase)
+        except fsm.TransitionRefused as exc:
+            raise Conflict(f"route {state['route']}: {exc}") from None
         state["state"] = phase
         state["updatedAt"] = self._clock()
         data = json.dumps(state).encode()

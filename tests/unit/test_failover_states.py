@@ -1,5 +1,7 @@
 """The failover state machine and the RPO arithmetic (common/core/failover.py)."""
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,7 +14,7 @@ from ferry.controller.failover.workflow import translate_back
 def test_a_failover_runs_planned_or_unplanned_and_a_second_one_is_refused() -> None:
     for path in ([fsm.ACTIVE, fsm.REQUESTED, fsm.DRAINING, fsm.SYNCING, fsm.FAILED_OVER],
                  [fsm.ACTIVE, fsm.REQUESTED, fsm.SYNCING, fsm.FAILED_OVER, fsm.FAILING_BACK, fsm.ACTIVE]):
-        for current, wanted in zip(path, path[1:], strict=False):
+        for current, wanted in itertools.pairwise(path):
             fsm.check_transition(current, wanted)
     with pytest.raises(fsm.TransitionRefused):
         fsm.check_transition(fsm.FAILED_OVER, fsm.REQUESTED)

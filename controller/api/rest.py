@@ -517,7 +517,9 @@ def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0, auth:
     app.config["FERRY_FORWARD_VERIFY"] = forward_verify
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # larger bodies: a JSON 413
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    for blueprint in (health_api, topics_api, instances_api, offsets_api, schemas_api):
+    from ferry.controller.api.failover_rest import failover_api  # it uses this module's helpers
+
+    for blueprint in (health_api, topics_api, instances_api, offsets_api, schemas_api, failover_api):
         app.register_blueprint(blueprint)
     app.before_request(_before)
     app.after_request(_after)

@@ -11,6 +11,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
 from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.core import provenance
 from ferry.common.core.failover import partition_key
 from ferry.common.core.offset_map import CHECKPOINT_TOPIC, MAP_TOPIC, parse_segment
 from ferry.common.kafka import clients as kafka_clients
@@ -127,6 +128,56 @@ class FailoverKafka:
     def set_topics(self, route: RouteConfig, topics: list[str]) -> None:
         """The route's source topic names (to name the map's destination topics back)."""
         self._topics[route.name] = list(topics)
+
+    def copied_by_headers(self, route: RouteConfig, partitions: Mapping[str, int]) -> dict[str, int]:
+        """Per source ``topic/partition``, one past the source offset of the last record on the destination
+        partition that this route copied (its provenance header): exact even where the map, persisted at
+        the commit rate, is behind what reached the destination."""
+        consumer = self._consumer(route.destination)
+        out: dict[str, int] = {}
+        for topic, count in sorted(partitions.items()):
+            for p in range(count):
+                tp = TopicPartition(route.destination_topic(topic), p)
+                try:
+                    low, end = consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)
+                except KafkaException as exc:
+                    raise Unavailable(f"cluster {route.destination!r}: {exc.args[0]}") from None
+                found = self._last_copy(consumer, tp, low, end, route.source)
+                if found is not None:
+                    out[partition_key(topic, p)] = found + 1
+        return out
+
+    @staticmethod
+    def _last_copy(consumer: Any, tp: TopicPartition, low: int, end: int, source: str) -> int | None:
+        """The source offset of the newest record in ``tp`` copied from ``source`` (looked for in the last
+        windows of the partition), or None."""
+        window = 500
+        top = end
+        while top > low:
+            start = max(low, top - window)
+            consumer.assign([TopicPartition(tp.topic, tp.partition, start)])
+            best = None
+            deadline = time.monotonic() + TIMEOUT_S
+            position = start
+            while position < top and time.monotonic() < deadline:
+                for message in consumer.consume(window, 0.5):
+                    if message.error() is not None:
+                        continue
+                    position = message.offset() + 1
+                    if message.offset() >= top:
+                        break
+                    try:
+                        parsed = provenance.read(message.headers())
+                    except provenance.ProvenanceError:
+                        continue
+                    if parsed is not None and parsed.source == source:
+                        best = parsed.source_offset
+            consumer.unassign()
+            if best is not None:
+                return best
+            top = start
+            window *= 4
+        return None
 
     def last_checkpoints(self, route: RouteConfig) -> dict[str, dict[str, int]]:
         """From ``__ferry_checkpoints`` on the destination: group -> destination ``topic/partition`` -> offset."""

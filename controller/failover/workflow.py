@@ -39,11 +39,13 @@ from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core import failover as fsm
 from ferry.common.core.offset_map import translate
 from ferry.common.model import IdealState
+from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
-from ferry.controller.errors import BadRequest, Conflict, Unavailable
+from ferry.controller.errors import BadRequest, Conflict, ControllerError, NotLeader, Unavailable
 from ferry.controller.failover.guard import read_state
 from ferry.controller.failover.kafka_side import FailoverKafka
 from ferry.controller.groups.checkpoints import Checkpointer
+from ferry.controller.lead.store import Op
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +55,11 @@ class FailoverRun:
 
     def __init__(self, config: FerryConfig, zk: KazooClient, layout: ZkLayout, client_id: str = "cli",
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-                 say: Callable[[str], None] = print) -> None:
+                 say: Callable[[str], None] = print, commit: Callable[[list[Op]], None] | None = None) -> None:
+        """``commit``: a leader's fenced write (:meth:`controller.lead.store.Store.commit` with its fence);
+        without one (the command line), plain compare-and-set writes."""
         self.config = config
+        self._commit = commit
         self._zk = zk
         self._layout = layout
         self._clock = clock
@@ -79,6 +84,17 @@ class FailoverRun:
         state["updatedAt"] = self._clock()
         data = json.dumps(state).encode()
         path = self._layout.failover(state["route"])
+        if self._commit is not None:
+            self._zk.ensure_path(self._layout.failovers)
+            op = Op(OpKind.CREATE, path, data) if version < 0 else Op(OpKind.SET, path, data, version)
+            try:
+                self._commit([op])
+            except NotLeader:
+                raise
+            except ControllerError:
+                raise Unavailable(f"route {state['route']}: another failover command changed its state meanwhile; "
+                                  "retry to go on from there") from None
+            return version + 1
         try:
             if version < 0:
                 self._zk.ensure_path(self._layout.failovers)
@@ -207,6 +223,8 @@ class FailoverRun:
     def _unplanned_sync(self, route: RouteConfig, state: dict[str, Any]) -> dict[str, Any]:
         last = self._last_source_ends(route)
         copied, at = self._kafka.copied(route)
+        for key, offset in self._kafka.copied_by_headers(route, state["partitions"]).items():
+            copied[key] = max(copied.get(key, 0), offset)
         wanted_topics = set(state["partitions"])
         rows = [r for r in fsm.rpo(last.get("ends", {}), copied, at) if r.topic in wanted_topics]
         checkpoints = self._kafka.last_checkpoints(route)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from ferry.common.cli import require_option
 from ferry.common.config import load_config
@@ -51,7 +52,7 @@ def _run(args: argparse.Namespace, command: str) -> int:
     zk = zk_layout.make_client(config.zookeeper)
     zk_layout.connect(zk, config.zookeeper)
     run = FailoverRun(config, zk, zk_layout.ZkLayout(config.zookeeper.root),
-                      say=lambda line: print(line, flush=True))
+                      say=lambda line: print(line, file=sys.stderr, flush=True))
     try:
         route = config.route(args.route).name
         if command == "failover":

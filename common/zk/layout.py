@@ -12,7 +12,7 @@ Everything lives under the configured root (``zookeeper.root``)::
     <root>/external/<route>/<topic>    ExternalView: partition -> {worker, state} (leader writes)
     <root>/validation                  last `ferry validate --store` result: {ok, problems, counts, checkedAt}
     <root>/removed/<route>/<topic>     {"at": epoch s}: deleted through REST; never auto-whitelisted again
-    <root>/failover/<route>            the route's failover state and report (common/core/failover.py)
+    <root>/failover/<route>            the route's failover state and report (controller/failover/states.py)
     <root>/source_ends/<route>         {"at", "ends": {topic/partition: offset}}: last-seen source log ends (leader writes)
 
 ``<route>`` is ``<source>.<destination>``. Payloads are JSON (see :mod:`common.model`).
@@ -112,7 +112,7 @@ class ZkLayout:
         """A topic deleted through the REST API: the observer does not whitelist it again."""
         return self._join("removed", route, topic)
 
-    # failover (common/core/failover.py)
+    # failover (controller/failover/states.py)
     @property
     def failovers(self) -> str:
         return self._join("failover")

@@ -16,9 +16,9 @@ from kazoo.client import KazooClient
 from prometheus_client import CollectorRegistry, Gauge
 
 from ferry.common.config import FerryConfig
-from ferry.common.core import failover as fsm
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import NotFound, NotLeader, Unavailable
+from ferry.controller.failover import states as fsm
 from ferry.controller.failover.guard import read_state
 from ferry.controller.lead.leadership import Leadership
 from ferry.controller.lead.store import Op, Store

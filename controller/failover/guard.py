@@ -18,11 +18,11 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from ferry.common.core import failover as fsm
-from ferry.common.core.failover import partition_key
 from ferry.common.model import PartitionKey, TopicKey
 from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
+from ferry.controller.failover import states as fsm
+from ferry.controller.failover.states import partition_key
 from ferry.controller.lead.reconciler import Reconciler
 from ferry.controller.lead.store import Op
 

@@ -12,10 +12,10 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 
 from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core import provenance
-from ferry.common.core.failover import partition_key
 from ferry.common.core.offset_map import CHECKPOINT_TOPIC, MAP_TOPIC, parse_segment
 from ferry.common.kafka import clients as kafka_clients
 from ferry.controller.errors import Unavailable
+from ferry.controller.failover.states import partition_key
 
 TIMEOUT_S = 10.0
 READ_DEADLINE_S = 30.0

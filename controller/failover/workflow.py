@@ -1,5 +1,5 @@
 """``ferry failover`` and ``ferry failback``: a route's disaster recovery, run as a state machine
-persisted in ZooKeeper (:mod:`common.core.failover` lists the states and transitions).
+persisted in ZooKeeper (:mod:`controller.failover.states` lists the states and transitions).
 
 Every phase is written to ``failover/<route>`` before it runs, with a compare-and-set on the node's
 version, so two commands never both run one phase, a second failover of a failed-over route is
@@ -36,12 +36,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ferry.common.config import FerryConfig, RouteConfig
-from ferry.common.core import failover as fsm
 from ferry.common.core.offset_map import translate
 from ferry.common.model import IdealState
 from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, Conflict, ControllerError, NotLeader, Unavailable
+from ferry.controller.failover import states as fsm
 from ferry.controller.failover.guard import read_state
 from ferry.controller.failover.kafka_side import FailoverKafka
 from ferry.controller.groups.checkpoints import Checkpointer

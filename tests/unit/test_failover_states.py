@@ -1,4 +1,4 @@
-"""The failover state machine and the RPO arithmetic (common/core/failover.py)."""
+"""The failover state machine and the RPO arithmetic (controller/failover/states.py)."""
 
 import itertools
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.common.core import failover as fsm
 from ferry.common.core.offset_map import Segment
+from ferry.controller.failover import states as fsm
 from ferry.controller.failover.workflow import translate_back
 
 

@@ -332,7 +332,7 @@ def test_the_openapi_document_lists_every_route_and_method(fake: ZkLikeFake) -> 
     for rule in app.url_map.iter_rules():
         if rule.endpoint == "static":
             continue
-        path = (rule.rule.replace("<topic>", "{topic}").replace("<group>", "{group}").replace("<distributor>", "{distributor}")
+        path = (rule.rule.replace("<topic>", "{topic}").replace("<group>", "{group}").replace("<distributor>", "{distributor}").replace("<route>", "{route}")
                 .replace(f"<int(max={2**31 - 2}):partition>", "{partition}"))
         served |= {(path, m) for m in rule.methods or () if m not in ("HEAD", "OPTIONS")}
     assert documented == served

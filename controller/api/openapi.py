@@ -154,6 +154,8 @@ _SCHEMAS: dict[str, Any] = {
             "ok": {"type": "boolean"}, "summary": {"type": "object"},
             "mismatches": {"type": "array", "items": {"type": "object"}},
             "spark": {"type": "object", "nullable": True, "description": "the last `ferry validate --store`"},
+            "failover": {"type": "object", "additionalProperties": {"type": "string"},
+                         "description": "routes not ACTIVE -> their failover state (docs/runbook.md)"},
         },
     },
     "SourceValidation": {

@@ -122,6 +122,14 @@ def test_planned_switchover_moves_producer_and_group_with_every_record_read_once
     assert committed_offset({"bootstrap.servers": pair.bootstrap(DST)}, group, topic) == 200
     routes = {r["route"]: r["state"] for r in requests.get(f"{controller.url}/routes", timeout=5).json()["routes"]}
     assert routes[FORWARD] == "FAILED_OVER"
+    assert requests.get(f"{controller.url}/validation", timeout=5).json()["failover"] == {FORWARD: "FAILED_OVER"}
+    metrics = requests.get(f"{controller.url}/metrics", timeout=5).text
+    assert f'ferry_controller_route_failover_state{{route="{FORWARD}",state="FAILED_OVER"}} 1.0' in metrics
+    shown = subprocess.run([sys.executable, "-m", "ferry.common.cli", "zk", "get", f"failover/{FORWARD}",
+                            "--config", str(fleet.config_path)], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "FAILED_OVER" in shown.stdout, shown.stderr
+    wait_until(lambda: not any(t["route"] == FORWARD for t in requests.get(f"{controller.url}/topics", timeout=5)
+                               .json()["topics"]), 30, "the leader to stop copying the failed-over route")
     again = _ferry(fleet, "failover", "--route", FORWARD, "--planned", ok=False)
     assert "already FAILED_OVER" in again.stderr
     assert requests.post(f"{controller.url}/routes/{FORWARD}/failover", json={"planned": True}, timeout=30).status_code == 409

@@ -132,8 +132,8 @@ class FailoverRun:
                     raise BadRequest(f"{pattern!r} is not a regular expression: {exc}") from None
         state, version = read_state(self._zk, self._layout, route.name)
         if state["state"] in (fsm.FAILED_OVER, fsm.FAILING_BACK):
-            raise Conflict(f"route {route.name} is already {state['state']} (since {state.get('updatedAt')}); "
-                           "nothing done", )
+            raise Conflict(f"route {route.name} is already {state['state']}: nothing done (its report: "
+                           f"GET /routes/{route.name}, or ferry zk get failover/{route.name})")
         if state["state"] == fsm.ACTIVE:
             partitions = {t: n for t, n in self._route_topics(route).items() if topics is None or re.fullmatch(topics, t)}
             state = {"route": route.name, "state": fsm.ACTIVE, "planned": planned, "groups": groups, "topics": topics,
@@ -194,7 +194,8 @@ class FailoverRun:
         for group in self._selected_groups(route, state.get("groups"), self._checkpointer.groups(route)):
             translations = self._checkpointer.translate_group(route, group)
             wanted = {fsm.partition_key(t.destination_topic, t.partition): t.destination_offset for t in translations
-                      if t.destination_offset is not None and t.topic in state["partitions"]}
+                      if t.destination_offset is not None}
+            translations = [t for t in translations if t.topic in state["partitions"]]
             pending = [f"{t.topic}/{t.partition}" for t in translations if t.destination_offset is None]
             if pending:
                 raise Unavailable(f"group {group}: no exact position yet on {pending}; retry")

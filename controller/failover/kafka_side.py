@@ -12,7 +12,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 
 from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core import provenance
-from ferry.common.core.offset_map import CHECKPOINT_TOPIC, MAP_TOPIC, parse_segment
+from ferry.common.core.offset_map import CHECKPOINT_TOPIC, MAP_TOPIC, Segment, merge, parse_segment
 from ferry.common.kafka import clients as kafka_clients
 from ferry.controller.errors import Unavailable
 from ferry.controller.failover.states import partition_key
@@ -105,6 +105,24 @@ class FailoverKafka:
             raise Unavailable(f"cluster {cluster!r}: reading {topic}: {exc.args[0]}") from None
         finally:
             consumer.close()
+
+    def segments(self, cluster: str, route_name: str) -> dict[tuple[str, int], list[Segment]]:
+        """The offset map of route ``route_name``, read from ``cluster`` (its destination): per destination
+        (topic, partition), its merged segments."""
+        found: dict[tuple[str, int], dict[int, Segment]] = {}
+        for message in self._read_to_end(cluster, MAP_TOPIC):
+            try:
+                (name, topic, partition), dst_start, segment = parse_segment(message.key(), message.value())
+            except ValueError:
+                continue
+            if name != route_name:
+                continue
+            known = found.setdefault((topic, partition), {})
+            if segment is None:
+                known.pop(dst_start, None)
+            elif dst_start not in known or segment.length > known[dst_start].length:
+                known[dst_start] = segment
+        return {key: merge(segments.values()) for key, segments in found.items()}
 
     def copied(self, route: RouteConfig) -> tuple[dict[str, int], dict[str, int]]:
         """From the offset map on the destination: per source ``topic/partition``, one past the highest

@@ -30,13 +30,14 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ferry.common.config import FerryConfig, RouteConfig
-from ferry.common.core.offset_map import translate
+from ferry.common.core.offset_map import EXACT, Segment, translate
 from ferry.common.model import IdealState
 from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
@@ -44,7 +45,7 @@ from ferry.controller.errors import BadRequest, Conflict, ControllerError, NotLe
 from ferry.controller.failover import states as fsm
 from ferry.controller.failover.guard import read_state
 from ferry.controller.failover.kafka_side import FailoverKafka
-from ferry.controller.groups.checkpoints import Checkpointer
+from ferry.controller.groups.checkpoints import Checkpointer, Translation
 from ferry.controller.lead.store import Op
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class FailoverRun:
         self._sleep = sleep
         self._say = say
         self._kafka = FailoverKafka(config, client_id)
+        self._maps: dict[str, dict[tuple[str, int], list[Segment]]] = {}  # route -> its map, read once per run
         self._checkpointer = Checkpointer(config, f"failover-{client_id}", clock=clock)
 
     def close(self) -> None:
@@ -195,7 +197,7 @@ class FailoverRun:
             translations = self._checkpointer.translate_group(route, group)
             wanted = {fsm.partition_key(t.destination_topic, t.partition): t.destination_offset for t in translations
                       if t.destination_offset is not None}
-            translations = [t for t in translations if t.topic in state["partitions"]]
+            translations = [self._exact_back(route, t) for t in translations if t.topic in state["partitions"]]
             pending = [f"{t.topic}/{t.partition}" for t in translations if t.destination_offset is None]
             if pending:
                 raise Unavailable(f"group {group}: no exact position yet on {pending}; retry")
@@ -204,6 +206,26 @@ class FailoverRun:
             groups.append(self._verified(route, group, wanted, {
                 fsm.partition_key(t.destination_topic, t.partition): (t.source_offset, t.lag) for t in translations}))
         return {"partitions": partitions, "groups": groups}
+
+    def _exact_back(self, route: RouteConfig, t: Translation) -> Translation:
+        """A translation the route's own map does not make exact, made exact with the map of the opposite
+        route read backwards when there is one (a switch back after a failback: the group's position on
+        this route's source may be among the copies the opposite route made there)."""
+        if t.method == EXACT:
+            return t
+        opposite = next((r for r in self.config.routes
+                         if r.source == route.destination and r.destination == route.source), None)
+        if opposite is None:
+            return t
+        if opposite.name not in self._maps:
+            self._maps[opposite.name] = self._kafka.segments(route.source, opposite.name)
+        if route.name not in self._maps:
+            self._maps[route.name] = self._kafka.segments(route.destination, route.name)
+        back = translate_back(self._maps[opposite.name].get((route.destination_topic(t.topic), t.partition), []),
+                              self._maps[route.name].get((t.destination_topic, t.partition), []), t.source_offset)
+        if back is None:
+            return t
+        return replace(t, destination_offset=back, method=EXACT)
 
     def _verified(self, route: RouteConfig, group: str, wanted: dict[str, int],
                   source: dict[str, tuple[int, int | None]] | None = None) -> dict[str, Any]:
@@ -305,7 +327,7 @@ def reverse_route(config: FerryConfig, route: RouteConfig) -> RouteConfig:
                      "same naming, no groups) to fail back")
 
 
-def translate_back(forward: list[Any], backward: list[Any], offset: int) -> int | None:
+def translate_back(forward: list[Segment], backward: list[Segment], offset: int) -> int | None:
     """A destination offset of a failed-over group, as a position on the old source: exact through the
     reverse route's map (records written on the destination since), else through the forward map read
     backwards (records that came from the source)."""

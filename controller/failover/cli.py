@@ -26,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           help="switchover: wait until the source is quiet and everything is copied (else: the "
                                "source is gone; use the last checkpoints and report the RPO)")
     failover.add_argument("--groups", help="only consumer groups fully matching this regular expression")
-    failover.add_argument("--topics", help="only topics fully matching this regular expression")
+    failover.add_argument("--topics", help="only topics fully matching this regular expression are drained, "
+                                           "verified and reported (the route stops as a whole)")
     failover.add_argument("--quiet-s", type=float, default=5.0,
                           help="planned: the source counts as stopped when no log end moved for this long (default 5)")
     failover.add_argument("--timeout-s", type=float, default=300.0, help="give up waiting after this long (default 300)")

@@ -10,7 +10,8 @@ any -> STOPPED). The parts, each in a module of its own:
 - ``jobs`` (:mod:`controller.jobs.scheduler`): the scheduler's periodic leader jobs and their results;
 - ``tree`` (:mod:`controller.tree.control`): the distribution tree's targets and probes;
 - ``metrics`` (:mod:`controller.metrics`): the Prometheus registry;
-- ``reads`` (:mod:`controller.topics.reads`): what any controller answers (REST reads).
+- ``reads`` (:mod:`controller.topics.reads`): what any controller answers (REST reads);
+- ``failover`` (:mod:`controller.failover.control`): routes' failover states and the failover command.
 
 The REST layer (:mod:`controller.api.rest`) takes this object and uses the parts by name; the parts
 answer with typed data, which :mod:`controller.api.rest_json` shapes as JSON. When the
@@ -32,6 +33,7 @@ from kazoo.exceptions import KazooException
 from ferry.common.config import FerryConfig
 from ferry.common.zk.layout import ZkLayout, connect, given_up, make_client
 from ferry.controller.errors import Unavailable
+from ferry.controller.failover.control import FailoverControl
 from ferry.controller.jobs.scheduler import LeaderJobs, make_scheduler
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.lead.leadership import LEADING, STANDBY, STOPPED, Leadership
@@ -65,12 +67,17 @@ class Controller:
                                      self.metrics, clock)
         self.tree = TreeControl(config, self._zk, layout, self.leadership, self.kafka, clock)
         self.operate = FleetControls(config, layout, self.leadership, self.reconciler)
+        self.failover = FailoverControl(config, self._zk, layout, self.leadership, self.store, self.metrics.registry)
         self.reads = ReadSide(config, self._zk, layout, self.leadership, self.reconciler, self.kafka, self.metrics,
-                              before_scrape=lambda: self.jobs.publish_checkpoint_ages())
+                              before_scrape=self._before_scrape)
         self.topics = TopicAdmin(config, self._zk, layout, self.leadership, self.reconciler, self.kafka, self.reads,
                                  clock)
         self.jobs = LeaderJobs(config, controller_id, self.leadership, self.scheduler, self.metrics, self.reads,
                                self.topics, self.tree, clock, config_path)
+
+    def _before_scrape(self) -> None:
+        self.jobs.publish_checkpoint_ages()
+        self.failover.publish()
 
     def start(self, stop: threading.Event | None = None) -> bool:
         """Connects (when it owns the client), lays out ZooKeeper, starts the scheduler and campaigns.

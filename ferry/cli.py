@@ -23,6 +23,7 @@ from ferry.common.preflight.grants import register as acls
 from ferry.common.zk.inspect import register as zk
 from ferry.controller.check_cli import register as check
 from ferry.controller.cli import register as controller
+from ferry.controller.failover.cli import register as failover
 from ferry.controller.operate.cli import register_autobalancing as autobalancing
 from ferry.controller.operate.cli import register_pause as pause
 from ferry.controller.operate.cli import register_throttle as throttle
@@ -44,6 +45,7 @@ COMMANDS: tuple[Register, ...] = (
     check,
     controller,
     dev,
+    failover,
     fleet,
     import_mm2,
     pause,

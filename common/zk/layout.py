@@ -14,6 +14,8 @@ Everything lives under the configured root (``zookeeper.root``)::
     <root>/removed/<route>/<topic>     {"at": epoch s}: deleted through REST; never auto-whitelisted again
     <root>/controls/desired            Controls: paused partitions, cordoned workers, autobalancing, throttles
     <root>/controls/shares             worker -> route -> its part of the route's throttle (leader writes)
+    <root>/failover/<route>            the route's failover state and report (controller/failover/states.py)
+    <root>/source_ends/<route>         {"at", "ends": {topic/partition: offset}}: last-seen source log ends (leader writes)
 
 ``<route>`` is ``<source>.<destination>``. Payloads are JSON (see :mod:`common.model`).
 Leader writes are fenced: they go in a transaction that also checks the leader's own election
@@ -113,6 +115,19 @@ class ZkLayout:
     def removed_topic(self, route: str, topic: str) -> str:
         """A topic deleted through the REST API: the observer does not whitelist it again."""
         return self._join("removed", route, topic)
+
+    # failover (controller/failover/states.py)
+    @property
+    def failovers(self) -> str:
+        return self._join("failover")
+
+    def failover(self, route: str) -> str:
+        """The route's failover state; no node: the route is ACTIVE."""
+        return self._join("failover", route)
+
+    def source_ends(self, route: str) -> str:
+        """The source log-end offsets the leader last saw on the route, for an unplanned failover's RPO."""
+        return self._join("source_ends", route)
 
     # the distribution tree (common/core/tree.py)
     @property

@@ -97,6 +97,8 @@ _SCHEMAS: dict[str, Any] = {
             "ok": {"type": "boolean"}, "summary": {"type": "object"},
             "mismatches": {"type": "array", "items": {"type": "object"}},
             "spark": {"type": "object", "nullable": True, "description": "the last `ferry validate --store`"},
+            "failover": {"type": "object", "additionalProperties": {"type": "string"},
+                         "description": "routes not ACTIVE -> their failover state (docs/runbook.md)"},
         },
     },
     "SourceValidation": {
@@ -333,6 +335,32 @@ _PATHS["/routes/{route}/throttle"] = {"put": _op(
     parameters=[{"name": "route", "in": "path", "required": True, "schema": {"type": "string", "pattern": ROUTE_PATTERN}}])}
 
 _OPEN_PATHS = ("/health", "/openapi.json")
+
+
+_ROUTE_PARAM = {"name": "route", "in": "path", "required": True, "schema": {"type": "string", "pattern": ROUTE_PATTERN}}
+_PATHS["/routes"] = {"get": _op("Every configured route and its failover state", _json("ok", _ref("Routes")))}
+_PATHS["/routes/{route}"] = {"get": _op("One route's failover state and report", _json("ok", _ref("RouteState")),
+                                        parameters=[_ROUTE_PARAM])}
+_PATHS["/routes/{route}/failover"] = {"post": _op(
+    "Fail the route over to its destination: planned (waits until the source is quiet and everything is copied) or "
+    "not (the source is gone: last checkpoints, RPO per partition); a standby forwards it to the leader; "
+    "a retry goes on from the phase reached",
+    _json("the route's state and report", _ref("RouteState")), write=True, body="FailoverRequest", body_required=False,
+    parameters=[_ROUTE_PARAM], extra={"409": _error("The route is already failed over (or failing back)")})}
+_SCHEMAS["RouteState"] = {
+    "type": "object", "required": ["route", "state"],
+    "properties": {"route": {"type": "string"}, "state": {"type": "string", "enum": [
+        "ACTIVE", "REQUESTED", "DRAINING", "SYNCING", "FAILED_OVER", "FAILING_BACK"]},
+        "report": {"type": "object"}},
+}
+_SCHEMAS["Routes"] = {"type": "object", "required": ["routes"],
+                      "properties": {"routes": {"type": "array", "items": _ref("RouteState")}}}
+_SCHEMAS["FailoverRequest"] = {
+    "type": "object", "additionalProperties": False,
+    "properties": {"planned": {"type": "boolean"}, "groups": {"type": "string"}, "topics": {"type": "string"},
+                   "quietS": {"type": "number", "minimum": 0, "maximum": 3600},
+                   "timeoutS": {"type": "number", "minimum": 0, "maximum": 3600}},
+}
 
 
 def openapi_document(auth_enabled: bool, open_reads: bool) -> dict[str, Any]:

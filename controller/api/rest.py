@@ -393,9 +393,10 @@ def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0, auth:
     app.config["FERRY_FORWARD_VERIFY"] = forward_verify
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # larger bodies: a JSON 413
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    from ferry.controller.api.operate_rest import operate_api  # it builds on this module's helpers
+    from ferry.controller.api.failover_rest import failover_api  # they build on this module's helpers
+    from ferry.controller.api.operate_rest import operate_api
 
-    for blueprint in (health_api, topics_api, instances_api, offsets_api, schemas_api, operate_api):
+    for blueprint in (health_api, topics_api, instances_api, offsets_api, schemas_api, operate_api, failover_api):
         app.register_blueprint(blueprint)
     app.before_request(_before)
     app.after_request(_after)

@@ -141,6 +141,7 @@ class LeaderJobs:
     def sample_offsets(self) -> None:
         """The leader's lag job: feeds /noprogress and the lag metrics."""
         samples = self._reads.offsets()
+        self._topics.keep_source_ends(samples)  # an unplanned failover's RPO, with the source gone
         self.progress.update(samples, self._clock())
         self._metrics.lag.clear()
         for key, sample in samples.items():

@@ -16,22 +16,24 @@ shapes the JSON.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 
 from ferry.common.config import FerryConfig, RouteConfig
-from ferry.common.model import IdealState, TopicKey, encode
+from ferry.common.model import IdealState, PartitionKey, TopicKey, encode
 from ferry.common.vocabulary import MAX_PARTITIONS, OpKind, topic_name_problem
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, Conflict, NotFound
+from ferry.controller.failover import guard as failover_guard
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.lead.leadership import Leadership
 from ferry.controller.lead.reconciler import Reconciler
 from ferry.controller.lead.store import Op
 from ferry.controller.lead.topic_writes import TopicWrite, TopicWriter
 from ferry.controller.topics import observer
+from ferry.controller.topics.progress import OffsetSample
 from ferry.controller.topics.reads import ReadSide, TopicView, select_routes
 
 log = logging.getLogger(__name__)
@@ -208,6 +210,10 @@ class TopicAdmin:
             log.info("stopped mirroring topic %s", topic)
         return TopicDeleted(topic, tuple(key.route for key in deleted))
 
+    def keep_source_ends(self, samples: Mapping[PartitionKey, OffsetSample]) -> None:
+        """The lag job's source log ends, kept in ZooKeeper (:mod:`controller.failover.guard`)."""
+        failover_guard.keep_source_ends(self._zk, self._layout, self._reconciler, samples, self._clock())
+
     def rebalance_now(self) -> Rebalanced:
         """Reconciles now, moving partitions to even out the workers."""
         changes = self._reconciler.reconcile(rebalance=True)  # it takes the lock
@@ -224,13 +230,15 @@ class TopicAdmin:
         benchmark's topics that live only in ZooKeeper) are left alone.
         """
         reconciler, layout = self._reconciler, self._layout
+        stopped = failover_guard.stop_routes(self._zk, layout, reconciler)  # failed-over routes: copied by nobody
+        routes = [r for r in self.config.routes if r.name not in stopped]
         mirrored_routes = {k.route for k in reconciler.ideal_states()}
         source_topics = {
-            r.name: self._kafka.topics(r.source) for r in self.config.routes if r.include or r.name in mirrored_routes
+            r.name: self._kafka.topics(r.source) for r in routes if r.include or r.name in mirrored_routes
         }
         removed = reconciler.removed_topics()
         ideal = reconciler.ideal_states()
-        decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
+        decisions = observer.decide(routes, source_topics, ideal, removed)
         at_source = {TopicKey(route, t) for route, topics in source_topics.items() for t in topics}
         if not decisions.add and not decisions.expand:  # the usual case: no need to wait for the lock
             self._follow_configs(set(ideal) & at_source)
@@ -239,7 +247,7 @@ class TopicAdmin:
         with reconciler.writing(beside_bulk=True) as writer:
             self._leadership.require_leader()
             ideal = reconciler.ideal_states()  # again, under the locks: what the writes start from
-            decisions = observer.decide(self.config.routes, source_topics, ideal, removed)
+            decisions = observer.decide(routes, source_topics, ideal, removed)
             ops: list[Op] = []
             written: list[TopicWrite] = []
             for key, partitions in sorted(decisions.add.items()):

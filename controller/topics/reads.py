@@ -10,7 +10,7 @@ their JSON is shaped in :mod:`controller.api.rest_json` only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -32,6 +32,7 @@ from ferry.common.model import (
 from ferry.common.vocabulary import ControllerState, StrEnum
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, NotFound
+from ferry.controller.failover.guard import read_state
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.lead.leadership import Leadership
 from ferry.controller.lead.reconciler import Reconciler
@@ -100,6 +101,7 @@ class Validation:
     mismatches: list[Mismatch]
     summary: dict[str, int]
     spark: StoredValidation | None
+    failover: dict[str, str] = field(default_factory=dict)  # route -> its failover state, routes not ACTIVE only
 
     @property
     def ok(self) -> bool:
@@ -213,7 +215,15 @@ class ReadSide:
                 live = set(store.live_workers())
                 mismatches = compare(ideal, external, live)
                 summary = summarize(ideal, external)
-        return Validation(list(mismatches), summary, self.spark_validation())
+        return Validation(list(mismatches), summary, self.spark_validation(), self.failover_states())
+
+    def failover_states(self) -> dict[str, str]:
+        """Routes that are not ACTIVE -> their failover state (:mod:`controller.failover.states`)."""
+        try:
+            names = self._zk.get_children(self._layout.failovers)
+        except NoNodeError:
+            return {}
+        return {name: str(read_state(self._zk, self._layout, name)[0].get("state")) for name in sorted(names)}
 
     def spark_validation(self) -> StoredValidation | None:
         """The last stored result of ``ferry validate --store``, or None."""

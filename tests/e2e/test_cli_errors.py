@@ -79,6 +79,8 @@ def _cases(f: dict[str, str]) -> dict[str, list[str]]:
         "worker-zookeeper": ["worker", "--config", unreachable, "--metrics-port", "0"],
         "zk-zookeeper": ["zk", "--config", unreachable, "tree"],
         "validate-zookeeper": ["validate", "--config", unreachable],
+        "failover-zookeeper": ["failover", "--config", unreachable],
+        "failback-zookeeper": ["failback", "--config", unreachable],
         # unreachable Kafka
         "groups-list-kafka": ["groups", "list", "--config", unreachable],
         "groups-sync-kafka": ["groups", "sync", "some-group", "--config", unreachable],
@@ -103,7 +105,7 @@ def _cases(f: dict[str, str]) -> dict[str, list[str]]:
         "worker-invalid": ["worker", "--config", f["invalid"]],
     }
     with_config = {"controller": [], "worker": [], "zk": ["tree"], "groups": ["list"], "tree": [],
-                   "schemas": ["status"], "validate": [], "audit": ["--topic", "t"]}
+                   "schemas": ["status"], "validate": [], "audit": ["--topic", "t"], "failover": [], "failback": []}
     for command, rest in with_config.items():
         cases[f"{command}-missing-file"] = [command, *rest, "--config", f["missing"]]
     cases["fleet-up-missing-file"] = ["fleet", "up", "--config", f["missing"], "--engine", f"tcp://{CLOSED}"]

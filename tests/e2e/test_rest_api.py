@@ -40,7 +40,7 @@ WRONG_TOKEN = "e2e-wrong-token-000000000000"
 # have a single possible request, so most requests go to the ones with parameters.
 POSITIVE_EXAMPLES = 60
 NEGATIVE_EXAMPLES = 25
-OPERATIONS_TESTED = 32
+OPERATIONS_TESTED = 35
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
           response_schema_conformance]
 

@@ -1,0 +1,81 @@
+"""The leader's side of failover: a failed-over route is copied by nobody, and the last-seen
+source log ends are kept in ZooKeeper for an unplanned failover's RPO.
+
+- :func:`stop_routes` (observer job): deletes the ideal states of every route whose failover state is
+  stopped (fenced leader writes, as ``DELETE /topics`` does), so workers release its partitions; the
+  observer does not whitelist a stopped route's topics again (:func:`stopped_routes`).
+- :func:`keep_source_ends` (lag job, at ``lag_interval_s``): writes each route's source log ends to
+  ``source_ends/<route>`` when they moved, so the RPO is known with the source gone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from ferry.common.model import PartitionKey, TopicKey
+from ferry.common.vocabulary import OpKind
+from ferry.common.zk.layout import ZkLayout
+from ferry.controller.failover import states as fsm
+from ferry.controller.failover.states import partition_key
+from ferry.controller.lead.reconciler import Reconciler
+from ferry.controller.lead.store import Op
+
+log = logging.getLogger(__name__)
+
+def read_state(zk: KazooClient, layout: ZkLayout, route: str) -> tuple[dict[str, Any], int]:
+    """The route's failover node and its version; ``({"state": ACTIVE}, -1)`` when there is none."""
+    try:
+        data, stat = zk.get(layout.failover(route))
+    except NoNodeError:
+        return {"route": route, "state": fsm.ACTIVE}, -1
+    return json.loads(data), stat.version
+
+
+def stopped_routes(zk: KazooClient, layout: ZkLayout) -> set[str]:
+    """Routes no worker may copy now (their failover state is stopped)."""
+    try:
+        names = zk.get_children(layout.failovers)
+    except NoNodeError:
+        return set()
+    return {name for name in names if fsm.is_stopped(read_state(zk, layout, name)[0].get("state", fsm.ACTIVE))}
+
+
+def stop_routes(zk: KazooClient, layout: ZkLayout, reconciler: Reconciler) -> set[str]:
+    """Drops the ideal states of stopped routes; returns the stopped routes."""
+    stopped = stopped_routes(zk, layout)
+    doomed = [key for key in reconciler.ideal_states() if key.route in stopped]
+    if not doomed:
+        return stopped
+    with reconciler.writing(beside_bulk=True) as writer:  # a reconcile follows: the workers let go
+        writer.write([Op(OpKind.DELETE, layout.topic(k.route, k.topic)) for k in doomed],
+                     [(TopicKey(k.route, k.topic), None, 0) for k in doomed])
+    log.info("failover: stopped copying %d topics of routes %s", len(doomed), sorted(stopped))
+    return stopped
+
+
+def keep_source_ends(zk: KazooClient, layout: ZkLayout, reconciler: Reconciler,
+                     samples: Mapping[PartitionKey, Any], now: float) -> None:
+    """Writes each route's sampled source log ends (only when they changed), fenced."""
+    by_route: dict[str, dict[str, int]] = {}
+    for key, sample in samples.items():
+        by_route.setdefault(key.route, {})[partition_key(key.topic, key.partition)] = sample.end
+    ops = []
+    for route, ends in by_route.items():
+        path = layout.source_ends(route)
+        try:
+            old = json.loads(zk.get(path)[0]).get("ends", {})
+        except NoNodeError:
+            reconciler.ensure_path(path.rsplit("/", 1)[0])
+            ops.append(Op(OpKind.CREATE, path, json.dumps({"at": now, "ends": ends}).encode()))
+            continue
+        merged = {**old, **ends}
+        if merged != old:
+            ops.append(Op(OpKind.SET, path, json.dumps({"at": now, "ends": merged}).encode(), -1))
+    if ops:
+        reconciler.commit(ops)

@@ -1,0 +1,263 @@
+"""Disaster-recovery drills with Kafka's own Java clients, run with docs/runbook.md's commands.
+
+One pair of clusters of its own (``fosrc`` -> ``fodst``, and the reverse route for the failback),
+shared by the module: the unplanned drill kills ``fosrc``'s broker with -9, which the shared stack's
+clusters must never see. Each test has its own ZooKeeper root (its own Ferry) and its own topic
+(one partition, so a record's offset says where it is) and consumer group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+from ferry.devstack import stack as devstack
+from ferry.devstack.support import committed_offset, create_topics, end_offsets
+from tests.harness import java_clients
+from tests.harness.mirroring import warm_group_coordinator
+from tests.harness.processes import Fleet, wait_until
+
+SRC, DST = "fosrc", "fodst"
+FORWARD, REVERSE = f"{SRC}.{DST}", f"{DST}.{SRC}"
+# Far from the other extra clusters' ports (and from test_least_privilege's 49092/49102).
+PORTS = {SRC: 49292, DST: 49302}
+
+
+@pytest.fixture(scope="module")
+def pair(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
+    """Clusters fosrc and fodst; stopped again if this module started them."""
+    saved = {}
+    for name, port in PORTS.items():
+        env = "FERRY_DEV_PORT_" + name.upper()
+        saved[env] = os.environ.get(env)
+        os.environ[env] = saved[env] or str(port)
+    stack = local_stack.with_clusters([SRC, DST])
+    try:
+        started = devstack.up(stack, deadline_s=300)
+    except devstack.DevStackError as exc:
+        pytest.fail(f"clusters {SRC} and {DST} do not start: {exc}", pytrace=False)
+    for name in (SRC, DST):
+        warm_group_coordinator(stack, name)
+    yield stack
+    devstack.up(stack, deadline_s=300)  # a drill that failed half way may have left fosrc down
+    if started:
+        devstack.down(stack, names=started)
+        devstack.forget_extra(started)
+    for env, value in saved.items():
+        if value is None:
+            os.environ.pop(env, None)
+
+
+def _bootstrap(stack: devstack.Stack, name: str) -> str:
+    return stack.bootstrap(name)
+
+
+def _configure(fleet: Fleet, pair: devstack.Stack, topic: str, group: str) -> None:
+    fleet.extra = {
+        "clusters": {name: {"bootstrap.servers": pair.bootstrap(name)} for name in (SRC, DST)},
+        "routes": [{"source": SRC, "destination": DST, "include": [topic], "groups": [group], "loop_prevention": True},
+                   {"source": DST, "destination": SRC, "include": [topic], "groups": [group], "loop_prevention": True}],
+        "controller": {"checkpoint_interval_s": 1, "lag_interval_s": 1, "observer_interval_s": 1},
+    }
+    fleet.write_config()
+    create_topics(AdminClient({"bootstrap.servers": pair.bootstrap(SRC)}), [NewTopic(topic, 1, 1)])
+
+
+def _ferry(fleet: Fleet, *args: str, ok: bool = True) -> Any:
+    """A runbook command; its JSON report (``ok``), or the failed run (not ``ok``)."""
+    done = subprocess.run([sys.executable, "-m", "ferry.common.cli", *args, "--config", str(fleet.config_path)],
+                          capture_output=True, text=True, timeout=240)
+    if not ok:
+        assert done.returncode != 0, done.stdout[-2000:]
+        return done
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def _end(pair: devstack.Stack, cluster: str, topic: str) -> int:
+    return end_offsets(AdminClient({"bootstrap.servers": pair.bootstrap(cluster)}), topic).get(0, 0)
+
+
+def _read_all(pair: devstack.Stack, cluster: str, topic: str) -> list[str]:
+    """Every value of the topic's partition, in offset order (a group of its own, from the start)."""
+    end = _end(pair, cluster, topic)
+    if end == 0:
+        return []
+    return [value for _, value in java_clients.consume(pair.bootstrap(cluster), f"check-{os.urandom(4).hex()}",
+                                                         topic, end)]
+
+
+def _values(prefix: int, count: int, start: int = 0) -> list[str]:
+    return [f"{prefix}.{n}" for n in range(start, start + count)]
+
+
+def test_planned_switchover_moves_producer_and_group_with_every_record_read_once(
+    fleet: Fleet, pair: devstack.Stack, topic_name: Callable[[str], str],
+) -> None:
+    topic, group = topic_name("planned"), f"app-{topic_name('g')[-12:]}"
+    _configure(fleet, pair, topic, group)
+    produced = [v for _, v in java_clients.produce(pair.bootstrap(SRC), topic, 300, 1)]
+    controller, _ = fleet.start_controller("c1"), fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    wait_until(lambda: _end(pair, DST, topic) >= 300, 120, "300 records on the destination")
+    read_src = java_clients.consume(pair.bootstrap(SRC), group, topic, 200)
+
+    report = _ferry(fleet, "failover", "--route", FORWARD, "--planned", "--groups", group, "--quiet-s", "2")
+    assert report["state"] == "FAILED_OVER"
+    assert [(p["sourceEnd"], p["committed"], p["lag"]) for p in report["report"]["partitions"]] == [(300, 300, 0)]
+    (synced,) = report["report"]["groups"]
+    assert [(p["sourceOffset"], p["destinationOffset"], p["lag"]) for p in synced["partitions"]] == [(200, 200, 100)]
+    assert committed_offset({"bootstrap.servers": pair.bootstrap(DST)}, group, topic) == 200
+    routes = {r["route"]: r["state"] for r in requests.get(f"{controller.url}/routes", timeout=5).json()["routes"]}
+    assert routes[FORWARD] == "FAILED_OVER"
+    assert requests.get(f"{controller.url}/validation", timeout=5).json()["failover"] == {FORWARD: "FAILED_OVER"}
+    metrics = requests.get(f"{controller.url}/metrics", timeout=5).text
+    assert f'ferry_controller_route_failover_state{{route="{FORWARD}",state="FAILED_OVER"}} 1.0' in metrics
+    shown = subprocess.run([sys.executable, "-m", "ferry.common.cli", "zk", "get", f"failover/{FORWARD}",
+                            "--config", str(fleet.config_path)], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "FAILED_OVER" in shown.stdout, shown.stderr
+    wait_until(lambda: not any(t["route"] == FORWARD for t in requests.get(f"{controller.url}/topics", timeout=5)
+                               .json()["topics"]), 30, "the leader to stop copying the failed-over route")
+    again = _ferry(fleet, "failover", "--route", FORWARD, "--planned", ok=False)
+    assert "already FAILED_OVER" in again.stderr
+    assert requests.post(f"{controller.url}/routes/{FORWARD}/failover", json={"planned": True}, timeout=30).status_code == 409
+
+    produced += [v for _, v in java_clients.produce(pair.bootstrap(DST), topic, 100, 2)]
+    read_dst = java_clients.consume(pair.bootstrap(DST), group, topic, 200)
+    assert [o for o, _ in read_dst] == list(range(200, 400))
+    read = [v for _, v in read_src] + [v for _, v in read_dst]
+    assert read == produced  # every record once, in order, across both clusters
+
+
+def _source_end_seen(fleet: Fleet, pair: devstack.Stack, topic: str) -> int | None:
+    client = KazooClient(hosts=pair.zookeeper.address)
+    client.start(timeout=10)
+    try:
+        data, _ = client.get(f"{fleet.zk_root}/source_ends/{FORWARD}")
+        end: int | None = json.loads(data)["ends"].get(f"{topic}/0")
+        return end
+    except Exception:
+        return None
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_unplanned_failover_reports_the_rpo_and_failback_brings_back_only_what_the_destination_got(
+    fleet: Fleet, pair: devstack.Stack, topic_name: Callable[[str], str],
+) -> None:
+    topic, group = topic_name("unplanned"), f"app-{topic_name('g')[-12:]}"
+    src_conf, dst_conf = {"bootstrap.servers": pair.bootstrap(SRC)}, {"bootstrap.servers": pair.bootstrap(DST)}
+    _configure(fleet, pair, topic, group)
+    java_clients.produce(pair.bootstrap(SRC), topic, 300, 1)
+    controller, worker = fleet.start_controller("c1"), fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    wait_until(lambda: _end(pair, DST, topic) >= 300, 120, "300 records on the destination")
+    read_src = java_clients.consume(pair.bootstrap(SRC), group, topic, 200)
+    wait_until(lambda: committed_offset(dst_conf, group, topic) == 200, 60, "the checkpoint job to sync the group")
+
+    # The worker dies, the source takes 50 more records that never reach the destination, then dies too.
+    worker.signal(signal.SIGKILL)
+    java_clients.produce(pair.bootstrap(SRC), topic, 50, 3)
+    wait_until(lambda: _source_end_seen(fleet, pair, topic) == 350, 60, "the leader to see the source's log end")
+    never_copied = 350 - _end(pair, DST, topic)
+    pid = devstack.pid_of(pair.cluster(SRC))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+
+    report = _ferry(fleet, "failover", "--route", FORWARD)
+    assert report["state"] == "FAILED_OVER"
+    (rpo,) = report["report"]["rpo"]
+    assert (rpo["sourceEnd"], rpo["copied"], rpo["notCopied"]) == (350, 300, never_copied) == (350, 300, 50)
+    assert committed_offset(dst_conf, group, topic) == 200
+
+    # Producer and group continue on the destination, from the group's translated position.
+    java_clients.produce(pair.bootstrap(DST), topic, 80, 4)
+    read_dst = java_clients.consume(pair.bootstrap(DST), group, topic, 180)
+    assert [v for _, v in read_src + read_dst] == _values(1, 300) + _values(4, 80)  # nothing read twice or skipped
+
+    # Failback: the old source is back; only what the destination got since goes back, once.
+    devstack.up(pair, deadline_s=300)
+    fleet.start_worker("w2")
+    back = _ferry(fleet, "failback", "--route", FORWARD)
+    assert back["state"] == "FAILING_BACK"
+    assert [r["notCopied"] for r in back["failback"]["rpoKeptAtSource"]] == [50]
+    wait_until(lambda: _end(pair, SRC, topic) >= 430, 60, "the records written on the destination at the source")
+    assert _read_all(pair, SRC, topic) == _values(1, 300) + _values(3, 50) + _values(4, 80)
+
+    # Switch back, restore the original direction; the group continues on the source exactly.
+    switched = _ferry(fleet, "failover", "--route", REVERSE, "--planned", "--groups", group, "--quiet-s", "2")
+    assert switched["state"] == "FAILED_OVER"
+    assert committed_offset(src_conf, group, topic) == 430
+    restored = _ferry(fleet, "failback", "--route", FORWARD, "--restore")
+    assert restored["state"] == "ACTIVE"
+    java_clients.produce(pair.bootstrap(SRC), topic, 40, 5)
+    assert [v for _, v in java_clients.consume(pair.bootstrap(SRC), group, topic, 40)] == _values(5, 40)
+    wait_until(lambda: _end(pair, DST, topic) >= 420, 60, "the restored route to copy the new records")
+    assert _read_all(pair, DST, topic) == _values(1, 300) + _values(4, 80) + _values(5, 40)  # the RPO records stay at the source
+
+
+def test_a_failover_whose_leader_dies_halfway_completes_when_retried(
+    fleet: Fleet, pair: devstack.Stack, topic_name: Callable[[str], str],
+) -> None:
+    topic, group = topic_name("retried"), f"app-{topic_name('g')[-12:]}"
+    _configure(fleet, pair, topic, group)
+    java_clients.produce(pair.bootstrap(SRC), topic, 100, 1)
+    first, second = fleet.start_controller("c1"), fleet.start_controller("c2")
+    fleet.start_worker("w1")
+    leader = fleet.wait_for_leader(first, second)
+    standby = second if leader is first else first
+    wait_until(lambda: _end(pair, DST, topic) >= 100, 120, "100 records on the destination")
+
+    stop = threading.Event()
+    producer = Producer({"bootstrap.servers": pair.bootstrap(SRC)})
+
+    def keep_producing() -> None:  # the source is not quiet: the failover waits in DRAINING
+        while not stop.wait(0.05):
+            producer.produce(topic, b"x")
+            producer.poll(0)
+        producer.flush(10)
+
+    writer = threading.Thread(target=keep_producing, daemon=True)
+    writer.start()
+    # Through the standby: it forwards the write to the leader, which runs the failover.
+    request = threading.Thread(target=lambda: requests.post(
+        f"{standby.url}/routes/{FORWARD}/failover", json={"planned": True, "quietS": 2, "timeoutS": 60}, timeout=90),
+        daemon=True)
+    request.start()
+    wait_until(lambda: requests.get(f"{standby.url}/routes/{FORWARD}", timeout=5).json()["state"] == "DRAINING", 30,
+               "the failover to drain")
+    leader.signal(signal.SIGKILL)
+    stop.set()
+    writer.join(15)
+    total = _end(pair, SRC, topic)
+
+    fleet.wait_for_leader(standby, timeout=60)
+    answer = requests.post(f"{standby.url}/routes/{FORWARD}/failover",
+                           json={"planned": True, "quietS": 2, "timeoutS": 120}, timeout=180)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["state"] == "FAILED_OVER"
+    assert [(p["sourceEnd"], p["committed"], p["lag"]) for p in body["report"]["partitions"]] == [(total, total, 0)]
+    assert _end(pair, DST, topic) == total
+    conflict = requests.post(f"{standby.url}/routes/{FORWARD}/failover", json={"planned": True}, timeout=30)
+    assert conflict.status_code == 409 and "FAILED_OVER" in conflict.json()["error"]
+
+
+def test_the_runbook_commands_have_help() -> None:
+    for command in ("failover", "failback"):
+        done = subprocess.run([sys.executable, "-m", "ferry.common.cli", command, "--help"], capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0 and "--route" in done.stdout, done.stderr

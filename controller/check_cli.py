@@ -14,7 +14,7 @@ by ``--timeout``; exit 1 when any fails:
   exists) must grant Ferry's identity;
 - each schema registry: its subject list, with its basic auth.
 
-- each cluster Ferry needs Kafka ACLs on: whether it grants Ferry's principal (its ``sasl.username``)
+- each cluster that answered, has a SASL user and that Ferry needs Kafka ACLs on: whether it grants Ferry's principal (its ``sasl.username``)
   every ACL ``ferry acls`` prints. Describing ACLs needs ``Describe`` on the cluster, which Ferry's
   own principal does not have under least privilege: such a cluster's line says it could not be
   checked (``----``), which is no failure.
@@ -82,17 +82,22 @@ def _run(args: argparse.Namespace) -> int:
 
 def connect_results(config: FerryConfig, timeout_s: float) -> Iterator[EndpointResult]:
     """One result per endpoint, as each is tried: clusters, ZooKeeper, registries, then ACLs."""
+    answered = []
     for name, props in config.clusters.items():
-        yield kafka_result(name, props, timeout_s)
+        result = kafka_result(name, props, timeout_s)
+        if result.ok and props.get("sasl.username"):
+            answered.append(name)
+        yield result
     yield zookeeper_result(config.zookeeper, timeout_s)
     for name, registry in (config.schemas.registries.items() if config.schemas else []):
         yield registry_result(name, registry, timeout_s)
-    yield from acl_results(config)
+    yield from acl_results(config, answered)
 
 
-def acl_results(config: FerryConfig) -> Iterator[EndpointResult]:
-    """Per cluster that needs ACLs: granted, missing (how many), or not checked (why)."""
-    for cluster, grants in sorted(acl_check.check_granted(config).items()):
+def acl_results(config: FerryConfig, clusters: list[str]) -> Iterator[EndpointResult]:
+    """Per cluster of ``clusters`` (those that answered, with a SASL user) that needs ACLs:
+    granted, missing (how many), or not checked (why)."""
+    for cluster, grants in sorted(acl_check.check_granted(config, clusters=clusters).items()):
         endpoint = f"kafka {cluster} ACLs" + (f" of {grants.principal}" if grants.principal else "")
         if grants.error is not None:
             yield EndpointResult(endpoint, None, f"not checked: {grants.error}")

@@ -303,7 +303,6 @@ class LeaderState:
                 self._grant_of[partition] = grant
                 self._granted.setdefault(grant, set()).add(partition)
                 changed.add(grant)
-        named = {w for w, held in self._held_by.items() if held}
         # Workers that could need a write although their grants did not change: a new live worker
         # without a node (an empty one is created), a departed one with nothing left (deleted).
         for worker in set(self.live) - set(self.assignments):
@@ -312,13 +311,17 @@ class LeaderState:
             if not stored.partitions and worker not in self.live:
                 changed.add(worker)
         for worker in changed:
-            if worker not in self.assignments and worker not in self.live and worker not in named:
-                continue  # never had a node, not live, holds nothing: the full plan names it nowhere
             partitions = frozenset(self._granted.get(worker, ()))
             written = self.assignments.get(worker)
-            if written is None or written.partitions != partitions:
-                changes.assignments[worker] = partitions
-            elif not partitions and worker not in self.live:
+            # A worker reads an absent node as an empty one. A live worker always has a node; one
+            # that is not live (died, left, or only its live node vanished) keeps one only while it
+            # is granted partitions or its node still names some (emptied first: a deletion is
+            # written among the gains), and never gets an empty node created for it, even while
+            # the ideal states retain partitions for it (withheld while another worker holds them).
+            if worker in self.live or partitions or (written is not None and written.partitions):
+                if written is None or written.partitions != partitions:
+                    changes.assignments[worker] = partitions
+            elif written is not None:
                 changes.delete_assignments.add(worker)  # a departed worker with nothing left
 
     def _views(self, changes: Changes) -> None:

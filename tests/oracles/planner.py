@@ -1,7 +1,8 @@
 """What the leader should write, given what it read: the whole desired state, from plain data.
 
 Pure: no I/O, no clock (``now`` comes in as a number). The controller reads a
-:class:`controller.lead.store.Snapshot`, calls :func:`plan`, and writes the differences.
+:class:`controller.lead.store.Snapshot`, calls :func:`plan`, and writes the differences (deleting
+the assignment nodes the plan does not name).
 
 Rules (see docs/design.md):
 
@@ -10,7 +11,9 @@ Rules (see docs/design.md):
   leader first saw it gone (``departed_at``), then they go to the least-loaded live workers;
 - partitions without a (live or retained) worker go to the least-loaded live workers;
 - with ``rebalance`` true, the fewest partitions move so live workers' counts differ by at most one;
-- each worker's assignment follows the two-step handoff of :mod:`common.core.handoff`.
+- each worker's assignment follows the two-step handoff of :mod:`common.core.handoff`;
+- a live worker always has an assignment node; one that is not live keeps a node only while it
+  names partitions (emptied first, then deleted; never created empty).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey,
 @dataclass(frozen=True)
 class Plan:
     ideal: dict[TopicKey, IdealState]
-    assignments: dict[str, frozenset[PartitionKey]]
+    assignments: dict[str, frozenset[PartitionKey]]  # every assignment node there must be, with its partitions
     external: dict[TopicKey, ExternalView]
     departed_at: dict[str, float]  # the leader's memory, updated
     retained_until: dict[str, float] = field(default_factory=dict)  # worker -> when its partitions move
@@ -42,7 +45,7 @@ def plan(
     ideal: Mapping[TopicKey, IdealState],
     live: Mapping[str, object],
     statuses: Mapping[str, WorkerStatus],
-    known_workers: set[str],
+    written: Mapping[str, frozenset[PartitionKey]],
     departed_at: Mapping[str, float],
     now: float,
     failover_delay_s: float,
@@ -50,8 +53,15 @@ def plan(
 ) -> Plan:
     """The desired ideal states, worker assignments and external views.
 
-    ``known_workers`` are the workers that have an assignment node (each gets an entry, empty
-    when it should copy nothing, so a worker is always told to stop).
+    ``written`` is what the assignment nodes hold now (worker -> partitions). The plan's
+    ``assignments`` are the nodes there must be once it is written, with what they hold; a node
+    it does not name is deleted. A worker reads an absent node as an empty one, so:
+
+    - a live worker always has a node, empty when it should copy nothing (it is always told to stop);
+    - a worker that is not live (it died, left, or only its live node vanished) has a node only
+      while it is granted partitions or its node still names some: that node is first emptied,
+      deleted at the next plan (deleted nodes are written among the gains, so a node that named
+      partitions is emptied first to keep every prefix of a batch safe), and never created empty.
     """
     active = active_workers(live, statuses)
     # A worker that said it leaves is never retained, even once its live node is gone.
@@ -85,8 +95,11 @@ def plan(
         for key, state in ideal.items()
     }
     per_worker = handoff.worker_assignments(desired, statuses, set(live))
-    assignments: dict[str, frozenset[PartitionKey]] = {w: frozenset() for w in known_workers | set(live)}
-    assignments.update(per_worker)
+    assignments: dict[str, frozenset[PartitionKey]] = {}
+    for worker in set(live) | set(written) | set(per_worker):
+        granted = per_worker.get(worker, frozenset())
+        if worker in live or granted or written.get(worker):
+            assignments[worker] = granted
     # Views only for topics Ferry mirrors: a partition of a deleted topic that a worker still
     # reports shows up in validation, not in a view of its own.
     views = {k: v for k, v in external_views(statuses).items() if k in ideal}

@@ -1,10 +1,10 @@
 """ferry.controller.lead.leader_state.LeaderState decides exactly as the planner oracle (tests/oracles/planner.py), after any events.
 
-The specification side keeps ZooKeeper's content as plain dicts and runs the whole-state
-``plan`` of ``tests/oracles/planner.py`` at every step, writing what it returns as the controller used to;
-the incremental side gets only the events and writes only what its plan says. After every step
-both must hold the same ideal states, assignments and external views, and agree on what moved,
-which workers are retained and until when.
+The specification side keeps ZooKeeper's content as plain dicts, runs the whole-state
+``plan`` of ``tests/oracles/planner.py`` at every step and writes what it returns (deleting the
+assignment nodes it does not name); the incremental side gets only the events and writes only
+what its plan says. After every step both must hold the same ideal states, assignments and
+external views, and agree on what moved, which workers are retained and until when.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ferry.common.core.diff import compare, summarize
@@ -54,13 +54,8 @@ class Zk:
 
 
 def spec_step(zk: Zk, departed: dict[str, float], now: float, rebalance: bool) -> tuple[int, dict[str, float]]:
-    result = plan(zk.ideal, zk.live, zk.statuses, set(zk.assignments), departed, now, DELAY, rebalance=rebalance)
-    for worker, partitions in result.assignments.items():
-        old = zk.assignments.get(worker)
-        if old is None or old != partitions:
-            zk.assignments[worker] = partitions
-        elif not partitions and worker not in zk.live:
-            del zk.assignments[worker]
+    result = plan(zk.ideal, zk.live, zk.statuses, dict(zk.assignments), departed, now, DELAY, rebalance=rebalance)
+    zk.assignments = dict(result.assignments)
     zk.ideal = dict(result.ideal)
     zk.external = dict(result.external)
     departed.clear()
@@ -94,6 +89,14 @@ events = st.lists(
 @settings(max_examples=400, deadline=None)
 @given(st.sets(st.sampled_from(WORKERS), max_size=4), st.dictionaries(st.sampled_from(TOPICS), st.integers(1, 6)),
        events)
+# A retained worker whose partition is withheld (another live worker still copies it) gets no
+# node: neither at the plans after it died, nor when only its live node vanished and it reports again.
+@example({"w1"}, {"t0": 1, "t1": 1}, [("join", "w0", "t0", 1, 0.0), ("report", "w1", "t0", 1, 0.0),
+                                      ("rebalance", "w0", "t0", 1, 0.0), ("die", "w0", "t0", 1, 0.0),
+                                      ("tick", "w0", "t0", 1, 0.0), ("tick", "w0", "t0", 1, 0.0)])
+@example({"w1"}, {"t0": 1, "t1": 1}, [("join", "w0", "t0", 1, 0.0), ("report", "w1", "t0", 1, 0.0),
+                                      ("rebalance", "w0", "t0", 1, 0.0), ("live_gone", "w0", "t0", 1, 0.0),
+                                      ("report", "w0", "t0", 1, 0.0), ("tick", "w0", "t0", 1, 0.0)])
 def test_the_incremental_planner_decides_as_the_whole_state_plan(
     workers: set[str], topics: dict[str, int], steps: list[tuple[str, str, str, int, float]]
 ) -> None:
@@ -175,6 +178,48 @@ def test_a_partition_held_by_a_worker_whose_live_node_vanished_goes_to_its_new_o
     assert spec_step(zk, departed, 1001.0, False) == model_step(model, 1001.0, False)
     same(zk, model)
     assert len(zk.assignments["w1"]) == 2
+
+
+def test_a_retained_worker_whose_partition_is_withheld_gets_no_assignment_node() -> None:
+    """A rebalance gives w0 a partition w1 still copies, then w0 dies: retained, granted nothing, no node.
+
+    A worker reads an absent node as an empty one; one that is not live is never given an empty
+    node (else the whole-state plan would create it and delete it at alternate plans)."""
+    t0, t1 = TopicKey(ROUTE, "t0"), TopicKey(ROUTE, "t1")
+    zk = Zk(ideal={t0: IdealState(ROUTE, "t0", 1), t1: IdealState(ROUTE, "t1", 1)},
+            live={"w1": WorkerInfo("w1", "h", 1)}, statuses={"w1": WorkerStatus(0)})
+    model = LeaderState(Snapshot(live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal),
+                                 ideal_versions=dict.fromkeys(zk.ideal, 0)))
+    departed: dict[str, float] = {}
+
+    def step(now: float, rebalance: bool = False) -> None:
+        assert spec_step(zk, departed, now, rebalance) == model_step(model, now, rebalance)
+        same(zk, model)
+
+    step(1000.0)
+    zk.live["w0"], zk.statuses["w0"] = WorkerInfo("w0", "h", 1), WorkerStatus(0)
+    model.set_live(zk.live)
+    model.set_status("w0", zk.statuses["w0"])
+    step(1000.0)
+    zk.statuses["w1"] = WorkerStatus(1, {p: PartitionStatus(PartitionState.ONLINE) for p in zk.assignments["w1"]})
+    model.set_status("w1", zk.statuses["w1"])
+    step(1000.0, rebalance=True)
+    given_to_w0 = model.holding()["w0"]
+    assert len(given_to_w0) == 1 and zk.assignments["w0"] == frozenset()  # withheld: w1 still reports it
+    del zk.live["w0"], zk.statuses["w0"]
+    model.set_live(zk.live)
+    model.set_status("w0", None)
+    step(1001.0)
+    assert "w0" not in zk.assignments  # its empty node is deleted
+    for now in (1002.0, 1003.0):  # and never created again while retained and granted nothing
+        step(now)
+        assert "w0" not in zk.assignments and model.holding()["w0"] == given_to_w0
+    # Once w1 released it, the retained w0 is granted it: its node is created then.
+    zk.statuses["w1"] = WorkerStatus(2, {p: PartitionStatus(PartitionState.OFFLINE if p in given_to_w0 else
+                                                            PartitionState.ONLINE) for p in zk.statuses["w1"].partitions})
+    model.set_status("w1", zk.statuses["w1"])
+    step(1004.0)
+    assert zk.assignments["w0"] == frozenset(given_to_w0)
 
 
 def test_a_batch_of_several_transactions_never_names_a_partition_in_two_assignments() -> None:

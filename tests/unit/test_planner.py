@@ -43,12 +43,13 @@ def run(
     ideal_states: Mapping[TopicKey, IdealState],
     workers: Mapping[str, WorkerInfo],
     statuses: Mapping[str, WorkerStatus] | None = None,
-    known: Iterable[str] = (),
+    written: Mapping[str, Iterable[PartitionKey]] | None = None,
     departed_at: Mapping[str, float] | None = None,
     now: float = 1000.0,
     rebalance: bool = False,
 ) -> Plan:
-    return plan(ideal_states, workers, statuses or {}, set(known), departed_at or {}, now, DELAY, rebalance=rebalance)
+    nodes = {w: frozenset(partitions) for w, partitions in (written or {}).items()}
+    return plan(ideal_states, workers, statuses or {}, nodes, departed_at or {}, now, DELAY, rebalance=rebalance)
 
 
 def counts(result: Plan, topic: TopicKey = ORDERS) -> Counter[str]:
@@ -115,7 +116,7 @@ def test_a_leaving_worker_gets_nothing_and_is_not_retained() -> None:
     state = ideal(4, {0: "w1", 1: "w1", 2: "w2", 3: "w2"})
     # w1 drains: it reports leaving with every partition released (OFFLINE).
     statuses = {"w1": status([key(0), key(1)], PartitionState.OFFLINE, leaving=True), "w2": status([key(2), key(3)])}
-    result = run(state, live("w1", "w2"), statuses, known={"w1", "w2"})
+    result = run(state, live("w1", "w2"), statuses, written={"w1": [key(0), key(1)], "w2": [key(2), key(3)]})
     assert result.ideal[ORDERS].assignment == dict.fromkeys(range(4), "w2")
     assert result.assignments["w1"] == frozenset()
     assert result.assignments["w2"] == frozenset(key(p) for p in range(4))
@@ -135,9 +136,10 @@ def test_a_leaving_worker_whose_live_node_is_already_gone_is_not_retained() -> N
     # read the snapshot between the last two steps (status still there, live node gone).
     state = ideal(4, {0: "w1", 1: "w1", 2: "w2", 3: "w2"})
     statuses = {"w1": status([key(0), key(1)], PartitionState.OFFLINE, leaving=True), "w2": status([key(2), key(3)])}
-    result = run(state, live("w2"), statuses, known={"w1", "w2"})
+    result = run(state, live("w2"), statuses, written={"w1": [key(0), key(1)], "w2": [key(2), key(3)]})
     assert result.ideal[ORDERS].assignment == dict.fromkeys(range(4), "w2")
     assert "w1" not in result.retained_until
+    assert result.assignments["w1"] == frozenset()  # emptied now, deleted at the next plan
 
 
 def test_without_rebalance_a_joining_worker_takes_nothing() -> None:
@@ -167,7 +169,7 @@ def test_rebalance_of_a_balanced_assignment_moves_nothing() -> None:
 def test_a_move_from_a_live_worker_waits_until_it_released_the_partition() -> None:
     state = ideal(4, dict.fromkeys(range(4), "a"))
     holding = {"a": status([key(p) for p in range(4)])}
-    step1 = run(state, live("a", "b"), holding, known={"a"}, rebalance=True)
+    step1 = run(state, live("a", "b"), holding, written={"a": [key(p) for p in range(4)]}, rebalance=True)
     moving = {key(p) for p, w in step1.ideal[ORDERS].assignment.items() if w == "b"}
     staying = {key(p) for p in range(4)} - moving
     assert len(moving) == 2
@@ -180,7 +182,7 @@ def test_a_move_from_a_live_worker_waits_until_it_released_the_partition() -> No
         **{p: PartitionStatus(PartitionState.ONLINE) for p in staying},
         **{p: PartitionStatus(PartitionState.OFFLINE) for p in moving},
     })}
-    step2 = run(step1.ideal, live("a", "b"), released, known={"a", "b"})
+    step2 = run(step1.ideal, live("a", "b"), released, written=step1.assignments)
     assert step2.ideal[ORDERS].assignment == step1.ideal[ORDERS].assignment
     assert step2.assignments == {"a": frozenset(staying), "b": frozenset(moving)}
 
@@ -188,7 +190,7 @@ def test_a_move_from_a_live_worker_waits_until_it_released_the_partition() -> No
 def test_a_partition_in_error_on_the_old_worker_must_be_released_too() -> None:
     state = ideal(1, {0: "b"})
     statuses = {"a": status([key(0)], PartitionState.ERROR)}
-    result = run(state, live("a", "b"), statuses, known={"a", "b"})
+    result = run(state, live("a", "b"), statuses, written={"a": [key(0)], "b": []})
     assert result.assignments["b"] == frozenset()
 
 
@@ -196,16 +198,44 @@ def test_a_dead_holder_does_not_block_a_move() -> None:
     # a's session is gone (not live) but its last status was still read: b may start at once.
     state = ideal(1, {0: "b"})
     statuses = {"a": status([key(0)])}
-    result = run(state, live("b"), statuses, known={"a", "b"})
+    result = run(state, live("b"), statuses, written={"a": [key(0)], "b": []})
     assert result.assignments["b"] == frozenset({key(0)})
 
 
-def test_every_known_worker_gets_an_entry() -> None:
-    result = run(ideal(2), live("w1", "w2", "w3", "w4"), known={"old", "w1"})
-    assert set(result.assignments) == {"old", "w1", "w2", "w3", "w4"}
-    assert result.assignments["old"] == frozenset()
+def test_every_live_worker_has_a_node_and_an_empty_one_of_a_departed_worker_is_deleted() -> None:
+    result = run(ideal(2), live("w1", "w2", "w3", "w4"), written={"old": [], "w1": []})
+    assert set(result.assignments) == {"w1", "w2", "w3", "w4"}  # "old" is not named: its node is deleted
     assert sum(len(parts) for parts in result.assignments.values()) == 2
     assert all(isinstance(parts, frozenset) for parts in result.assignments.values())
+
+
+def test_a_departed_worker_s_node_is_emptied_then_deleted() -> None:
+    # w2 left (leaving, live node gone) with its node still naming what it copied.
+    state = ideal(2, {0: "w1", 1: "w2"})
+    statuses = {"w1": status([key(0)]), "w2": status([key(1)], PartitionState.OFFLINE, leaving=True)}
+    first = run(state, live("w1"), statuses, written={"w1": [key(0)], "w2": [key(1)]})
+    assert first.assignments == {"w1": frozenset({key(0), key(1)}), "w2": frozenset()}
+    second = run(first.ideal, live("w1"), statuses, written=first.assignments, departed_at=first.departed_at)
+    assert second.assignments == {"w1": frozenset({key(0), key(1)})}
+    third = run(second.ideal, live("w1"), statuses, written=second.assignments, departed_at=second.departed_at)
+    assert third.assignments == second.assignments
+
+
+def test_a_retained_worker_whose_partitions_are_withheld_gets_no_node() -> None:
+    # A rebalance gave w0 a partition that w1 still copies, then w0 died: w0 is retained (the ideal
+    # state still names it) but granted nothing, and a worker that is not live is never given an
+    # empty node, neither now nor at any later plan (it would be created and deleted in turn).
+    state = ideal(1, {0: "w0"})
+    statuses = {"w1": status([key(0)])}
+    first = run(state, live("w1"), statuses, written={"w1": []}, now=1000.0)
+    assert first.retained_until == {"w0": 1000.0 + DELAY}
+    assert first.assignments == {"w1": frozenset()}
+    again = run(first.ideal, live("w1"), statuses, written=first.assignments, departed_at=first.departed_at, now=1001.0)
+    assert again.assignments == {"w1": frozenset()}
+    # Once w1 released it, the partition is granted to w0 (still retained): its node is created then.
+    released = {"w1": status([key(0)], PartitionState.OFFLINE)}
+    granted = run(again.ideal, live("w1"), released, written=again.assignments, departed_at=again.departed_at, now=1002.0)
+    assert granted.assignments == {"w1": frozenset(), "w0": frozenset({key(0)})}
 
 
 def test_partitions_beyond_the_count_are_dropped() -> None:

@@ -32,6 +32,7 @@ from ferry.controller.api.auth import TokenChecker
 from ferry.controller.api.openapi import GROUP_PATTERN, openapi_document
 from ferry.controller.errors import BadRequest, ControllerError, Unauthorized, Unavailable
 from ferry.controller.groups.checkpoints import GroupCheckpoints
+from ferry.controller.groups.translate import OffsetTranslation
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
 from ferry.controller.topics.admin import Rebalanced, TopicDeleted
 from ferry.controller.topics.progress import NoProgress, OffsetSample
@@ -95,6 +96,8 @@ class JobsApi(Protocol):
     def noprogress(self) -> NoProgress: ...
     def heartbeats(self) -> HeartbeatView: ...
     def groups(self, group: str | None = None) -> GroupCheckpoints: ...
+    def translate_offset(self, route: str | None, topic: str, partition: int, offset: int,
+                         reverse: bool = False) -> OffsetTranslation: ...
     def schema_status(self) -> SchemaStatus: ...
     def schema_sync(self) -> SchemaReport: ...
 
@@ -452,6 +455,34 @@ def heartbeats() -> Any:
 @leader_only()  # only the leader runs the checkpoint job
 def groups() -> Any:
     return jsonify(rest_json.groups_json(_controller().jobs.groups()))
+
+
+_TRANSLATE_ARGS = {"route", "topic", "partition", "offset", "direction"}
+
+
+def _whole_number(name: str, maximum: int) -> int:
+    text = request.args.get(name)
+    if text is None:
+        raise BadRequest(f"GET /translate needs the query argument {name}")
+    if not re.fullmatch(r"[0-9]{1,19}", text) or int(text) > maximum:
+        raise BadRequest(f"{name} must be a whole number from 0 to {maximum}, not {text!r}"[:300])
+    return int(text)
+
+
+@offsets_api.get("/translate")
+def translate() -> Any:
+    """Any controller answers: it reads the offset map on the destination, nothing of ZooKeeper."""
+    unknown = sorted(set(request.args) - _TRANSLATE_ARGS)
+    if unknown:
+        raise BadRequest(f"GET /translate takes {', '.join(sorted(_TRANSLATE_ARGS))}, not {unknown}"[:300])
+    direction = request.args.get("direction", "forward")
+    if direction not in ("forward", "reverse"):
+        raise BadRequest(f"direction must be forward or reverse, not {direction!r}"[:300])
+    topic = _topic(request.args.get("topic"))
+    partition = _whole_number("partition", MAX_PARTITIONS - 1)
+    offset = _whole_number("offset", 2**63 - 1)
+    result = _controller().jobs.translate_offset(_route_arg(), topic, partition, offset, direction == "reverse")
+    return jsonify(rest_json.offset_translation_json(result))
 
 
 def _group(group: Any) -> str:

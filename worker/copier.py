@@ -47,6 +47,7 @@ from ferry.common.kafka.errors import kafka_error
 from ferry.common.model import PartitionStatus
 from ferry.common.vocabulary import PartitionState
 from ferry.worker import start_offsets
+from ferry.worker.data_loss import Losses, out_of_range
 from ferry.worker.destination import METADATA_TIMEOUT_S, DestinationTopics
 from ferry.worker.errors import (
     PERMANENT_CONSUMER_ERRORS,
@@ -69,6 +70,8 @@ LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 # Room for the record batch's own framing under a topic's max.message.bytes.
 _BATCH_FRAMING_BYTES = 1024
 FLUSH_TIMEOUT_S = 30.0
+# librdkafka's answer when a position leaves the source log under auto.offset.reset=error.
+_OUT_OF_RANGE = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
 
 
 @dataclass(frozen=True)
@@ -107,11 +110,13 @@ class RouteCopier:
         self._record_age = metrics.record_age.labels(route.name)
         self._clock = clock
         self._wall_clock = wall_clock
+        # auto.offset.reset=error: every start is an explicit offset, so a reset only means the position left
+        # the source log (records deleted before they were copied, a re-created topic): worker/data_loss.py.
         self._consumer = kafka_clients.consumer(
             source, route.group_id,
-            **{"auto.offset.reset": config.auto_offset_reset, "client.id": f"{client_id}-{route.name}"},
-            **config.consumer,
+            **{"client.id": f"{client_id}-{route.name}", **config.consumer, "auto.offset.reset": "error"},
         )
+        self._losses = Losses()
         try:  # where a partition nothing was committed or copied for starts, as an explicit offset
             self._reset_offset = start_offsets.reset_offset(str(config.consumer.get("auto.offset.reset", config.auto_offset_reset)))
         except ValueError as exc:
@@ -145,7 +150,7 @@ class RouteCopier:
 
     def statuses(self) -> dict[TopicPartitionKey, PartitionStatus]:
         """Every partition this copier holds, ONLINE or ERROR with its reason."""
-        result = {key: PartitionStatus(PartitionState.ONLINE) for key in self._assigned}
+        result = {key: PartitionStatus(PartitionState.ONLINE, self._losses.reason(key)) for key in self._assigned}
         for key, reason in self._errors.items():
             result[key] = PartitionStatus(PartitionState.ERROR, reason)
         return result
@@ -192,11 +197,18 @@ class RouteCopier:
                 why = str(kafka_error(exc)) if isinstance(exc, KafkaException) else str(exc)
                 deferred.update({(topic, p): f"resuming from the destination: {why}" for p in starting})
                 continue
+            fresh = [p for p in starting if starts[p] is None]
+            try:
+                first = start_offsets.route_start(self._consumer, topic, fresh, self.route.start, self._reset_offset,
+                                                  METADATA_TIMEOUT_S)
+            except KafkaException as exc:
+                deferred.update({(topic, p): f"finding the route's start: {kafka_error(exc)}" for p in starting})
+                continue
             for partition in starting:
                 start = starts[partition]
                 # Always an explicit offset: without one librdkafka fetches the committed offset itself and,
                 # on a NOT_COORDINATOR answer, never fetches the partition (librdkafka#5586, worker/start_offsets.py).
-                to_assign.append(TopicPartition(topic, partition, self._reset_offset if start is None else start))
+                to_assign.append(TopicPartition(topic, partition, first[partition] if start is None else start))
                 online.append((topic, partition))
         if to_assign:
             self._consumer.incremental_assign(to_assign)
@@ -493,6 +505,9 @@ class RouteCopier:
     def _consumer_error(self, message: Any) -> None:
         error: KafkaError = message.error()
         topic, partition = message.topic(), message.partition()
+        if error.code() in _OUT_OF_RANGE and topic and partition is not None and partition >= 0:
+            self._left_the_log((topic, partition), message.offset())
+            return
         if error.code() in PERMANENT_CONSUMER_ERRORS and topic and partition is not None and partition >= 0:
             self._stop((topic, partition), None, PartitionStopped(f"the source reports: {error.str()}"))
             return
@@ -501,6 +516,34 @@ class RouteCopier:
         if now - self._warned_at.get(error.code(), -1e9) > 30:  # one line per kind per 30 s
             self._warned_at[error.code()] = now
             self._log.warning("route %s: source consumer: %s", self.route.name, error.str())
+
+    def _left_the_log(self, key: TopicPartitionKey, position: int | None) -> None:
+        """The position of ``key`` left the source log (worker/data_loss.py): report the records lost and
+        go on from the log start, or stop when the log is shorter than what was copied."""
+        tp = TopicPartition(key[0], key[1])
+        try:
+            if position is None or position < 0:
+                position = self._consumer.position([tp])[0].offset
+            log_start, log_end = self._consumer.get_watermark_offsets(tp, timeout=METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            self._stop(key, None, PartitionDeferred(f"the position left the source log; reading its bounds: {kafka_error(exc)}"))
+            return
+        decision = out_of_range(int(position or 0), log_start, log_end)
+        if decision.resume_at is None:
+            self._stop(key, None, PartitionStopped(decision.stop_reason or "the position left the source log"))
+            return
+        if decision.lost is not None:
+            first, end = decision.lost
+            self._losses.add(key, decision.lost)
+            self._metrics.lost.labels(self.route.name, key[0]).inc(end - first)
+            self._tracker.passed(key, end - 1)  # nothing to wait for below the log start: commits move past it
+            self.changed = True
+            self._log.error("route %s: %s/%s: source records [%d, %d) (%d records) were deleted at the source before "
+                            "they were copied (retention or deleteRecords); copying goes on from %d",
+                            self.route.name, key[0], key[1], first, end, end - first, end, extra=_fields(key))
+        # librdkafka stopped fetching the partition (a seek is refused in that state): assign it anew there.
+        self._consumer.incremental_unassign([tp])
+        self._consumer.incremental_assign([TopicPartition(key[0], key[1], decision.resume_at)])
 
     def _stop(self, key: TopicPartitionKey, offset: int | None,
               failure: PartitionStopped | PartitionDeferred | ProducerFailed) -> None:
@@ -628,6 +671,7 @@ class RouteCopier:
             self._committed.pop(key, None)
             self._skip.pop(key, None)
             self._maps.pop(key, None)
+            self._losses.forget(key)
             self._tracker.forget(key)
         if self._producer_fatal:
             self._log.warning("route %s: building a new destination producer after a fatal error", self.route.name)

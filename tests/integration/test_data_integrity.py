@@ -1,0 +1,125 @@
+"""Data loss said out loud, and where a new route starts: a real worker (in-process) against the local stack.
+
+The test plays the controller, as in test_worker.py (whose fixtures it shares).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from ferry.common.config import FerryConfig
+from ferry.common.kafka import clients as kafka_clients
+from ferry.common.model import PartitionKey
+from tests.integration.test_worker import (  # noqa: F401  (fixtures)
+    GROUP,
+    ROUTE,
+    Kafka,
+    RunningWorker,
+    kafka,
+    make_config,
+    records,
+    start_worker,
+    wait_until,
+)
+
+
+def _delete_records(admin: AdminClient, topic: str, partition: int, before: int) -> None:
+    futures = admin.delete_records([TopicPartition(topic, partition, before)], request_timeout=15)
+    for future in futures.values():
+        future.result(15)
+
+
+def _commit(kafka: Kafka, topic: str, partition: int, offset: int) -> None:
+    consumer = kafka_clients.consumer(kafka.conf("src"), GROUP)
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _lost_metric(running: RunningWorker, topic: str) -> float:
+    value = running.worker.metrics.registry.get_sample_value(
+        "ferry_worker_records_lost_total", {"route": ROUTE, "topic": topic})
+    return value or 0.0
+
+
+def test_records_deleted_before_they_were_copied_are_reported_as_the_exact_range_and_copying_goes_on(
+    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+) -> None:
+    topic = topic_name("lost")
+    create_topic("src", topic, 1)
+    sent = records("old", 30)
+    kafka.produce(topic, 0, sent)
+    # A stopped worker had copied nothing past offset 10 (committed), then retention took [0, 25).
+    _commit(kafka, topic, 0, 10)
+    _delete_records(kafka_clients.admin(kafka.conf("src")), topic, 0, 25)
+
+    running = start_worker()
+    generation = running.assign(topic, [0])
+    key = PartitionKey(ROUTE, topic, 0)
+    status = running.wait_status(lambda s: s.generation == generation and key in s.partitions
+                                 and bool(s.partitions[key].reason), "the lost range in the status")
+    entry = status.partitions[key]
+    assert entry.state == "ONLINE"
+    assert entry.reason is not None and "[10, 25) (15 records)" in entry.reason, entry.reason
+    assert kafka.wait_arrived(topic, 0, 5) == sent[25:], "copying goes on from the log start"
+    assert _lost_metric(running, topic) == 15
+    kafka.wait_committed(topic, 0, 30)
+
+
+def test_a_source_topic_shorter_than_what_was_copied_stops_its_partition_with_the_reason(
+    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+) -> None:
+    topic = topic_name("recreated")
+    create_topic("src", topic, 1)
+    kafka.produce(topic, 0, records("old", 5))
+    # The route's group says 20 were copied: the source log (5 records) is shorter, as after a re-creation.
+    _commit(kafka, topic, 0, 20)
+    running = start_worker()
+    generation = running.assign(topic, [0])
+    key = PartitionKey(ROUTE, topic, 0)
+    status = running.wait_status(lambda s: s.generation == generation and key in s.partitions
+                                 and s.partitions[key].state == "ERROR", "the partition in ERROR")
+    reason = status.partitions[key].reason or ""
+    assert "ends at offset 5, below Ferry's position 20" in reason and "re-created" in reason, reason
+    assert kafka.end_offset("dst", topic, 0) == 0, "nothing of the new topic copied under the old offsets"
+
+
+def test_start_latest_and_start_time_apply_to_a_partition_nothing_of_the_route_reached(
+    start_worker: Callable[..., RunningWorker], make_config: Callable[..., FerryConfig], kafka: Kafka,
+    create_topic: Callable[..., None], topic_name: Callable[[str], str],
+) -> None:
+    latest, timed = topic_name("latest"), topic_name("timed")
+    for topic in (latest, timed):
+        create_topic("src", topic, 1)
+    now_ms = int(time.time() * 1000)
+    old = [(k, v, h, (ts_type, now_ms - 3_600_000 + i)) for i, (k, v, h, (ts_type, _)) in enumerate(records("old", 4))]
+    new = [(k, v, h, (ts_type, now_ms + i)) for i, (k, v, h, (ts_type, _)) in enumerate(records("new", 3, start=4))]
+    kafka.produce(latest, 0, old)
+    kafka.produce(timed, 0, old + new)
+
+    config = make_config()
+    at = datetime.fromtimestamp((now_ms - 60_000) / 1000, tz=timezone.utc).isoformat()
+    route_latest = config.routes[0].model_copy(update={"start": "latest"})
+    running = start_worker(config.model_copy(update={"routes": [route_latest]}))
+    running.wait_online(latest, [0], running.assign(latest, [0]))
+    # The lag gauge is set once the consumer's position at the log end is known.
+    wait_until(lambda: running.worker.metrics.registry.get_sample_value(
+        "ferry_worker_partition_lag", {"route": ROUTE, "topic": latest, "partition": "0"}) is not None,
+        15, "the consumer's position at the log end")
+    kafka.produce(latest, 0, new)
+    assert kafka.wait_arrived(latest, 0, 3) == new, "start=latest: only records written after the start"
+    running.leave()
+
+    config = make_config()
+    route_timed = config.routes[0].model_validate({**config.routes[0].model_dump(), "start": at})
+    running = start_worker(config.model_copy(update={"routes": [route_timed]}))
+    running.wait_online(timed, [0], running.assign(timed, [0]))
+    assert kafka.wait_arrived(timed, 0, 3) == new, "start=<time>: from the first record at or after it"

@@ -129,3 +129,32 @@ def test_start_latest_and_start_time_apply_to_a_partition_nothing_of_the_route_r
     running = start_worker(config.model_copy(update={"routes": [route_timed]}))
     running.wait_online(timed, [0], running.assign(timed, [0]))
     assert kafka.wait_arrived(timed, 0, 3) == new, "start=<time>: from the first record at or after it"
+
+
+def test_translate_is_exact_both_ways_on_a_mirrored_partition(
+    start_worker: Callable[..., RunningWorker], make_config: Callable[..., FerryConfig], kafka: Kafka,
+    create_topic: Callable[..., None], topic_name: Callable[[str], str],
+) -> None:
+    from ferry.controller.groups.translate import OffsetTranslator
+
+    topic = topic_name("translate")
+    create_topic("src", topic, 1)
+    create_topic("dst", topic, 1)
+    producer = kafka_clients.producer(kafka.conf("dst"))
+    for i in range(3):  # records of someone else first: the copies land 3 offsets further
+        producer.produce(topic, b"other", partition=0)
+    assert producer.flush(15) == 0
+    kafka.produce(topic, 0, records("copied", 10))
+    config = make_config()
+    running = start_worker(config)
+    running.wait_online(topic, [0], running.assign(topic, [0]))
+    kafka.wait_committed(topic, 0, 10)  # the map segments are written before the commit
+    translator = OffsetTranslator(config, "test")
+    try:
+        forward = translator.translate_offset(ROUTE, topic, 0, 4)
+        assert (forward.translated, forward.exact, forward.method) == (7, True, "exact")
+        back = translator.translate_offset(ROUTE, topic, 0, 7, reverse=True)
+        assert (back.translated, back.exact, back.direction) == (4, True, "reverse")
+        assert translator.translate_offset(ROUTE, topic, 0, 10).translated == 13
+    finally:
+        translator.close()

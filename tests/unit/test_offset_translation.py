@@ -39,3 +39,12 @@ def test_reverse_of_a_renumbered_copy_gives_source_positions():
     assert translate(back, 4) == 17
     assert translate(back, 0) == 10  # before anything consumed: the first copied record
     assert translate(back, 9) is None  # past what the map knows
+
+
+def test_ferry_offsets_translate_has_its_help():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "ferry.common.cli", "offsets", "translate", "--help"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "--reverse" in out.stdout, out.stderr

@@ -15,17 +15,13 @@ from confluent_kafka.admin import AdminClient
 from ferry.common.config import FerryConfig
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.model import PartitionKey
-from tests.integration.test_worker import (  # noqa: F401  (fixtures)
-    GROUP,
-    ROUTE,
-    Kafka,
-    RunningWorker,
-    kafka,
-    make_config,
-    records,
-    start_worker,
-    wait_until,
-)
+from tests.integration import test_worker
+from tests.integration.test_worker import GROUP, ROUTE, Kafka, RunningWorker, records, wait_until
+
+# The worker tests' fixtures, shared.
+kafka = test_worker.kafka
+make_config = test_worker.make_config
+start_worker = test_worker.start_worker
 
 
 def _delete_records(admin: AdminClient, topic: str, partition: int, before: int) -> None:
@@ -141,7 +137,7 @@ def test_translate_is_exact_both_ways_on_a_mirrored_partition(
     create_topic("src", topic, 1)
     create_topic("dst", topic, 1)
     producer = kafka_clients.producer(kafka.conf("dst"))
-    for i in range(3):  # records of someone else first: the copies land 3 offsets further
+    for _ in range(3):  # records of someone else first: the copies land 3 offsets further
         producer.produce(topic, b"other", partition=0)
     assert producer.flush(15) == 0
     kafka.produce(topic, 0, records("copied", 10))

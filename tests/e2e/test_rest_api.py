@@ -34,13 +34,13 @@ from tests.harness.processes import FerryProcess, Fleet, wait_until
 WRITE_TOKEN = "e2e-write-token-5f0c1d2e3a4b"
 READ_TOKEN = "e2e-read-token-9a8b7c6d5e4f"
 WRONG_TOKEN = "e2e-wrong-token-000000000000"
-# Examples per operation per controller. The document has 23 operations (with /schemas, /schemas/sync, /groups,
-# /groups/{group}, /tree, /tree/{distributor}/target and /heartbeats);
-# schemathesis loads /openapi.json itself and leaves it out of the 22 it tests. Operations without parameters
+# Examples per operation per controller. The document has 24 operations (with /schemas, /schemas/sync, /groups,
+# /groups/{group}, /translate, /tree, /tree/{distributor}/target and /heartbeats);
+# schemathesis loads /openapi.json itself and leaves it out of the 23 it tests. Operations without parameters
 # have a single possible request, so most requests go to the ones with parameters.
 POSITIVE_EXAMPLES = 60
 NEGATIVE_EXAMPLES = 25
-OPERATIONS_TESTED = 22
+OPERATIONS_TESTED = 23
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
           response_schema_conformance]
 

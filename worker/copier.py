@@ -47,7 +47,7 @@ from ferry.common.kafka.errors import kafka_error
 from ferry.common.model import PartitionStatus
 from ferry.common.vocabulary import PartitionState
 from ferry.worker import start_offsets
-from ferry.worker.data_loss import Losses, out_of_range
+from ferry.worker.data_loss import Losses, SourceProbe, out_of_range, recreated_reason
 from ferry.worker.destination import METADATA_TIMEOUT_S, DestinationTopics
 from ferry.worker.errors import (
     PERMANENT_CONSUMER_ERRORS,
@@ -117,6 +117,8 @@ class RouteCopier:
             **{"client.id": f"{client_id}-{route.name}", **config.consumer, "auto.offset.reset": "error"},
         )
         self._losses = Losses()
+        self._recreated: dict[TopicPartitionKey, str] = {}  # filled by _resume_at, read by acquire
+        self._probe = SourceProbe(source, route.group_id, f"{client_id}-{route.name}-probe")
         try:  # where a partition nothing was committed or copied for starts, as an explicit offset
             self._reset_offset = start_offsets.reset_offset(str(config.consumer.get("auto.offset.reset", config.auto_offset_reset)))
         except ValueError as exc:
@@ -197,6 +199,9 @@ class RouteCopier:
                 why = str(kafka_error(exc)) if isinstance(exc, KafkaException) else str(exc)
                 deferred.update({(topic, p): f"resuming from the destination: {why}" for p in starting})
                 continue
+            for partition in [p for p in starting if (topic, p) in self._recreated]:
+                errors[(topic, partition)] = self._recreated.pop((topic, partition))
+                starting.remove(partition)
             fresh = [p for p in starting if starts[p] is None]
             try:
                 first = start_offsets.route_start(self._consumer, topic, fresh, self.route.start, self._reset_offset,
@@ -238,6 +243,13 @@ class RouteCopier:
             key = (topic, partition)
             found = self._reader.look_back(dest_topic, partition, self.route.source, committed.get(partition),
                                            self._config.resume_lookback_records)
+            if committed.get(partition) is None and found.newest is not None:
+                source_offset, timestamp, record_key = found.newest
+                reason = recreated_reason(source_offset, (timestamp, record_key),
+                                          self._probe.record(topic, partition, source_offset))
+                if reason:
+                    self._recreated[key] = reason
+                    continue
             plan = resume_plan(committed.get(partition), found.present)
             offsets = OffsetMap()
             for source, destination in reversed(found.own):
@@ -720,6 +732,7 @@ class RouteCopier:
         self.flush(flush_timeout)
         self._consumer.close()
         self._reader.close()
+        self._probe.close()
 
 
 def _fields(key: TopicPartitionKey) -> dict[str, Any]:

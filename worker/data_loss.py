@@ -13,11 +13,24 @@ the copier asks the source for the partition's log start and end and decides (:f
   was deleted and re-created under the same name (or the log was truncated). Ferry stops the
   partition in ERROR rather than map the new topic's offsets onto the old one's offset map;
 - position inside the log (the log moved back meanwhile): copying goes on from the position.
+
+A re-created topic with at least as many records as were copied does not leave the log: when a
+partition is taken with nothing committed (a deleted topic's committed offsets go with it) but the
+route's copies on the destination, the source record at the newest copy's offset is read
+(:class:`SourceProbe`) and compared with the copy (timestamp and key, which Ferry keeps): another
+record there means another topic (:func:`recreated_reason`), and the partition stops in ERROR.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from ferry.common.kafka import clients as kafka_clients
 
 LOSS_HISTORY = 3  # ranges a partition's status names (the counter and the log have every one)
 
@@ -66,3 +79,51 @@ class Losses:
 
     def forget(self, key: tuple[str, int]) -> None:
         self.ranges.pop(key, None)
+
+
+def recreated_reason(source_offset: int, copied: tuple[int, bytes | None], found: tuple[int, bytes | None] | None) -> str | None:
+    """Why a partition must stop because its source topic is not the one its copies came from, or None (pure).
+
+    ``copied``: the (timestamp, key) of the destination's newest copy of source offset ``source_offset``;
+    ``found``: the source's record at that offset now (None: not there any more, nothing to compare)."""
+    if found is None or found == copied:
+        return None
+    return (f"the source topic was re-created: its record at offset {source_offset} is not the one Ferry copied "
+            f"from there (timestamp {found[0]}, copied {copied[0]}). Ferry does not copy the new topic's records "
+            f"under the old one's offsets; to mirror the new topic, delete the destination topic and DELETE then "
+            f"POST the topic again")
+
+
+class SourceProbe:
+    """Reads one source record, on a consumer of its own (the copy loop's is never moved for this).
+
+    Used only when a partition is taken with nothing committed but copies of the route found on the
+    destination: the committed offsets of a deleted topic are deleted with it, so that is when a
+    re-created topic shows."""
+
+    def __init__(self, source: Mapping[str, Any], group_id: str, client_id: str) -> None:
+        self._settings = (source, f"{group_id}.probe", client_id)
+        self._consumer: Any = None
+
+    def record(self, topic: str, partition: int, offset: int, timeout_s: float = 10.0) -> tuple[int, bytes | None] | None:
+        """(timestamp, key) of the record at ``offset``, or None when the source no longer has it."""
+        if self._consumer is None:
+            source, group, client_id = self._settings
+            self._consumer = kafka_clients.consumer(source, group, **{"client.id": client_id, "auto.offset.reset": "error"})
+        self._consumer.assign([TopicPartition(topic, partition, offset)])
+        try:
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                message = self._consumer.poll(0.5)
+                if message is None:
+                    continue
+                if message.error() is not None:
+                    return None  # out of range: deleted or never written
+                return int(message.timestamp()[1]), message.key()
+            return None
+        finally:
+            self._consumer.unassign()
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()

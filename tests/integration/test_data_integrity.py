@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -154,3 +155,55 @@ def test_translate_is_exact_both_ways_on_a_mirrored_partition(
         assert translator.translate_offset(ROUTE, topic, 0, 10).translated == 13
     finally:
         translator.close()
+
+
+def _recreate(admin: AdminClient, topic: str) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    for future in admin.delete_topics([topic], operation_timeout=15).values():
+        future.result(15)
+
+    def created() -> bool:
+        try:
+            for future in admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=15).values():
+                future.result(15)
+            return True
+        except Exception as exc:  # TOPIC_ALREADY_EXISTS while the deletion completes
+            if "already exists" in str(exc).lower() or "marked for deletion" in str(exc).lower():
+                return False
+            raise
+
+    wait_until(created, 30, f"{topic} created again", interval=0.3)
+
+
+def test_a_source_topic_re_created_with_more_records_is_detected_and_its_partition_stops(
+    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+) -> None:
+    topic = topic_name("recreated-longer")
+    create_topic("src", topic, 1)
+    kafka.produce(topic, 0, records("old", 5))
+    running = start_worker()
+    running.wait_online(topic, [0], running.assign(topic, [0]))
+    kafka.wait_arrived(topic, 0, 5)
+    kafka.wait_committed(topic, 0, 5)
+    released = running.assign(topic, [])
+    running.wait_status(lambda s: s.generation == released and not s.partitions, "the partition released")
+
+    _recreate(kafka_clients.admin(kafka.conf("src")), topic)
+    wait_until(lambda: _produced(kafka, topic, records("new", 8)), 30, "records on the new topic", interval=0.5)
+    generation = running.assign(topic, [0])
+    key = PartitionKey(ROUTE, topic, 0)
+    status = running.wait_status(lambda s: s.generation == generation and key in s.partitions
+                                 and s.partitions[key].state == "ERROR", "the partition in ERROR")
+    reason = status.partitions[key].reason or ""
+    assert "the source topic was re-created" in reason and "offset 4" in reason, reason
+    assert kafka.end_offset("dst", topic, 0) == 5, "nothing of the new topic copied under the old offsets"
+
+
+def _produced(kafka: Kafka, topic: str, batch: list[Any]) -> bool:
+    try:
+        kafka.produce(topic, 0, batch)
+        return True
+    except AssertionError:  # the new topic's leader not known yet
+        return False

@@ -36,3 +36,12 @@ def test_a_partitions_reason_names_its_latest_ranges_and_is_forgotten_at_release
     assert reason.count("lost source records") == LOSS_HISTORY
     losses.forget(key)
     assert losses.reason(key) is None
+
+
+def test_a_different_record_at_the_newest_copys_offset_means_a_re_created_topic():
+    from ferry.worker.data_loss import recreated_reason
+
+    assert recreated_reason(4, (1000, b"k"), (1000, b"k")) is None  # the same record: the same topic
+    assert recreated_reason(4, (1000, b"k"), None) is None  # gone at the source: nothing to compare
+    reason = recreated_reason(4, (1000, b"k"), (2000, b"k")) or ""
+    assert "re-created" in reason and "offset 4" in reason

@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from ferry.common import logs
 from ferry.common.config import RouteConfig, WorkerConfig
@@ -47,7 +47,7 @@ from ferry.common.kafka.errors import kafka_error
 from ferry.common.model import PartitionStatus
 from ferry.common.vocabulary import PartitionState
 from ferry.worker import start_offsets
-from ferry.worker.data_loss import Losses, SourceProbe, out_of_range, recreated_reason
+from ferry.worker.data_loss import Losses, SourceProbe, destination_recreated, out_of_range, recreated_reason
 from ferry.worker.destination import METADATA_TIMEOUT_S, DestinationTopics
 from ferry.worker.errors import (
     PERMANENT_CONSUMER_ERRORS,
@@ -118,6 +118,7 @@ class RouteCopier:
         )
         self._losses = Losses()
         self._recreated: dict[TopicPartitionKey, str] = {}  # filled by _resume_at, read by acquire
+        self._created_here: set[str] = set()  # source topics whose destination topic this copier created
         self._probe = SourceProbe(source, route.group_id, f"{client_id}-{route.name}-probe")
         try:  # where a partition nothing was committed or copied for starts, as an explicit offset
             self._reset_offset = start_offsets.reset_offset(str(config.consumer.get("auto.offset.reset", config.auto_offset_reset)))
@@ -250,6 +251,17 @@ class RouteCopier:
                 if reason:
                     self._recreated[key] = reason
                     continue
+            if topic in self._created_here and committed.get(partition) is not None and not found.own:
+                # The route committed C, yet the destination topic did not exist: it was deleted under Ferry.
+                # Copy the partition again from the source's log start rather than leave [0, C) missing.
+                self._losses.note(key, destination_recreated(committed[partition] or 0))
+                self._log.error("route %s: %s/%s: %s", self.route.name, topic, partition,
+                                destination_recreated(committed[partition] or 0), extra=_fields(key))
+                committed[partition] = None
+                starts[partition] = OFFSET_BEGINNING
+                self._maps[key] = OffsetMap()
+                self._skip.pop(key, None)
+                continue
             plan = resume_plan(committed.get(partition), found.present)
             offsets = OffsetMap()
             for source, destination in reversed(found.own):
@@ -272,13 +284,15 @@ class RouteCopier:
                                self.route.name, topic, partition, plan.start, len(plan.skip),
                                f" ({plan.gaps} missing before them: a producer timeout left a gap; order is broken there)"
                                if plan.gaps else "", extra=_fields((topic, partition)))
+        self._created_here.discard(topic)
         return starts
 
     def _prepare_destination(self, topic: str) -> int:
         """Creates or expands the destination topic to the source's partition count; returns that count."""
         wanted = self._topics.source_partitions(self._consumer, topic)
         destination_topic = self._destination_name(topic)
-        self._topics.prepare(destination_topic, wanted, lambda: self._producer, self._fit_batches_to)
+        if self._topics.prepare(destination_topic, wanted, lambda: self._producer, self._fit_batches_to):
+            self._created_here.add(topic)
         self._log.debug("route %s: %s is %s on the destination", self.route.name, topic, destination_topic)
         return wanted
 

@@ -67,6 +67,10 @@ class Losses:
     """The lost ranges of the partitions one copier holds, for their status (forgotten at release)."""
 
     ranges: dict[tuple[str, int], list[tuple[int, int]]] = field(default_factory=dict)
+    notes: dict[tuple[str, int], str] = field(default_factory=dict)  # other things the operator must know
+
+    def note(self, key: tuple[str, int], text: str) -> None:
+        self.notes[key] = text
 
     def add(self, key: tuple[str, int], lost: tuple[int, int]) -> None:
         kept = self.ranges.setdefault(key, [])
@@ -74,11 +78,18 @@ class Losses:
         del kept[:-LOSS_HISTORY]
 
     def reason(self, key: tuple[str, int]) -> str | None:
-        kept = self.ranges.get(key)
-        return "; ".join(describe(lost) for lost in kept) if kept else None
+        said = [self.notes[key]] if key in self.notes else []
+        said.extend(describe(lost) for lost in self.ranges.get(key, ()))
+        return "; ".join(said) if said else None
 
     def forget(self, key: tuple[str, int]) -> None:
         self.ranges.pop(key, None)
+        self.notes.pop(key, None)
+
+
+def destination_recreated(committed: int) -> str:
+    return (f"the destination topic was deleted under Ferry (the route had copied up to source offset {committed}) "
+            f"and created again: copying again from the source's log start")
 
 
 def recreated_reason(source_offset: int, copied: tuple[int, bytes | None], found: tuple[int, bytes | None] | None) -> str | None:

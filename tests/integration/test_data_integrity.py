@@ -207,3 +207,31 @@ def _produced(kafka: Kafka, topic: str, batch: list[Any]) -> bool:
         return True
     except AssertionError:  # the new topic's leader not known yet
         return False
+
+
+def test_a_destination_topic_deleted_under_ferry_is_copied_again_from_the_source_log_start(
+    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+) -> None:
+    topic = topic_name("dst-deleted")
+    create_topic("src", topic, 1)
+    sent = records("old", 6)
+    kafka.produce(topic, 0, sent)
+    running = start_worker()
+    running.wait_online(topic, [0], running.assign(topic, [0]))
+    kafka.wait_arrived(topic, 0, 6)
+    kafka.wait_committed(topic, 0, 6)
+    released = running.assign(topic, [])
+    running.wait_status(lambda s: s.generation == released and not s.partitions, "the partition released")
+    admin = kafka_clients.admin(kafka.conf("dst"))
+    for future in admin.delete_topics([topic], operation_timeout=15).values():
+        future.result(15)
+    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, 30, f"{topic} deleted on dst")
+
+    generation = running.assign(topic, [0])
+    key = PartitionKey(ROUTE, topic, 0)
+    status = running.wait_status(lambda s: s.generation == generation and key in s.partitions
+                                 and bool(s.partitions[key].reason), "the re-creation in the status", timeout=40)
+    assert status.partitions[key].state == "ONLINE"
+    assert "destination topic was deleted under Ferry" in (status.partitions[key].reason or "")
+    assert kafka.wait_arrived(topic, 0, 6) == sent, "copied again from the source's log start"

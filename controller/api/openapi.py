@@ -154,6 +154,11 @@ _SCHEMAS: dict[str, Any] = {
             "ok": {"type": "boolean"}, "summary": {"type": "object"},
             "mismatches": {"type": "array", "items": {"type": "object"}},
             "spark": {"type": "object", "nullable": True, "description": "the last `ferry validate --store`"},
+            "notices": {"type": "array", "description": "ONLINE partitions whose worker reports something: records "
+                        "deleted at the source before they were copied, a destination topic created again",
+                        "items": {"type": "object", "properties": {
+                            "route": {"type": "string"}, "topic": {"type": "string"}, "partition": {"type": "integer"},
+                            "worker": _NULLABLE_STR, "reason": {"type": "string"}}}},
         },
     },
     "SourceValidation": {

@@ -97,6 +97,7 @@ def validation_json(validation: Validation) -> Json:
         "summary": validation.summary,
         "mismatches": [m.to_json() for m in validation.mismatches],  # shared with `ferry zk` (common.core.diff)
         "spark": validation.spark,  # the last `ferry validate --store`, as stored, with checkedAt
+        "notices": validation.notices,
     }
 
 

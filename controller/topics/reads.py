@@ -10,7 +10,7 @@ their JSON is shaped in :mod:`controller.api.rest_json` only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -100,6 +100,9 @@ class Validation:
     mismatches: list[Mismatch]
     summary: dict[str, int]
     spark: StoredValidation | None
+    # ONLINE partitions whose worker has something to say (records lost at the source, a destination
+    # topic created again): {"route", "topic", "partition", "worker", "reason"}.
+    notices: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -206,6 +209,7 @@ class ReadSide:
             model = reconciler.model()
             if model is not None:
                 mismatches, summary = model.validation()
+                external = dict(model.external)
             else:
                 store = reconciler.store
                 ideal, _ = reconciler.read(store.ideal_states)
@@ -213,7 +217,11 @@ class ReadSide:
                 live = set(reconciler.read(store.live_workers))
                 mismatches = compare(ideal, external, live)
                 summary = summarize(ideal, external)
-        return Validation(list(mismatches), summary, self.spark_validation())
+        notices = [{"route": key.route, "topic": key.topic, "partition": partition, "worker": entry.get("worker"),
+                    "reason": entry["reason"]}
+                   for key, view in sorted(external.items()) for partition, entry in sorted(view.partitions.items())
+                   if entry.get("state") == "ONLINE" and entry.get("reason")]
+        return Validation(list(mismatches), summary, self.spark_validation(), notices)
 
     def spark_validation(self) -> StoredValidation | None:
         """The last stored result of ``ferry validate --store``, or None."""

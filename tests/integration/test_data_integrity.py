@@ -51,6 +51,7 @@ def test_records_deleted_before_they_were_copied_are_reported_as_the_exact_range
 ) -> None:
     topic = topic_name("lost")
     create_topic("src", topic, 1)
+    create_topic("dst", topic, 1)  # the route's destination topic, as the stopped worker left it
     sent = records("old", 30)
     kafka.produce(topic, 0, sent)
     # A stopped worker had copied nothing past offset 10 (committed), then retention took [0, 25).
@@ -76,6 +77,7 @@ def test_a_source_topic_shorter_than_what_was_copied_stops_its_partition_with_th
 ) -> None:
     topic = topic_name("recreated")
     create_topic("src", topic, 1)
+    create_topic("dst", topic, 1)
     kafka.produce(topic, 0, records("old", 5))
     # The route's group says 20 were copied: the source log (5 records) is shorter, as after a re-creation.
     _commit(kafka, topic, 0, 20)

@@ -46,7 +46,8 @@ def test_reads_and_other_writes_answer_200(client: FlaskClient, fake: FakeContro
     assert client.delete("/topics/orders").get_json() == {"topic": "orders", "deleted": True}
     assert client.get("/instances").status_code == 200
     assert client.post("/instances").get_json() == {"rebalanced": True, "moved": 0}
-    assert client.get("/validation").get_json() == {"ok": True, "summary": {}, "mismatches": [], "spark": None}
+    assert client.get("/validation").get_json() == {"ok": True, "summary": {}, "mismatches": [], "spark": None,
+                                                     "notices": []}
     assert [name for name, _ in fake.calls] == [
         "list_topics", "topic_view", "expand_topic", "delete_topic", "instances", "rebalance_now", "validation",
     ]

@@ -5,11 +5,16 @@ The test plays the controller, as in test_worker.py (whose fixtures it shares).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
+import yaml
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -132,7 +137,7 @@ def test_start_latest_and_start_time_apply_to_a_partition_nothing_of_the_route_r
 
 def test_translate_is_exact_both_ways_on_a_mirrored_partition(
     start_worker: Callable[..., RunningWorker], make_config: Callable[..., FerryConfig], kafka: Kafka,
-    create_topic: Callable[..., None], topic_name: Callable[[str], str],
+    create_topic: Callable[..., None], topic_name: Callable[[str], str], tmp_path: Path,
 ) -> None:
     from ferry.controller.groups.translate import OffsetTranslator
 
@@ -157,6 +162,22 @@ def test_translate_is_exact_both_ways_on_a_mirrored_partition(
         assert translator.translate_offset(ROUTE, topic, 0, 10).translated == 13
     finally:
         translator.close()
+    # The same from the command line, with no controller.
+    path = tmp_path / "ferry.yaml"
+    path.write_text(yaml.safe_dump({"zookeeper": {"connect": "127.0.0.1:1"},
+                                    "clusters": {"src": kafka.conf("src"), "dst": kafka.conf("dst")},
+                                    "routes": [{"source": "src", "destination": "dst"}]}))
+    out = subprocess.run([sys.executable, "-m", "ferry.common.cli", "offsets", "translate", "--config", str(path),
+                          "--topic", topic, "--partition", "0", "--offset", "7", "--reverse", "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"route": ROUTE, "topic": topic, "destinationTopic": topic, "partition": 0,
+                                      "direction": "reverse", "offset": 7, "translatedOffset": 4, "exact": True,
+                                      "method": "exact"}
+    unknown = subprocess.run([sys.executable, "-m", "ferry.common.cli", "offsets", "translate", "--config", str(path),
+                              "--topic", "no-such-topic-here", "--partition", "0", "--offset", "0"],
+                             capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and "does not exist" in unknown.stderr and "Traceback" not in unknown.stderr
 
 
 def _recreate(admin: AdminClient, topic: str) -> None:

@@ -15,13 +15,11 @@ map segment covers the position, from the record timestamps (the record before t
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 
-from ferry.common.config import FerryConfig, RouteConfig
-from ferry.common.core.offset_map import EXACT, TIMESTAMP, Segment, timestamp_lookup_ms, translate
+from ferry.common.core.offset_map import EXACT, TIMESTAMP, Segment, translate
 from ferry.common.errors import ConfigError
 from ferry.common.kafka.errors import kafka_error
 from ferry.controller.errors import BadRequest, NotFound, Unavailable
@@ -58,9 +56,6 @@ def reversed_segments(segments: list[Segment]) -> list[Segment]:
 class OffsetTranslator(Checkpointer):
     """The checkpoint code's clients and map reader, asked about one position at a time."""
 
-    def __init__(self, config: FerryConfig, client_id: str) -> None:
-        super().__init__(config, client_id)
-
     def translate_offset(self, route_name: str | None, topic: str, partition: int, offset: int,
                          reverse: bool = False) -> OffsetTranslation:
         """``offset`` (a position) on ``topic``/``partition`` (the source topic's name) translated.
@@ -76,12 +71,7 @@ class OffsetTranslator(Checkpointer):
             raise BadRequest(f"partition and offset must be >= 0, not {partition} and {offset}")
         dest_topic = route.destination_topic(topic)
         self._check_partition(route.source, topic, partition)
-        reader = self._map(route.destination)
-        try:
-            reader.refresh()
-        except Unavailable:
-            self._drop_map(route.destination)
-            raise
+        reader = self.fresh_map(route.destination)
         segments = reader.segments(route.name, dest_topic, partition)
         if not segments:
             self._check_partition(route.destination, dest_topic, partition)
@@ -97,9 +87,9 @@ class OffsetTranslator(Checkpointer):
         if table and offset > max(s.src_end for s in table):
             return made(None, PENDING)
         if reverse:
-            by_time = self._by_time(route, route.destination, dest_topic, route.source, topic, partition, offset)
+            by_time = self.by_timestamp_between(route.destination, dest_topic, route.source, topic, partition, offset)
         else:
-            by_time = self._by_time(route, route.source, topic, route.destination, dest_topic, partition, offset)
+            by_time = self.by_timestamp_between(route.source, topic, route.destination, dest_topic, partition, offset)
         return made(by_time, TIMESTAMP) if by_time is not None else made(None, PENDING)
 
     def _check_partition(self, cluster: str, topic: str, partition: int) -> None:
@@ -112,34 +102,3 @@ class OffsetTranslator(Checkpointer):
         if partition not in metadata.partitions:
             raise NotFound(f"topic {topic!r} has no partition {partition} on cluster {cluster!r} "
                            f"({len(metadata.partitions)} partitions)")
-
-    def _by_time(self, route: RouteConfig, from_cluster: str, from_topic: str, to_cluster: str, to_topic: str,
-                 partition: int, offset: int) -> int | None:
-        """The timestamp method: the record before ``offset`` on ``from_cluster``, its timestamp minus the
-        margin, looked up on ``to_cluster`` (its log end when every record there is older)."""
-        if offset == 0:
-            return 0
-        consumer = self._consumer(from_cluster)
-        consumer.assign([TopicPartition(from_topic, partition, offset - 1)])
-        try:
-            deadline = time.monotonic() + TIMEOUT_S
-            record = None
-            while record is None and time.monotonic() < deadline:
-                message = consumer.poll(0.5)
-                if message is not None and message.error() is None:
-                    record = message
-        finally:
-            consumer.unassign()
-        if record is None:
-            return None
-        _, timestamp = record.timestamp()
-        at = timestamp_lookup_ms(timestamp, self._config.controller.checkpoint_margin_s)
-        other = self._consumer(to_cluster)
-        try:
-            found = other.offsets_for_times([TopicPartition(to_topic, partition, at)], timeout=TIMEOUT_S)[0]
-            if found.offset >= 0:
-                return int(found.offset)
-            _, end = other.get_watermark_offsets(TopicPartition(to_topic, partition), timeout=TIMEOUT_S)
-            return int(end)
-        except KafkaException:
-            return None

@@ -92,12 +92,14 @@ def destination_recreated(committed: int) -> str:
             f"and created again: copying again from the source's log start")
 
 
-def recreated_reason(source_offset: int, copied: tuple[int, bytes | None], found: tuple[int, bytes | None] | None) -> str | None:
+def recreated_reason(source_offset: int, copied: tuple[int | None, bytes | None],
+                     found: tuple[int, bytes | None] | None) -> str | None:
     """Why a partition must stop because its source topic is not the one its copies came from, or None (pure).
 
-    ``copied``: the (timestamp, key) of the destination's newest copy of source offset ``source_offset``;
-    ``found``: the source's record at that offset now (None: not there any more, nothing to compare)."""
-    if found is None or found == copied:
+    ``copied``: the (timestamp, key) of the destination's newest copy of source offset ``source_offset``
+    (timestamp None: the destination stamps its own, only the key compares); ``found``: the source's
+    record at that offset now (None: not there any more, nothing to compare)."""
+    if found is None or (found[1] == copied[1] and copied[0] in (None, found[0])):
         return None
     return (f"the source topic was re-created: its record at offset {source_offset} is not the one Ferry copied "
             f"from there (timestamp {found[0]}, copied {copied[0]}). Ferry does not copy the new topic's records "

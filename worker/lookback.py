@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, TopicPartition
 
 from ferry.common.core.provenance import ProvenanceError, read
 from ferry.common.core.resume import lookback_done, lookback_windows
@@ -48,7 +48,7 @@ class LookBack:
     bounded: bool = False
     # The newest own record's source offset, timestamp and key: what the source must still hold there
     # when it is the topic these records came from (worker/data_loss.py: a re-created source topic).
-    newest: tuple[int, int, bytes | None] | None = None
+    newest: tuple[int, int | None, bytes | None] | None = None
 
     @property
     def present(self) -> set[int]:
@@ -138,7 +138,10 @@ class DestinationReader:
                 done = self._consumer.position([TopicPartition(topic, partition)])[0].offset >= end
             if done:
                 if newest is not None and result.newest is None:
-                    result.newest = (newest[0], newest[1].timestamp()[1], newest[1].key())
+                    timestamp_type, timestamp = newest[1].timestamp()
+                    # A destination topic with LogAppendTime stamps its own time: then only the key can tell.
+                    result.newest = (newest[0], timestamp if timestamp_type == TIMESTAMP_CREATE_TIME else None,
+                                     newest[1].key())
                 return
         raise LookBackTimeout(f"reading back {topic}/{partition} [{start}, {end}) on the destination timed out")
 

@@ -45,3 +45,10 @@ def test_a_different_record_at_the_newest_copys_offset_means_a_re_created_topic(
     assert recreated_reason(4, (1000, b"k"), None) is None  # gone at the source: nothing to compare
     reason = recreated_reason(4, (1000, b"k"), (2000, b"k")) or ""
     assert "re-created" in reason and "offset 4" in reason
+
+
+def test_a_destination_stamping_its_own_time_compares_keys_only():
+    from ferry.worker.data_loss import recreated_reason
+
+    assert recreated_reason(4, (None, b"k"), (1234, b"k")) is None
+    assert recreated_reason(4, (None, b"k"), (1234, b"other")) is not None

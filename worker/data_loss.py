@@ -130,8 +130,8 @@ class SourceProbe:
                 message = self._consumer.poll(0.5)
                 if message is None:
                     continue
-                if message.error() is not None:
-                    return None  # out of range: deleted or never written
+                if message.error() is not None or message.offset() != offset:
+                    return None  # out of range (deleted, never written) or compacted away: nothing to compare
                 return int(message.timestamp()[1]), message.key()
             return None
         finally:

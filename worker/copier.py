@@ -251,7 +251,8 @@ class RouteCopier:
                 if reason:
                     self._recreated[key] = reason
                     continue
-            if topic in self._created_here and committed.get(partition) is not None and not found.own:
+            if (topic in self._created_here and committed.get(partition) is not None and not found.own
+                    and self.route.distributor is None):  # a tree distributor keeps its offsets across targets
                 # The route committed C, yet the destination topic did not exist: it was deleted under Ferry.
                 # Copy the partition again from the source's log start rather than leave [0, C) missing.
                 self._losses.note(key, destination_recreated(committed[partition] or 0))

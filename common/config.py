@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
@@ -168,6 +169,13 @@ class RouteConfig(_Strict):
     """throttle: the route copies at most this many bytes a second across the fleet (each worker gets its share by its part of the route's partitions); PUT /routes/<route>/throttle overrides it at run time; absent: no limit"""
     max_records_per_s: float | None = Field(None, gt=0)
     """throttle: at most this many records a second across the fleet, as max_bytes_per_s"""
+    start: Literal["earliest", "latest"] | int | None = None
+    """where a partition starts when nothing of the route is on the destination yet and nothing is committed: earliest, latest, or a time (ISO 8601, e.g. 2026-01-31T12:00:00Z, or epoch milliseconds): the first record at or after it; unset: worker.auto_offset_reset. Resuming from the destination always wins"""
+
+    @field_validator("start", mode="before")
+    @classmethod
+    def _start(cls, value: Any) -> Any:
+        return start_position(value)
 
     @field_validator("include", "exclude", "groups", "groups_exclude")
     @classmethod
@@ -701,6 +709,26 @@ class FerryConfig(_Strict):
     def routes_named(self, name: str | None) -> list[RouteConfig]:
         """Every route when ``name`` is None, else the one named (:meth:`route`)."""
         return list(self.routes) if name is None else [self.route(name)]
+
+
+def start_position(value: Any) -> Literal["earliest", "latest"] | int | None:
+    """A route's ``start``: earliest, latest, or a time as epoch milliseconds (from ISO 8601 or epoch ms)."""
+    if value is None or value in ("earliest", "latest"):
+        return value
+    if isinstance(value, bool):
+        raise ValueError(f"start must be earliest, latest, an ISO 8601 time or epoch milliseconds, not {value!r}")
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            pass
+        else:
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=timezone.utc)
+            return int(moment.timestamp() * 1000)
+    raise ValueError(f"start must be earliest, latest, an ISO 8601 time or epoch milliseconds, not {value!r}")
 
 
 def validate_config(

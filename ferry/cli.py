@@ -24,6 +24,7 @@ from ferry.common.zk.inspect import register as zk
 from ferry.controller.check_cli import register as check
 from ferry.controller.cli import register as controller
 from ferry.controller.failover.cli import register as failover
+from ferry.controller.groups.offsets_cli import register as offsets
 from ferry.controller.operate.cli import register_autobalancing as autobalancing
 from ferry.controller.operate.cli import register_pause as pause
 from ferry.controller.operate.cli import register_throttle as throttle
@@ -48,6 +49,7 @@ COMMANDS: tuple[Register, ...] = (
     failover,
     fleet,
     import_mm2,
+    offsets,
     pause,
     schemas,
     throttle,

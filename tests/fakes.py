@@ -20,6 +20,7 @@ from ferry.common.vocabulary import ControllerState
 from ferry.controller.api.ports import ControllerApi
 from ferry.controller.errors import NotFound
 from ferry.controller.groups.checkpoints import GroupCheckpoints
+from ferry.controller.groups.translate import OffsetTranslation
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
 from ferry.controller.topics.admin import Rebalanced, TopicDeleted
 from ferry.controller.topics.progress import NoProgress, OffsetSample
@@ -325,6 +326,14 @@ class FakeController:
         if group == "unknown":
             raise NotFound("group 'unknown' has no checkpoint")
         return GroupCheckpoints({}, {})
+
+    def translate_offset(self, route: str | None, topic: str, partition: int, offset: int,
+                         reverse: bool = False) -> OffsetTranslation:
+        self._call("translate_offset", route, topic, partition, offset, reverse)
+        if topic == "unknown":
+            raise NotFound("topic 'unknown' does not exist on cluster 'src'")
+        return OffsetTranslation(route or "src.dst", topic, topic, partition, "reverse" if reverse else "forward",
+                                 offset, offset + 3, "exact")
 
     def tree_view(self) -> TreeView:
         self._call("tree_view")

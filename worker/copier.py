@@ -38,7 +38,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from ferry.common import logs
 from ferry.common.config import RouteConfig, WorkerConfig
@@ -53,7 +53,6 @@ from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
 from ferry.common.model import PartitionStatus
 from ferry.common.vocabulary import PartitionState
-from ferry.worker import start_offsets
 from ferry.worker.destination import METADATA_TIMEOUT_S, DestinationTopics
 from ferry.worker.errors import (
     PERMANENT_CONSUMER_ERRORS,
@@ -64,10 +63,12 @@ from ferry.worker.errors import (
     WorkerError,
 )
 from ferry.worker.errors import delivery_failure as _delivery_failure  # the copy loop's name for it
-from ferry.worker.lookback import DestinationReader, LookBackTimeout
 from ferry.worker.map_writer import OffsetMapWriter
 from ferry.worker.metrics import WorkerMetrics
-from ferry.worker.mm2_takeover import Mm2Takeover, Mm2Unavailable
+from ferry.worker.position import start_offsets
+from ferry.worker.position.data_loss import Losses, SourceProbe, destination_recreated, out_of_range, recreated_reason
+from ferry.worker.position.lookback import DestinationReader, LookBackTimeout
+from ferry.worker.position.mm2_takeover import Mm2Takeover, Mm2Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,8 @@ LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 _BATCH_FRAMING_BYTES = 1024
 # How long a release or SIGTERM waits for the destination to acknowledge what is in flight.
 FLUSH_TIMEOUT_S = 30.0
+# librdkafka's answer when a position leaves the source log under auto.offset.reset=error.
+_OUT_OF_RANGE = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
 
 
 @dataclass(frozen=True)
@@ -116,11 +119,16 @@ class RouteCopier:
         self._record_age = metrics.record_age.labels(route.name)
         self._clock = clock
         self._wall_clock = wall_clock
+        # auto.offset.reset=error: every start is an explicit offset, so a reset only means the position left
+        # the source log (records deleted before they were copied, a re-created topic): worker/position/data_loss.py.
         self._consumer = kafka_clients.consumer(
             source, route.group_id,
-            **{"auto.offset.reset": config.auto_offset_reset, "client.id": f"{client_id}-{route.name}"},
-            **config.consumer,
+            **{"client.id": f"{client_id}-{route.name}", **config.consumer, "auto.offset.reset": "error"},
         )
+        self._losses = Losses()
+        self._recreated: dict[TopicPartitionKey, str] = {}  # filled by _resume_at, read by acquire
+        self._created_here: set[str] = set()  # source topics whose destination topic this copier created
+        self._probe = SourceProbe(source, route.group_id, f"{client_id}-{route.name}-probe")
         try:  # where a partition nothing was committed or copied for starts, as an explicit offset
             self._reset_offset = start_offsets.reset_offset(str(config.consumer.get("auto.offset.reset", config.auto_offset_reset)))
         except ValueError as exc:
@@ -163,7 +171,7 @@ class RouteCopier:
 
     def statuses(self) -> dict[TopicPartitionKey, PartitionStatus]:
         """Every partition this copier holds, ONLINE or ERROR with its reason."""
-        result = {key: PartitionStatus(PartitionState.ONLINE) for key in self._assigned}
+        result = {key: PartitionStatus(PartitionState.ONLINE, self._losses.reason(key)) for key in self._assigned}
         for key in self._paused:
             if key in self._assigned:
                 result[key] = PartitionStatus(PartitionState.PAUSED)
@@ -239,11 +247,21 @@ class RouteCopier:
                 why = str(kafka_error(exc)) if isinstance(exc, KafkaException) else str(exc)
                 deferred.update({(topic, p): f"resuming from the destination: {why}" for p in starting})
                 continue
+            for partition in [p for p in starting if (topic, p) in self._recreated]:
+                errors[(topic, partition)] = self._recreated.pop((topic, partition))
+                starting.remove(partition)
+            fresh = [p for p in starting if starts[p] is None]
+            try:
+                first = start_offsets.route_start(self._consumer, topic, fresh, self.route.start, self._reset_offset,
+                                                  METADATA_TIMEOUT_S)
+            except KafkaException as exc:
+                deferred.update({(topic, p): f"finding the route's start: {kafka_error(exc)}" for p in starting})
+                continue
             for partition in starting:
                 start = starts[partition]
                 # Always an explicit offset: without one librdkafka fetches the committed offset itself and,
-                # on a NOT_COORDINATOR answer, never fetches the partition (librdkafka#5586, worker/start_offsets.py).
-                to_assign.append(TopicPartition(topic, partition, self._reset_offset if start is None else start))
+                # on a NOT_COORDINATOR answer, never fetches the partition (librdkafka#5586, worker/position/start_offsets.py).
+                to_assign.append(TopicPartition(topic, partition, first[partition] if start is None else start))
                 online.append((topic, partition))
         if to_assign:
             self._consumer.incremental_assign(to_assign)
@@ -273,6 +291,25 @@ class RouteCopier:
             key = (topic, partition)
             found = self._reader.look_back(dest_topic, partition, self.route.source, committed.get(partition),
                                            self._config.resume_lookback_records)
+            if committed.get(partition) is None and found.newest is not None:
+                source_offset, timestamp, record_key = found.newest
+                reason = recreated_reason(source_offset, (timestamp, record_key),
+                                          self._probe.record(topic, partition, source_offset))
+                if reason:
+                    self._recreated[key] = reason
+                    continue
+            if (topic in self._created_here and committed.get(partition) is not None and not found.own
+                    and self.route.distributor is None):  # a tree distributor keeps its offsets across targets
+                # The route committed C, yet the destination topic did not exist: it was deleted under Ferry.
+                # Copy the partition again from the source's log start rather than leave [0, C) missing.
+                self._losses.note(key, destination_recreated(committed[partition] or 0))
+                self._log.error("route %s: %s/%s: %s", self.route.name, topic, partition,
+                                destination_recreated(committed[partition] or 0), extra=_fields(key))
+                committed[partition] = None
+                starts[partition] = OFFSET_BEGINNING
+                self._maps[key] = OffsetMap()
+                self._skip.pop(key, None)
+                continue
             plan = resume_plan(committed.get(partition), found.present)
             offsets = OffsetMap()
             for source, destination in reversed(found.own):
@@ -297,13 +334,15 @@ class RouteCopier:
                                self.route.name, topic, partition, plan.start, len(plan.skip),
                                f" ({plan.gaps} missing before them: a producer timeout left a gap; order is broken there)"
                                if plan.gaps else "", extra=_fields((topic, partition)))
+        self._created_here.discard(topic)
         return starts
 
     def _prepare_destination(self, topic: str) -> int:
         """Creates or expands the destination topic to the source's partition count; returns that count."""
         wanted = self._topics.source_partitions(self._consumer, topic)
         destination_topic = self._destination_name(topic)
-        self._topics.prepare(destination_topic, wanted, lambda: self._producer, self._fit_batches_to)
+        if self._topics.prepare(destination_topic, wanted, lambda: self._producer, self._fit_batches_to):
+            self._created_here.add(topic)
         self._log.debug("route %s: %s is %s on the destination", self.route.name, topic, destination_topic)
         return wanted
 
@@ -566,6 +605,9 @@ class RouteCopier:
     def _consumer_error(self, message: Any) -> None:
         error: KafkaError = message.error()
         topic, partition = message.topic(), message.partition()
+        if error.code() in _OUT_OF_RANGE and topic and partition is not None and partition >= 0:
+            self._left_the_log((topic, partition), message.offset())
+            return
         if error.code() in PERMANENT_CONSUMER_ERRORS and topic and partition is not None and partition >= 0:
             self._stop((topic, partition), None, PartitionStopped(f"the source reports: {error.str()}"))
             return
@@ -574,6 +616,34 @@ class RouteCopier:
         if now - self._warned_at.get(error.code(), -1e9) > 30:  # one line per kind per 30 s
             self._warned_at[error.code()] = now
             self._log.warning("route %s: source consumer: %s", self.route.name, error.str())
+
+    def _left_the_log(self, key: TopicPartitionKey, position: int | None) -> None:
+        """The position of ``key`` left the source log (worker/position/data_loss.py): report the records lost and
+        go on from the log start, or stop when the log is shorter than what was copied."""
+        tp = TopicPartition(key[0], key[1])
+        try:
+            if position is None or position < 0:
+                position = self._consumer.position([tp])[0].offset
+            log_start, log_end = self._consumer.get_watermark_offsets(tp, timeout=METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            self._stop(key, None, PartitionDeferred(f"the position left the source log; reading its bounds: {kafka_error(exc)}"))
+            return
+        decision = out_of_range(int(position or 0), log_start, log_end)
+        if decision.resume_at is None:
+            self._stop(key, None, PartitionStopped(decision.stop_reason or "the position left the source log"))
+            return
+        if decision.lost is not None:
+            first, end = decision.lost
+            self._losses.add(key, decision.lost)
+            self._metrics.lost.labels(self.route.name, key[0]).inc(end - first)
+            self._tracker.passed(key, end - 1)  # nothing to wait for below the log start: commits move past it
+            self.changed = True
+            self._log.error("route %s: %s/%s: source records [%d, %d) (%d records) were deleted at the source before "
+                            "they were copied (retention or deleteRecords); copying goes on from %d",
+                            self.route.name, key[0], key[1], first, end, end - first, end, extra=_fields(key))
+        # librdkafka stopped fetching the partition (a seek is refused in that state): assign it anew there.
+        self._consumer.incremental_unassign([tp])
+        self._consumer.incremental_assign([TopicPartition(key[0], key[1], decision.resume_at)])
 
     def _stop(self, key: TopicPartitionKey, offset: int | None,
               failure: PartitionStopped | PartitionDeferred | ProducerFailed) -> None:
@@ -704,6 +774,7 @@ class RouteCopier:
             self._maps.pop(key, None)
             self._copied.pop(key, None)
             self._lags.pop(key, None)
+            self._losses.forget(key)
             self._tracker.forget(key)
         if self._producer_fatal:
             self._log.warning("route %s: building a new destination producer after a fatal error", self.route.name)
@@ -753,6 +824,7 @@ class RouteCopier:
         self.flush(flush_timeout)
         self._consumer.close()
         self._reader.close()
+        self._probe.close()
 
 
 def _fields(key: TopicPartitionKey) -> dict[str, Any]:

@@ -60,15 +60,16 @@ class DestinationTopics:
         return len(source_meta.partitions)
 
     def prepare(self, topic: str, wanted: int, producer: Callable[[], Any],
-                fit_batches: Callable[[str, int], None]) -> None:
+                fit_batches: Callable[[str, int], None]) -> bool:
         """Creates or expands destination topic ``topic`` to ``wanted`` partitions, waits until
         ``producer()`` sees them, calls ``fit_batches(topic, max.message.bytes)`` and creates the
-        offset-map topic once."""
+        offset-map topic once. True when it created the topic."""
+        created = False
         try:
             dest_meta = self._admin.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
             if dest_meta is None or dest_meta.error is not None:
                 future = self._admin.create_topics([NewTopic(topic, num_partitions=wanted)])[topic]
-                admin_result(future, KafkaError.TOPIC_ALREADY_EXISTS)
+                created = admin_result(future, KafkaError.TOPIC_ALREADY_EXISTS)
                 self._log.info("route %s: created destination topic %s with %d partitions", self.route.name, topic, wanted)
             elif len(dest_meta.partitions) < wanted:
                 future = self._admin.create_partitions([NewPartitions(topic, wanted)])[topic]
@@ -79,6 +80,7 @@ class DestinationTopics:
             if limit is not None:
                 fit_batches(topic, limit)
             self.ensure_map_topic()
+            return created
         except KafkaException as exc:
             error = kafka_error(exc)
             if error.code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
@@ -116,10 +118,12 @@ class DestinationTopics:
             self._sleep(0.2)
 
 
-def admin_result(future: Any, benign: int) -> None:
-    """Waits for an admin operation; ``benign`` (another worker did it first) is no error."""
+def admin_result(future: Any, benign: int) -> bool:
+    """Waits for an admin operation; ``benign`` (another worker did it first) is no error. True: done here."""
     try:
         future.result(timeout=ADMIN_TIMEOUT_S)
+        return True
     except KafkaException as exc:
         if kafka_error(exc).code != benign:
             raise
+        return False

@@ -42,6 +42,8 @@ class WorkerMetrics:
                                registry=self.registry)
         self.resume_skipped = Counter("ferry_worker_resume_skipped", "Records not copied because the destination already had them",
                                ["route"], registry=self.registry)
+        self.lost = Counter("ferry_worker_records_lost", "Source records deleted at the source (retention, deleteRecords) "
+                            "before they were copied: never copied", ["route", "topic"], registry=self.registry)
         self.lookback = Counter("ferry_worker_lookback_records", "Destination records read back when taking a partition",
                                 ["route"], registry=self.registry)
         self.mm2_recopied = Gauge("ferry_worker_mm2_recopied_records",

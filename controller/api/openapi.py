@@ -99,6 +99,11 @@ _SCHEMAS: dict[str, Any] = {
             "spark": {"type": "object", "nullable": True, "description": "the last `ferry validate --store`"},
             "failover": {"type": "object", "additionalProperties": {"type": "string"},
                          "description": "routes not ACTIVE -> their failover state (docs/runbook.md)"},
+            "notices": {"type": "array", "description": "ONLINE partitions whose worker reports something: records "
+                        "deleted at the source before they were copied, a destination topic created again",
+                        "items": {"type": "object", "properties": {
+                            "route": {"type": "string"}, "topic": {"type": "string"}, "partition": {"type": "integer"},
+                            "worker": _NULLABLE_STR, "reason": {"type": "string"}}}},
         },
     },
     "SourceValidation": {
@@ -159,6 +164,21 @@ _SCHEMAS: dict[str, Any] = {
             "unreachable": {"type": "object", "additionalProperties": {"type": "string"},
                             "description": "targets this pass could not reach -> why (left out of it)"},
             "lastError": {**_NULLABLE_STR, "description": "GET only: why the passes since this report failed"},
+        },
+    },
+    "Translation": {
+        "type": "object",
+        "required": ["route", "topic", "destinationTopic", "partition", "direction", "offset", "translatedOffset",
+                     "exact", "method"],
+        "properties": {
+            "route": {"type": "string"}, "topic": {"type": "string", "description": "the topic at the source"},
+            "destinationTopic": {"type": "string"}, "partition": {"type": "integer"},
+            "direction": {"type": "string", "enum": ["forward", "reverse"],
+                          "description": "forward: a source position to the destination; reverse: back"},
+            "offset": {"type": "integer", "description": "the position asked about (the next offset to read)"},
+            "translatedOffset": {**_NULLABLE_INT, "description": "the position on the other cluster; null: pending"},
+            "exact": {"type": "boolean", "description": "true only when the offset map gave the answer"},
+            "method": {"type": "string", "enum": ["exact", "timestamp", "pending"]},
         },
     },
     "Groups": {
@@ -252,6 +272,21 @@ _PATHS: dict[str, Any] = {
     "/groups/{group}": {"get": _op("One consumer group's translated offsets (asks the leader)", _json("ok", _ref("Groups")),
                                    parameters=[{"name": "group", "in": "path", "required": True,
                                                 "schema": {"type": "string", "pattern": anchored(GROUP_PATTERN)}}])},
+    "/translate": {"get": _op(
+        "One consumer position translated with the route's offset map (or by timestamp, marked so), "
+        "source -> destination or, with direction=reverse, back",
+        _json("ok", _ref("Translation")), parameters=[
+            {"name": "route", "in": "query", "required": False, "schema": {"type": "string", "pattern": ROUTE_PATTERN},
+             "description": "the route, <source>.<destination> (optional with one route)"},
+            {"name": "topic", "in": "query", "required": True, "schema": {"type": "string", "pattern": TOPIC_PATTERN},
+             "description": "the topic's name at the source"},
+            {"name": "partition", "in": "query", "required": True,
+             "schema": {"type": "integer", "minimum": 0, "maximum": MAX_PARTITIONS - 1}},
+            {"name": "offset", "in": "query", "required": True,
+             "schema": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}},
+            {"name": "direction", "in": "query", "required": False,
+             "schema": {"type": "string", "enum": ["forward", "reverse"], "default": "forward"}},
+        ])},
     "/noprogress": {"get": _op("Lagging partitions whose offset has not moved (asks the leader)",
                                _json("ok", _ref("NoProgress")))},
     "/schemas": {"get": _op("Schema distribution: per primary subject, its latest version and ID and each "

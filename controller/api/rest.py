@@ -332,6 +332,34 @@ def groups() -> Any:
     return jsonify(rest_json.groups_json(_controller().jobs.groups()))
 
 
+_TRANSLATE_ARGS = {"route", "topic", "partition", "offset", "direction"}
+
+
+def _whole_number(name: str, maximum: int) -> int:
+    text = request.args.get(name)
+    if text is None:
+        raise BadRequest(f"GET /translate needs the query argument {name}")
+    if not re.fullmatch(r"[0-9]{1,19}", text) or int(text) > maximum:
+        raise BadRequest(f"{name} must be a whole number from 0 to {maximum}, not {text!r}"[:300])
+    return int(text)
+
+
+@offsets_api.get("/translate")
+def translate() -> Any:
+    """Any controller answers: it reads the offset map on the destination, nothing of ZooKeeper."""
+    unknown = sorted(set(request.args) - _TRANSLATE_ARGS)
+    if unknown:
+        raise BadRequest(f"GET /translate takes {', '.join(sorted(_TRANSLATE_ARGS))}, not {unknown}"[:300])
+    direction = request.args.get("direction", "forward")
+    if direction not in ("forward", "reverse"):
+        raise BadRequest(f"direction must be forward or reverse, not {direction!r}"[:300])
+    topic = _topic(request.args.get("topic"))
+    partition = _whole_number("partition", MAX_PARTITIONS - 1)
+    offset = _whole_number("offset", 2**63 - 1)
+    result = _controller().jobs.translate_offset(_route_arg(), topic, partition, offset, direction == "reverse")
+    return jsonify(rest_json.offset_translation_json(result))
+
+
 def _group(group: Any) -> str:
     if not isinstance(group, str) or not GROUP_NAME.fullmatch(group):
         raise BadRequest(f"{group!r} is not a consumer group id Ferry accepts"[:300])

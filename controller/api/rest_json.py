@@ -18,6 +18,7 @@ from ferry.common.core.heartbeat import HeartbeatView, Latency
 from ferry.common.model import IdealState, PartitionKey
 from ferry.controller.api import models
 from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
+from ferry.controller.groups.translate import OffsetTranslation
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
 from ferry.controller.topics.admin import Rebalanced, TopicDeleted
 from ferry.controller.topics.progress import NoProgress, OffsetSample
@@ -96,6 +97,7 @@ def validation_json(validation: Validation) -> Json:
         "mismatches": [m.to_json() for m in validation.mismatches],  # shared with `ferry zk` (common.core.diff)
         "spark": validation.spark,  # the last `ferry validate --store`, as stored, with checkedAt
         "failover": validation.failover,  # routes not ACTIVE -> their failover state
+        "notices": validation.notices,
     }
 
 
@@ -182,6 +184,13 @@ def translation_json(t: Translation) -> Json:
             "sourceOffset": t.source_offset, "sourceLogEnd": t.source_end, "lag": t.lag,
             "destinationTopic": t.destination_topic, "destinationOffset": t.destination_offset,
             "method": t.method}
+
+
+def offset_translation_json(t: OffsetTranslation) -> Json:
+    """``GET /translate`` and ``ferry offsets translate --json``."""
+    return {"route": t.route, "topic": t.topic, "destinationTopic": t.destination_topic, "partition": t.partition,
+            "direction": t.direction, "offset": t.offset, "translatedOffset": t.translated,
+            "exact": t.exact, "method": t.method}
 
 
 def groups_json(checkpoints: GroupCheckpoints) -> Json:

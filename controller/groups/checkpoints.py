@@ -241,6 +241,16 @@ class Checkpointer:
             self._maps[cluster] = OffsetMapReader(self._config.clusters[cluster], f"ferry-{self._client_id}-{cluster}")
         return self._maps[cluster]
 
+    def fresh_map(self, cluster: str) -> OffsetMapReader:
+        """The cluster's offset map, read to its end now (a reader that could not read is dropped)."""
+        reader = self._map(cluster)
+        try:
+            reader.refresh()
+        except Unavailable:
+            self._drop_map(cluster)
+            raise
+        return reader
+
     def _drop_map(self, cluster: str) -> None:
         """Forgets the cluster's map reader (it could not read): the next use reads the topic anew."""
         reader = self._maps.pop(cluster, None)
@@ -283,12 +293,7 @@ class Checkpointer:
         committed = self._committed(route.source, group)
         if not committed:
             return []
-        reader = self._map(route.destination)
-        try:
-            reader.refresh()
-        except Unavailable:
-            self._drop_map(route.destination)
-            raise
+        reader = self.fresh_map(route.destination)
         consumer = self._consumer(route.source)
         result = []
         for (topic, partition), offset in sorted(committed.items()):
@@ -325,10 +330,17 @@ class Checkpointer:
 
     def _by_timestamp(self, route: RouteConfig, topic: str, dest_topic: str, partition: int, offset: int) -> int | None:
         """Axual's method: the destination offset of the committed record's timestamp minus the margin."""
+        return self.by_timestamp_between(route.source, topic, route.destination, dest_topic, partition, offset)
+
+    def by_timestamp_between(self, from_cluster: str, from_topic: str, to_cluster: str, to_topic: str,
+                             partition: int, offset: int) -> int | None:
+        """The timestamp method, either way: the record before position ``offset`` on ``from_cluster``, its
+        timestamp minus the margin, looked up on ``to_cluster`` (its log end when every record there is older).
+        None when that record is gone (retention) or a cluster does not answer."""
         if offset == 0:
             return 0
-        consumer = self._consumer(route.source)
-        consumer.assign([TopicPartition(topic, partition, offset - 1)])
+        consumer = self._consumer(from_cluster)
+        consumer.assign([TopicPartition(from_topic, partition, offset - 1)])
         try:
             deadline = time.monotonic() + TIMEOUT_S
             record = None
@@ -339,15 +351,15 @@ class Checkpointer:
         finally:
             consumer.unassign()
         if record is None:
-            return None  # the committed record is gone at the source (retention) or unreachable
+            return None  # the record is gone (retention) or unreachable
         _, timestamp = record.timestamp()
         at = timestamp_lookup_ms(timestamp, self._config.controller.checkpoint_margin_s)
-        dest = self._consumer(route.destination)
+        other = self._consumer(to_cluster)
         try:
-            found = dest.offsets_for_times([TopicPartition(dest_topic, partition, at)], timeout=TIMEOUT_S)[0]
+            found = other.offsets_for_times([TopicPartition(to_topic, partition, at)], timeout=TIMEOUT_S)[0]
             if found.offset >= 0:
                 return int(found.offset)
-            _, end = dest.get_watermark_offsets(TopicPartition(dest_topic, partition), timeout=TIMEOUT_S)
+            _, end = other.get_watermark_offsets(TopicPartition(to_topic, partition), timeout=TIMEOUT_S)
             return int(end)
         except KafkaException:
             return None

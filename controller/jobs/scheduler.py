@@ -21,6 +21,7 @@ import contextlib
 import logging
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -36,6 +37,7 @@ from ferry.common.config import FerryConfig
 from ferry.common.core.heartbeat import HeartbeatView
 from ferry.controller.errors import ControllerError, NotFound, NotLeader
 from ferry.controller.groups.checkpoints import Checkpointer, GroupCheckpoints
+from ferry.controller.groups.translate import OffsetTranslation, OffsetTranslator
 from ferry.controller.jobs.heartbeats import HeartbeatJob
 from ferry.controller.lead.leadership import Leadership
 from ferry.controller.metrics import ControllerMetrics
@@ -84,6 +86,10 @@ class LeaderJobs:
         # Schema distribution (config `schemas`): see controller/schemas/distributor.py.
         self.schemas = SchemaDistributor(config.schemas, metrics.registry) if config.schemas else None
         self._heartbeats: HeartbeatJob | None = None  # the leader's, with heartbeats.interval_s
+        # GET /translate, on any controller: its own clients (the checkpoint job's are not thread-safe).
+        self._translator: OffsetTranslator | None = None
+        self._translator_lock = threading.Lock()
+        self._controller_id = controller_id
 
     def start(self) -> None:
         """Schedules this lead's periodic jobs."""
@@ -117,6 +123,18 @@ class LeaderJobs:
     def close(self) -> None:
         if self.schemas is not None:
             self.schemas.close()
+        with self._translator_lock:
+            if self._translator is not None:
+                self._translator.close()
+                self._translator = None
+
+    def translate_offset(self, route: str | None, topic: str, partition: int, offset: int,
+                         reverse: bool = False) -> OffsetTranslation:
+        """One consumer position translated (:mod:`controller.groups.translate`); any controller answers."""
+        with self._translator_lock:
+            if self._translator is None:
+                self._translator = OffsetTranslator(self.config, f"{self._controller_id}-translate")
+            return self._translator.translate_offset(route, topic, partition, offset, reverse)
 
     def _every(self, job_id: str, job: Callable[[], Any], seconds: float, executor: str,
                first: datetime | None = None) -> None:

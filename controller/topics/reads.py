@@ -102,6 +102,9 @@ class Validation:
     summary: dict[str, int]
     spark: StoredValidation | None
     failover: dict[str, str] = field(default_factory=dict)  # route -> its failover state, routes not ACTIVE only
+    # ONLINE partitions whose worker has something to say (records lost at the source, a destination
+    # topic created again): {"route", "topic", "partition", "worker", "reason"}.
+    notices: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -208,6 +211,7 @@ class ReadSide:
             model = reconciler.model()
             if model is not None:
                 mismatches, summary = model.validation()
+                external = dict(model.external)
             else:
                 store = reconciler.store
                 ideal, _ = store.ideal_states()
@@ -215,7 +219,11 @@ class ReadSide:
                 live = set(store.live_workers())
                 mismatches = compare(ideal, external, live)
                 summary = summarize(ideal, external)
-        return Validation(list(mismatches), summary, self.spark_validation(), self.failover_states())
+        notices = [{"route": key.route, "topic": key.topic, "partition": partition, "worker": entry.get("worker"),
+                    "reason": entry["reason"]}
+                   for key, view in sorted(external.items()) for partition, entry in sorted(view.partitions.items())
+                   if entry.get("state") == "ONLINE" and entry.get("reason")]
+        return Validation(list(mismatches), summary, self.spark_validation(), self.failover_states(), notices)
 
     def failover_states(self) -> dict[str, str]:
         """Routes that are not ACTIVE -> their failover state (:mod:`controller.failover.states`)."""

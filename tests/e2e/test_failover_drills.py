@@ -77,7 +77,7 @@ def _configure(fleet: Fleet, pair: devstack.Stack, topic: str, group: str) -> No
 
 def _ferry(fleet: Fleet, *args: str, ok: bool = True) -> Any:
     """A runbook command; its JSON report (``ok``), or the failed run (not ``ok``)."""
-    done = subprocess.run([sys.executable, "-m", "ferry.common.cli", *args, "--config", str(fleet.config_path)],
+    done = subprocess.run([sys.executable, "-m", "ferry.cli", *args, "--config", str(fleet.config_path)],
                           capture_output=True, text=True, timeout=240)
     if not ok:
         assert done.returncode != 0, done.stdout[-2000:]
@@ -125,7 +125,7 @@ def test_planned_switchover_moves_producer_and_group_with_every_record_read_once
     assert requests.get(f"{controller.url}/validation", timeout=5).json()["failover"] == {FORWARD: "FAILED_OVER"}
     metrics = requests.get(f"{controller.url}/metrics", timeout=5).text
     assert f'ferry_controller_route_failover_state{{route="{FORWARD}",state="FAILED_OVER"}} 1.0' in metrics
-    shown = subprocess.run([sys.executable, "-m", "ferry.common.cli", "zk", "get", f"failover/{FORWARD}",
+    shown = subprocess.run([sys.executable, "-m", "ferry.cli", "zk", "get", f"failover/{FORWARD}",
                             "--config", str(fleet.config_path)], capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and "FAILED_OVER" in shown.stdout, shown.stderr
     wait_until(lambda: not any(t["route"] == FORWARD for t in requests.get(f"{controller.url}/topics", timeout=5)
@@ -258,6 +258,6 @@ def test_a_failover_whose_leader_dies_halfway_completes_when_retried(
 
 def test_the_runbook_commands_have_help() -> None:
     for command in ("failover", "failback"):
-        done = subprocess.run([sys.executable, "-m", "ferry.common.cli", command, "--help"], capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "ferry.cli", command, "--help"], capture_output=True,
                               text=True, timeout=60)
         assert done.returncode == 0 and "--route" in done.stdout, done.stderr

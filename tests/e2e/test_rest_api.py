@@ -34,13 +34,13 @@ from tests.harness.processes import FerryProcess, Fleet, wait_until
 WRITE_TOKEN = "e2e-write-token-5f0c1d2e3a4b"
 READ_TOKEN = "e2e-read-token-9a8b7c6d5e4f"
 WRONG_TOKEN = "e2e-wrong-token-000000000000"
-# Examples per operation per controller. The document has 33 operations (with /schemas, /schemas/sync, /groups,
-# /groups/{group}, /tree, /tree/{distributor}/target, /heartbeats and the 10 of the operator's controls);
-# schemathesis loads /openapi.json itself and leaves it out of the 32 it tests. Operations without parameters
-# have a single possible request, so most requests go to the ones with parameters.
+# Examples per operation per controller. The document has 37 operations (with /schemas, /schemas/sync, /groups,
+# /groups/{group}, /translate, /tree, /tree/{distributor}/target, /heartbeats, the 10 of the operator's controls
+# and the 3 of failover); schemathesis loads /openapi.json itself and leaves it out of the 36 it tests.
+# Operations without parameters have a single possible request, so most requests go to the ones with parameters.
 POSITIVE_EXAMPLES = 60
 NEGATIVE_EXAMPLES = 25
-OPERATIONS_TESTED = 35
+OPERATIONS_TESTED = 36
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
           response_schema_conformance]
 

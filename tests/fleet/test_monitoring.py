@@ -104,7 +104,7 @@ def test_prometheus_scrapes_a_fleet_loads_every_rule_and_every_dashboard_query_r
         assert {r["name"] for r in rules()} == {"FerryWorkerDown", "FerryNoLeader", "FerryPartitionsInError",
                                                 "FerryLagHigh", "FerryNoProgress", "FerryIdealNotExternal",
                                                 "FerryHeartbeatStale", "FerryCheckpointStale", "FerryRecordAgeHigh",
-                                                "FerrySchemaConflicts"}
+                                                "FerrySchemaConflicts", "FerryRecordsLost"}
         # Every rule evaluated against the fleet's series without an error (e.g. a bad vector match).
         wait_until(lambda: all(r["health"] == "ok" for r in rules()), 30, "every rule to evaluate cleanly")
         expressions = dashboard_expressions()

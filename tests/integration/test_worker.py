@@ -402,7 +402,7 @@ def test_a_fresh_group_on_a_new_topic_copies_with_no_coordinator_warm_up(
 ) -> None:
     # librdkafka#5586: an assign() without an offset whose committed-offset fetch is answered
     # NOT_COORDINATOR is never fetched. The worker reads committed offsets itself and assigns
-    # explicit offsets (worker/start_offsets.py). Nothing warms the coordinator here: a group id
+    # explicit offsets (worker/position/start_offsets.py). Nothing warms the coordinator here: a group id
     # never used, a topic never read, nothing committed or copied, so the partitions start at
     # the reset policy's explicit offset (earliest).
     topic = topic_name("fresh")

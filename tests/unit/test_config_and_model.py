@@ -240,3 +240,19 @@ def test_the_tree_gives_its_compression_to_every_distributor() -> None:
 
 def test_the_bench_knows_every_compression_a_route_may_name() -> None:
     assert get_args(Compression) == COMPRESSIONS
+
+
+def test_a_routes_start_is_earliest_latest_or_a_time_in_epoch_ms() -> None:
+    import pytest as _pytest
+
+    from ferry.common.config import start_position
+
+    assert start_position(None) is None
+    assert start_position("latest") == "latest"
+    assert start_position("2026-01-31T12:00:00Z") == 1769860800000
+    assert start_position("2026-01-31T12:00:00") == 1769860800000  # no zone: UTC
+    assert start_position("2026-01-31T13:00:00+01:00") == 1769860800000
+    assert start_position("1769860800000") == start_position(1769860800000) == 1769860800000
+    for bad in ("yesterday", True, "2026-13-01", -5.5):
+        with _pytest.raises(ValueError):
+            start_position(bad)

@@ -19,9 +19,9 @@ from ferry.common.core.offset_map import MAP_TOPIC, Segment, parse_segment
 from ferry.common.core.provenance import encode
 from ferry.common.mm2.records import OffsetSync, encode_offset_sync
 from ferry.worker import copier as copier_module
-from ferry.worker import mm2_takeover
 from ferry.worker.copier import RETRY_BACKOFF_S, RouteCopier
 from ferry.worker.metrics import WorkerMetrics
+from ferry.worker.position import mm2_takeover
 from tests.fakes import TOPIC, FakeAdmin, FakeClock, FakeConsumer, FakeMessage, FakeProducer
 
 
@@ -318,8 +318,21 @@ def test_every_partition_is_assigned_at_an_explicit_offset(rig: SimpleNamespace)
     assigned: list[TopicPartition] = []
     rig.consumer.incremental_assign = assigned.extend
     rig.consumer.committed_offsets = {1: 7}
+    rig.admin.destination_partitions = 2  # the destination topic exists
     rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
     assert sorted((tp.partition, tp.offset) for tp in assigned) == [(0, OFFSET_BEGINNING), (1, 7)]
+
+
+def test_a_destination_topic_missing_while_offsets_are_committed_is_copied_again_from_the_log_start(
+        rig: SimpleNamespace) -> None:
+    assigned: list[TopicPartition] = []
+    rig.consumer.incremental_assign = assigned.extend
+    rig.consumer.committed_offsets = {1: 7}
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])  # the copier creates the destination topic
+    assert sorted((tp.partition, tp.offset) for tp in assigned) == [(0, OFFSET_BEGINNING), (1, OFFSET_BEGINNING)]
+    reason = rig.copier.statuses()[(TOPIC, 1)].reason
+    assert reason and "destination topic was deleted under Ferry" in reason
+    assert rig.copier.statuses()[(TOPIC, 0)].reason is None
 
 
 def test_map_segments_refused_by_a_full_producer_queue_are_all_written_at_the_next_commit(rig: SimpleNamespace) -> None:

@@ -47,7 +47,8 @@ def test_reads_and_other_writes_answer_200(client: FlaskClient, fake: FakeContro
     assert client.delete("/topics/orders").get_json() == {"topic": "orders", "deleted": True}
     assert client.get("/instances").status_code == 200
     assert client.post("/instances").get_json() == {"rebalanced": True, "moved": 0}
-    assert client.get("/validation").get_json() == {"ok": True, "summary": {}, "mismatches": [], "spark": None, "failover": {}}
+    assert client.get("/validation").get_json() == {"ok": True, "summary": {}, "mismatches": [], "spark": None, "failover": {},
+                                                     "notices": []}
     assert [name for name, _ in fake.calls] == [
         "list_topics", "topic_view", "expand_topic", "delete_topic", "instances", "rebalance_now", "validation",
     ]
@@ -255,3 +256,36 @@ def test_switching_a_target_is_checked_at_the_edge(client: FlaskClient, fake: Fa
         assert response.status_code == 400, (path, body)
         assert "error" in response.get_json()
     assert len([c for c in fake.calls if c[0] == "switch_target"]) == 1
+
+
+# -- GET /translate -----------------------------------------------------------------------------
+
+
+def test_translate_answers_on_any_controller_both_ways(fake: FakeController) -> None:
+    standby = create_app(as_controller_api(FakeController("c2", leading=False))).test_client()
+    body = standby.get("/translate?route=src.dst&topic=orders&partition=1&offset=5").get_json()
+    assert body == {"route": "src.dst", "topic": "orders", "destinationTopic": "orders", "partition": 1,
+                    "direction": "forward", "offset": 5, "translatedOffset": 8, "exact": True, "method": "exact"}
+    client = create_app(as_controller_api(fake)).test_client()
+    assert client.get("/translate?topic=orders&partition=0&offset=8&direction=reverse").get_json()["direction"] == "reverse"
+    assert fake.calls == [("translate_offset", (None, "orders", 0, 8, True))]
+
+
+@pytest.mark.parametrize("query", [
+    "topic=orders&partition=0",  # no offset
+    "topic=orders&partition=-1&offset=0",
+    "topic=orders&partition=0&offset=abc",
+    "topic=orders&partition=0&offset=99999999999999999999",
+    "topic=orders&partition=2147483647&offset=0",
+    "topic=..&partition=0&offset=0",
+    "topic=orders&partition=0&offset=0&direction=sideways",
+    "topic=orders&partition=0&offset=0&route=nodot",
+    "topic=orders&partition=0&offset=0&group=g",
+])
+def test_translate_refuses_bad_input_with_a_400(client: FlaskClient, fake: FakeController, query: str) -> None:
+    assert_json_error(client.get(f"/translate?{query}"), 400)
+    assert fake.calls == []
+
+
+def test_translate_of_an_unknown_topic_is_a_404(client: FlaskClient) -> None:
+    assert_json_error(client.get("/translate?topic=unknown&partition=0&offset=0"), 404)

@@ -71,7 +71,7 @@ def test_reads_keep_their_keys_and_order() -> None:
     mismatch = Mismatch(PartitionKey("a.b", "orders", 1), Problem.WORKER_DEAD, "w9", None)
     spark = {"checkedAt": 5.0, "problems": [], "srcKafka": {"ok": True}}
     assert _ordered(rest_json.validation_json(Validation([mismatch], {"partitions": 2}, spark))) == _ordered({
-        "ok": False, "summary": {"partitions": 2}, "mismatches": [mismatch.to_json()], "spark": spark, "failover": {}})
+        "ok": False, "summary": {"partitions": 2}, "mismatches": [mismatch.to_json()], "spark": spark, "failover": {}, "notices": []})
     source = SourceValidation(2, [SourceMismatch("a.b", "gone", 4, None, SourceProblem.MISSING)], spark)
     assert _ordered(rest_json.source_validation_json(source)) == _ordered({
         "ok": False, "topics": 2,

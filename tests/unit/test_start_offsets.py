@@ -1,4 +1,4 @@
-"""worker/start_offsets.py: committed offsets read with retries, and explicit start offsets (librdkafka#5586)."""
+"""worker/position/start_offsets.py: committed offsets read with retries, and explicit start offsets (librdkafka#5586)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
-from ferry.worker.start_offsets import committed_offsets, reset_offset
+from ferry.worker.position.start_offsets import committed_offsets, reset_offset
 from tests.fakes import FakeClock
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError, KafkaException, TopicPartition
 
 from ferry.common.core.provenance import ProvenanceError, read
 from ferry.common.core.resume import lookback_done, lookback_windows
@@ -46,6 +46,9 @@ class LookBack:
     own: list[tuple[int, int]] = field(default_factory=list)
     read: int = 0
     bounded: bool = False
+    # The newest own record's source offset, timestamp and key: what the source must still hold there
+    # when it is the topic these records came from (worker/position/data_loss.py: a re-created source topic).
+    newest: tuple[int, int | None, bytes | None] | None = None
 
     @property
     def present(self) -> set[int]:
@@ -101,40 +104,50 @@ class DestinationReader:
         tp = TopicPartition(topic, partition, start)
         self._consumer.assign([tp])
         own: list[tuple[int, int]] = []
-        last: int | None = None  # the newest offset read in this window
-        deadline = self._clock() + _READ_TIMEOUT_S
         try:
-            while self._clock() < deadline:
-                # consume() waits for as many records as asked or the timeout: ask for what is left.
-                wanted = max(1, min(1000, end - (last + 1 if last is not None else start)))
-                messages: list[Any] = self._consumer.consume(wanted, 0.5)
-                done = False
-                for message in messages:
-                    if message.error() is not None:
-                        continue
-                    offset = message.offset()
-                    last = offset
-                    if offset >= end:
-                        done = True
-                        break
-                    result.read += 1
-                    try:
-                        provenance = read(message.headers())
-                    except ProvenanceError:
-                        continue  # not a copy Ferry can read: not this route's
-                    if provenance is not None and provenance.source == source_cluster:
-                        own.append((provenance.source_offset, offset))
-                    if offset >= end - 1:
-                        done = True
-                if done:
-                    return own
-                if not messages:
-                    position = self._consumer.position([TopicPartition(topic, partition)])[0].offset
-                    if position >= end:
-                        return own
-            raise LookBackTimeout(f"reading back {topic}/{partition} [{start}, {end}) on the destination timed out")
+            self._read_window(topic, partition, start, end, source_cluster, result, own)
+            return own
         finally:
             self._consumer.unassign()
+
+    def _read_window(self, topic: str, partition: int, start: int, end: int, source_cluster: str,
+                     result: LookBack, own: list[tuple[int, int]]) -> None:
+        last: int | None = None  # the newest offset read in this window
+        newest: Any = None  # this window's newest own record
+        deadline = self._clock() + _READ_TIMEOUT_S
+        while self._clock() < deadline:
+            # consume() waits for as many records as asked or the timeout: ask for what is left.
+            wanted = max(1, min(1000, end - (last + 1 if last is not None else start)))
+            messages: list[Any] = self._consumer.consume(wanted, 0.5)
+            done = False
+            for message in messages:
+                if message.error() is not None:
+                    continue
+                offset = message.offset()
+                last = offset
+                if offset >= end:
+                    done = True
+                    break
+                result.read += 1
+                try:
+                    provenance = read(message.headers())
+                except ProvenanceError:
+                    continue  # not a copy Ferry can read: not this route's
+                if provenance is not None and provenance.source == source_cluster:
+                    own.append((provenance.source_offset, offset))
+                    newest = (provenance.source_offset, message)
+                if offset >= end - 1:
+                    done = True
+            if not done and not messages:
+                done = self._consumer.position([TopicPartition(topic, partition)])[0].offset >= end
+            if done:
+                if newest is not None and result.newest is None:
+                    timestamp_type, timestamp = newest[1].timestamp()
+                    # A destination topic with LogAppendTime stamps its own time: then only the key can tell.
+                    result.newest = (newest[0], timestamp if timestamp_type == TIMESTAMP_CREATE_TIME else None,
+                                     newest[1].key())
+                return
+        raise LookBackTimeout(f"reading back {topic}/{partition} [{start}, {end}) on the destination timed out")
 
     def serve_logs(self) -> None:
         """Hands the consumer's queued librdkafka messages to the log (it has no assignment between look-backs)."""

@@ -62,6 +62,23 @@ def reset_offset(auto_offset_reset: str) -> int:
                          f"(one of {', '.join(sorted(_RESET))})") from None
 
 
+def route_start(consumer: Any, topic: str, partitions: Sequence[int], start: str | int | None, reset: int,
+                timeout_s: float) -> dict[int, int]:
+    """Where each of ``partitions`` (nothing of the route committed or on the destination) starts: the
+    route's ``start`` (earliest, latest, or epoch ms: the first record at or after it, the log end when
+    none is), else ``reset`` (worker.auto_offset_reset). Raises KafkaException when the source does not answer."""
+    if start is None or not partitions:
+        return {p: reset for p in partitions}
+    if start == "earliest" or start == "latest":
+        return {p: _RESET[start] for p in partitions}
+    found = consumer.offsets_for_times([TopicPartition(topic, p, int(start)) for p in partitions], timeout=timeout_s)
+    failed = [tp.error for tp in found if tp.error is not None]
+    if failed:
+        raise KafkaException(failed[0])
+    # -1: every record is older than the time: start at the log end
+    return {tp.partition: tp.offset if tp.offset >= 0 else OFFSET_END for tp in found}
+
+
 def _retriable(exc: KafkaException) -> bool:
     return kafka_error(exc).code in RETRIABLE
 

@@ -9,7 +9,9 @@ What each feature does on Kafka, and so what it needs (Kafka's implications appl
 ``Write`` and ``Alter`` imply ``Describe``; ``AlterConfigs`` implies ``DescribeConfigs``):
 
 - every route, on its **source**: reads the mirrored topics (``Read``) and their configs
-  (``DescribeConfigs``, config following), commits in the group ``ferry.<route>`` (``Read``).
+  (``DescribeConfigs``, config following), commits in the group ``ferry.<route>`` (``Read``), and
+  reads one record back when it takes a partition whose copies exist but whose commits are gone (a
+  topic created again: group ``ferry.<route>.probe`` ``Describe``).
 - every route, on its **destination** (a tree distributor: every leaf it may switch to): creates the
   topics, adds partitions, follows configs (``Create``, ``Alter``, ``AlterConfigs``), writes with an
   idempotent producer (``Write``; ``IdempotentWrite`` on the cluster), reads its copies back when it
@@ -199,6 +201,8 @@ def required_acls(config: FerryConfig, topics: Iterable[str] = ()) -> list[Acl]:
         for resource in source_topics:
             need(route.source, resource, f"route {route.name}: read the mirrored topics", "Read", "DescribeConfigs")
         need(route.source, Resource(GROUP, route.group_id), f"route {route.name}: commit its source offsets", "Read")
+        need(route.source, Resource(GROUP, f"{route.group_id}.probe"),
+             f"route {route.name}: compare a source record with its copy (a topic created again)", "Describe")
         group_patterns = sorted({Resource(GROUP, name, pattern) for regex in route.groups
                                  for pattern, name in name_patterns(regex)})
         if checkpoints:

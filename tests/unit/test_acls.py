@@ -73,7 +73,7 @@ def test_a_plain_route_reads_the_source_and_writes_the_destination_with_its_grou
     found = acls.required_acls(_config())
     assert _on(found, "src") == {
         (TOPIC, "orders", LITERAL, "Read"), (TOPIC, "orders", LITERAL, "DescribeConfigs"),
-        (GROUP, "ferry.src.dst", LITERAL, "Read"),
+        (GROUP, "ferry.src.dst", LITERAL, "Read"), (GROUP, "ferry.src.dst.probe", LITERAL, "Describe"),
     }
     assert _on(found, "dst") == {
         *((TOPIC, "orders", LITERAL, op) for op in ("Read", "Write", "Create", "Alter", "AlterConfigs")),

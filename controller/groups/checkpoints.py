@@ -34,7 +34,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -47,9 +47,6 @@ from ferry.common.core.offset_map import (
     EXACT,
     MAP_TOPIC,
     TIMESTAMP,
-    Segment,
-    merge,
-    parse_segment,
     segment_key,
     timestamp_lookup_ms,
     translate,
@@ -60,12 +57,11 @@ from ferry.common.kafka.pool import ClientPool
 from ferry.common.kafka.topics import InternalTopic
 from ferry.controller.errors import NotFound, Unavailable
 from ferry.controller.groups.mm2_checkpoints import MIRRORMAKER2, Mm2Checkpoints
+from ferry.controller.groups.offset_map_reader import TIMEOUT_S, OffsetMapReader
 
 log = logging.getLogger(__name__)
 
 PENDING = "pending"
-TIMEOUT_S = 10.0
-REFRESH_DEADLINE_S = 30.0  # to read the map topic to its end, once per translation
 _ACTIVE_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
 
 
@@ -126,81 +122,6 @@ def should_sync(translated: int | None, current: int | None, group_active: bool)
     if translated is None or group_active:
         return False
     return current is None or translated > current
-
-
-class OffsetMapReader:
-    """Follows the compacted map topic on one destination cluster; keeps every partition's segments."""
-
-    def __init__(self, cluster: Mapping[str, Any], client_id: str) -> None:
-        self._consumer = kafka_clients.consumer(cluster, f"{client_id}.offset-map",
-                                                **{"client.id": client_id, "auto.offset.reset": "earliest"})
-        self._assigned = False
-        self._segments: dict[tuple[str, str, int], dict[int, Segment]] = {}
-
-    def refresh(self) -> None:
-        """Reads what was written since the last call, up to the topic's current end.
-
-        Raises Unavailable when the topic cannot be read to its end now (the caller drops this
-        reader: a new one starts with fresh metadata).
-        """
-        try:
-            self._refresh()
-        except KafkaException as exc:
-            raise Unavailable(f"reading {MAP_TOPIC}: {exc.args[0]}") from None
-
-    def _refresh(self) -> None:
-        metadata = self._consumer.list_topics(MAP_TOPIC, timeout=TIMEOUT_S).topics.get(MAP_TOPIC)
-        if metadata is None or metadata.error is not None:
-            return  # no worker wrote a map yet
-        tps = [TopicPartition(MAP_TOPIC, p) for p in metadata.partitions]
-        if not self._assigned:
-            self._consumer.assign([TopicPartition(MAP_TOPIC, p, -2) for p in metadata.partitions])  # beginning
-            self._assigned = True
-        ends = {tp.partition: self._consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)[1] for tp in tps}
-        deadline = time.monotonic() + REFRESH_DEADLINE_S
-        while time.monotonic() < deadline:
-            positions = {tp.partition: tp.offset for tp in self._consumer.position(tps)}
-            if all(positions.get(p, -1) >= end or end == 0 for p, end in ends.items()):
-                return
-            messages: list[Any] = self._consumer.consume(10_000, 0.5)
-            if not messages:
-                # A map topic created a moment ago (a new destination): librdkafka may have cached
-                # it without a leader and would wait for its periodic refresh (minutes) to fetch.
-                self._consumer.list_topics(MAP_TOPIC, timeout=TIMEOUT_S)
-            for message in messages:
-                if message.error() is not None or message.key() is None:
-                    continue
-                try:
-                    key, dst_start, segment = parse_segment(message.key(), message.value())
-                except ValueError as exc:
-                    log.warning("offset map: skipping an unreadable record: %s", exc)
-                    continue
-                if segment is None:
-                    self._segments.get(key, {}).pop(dst_start, None)
-                else:
-                    known = self._segments.setdefault(key, {}).get(dst_start)
-                    if known is None or segment.length > known.length:
-                        self._segments[key][dst_start] = segment
-        raise Unavailable(f"the offset map topic could not be read to its end in {REFRESH_DEADLINE_S:.0f} s")
-
-    def segments(self, route: str, topic: str, partition: int) -> list[Segment]:
-        return merge(self._segments.get((route, topic, partition), {}).values())
-
-    def below(self, route: str, log_starts: Callable[[str, int], int]) -> list[tuple[tuple[str, str, int], int]]:
-        """(key, dst_start) of the route's segments wholly below their partition's log start (retention)."""
-        gone = []
-        for key, segments in self._segments.items():
-            if key[0] != route:
-                continue
-            start = log_starts(key[1], key[2])
-            gone += [(key, dst) for dst, segment in segments.items() if segment.dst_end <= start]
-        return gone
-
-    def forget(self, key: tuple[str, str, int], dst_start: int) -> None:
-        self._segments.get(key, {}).pop(dst_start, None)
-
-    def close(self) -> None:
-        self._consumer.close()
 
 
 class Checkpointer:

@@ -198,10 +198,10 @@ def test_group_sync_follows_mirrormaker_2s_rule() -> None:
 
 
 def test_the_map_reader_finds_segments_retention_removed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ferry.controller.groups import checkpoints
+    from ferry.controller.groups import offset_map_reader
 
-    monkeypatch.setattr(checkpoints.kafka_clients, "consumer", lambda *args, **kwargs: object())
-    reader = checkpoints.OffsetMapReader({}, "test")
+    monkeypatch.setattr(offset_map_reader.kafka_clients, "consumer", lambda *args, **kwargs: object())
+    reader = offset_map_reader.OffsetMapReader({}, "test")
     key = ("src.dst", "orders", 0)
     reader._segments[key] = {0: Segment(0, 0, 10), 10: Segment(20, 10, 5), 15: Segment(30, 15, 100)}
     reader._segments[("other.dst", "orders", 0)] = {0: Segment(0, 0, 10)}

@@ -38,7 +38,6 @@ from types import MappingProxyType
 from apscheduler.schedulers.base import BaseScheduler
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
-from kazoo.recipe.watchers import ChildrenWatch
 
 from ferry.common.config import FerryConfig
 from ferry.common.core.operate import controls as fleet_controls
@@ -46,11 +45,13 @@ from ferry.common.core.operate.controls import Controls
 from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
 from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
-from ferry.common.zk.watches import follow_pipelined
 from ferry.controller.errors import ControllerError, NotLeader, Unavailable
+from ferry.controller.lead import lead_controls
+from ferry.controller.lead.lead_watches import LeadWatches
 from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.leadership import LEADING, Leadership
 from ferry.controller.lead.load_balance import LoadBalancer
+from ferry.controller.lead.model_lock import ModelLock
 from ferry.controller.lead.store import Op, Store
 from ferry.controller.lead.topic_writes import TopicWriter
 from ferry.controller.lead.write_order import writes
@@ -61,31 +62,6 @@ log = logging.getLogger(__name__)
 RESYNC_INTERVAL_S = 5.0
 RETRY_AFTER_FAILURE_S = 1.0
 MAX_PARSED_KEYS = 2_000_000
-
-
-class ModelLock:
-    """The reconciler's lock: a re-entrant lock that, once taken, hands the model what was whitelisted
-    without it (:meth:`Reconciler.whitelisted`), so whoever holds it sees every topic written so far."""
-
-    def __init__(self, on_acquire: Callable[[], None]) -> None:
-        self._lock = threading.RLock()
-        self._on_acquire = on_acquire
-        self._depth = 0  # changed only by the thread holding the lock
-
-    def __enter__(self) -> ModelLock:
-        self._lock.acquire()
-        self._depth += 1
-        if self._depth == 1:  # not inside a holder's work (a reconcile between its plan and its writes)
-            try:
-                self._on_acquire()
-            except BaseException:
-                self.__exit__()
-                raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._depth -= 1
-        self._lock.release()
 
 
 class Reconciler:
@@ -106,7 +82,6 @@ class Reconciler:
         self.adding = threading.RLock()
         self._whitelisted: dict[TopicKey, IdealState] = {}
         self.departed_at: dict[str, float] = {}  # worker -> when the leader first saw it gone
-        self.watch_reads = 0  # data the watches brought (each a read at the server)
         self._zk = zk
         self._leadership = leadership
         self._scheduler = scheduler
@@ -114,12 +89,10 @@ class Reconciler:
         self._clock = clock
         self._model: LeaderState | None = None
         self._ideal_published: Mapping[TopicKey, IdealState] | None = None
-        # What the watches saw since the last reconcile (kazoo's thread writes, the job reads).
-        self._seen_lock = threading.Lock()
-        self._seen_live: set[str] | None = None
-        self._seen_statuses: dict[str, bytes | None] = {}
-        self._live_seen: set[str] | None = None  # the live set as of the last children event
-        self._state_watched: set[str] = set()  # workers followed in this epoch (kazoo's thread only)
+        # What the watches saw since the last reconcile (kazoo's thread writes, the job reads);
+        # request_reconcile is looked up at each call (tests replace it on the instance).
+        self._watches = LeadWatches(zk, layout, leadership, lambda: self.request_reconcile(), self._membership_changed)
+        self._seen_lock = self._watches.lock  # also guards _reconcile_queued
         self._reconcile_queued = False
         # Partition keys parsed from the workers' statuses (a status repeats its keys at every report).
         self._parsed_keys: dict[str, PartitionKey] = {}
@@ -137,11 +110,8 @@ class Reconciler:
     def reset(self) -> None:
         """Forgets everything of a former lead (before LEADING)."""
         self.departed_at = {}
-        self._live_seen = None
         self._model = None
-        with self._seen_lock:
-            self._seen_live, self._seen_statuses = None, {}
-        self._state_watched = set()
+        self._watches.reset()
         self._reconcile_queued = False
         self._ensured_paths = set()
         self.balancer.reset()
@@ -151,8 +121,7 @@ class Reconciler:
 
     def watch(self, epoch: int) -> None:
         """Starts this lead's watches, the resync safety net and a first reconcile."""
-        ChildrenWatch(self._zk, self.layout.live_workers, lambda children: self._on_live(epoch, children))
-        ChildrenWatch(self._zk, self.layout.worker_states, lambda children: self._on_states(epoch, children))
+        self._watches.start(epoch)
         # The safety net only queues a reconcile (on a thread of its own, so it never piles up).
         self._scheduler.add_job(self.request_reconcile, "interval", seconds=RESYNC_INTERVAL_S, id="resync",
                                 replace_existing=True, executor="timer")
@@ -165,47 +134,14 @@ class Reconciler:
         """The next reconcile reads everything again (a failed write, or the lead ended)."""
         self._model = None
 
-    # -- watches: record and queue only -----------------------------------------------------
+    @property
+    def watch_reads(self) -> int:
+        """The data the watches brought (each a read at the server)."""
+        return self._watches.reads
 
-    def _on_live(self, epoch: int, children: list[str]) -> bool:
-        if epoch != self._leadership.epoch:
-            return False  # stops this watch: it belongs to an earlier lead
-        live = set(children)
-        if self._live_seen is not None and live != self._live_seen:
-            joined, left = sorted(live - self._live_seen), sorted(self._live_seen - live)
-            log.info("workers joined %s left %s; rebalance in %.0fs", joined, left, self.config.controller.rebalance_delay_s)
-            self._schedule("rebalance", self.config.controller.rebalance_delay_s, rebalance=True)
-        self._live_seen = live
-        with self._seen_lock:
-            self._seen_live = live
-            self.watch_reads += 1
-        self.request_reconcile()
-        return True
-
-    def _on_states(self, epoch: int, children: list[str]) -> bool:
-        """One follower per worker status node per lead: a worker already followed in this
-        epoch gets no second one (each would fire on every later change of that node)."""
-        if epoch != self._leadership.epoch:
-            return False
-        with self._seen_lock:
-            self.watch_reads += 1
-        for worker in children:
-            if worker not in self._state_watched:
-                self._state_watched.add(worker)
-                self._follow_status(epoch, worker)
-        self.request_reconcile()
-        return True
-
-    def _follow_status(self, epoch: int, worker: str) -> None:
-        """Follows one worker's status node for this lead, pipelined (:func:`common.zk.watches.follow_pipelined`)."""
-
-        def record(data: bytes | None) -> None:
-            with self._seen_lock:
-                self._seen_statuses[worker] = data  # None: the node is gone
-                self.watch_reads += 1
-            self.request_reconcile()
-
-        follow_pipelined(self._zk, self.layout.worker_state(worker), lambda: epoch == self._leadership.epoch, record)
+    def _membership_changed(self, joined: list[str], left: list[str]) -> None:
+        log.info("workers joined %s left %s; rebalance in %.0fs", joined, left, self.config.controller.rebalance_delay_s)
+        self._schedule("rebalance", self.config.controller.rebalance_delay_s, rebalance=True)
 
     # -- triggers -----------------------------------------------------------------------------
 
@@ -308,8 +244,7 @@ class Reconciler:
     def _leader_state(self) -> LeaderState:
         """The model, read from ZooKeeper when there is none, with what the watches saw since."""
         if self._model is None:
-            with self._seen_lock:
-                self._seen_live, self._seen_statuses = None, {}
+            self._watches.forget()
             started = time.perf_counter()
             # The views are the leader's own function of the statuses: rewritten at the first
             # reconcile rather than read (half the nodes of a takeover read).
@@ -322,9 +257,7 @@ class Reconciler:
             log.info("read the state: %d topics, %d workers in %.2fs", len(self._model.ideal),
                      len(self._model.live), time.perf_counter() - started)
         model = self._model
-        with self._seen_lock:
-            live, statuses = self._seen_live, self._seen_statuses
-            self._seen_live, self._seen_statuses = None, {}
+        live, statuses = self._watches.take()
         if live is not None and live != set(model.live):
             infos = {w: info for w, info in model.live.items() if w in live}
             new = self.store.data_many(self.layout.live_worker(w) for w in live - set(infos))
@@ -350,10 +283,7 @@ class Reconciler:
 
     def budgets(self) -> dict[str, fleet_controls.Throttle]:
         """Each throttled route's budget: the run-time one, else the config's."""
-        result = {route.name: fleet_controls.Throttle(route.max_bytes_per_s, route.max_records_per_s)
-                  for route in self.config.routes if route.max_bytes_per_s or route.max_records_per_s}
-        result.update(self.controls.throttles)
-        return result
+        return lead_controls.budgets(self.config, self.controls)
 
     def set_controls(self, controls: Controls) -> None:
         """The controls this controller just wrote (call with the lock); the next reconcile applies them."""
@@ -362,18 +292,7 @@ class Reconciler:
             self._model.set_cordoned(frozenset(controls.cordoned), frozenset(controls.drained()))
 
     def _read_controls(self) -> None:
-        got = self.store.data(self.layout.controls)
-        try:
-            self.controls = Controls.from_bytes(None if got is None else got[0])
-        except ValueError as exc:
-            log.error("ignoring an unreadable %s: %s", self.layout.controls, exc)
-            self.controls = Controls()
-        got = self.store.data(self.layout.throttle_shares)
-        self._shares_exist = got is not None
-        try:
-            self._shares = fleet_controls.shares_from_bytes(None if got is None else got[0])
-        except ValueError:
-            self._shares = {}
+        self.controls, self._shares, self._shares_exist = lead_controls.read_controls(self.store, self.layout)
 
     def _write_shares(self, model: LeaderState) -> None:
         """Writes each worker's part of the throttled routes' budgets when it changed (fenced)."""

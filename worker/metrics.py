@@ -1,4 +1,4 @@
-"""The worker's Prometheus metrics and its small HTTP endpoint (``/metrics`` and ``/health``).
+"""The worker's Prometheus metrics, its small HTTP endpoint (``/metrics`` and ``/health``) and the URL it registers.
 
 Each worker has its own :class:`CollectorRegistry`, so several workers (or tests) in one
 process never collide. Every name starts with ``ferry_worker_``; counters are exposed with
@@ -17,6 +17,9 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+
+from ferry.common import endpoints
+from ferry.common.config import WorkerConfig
 
 log = logging.getLogger(__name__)
 
@@ -86,3 +89,12 @@ def serve(metrics: WorkerMetrics, health: Callable[[], dict[str, Any]], host: st
     server = make_server(host, port, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="worker-metrics", daemon=True).start()
     return server
+
+
+def advertised_metrics_url(settings: WorkerConfig, port: int | None) -> str | None:
+    """The metrics URL to register: worker.advertised_metrics_url, else derived from the bind address."""
+    if not port:
+        return None
+    return endpoints.advertised_url(
+        "http", settings.metrics_host, port, settings.advertised_metrics_url,
+        f"worker.advertised_metrics_url, --advertised-metrics-url or ${endpoints.ADVERTISED_METRICS_URL_ENV}")

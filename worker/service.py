@@ -31,7 +31,6 @@ then copies a batch per route and, every ``commit_interval_s``, commits acknowle
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
@@ -41,11 +40,11 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaException
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
-from ferry.common import endpoints, logs
+from ferry.common import logs
 from ferry.common.config import FerryConfig
 from ferry.common.errors import ConfigError
 from ferry.common.model import (
@@ -63,7 +62,8 @@ from ferry.worker.controls import WorkerControls
 from ferry.worker.copier import FLUSH_TIMEOUT_S, RouteCopier, TopicPartitionKey
 from ferry.worker.errors import RETRY_BACKOFF_S, RegistrationError
 from ferry.worker.load import LoadMeter
-from ferry.worker.metrics import WorkerMetrics, serve
+from ferry.worker.metrics import WorkerMetrics, advertised_metrics_url, serve
+from ferry.worker.session import ZkSession
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +106,9 @@ class Worker:
         self._wake = threading.Event()
         self._controls = WorkerControls(worker_id, self._wake, clock)
         self._stopping = threading.Event()
-        self._session_lost = threading.Event()
-        self._suspended_since: float | None = None
-        self._last_pass: float | None = None  # when the copy loop last checked the session
+        self._session = ZkSession(self._zk, self.layout.live_worker(worker_id), config.zookeeper.session_timeout_s,
+                                  clock, self._wake)
+        self._session_lost = self._session.lost
         self._status_dirty = True
         self._registered = False
         self._health: dict[str, Any] = {"status": WorkerState.STARTING, "worker": worker_id}
@@ -137,7 +137,7 @@ class Worker:
         ensemble that does not answer within ``zookeeper.retry_deadline_s`` raises
         :class:`common.errors.UnreachableError`.
         """
-        self._advertised_metrics_url = self._metrics_url()  # a wildcard host no name resolves for: fail first
+        self._advertised_metrics_url = advertised_metrics_url(self.config.worker, self._metrics_port)  # a wildcard host no name resolves for: fail first
         # Every line of the copy loop (which owns the Kafka clients, so theirs too) names this worker.
         with logs.context(worker=self.worker_id):
             return self._run()
@@ -157,7 +157,7 @@ class Worker:
             self._shutdown()
 
     def _run_connected(self) -> int:
-        self._zk.add_listener(self._on_session_state)
+        self._zk.add_listener(self._session.on_state)
         try:
             for path in self.layout.persistent_paths():
                 self._zk.ensure_path(path)
@@ -181,7 +181,7 @@ class Worker:
             self._reconcile()
             if self._controls.apply(self._copiers, COMMIT_DEADLINE_S):
                 self._status_dirty = True
-            if self._suspended_since is not None and self.state == WorkerState.RUNNING:
+            if self._session.suspended_since is not None and self.state == WorkerState.RUNNING:
                 # Disconnected from ZooKeeper: copy nothing more until the session is back (or
                 # lost: then everything is purged and released). The leader moves partitions
                 # only after the session expired, so this worker has stopped writing by then.
@@ -336,47 +336,12 @@ class Worker:
                 self._assignment = assignment
         self._wake.set()
 
-    def _on_session_state(self, state: str) -> None:
-        # kazoo's connection thread: only record what happened.
-        if state == KazooState.LOST:
-            self._session_lost.set()
-        elif state == KazooState.SUSPENDED:
-            self._suspended_since = self._clock()
-        else:
-            self._suspended_since = None
-        self._wake.set()
-
     def _confirm_after_standstill(self) -> None:
-        """Marks the session lost when the copy loop stood still past the session timeout and
-        ZooKeeper does not confirm, in one round trip, that our live node still belongs to our ZooKeeper session.
-
-        A stopped process (SIGSTOP, a frozen VM) resumes with kazoo's state as it was before the
-        stop: "connected". Its session may have expired meanwhile and its partitions moved; kazoo
-        learns that only when it reconnects, while this loop would go on copying what the consumer
-        had fetched. Nothing is copied until this check has answered.
-        """
-        now = self._clock()
-        last, self._last_pass = self._last_pass, now
-        if last is None or self.state != WorkerState.RUNNING or now - last <= self.config.zookeeper.session_timeout_s:
-            return
-        try:
-            stat = self._zk.exists(self.layout.live_worker(self.worker_id))
-            ours = stat is not None and stat.owner_session_id == self._zk.client_id[0]
-        except Exception as exc:  # no answer is no confirmation
-            log.warning("the copy loop stood still for %.1fs and ZooKeeper did not answer: %s", now - last, exc)
-            ours = False
-        if not ours:
-            log.warning("the copy loop stood still for %.1fs, longer than the session timeout, and the "
-                        "session is not ours any more", now - last)
-            self._session_lost.set()
+        self._session.confirm_after_standstill(self.state == WorkerState.RUNNING)
 
     def _check_session(self) -> None:
         self._confirm_after_standstill()
-        suspended_for = None if self._suspended_since is None else self._clock() - self._suspended_since
-        cut_off = self._session_lost.is_set() or (
-            suspended_for is not None and suspended_for > self.config.zookeeper.session_timeout_s
-        )
-        if cut_off and self.state == WorkerState.RUNNING:
+        if self._session.cut_off() and self.state == WorkerState.RUNNING:
             log.warning("ZooKeeper session lost: releasing every partition until registered again (producers purged first)")
             for copier in self._copiers.values():
                 copier.purge()
@@ -386,7 +351,7 @@ class Worker:
         if self.state == WorkerState.SUSPENDED and given_up(self._zk):
             # Everything is released already; nothing more can happen without ZooKeeper.
             raise lost(self.config.zookeeper)
-        if self.state == WorkerState.SUSPENDED and self._zk.connected and self._suspended_since is None:
+        if self.state == WorkerState.SUSPENDED and self._zk.connected and self._session.suspended_since is None:
             self._session_lost.clear()
             try:
                 self._register()
@@ -401,38 +366,13 @@ class Worker:
             self._set_state(WorkerState.RUNNING)
             log.info("registered again in ZooKeeper")
 
-    def _metrics_url(self) -> str | None:
-        """The metrics URL to register: worker.advertised_metrics_url, else derived from the bind address."""
-        if not self._metrics_port:
-            return None
-        settings = self.config.worker
-        return endpoints.advertised_url(
-            "http", settings.metrics_host, self._metrics_port, settings.advertised_metrics_url,
-            f"worker.advertised_metrics_url, --advertised-metrics-url or ${endpoints.ADVERTISED_METRICS_URL_ENV}")
-
     def _register(self) -> bool:
         """Creates the ephemeral live node, waiting out a previous incarnation's session.
 
         False when :meth:`stop` came while waiting (nothing registered)."""
-        path = self.layout.live_worker(self.worker_id)
         info = WorkerInfo(self.worker_id, socket.gethostname(), os.getpid(), self._advertised_metrics_url)
-        deadline = self._clock() + self.config.zookeeper.session_timeout_s * 2 + 5
-        while True:
-            try:
-                self._zk.create(path, info.to_bytes(), ephemeral=True)
-                break
-            except NodeExistsError:
-                stat = self._zk.exists(path)
-                if stat is not None and stat.owner_session_id == self._zk.client_id[0]:
-                    self._zk.set(path, info.to_bytes())
-                    break
-                if self._clock() > deadline:
-                    raise RegistrationError(
-                        f"another live worker holds the id {self.worker_id!r} ({path}); give this one another --id"
-                    ) from None
-                log.info("waiting for the previous session of worker %s to expire", self.worker_id)
-                if self._stopping.wait(0.5):
-                    return False
+        if not self._session.create_live_node(info, self._stopping):
+            return False
         self._registered = True
         self._status_dirty = True
         self._publish_status()
@@ -453,13 +393,7 @@ class Worker:
                                  busy=self._busy if load else None)
         payload = published.to_bytes()
         path = self.layout.worker_state(self.worker_id)
-        try:
-            try:
-                self._zk.set(path, payload)
-            except NoNodeError:
-                self._zk.create(path, payload, ephemeral=True)
-        except Exception as exc:
-            log.debug("status not published yet: %s", exc)
+        if not self._session.put_ephemeral(path, payload):
             return
         self._status_dirty = False
         counts = published.state_counts()
@@ -496,9 +430,7 @@ class Worker:
             except Exception as exc:
                 log.warning("closing route %s: %s", copier.route.name, exc, extra={"route": copier.route.name})
         if self._zk.connected and self._registered:  # never another incarnation's nodes
-            for path in (self.layout.live_worker(self.worker_id), self.layout.worker_state(self.worker_id)):
-                with contextlib.suppress(NoNodeError):
-                    self._zk.delete(path)
+            self._session.delete(self.layout.live_worker(self.worker_id), self.layout.worker_state(self.worker_id))
         if self._owns_zk:
             self._zk.stop()
             self._zk.close()

@@ -1,0 +1,124 @@
+"""The worker's ZooKeeper session: its live node, and whether the session still holds, so the copy loop stops in time.
+
+States of :class:`ZkSession`::
+
+    connected  -> suspended   kazoo lost the connection (``suspended_since`` set); the copy loop pauses
+    suspended  -> connected   kazoo reconnected within the session
+    any        -> lost        kazoo reports the session LOST, or the copy loop stood still past the
+                              session timeout and one round trip cannot confirm the live node is ours
+    lost       -> connected   :meth:`ZkSession.clear` once the worker registered again
+
+kazoo's connection thread only records what happened (:meth:`ZkSession.on_state`) and wakes the
+copy loop; the copy loop asks the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from ferry.common.model import WorkerInfo
+from ferry.worker.errors import RegistrationError
+
+log = logging.getLogger(__name__)
+
+
+class ZkSession:
+    """One worker's session: ``lost`` (an event), ``suspended_since`` (None: connected). See the module docstring."""
+
+    def __init__(self, zk: KazooClient, live_path: str, session_timeout_s: float, clock: Callable[[], float],
+                 wake: threading.Event) -> None:
+        self.lost = threading.Event()
+        self.suspended_since: float | None = None
+        self._zk = zk
+        self._live_path = live_path
+        self._timeout_s = session_timeout_s
+        self._clock = clock
+        self._wake = wake
+        self._last_pass: float | None = None  # when the copy loop last checked the session
+
+    def on_state(self, state: str) -> None:
+        # kazoo's connection thread: only record what happened.
+        if state == KazooState.LOST:
+            self.lost.set()
+        elif state == KazooState.SUSPENDED:
+            self.suspended_since = self._clock()
+        else:
+            self.suspended_since = None
+        self._wake.set()
+
+    def confirm_after_standstill(self, running: bool) -> None:
+        """Marks the session lost when the copy loop stood still past the session timeout and
+        ZooKeeper does not confirm, in one round trip, that our live node still belongs to our ZooKeeper session.
+
+        A stopped process (SIGSTOP, a frozen VM) resumes with kazoo's state as it was before the
+        stop: "connected". Its session may have expired meanwhile and its partitions moved; kazoo
+        learns that only when it reconnects, while this loop would go on copying what the consumer
+        had fetched. Nothing is copied until this check has answered.
+        """
+        now = self._clock()
+        last, self._last_pass = self._last_pass, now
+        if last is None or not running or now - last <= self._timeout_s:
+            return
+        try:
+            stat = self._zk.exists(self._live_path)
+            ours = stat is not None and stat.owner_session_id == self._zk.client_id[0]
+        except Exception as exc:  # no answer is no confirmation
+            log.warning("the copy loop stood still for %.1fs and ZooKeeper did not answer: %s", now - last, exc)
+            ours = False
+        if not ours:
+            log.warning("the copy loop stood still for %.1fs, longer than the session timeout, and the "
+                        "session is not ours any more", now - last)
+            self.lost.set()
+
+    def cut_off(self) -> bool:
+        """Lost, or disconnected for longer than the session timeout."""
+        suspended_for = None if self.suspended_since is None else self._clock() - self.suspended_since
+        return self.lost.is_set() or (suspended_for is not None and suspended_for > self._timeout_s)
+
+    def create_live_node(self, info: WorkerInfo, stopping: threading.Event) -> bool:
+        """Creates the ephemeral live node, waiting out a previous incarnation's session.
+
+        False when ``stopping`` was set while waiting (nothing created)."""
+        path = self._live_path
+        deadline = self._clock() + self._timeout_s * 2 + 5
+        while True:
+            try:
+                self._zk.create(path, info.to_bytes(), ephemeral=True)
+                return True
+            except NodeExistsError:
+                stat = self._zk.exists(path)
+                if stat is not None and stat.owner_session_id == self._zk.client_id[0]:
+                    self._zk.set(path, info.to_bytes())
+                    return True
+                if self._clock() > deadline:
+                    raise RegistrationError(
+                        f"another live worker holds the id {info.worker_id!r} ({path}); give this one another --id"
+                    ) from None
+                log.info("waiting for the previous session of worker %s to expire", info.worker_id)
+                if stopping.wait(0.5):
+                    return False
+
+    def put_ephemeral(self, path: str, payload: bytes) -> bool:
+        """Writes one of this worker's ephemeral nodes (its status), creating it when gone; False
+        (logged at debug) when ZooKeeper did not take it now: the next pass writes it again."""
+        try:
+            try:
+                self._zk.set(path, payload)
+            except NoNodeError:
+                self._zk.create(path, payload, ephemeral=True)
+        except Exception as exc:
+            log.debug("status not published yet: %s", exc)
+            return False
+        return True
+
+    def delete(self, *paths: str) -> None:
+        """Deletes this worker's nodes (those already gone are no error)."""
+        for path in paths:
+            with contextlib.suppress(NoNodeError):
+                self._zk.delete(path)

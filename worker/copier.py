@@ -34,63 +34,48 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ferry.common import logs
 from ferry.common.config import RouteConfig, WorkerConfig
-from ferry.common.core import naming
 from ferry.common.core.offset_map import OffsetMap
 from ferry.common.core.operate.rate import RouteThrottle
 from ferry.common.core.provenance import Provenance, ProvenanceError, Stamper
-from ferry.common.core.resume import resume_plan
 from ferry.common.core.topology import copy_flags
 from ferry.common.core.watermark import OffsetWatermarks
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
 from ferry.common.model import PartitionStatus
 from ferry.common.vocabulary import PartitionState
-from ferry.worker.destination import METADATA_TIMEOUT_S, DestinationTopics
+from ferry.worker.commits import FLUSH_TIMEOUT_S as FLUSH_TIMEOUT_S
+from ferry.worker.commits import TopicPartitionKey as TopicPartitionKey
+from ferry.worker.destination import DestinationTopics
 from ferry.worker.errors import (
     PERMANENT_CONSUMER_ERRORS,
-    RETRY_BACKOFF_S,
-    PartitionDeferred,
     PartitionStopped,
-    ProducerFailed,
     WorkerError,
 )
 from ferry.worker.errors import delivery_failure as _delivery_failure  # the copy loop's name for it
 from ferry.worker.map_writer import OffsetMapWriter
 from ferry.worker.metrics import WorkerMetrics
+from ferry.worker.partitions import AcquireResult as AcquireResult
+from ferry.worker.partitions import PartitionLifecycle
 from ferry.worker.position import start_offsets
-from ferry.worker.position.data_loss import Losses, SourceProbe, destination_recreated, out_of_range, recreated_reason
-from ferry.worker.position.lookback import DestinationReader, LookBackTimeout
-from ferry.worker.position.mm2_takeover import Mm2Takeover, Mm2Unavailable
+from ferry.worker.position.data_loss import Losses, SourceProbe
+from ferry.worker.position.lookback import DestinationReader
+from ferry.worker.position.mm2_takeover import Mm2Takeover
 
 log = logging.getLogger(__name__)
 
-TopicPartitionKey = tuple[str, int]
-
 LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
-# Room for the record batch's own framing under a topic's max.message.bytes.
-_BATCH_FRAMING_BYTES = 1024
-# How long a release or SIGTERM waits for the destination to acknowledge what is in flight.
-FLUSH_TIMEOUT_S = 30.0
 # librdkafka's answer when a position leaves the source log under auto.offset.reset=error.
 _OUT_OF_RANGE = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
 
 
-@dataclass(frozen=True)
-class AcquireResult:
-    online: list[TopicPartitionKey]
-    errors: dict[TopicPartitionKey, str]  # stopped for good: the reason
-    deferred: dict[TopicPartitionKey, str]  # not acquired for a temporary reason: retry later
-
-
-class RouteCopier:
+class RouteCopier(PartitionLifecycle):
     """One route's consumer, producer and offset tracker. See the module docstring for states."""
 
     def __init__(
@@ -211,174 +196,6 @@ class RouteCopier:
     def in_flight(self) -> int:
         self._settle_deliveries()
         return self._tracker.in_flight()
-
-    # -- OFFLINE -> ONLINE ------------------------------------------------------------------
-
-    def acquire(self, keys: Iterable[TopicPartitionKey]) -> AcquireResult:
-        """Starts copying ``keys`` where the destination's own record of progress says (:meth:`_resume_at`)."""
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in keys:
-            by_topic.setdefault(topic, []).append(partition)
-        online: list[TopicPartitionKey] = []
-        errors: dict[TopicPartitionKey, str] = {}
-        deferred: dict[TopicPartitionKey, str] = {}
-        to_assign: list[TopicPartition] = []
-        for topic, partitions in sorted(by_topic.items()):
-            try:
-                refused = naming.refusal(self.route, topic)
-                if refused:
-                    raise PartitionStopped(refused)
-                source_partitions = self._prepare_destination(topic)
-            except PartitionDeferred as exc:
-                deferred.update({(topic, p): str(exc) for p in partitions})
-                continue
-            except PartitionStopped as exc:
-                errors.update({(topic, p): str(exc) for p in partitions})
-                continue
-            starting = []
-            for partition in sorted(partitions):
-                if partition >= source_partitions:
-                    errors[(topic, partition)] = f"partition {partition} does not exist at the source ({source_partitions} partitions)"
-                else:
-                    starting.append(partition)
-            try:
-                starts = self._resume_at(topic, starting)
-            except (KafkaException, LookBackTimeout, Mm2Unavailable) as exc:
-                why = str(kafka_error(exc)) if isinstance(exc, KafkaException) else str(exc)
-                deferred.update({(topic, p): f"resuming from the destination: {why}" for p in starting})
-                continue
-            for partition in [p for p in starting if (topic, p) in self._recreated]:
-                errors[(topic, partition)] = self._recreated.pop((topic, partition))
-                starting.remove(partition)
-            fresh = [p for p in starting if starts[p] is None]
-            try:
-                first = start_offsets.route_start(self._consumer, topic, fresh, self.route.start, self._reset_offset,
-                                                  METADATA_TIMEOUT_S)
-            except KafkaException as exc:
-                deferred.update({(topic, p): f"finding the route's start: {kafka_error(exc)}" for p in starting})
-                continue
-            for partition in starting:
-                start = starts[partition]
-                # Always an explicit offset: without one librdkafka fetches the committed offset itself and,
-                # on a NOT_COORDINATOR answer, never fetches the partition (librdkafka#5586, worker/position/start_offsets.py).
-                to_assign.append(TopicPartition(topic, partition, first[partition] if start is None else start))
-                online.append((topic, partition))
-        if to_assign:
-            self._consumer.incremental_assign(to_assign)
-            # A partition stopped in ERROR earlier was paused; the pause may outlive the unassign.
-            self._consumer.resume(to_assign)
-            self._assigned.update(online)
-        for key, reason in errors.items():
-            self._errors[key] = reason
-            self._metrics.errors.labels(self.route.name, "partition").inc()
-            self._log.error("route %s: %s/%s stopped: %s", self.route.name, key[0], key[1], reason, extra=_fields(key))
-        return AcquireResult(online, errors, deferred)
-
-    def _resume_at(self, topic: str, partitions: list[int]) -> dict[int, int | None]:
-        """The resume rule (:mod:`common.core.resume`) for each partition: where to start, and what to skip.
-
-        Reads the committed offsets, then each destination partition back from its end until it
-        passes below the committed offset (bounded by ``resume_lookback_records``). The route's own
-        records found there seed the offset map and the skip set.
-        """
-        if not partitions:
-            return {}
-        committed = start_offsets.committed_offsets(self._consumer, [TopicPartition(topic, p) for p in partitions],
-                                                    deadline_s=METADATA_TIMEOUT_S)
-        dest_topic = self._destination_name(topic)
-        starts: dict[int, int | None] = {}
-        for partition in partitions:
-            key = (topic, partition)
-            found = self._reader.look_back(dest_topic, partition, self.route.source, committed.get(partition),
-                                           self._config.resume_lookback_records)
-            if committed.get(partition) is None and found.newest is not None:
-                source_offset, timestamp, record_key = found.newest
-                reason = recreated_reason(source_offset, (timestamp, record_key),
-                                          self._probe.record(topic, partition, source_offset))
-                if reason:
-                    self._recreated[key] = reason
-                    continue
-            if (topic in self._created_here and committed.get(partition) is not None and not found.own
-                    and self.route.distributor is None):  # a tree distributor keeps its offsets across targets
-                # The route committed C, yet the destination topic did not exist: it was deleted under Ferry.
-                # Copy the partition again from the source's log start rather than leave [0, C) missing.
-                self._losses.note(key, destination_recreated(committed[partition] or 0))
-                self._log.error("route %s: %s/%s: %s", self.route.name, topic, partition,
-                                destination_recreated(committed[partition] or 0), extra=_fields(key))
-                committed[partition] = None
-                starts[partition] = OFFSET_BEGINNING
-                self._maps[key] = OffsetMap()
-                self._skip.pop(key, None)
-                continue
-            plan = resume_plan(committed.get(partition), found.present)
-            offsets = OffsetMap()
-            for source, destination in reversed(found.own):
-                offsets.record(source, destination)
-            self._maps[key] = offsets
-            if plan.skip:
-                self._skip[key] = set(plan.skip)
-                self._skip_max[key] = max(plan.skip)
-            else:
-                self._skip.pop(key, None)
-            starts[partition] = plan.start
-            if plan.start is None and self._mm2 is not None:  # nothing of the route's yet: where MirrorMaker 2 stopped
-                starts[partition] = self._mm2.start(topic, partition, dest_topic, self._reader.end_offset)
-            self._metrics.lookback.labels(self.route.name).inc(found.read)
-            if found.bounded:
-                self._log.warning("route %s: %s/%s: the look-back stopped at %d records before passing the committed offset "
-                                  "%s; records between may be copied twice, and the older ones are not in the offset map",
-                                  self.route.name, topic, partition, found.read, committed.get(partition),
-                                  extra=_fields((topic, partition)))
-            if plan.skip or plan.gaps:
-                self._log.info("route %s: %s/%s resumes at %s, skipping %d records already on the destination%s",
-                               self.route.name, topic, partition, plan.start, len(plan.skip),
-                               f" ({plan.gaps} missing before them: a producer timeout left a gap; order is broken there)"
-                               if plan.gaps else "", extra=_fields((topic, partition)))
-        self._created_here.discard(topic)
-        return starts
-
-    def _prepare_destination(self, topic: str) -> int:
-        """Creates or expands the destination topic to the source's partition count; returns that count."""
-        wanted = self._topics.source_partitions(self._consumer, topic)
-        destination_topic = self._destination_name(topic)
-        if self._topics.prepare(destination_topic, wanted, lambda: self._producer, self._fit_batches_to):
-            self._created_here.add(topic)
-        self._log.debug("route %s: %s is %s on the destination", self.route.name, topic, destination_topic)
-        return wanted
-
-    def _destination_name(self, topic: str) -> str:
-        name = self._destination_names.get(topic)
-        if name is None:
-            name = self._destination_names[topic] = self.route.destination_topic(topic)
-            self._source_names[name] = topic
-        return name
-
-    def _new_producer(self) -> Any:
-        with logs.context(route=self.route.name):  # its librdkafka messages carry the route
-            return kafka_clients.producer(self._destination, on_delivery=self._on_delivery, **self._producer_settings)
-
-    def _fit_batches_to(self, topic: str, limit: int) -> None:
-        """Keeps producer batches under the destination topic's ``max.message.bytes`` (``limit``).
-
-        The broker checks a whole record batch against that limit and librdkafka does not split
-        a rejected batch, so a batch bigger than the limit would fail every record in it, good
-        ones included. A record bigger than ``batch.size`` still travels alone in its own batch,
-        so when the destination refuses it, only it fails, at its own offset.
-        """
-        fitting = max(1, limit - _BATCH_FRAMING_BYTES)
-        if fitting >= self._batch_size:
-            return
-        remaining = self.flush(FLUSH_TIMEOUT_S)
-        if remaining:
-            self._log.warning("route %s: %d records unacknowledged; keeping the larger batches for now", self.route.name, remaining)
-            return
-        self._log.info("route %s: producer batches capped at %d bytes to fit %s's max.message.bytes=%d",
-                 self.route.name, fitting, topic, limit)
-        self._producer.flush(0)
-        self._settle_deliveries()
-        self._batch_size = fitting
-        self._producer_settings["batch.size"] = fitting
-        self._producer = self._new_producer()
 
     # -- copying ----------------------------------------------------------------------------
 
@@ -616,217 +433,3 @@ class RouteCopier:
         if now - self._warned_at.get(error.code(), -1e9) > 30:  # one line per kind per 30 s
             self._warned_at[error.code()] = now
             self._log.warning("route %s: source consumer: %s", self.route.name, error.str())
-
-    def _left_the_log(self, key: TopicPartitionKey, position: int | None) -> None:
-        """The position of ``key`` left the source log (worker/position/data_loss.py): report the records lost and
-        go on from the log start, or stop when the log is shorter than what was copied."""
-        tp = TopicPartition(key[0], key[1])
-        try:
-            if position is None or position < 0:
-                position = self._consumer.position([tp])[0].offset
-            log_start, log_end = self._consumer.get_watermark_offsets(tp, timeout=METADATA_TIMEOUT_S)
-        except KafkaException as exc:
-            self._stop(key, None, PartitionDeferred(f"the position left the source log; reading its bounds: {kafka_error(exc)}"))
-            return
-        decision = out_of_range(int(position or 0), log_start, log_end)
-        if decision.resume_at is None:
-            self._stop(key, None, PartitionStopped(decision.stop_reason or "the position left the source log"))
-            return
-        if decision.lost is not None:
-            first, end = decision.lost
-            self._losses.add(key, decision.lost)
-            self._metrics.lost.labels(self.route.name, key[0]).inc(end - first)
-            self._tracker.passed(key, end - 1)  # nothing to wait for below the log start: commits move past it
-            self.changed = True
-            self._log.error("route %s: %s/%s: source records [%d, %d) (%d records) were deleted at the source before "
-                            "they were copied (retention or deleteRecords); copying goes on from %d",
-                            self.route.name, key[0], key[1], first, end, end - first, end, extra=_fields(key))
-        # librdkafka stopped fetching the partition (a seek is refused in that state): assign it anew there.
-        self._consumer.incremental_unassign([tp])
-        self._consumer.incremental_assign([TopicPartition(key[0], key[1], decision.resume_at)])
-
-    def _stop(self, key: TopicPartitionKey, offset: int | None,
-              failure: PartitionStopped | PartitionDeferred | ProducerFailed) -> None:
-        """ONLINE -> ERROR: pause the partition; the watermark never passes ``offset``.
-
-        A :class:`PartitionDeferred` is temporary: :meth:`due_retries` offers the partition for a
-        restart from its committed offset after its ``retry_after_s`` (default ``RETRY_BACKOFF_S``).
-        A :class:`ProducerFailed` leaves the producer unusable: every partition of the route
-        stops, and the producer is built anew when they are released for their restart.
-        """
-        if isinstance(failure, ProducerFailed):
-            if not self._producer_fatal:
-                self._producer_fatal = True
-                for other in sorted(self._assigned - set(self._errors) - {key}):
-                    self._stop(other, None, PartitionDeferred(
-                        f"the destination producer failed for good: {failure}", retry_after_s=RETRY_BACKOFF_S))
-            failure = failure.record
-        if key in self._errors:
-            return
-        reason = str(failure)
-        if isinstance(failure, PartitionDeferred):
-            delay = RETRY_BACKOFF_S if failure.retry_after_s is None else failure.retry_after_s
-            reason += f" (temporary: restarting from the committed offset in {delay:.0f}s)"
-            self._retry_at[key] = self._clock() + delay
-        self._errors[key] = reason
-        self.changed = True
-        self._metrics.errors.labels(self.route.name, "partition").inc()
-        self._log.error("route %s: %s/%s stopped: %s", self.route.name, key[0], key[1], reason, extra=_fields(key))
-        if key in self._assigned:
-            try:
-                self._consumer.pause([TopicPartition(key[0], key[1])])
-            except KafkaException as exc:  # the partition is skipped in copy_batch anyway
-                self._log.warning("route %s: pausing %s/%s: %s", self.route.name, key[0], key[1], exc, extra=_fields(key))
-
-    def due_retries(self) -> list[TopicPartitionKey]:
-        """Partitions stopped for a temporary reason whose backoff is over."""
-        if not self._retry_at:
-            return []
-        now = self._clock()
-        return [key for key, at in self._retry_at.items() if at <= now]
-
-    # -- committing -------------------------------------------------------------------------
-
-    def commit(self, keys: Collection[TopicPartitionKey] | None = None) -> bool:
-        """Commits the watermark of ``keys`` (all held partitions when None); False if Kafka refused.
-
-        The offset map's changed segments are written first, and the source offsets are committed
-        only once the destination acknowledged them: a worker killed right after a commit never
-        leaves committed records that no map segment describes (the next owner's look-back starts
-        at the committed offset, so it could not describe them again).
-        """
-        self._settle_deliveries()  # and none until the commit: see _settle_deliveries
-        # What may be committed is fixed before the map is written: every offset below it was
-        # acknowledged, so recorded in the map, so described by the segments written now.
-        # Deliveries acknowledged while waiting for the map's acknowledgements are queued, not
-        # applied; they count from the next commit, once a segment describes them.
-        committable = self._tracker.committables()
-        if not self._map_writer.write_and_wait(self._producer, keys):
-            self._log.warning("route %s: the offset map was not written; the commit waits for the next round", self.route.name)
-            return False
-        offsets = []
-        for key, offset in committable.items():
-            if (keys is None or key in keys) and self._committed.get(key) != offset:
-                offsets.append(TopicPartition(key[0], key[1], offset))
-        if not offsets:
-            return True
-        try:
-            self._consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            self._metrics.errors.labels(self.route.name, "commit").inc()
-            self._log.warning("route %s: commit failed (will retry): %s", self.route.name, kafka_error(exc))
-            return False
-        for tp in offsets:
-            self._committed[(tp.topic, tp.partition)] = tp.offset
-        return True
-
-    def purge(self) -> None:
-        """Drops everything the producer still holds (queued and in flight): this worker must stop writing now.
-
-        The purged records fail their partitions for a temporary reason, so nothing is committed
-        past them; whatever of them still reached the destination is found by the next owner's
-        look-back and not copied again.
-        """
-        self._producer.purge(in_queue=True, in_flight=True, blocking=False)
-        self._producer.poll(0)
-        self._settle_deliveries()
-
-    def poll(self, timeout: float) -> None:
-        """Serves delivery reports without consuming anything."""
-        self._producer.poll(timeout)
-        self._settle_deliveries()
-
-    def flush(self, timeout: float) -> int:
-        """Waits for the destination to acknowledge everything sent; returns what is still in flight."""
-        remaining: int = self._producer.flush(timeout)
-        self._settle_deliveries()
-        return remaining
-
-    # -- ONLINE -> OFFLINE ------------------------------------------------------------------
-
-    def release(self, keys: Collection[TopicPartitionKey], flush_timeout: float, commit_deadline: float) -> None:
-        """Flushes, commits the watermark of ``keys``, and only then unassigns them.
-
-        The new owner starts at the committed offset, so nothing is copied twice; anything the
-        destination did not acknowledge stays uncommitted and is copied again, never lost.
-        """
-        if not keys:
-            return
-        # A fatally failed producer delivers nothing more: waiting for it would only stall.
-        remaining = self.flush(0 if self._producer_fatal else flush_timeout)
-        if remaining and not self._producer_fatal:
-            self._log.error("route %s: %d records still unacknowledged after %.0fs; releasing anyway (they will be copied again)",
-                      self.route.name, remaining, flush_timeout)
-        deadline = self._clock() + commit_deadline
-        while not self.commit(keys) and self._clock() < deadline:
-            time.sleep(0.2)
-        self.flush(0 if self._producer_fatal else 5.0)  # the map segments commit() just wrote
-        assigned = [TopicPartition(t, p) for t, p in keys if (t, p) in self._assigned]
-        if assigned:
-            self._consumer.incremental_unassign(assigned)
-        for key in keys:
-            self._assigned.discard(key)
-            self._paused.discard(key)
-            self._errors.pop(key, None)
-            self._retry_at.pop(key, None)
-            self._committed.pop(key, None)
-            self._skip.pop(key, None)
-            self._maps.pop(key, None)
-            self._copied.pop(key, None)
-            self._lags.pop(key, None)
-            self._losses.forget(key)
-            self._tracker.forget(key)
-        if self._producer_fatal:
-            self._log.warning("route %s: building a new destination producer after a fatal error", self.route.name)
-            self._producer = self._new_producer()
-            self._producer_fatal = False
-
-    def abandon(self, commit_deadline: float) -> None:
-        """Releases every partition without waiting for the destination (a tree distributor
-        switching away from an unreachable target): records not acknowledged yet are purged from
-        the producer, so the committed offsets stay below them and the next copier (to the new
-        target) copies them again. Nothing is lost; the old target may hold some of them too.
-        """
-        try:
-            self._producer.purge()
-        except KafkaException as exc:
-            self._log.warning("route %s: purging the producer: %s", self.route.name, exc)
-        self._producer.flush(0)  # serves the purged records' delivery reports: each fails its offset
-        self.release(self.held(), 0, commit_deadline)
-
-    # -- lag --------------------------------------------------------------------------------
-
-    def update_lag(self) -> None:
-        """Sets the lag gauge of each ONLINE partition from the consumer's cached log-end offsets.
-
-        Runs every commit interval, so it also hands the librdkafka messages of the clients the copy
-        loop does not poll now to the log: the look-back reader's, and a copier holding nothing's."""
-        self._reader.serve_logs()
-        if not self._assigned:
-            kafka_clients.serve_logs(self._consumer)
-            self.poll(0)
-            return
-        try:
-            positions = self._consumer.position([TopicPartition(t, p) for t, p in self._assigned])
-        except KafkaException:
-            return
-        for tp in positions:
-            if tp.offset < 0:
-                continue
-            _, high = self._consumer.get_watermark_offsets(tp, cached=True)
-            if high >= 0:
-                lag = self._lags[(tp.topic, tp.partition)] = max(0, high - tp.offset)
-                self._metrics.lag.labels(self.route.name, tp.topic, str(tp.partition)).set(lag)
-
-    def close(self, flush_timeout: float) -> None:
-        self.flush(flush_timeout)
-        self.commit()
-        self.flush(flush_timeout)
-        self._consumer.close()
-        self._reader.close()
-        self._probe.close()
-
-
-def _fields(key: TopicPartitionKey) -> dict[str, Any]:
-    """A partition's log fields (the route comes with the copier's logger)."""
-    return {"topic": key[0], "partition": key[1]}

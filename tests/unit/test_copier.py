@@ -19,7 +19,8 @@ from ferry.common.core.offset_map import MAP_TOPIC, Segment, parse_segment
 from ferry.common.core.provenance import encode
 from ferry.common.mm2.records import OffsetSync, encode_offset_sync
 from ferry.worker import copier as copier_module
-from ferry.worker.copier import RETRY_BACKOFF_S, RouteCopier
+from ferry.worker.copier import RouteCopier
+from ferry.worker.errors import RETRY_BACKOFF_S
 from ferry.worker.metrics import WorkerMetrics
 from ferry.worker.position import mm2_takeover
 from tests.fakes import TOPIC, FakeAdmin, FakeClock, FakeConsumer, FakeMessage, FakeProducer

@@ -51,7 +51,7 @@ $(REGISTRY)/.built: $(REGISTRY_SOURCES)
 demo: setup
 	$(BIN)/python scripts/demo.py
 
-# docs/configuration.md is generated from common/config.py: a stale one fails here.
+# docs/configuration.md is generated from common/config/: a stale one fails here.
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy ferry

@@ -19,7 +19,7 @@ KNOWN = f"{', '.join(SYSTEMS)}, {ALSO_KNOWN}"
 
 
 # What ``--values`` may say (bench/workload.py makes them) and ``--compression`` (a route's
-# compression: common/config.py's Compression, which a unit test holds this to).
+# compression: common/config/routes.py's Compression, which a unit test holds this to).
 VALUE_KINDS = ("same", "random", "text")
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 

@@ -1,4 +1,4 @@
-"""Writes ``docs/configuration.md`` from the pydantic schema of ``common/config.py``.
+"""Writes ``docs/configuration.md`` from the pydantic schema of ``common/config/``.
 
 The prose (intro, example, notes) lives in ``docs/templates/configuration.md``; every key's type,
 default, limits and description come from the models (a field's docstring is its description),

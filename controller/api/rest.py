@@ -2,7 +2,7 @@
 
 Thin: :func:`create_app` wires blueprints over a controller object; no thread starts here. The
 parts answer with typed data; every JSON shape is :mod:`controller.api.rest_json`'s.
-Any controller answers reads; a standby forwards writes to the leader named in ZooKeeper,
+Any controller answers reads; a standby forwards writes to the leader named in ZooKeeper (:mod:`controller.api.edge`),
 with the caller's token and request id.
 
 Every path parameter, query argument and body field is checked here, before it reaches the

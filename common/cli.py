@@ -112,11 +112,11 @@ def root_parser(commands: tuple[Register, ...]) -> argparse.ArgumentParser:
 def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     """Parses ``argv`` and runs the command; a Ferry error is one line on stderr and exit status 2."""
     args = parser.parse_args(argv)
-    logs.setup(args)
+    log_format = logs.setup(args)
     try:
         return int(args.func(args) or 0)
-    except FerryError as exc:
-        print(f"ferry: {one_line(str(exc))}", file=sys.stderr)
+    except FerryError as exc:  # with --log-format json, a JSON record too: every stderr line is one
+        print(logs.error_line(f"ferry: {one_line(str(exc))}", log_format), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

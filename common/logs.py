@@ -178,11 +178,20 @@ def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
     logging.getLogger("ferry").critical("uncaught exception in %s", name, exc_info=args.exc_value)
 
 
-def setup(args: Any) -> None:
+def setup(args: Any) -> str:
     """:func:`configure` from the ``ferry`` command line: ``--log-level``, ``--log-format`` (else the
-    config's ``logging.format``, else text)."""
+    config's ``logging.format``, else text). Returns the format chosen."""
     log_format = getattr(args, "log_format", None) or configured_format(getattr(args, "config", None)) or "text"
     configure(args.log_level, log_format)
+    return log_format
+
+
+def error_line(message: str, log_format: str) -> str:
+    """A command's last word on stderr: ``message`` as it is, or as one JSON record in ``json``."""
+    if log_format != "json":
+        return message
+    record = logging.makeLogRecord({"name": "ferry", "levelno": logging.ERROR, "levelname": "ERROR", "msg": message})
+    return formatter("json").format(record)
 
 
 class LibrdkafkaLog:

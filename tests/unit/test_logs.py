@@ -299,3 +299,9 @@ def test_process_fields_apply_to_every_thread_under_the_contexts(
     other, own = _records(out)
     assert other["worker"] == "w1"
     assert own["worker"] == "w2"
+
+
+def test_a_commands_last_error_line_is_a_json_record_in_json_format() -> None:
+    record = json.loads(logs.error_line("ferry: cluster 'src' did not answer", "json"))
+    assert record["level"] == "ERROR" and record["message"] == "ferry: cluster 'src' did not answer"
+    assert logs.error_line("ferry: cluster 'src' did not answer", "text") == "ferry: cluster 'src' did not answer"

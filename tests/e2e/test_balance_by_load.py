@@ -5,7 +5,11 @@ on the three of its partitions that the count-based planner gives one worker (ho
 there: the case load balancing exists for). The same workload runs twice, on fresh topics: first
 with ``controller.balance: count``, then with ``load``. Each phase measures, over one window, the
 bytes/s each worker copied (from its own ``ferry_worker_bytes_copied`` counter) and the hot topic's
-end-to-end lag (source log-end minus destination log-end, sampled)."""
+end-to-end lag (source log-end minus destination log-end, sampled).
+
+The test asserts the spread of bytes over the workers, which the planner decides. It prints the hot
+topic's lag but does not assert on it: at this rate one worker keeps up with the hot partitions, so
+the lag of either phase is a few records, which the machine's load decides, not the planner."""
 from __future__ import annotations
 
 import dataclasses
@@ -151,7 +155,7 @@ def _run_phase(local_stack: devstack.Stack, root: str, workdir: Path, balance: s
         fleet.stop_all()
 
 
-def test_skewed_load_is_balanced_by_load_with_less_lag_than_by_count(
+def test_skewed_load_is_spread_evenly_by_load_and_not_by_count(
     local_stack: devstack.Stack, zk_chroot: str, tmp_path: Path, topic_name: Callable[[str], str]
 ) -> None:
     root = "/" + zk_chroot.split("/", 1)[1]
@@ -159,4 +163,3 @@ def test_skewed_load_is_balanced_by_load_with_less_lag_than_by_count(
     by_load = _run_phase(local_stack, f"{root}/load", tmp_path / "load", "load", topic_name)
     assert by_count.max_over_mean > 1.25  # the skew the count-based planner leaves
     assert by_load.max_over_mean <= 1.25
-    assert by_load.hot_lag < by_count.hot_lag

@@ -58,6 +58,7 @@ class PartitionCommits:
     _created_here: set[str]
     _probe: SourceProbe
     _reset_offset: int
+    _topic_start: Callable[[str], str | int | None]
     _destination: Mapping[str, Any]
     _producer_settings: dict[str, Any]
     _batch_size: int

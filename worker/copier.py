@@ -89,11 +89,15 @@ class RouteCopier(PartitionLifecycle):
         clock: Callable[[], float] = time.monotonic,
         origins: frozenset[str] | None = None,
         wall_clock: Callable[[], float] = time.time,
+        topic_start: Callable[[str], str | int | None] = lambda topic: None,
     ) -> None:
         """``origins``: with loop prevention, the origins whose records this route copies
         (``FerryConfig.copied_origins``); None copies every record (unless a tree level says otherwise).
-        ``wall_clock`` (seconds since the epoch) is compared with record timestamps for the record age."""
+        ``wall_clock`` (seconds since the epoch) is compared with record timestamps for the record age.
+        ``topic_start``: a topic's own start (added with one), else None for the route's; asked only for
+        partitions nothing of the route is on the destination for; may raise ``PartitionDeferred``."""
         self.route = route
+        self._topic_start = topic_start
         self._log = logs.with_fields(log, route=route.name)
         self._origins = origins
         self._stamper = Stamper(route.source, self._copy_decision(route, origins))

@@ -82,10 +82,15 @@ class PartitionLifecycle(PartitionCommits):
                 starting.remove(partition)
             fresh = [p for p in starting if starts[p] is None]
             try:
-                first = start_offsets.route_start(self._consumer, topic, fresh, self.route.start, self._reset_offset,
-                                                  METADATA_TIMEOUT_S)
+                own_start = self._topic_start(topic) if fresh else None
+                first = start_offsets.route_start(self._consumer, topic, fresh,
+                                                  self.route.start if own_start is None else own_start,
+                                                  self._reset_offset, METADATA_TIMEOUT_S)
             except KafkaException as exc:
                 deferred.update({(topic, p): f"finding the route's start: {kafka_error(exc)}" for p in starting})
+                continue
+            except PartitionDeferred as exc:
+                deferred.update({(topic, p): str(exc) for p in starting})
                 continue
             for partition in starting:
                 start = starts[partition]

@@ -63,6 +63,7 @@ from ferry.worker.copier import FLUSH_TIMEOUT_S, RouteCopier, TopicPartitionKey
 from ferry.worker.errors import RETRY_BACKOFF_S, RegistrationError
 from ferry.worker.load import LoadMeter
 from ferry.worker.metrics import WorkerMetrics, advertised_metrics_url, serve
+from ferry.worker.position import start_offsets
 from ferry.worker.session import ZkSession
 
 log = logging.getLogger(__name__)
@@ -311,6 +312,7 @@ class Worker:
                     config, self.config.clusters[config.source], self.config.clusters[config.destination],
                     self.config.worker, self.metrics, client_id=f"ferry-{self.worker_id}", clock=self._clock,
                     origins=self.config.copied_origins(config),
+                    topic_start=lambda topic: start_offsets.topic_start(self._zk, self.layout.topic_start(route, topic)),
                 )
         return self._copiers[route]
 

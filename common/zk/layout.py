@@ -112,6 +112,14 @@ class ZkLayout:
     def removed(self) -> str:
         return self._join("removed")
 
+    def topic_start(self, route: str, topic: str) -> str:
+        """Where a topic added with ``start`` (``POST /topics``) begins on the route, for as long as the
+        route mirrors it; honoured only where nothing of the route is on the destination yet."""
+        return self._join("starts", route, topic)
+
+    def topic_starts(self, route: str) -> str:
+        return self._join("starts", route)
+
     def removed_topic(self, route: str, topic: str) -> str:
         """A topic deleted through the REST API: the observer does not whitelist it again."""
         return self._join("removed", route, topic)

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from kazoo.client import KazooClient
 
-from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.config import FerryConfig, RouteConfig, start_position
 from ferry.common.model import IdealState, PartitionKey, TopicKey, encode
 from ferry.common.vocabulary import MAX_PARTITIONS, OpKind, topic_name_problem
 from ferry.common.zk.layout import ZkLayout
@@ -66,15 +66,18 @@ class TopicAdmin:
         self._reads = reads
         self._clock = clock
 
-    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView:
+    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None,
+                  start: Any = None) -> TopicView:
         """Whitelists ``topic`` on every route (or ``route``); its partitions are assigned at once."""
-        self.add_topics([{"topic": topic, "numPartitions": num_partitions}], route, assign_now=True)
+        self.add_topics([{"topic": topic, "numPartitions": num_partitions, "start": start}], route, assign_now=True)
         return self._reads.topic_view(topic, route)
 
     def add_topics(self, topics: Any, route: str | None = None, assign_now: bool = False) -> list[IdealState]:
-        """Whitelists many topics (``[{"topic", "numPartitions"?}, ...]``) in one write and one reconcile.
+        """Whitelists many topics (``[{"topic", "numPartitions"?, "start"?}, ...]``) in one write and one reconcile.
 
         All or nothing: any bad, already mirrored or missing topic refuses the whole request.
+        A topic's ``start`` (earliest, latest, ISO 8601 time or epoch ms) stands in for the route's
+        ``start`` for this topic (:meth:`_starts`).
         Returns the ideal states created (route by route, topics in request order), before assignment.
         The reconcile that assigns them is queued (:meth:`Reconciler.request_reconcile`), not run in
         the request: bulk requests that arrive while one runs share the next run, so whitelisting
@@ -84,6 +87,7 @@ class TopicAdmin:
         if not isinstance(topics, list) or not topics:
             raise BadRequest('topics must be a non-empty list like [{"topic": "orders", "numPartitions": 8}]')
         wanted_counts: dict[str, int | None] = {}
+        starts: dict[str, str | int] = {}
         for item in topics:
             if not isinstance(item, dict):
                 raise BadRequest(f'every entry of topics must be an object like {{"topic": "orders"}}, not {item!r}')
@@ -93,20 +97,26 @@ class TopicAdmin:
             if topic in wanted_counts:
                 raise BadRequest(f"topic {topic!r} is listed twice")
             wanted_counts[topic] = _check_count(item.get("numPartitions"), required=not self._checks_source)
+            try:
+                start = start_position(item.get("start"))
+            except ValueError as exc:
+                raise BadRequest(f"topic {topic!r}: {exc}") from None
+            if start is not None:
+                starts[topic] = start
         routes = select_routes(self.config, route)
         self._leadership.require_leader()  # a standby refuses before it asks the source anything
         counts = self._mirrored_counts(routes, wanted_counts)  # before any lock: it may ask the source
         reconciler = self._reconciler
         if assign_now:
             with reconciler.writing() as writer:
-                return self._whitelist(writer, routes, counts)
+                return self._whitelist(writer, routes, counts, starts)
         written: list[IdealState] | None = None
         with reconciler.writing_without_lock() as bulk:  # a running reconcile does not hold the request up
             if bulk is not None:
-                written = self._whitelist(bulk, routes, counts)
+                written = self._whitelist(bulk, routes, counts, starts)
         if written is None:  # no model yet (a lead's first moments): take the lock; the model gets read
             with reconciler.writing(reconcile=False) as writer:
-                written = self._whitelist(writer, routes, counts)
+                written = self._whitelist(writer, routes, counts, starts)
         reconciler.request_reconcile()
         return written
 
@@ -132,9 +142,9 @@ class TopicAdmin:
                 counts[r.name][topic] = _checked_count(r, topic, count, partitions)
         return counts
 
-    def _whitelist(self, writer: TopicWriter, routes: list[RouteConfig],
-                   counts: dict[str, dict[str, int]]) -> list[IdealState]:
-        """Writes the topics' nodes (fenced, one transaction when they fit) through ``writer``."""
+    def _whitelist(self, writer: TopicWriter, routes: list[RouteConfig], counts: dict[str, dict[str, int]],
+                   starts: Mapping[str, str | int]) -> list[IdealState]:
+        """Writes the topics' nodes and their starts (fenced, one transaction when they fit) through ``writer``."""
         layout = self._layout
         self._leadership.require_leader()
         for r in routes:
@@ -151,6 +161,7 @@ class TopicAdmin:
                 created.append(state)
                 if topic in removed:
                     ops.append(Op(OpKind.DELETE, layout.removed_topic(r.name, topic)))
+            ops.extend(self._start_ops(r.name, {t: s for t, s in starts.items() if t in counts[r.name]}))
         writer.write(ops, [(TopicKey(state.route, state.topic), state, 0) for state in created])
         topics = {state.topic for state in created}
         if len(topics) == 1:
@@ -158,6 +169,19 @@ class TopicAdmin:
         else:
             log.info("whitelisted %d topics on %s", len(topics), [r.name for r in routes])
         return created
+
+    def _start_ops(self, route: str, starts: Mapping[str, str | int]) -> list[Op]:
+        """The writes of the topics' start nodes on ``route`` (a node left over is overwritten)."""
+        if not starts:
+            return []
+        layout = self._layout
+        self._zk.ensure_path(layout.topic_starts(route))
+        ops = []
+        for topic, start in starts.items():
+            path = layout.topic_start(route, topic)
+            data = encode({"start": start})
+            ops.append(Op(OpKind.SET, path, data, -1) if self._zk.exists(path) else Op(OpKind.CREATE, path, data))
+        return ops
 
     def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView:
         """Raises the partition count Ferry mirrors (never lowers it); new partitions are assigned at once."""
@@ -204,6 +228,8 @@ class TopicAdmin:
                     removed = layout.removed_topic(r.name, topic)
                     if not self._zk.exists(removed):
                         ops.append(Op(OpKind.CREATE, removed, encode({"at": self._clock()})))
+                    if self._zk.exists(layout.topic_start(r.name, topic)):  # its start goes with it
+                        ops.append(Op(OpKind.DELETE, layout.topic_start(r.name, topic)))
             if not ops:
                 raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
             writer.write(ops, [(key, None, 0) for key in deleted])

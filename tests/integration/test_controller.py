@@ -187,6 +187,25 @@ def test_topic_requests_are_validated(cluster: Cluster, source_topic: Callable[[
         controller.reads.topic_view(topic)
 
 
+def test_a_topic_added_with_a_start_keeps_it_for_the_workers_until_it_is_deleted(
+        cluster: Cluster, source_topic: Callable[[int], str]) -> None:
+    controller = cluster.leader()
+    topic, other = source_topic(2), source_topic(2)
+    with pytest.raises(BadRequest, match="start must be"):
+        controller.topics.add_topic(topic, start="yesterday")
+    assert cluster.ideal(topic) is None and not cluster.admin.exists(LAYOUT.topic_start(ROUTE, topic))
+
+    controller.topics.add_topic(topic, start="2026-01-31T12:00:00Z")
+    assert decode(cluster.admin.get(LAYOUT.topic_start(ROUTE, topic))[0]) == {"start": 1769860800000}
+    controller.topics.add_topics([{"topic": other, "start": "latest"}])
+    assert decode(cluster.admin.get(LAYOUT.topic_start(ROUTE, other))[0]) == {"start": "latest"}
+
+    controller.topics.delete_topic(topic)
+    assert not cluster.admin.exists(LAYOUT.topic_start(ROUTE, topic)), "the start goes with the topic"
+    controller.topics.add_topic(topic)  # added again without one: the route's start applies
+    assert not cluster.admin.exists(LAYOUT.topic_start(ROUTE, topic))
+
+
 def test_partitions_wait_for_a_worker_then_all_go_to_it(cluster: Cluster, source_topic: Callable[[int], str]) -> None:
     controller = cluster.leader()
     topic = source_topic(6)

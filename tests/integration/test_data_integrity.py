@@ -22,7 +22,7 @@ from ferry.common.config import FerryConfig
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.model import PartitionKey
 from tests.integration import test_worker
-from tests.integration.test_worker import GROUP, ROUTE, Kafka, RunningWorker, records, wait_until
+from tests.integration.test_worker import GROUP, LAYOUT, ROUTE, Kafka, RunningWorker, records, wait_until
 
 # The worker tests' fixtures, shared.
 kafka = test_worker.kafka
@@ -133,6 +133,23 @@ def test_start_latest_and_start_time_apply_to_a_partition_nothing_of_the_route_r
     running = start_worker(config.model_copy(update={"routes": [route_timed]}))
     running.wait_online(timed, [0], running.assign(timed, [0]))
     assert kafka.wait_arrived(timed, 0, 3) == new, "start=<time>: from the first record at or after it"
+
+
+def test_a_topics_own_start_stands_in_for_the_routes(
+    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+) -> None:
+    topic = topic_name("ownstart")
+    create_topic("src", topic, 1)
+    now_ms = int(time.time() * 1000)
+    old = [(k, v, h, (ts_type, now_ms - 3_600_000 + i)) for i, (k, v, h, (ts_type, _)) in enumerate(records("old", 4))]
+    new = [(k, v, h, (ts_type, now_ms + i)) for i, (k, v, h, (ts_type, _)) in enumerate(records("new", 3, start=4))]
+    kafka.produce(topic, 0, old + new)
+    running = start_worker()  # the route has no start: worker.auto_offset_reset (earliest) would copy all 7
+    # What POST /topics with {"start": <a minute ago>} leaves for the worker.
+    running.zk.create(LAYOUT.topic_start(ROUTE, topic), json.dumps({"start": now_ms - 60_000}).encode(), makepath=True)
+    running.wait_online(topic, [0], running.assign(topic, [0]))
+    assert kafka.wait_arrived(topic, 0, 3) == new, "the topic's start: from the first record at or after it"
 
 
 def test_translate_is_exact_both_ways_on_a_mirrored_partition(

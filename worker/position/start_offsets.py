@@ -18,14 +18,18 @@ request to the partition's leader, no coordinator involved).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
 
 from ferry.common.kafka.errors import kafka_error
+from ferry.worker.errors import PartitionDeferred
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,26 @@ def route_start(consumer: Any, topic: str, partitions: Sequence[int], start: str
         raise KafkaException(failed[0])
     # -1: every record is older than the time: start at the log end
     return {tp.partition: tp.offset if tp.offset >= 0 else OFFSET_END for tp in found}
+
+
+def topic_start(zk: KazooClient, path: str) -> str | int | None:
+    """A topic's own start, from its node at ``path`` (written by ``POST /topics`` with ``start``);
+    None: the route's start applies. Raises :class:`PartitionDeferred` when ZooKeeper does not answer."""
+    try:
+        data, _ = zk.get(path)
+    except NoNodeError:
+        return None
+    except KazooException as exc:
+        raise PartitionDeferred(f"reading the topic's start from ZooKeeper: {type(exc).__name__}") from None
+    try:
+        start = json.loads(data)["start"]
+    except (ValueError, KeyError, TypeError):
+        log.error("ignoring an unreadable %s", path)
+        return None
+    if start in ("earliest", "latest") or (isinstance(start, int) and not isinstance(start, bool)):
+        return start
+    log.error("ignoring %s: start %r is none of earliest, latest, epoch ms", path, start)
+    return None
 
 
 def _retriable(exc: KafkaException) -> bool:

@@ -7,9 +7,13 @@ with ``controller.balance: count``, then with ``load``. Each phase measures, ove
 bytes/s each worker copied (from its own ``ferry_worker_bytes_copied`` counter) and the hot topic's
 end-to-end lag (source log-end minus destination log-end, sampled).
 
-The test asserts the spread of bytes over the workers, which the planner decides. It prints the hot
-topic's lag but does not assert on it: at this rate one worker keeps up with the hot partitions, so
-the lag of either phase is a few records, which the machine's load decides, not the planner."""
+A worker's capacity is finite; on a shared test machine it is made so on purpose: the route's
+throttle (``max_bytes_per_s``), which the leader splits over the workers by their share of the
+route's partitions, lets each worker copy about 4 MB/s. Balance by count leaves one worker about
+5.3 MB/s of the 6 MB/s produced, so its hot partitions fall behind; balance by load spreads the hot
+partitions, each worker copies about 2 MB/s, and once the catch-up after the moves is over the lag
+stays near zero."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,6 +41,8 @@ HOT_SHARE = 0.8
 RECORDS_PER_S = 6000  # all topics together; values of 1 KiB
 VALUE = b"x" * 1024
 WINDOW_S = 15.0
+ROUTE_BYTES_PER_S = 12_000_000  # about 4 MB/s a worker: see the module docstring
+CAUGHT_UP_RECORDS = 2000  # the hot partitions' lag once a move's catch-up is over (under 0.5 s of their records)
 
 
 @dataclasses.dataclass
@@ -93,14 +99,18 @@ def _bytes_copied(worker: FerryProcess) -> float:
                for sample in family.samples if sample.name == "ferry_worker_bytes_copied_total")
 
 
+def _hot_lag(hot: list[tuple[str, int]], src: AdminClient, dst: AdminClient) -> int:
+    topic = hot[0][0]
+    source, destination = end_offsets(src, topic), end_offsets(dst, topic)
+    return sum(source[p] - destination.get(p, 0) for _, p in hot)
+
+
 def _measure(workers: dict[str, FerryProcess], hot: list[tuple[str, int]], src: AdminClient, dst: AdminClient) -> Phase:
     before = {name: _bytes_copied(w) for name, w in workers.items()}
     started = time.monotonic()
     lags: list[int] = []
-    topic = hot[0][0]
     while time.monotonic() - started < WINDOW_S:
-        source, destination = end_offsets(src, topic), end_offsets(dst, topic)
-        lags.append(sum(source[p] - destination.get(p, 0) for _, p in hot))
+        lags.append(_hot_lag(hot, src, dst))
         time.sleep(0.5)
     elapsed = time.monotonic() - started
     after = {name: _bytes_copied(w) for name, w in workers.items()}
@@ -113,6 +123,7 @@ def _run_phase(local_stack: devstack.Stack, root: str, workdir: Path, balance: s
         "controller": {"balance": balance, "load_rebalance_interval_s": 6, "imbalance_ratio": 1.1,
                        "load_balance_min_bytes_per_s": 10_000},
         "worker": {"commit_interval_s": 0.5, "load_report_interval_s": 3},
+        "routes": [{"source": "src", "destination": "dst", "max_bytes_per_s": ROUTE_BYTES_PER_S}],
     })
     topics = [names(f"{prefix}-{balance}") for prefix in ("a-hot", "b-cold", "c-cold", "d-cold")]
     src = kafka_clients.admin({"bootstrap.servers": local_stack.bootstrap("src")})
@@ -144,7 +155,9 @@ def _run_phase(local_stack: devstack.Stack, root: str, workdir: Path, balance: s
             wait_until(moved, 60, "the balance by load to move a hot partition", interval=1)
             wait_until(lambda: all(len(fleet.online_by_worker(controller, t)) == PARTITIONS for t in topics), 60,
                        "every partition ONLINE after the moves")
-        time.sleep(5)  # let the measured window start from steady copying (a move's catch-up is over)
+            wait_until(lambda: _hot_lag(hot, src, dst) < CAUGHT_UP_RECORDS, 90,
+                       "the moved partitions to catch up", interval=1)
+        time.sleep(5)  # let the measured window start from steady copying
         phase = _measure(workers, hot, src, dst)
         print(f"balance {balance}: worker bytes/s {({w: round(b) for w, b in phase.worker_bytes_per_s.items()})}, "
               f"max/mean {phase.max_over_mean:.2f}, hot topic's end-to-end lag {phase.hot_lag:.0f} records")
@@ -155,7 +168,7 @@ def _run_phase(local_stack: devstack.Stack, root: str, workdir: Path, balance: s
         fleet.stop_all()
 
 
-def test_skewed_load_is_spread_evenly_by_load_and_not_by_count(
+def test_skewed_load_is_balanced_by_load_with_less_lag_than_by_count(
     local_stack: devstack.Stack, zk_chroot: str, tmp_path: Path, topic_name: Callable[[str], str]
 ) -> None:
     root = "/" + zk_chroot.split("/", 1)[1]
@@ -163,3 +176,4 @@ def test_skewed_load_is_spread_evenly_by_load_and_not_by_count(
     by_load = _run_phase(local_stack, f"{root}/load", tmp_path / "load", "load", topic_name)
     assert by_count.max_over_mean > 1.25  # the skew the count-based planner leaves
     assert by_load.max_over_mean <= 1.25
+    assert by_load.hot_lag < by_count.hot_lag

@@ -94,7 +94,7 @@ def test_bad_input_is_one_line_and_exit_status_2(
 
 def test_scale_to_5_then_2_workers_while_records_flow_loses_and_duplicates_nothing(
     engine_url: str, ferry_image: str, make_fleet: MakeFleet, fleet_config: Callable[..., Path],
-    local_stack: devstack.Stack, topic_name: Callable[[str], str],
+    local_stack: devstack.Stack, topic_name: Callable[[str], str], capsys: pytest.CaptureFixture[str],
 ) -> None:
     fleet = make_fleet("scale")
     fleet.up(fleet_config("scale"), controllers=1, workers=3, image=ferry_image)
@@ -107,7 +107,13 @@ def test_scale_to_5_then_2_workers_while_records_flow_loses_and_duplicates_nothi
         assert len(workers) == 5 and all(m["partitions"] >= 1 for m in workers), workers
         at = ledger.produced
         ledger.wait_for_destination(timeout=60, at_least=at)
+        capsys.readouterr()
         assert ferry(engine_url, "scale", "--name", fleet.name, "--workers", "2") == 0
+        said = capsys.readouterr().err
+        for index in (3, 4, 5):  # each removed worker drained (holding nothing) before it was stopped
+            name = f"ferry-{fleet.name}-worker-{index}"
+            assert f"drained {name}\n" in said and f"stopped {name} (exit status 0)" in said, said
+            assert said.index(f"drained {name}\n") < said.index(f"stopped {name} ("), said
     finally:
         ledger.stop_producing()
     assert {m.name for m in fleet.members() if m.role == "worker"} == {

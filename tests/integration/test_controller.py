@@ -188,9 +188,11 @@ def test_topic_requests_are_validated(cluster: Cluster, source_topic: Callable[[
 
 
 def test_a_topic_added_with_a_start_keeps_it_for_the_workers_until_it_is_deleted(
-        cluster: Cluster, source_topic: Callable[[int], str]) -> None:
+        cluster: Cluster, create_topic: Callable[..., None], topic_name: Callable[[str], str]) -> None:
     controller = cluster.leader()
-    topic, other = source_topic(2), source_topic(2)
+    topic, other = topic_name("one"), topic_name("other")
+    for name in (topic, other):
+        create_topic("src", name, 2)
     with pytest.raises(BadRequest, match="start must be"):
         controller.topics.add_topic(topic, start="yesterday")
     assert cluster.ideal(topic) is None and not cluster.admin.exists(LAYOUT.topic_start(ROUTE, topic))

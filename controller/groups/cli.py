@@ -17,18 +17,14 @@ import argparse
 import json
 from typing import Any
 
-from ferry.common.cli import options_anywhere, require_option
+from ferry.common.cli import config_and_json_anywhere, require_option
 from ferry.common.config import load_config
 from ferry.common.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    def shared(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--config", help="Ferry's YAML config file")
-        parser.add_argument("--route", help="only this route, <source>.<destination>")
-        parser.add_argument("--json", action="store_true", help="JSON output")
-
-    common = options_anywhere(shared)
+    common = config_and_json_anywhere(
+        define=lambda parser: parser.add_argument("--route", help="only this route, <source>.<destination>"))
     parser = subparsers.add_parser("groups", parents=[common],
                                    help="consumer groups: list, translate offsets to the destination, sync them")
     actions = parser.add_subparsers(dest="groups_action", required=True, metavar="ACTION")

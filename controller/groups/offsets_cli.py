@@ -14,13 +14,9 @@ from ferry.controller.groups.translate import REVERSE, OffsetTranslator
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ferry.common.cli import options_anywhere
+    from ferry.common.cli import config_and_json_anywhere
 
-    def shared(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--config", help="Ferry's YAML config file")
-        parser.add_argument("--json", action="store_true", help="JSON output (as GET /translate answers)")
-
-    common = options_anywhere(shared)
+    common = config_and_json_anywhere(json_help="JSON output (as GET /translate answers)")
     parser = subparsers.add_parser("offsets", parents=[common],
                                    help="offsets of any consumer: translate a position between a route's clusters")
     actions = parser.add_subparsers(dest="offsets_action", required=True, metavar="ACTION")

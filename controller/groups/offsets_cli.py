@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from ferry.common.errors import ConfigError
 from ferry.controller.groups.translate import REVERSE, OffsetTranslator
 
 
@@ -37,15 +36,12 @@ def _run(args: argparse.Namespace) -> int:
     from ferry.common.cli import require_option
     from ferry.common.config import load_config
     from ferry.controller.api.rest_json import offset_translation_json
-    from ferry.controller.errors import ControllerError
 
     require_option(args, "config", "--config", "offsets translate")
     config = load_config(args.config)
     translator = OffsetTranslator(config, "cli")
     try:
         result = translator.translate_offset(args.route, args.topic, args.partition, args.offset, args.reverse)
-    except ControllerError as exc:
-        raise ConfigError(str(exc)) from None  # one line, exit status 2
     finally:
         translator.close()
     shaped = offset_translation_json(result)

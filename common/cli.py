@@ -57,6 +57,21 @@ def options_anywhere(define: Callable[[argparse.ArgumentParser], None]) -> argpa
     return parent
 
 
+def config_and_json_anywhere(config_help: str = "Ferry's YAML config file", json_help: str = "JSON output",
+                             define: Callable[[argparse.ArgumentParser], object] | None = None) -> argparse.ArgumentParser:
+    """The :func:`options_anywhere` parent of a command that reads the config and prints text or
+    JSON: ``--config`` (check it with :func:`require_option`), ``--json`` (read it with
+    ``getattr(args, "json", False)``), and the options ``define`` adds."""
+
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--config", help=config_help)
+        parser.add_argument("--json", action="store_true", help=json_help)
+        if define is not None:
+            define(parser)
+
+    return options_anywhere(options)
+
+
 def require_option(args: argparse.Namespace, dest: str, option: str, command: str) -> None:
     """Usage error (exit 2, one line) when an :func:`options_anywhere` option was given nowhere."""
     if getattr(args, dest, None) is None:

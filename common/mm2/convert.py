@@ -154,10 +154,11 @@ class _Reader:
         self.problems.append(NotConverted(key, self.props[key], why))
 
 
-def _patterns(reader: _Reader, key: str, value: str) -> list[str]:
-    """The regular expressions of a filter list that Python reads; the others are reported."""
+def _patterns(reader: _Reader, source: str, target: str, key: str) -> list[str]:
+    """A flow's filter list (``topics``, ``groups`` and their ``.exclude``): the regular expressions
+    Python reads; the others are reported."""
     good = []
-    for pattern in split_list(value):
+    for pattern in split_list(reader.flow(source, target, key)):
         try:
             re.compile(pattern)
             good.append(pattern)
@@ -242,6 +243,16 @@ def _global(reader: _Reader, flows: list[tuple[str, str]], key: str, pick: Calla
     return chosen
 
 
+def _any_true(values: list[str]) -> str:
+    """``_global``'s pick for a switch: on when any flow has it on."""
+    return "true" if any(map(_bool, values)) else "false"
+
+
+def _shortest(values: list[str]) -> str:
+    """``_global``'s pick for an interval in seconds: the shortest of the flows'."""
+    return min(values, key=float)
+
+
 def _internal_topic(reader: _Reader, name: str) -> str:
     """MirrorMaker 2's internal topic name ``mm2-offset-syncs.B.internal`` with the policy's separator."""
     separator = reader.top("replication.policy.separator")
@@ -271,20 +282,20 @@ def convert(props: dict[str, str], zookeeper: str = "localhost:2181", takeover: 
     routes = [_route(reader, s, t, flows, producers, takeover) for s, t in flows]
     config: dict[str, Any] = {"zookeeper": {"connect": zookeeper}, "clusters": cluster_props, "routes": routes}
     controller: dict[str, Any] = {}
-    syncing = _global(reader, flows, "sync.group.offsets.enabled", lambda v: "true" if any(map(_bool, v)) else "false")
+    syncing = _global(reader, flows, "sync.group.offsets.enabled", _any_true)
     controller["sync_group_offsets"] = _bool(syncing)
-    intervals = [float(_global(reader, flows, key, lambda v: min(v, key=float)))
+    intervals = [float(_global(reader, flows, key, _shortest))
                  for key in ("emit.checkpoints.interval.seconds", *(["sync.group.offsets.interval.seconds"] if _bool(syncing) else []))]
     controller["checkpoint_interval_s"] = min(intervals)
-    observe = [float(_global(reader, flows, key, lambda v: min(v, key=float)))
+    observe = [float(_global(reader, flows, key, _shortest))
                for key in ("refresh.topics.interval.seconds", "sync.topic.configs.interval.seconds")]
     controller["observer_interval_s"] = min(observe)
-    if not _bool(_global(reader, flows, "refresh.topics.enabled", lambda v: "true" if any(map(_bool, v)) else "false")):
+    if not _bool(_global(reader, flows, "refresh.topics.enabled", _any_true)):
         reader.problems.append(NotConverted("refresh.topics.enabled", "false",
                                             "Ferry's observer always follows new topics; its include patterns decide which"))
     config["controller"] = controller
-    if _bool(_global(reader, flows, "emit.heartbeats.enabled", lambda v: "true" if any(map(_bool, v)) else "false")):
-        interval = _global(reader, flows, "emit.heartbeats.interval.seconds", lambda v: min(v, key=float))
+    if _bool(_global(reader, flows, "emit.heartbeats.enabled", _any_true)):
+        interval = _global(reader, flows, "emit.heartbeats.interval.seconds", _shortest)
         config["heartbeats"] = {"interval_s": float(interval)}
     for key in sorted(set(props) - reader.used):
         reader.skip(key, _why_not(key))
@@ -305,8 +316,8 @@ def _why_not(key: str) -> str:
 def _route(reader: _Reader, source: str, target: str, flows: list[tuple[str, str]],
            producers: dict[str, dict[str, str]], takeover: bool) -> dict[str, Any]:
     route: dict[str, Any] = {"source": source, "destination": target}
-    route["include"] = _patterns(reader, "topics", reader.flow(source, target, "topics"))
-    exclude = _patterns(reader, "topics.exclude", reader.flow(source, target, "topics.exclude"))
+    route["include"] = _patterns(reader, source, target, "topics")
+    exclude = _patterns(reader, source, target, "topics.exclude")
     policy = reader.flow(source, target, "replication.policy.class").strip()
     separator = reader.flow(source, target, "replication.policy.separator")
     if policy == IDENTITY_POLICY:
@@ -331,8 +342,8 @@ def _route(reader: _Reader, source: str, target: str, flows: list[tuple[str, str
                                                 "Ferry's topic names allow only letters, digits, '.', '_' and '-' around the topic; '.' used"))
     route["exclude"] = exclude
     if _bool(reader.flow(source, target, "emit.checkpoints.enabled")):
-        route["groups"] = _patterns(reader, "groups", reader.flow(source, target, "groups"))
-        route["groups_exclude"] = _patterns(reader, "groups.exclude", reader.flow(source, target, "groups.exclude"))
+        route["groups"] = _patterns(reader, source, target, "groups")
+        route["groups_exclude"] = _patterns(reader, source, target, "groups.exclude")
     else:
         for key in ("groups", "groups.exclude"):
             reader.flow(source, target, key)  # read: no checkpoints, so no groups

@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
+
+Decoded = TypeVar("Decoded")
 
 
 class RecordError(ValueError):
@@ -104,6 +108,19 @@ def checkpoint(key: bytes, value: bytes) -> Checkpoint:
     upstream, at = _int(value, at, ">q")
     downstream, _ = _int(value, at, ">q")
     return Checkpoint(group, topic, partition, upstream, downstream)
+
+
+def decoded(found: Iterable[tuple[bytes | None, bytes | None]],
+            decode: Callable[[bytes, bytes], Decoded]) -> Iterator[Decoded]:
+    """What ``decode`` (:func:`offset_sync`, :func:`checkpoint`) reads of a topic's records, in their
+    order; tombstones and records not in its format are passed over."""
+    for key, value in found:
+        if key is None or value is None:
+            continue
+        try:
+            yield decode(key, value)
+        except RecordError:
+            continue
 
 
 def encode_offset_sync(sync: OffsetSync) -> tuple[bytes, bytes]:

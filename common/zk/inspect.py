@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
-from ferry.common.cli import options_anywhere, require_option
+from ferry.common.cli import config_and_json_anywhere, require_option
 from ferry.common.config import FerryConfig, load_config
 from ferry.common.core import naming as topic_naming
 from ferry.common.errors import FerryError
@@ -155,14 +155,10 @@ def _short(data: Any, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="Ferry's YAML config (ZooKeeper address and root); required")
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     # --config and --json are accepted before and after the action: `ferry zk ideal T --config F`.
-    anywhere = options_anywhere(_options)
+    anywhere = config_and_json_anywhere("Ferry's YAML config (ZooKeeper address and root); required",
+                                        "print JSON for scripts")
     parser = subparsers.add_parser("zk", help="inspect Ferry's state in ZooKeeper (read-only)", parents=[anywhere])
     actions = parser.add_subparsers(dest="zk_action", required=True)
     tree_parser = actions.add_parser("tree", help="every node under the root: size, version, data", parents=[anywhere])

@@ -15,7 +15,6 @@ import sys
 
 from ferry.common.cli import require_option
 from ferry.common.config import load_config
-from ferry.common.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,7 +44,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace, command: str) -> int:
     from ferry.common.zk import layout as zk_layout
-    from ferry.controller.errors import ControllerError
     from ferry.controller.failover.workflow import FailoverRun
 
     require_option(args, "config", "--config", command)
@@ -62,8 +60,6 @@ def _run(args: argparse.Namespace, command: str) -> int:
             result = run.restore(route)
         else:
             result = run.failback(route, args.timeout_s)
-    except ControllerError as exc:
-        raise ConfigError(str(exc)) from None  # one line, exit status 2
     finally:
         run.close()
         zk.stop()

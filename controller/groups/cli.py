@@ -17,18 +17,13 @@ import argparse
 import json
 from typing import Any
 
-from ferry.common.cli import options_anywhere, require_option
+from ferry.common.cli import config_and_json_anywhere, require_option
 from ferry.common.config import load_config
-from ferry.common.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    def shared(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--config", help="Ferry's YAML config file")
-        parser.add_argument("--route", help="only this route, <source>.<destination>")
-        parser.add_argument("--json", action="store_true", help="JSON output")
-
-    common = options_anywhere(shared)
+    common = config_and_json_anywhere(
+        define=lambda parser: parser.add_argument("--route", help="only this route, <source>.<destination>"))
     parser = subparsers.add_parser("groups", parents=[common],
                                    help="consumer groups: list, translate offsets to the destination, sync them")
     actions = parser.add_subparsers(dest="groups_action", required=True, metavar="ACTION")
@@ -42,7 +37,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from ferry.controller.api.rest_json import sync_json, translation_json
-    from ferry.controller.errors import ControllerError
     from ferry.controller.groups.checkpoints import Checkpointer
 
     require_option(args, "config", "--config", "groups")
@@ -64,8 +58,6 @@ def _run(args: argparse.Namespace) -> int:
                 checkpointer.emit(route, translations)
                 row["sync"] = sync_json(checkpointer.sync(route, args.group, translations))
             out.append(row)
-    except ControllerError as exc:
-        raise ConfigError(str(exc)) from None  # one line, exit status 2
     finally:
         checkpointer.close()
     if as_json:

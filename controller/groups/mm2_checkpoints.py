@@ -44,14 +44,7 @@ class Mm2Checkpoints:
             found = read_topic(self._config.clusters[route.destination], topic, f"{self._client_id}-mm2-checkpoints")
         except UnreachableError as exc:
             raise Unavailable(f"cluster {route.destination!r}: MirrorMaker 2's checkpoints: {exc}") from None
-        result: dict[CheckpointKey, records.Checkpoint] = {}
-        for key, value in found:
-            if key is None or value is None:
-                continue
-            try:
-                point = records.checkpoint(key, value)
-            except records.RecordError:
-                continue
-            result[(point.group, point.topic, point.partition)] = point
+        result = {(point.group, point.topic, point.partition): point
+                  for point in records.decoded(found, records.checkpoint)}
         log.info("route %s: %d MirrorMaker 2 checkpoints read from %s", route.name, len(result), topic)
         return result

@@ -9,18 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from ferry.common.errors import ConfigError
 from ferry.controller.groups.translate import REVERSE, OffsetTranslator
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from ferry.common.cli import options_anywhere
+    from ferry.common.cli import config_and_json_anywhere
 
-    def shared(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--config", help="Ferry's YAML config file")
-        parser.add_argument("--json", action="store_true", help="JSON output (as GET /translate answers)")
-
-    common = options_anywhere(shared)
+    common = config_and_json_anywhere(json_help="JSON output (as GET /translate answers)")
     parser = subparsers.add_parser("offsets", parents=[common],
                                    help="offsets of any consumer: translate a position between a route's clusters")
     actions = parser.add_subparsers(dest="offsets_action", required=True, metavar="ACTION")
@@ -41,15 +36,12 @@ def _run(args: argparse.Namespace) -> int:
     from ferry.common.cli import require_option
     from ferry.common.config import load_config
     from ferry.controller.api.rest_json import offset_translation_json
-    from ferry.controller.errors import ControllerError
 
     require_option(args, "config", "--config", "offsets translate")
     config = load_config(args.config)
     translator = OffsetTranslator(config, "cli")
     try:
         result = translator.translate_offset(args.route, args.topic, args.partition, args.offset, args.reverse)
-    except ControllerError as exc:
-        raise ConfigError(str(exc)) from None  # one line, exit status 2
     finally:
         translator.close()
     shaped = offset_translation_json(result)

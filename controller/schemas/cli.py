@@ -5,26 +5,24 @@ through a controller's REST API (any controller; a standby forwards to the leade
 - ``sync``: a distribution pass now; what it copied, and the conflicts. Exit 1 when not in sync.
 - ``diff``: only what differs (missing versions with their IDs, conflicts). Exit 1 when anything does.
 
-The bearer token, when the controller wants one, comes from ``$FERRY_TOKEN``. Errors (no
-controller, a refused request) are one line and exit status 2.
+The controller is found and called as :mod:`controller.rest_client` says (``--url``, else the
+config's; the bearer token from ``--token-env``, default ``$FERRY_TOKEN``). Errors (no controller,
+a refused request) are one line and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from typing import Any
 
-import requests
-
-from ferry.common import endpoints
-from ferry.common.config import load_config
 from ferry.common.errors import FerryError
+from ferry.controller.rest_client import ControllerClient, ControllerRefused, ControllerUnreachable, add_options
 
-TOKEN_ENV = "FERRY_TOKEN"
+# A pass reads every subject of every registry: give it time.
+TIMEOUT_S = 120.0
 
 
 class SchemasCliError(FerryError):
@@ -33,33 +31,24 @@ class SchemasCliError(FerryError):
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("schemas", help="schema distribution: status, sync now, diff")
-    parser.add_argument("--config", required=True, help="Ferry's YAML config file (finds the controller)")
-    parser.add_argument("--url", help="a controller's REST URL (default: controller.rest_host/rest_port of the config)")
+    add_options(parser, config_required=True, config_help="Ferry's YAML config file (finds the controller)")
     parser.add_argument("--json", action="store_true", help="print the controller's JSON answer")
     parser.add_argument("action", choices=("status", "sync", "diff"))
     parser.set_defaults(func=_run)
 
 
 def _ask(args: argparse.Namespace, method: str, path: str) -> dict[str, Any]:
-    config = load_config(args.config)
-    rest = config.controller
-    scheme = "https" if rest.tls else "http"
-    url = (args.url or endpoints.local_url(scheme, rest.rest_host, rest.rest_port)).rstrip("/")
-    verify: bool | str = (rest.tls.ca_file or rest.tls.cert_file) if rest.tls else True
-    headers = {"Accept": "application/json"}
-    if os.environ.get(TOKEN_ENV):
-        headers["Authorization"] = f"Bearer {os.environ[TOKEN_ENV]}"
+    client = ControllerClient.from_args(args, timeout_s=TIMEOUT_S)
     try:
-        # A pass reads every subject of every registry: give it time.
-        answer = requests.request(method, url + path, headers=headers, timeout=120, verify=verify)
-    except requests.RequestException as exc:
-        raise SchemasCliError(f"the controller at {url} did not answer: {type(exc).__name__}") from None
-    try:
-        body: dict[str, Any] = answer.json()
-    except ValueError:
-        raise SchemasCliError(f"{method} {url}{path} answered {answer.status_code} without JSON") from None
-    if answer.status_code >= 400:
-        raise SchemasCliError(f"{method} {path}: {body.get('error', answer.text[:200])} ({answer.status_code})")
+        body = client.call(method, path)
+    except ControllerUnreachable as exc:
+        raise SchemasCliError(f"the controller at {exc.url} did not answer: {exc.reason}") from None
+    except ControllerRefused as exc:
+        if not isinstance(exc.answer, dict):
+            raise SchemasCliError(f"{method} {client.url}{path} answered {exc.status} without JSON") from None
+        raise SchemasCliError(f"{method} {path}: {exc.answer.get('error', exc.text)} ({exc.status})") from None
+    if not isinstance(body, dict):
+        raise SchemasCliError(f"{method} {client.url}{path} answered without a JSON object")
     return body
 
 

@@ -34,6 +34,31 @@ def test_zk_without_config_is_a_one_line_usage_error(capsys: pytest.CaptureFixtu
 
 
 @pytest.mark.parametrize(
+    ("argv", "route"),
+    [
+        (["groups", "--config", "f.yaml", "--json", "--route", "a.b", "translate", "g"], "a.b"),
+        (["groups", "translate", "g", "--route", "a.b", "--config", "f.yaml", "--json"], "a.b"),
+        (["offsets", "--json", "translate", "--topic", "t", "--partition", "0", "--offset", "5", "--config", "f.yaml"],
+         None),
+    ],
+)
+def test_groups_and_offsets_take_config_and_json_before_or_after_the_action(argv: list[str], route: str | None) -> None:
+    args = build_parser().parse_args(argv)
+    assert (args.config, args.json, getattr(args, "route", None)) == ("f.yaml", True, route)
+
+
+@pytest.mark.parametrize("command", [["groups", "list"], ["offsets", "translate", "--topic", "t", "--partition", "0",
+                                                          "--offset", "5"]])
+def test_groups_and_offsets_without_config_are_a_one_line_usage_error(
+        command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(command)
+    assert exit_info.value.code == 2
+    name = " ".join(command[:2]) if command[0] == "offsets" else command[0]
+    assert capsys.readouterr().err.strip() == f"ferry {name}: error: the following arguments are required: --config"
+
+
+@pytest.mark.parametrize(
     "argv",
     [
         ["--log-level", "DEBUG", "validate", "--config", "f.yaml"],

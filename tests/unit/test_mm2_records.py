@@ -11,6 +11,7 @@ from ferry.common.mm2.records import (
     OffsetSync,
     RecordError,
     checkpoint,
+    decoded,
     encode_checkpoint,
     encode_offset_sync,
     offset_sync,
@@ -55,6 +56,14 @@ def test_offset_syncs_round_trip(topic: str, partition: int, upstream: int, down
 def test_checkpoints_round_trip(group: str, topic: str, partition: int, upstream: int, downstream: int) -> None:
     point = Checkpoint(group, topic, partition, upstream, downstream)
     assert checkpoint(*encode_checkpoint(point)) == point
+
+
+def test_a_topic_decodes_to_its_records_in_order_past_tombstones_and_foreign_records() -> None:
+    later = encode_offset_sync(OffsetSync("mmx-61757e", 1, 60, 60))
+    found = [(SYNC_KEY, SYNC_VALUE), (SYNC_KEY, None), (None, SYNC_VALUE), (b"\x00", b"?"), later]
+    assert list(decoded(found, offset_sync)) == [OffsetSync("mmx-61757e", 1, 49, 49), OffsetSync("mmx-61757e", 1, 60, 60)]
+    assert list(decoded([(CHECKPOINT_KEY, CHECKPOINT_VALUE), (SYNC_KEY, SYNC_VALUE)], checkpoint)) == [
+        checkpoint(CHECKPOINT_KEY, CHECKPOINT_VALUE)]
 
 
 def test_a_takeover_starts_after_the_last_flushed_record_and_counts_what_mirrormaker2_copied_since() -> None:

@@ -67,15 +67,8 @@ class Mm2Takeover:
             else:
                 last[(offset_key.topic, offset_key.partition)] = offset
         syncs_cluster = self._source if names.offset_syncs_on == "source" else self._destination
-        syncs: dict[tuple[str, int], records.OffsetSync] = {}
-        for key, value in read_topic(syncs_cluster, str(names.offset_syncs_topic), self._client_id):
-            if key is None or value is None:
-                continue
-            try:
-                sync = records.offset_sync(key, value)
-            except records.RecordError:
-                continue
-            syncs[(sync.topic, sync.partition)] = sync
+        found = read_topic(syncs_cluster, str(names.offset_syncs_topic), self._client_id)
+        syncs = {(sync.topic, sync.partition): sync for sync in records.decoded(found, records.offset_sync)}
         self._last_copied, self._syncs = last, syncs
         if not last and not syncs:
             log.warning("route %s: nothing of MirrorMaker 2's found in %s (destination) nor %s (%s): its partitions start "

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ferry.controller.rest_client import ControllerCallError, ControllerClient, add_options
@@ -84,16 +85,17 @@ def _workers(args: argparse.Namespace) -> int:
     return 0
 
 
-def wait_drained(client: ControllerClient, worker: str, deadline_s: float, poll_s: float = 1.0) -> Any:
+def wait_drained(client: ControllerClient, worker: str, deadline_s: float, poll_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Any] = time.sleep) -> Any:
     """Waits until ``worker`` holds no partition; :class:`ControlsError` after ``deadline_s``."""
-    deadline = time.monotonic() + deadline_s
+    deadline = clock() + deadline_s
     while True:
         answer = client.call("GET", f"/workers/{worker}")
         if answer.get("partitions") == 0:
             return answer
-        if time.monotonic() >= deadline:
+        if clock() >= deadline:
             raise ControlsError(f"worker {worker} still holds {answer.get('partitions')} partitions after {deadline_s:g}s")
-        time.sleep(poll_s)
+        sleep(poll_s)
 
 
 def _autobalancing(args: argparse.Namespace) -> int:

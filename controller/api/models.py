@@ -41,9 +41,10 @@ def absent_when_none(description: str | None = None) -> Any:
 
 
 class RequestModel(WireModel):
-    """A request body: unknown fields and loose types (``true`` for a count, ``"8"``) are refused."""
+    """A request body: unknown fields, the Python names of fields and loose types (``true`` for a count,
+    ``"8"``) are refused."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=False, validate_by_name=False)
 
 
 Request = TypeVar("Request", bound=RequestModel)

@@ -421,8 +421,8 @@ class RouteState(WireModel):
     groups: str | None = Field(None, description="the groups' regular expression")
     topics: str | None = Field(None, description="the topics' regular expression")
     partitions: dict[str, int] | None = Field(None, description="topic -> partitions failed over")
-    requested_at: float | None = None
-    updated_at: float | None = None
+    requested_at: int | float | None = None
+    updated_at: int | float | None = None
     drain: dict[str, Any] | None = Field(None, description="planned: the source ends and committed offsets it waited for")
     report: dict[str, Any] | None = Field(None, description="per partition and per group, what the failover did")
     failback: dict[str, Any] | None = None

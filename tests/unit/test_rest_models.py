@@ -20,6 +20,7 @@ from ferry.controller.api import models, rest_json
 from ferry.controller.api import request_models as asked
 from ferry.controller.api import response_models as answers
 from ferry.controller.api.openapi import openapi_document
+from ferry.controller.api.rest import create_app
 from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
 from ferry.controller.groups.translate import OffsetTranslation
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus, SubjectReport
@@ -37,6 +38,8 @@ from ferry.controller.topics.reads import (
     Validation,
 )
 from ferry.controller.tree.control import COPYING, DistributorRow, TreeView
+from tests.checks import assert_json_error
+from tests.fakes import FakeController, as_controller_api
 
 pytestmark = pytest.mark.unit
 
@@ -255,3 +258,58 @@ def test_the_translate_query_is_the_models() -> None:
     parameters = document["paths"]["/translate"]["get"]["parameters"]
     assert [p["name"] for p in parameters] == list(asked.TranslateQuery.model_fields)
     assert [p["name"] for p in parameters if p["required"]] == ["topic", "partition", "offset"]
+
+
+# -- the failover body and GET /translate at the edge -------------------------------------------------
+
+
+class FailoverFake(FakeController):
+    """A controller whose ``failover`` part records what it was asked."""
+
+    @property
+    def failover(self) -> FailoverFake:
+        return self
+
+    def routes(self) -> list[dict[str, Any]]:
+        return [{"route": "src.dst", "source": "src", "destination": "dst", "state": "ACTIVE"}]
+
+    def fail_over(self, route: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float,
+                  timeout_s: float) -> dict[str, Any]:
+        self._call("fail_over", route, planned, groups, topics, quiet_s, timeout_s)
+        return {"route": route, "state": "FAILED_OVER", "planned": planned, "groups": groups, "report": {"rpo": []}}
+
+
+@pytest.mark.parametrize(("body", "problem"), [
+    ({"planned": 1}, "planned: Input should be a valid boolean"),
+    ({"quietS": -1}, "quietS: Input should be greater than or equal to 0"),
+    ({"topics": "(("}, "topics: '((' is not a regular expression"),
+    ({"quiet_s": 1}, "quiet_s: unknown field"),
+    ([1], "the body must be a JSON object"),
+])
+def test_a_bad_failover_body_is_a_400_naming_the_field(body: Any, problem: str) -> None:
+    fake = FailoverFake()
+    response = create_app(as_controller_api(fake)).test_client().post("/routes/src.dst/failover", json=body)
+    assert assert_json_error(response, 400)["error"].startswith(problem)
+    assert fake.calls == []
+
+
+def test_a_failover_without_a_body_takes_the_defaults_and_answers_the_routes_state() -> None:
+    fake = FailoverFake()
+    client = create_app(as_controller_api(fake)).test_client()
+    answer = client.post("/routes/src.dst/failover")
+    assert answer.status_code == 200
+    assert _ordered(answer.get_json()) == _ordered({"route": "src.dst", "state": "FAILED_OVER", "planned": False,
+                                                    "groups": None, "report": {"rpo": []}})
+    assert fake.calls == [("fail_over", ("src.dst", False, None, None, 5.0, 300.0))]
+    assert client.get("/routes").get_json() == {"routes": fake.routes()}
+
+
+@pytest.mark.parametrize(("query", "problem"), [
+    ("topic=orders&partition=0&offset=abc", "offset: must be a whole number from 0 to 9223372036854775807, not 'abc'"),
+    ("topic=orders&partition=0&offset=0&group=g", "group: unknown field"),
+    ("topic=orders&partition=0&offset=0&route=nodot", "route: must be a route name like source.destination"),
+    ("partition=0&offset=0", "topic: is required"),
+])
+def test_a_bad_translate_query_is_a_400_naming_the_argument(query: str, problem: str) -> None:
+    client = create_app(as_controller_api(FakeController())).test_client()
+    assert assert_json_error(client.get(f"/translate?{query}"), 400)["error"].startswith(problem)

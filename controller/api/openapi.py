@@ -3,9 +3,9 @@
 Built once per app (no I/O). Every schema under ``components/schemas`` is a model's own
 (:mod:`controller.api.request_models`, :mod:`controller.api.response_models`), and so are the
 ``GET /translate`` query's parameters; this module writes the paths, which refer to the models by
-name. The security requirements follow the controller's configuration: without ``controller.auth`` no operation needs a token; with it,
-writes need a ``write`` token and reads need a token unless ``open_reads``. ``/health`` and
-``/openapi.json`` never need one.
+name. The security requirements follow the controller's configuration: without ``controller.auth``
+no operation needs a token; with it, writes need a ``write`` token and reads need a token unless
+``open_reads``. ``/health`` and ``/openapi.json`` never need one.
 """
 
 from __future__ import annotations

@@ -1,59 +1,22 @@
-"""The REST API's request and response models: the edge's checks, their JSON and their OpenAPI schemas.
+"""The REST API's models: their base, the edge's check of a request, and their OpenAPI schemas.
 
-Each model is declared once, with the camelCase names of the wire as aliases: the REST layer
-(:mod:`controller.api.rest`) validates request bodies with them (a mistake is a 400 naming the
-field), answers with them, and the OpenAPI document (:mod:`controller.api.openapi`) takes their
-JSON schemas (:func:`component_schemas`). Name rules come from :mod:`common.vocabulary`, the one
-definition the config and the domain use too. Pure: no I/O.
+Each request and response shape is declared once, as a :class:`WireModel` with the camelCase names
+of the wire as aliases: requests in :mod:`controller.api.request_models`, answers in
+:mod:`controller.api.response_models`. The REST layer (:mod:`controller.api.rest`) checks request
+bodies with them (:func:`parsed`: a mistake is a 400 naming the field), :mod:`controller.api.rest_json`
+builds every answer from them, and the OpenAPI document (:mod:`controller.api.openapi`) takes their
+JSON schemas (:func:`component_schemas`). Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any, TypeVar
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaValue, models_json_schema
 from pydantic_core import core_schema
-
-from ferry.common.vocabulary import (
-    CLUSTER_NAME,
-    CLUSTER_PATTERN,
-    MAX_PARTITIONS,
-    ROUTE_NAME,
-    ROUTE_PATTERN,
-    TOPIC_PATTERN,
-    ControllerState,
-    anchored,
-    topic_name_problem,
-)
-
-MAX_BULK_TOPICS = 1000
-
-
-def _topic(value: str) -> str:
-    problem = topic_name_problem(value)
-    if problem:
-        raise ValueError(problem)
-    return value
-
-
-def _named(rule: re.Pattern[str], what: str) -> AfterValidator:
-    def check(value: str) -> str:
-        if not rule.fullmatch(value):
-            raise ValueError(f"must be {what}, not {value[:80]!r}")
-        return value
-
-    return AfterValidator(check)
-
-
-TopicName = Annotated[str, AfterValidator(_topic), Field(json_schema_extra={"pattern": anchored(TOPIC_PATTERN)})]
-RouteName = Annotated[str, _named(ROUTE_NAME, "a route name like source.destination"),
-                      Field(json_schema_extra={"pattern": anchored(ROUTE_PATTERN)})]
-ClusterName = Annotated[str, _named(CLUSTER_NAME, "a cluster name (letters, digits, '_' and '-')"),
-                        Field(json_schema_extra={"pattern": anchored(CLUSTER_PATTERN)})]
-PartitionCount = Annotated[int, Field(ge=1, le=MAX_PARTITIONS)]
 
 
 class WireModel(BaseModel):
@@ -68,46 +31,20 @@ class WireModel(BaseModel):
         return out
 
 
-# -- requests -----------------------------------------------------------------------------------
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
+def absent_when_none(description: str | None = None) -> Any:
+    """A field left out of the JSON (and not required by its schema) when it is None."""
+    return Field(None, exclude_if=_is_none, description=description)
 
 
 class RequestModel(WireModel):
-    """A request body: unknown fields and loose types (``true`` for a count, ``"8"``) are refused."""
+    """A request body: unknown fields, the Python names of fields and loose types (``true`` for a count,
+    ``"8"``) are refused."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class TopicRequest(RequestModel):
-    """``POST /topics`` (mirror one topic) and ``PUT /topics`` (mirror more of its partitions)."""
-
-    topic: TopicName
-    num_partitions: PartitionCount | None = Field(
-        None, description="POST: how many partitions to mirror (default: all at the source); PUT: required")
-    route: RouteName | None = Field(None, description="only this route (default: every configured route)")
-
-
-class TopicEntry(RequestModel):
-    """One topic of a bulk ``POST /topics``."""
-
-    topic: TopicName
-    num_partitions: PartitionCount | None = None
-
-
-class TopicsRequest(RequestModel):
-    """Many topics in one write and one reconcile; all or nothing."""
-
-    topics: list[TopicEntry] = Field(min_length=1, max_length=MAX_BULK_TOPICS)
-    route: RouteName | None = Field(None, description="only this route (default: every configured route)")
-
-
-class TargetRequest(RequestModel):
-    """``POST /tree/{distributor}/target``: the leaf to switch to."""
-
-    target: ClusterName
-
-
-class SyncRequest(RequestModel):
-    """``POST /schemas/sync``: no fields; the body may be left out."""
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=False, validate_by_name=False)
 
 
 Request = TypeVar("Request", bound=RequestModel)
@@ -137,54 +74,6 @@ def problem_text(exc: ValidationError) -> str:
     return "; ".join(problems)[:300]
 
 
-# -- responses ----------------------------------------------------------------------------------
-
-
-class Error(WireModel):
-    """Every error answer; ``requestId`` is also in the ``X-Request-Id`` header."""
-
-    error: str
-    status: int
-    request_id: str
-
-
-class Health(WireModel):
-    """``GET /health``: this controller and who leads."""
-
-    status: str = Field(description="ok, or why not")
-    id: str
-    state: ControllerState
-    leader: bool
-    leader_id: str | None
-    leader_url: str | None
-
-
-class TopicSummary(WireModel):
-    topic: str
-    route: str
-    partitions: int
-
-
-class TopicList(WireModel):
-    """``GET /topics``, and a bulk ``POST /topics`` (the topics it created)."""
-
-    topics: list[TopicSummary]
-
-
-class Deleted(WireModel):
-    topic: str
-    deleted: bool = True
-
-
-class Rebalanced(WireModel):
-    rebalanced: bool = True
-    moved: int = Field(description="partitions that changed worker")
-
-
-REQUESTS: tuple[type[RequestModel], ...] = (TopicRequest, TopicsRequest, TargetRequest, SyncRequest)
-RESPONSES: tuple[type[WireModel], ...] = (Error, Health, TopicList, Deleted, Rebalanced)
-
-
 class _OpenApi30(GenerateJsonSchema):
     """JSON schemas as OpenAPI 3.0 spells them: ``nullable`` instead of a ``null`` type."""
 
@@ -195,10 +84,27 @@ class _OpenApi30(GenerateJsonSchema):
         return {**inner, "nullable": True}
 
 
-def component_schemas() -> dict[str, Any]:
-    """The models' schemas for ``components/schemas``, each under its class name, referring to each other there."""
-    pairs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(model, "validation") for model in REQUESTS]
-    pairs += [(model, "serialization") for model in RESPONSES]
+def component_schemas(requests: Iterable[type[BaseModel]], responses: Iterable[type[BaseModel]]) -> dict[str, Any]:
+    """The models' schemas for ``components/schemas``, each under its class name, referring to each other there:
+    ``requests`` as they are validated, ``responses`` as they are written."""
+    pairs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(model, "validation") for model in requests]
+    pairs += [(model, "serialization") for model in responses]
     _, document = models_json_schema(pairs, ref_template="#/components/schemas/{model}", schema_generator=_OpenApi30)
-    schemas: dict[str, Any] = document.get("$defs", {})
+    schemas: dict[str, Any] = _openapi30(document.get("$defs", {}))
     return schemas
+
+
+def _openapi30(schema: Any) -> Any:
+    """JSON Schema's numeric ``exclusiveMinimum``/``exclusiveMaximum`` and ``const`` as OpenAPI 3.0 spells them."""
+    if isinstance(schema, list):
+        return [_openapi30(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _openapi30(value) for key, value in schema.items()}
+    for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        value = out.get(exclusive)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[bound], out[exclusive] = value, True
+    if "const" in out:
+        out["enum"] = [out.pop("const")]
+    return out

@@ -1,10 +1,11 @@
 """The REST API's OpenAPI 3 document, served at ``GET /openapi.json`` by every controller.
 
-Built once per app (no I/O): the request, error, health and topic-list schemas are the models' own
-(:mod:`controller.api.models`); the other response shapes are written here beside :mod:`controller.api.rest_json`. The security requirements follow the
-controller's configuration: without ``controller.auth`` no operation needs a token; with it,
-writes need a ``write`` token and reads need a token unless ``open_reads``. ``/health`` and
-``/openapi.json`` never need one.
+Built once per app (no I/O). Every schema under ``components/schemas`` is a model's own
+(:mod:`controller.api.request_models`, :mod:`controller.api.response_models`), and so are the
+``GET /translate`` query's parameters; this module writes the paths, which refer to the models by
+name. The security requirements follow the controller's configuration: without ``controller.auth``
+no operation needs a token; with it, writes need a ``write`` token and reads need a token unless
+``open_reads``. ``/health`` and ``/openapi.json`` never need one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ferry.common.vocabulary import (
     anchored,
 )
 from ferry.controller.api.models import component_schemas
+from ferry.controller.api.request_models import REQUESTS, TranslateQuery
+from ferry.controller.api.response_models import RESPONSES
 
 _REQUEST_ID = {
     "description": "This request's id: the caller's own X-Request-Id when it is sane "
@@ -55,160 +58,27 @@ _AUTH_ERRORS = {
     "403": _error("The token may only read; this request writes"),
 }
 
-_NULLABLE_INT = {"type": "integer", "nullable": True}
-_NULLABLE_STR = {"type": "string", "nullable": True}
+_SCHEMAS: dict[str, Any] = component_schemas(REQUESTS, RESPONSES)
 
-_SCHEMAS: dict[str, Any] = {
-    "TopicView": {
-        "type": "object", "required": ["topic", "idealState", "externalView", "workers", "routes"],
-        "description": "With one route, partitions are keyed by their id; with several, by <route>/<id>.",
-        "properties": {
-            "topic": {"type": "string"},
-            "partitions": {"type": "integer", "description": "only when the topic is mirrored on one route"},
-            "idealState": {"type": "object", "additionalProperties": {"type": "string"},
-                           "description": "partition -> the worker it is assigned to"},
-            "externalView": {"type": "object", "additionalProperties": {"type": "object"},
-                             "description": "partition -> what its worker last reported (state, worker, ...)"},
-            "workers": {"type": "object", "additionalProperties": {"type": "array"}},
-            "routes": {"type": "object", "additionalProperties": {"type": "object"}},
-        },
-    },
-    "Instances": {
-        "type": "object", "required": ["instances", "departed"],
-        "properties": {
-            "instances": {"type": "array", "items": {
-                "type": "object", "required": ["id", "partitions", "online", "error", "leaving"],
-                "properties": {
-                    "id": {"type": "string"}, "host": {"type": "string"}, "pid": {"type": "integer"},
-                    "metricsUrl": _NULLABLE_STR, "partitions": {"type": "array", "items": {"type": "string"}},
-                    "online": {"type": "integer"}, "error": {"type": "integer"}, "generation": _NULLABLE_INT,
-                    "leaving": {"type": "boolean"},
-                },
-            }},
-            "departed": {"type": "array", "items": {
-                "type": "object", "required": ["id", "partitions"],
-                "properties": {"id": {"type": "string"}, "partitions": {"type": "array", "items": {"type": "string"}}},
-            }},
-        },
-    },
-    "Validation": {
-        "type": "object", "required": ["ok", "summary", "mismatches", "spark"],
-        "properties": {
-            "ok": {"type": "boolean"}, "summary": {"type": "object"},
-            "mismatches": {"type": "array", "items": {"type": "object"}},
-            "spark": {"type": "object", "nullable": True, "description": "the last `ferry validate --store`"},
-            "failover": {"type": "object", "additionalProperties": {"type": "string"},
-                         "description": "routes not ACTIVE -> their failover state (docs/runbook.md)"},
-            "notices": {"type": "array", "description": "ONLINE partitions whose worker reports something: records "
-                        "deleted at the source before they were copied, a destination topic created again",
-                        "items": {"type": "object", "properties": {
-                            "route": {"type": "string"}, "topic": {"type": "string"}, "partition": {"type": "integer"},
-                            "worker": _NULLABLE_STR, "reason": {"type": "string"}}}},
-        },
-    },
-    "SourceValidation": {
-        "type": "object", "required": ["ok", "topics", "mismatches", "spark"],
-        "properties": {
-            "ok": {"type": "boolean"}, "topics": {"type": "integer"},
-            "mismatches": {"type": "array", "items": {"type": "object"}},
-            "spark": {"type": "object", "nullable": True},
-        },
-    },
-    "Offsets": {
-        "type": "object", "required": ["offsets"],
-        "properties": {"offsets": {"type": "array", "items": {
-            "type": "object",
-            "required": ["partition", "route", "topic", "destinationTopic", "partitionId", "committed", "logEnd", "lag"],
-            "properties": {
-                "partition": {"type": "string"}, "route": {"type": "string"}, "topic": {"type": "string"},
-                "destinationTopic": {"type": "string",
-                                     "description": "the topic's name on the destination (renaming routes)"},
-                "partitionId": {"type": "integer"}, "committed": _NULLABLE_INT, "logEnd": {"type": "integer"},
-                "lag": {"type": "integer"},
-            },
-        }}},
-    },
-    "SchemaReport": {
-        "type": "object",
-        "required": ["primary", "targets", "checkedAt", "subjects", "inSync", "outOfSync", "conflicts", "copied"],
-        "properties": {
-            "primary": {"type": "string", "description": "the primary registry's cluster"},
-            "targets": {"type": "array", "items": {"type": "string"}},
-            "checkedAt": {"type": "number", "description": "when the pass ran (Unix time)"},
-            "subjects": {"type": "array", "items": {
-                "type": "object", "required": ["subject", "version", "id", "versions", "targets"],
-                "properties": {
-                    "subject": {"type": "string"}, "version": {"type": "integer", "description": "latest"},
-                    "id": {"type": "integer", "description": "schema ID of the latest version"},
-                    "versions": {"type": "object", "additionalProperties": {"type": "integer"},
-                                 "description": "version -> schema ID"},
-                    "states": {"type": "object", "additionalProperties": {"type": "string"},
-                               "description": "version -> state on the primary (DISABLED: soft-deleted)"},
-                    "targets": {"type": "object", "additionalProperties": {
-                        "type": "object", "required": ["subject", "state", "syncedVersions", "missingVersions", "conflict"],
-                        "properties": {
-                            "subject": {"type": "string", "description": "the translated subject on that target"},
-                            "state": {"type": "string", "enum": ["in_sync", "pending", "conflict"]},
-                            "syncedVersions": {"type": "array", "items": {"type": "integer"}},
-                            "missingVersions": {"type": "array", "items": {"type": "integer"}},
-                            "conflict": _NULLABLE_STR,
-                        }}},
-                }}},
-            "inSync": {"type": "boolean"},
-            "outOfSync": {"type": "object", "additionalProperties": {"type": "integer"},
-                          "description": "target -> subjects not in sync"},
-            "conflicts": {"type": "array", "items": {"type": "object"}},
-            "copied": {"type": "array", "items": {"type": "object"}},
-            "stateChanged": {"type": "array", "items": {"type": "object"},
-                             "description": "copies whose state now follows the primary's (soft delete: DISABLED)"},
-            "unreachable": {"type": "object", "additionalProperties": {"type": "string"},
-                            "description": "targets this pass could not reach -> why (left out of it)"},
-            "lastError": {**_NULLABLE_STR, "description": "GET only: why the passes since this report failed"},
-        },
-    },
-    "Translation": {
-        "type": "object",
-        "required": ["route", "topic", "destinationTopic", "partition", "direction", "offset", "translatedOffset",
-                     "exact", "method"],
-        "properties": {
-            "route": {"type": "string"}, "topic": {"type": "string", "description": "the topic at the source"},
-            "destinationTopic": {"type": "string"}, "partition": {"type": "integer"},
-            "direction": {"type": "string", "enum": ["forward", "reverse"],
-                          "description": "forward: a source position to the destination; reverse: back"},
-            "offset": {"type": "integer", "description": "the position asked about (the next offset to read)"},
-            "translatedOffset": {**_NULLABLE_INT, "description": "the position on the other cluster; null: pending"},
-            "exact": {"type": "boolean", "description": "true only when the offset map gave the answer"},
-            "method": {"type": "string", "enum": ["exact", "timestamp", "pending"]},
-        },
-    },
-    "Groups": {
-        "type": "object", "required": ["groups"],
-        "properties": {"groups": {"type": "array", "items": {
-            "type": "object", "required": ["group", "checkpointAgeS", "partitions"],
-            "properties": {
-                "group": {"type": "string"},
-                "checkpointAgeS": {"type": "object", "additionalProperties": {"type": "number"},
-                                   "description": "route -> seconds since its last checkpoint"},
-                "partitions": {"type": "array", "items": {
-                    "type": "object",
-                    "required": ["route", "group", "topic", "partition", "sourceOffset", "sourceLogEnd", "lag",
-                                 "destinationTopic", "destinationOffset", "method"],
-                    "properties": {
-                        "route": {"type": "string"}, "group": {"type": "string"}, "topic": {"type": "string"},
-                        "partition": {"type": "integer"}, "sourceOffset": {"type": "integer"},
-                        "sourceLogEnd": _NULLABLE_INT, "lag": _NULLABLE_INT, "destinationTopic": {"type": "string"},
-                        "destinationOffset": _NULLABLE_INT,
-                        "method": {"type": "string", "enum": ["exact", "timestamp", "mirrormaker2", "pending"]},
-                    },
-                }},
-            },
-        }}},
-    },
-    "NoProgress": {
-        "type": "object", "required": ["noprogress", "thresholdS"],
-        "properties": {"noprogress": {"type": "array", "items": {"type": "object"}}, "thresholdS": {"type": "number"}},
-    },
-}
+
+def _query_parameters(model: type[TranslateQuery]) -> list[dict[str, Any]]:
+    """A query model's fields as OpenAPI query parameters (their schemas are the model's)."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    required = set(schema.get("required", ()))
+    parameters = []
+    for name, field in schema["properties"].items():
+        field = {key: value for key, value in field.items() if key not in ("title", "description")}
+        if field.get("default", ...) is None:
+            del field["default"]
+        if "anyOf" in field:  # optional: the non-null choice
+            field = {**next(choice for choice in field.pop("anyOf") if choice.get("type") != "null"), **field}
+        parameter = {"name": name, "in": "query", "required": name in required, "schema": field}
+        description = schema["properties"][name].get("description")
+        if description:
+            parameter["description"] = description
+        parameters.append(parameter)
+    return parameters
+
 
 _TOPIC_PARAM = {"name": "topic", "in": "path", "required": True,
                 "schema": {"type": "string", "pattern": anchored(TOPIC_PATTERN)}}
@@ -275,23 +145,12 @@ _PATHS: dict[str, Any] = {
     "/translate": {"get": _op(
         "One consumer position translated with the route's offset map (or by timestamp, marked so), "
         "source -> destination or, with direction=reverse, back",
-        _json("ok", _ref("Translation")), parameters=[
-            {"name": "route", "in": "query", "required": False, "schema": {"type": "string", "pattern": ROUTE_PATTERN},
-             "description": "the route, <source>.<destination> (optional with one route)"},
-            {"name": "topic", "in": "query", "required": True, "schema": {"type": "string", "pattern": TOPIC_PATTERN},
-             "description": "the topic's name at the source"},
-            {"name": "partition", "in": "query", "required": True,
-             "schema": {"type": "integer", "minimum": 0, "maximum": MAX_PARTITIONS - 1}},
-            {"name": "offset", "in": "query", "required": True,
-             "schema": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}},
-            {"name": "direction", "in": "query", "required": False,
-             "schema": {"type": "string", "enum": ["forward", "reverse"], "default": "forward"}},
-        ])},
+        _json("ok", _ref("Translation")), parameters=_query_parameters(TranslateQuery))},
     "/noprogress": {"get": _op("Lagging partitions whose offset has not moved (asks the leader)",
                                _json("ok", _ref("NoProgress")))},
     "/schemas": {"get": _op("Schema distribution: per primary subject, its latest version and ID and each "
                             "target's state (asks the leader; 404 when `schemas` is not configured)",
-                            _json("the last pass's report", _ref("SchemaReport")), extra=_REGISTRY_ERRORS)},
+                            _json("the last pass's report", _ref("SchemaStatus")), extra=_REGISTRY_ERRORS)},
     "/schemas/sync": {"post": _op("Run a schema distribution pass now (the leader); its report",
                                   _json("the pass's report", _ref("SchemaReport")), write=True,
                                   body="SyncRequest", body_required=False, extra=_REGISTRY_ERRORS)},
@@ -303,51 +162,23 @@ _PATHS["/tree"] = {"get": _op(
     parameters=[{"name": "format", "in": "query", "required": False, "schema": {"type": "string", "enum": ["json", "text"]}}])}
 _PATHS["/tree/{distributor}/target"] = {"post": _op(
     "Switch a distributor to another leaf of its subtree; a standby forwards it to the leader",
-    _json("the switched targets", {"type": "object", "additionalProperties": {"type": "string"}}), write=True,
+    _json("the switched targets", _ref("TargetSwitched")), write=True,
     body="TargetRequest",
     parameters=[{"name": "distributor", "in": "path", "required": True,
                  "schema": {"type": "string", "pattern": anchored(DISTRIBUTOR_PATTERN)}}])}
 _PATHS["/heartbeats"] = {"get": _op(
     "Heartbeat latency and time since the last heartbeat, per route and end to end (asks the leader)",
     _json("ok", _ref("Heartbeats")))}
-_SCHEMAS["Heartbeats"] = {
-    "type": "object", "required": ["endToEnd", "routes"],
-    "properties": {"endToEnd": {"type": "array", "items": {"type": "object"}},
-                   "routes": {"type": "object", "additionalProperties": {"type": "object"}}},
-}
-_SCHEMAS["TreeView"] = {
-    "type": "object", "required": ["layout", "distributors", "table"],
-    "properties": {"layout": {"type": "string"}, "table": {"type": "string"},
-                   "distributors": {"type": "array", "items": {"type": "object"}}},
-}
-_SCHEMAS.update(component_schemas())  # the models' own: requests, errors, health, topic lists
 
 _WORKER_PARAM = {"name": "worker", "in": "path", "required": True,
                  "schema": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"}}
-_RATE = {"type": "number", "exclusiveMinimum": True, "minimum": 0, "maximum": 1e15, "nullable": True}
-_SCHEMAS["PauseRequest"] = {
-    "type": "object", "additionalProperties": False,
-    "properties": {"partitions": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0,
-                                                                            "maximum": MAX_PARTITIONS - 1}},
-                   "route": {"type": "string", "pattern": ROUTE_PATTERN}},
-    "description": "no partitions: the whole topic",
-}
-_SCHEMAS["WorkerControl"] = {
-    "type": "object", "required": ["worker", "cordon", "partitions"],
-    "properties": {"worker": {"type": "string"}, "cordon": {**_NULLABLE_STR, "enum": ["cordon", "drain", None]},
-                   "partitions": {"type": "integer", "description": "partitions the ideal states still give it"}},
-}
-_SCHEMAS["Autobalancing"] = {"type": "object", "required": ["enabled"], "additionalProperties": False,
-                             "properties": {"enabled": {"type": "boolean"}}}
-_SCHEMAS["Throttle"] = {"type": "object", "additionalProperties": False,
-                        "properties": {"max_bytes_per_s": _RATE, "max_records_per_s": _RATE}}
 _PATHS["/topics/{topic}/pause"] = {"post": _op(
     "Pause a topic, or some of its partitions: they keep their worker, which commits what was acknowledged and stops "
-    "consuming them", _json("the topic's paused partitions per route", {"type": "object"}), write=True,
+    "consuming them", _json("the topic's paused partitions per route", _ref("PausedPartitions")), write=True,
     parameters=[_TOPIC_PARAM, _ROUTE_QUERY], body="PauseRequest", body_required=False)}
 _PATHS["/topics/{topic}/resume"] = {"post": _op(
     "Resume a paused topic or some of its partitions; copying continues where it stopped",
-    _json("the topic's paused partitions per route", {"type": "object"}), write=True,
+    _json("the topic's paused partitions per route", _ref("PausedPartitions")), write=True,
     parameters=[_TOPIC_PARAM, _ROUTE_QUERY], body="PauseRequest", body_required=False)}
 _PATHS["/workers/{worker}"] = {"get": _op("A worker's cordon and how many partitions it holds",
                                           _json("ok", _ref("WorkerControl")), parameters=[_WORKER_PARAM])}
@@ -358,7 +189,7 @@ for _action, _summary in (("cordon", "Cordon a worker: it receives nothing new a
     _PATHS[f"/workers/{{worker}}/{_action}"] = {"post": _op(_summary, _json("ok", _ref("WorkerControl")), write=True,
                                                             parameters=[_WORKER_PARAM])}
 _PATHS["/controls"] = {"get": _op("Paused partitions, cordoned workers, autobalancing and every route's throttle",
-                                  _json("ok", {"type": "object"}))}
+                                  _json("ok", _ref("Controls")))}
 _PATHS["/autobalancing"] = {
     "get": _op("Whether workers joining trigger a rebalance", _json("ok", _ref("Autobalancing"))),
     "put": _op("Turn the rebalance after workers join on or off", _json("ok", _ref("Autobalancing")), write=True,
@@ -366,7 +197,7 @@ _PATHS["/autobalancing"] = {
 }
 _PATHS["/routes/{route}/throttle"] = {"put": _op(
     "Set a route's throttle across the fleet at run time (null: no limit; both null: back to the config's)",
-    _json("ok", {"type": "object"}), write=True, body="Throttle",
+    _json("the route's throttle", _ref("ThrottleAnswer")), write=True, body="Throttle",
     parameters=[{"name": "route", "in": "path", "required": True, "schema": {"type": "string", "pattern": ROUTE_PATTERN}}])}
 
 _OPEN_PATHS = ("/health", "/openapi.json")
@@ -382,20 +213,6 @@ _PATHS["/routes/{route}/failover"] = {"post": _op(
     "a retry goes on from the phase reached",
     _json("the route's state and report", _ref("RouteState")), write=True, body="FailoverRequest", body_required=False,
     parameters=[_ROUTE_PARAM], extra={"409": _error("The route is already failed over (or failing back)")})}
-_SCHEMAS["RouteState"] = {
-    "type": "object", "required": ["route", "state"],
-    "properties": {"route": {"type": "string"}, "state": {"type": "string", "enum": [
-        "ACTIVE", "REQUESTED", "DRAINING", "SYNCING", "FAILED_OVER", "FAILING_BACK"]},
-        "report": {"type": "object"}},
-}
-_SCHEMAS["Routes"] = {"type": "object", "required": ["routes"],
-                      "properties": {"routes": {"type": "array", "items": _ref("RouteState")}}}
-_SCHEMAS["FailoverRequest"] = {
-    "type": "object", "additionalProperties": False,
-    "properties": {"planned": {"type": "boolean"}, "groups": {"type": "string"}, "topics": {"type": "string"},
-                   "quietS": {"type": "number", "minimum": 0, "maximum": 3600},
-                   "timeoutS": {"type": "number", "minimum": 0, "maximum": 3600}},
-}
 
 
 def openapi_document(auth_enabled: bool, open_reads: bool) -> dict[str, Any]:

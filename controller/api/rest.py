@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,13 +25,14 @@ from werkzeug.exceptions import HTTPException
 
 from ferry.common.model import PartitionKey
 from ferry.common.vocabulary import DISTRIBUTOR_NAME, GROUP_NAME, MAX_PARTITIONS, ROUTE_NAME, topic_name_problem
-from ferry.controller.api import models, rest_json
+from ferry.controller.api import models, request_models, rest_json
 from ferry.controller.api.auth import TokenChecker
 from ferry.controller.api.edge import FORWARDED_HEADER as FORWARDED_HEADER
 from ferry.controller.api.edge import REQUEST_ID_HEADER as REQUEST_ID_HEADER
 from ferry.controller.api.edge import _after, _before, _controller, _forward_if_standby, _request_id
 from ferry.controller.api.openapi import openapi_document
 from ferry.controller.api.ports import ControllerApi
+from ferry.controller.api.response_models import Error
 from ferry.controller.errors import BadRequest, ControllerError, Unauthorized
 from ferry.controller.topics.progress import OffsetSample
 
@@ -64,10 +64,16 @@ def _route_arg() -> str | None:
     return _route(request.args.get("route"), "the query's")
 
 
-def _checked(model: type[models.Request], example: str) -> models.Request:
-    """The request's JSON body checked by ``model`` (:mod:`controller.api.models`)."""
+def _checked(model: type[models.Request], example: str, optional: bool = False) -> models.Request:
+    """The request's JSON body checked by ``model`` (:mod:`controller.api.request_models`); ``optional``: no body
+    at all is an empty object."""
+    body = {} if optional and not request.get_data() else request.get_json(silent=True)
+    return _valid(model, body, example)
+
+
+def _valid(model: type[models.Request], values: Any, example: str) -> models.Request:
     try:
-        return models.parsed(model, request.get_json(silent=True), example)
+        return models.parsed(model, values, example)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
 
@@ -137,10 +143,10 @@ def get_topic(topic: str) -> Any:
 def _add_request() -> dict[str, Any]:
     body = request.get_json(silent=True)
     if isinstance(body, dict) and "topics" in body:  # bulk: one write and one reconcile for them all
-        many = _checked(models.TopicsRequest, '{"topics": [' + _TOPIC_EXAMPLE + "]}")
+        many = _checked(request_models.TopicsRequest, '{"topics": [' + _TOPIC_EXAMPLE + "]}")
         topics = [{"topic": entry.topic, "numPartitions": entry.num_partitions} for entry in many.topics]
         return {"topics": topics, "topic": None, "count": None, "route": many.route or _route_arg()}
-    one = _checked(models.TopicRequest, _TOPIC_EXAMPLE)
+    one = _checked(request_models.TopicRequest, _TOPIC_EXAMPLE)
     return {"topics": None, "topic": one.topic, "count": one.num_partitions, "route": one.route or _route_arg()}
 
 
@@ -154,7 +160,7 @@ def add_topic(topics: list[dict[str, Any]] | None, topic: str | None, count: int
 
 
 def _expand_request() -> dict[str, Any]:
-    one = _checked(models.TopicRequest, _TOPIC_EXAMPLE)
+    one = _checked(request_models.TopicRequest, _TOPIC_EXAMPLE)
     if one.num_partitions is None:
         raise BadRequest("numPartitions is required")
     return {"topic": one.topic, "count": one.num_partitions, "route": one.route or _route_arg()}
@@ -197,13 +203,13 @@ def tree_view() -> Any:
 def _switch_request(distributor: str) -> dict[str, Any]:
     if not DISTRIBUTOR_NAME.fullmatch(distributor):
         raise BadRequest(f"a distributor is named <cluster>.L<level>, not {distributor[:80]!r}")
-    return {"distributor": distributor, "target": _checked(models.TargetRequest, '{"target": "<cluster>"}').target}
+    return {"distributor": distributor, "target": _checked(request_models.TargetRequest, '{"target": "<cluster>"}').target}
 
 
 @instances_api.post("/tree/<distributor>/target")
 @leader_only(_switch_request)
 def switch_target(distributor: str, target: str) -> Any:
-    return jsonify(_controller().tree.switch_target(distributor, target, "operator's request"))
+    return jsonify(rest_json.target_switched_json(_controller().tree.switch_target(distributor, target, "operator's request")))
 
 
 @instances_api.get("/validation")
@@ -257,31 +263,12 @@ def groups() -> Any:
     return jsonify(rest_json.groups_json(_controller().jobs.groups()))
 
 
-_TRANSLATE_ARGS = {"route", "topic", "partition", "offset", "direction"}
-
-
-def _whole_number(name: str, maximum: int) -> int:
-    text = request.args.get(name)
-    if text is None:
-        raise BadRequest(f"GET /translate needs the query argument {name}")
-    if not re.fullmatch(r"[0-9]{1,19}", text) or int(text) > maximum:
-        raise BadRequest(f"{name} must be a whole number from 0 to {maximum}, not {text!r}"[:300])
-    return int(text)
-
-
 @offsets_api.get("/translate")
 def translate() -> Any:
     """Any controller answers: it reads the offset map on the destination, nothing of ZooKeeper."""
-    unknown = sorted(set(request.args) - _TRANSLATE_ARGS)
-    if unknown:
-        raise BadRequest(f"GET /translate takes {', '.join(sorted(_TRANSLATE_ARGS))}, not {unknown}"[:300])
-    direction = request.args.get("direction", "forward")
-    if direction not in ("forward", "reverse"):
-        raise BadRequest(f"direction must be forward or reverse, not {direction!r}"[:300])
-    topic = _topic(request.args.get("topic"))
-    partition = _whole_number("partition", MAX_PARTITIONS - 1)
-    offset = _whole_number("offset", 2**63 - 1)
-    result = _controller().jobs.translate_offset(_route_arg(), topic, partition, offset, direction == "reverse")
+    query = _valid(request_models.TranslateQuery, request.args.to_dict(), "?topic=orders&partition=0&offset=42")
+    result = _controller().jobs.translate_offset(query.route, query.topic, query.partition, query.offset,
+                                                 query.direction == "reverse")
     return jsonify(rest_json.offset_translation_json(result))
 
 
@@ -306,7 +293,7 @@ def _no_arguments(what: str) -> dict[str, Any]:
 def _sync_request() -> dict[str, Any]:
     _no_arguments("POST /schemas/sync")
     if request.get_data():
-        _checked(models.SyncRequest, "{} (or no body at all)")
+        _checked(request_models.SyncRequest, "{} (or no body at all)")
     return {}
 
 
@@ -323,7 +310,7 @@ def schema_sync() -> Any:
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> tuple[Response, int]:
-    response = jsonify(models.Error(error=message, status=status, request_id=_request_id()).to_json())
+    response = jsonify(Error(error=message, status=status, request_id=_request_id()).to_json())
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response, status

@@ -1,11 +1,14 @@
-"""Every JSON shape the controller answers with: REST (:mod:`controller.api.rest`) and ``ferry groups --json``.
+"""Every answer the controller gives, built from its model: REST (:mod:`controller.api.rest`) and ``ferry groups --json``.
 
 Pure functions from the parts' typed answers (:mod:`controller.topics.reads`, :mod:`controller.topics.admin`,
 :mod:`controller.jobs.scheduler`, :mod:`controller.tree.control`, :mod:`controller.groups.checkpoints`, and model
-types) to JSON-ready dicts: the camelCase keys and their order live here only. No Flask, no I/O,
-so a CLI can shape the same way; the parts never import this module (``.importlinter``).
-The OpenAPI document (:mod:`controller.api.openapi`) describes these shapes; those with a model in
-:mod:`controller.api.models` are built from it, so their schema is the model's.
+types) to JSON-ready dicts. Each shape is a model of :mod:`controller.api.response_models`, built with its
+snake_case fields and written with ``to_json()``: the camelCase keys, their order and the OpenAPI schemas live
+there only. Three shapes with a row per topic or partition are the exception, for speed (160,000 partitions
+take 0.3 s so, four times longer through the models): ``GET /topics``, ``GET /offset`` and a topic's view
+are built as plain dicts with the same keys, and ``tests/unit/test_rest_json.py`` checks that each equals
+what its model writes for the same data.
+No Flask, no I/O, so a CLI can shape the same way; the parts never import this module (``.importlinter``).
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ferry.common.core import tree
+from ferry.common.core.diff import Mismatch
 from ferry.common.core.heartbeat import HeartbeatView, Latency
 from ferry.common.model import IdealState, PartitionKey
-from ferry.controller.api import models
+from ferry.controller.api import response_models as answers
+from ferry.controller.api.request_models import Autobalancing
 from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
 from ferry.controller.groups.translate import OffsetTranslation
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
@@ -31,15 +36,14 @@ Json = dict[str, Any]
 
 
 def health_json(health: Health) -> Json:
-    return models.Health(status="ok" if health.zookeeper_connected else "zookeeper unreachable",
-                         id=health.controller_id, state=health.state, leader=health.leading,
-                         leader_id=health.leader_id, leader_url=health.leader_url).to_json()
+    return answers.Health(status="ok" if health.zookeeper_connected else "zookeeper unreachable",
+                          id=health.controller_id, state=health.state, leader=health.leading,
+                          leader_id=health.leader_id, leader_url=health.leader_url).to_json()
 
 
 def topics_json(states: Iterable[IdealState]) -> Json:
     """``GET /topics`` and a bulk ``POST /topics``: route, topic and partition count of each."""
-    # models.TopicList's shape, built as plain dicts: 160,000 topics take 0.06 s so, 0.5 s through the
-    # model (tests/unit/test_rest_json.py checks the two agree).
+    # answers.TopicList's shape, built as plain dicts (a bulk listing; see the module docstring).
     return {"topics": [{"topic": s.topic, "route": s.route, "partitions": s.partitions} for s in states]}
 
 
@@ -60,6 +64,7 @@ def _route_topic_json(one: RouteTopic) -> Json:
 def topic_json(view: TopicView) -> Json:
     """One topic: with one route, that route's view at the top level; with several, flat maps keyed
     ``<route>/<partition>``; every route's own view under ``routes`` either way."""
+    # answers.TopicView's shape, built as plain dicts (one row per partition; see the module docstring).
     per_route = {name: _route_topic_json(one) for name, one in view.routes.items()}
     if len(per_route) == 1:
         flat = dict(next(iter(per_route.values())))
@@ -79,38 +84,40 @@ def topic_json(view: TopicView) -> Json:
 
 
 def instances_json(instances: Instances) -> Json:
-    return {
-        "instances": [
-            {"id": i.worker_id, "host": i.info.host, "pid": i.info.pid, "metricsUrl": i.info.metrics_url,
-             "partitions": i.partitions, "online": i.online, "error": i.error, "generation": i.generation,
-             "leaving": i.leaving}
-            for i in instances.live
-        ],
-        "departed": [{"id": w, "partitions": parts} for w, parts in instances.departed.items()],
-    }
+    return answers.Instances(
+        instances=[answers.Instance(id=i.worker_id, host=i.info.host, pid=i.info.pid, metrics_url=i.info.metrics_url,
+                                    partitions=i.partitions, online=i.online, error=i.error, generation=i.generation,
+                                    leaving=i.leaving)
+                   for i in instances.live],
+        departed=[answers.Departed(id=w, partitions=parts) for w, parts in instances.departed.items()],
+    ).to_json()
+
+
+def mismatch(m: Mismatch) -> answers.Mismatch:
+    """A mismatch as ``/validation`` shows it (the same keys as ``ferry zk``'s, :meth:`common.core.diff.Mismatch.to_json`)."""
+    return answers.Mismatch(partition=str(m.partition), problem=m.problem, ideal_worker=m.ideal_worker,
+                            reported_worker=m.reported_worker, reason=m.reason)
 
 
 def validation_json(validation: Validation) -> Json:
-    return {
-        "ok": validation.ok,
-        "summary": validation.summary,
-        "mismatches": [m.to_json() for m in validation.mismatches],  # shared with `ferry zk` (common.core.diff)
-        "spark": validation.spark,  # the last `ferry validate --store`, as stored, with checkedAt
-        "failover": validation.failover,  # routes not ACTIVE -> their failover state
-        "notices": validation.notices,
-    }
+    return answers.Validation(
+        ok=validation.ok, summary=validation.summary, mismatches=[mismatch(m) for m in validation.mismatches],
+        spark=validation.spark,  # the last `ferry validate --store`, as stored, with checkedAt
+        failover=validation.failover,  # routes not ACTIVE -> their failover state
+        notices=[answers.Notice(**notice) for notice in validation.notices],
+    ).to_json()
 
 
 def source_validation_json(validation: SourceValidation) -> Json:
     spark = validation.spark
-    return {
-        "ok": validation.ok,
-        "topics": validation.topics,
-        "mismatches": [{"route": m.route, "topic": m.topic, "idealPartitions": m.ideal_partitions,
-                        "sourcePartitions": m.source_partitions, "problem": m.problem}
-                       for m in validation.mismatches],
-        "spark": None if spark is None else {"checkedAt": spark.get("checkedAt"), "srcKafka": spark.get("srcKafka")},
-    }
+    return answers.SourceValidation(
+        ok=validation.ok, topics=validation.topics,
+        mismatches=[answers.SourceMismatch(route=m.route, topic=m.topic, ideal_partitions=m.ideal_partitions,
+                                           source_partitions=m.source_partitions, problem=m.problem)
+                    for m in validation.mismatches],
+        spark=None if spark is None else answers.SparkCheck(checked_at=spark.get("checkedAt"),
+                                                            src_kafka=spark.get("srcKafka")),
+    ).to_json()
 
 
 # -- offsets ------------------------------------------------------------------------------------
@@ -119,128 +126,185 @@ DestinationTopic = Callable[[str, str], str]
 """(route, topic) -> the topic's name on the route's destination (:meth:`controller.topics.reads.ReadSide.destination_topic`)."""
 
 
-def offset_json(key: PartitionKey, sample: OffsetSample, destination_topic: DestinationTopic) -> Json:
+def offset_row(key: PartitionKey, sample: OffsetSample, destination_topic: DestinationTopic) -> answers.OffsetRow:
     """One partition's offsets; ``destinationTopic`` is the topic's name on the route's destination
     (the same name unless the route renames topics)."""
-    return {"partition": str(key), "route": key.route, "topic": key.topic,
-            "destinationTopic": destination_topic(key.route, key.topic),
-            "partitionId": key.partition, "committed": sample.committed, "logEnd": sample.end, "lag": sample.lag}
+    return answers.OffsetRow(partition=str(key), route=key.route, topic=key.topic,
+                             destination_topic=destination_topic(key.route, key.topic), partition_id=key.partition,
+                             committed=sample.committed, log_end=sample.end, lag=sample.lag)
 
 
 def offsets_json(samples: Mapping[PartitionKey, OffsetSample], destination_topic: DestinationTopic) -> Json:
-    return {"offsets": [offset_json(key, sample, destination_topic) for key, sample in sorted(samples.items())]}
+    """``GET /offset``: answers.Offsets' shape, built as plain dicts (a bulk listing; see the module docstring)."""
+    rows = []
+    for key, sample in sorted(samples.items()):
+        rows.append({"partition": str(key), "route": key.route, "topic": key.topic,
+                     "destinationTopic": destination_topic(key.route, key.topic), "partitionId": key.partition,
+                     "committed": sample.committed, "logEnd": sample.end, "lag": sample.lag})
+    return {"offsets": rows}
 
 
 def noprogress_json(report: NoProgress, destination_topic: DestinationTopic) -> Json:
-    rows = [{**offset_json(key, report.latest[key], destination_topic), "stalledForS": round(since, 1)}
+    rows = [answers.NoProgressRow(**dict(offset_row(key, report.latest[key], destination_topic)),
+                                  stalled_for_s=round(since, 1))
             for key, since in sorted(report.stalled.items())]
-    return {"noprogress": rows, "thresholdS": report.threshold_s}
+    return answers.NoProgress(noprogress=rows, threshold_s=report.threshold_s).to_json()
 
 
 # -- topic commands -------------------------------------------------------------------------------
 
 
 def deleted_json(deleted: TopicDeleted) -> Json:
-    return models.Deleted(topic=deleted.topic).to_json()
+    return answers.Deleted(topic=deleted.topic).to_json()
 
 
 def rebalanced_json(rebalanced: Rebalanced) -> Json:
-    return models.Rebalanced(moved=rebalanced.moved).to_json()
+    return answers.Rebalanced(moved=rebalanced.moved).to_json()
 
 
 # -- the distribution tree ------------------------------------------------------------------------
 
 
 def tree_json(view: TreeView) -> Json:
-    rows = [{"name": r.distributor.name, "cluster": r.distributor.cluster, "level": r.distributor.level,
-             "mask": tree.format_flags(r.distributor.mask), "bit": tree.format_flags(r.distributor.bit),
-             "subtree": list(r.distributor.subtree), "subtreeLayout": r.distributor.subtree_layout,
-             "target": r.target, "switched": r.switched, "state": r.state} for r in view.distributors]
-    return {"layout": view.layout, "switchAfterS": view.switch_after_s, "distributors": rows,
-            "unreachable": view.unreachable, "table": view.table}
+    rows = [answers.Distributor(name=r.distributor.name, cluster=r.distributor.cluster, level=r.distributor.level,
+                                mask=tree.format_flags(r.distributor.mask), bit=tree.format_flags(r.distributor.bit),
+                                subtree=list(r.distributor.subtree), subtree_layout=r.distributor.subtree_layout,
+                                target=r.target, switched=r.switched, state=r.state) for r in view.distributors]
+    return answers.TreeView(layout=view.layout, switch_after_s=view.switch_after_s, distributors=rows,
+                            unreachable=view.unreachable, table=view.table).to_json()
+
+
+def target_switched_json(targets: Mapping[str, str]) -> dict[str, str]:
+    """``POST /tree/{distributor}/target``: every switched distributor -> its leaf."""
+    return answers.TargetSwitched(dict(targets)).to_json()
 
 
 # -- heartbeats -----------------------------------------------------------------------------------
 
 
-def _figures(latency: Latency | None) -> dict[str, float | None]:
+def _figures(latency: Latency | None) -> answers.Figures:
     if latency is None:
-        return {"latencyS": None, "sinceLastS": None}
-    return {"latencyS": round(latency.latency_s, 3), "sinceLastS": round(latency.since_last_s, 3)}
+        return answers.Figures(latency_s=None, since_last_s=None)
+    return answers.Figures(latency_s=round(latency.latency_s, 3), since_last_s=round(latency.since_last_s, 3))
 
 
 def heartbeats_json(view: HeartbeatView) -> Json:
-    return {
-        "endToEnd": [{"origin": a.origin, "cluster": a.cluster, "hops": a.hops, **_figures(a)} for a in view.end_to_end],
-        "routes": {name: _figures(latency) for name, latency in view.routes.items()},
-    }
+    return answers.Heartbeats(
+        end_to_end=[answers.EndToEnd(origin=a.origin, cluster=a.cluster, hops=a.hops, latency_s=round(a.latency_s, 3),
+                                     since_last_s=round(a.since_last_s, 3)) for a in view.end_to_end],
+        routes={name: _figures(latency) for name, latency in view.routes.items()},
+    ).to_json()
 
 
 # -- consumer-group checkpoints (REST /groups and `ferry groups --json`) -------------------------
 
 
+def _group_partition(t: Translation) -> answers.GroupPartition:
+    return answers.GroupPartition(route=t.route, group=t.group, topic=t.topic, partition=t.partition,
+                                  source_offset=t.source_offset, source_log_end=t.source_end, lag=t.lag,
+                                  destination_topic=t.destination_topic, destination_offset=t.destination_offset,
+                                  method=t.method)
+
+
 def translation_json(t: Translation) -> Json:
-    return {"route": t.route, "group": t.group, "topic": t.topic, "partition": t.partition,
-            "sourceOffset": t.source_offset, "sourceLogEnd": t.source_end, "lag": t.lag,
-            "destinationTopic": t.destination_topic, "destinationOffset": t.destination_offset,
-            "method": t.method}
+    return _group_partition(t).to_json()
 
 
 def offset_translation_json(t: OffsetTranslation) -> Json:
     """``GET /translate`` and ``ferry offsets translate --json``."""
-    return {"route": t.route, "topic": t.topic, "destinationTopic": t.destination_topic, "partition": t.partition,
-            "direction": t.direction, "offset": t.offset, "translatedOffset": t.translated,
-            "exact": t.exact, "method": t.method}
+    return answers.Translation(route=t.route, topic=t.topic, destination_topic=t.destination_topic,
+                               partition=t.partition, direction=t.direction,
+                               offset=t.offset, translated_offset=t.translated, exact=t.exact,
+                               method=t.method).to_json()
 
 
 def groups_json(checkpoints: GroupCheckpoints) -> Json:
     ages = checkpoints.ages
-    return {"groups": [
-        {"group": group, "checkpointAgeS": {route: round(age, 3) for (route, g), age in sorted(ages.items()) if g == group},
-         "partitions": [translation_json(t) for t in translations]}
+    return answers.Groups(groups=[
+        answers.GroupRow(group=group,
+                         checkpoint_age_s={route: round(age, 3) for (route, g), age in sorted(ages.items()) if g == group},
+                         partitions=[_group_partition(t) for t in translations])
         for group, translations in checkpoints.by_group.items()
-    ]}
+    ]).to_json()
 
 
 def sync_json(result: SyncResult) -> Json:
-    out: Json = {"group": result.group, "synced": result.synced}
-    if result.skipped is not None:
-        out["skipped"] = result.skipped
-    return out
+    return answers.GroupSynced(group=result.group, synced=result.synced, skipped=result.skipped).to_json()
 
 
 # -- schema distribution (GET /schemas, POST /schemas/sync) ---------------------------------------
 
 
-def schema_report_json(report: SchemaReport) -> Json:
-    """One distribution pass, as ``POST /schemas/sync`` answers it."""
+def _schema_report(report: SchemaReport) -> dict[str, Any]:
+    """The report's fields, as keyword arguments of :class:`answers.SchemaReport` (and its GET form)."""
     subjects = [
-        {"subject": s.subject, "version": s.latest.version, "id": s.latest.schema_id,
-         "versions": {str(v.version): v.schema_id for v in s.versions},
-         "states": {str(version): state for version, state in s.states.items()},
-         "targets": {target: {"subject": status.target_subject, "state": status.state.value,
-                              "syncedVersions": list(status.synced_versions),
-                              "missingVersions": list(status.missing_versions), "conflict": status.conflict}
-                     for target, status in s.targets.items()}}
+        answers.SchemaSubject(
+            subject=s.subject, version=s.latest.version, id=s.latest.schema_id,
+            versions={str(v.version): v.schema_id for v in s.versions},
+            states={str(version): state for version, state in s.states.items()},
+            targets={target: answers.SchemaTargetStatus(
+                subject=status.target_subject, state=status.state.value, synced_versions=list(status.synced_versions),
+                missing_versions=list(status.missing_versions), conflict=status.conflict)
+                for target, status in s.targets.items()})
         for s in report.subjects
     ]
     return {
-        "primary": report.primary,
-        "targets": report.targets,
-        "checkedAt": report.checked_at,
-        "subjects": subjects,
-        "inSync": report.in_sync,
-        "outOfSync": report.out_of_sync,
-        "conflicts": [{"target": c.target, "subject": c.subject, "version": c.version, "id": c.schema_id,
-                       "targetSubject": c.target_subject, "reason": c.reason} for c in report.conflicts],
-        "copied": [{"target": c.target, "subject": c.subject, "version": c.version, "id": c.schema_id,
-                    "targetSubject": c.target_subject} for c in report.copied],
-        "stateChanged": [{"target": c.target, "subject": c.subject, "version": c.version,
-                          "targetSubject": c.target_subject, "state": c.state} for c in report.state_changed],
+        "primary": report.primary, "targets": report.targets, "checked_at": report.checked_at, "subjects": subjects,
+        "in_sync": report.in_sync, "out_of_sync": report.out_of_sync,
+        "conflicts": [answers.SchemaConflict(target=c.target, subject=c.subject, version=c.version, id=c.schema_id,
+                                             target_subject=c.target_subject, reason=c.reason) for c in report.conflicts],
+        "copied": [answers.SchemaCopy(target=c.target, subject=c.subject, version=c.version, id=c.schema_id,
+                                      target_subject=c.target_subject) for c in report.copied],
+        "state_changed": [answers.SchemaStateChange(target=c.target, subject=c.subject, version=c.version,
+                                                    target_subject=c.target_subject, state=c.state)
+                          for c in report.state_changed],
         "unreachable": report.unreachable,
     }
 
 
+def schema_report_json(report: SchemaReport) -> Json:
+    """One distribution pass, as ``POST /schemas/sync`` answers it."""
+    return answers.SchemaReport(**_schema_report(report)).to_json()
+
+
 def schema_status_json(status: SchemaStatus) -> Json:
     """``GET /schemas``: the last successful pass, and ``lastError`` (a later pass failed; else null)."""
-    return {**schema_report_json(status.report), "lastError": status.last_error}
+    return answers.SchemaStatus(**_schema_report(status.report), last_error=status.last_error).to_json()
+
+
+# -- an operator's controls and failover ------------------------------------------------------------
+
+
+def controls_json(view: Mapping[str, Any]) -> Json:
+    """``GET /controls``, from :meth:`controller.operate.control.FleetControls.view`."""
+    return answers.Controls(
+        paused=view["paused"], cordoned=view["cordoned"], autobalancing=view["autobalancing"],
+        throttles={route: answers.RouteThrottle(**throttle) for route, throttle in view["throttles"].items()},
+    ).to_json()
+
+
+def paused_json(answer: Mapping[str, Any]) -> Json:
+    """A pause or resume: the topic's paused partitions per route."""
+    return answers.PausedPartitions(topic=answer["topic"], paused=answer["paused"]).to_json()
+
+
+def worker_control_json(worker: str, cordon: str | None, partitions: int) -> Json:
+    return answers.WorkerControl(worker=worker, cordon=cordon, partitions=partitions).to_json()
+
+
+def autobalancing_json(enabled: bool) -> Json:
+    return Autobalancing(enabled=enabled).to_json()
+
+
+def throttle_json(answer: Mapping[str, Any]) -> Json:
+    """A route's throttle as set (:meth:`controller.operate.control.FleetControls.set_throttle`)."""
+    return answers.ThrottleAnswer(**answer).to_json()
+
+
+def route_state_json(state: Mapping[str, Any]) -> Json:
+    """A route's failover state, as the failover workflow wrote it (:mod:`controller.failover.workflow`)."""
+    return answers.RouteState.model_validate(state).to_json()
+
+
+def routes_json(states: Iterable[Mapping[str, Any]]) -> Json:
+    return answers.Routes(routes=[answers.RouteState.model_validate(state) for state in states]).to_json()

@@ -10,7 +10,7 @@ from ferry.common.core.heartbeat import HeartbeatView, Latency
 from ferry.common.core.schemas import ConflictReport, Copy, SchemaVersion, StateChange, SubjectStatus, TargetState
 from ferry.common.model import ExternalView, IdealState, PartitionKey, WorkerInfo
 from ferry.common.vocabulary import ControllerState, PartitionState, Problem
-from ferry.controller.api import models, rest_json
+from ferry.controller.api import response_models, rest_json
 from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus, SubjectReport
 from ferry.controller.topics.admin import Rebalanced, TopicDeleted
@@ -146,6 +146,13 @@ def test_a_schema_report_keeps_its_keys_and_order() -> None:
     assert "lastError" not in rest_json.schema_report_json(report)  # POST /schemas/sync: the pass only
 
 
-def test_the_topic_list_has_its_models_shape() -> None:
+def test_the_bulk_listings_built_as_plain_dicts_are_what_their_models_write() -> None:
     shaped = rest_json.topics_json([IdealState("a.b", "orders", 3), IdealState("a.b", "audit", 1)])
-    assert models.TopicList.model_validate(shaped).to_json() == shaped
+    summaries = [response_models.TopicSummary(topic=t, route="a.b", partitions=n) for t, n in (("orders", 3), ("audit", 1))]
+    assert _ordered(response_models.TopicList(topics=summaries).to_json()) == _ordered(shaped)
+
+    samples = {PartitionKey("a.b", "orders", 1): OffsetSample(None, 9), PartitionKey("a.b", "orders", 0): OffsetSample(5, 9)}
+    offsets = rest_json.offsets_json(samples, lambda route, topic: f"b.{topic}")
+    rows = [rest_json.offset_row(key, sample, lambda route, topic: f"b.{topic}") for key, sample in sorted(samples.items())]
+    assert _ordered(response_models.Offsets(offsets=rows).to_json()) == _ordered(offsets)
+    assert offsets["offsets"][1]["committed"] is None and offsets["offsets"][1]["lag"] == 9

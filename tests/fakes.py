@@ -275,8 +275,9 @@ class FakeController:
         self._call("topic_view", topic, route)
         return self._view(topic, 1, route)
 
-    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None) -> TopicView:
-        self._call("add_topic", topic, num_partitions, route)
+    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None,
+                  start: Any = None) -> TopicView:
+        self._call("add_topic", topic, num_partitions, route, start)
         return self._view(topic, num_partitions or 1, route)
 
     def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
 
+from ferry.common.config import start_position
 from ferry.common.vocabulary import (
     CLUSTER_NAME,
     CLUSTER_PATTERN,
@@ -81,6 +82,21 @@ Seconds = Annotated[float, Field(ge=0, le=MAX_WAIT_S)]
 Pattern = Annotated[str, Field(max_length=1000), AfterValidator(_regular_expression)]
 
 
+def _start(value: str | int) -> str | int:
+    try:
+        start = start_position(value)
+    except ValueError as exc:
+        raise ValueError(str(exc).removeprefix("start ")) from None
+    assert start is not None  # only None gives None
+    return start
+
+
+StartPosition = Annotated[str | int, AfterValidator(_start), Field(
+    description="where the topic's partitions start when nothing of the route is on the destination yet and nothing "
+                "is committed: earliest, latest, or a time (ISO 8601, or epoch milliseconds): the first record at or "
+                "after it; in place of the route's start (default: the route's)")]
+
+
 class TopicRequest(RequestModel):
     """``POST /topics`` (mirror one topic) and ``PUT /topics`` (mirror more of its partitions)."""
 
@@ -88,6 +104,7 @@ class TopicRequest(RequestModel):
     num_partitions: PartitionCount | None = Field(
         None, description="POST: how many partitions to mirror (default: all at the source); PUT: required")
     route: RouteName | None = Field(None, description="only this route (default: every configured route)")
+    start: StartPosition | None = Field(None, description="POST only: see TopicEntry.start")
 
 
 class TopicEntry(RequestModel):
@@ -95,6 +112,7 @@ class TopicEntry(RequestModel):
 
     topic: TopicName
     num_partitions: PartitionCount | None = None
+    start: StartPosition | None = None
 
 
 class TopicsRequest(RequestModel):

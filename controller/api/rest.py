@@ -144,25 +144,30 @@ def _add_request() -> dict[str, Any]:
     body = request.get_json(silent=True)
     if isinstance(body, dict) and "topics" in body:  # bulk: one write and one reconcile for them all
         many = _checked(request_models.TopicsRequest, '{"topics": [' + _TOPIC_EXAMPLE + "]}")
-        topics = [{"topic": entry.topic, "numPartitions": entry.num_partitions} for entry in many.topics]
-        return {"topics": topics, "topic": None, "count": None, "route": many.route or _route_arg()}
+        topics = [{"topic": entry.topic, "numPartitions": entry.num_partitions, "start": entry.start}
+                  for entry in many.topics]
+        return {"topics": topics, "topic": None, "count": None, "route": many.route or _route_arg(), "start": None}
     one = _checked(request_models.TopicRequest, _TOPIC_EXAMPLE)
-    return {"topics": None, "topic": one.topic, "count": one.num_partitions, "route": one.route or _route_arg()}
+    return {"topics": None, "topic": one.topic, "count": one.num_partitions, "route": one.route or _route_arg(),
+            "start": one.start}
 
 
 @topics_api.post("/topics")
 @leader_only(_add_request)
-def add_topic(topics: list[dict[str, Any]] | None, topic: str | None, count: int | None, route: str | None) -> Any:
+def add_topic(topics: list[dict[str, Any]] | None, topic: str | None, count: int | None, route: str | None,
+              start: str | int | None) -> Any:
     commands = _controller().topics
     if topics is not None:
         return jsonify(rest_json.topics_json(commands.add_topics(topics, route))), 201
-    return jsonify(rest_json.topic_json(commands.add_topic(topic, count, route))), 201
+    return jsonify(rest_json.topic_json(commands.add_topic(topic, count, route, start))), 201
 
 
 def _expand_request() -> dict[str, Any]:
     one = _checked(request_models.TopicRequest, _TOPIC_EXAMPLE)
     if one.num_partitions is None:
         raise BadRequest("numPartitions is required")
+    if one.start is not None:
+        raise BadRequest("start: only when a topic is added (POST /topics); PUT only adds partitions")
     return {"topic": one.topic, "count": one.num_partitions, "route": one.route or _route_arg()}
 
 

@@ -35,7 +35,26 @@ def test_post_topics_creates_with_201(client: FlaskClient, fake: FakeController)
     assert response.status_code == 201
     body = response.get_json()  # the fake's view names the answering controller as destination
     assert (body["topic"], body["partitions"], body["destination"]) == ("orders", 8, "c1")
-    assert fake.calls == [("add_topic", ("orders", 8, "src.dst"))]
+    assert fake.calls == [("add_topic", ("orders", 8, "src.dst", None))]
+
+
+def test_post_topics_passes_a_topics_own_start_and_put_refuses_one(client: FlaskClient, fake: FakeController) -> None:
+    response = client.post("/topics", json={"topic": "orders", "start": "2026-01-31T12:00:00Z"})
+    assert response.status_code == 201, response.get_json()
+    bulk = client.post("/topics", json={"topics": [{"topic": "a", "start": "latest"}, {"topic": "b"}]})
+    assert bulk.status_code == 201, bulk.get_json()
+    assert fake.calls == [
+        ("add_topic", ("orders", None, None, 1769860800000)),
+        ("add_topics", ([{"topic": "a", "numPartitions": None, "start": "latest"},
+                         {"topic": "b", "numPartitions": None, "start": None}], None)),
+    ]
+    for body, wrong in (({"topic": "orders", "start": "soon"}, "start: must be earliest, latest"),
+                        ({"topic": "orders", "start": True}, "start"),
+                        ({"topics": [{"topic": "a", "start": -5.5}]}, "topics.0.start")):
+        answer = client.post("/topics", json=body)
+        assert answer.status_code == 400 and wrong in answer.get_json()["error"], answer.get_json()
+    refused = client.put("/topics", json={"topic": "orders", "numPartitions": 9, "start": "latest"})
+    assert refused.status_code == 400 and "only when a topic is added" in refused.get_json()["error"]
 
 
 def test_reads_and_other_writes_answer_200(client: FlaskClient, fake: FakeController) -> None:
@@ -171,7 +190,7 @@ def test_a_standby_forwards_writes_and_relays_the_leaders_answer(serve: Callable
     assert created.status_code == 201
     body = created.get_json()  # the fake's view names the answering controller as destination
     assert (body["topic"], body["partitions"], body["destination"]) == ("orders", 3, "leader")
-    assert leader.calls == [("add_topic", ("orders", 3, "src.dst"))]
+    assert leader.calls == [("add_topic", ("orders", 3, "src.dst", None))]
     assert standby.calls == []
 
     assert client.delete("/topics/orders?route=src.dst").get_json() == {"topic": "orders", "deleted": True}

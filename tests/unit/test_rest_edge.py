@@ -151,8 +151,8 @@ def test_a_bulk_post_is_one_call_with_every_topic(client: FlaskClient, fake: ZkL
     answer = client.post("/topics", json={"topics": [{"topic": "a", "numPartitions": 8}, {"topic": "b"}],
                                           "route": "src.dst"})
     assert answer.status_code == 201
-    assert fake.calls == [("add_topics", ([{"topic": "a", "numPartitions": 8}, {"topic": "b", "numPartitions": None}],
-                                          "src.dst"))]
+    assert fake.calls == [("add_topics", ([{"topic": "a", "numPartitions": 8, "start": None},
+                                           {"topic": "b", "numPartitions": None, "start": None}], "src.dst"))]
     assert [t["topic"] for t in answer.get_json()["topics"]] == ["a", "b"]
 
 

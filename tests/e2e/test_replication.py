@@ -34,6 +34,30 @@ def test_100k_records_arrive_identical_and_in_order(fleet: Fleet, topic_name: Ca
     assert sorted(owners.values()).count("w1") == 4  # spread 4/4 over two workers
 
 
+def test_a_topic_posted_with_a_start_time_is_copied_from_the_first_record_at_or_after_it(
+        fleet: Fleet, topic_name: Callable[[str], str]) -> None:
+    topic = topic_name("start")
+    ledger = RecordLedger(fleet.stack, topic, PARTITIONS)
+    ledger.create_source_topic()
+    ledger.produce(2000)  # record n has the CreateTime base_timestamp_ms + n
+    controller = fleet.start_controller("c1")
+    fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    fleet.wait_for_workers(controller, {"w1"})
+    response = requests.post(f"{controller.url}/topics", json={"topic": topic, "start": ledger.base_timestamp_ms + 1000},
+                             timeout=10)
+    assert response.status_code == 201, response.text
+
+    def caught_up() -> bool:
+        offsets = requests.get(f"{controller.url}/offset/{topic}", timeout=10).json()["offsets"]
+        return len(offsets) == PARTITIONS and all(o["lag"] == 0 for o in offsets)
+
+    wait_until(caught_up, 60, "the worker to commit up to the source's log end")
+    copied = sorted(int(key.decode().removeprefix("key-")) for records in ledger.read(ledger.dst).values()
+                    for key, *_ in records)
+    assert copied == list(range(1000, 2000)), "from the start on, each record once; nothing before it"
+
+
 def test_kill_9_of_a_worker_loses_nothing_duplicates_nothing_and_fails_over_in_time(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
     topic = topic_name("kill9")
     run = mirror_with_two_workers(fleet, topic)

@@ -167,7 +167,7 @@ class RecordLedger:
         self.produced = 0
         # Recent CreateTimes: records older than the topic's retention (7 days by default) would be
         # deleted by the brokers' retention check in the middle of a test.
-        self._base_timestamp_ms = int(time.time() * 1000) - 3_600_000
+        self.base_timestamp_ms = int(time.time() * 1000) - 3_600_000
         self._producer = kafka_clients.producer(self.src, **{"linger.ms": 20})
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -180,7 +180,7 @@ class RecordLedger:
     def _produce_one(self, seq: int) -> None:
         produce_blocking(
             self._producer, self.topic, partition=seq % self.partitions, key=f"key-{seq}".encode(),
-            value=f"value-{seq}-".encode() * 3, timestamp=self._base_timestamp_ms + seq,
+            value=f"value-{seq}-".encode() * 3, timestamp=self.base_timestamp_ms + seq,
             headers=[(HEADER_SEQ, str(seq).encode()), ("origin", b"e2e")],
         )
 

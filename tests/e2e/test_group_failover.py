@@ -175,7 +175,7 @@ def test_offsets_no_map_covers_are_translated_by_timestamp_within_the_margin(
     source = RecordLedger(fleet.stack, topic, 1)
     source.create_source_topic()
     copy = RecordLedger(fleet.stack, topic, 1, src=source.dst)
-    copy._base_timestamp_ms = source._base_timestamp_ms
+    copy.base_timestamp_ms = source.base_timestamp_ms
     copy.create_source_topic()  # its "source" is the destination
     source.produce(5_000)
     copy.produce(5_000)

@@ -18,7 +18,6 @@ request to the partition's leader, no coordinator involved).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -28,7 +27,9 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaExcep
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
+from ferry.common.config import start_position
 from ferry.common.kafka.errors import kafka_error
+from ferry.common.model import decode
 from ferry.worker.errors import PartitionDeferred
 
 log = logging.getLogger(__name__)
@@ -93,14 +94,10 @@ def topic_start(zk: KazooClient, path: str) -> str | int | None:
     except KazooException as exc:
         raise PartitionDeferred(f"reading the topic's start from ZooKeeper: {type(exc).__name__}") from None
     try:
-        start = json.loads(data)["start"]
-    except (ValueError, KeyError, TypeError):
-        log.error("ignoring an unreadable %s", path)
+        return start_position(decode(data)["start"])  # the config's rule for a route's start
+    except (ValueError, KeyError, TypeError) as exc:
+        log.error("ignoring an unreadable %s: %s", path, exc)
         return None
-    if start in ("earliest", "latest") or (isinstance(start, int) and not isinstance(start, bool)):
-        return start
-    log.error("ignoring %s: start %r is none of earliest, latest, epoch ms", path, start)
-    return None
 
 
 def _retriable(exc: KafkaException) -> bool:

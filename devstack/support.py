@@ -53,11 +53,26 @@ def tail(path: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
-def free_port() -> int:
-    """A TCP port of 127.0.0.1 that nothing listens on right now (for a child's HTTP server)."""
+# Every port free_port() returned in this process. A child binds its port only once it has
+# started (a controller after it reached ZooKeeper), so until then the kernel may offer the same
+# port again: the next child would get it too, and one of the two could not serve.
+_handed_out: set[int] = set()
+
+
+def _kernel_offer() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def free_port(offer: Callable[[], int] = _kernel_offer) -> int:
+    """A TCP port of 127.0.0.1 that nothing listens on right now (for a child's HTTP server), never
+    one this process was given before. ``offer``: where candidate ports come from (the kernel)."""
+    while True:
+        port = offer()
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def ferry_command(*args: str) -> list[str]:

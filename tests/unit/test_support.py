@@ -111,3 +111,10 @@ def test_fleet_config_merges_sections_one_level_deep() -> None:
         "routes": [{"source": "dst", "destination": "src"}],
         "controller": {"rest_host": "127.0.0.1", "rest_port": 2},
     }
+
+
+def test_free_port_never_hands_out_a_port_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Children bind late: a port offered again before the first child bound it would be served twice.
+    monkeypatch.setattr(support, "_handed_out", set())
+    offers = iter([40001, 40001, 40002])
+    assert [support.free_port(lambda: next(offers)), support.free_port(lambda: next(offers))] == [40001, 40002]

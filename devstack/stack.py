@@ -7,7 +7,9 @@ of the current directory for an installed Ferry), the jars under ``$FERRY_DEV_DI
 (``FERRY_JARS_DIR`` points elsewhere: an installed Ferry uses it to find jars that ``make setup``
 fetched from the pinned ``deploy/pom.xml``).
 
-Ports come from the environment:
+Ports come from the environment. Every default lies below Linux's ephemeral range (32768-60999):
+a port in that range may be the local end of any outgoing connection, for as long as it lasts, and
+a broker could not bind it then.
 
 ========================  =======  ============================================
 variable                  default  what
@@ -16,9 +18,9 @@ variable                  default  what
 ``FERRY_DEV_SRC_PORT``    19092    cluster ``src`` broker port (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_DST_PORT``    29092    cluster ``dst`` broker port (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_CLUSTERS``    (none)   extra clusters beyond ``src`` and ``dst``, comma-separated (``a,b,c``)
-``FERRY_DEV_EXTRA_PORT``  39092    broker port of the first extra cluster; the n-th (from 0) listens on
+``FERRY_DEV_EXTRA_PORT``  30092    broker port of the first extra cluster; the n-th (from 0) listens on
                                    this + 10 n (its KRaft controller: +1, SASL_SSL: +2)
-``FERRY_DEV_PORT_<NAME>`` (above)  one extra cluster's broker port, e.g. ``FERRY_DEV_PORT_A=39192``
+``FERRY_DEV_PORT_<NAME>`` (above)  one extra cluster's broker port, e.g. ``FERRY_DEV_PORT_A=30192``
 ``FERRY_DEV_EXTRA_HEAP``  256m     heap of each extra cluster's JVM (Serial GC: 2 cores, many JVMs)
 ``FERRY_DEV_SRC_REGISTRY_PORT``  18081  schema registry of ``src`` (with ``--registries``)
 ``FERRY_DEV_DST_REGISTRY_PORT``  28081  schema registry of ``dst`` (with ``--registries``)
@@ -340,7 +342,7 @@ def _port_env(name: str) -> str:
 
 
 def _extra_server(name: str, index: int, authorizer: bool = False) -> Server:
-    default = _port(EXTRA_PORT_ENV, 39092) + EXTRA_PORT_STEP * index
+    default = _port(EXTRA_PORT_ENV, 30092) + EXTRA_PORT_STEP * index
     return Server(name, "kafka", _port(_port_env(name), default), authorizer)
 
 
@@ -909,7 +911,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up_parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each server")
     up_parser.add_argument("--clusters", default="", metavar="A,B,...",
                            help=f"extra Kafka clusters to start besides src and dst (also ${CLUSTERS_ENV}); "
-                                f"ports from ${EXTRA_PORT_ENV} (39092) + 10 each, or $FERRY_DEV_PORT_<NAME>")
+                                f"ports from ${EXTRA_PORT_ENV} (30092) + 10 each, or $FERRY_DEV_PORT_<NAME>")
     up_parser.add_argument("--authorizer", action="store_true",
                            help="the --clusters enforce ACLs (StandardAuthorizer; the SASL_SSL user may do only what "
                                 "ACLs grant, PLAINTEXT is the super user); for clusters not running yet")

@@ -31,8 +31,8 @@ from tests.harness.processes import Fleet, wait_until
 
 SRC, DST = "fosrc", "fodst"
 FORWARD, REVERSE = f"{SRC}.{DST}", f"{DST}.{SRC}"
-# Far from the other extra clusters' ports (and from test_least_privilege's 49092/49102).
-PORTS = {SRC: 49292, DST: 49302}
+# Far from the other extra clusters' ports (and from test_least_privilege's 31092/31102).
+PORTS = {SRC: 31292, DST: 31302}
 
 
 @pytest.fixture(scope="module")

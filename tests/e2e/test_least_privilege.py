@@ -31,7 +31,7 @@ from tests.harness.processes import FerryProcess, Fleet, RecordLedger, wait_unti
 
 SOURCE, DESTINATION = "aclsrc", "acldst"
 # Far from the other extra clusters' ports, so this test never meets theirs.
-PORTS = {SOURCE: 49092, DESTINATION: 49102}
+PORTS = {SOURCE: 31092, DESTINATION: 31102}
 PARTITIONS = 3
 RECORDS = 3_000
 

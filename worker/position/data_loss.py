@@ -23,7 +23,7 @@ record there means another topic (:func:`recreated_reason`), and the partition s
 
 from __future__ import annotations
 
-import time
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +33,7 @@ from confluent_kafka import TopicPartition
 from ferry.common.kafka import clients as kafka_clients
 
 LOSS_HISTORY = 3  # ranges a partition's status names (the counter and the log have every one)
+POLL_S = 0.5  # one wait of the source probe's consumer
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,9 @@ class SourceProbe:
             self._consumer = kafka_clients.consumer(source, group, **{"client.id": client_id, "auto.offset.reset": "error"})
         self._consumer.assign([TopicPartition(topic, partition, offset)])
         try:
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline:
-                message = self._consumer.poll(0.5)
+            # Counted polls, not a clock: each waits at most POLL_S, so this gives up after about timeout_s.
+            for _ in range(max(1, math.ceil(timeout_s / POLL_S))):
+                message = self._consumer.poll(POLL_S)
                 if message is None:
                     continue
                 if message.error() is not None or message.offset() != offset:

@@ -44,7 +44,8 @@ def _read_rest(cluster: dict[str, str], group: str, topic: str, end: int) -> lis
     try:
         def drained() -> bool:
             nonlocal position
-            for message in consumer.consume(10_000, 0.5):
+            left = end - (position if position >= 0 else committed or 0)  # consume() waits while it has fewer
+            for message in consumer.consume(max(1, min(10_000, left)), 0.5):
                 if message.error() is None:
                     seqs.append(int(dict(message.headers() or [])[HEADER_SEQ]))
                     position = message.offset() + 1

@@ -45,7 +45,8 @@ def _seqs(cluster: dict[str, str], topic: str, start: dict[int, int] | None = No
         position = {p: (begin[p] if begin[p] >= 0 else 0) for p in range(PARTITIONS)}
 
         def drained() -> bool:
-            for message in consumer.consume(10_000, 0.5):
+            left = sum(max(0, ends[p] - position[p]) for p in range(PARTITIONS))  # consume() waits while it has fewer
+            for message in consumer.consume(max(1, min(10_000, left)), 0.5):
                 if message.error() is None:
                     found[message.partition()].append(int(dict(message.headers() or [])[HEADER_SEQ]))
                     position[message.partition()] = message.offset() + 1

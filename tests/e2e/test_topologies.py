@@ -109,7 +109,8 @@ class Topology:
             remaining = sum(ends.values())
             records = []
             while remaining > 0:
-                batch = consumer.consume(1000, timeout=5)
+                # No more than what is left: consume() waits out its timeout while it has fewer than asked.
+                batch = consumer.consume(min(1000, remaining), timeout=5)
                 assert batch, f"{name}/{topic}: {remaining} records could not be read"
                 for m in batch:
                     if m.error() is None:

@@ -232,7 +232,8 @@ class RecordLedger:
         remaining = sum(ends.values())
         deadline = time.monotonic() + 120
         while remaining > 0 and time.monotonic() < deadline:
-            for m in consumer.consume(10_000, timeout=1.0):
+            # No more than what is left: consume() waits out its timeout while it has fewer than asked.
+            for m in consumer.consume(min(10_000, remaining), timeout=1.0):
                 if m.error() is not None:
                     continue
                 records[m.partition()].append((m.key(), m.value(), tuple(provenance.split(m.headers())[0]), m.timestamp()))

@@ -88,6 +88,17 @@ def consumer(cluster: Mapping[str, Any], group_id: str, **overrides: Any) -> Con
     return Consumer(merged(CONSUMER_DEFAULTS, cluster, {"group.id": group_id}, overrides))
 
 
+def batch_to_end(ends: Mapping[int, int], positions: Mapping[int, int], most: int) -> int:
+    """How many records to ask ``consume()`` for, reading partitions to ``ends`` (partition -> end
+    offset) from ``positions`` (partition -> next offset; a negative one, nothing fetched yet, counts
+    from 0): no more than are left, at most ``most``, at least 1 (pure).
+
+    ``consume()`` waits out its whole timeout while it has fewer records than asked for, so a read
+    that asks for no more than what is left ends at its last record instead."""
+    left = sum(max(0, end - max(0, positions.get(partition, 0))) for partition, end in ends.items())
+    return max(1, min(most, left))
+
+
 def admin(cluster: Mapping[str, Any], **overrides: Any) -> AdminClient:
     client = AdminClient(merged(cluster, overrides))
     _admin_logs.add(client)

@@ -40,14 +40,16 @@ def read_topic(cluster: Mapping[str, Any], topic: str, client_id: str, deadline_
             return []
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
         found: list[tuple[bytes | None, bytes | None]] = []
+        positions: dict[int, int] = {}
         give_up = clock() + deadline_s
         while ends:
             if clock() > give_up:
                 raise UnreachableError(f"{topic}: not read to its end within {deadline_s:.0f} s")
-            for message in consumer.consume(1000, 0.5):
+            for message in consumer.consume(kafka_clients.batch_to_end(ends, positions, 1000), 0.5):
                 if message.error() is not None:
                     continue
                 found.append((message.key(), message.value()))
+                positions[message.partition() or 0] = (message.offset() or 0) + 1
                 if (message.offset() or 0) + 1 >= ends.get(message.partition() or 0, 0):
                     ends.pop(message.partition() or 0, None)
         return found

@@ -99,7 +99,8 @@ class FailoverKafka:
                 positions = {tp.partition: tp.offset for tp in consumer.position(tps)}
                 if all(positions.get(p, -1) >= end or end == 0 for p, end in ends.items()):
                     return out
-                out += [m for m in consumer.consume(10_000, 0.5) if m.error() is None and m.key() is not None]
+                batch = consumer.consume(kafka_clients.batch_to_end(ends, positions, 10_000), 0.5)
+                out += [m for m in batch if m.error() is None and m.key() is not None]
             raise Unavailable(f"cluster {cluster!r}: {topic} could not be read to its end in {READ_DEADLINE_S:.0f} s")
         except KafkaException as exc:
             raise Unavailable(f"cluster {cluster!r}: reading {topic}: {exc.args[0]}") from None
@@ -178,7 +179,7 @@ class FailoverKafka:
             deadline = time.monotonic() + TIMEOUT_S
             position = start
             while position < top and time.monotonic() < deadline:
-                for message in consumer.consume(window, 0.5):
+                for message in consumer.consume(max(1, top - position), 0.5):  # no more than is left: it would wait
                     if message.error() is not None:
                         continue
                     position = message.offset() + 1

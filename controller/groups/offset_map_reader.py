@@ -56,7 +56,7 @@ class OffsetMapReader:
             positions = {tp.partition: tp.offset for tp in self._consumer.position(tps)}
             if all(positions.get(p, -1) >= end or end == 0 for p, end in ends.items()):
                 return
-            messages: list[Any] = self._consumer.consume(10_000, 0.5)
+            messages: list[Any] = self._consumer.consume(kafka_clients.batch_to_end(ends, positions, 10_000), 0.5)
             if not messages:
                 # A map topic created a moment ago (a new destination): librdkafka may have cached
                 # it without a leader and would wait for its periodic refresh (minutes) to fetch.

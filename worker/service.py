@@ -20,7 +20,8 @@ States of the worker::
                             supervisor to start it again
     RUNNING   -> DRAINING   SIGTERM or :meth:`Worker.stop`: releases everything, writes its status
                             with ``leaving: true`` so the leader moves its partitions at once, and
-                            waits (bounded) until the leader emptied its assignment
+                            waits (bounded) until the leader emptied its assignment; not at all
+                            while no controller leads
     DRAINING  -> STOPPED    live and status nodes deleted, clients closed
 
 ZooKeeper watch callbacks (kazoo runs them all on one thread) only store the newest assignment
@@ -422,8 +423,19 @@ class Worker:
             with self._assignment_lock:
                 if not self._assignment.partitions:
                     break
+            if not self._leader_present():
+                # A whole fleet stopping at once: no leader is left to move them, and the next one
+                # finds this worker gone and moves them then.
+                log.info("draining: no controller leads, so not waiting for the partitions to move")
+                break
             self._wake.wait(0.2)
             self._wake.clear()
+
+    def _leader_present(self) -> bool:
+        try:
+            return self._zk.exists(self.layout.leader) is not None
+        except KazooException:
+            return False
 
     def _shutdown(self) -> None:
         for copier in self._copiers.values():

@@ -295,6 +295,8 @@ def make_config(zk_chroot: str, cluster_conf: Callable[[str], dict[str, str]]) -
 def start_worker(zk: KazooClient, make_config: Callable[..., FerryConfig]) -> Iterator[Callable[..., RunningWorker]]:
     started: list[RunningWorker] = []
     clients: list[KazooClient] = []
+    # The test plays the leading controller: a draining worker waits for it to move its partitions.
+    zk.create(LAYOUT.leader, b'{"id": "test"}', makepath=True)
 
     def start(config: FerryConfig | None = None, zk_client: KazooClient | None = None, metrics_port: int | None = None) -> RunningWorker:
         """Runs a worker on a thread; with ``zk_client``, starts that client for it (and closes it at the end)."""
@@ -515,6 +517,22 @@ def test_stop_drains_commits_and_leaves(
     assert running.join() == 0
     assert zk.exists(LAYOUT.live_worker(running.id)) is None
     assert zk.exists(LAYOUT.worker_state(running.id)) is None
+
+
+def test_stop_while_no_controller_leads_does_not_wait_for_one(
+    start_worker: Callable[..., RunningWorker], create_topic: Callable[..., None], topic_name: Callable[[str], str],
+    zk: KazooClient, caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="ferry.worker.service")
+    topic = topic_name("leaderless")
+    create_topic("src", topic, 2)
+    running = start_worker()
+    running.wait_online(topic, [0, 1], running.assign(topic, [0, 1]))
+    zk.delete(LAYOUT.leader)  # the whole fleet stops: the controllers went first
+    running.worker.stop()
+    assert running.join() == 0  # its assignment still names both partitions: nobody emptied it
+    assert "no controller leads, so not waiting for the partitions to move" in caplog.text
+    assert zk.exists(LAYOUT.live_worker(running.id)) is None
 
 
 def test_session_expiry_releases_registers_again_and_resumes(

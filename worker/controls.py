@@ -1,5 +1,6 @@
-"""The worker's side of an operator's controls: which held partitions are paused, and this worker's
-share of each route's throttle (:mod:`common.core.operate.controls`).
+"""The worker's side of an operator's controls: which held partitions are paused, this worker's
+share of each route's throttle (:mod:`common.core.operate.controls`), and the tree distributors'
+switched targets.
 
 ZooKeeper watches (kazoo's one thread) only store the newest ``controls/desired`` and
 ``controls/shares`` and wake the copy loop; the copy loop applies the whole desired state to its
@@ -17,7 +18,7 @@ from typing import Any
 
 from ferry.common.core.operate.controls import Controls, Throttle, shares_from_bytes
 from ferry.common.core.operate.rate import RouteThrottle
-from ferry.common.model import PartitionKey
+from ferry.common.model import PartitionKey, decode
 from ferry.worker.copier import RouteCopier
 
 log = logging.getLogger(__name__)
@@ -79,3 +80,35 @@ class WorkerControls:
                 copier.throttle.set_rates(share.max_bytes_per_s, share.max_records_per_s, now)
         self._applied = (version, held)
         return True
+
+
+class SwitchedTargets:
+    """The newest switched targets of the tree's distributors (ZooKeeper ``tree/targets``: distributor
+    route name -> its target cluster), handed from kazoo's watch thread to the copy loop.
+
+    States: EMPTY (nothing new) -> PENDING (:meth:`on_targets` stored the newest targets; a later
+    call replaces them) -> EMPTY (:meth:`take` handed them to the copy loop).
+    """
+
+    def __init__(self, path: str, wake: threading.Event) -> None:
+        self._path = path
+        self._wake = wake
+        self._pending: dict[str, str] | None = None
+        self._lock = threading.Lock()
+
+    def on_targets(self, data: bytes | None, stat: Any) -> None:
+        """A ``DataWatch`` callback: runs on kazoo's event thread, so it only stores and wakes."""
+        try:
+            switched = decode(data) or {}
+        except ValueError:
+            log.error("ignoring an unreadable %s", self._path)
+            return
+        with self._lock:
+            self._pending = {str(k): str(v) for k, v in switched.items()}
+        self._wake.set()
+
+    def take(self) -> dict[str, str] | None:
+        """The targets stored since the last call, or None when nothing new came."""
+        with self._lock:
+            pending, self._pending = self._pending, None
+        return pending

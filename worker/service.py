@@ -55,11 +55,10 @@ from ferry.common.model import (
     WorkerAssignment,
     WorkerInfo,
     WorkerStatus,
-    decode,
 )
 from ferry.common.vocabulary import PartitionState, WorkerState
 from ferry.common.zk.layout import ZkLayout, connect, given_up, lost, make_client
-from ferry.worker.controls import WorkerControls
+from ferry.worker.controls import SwitchedTargets, WorkerControls
 from ferry.worker.copier import FLUSH_TIMEOUT_S, RouteCopier, TopicPartitionKey
 from ferry.worker.errors import RETRY_BACKOFF_S, RegistrationError
 from ferry.worker.load import LoadMeter
@@ -96,9 +95,6 @@ class Worker:
         self._clock = clock
         self._copiers: dict[str, RouteCopier] = {}
         self._routes = {route.name: route for route in config.routes}
-        # Tree distributors switched to another leaf (ZooKeeper tree/targets), set by its watch.
-        self._switched: dict[str, str] | None = None
-        self._switched_lock = threading.Lock()
         # Partitions assigned on a route this worker has no config for: reported ERROR.
         self._foreign: dict[PartitionKey, str] = {}
         self._deferred: dict[PartitionKey, tuple[float, str]] = {}  # retry at, why
@@ -106,6 +102,7 @@ class Worker:
         self._assignment_lock = threading.Lock()
         self._applied: WorkerAssignment | None = None
         self._wake = threading.Event()
+        self._targets = SwitchedTargets(self.layout.tree_targets, self._wake)  # tree distributors' switched leaves
         self._controls = WorkerControls(worker_id, self._wake, clock)
         self._stopping = threading.Event()
         self._session = ZkSession(self._zk, self.layout.live_worker(worker_id), config.zookeeper.session_timeout_s,
@@ -172,7 +169,7 @@ class Worker:
         DataWatch(self._zk, self.layout.controls, self._controls.on_controls)
         DataWatch(self._zk, self.layout.throttle_shares, self._controls.on_shares)
         if self.config.tree is not None:
-            DataWatch(self._zk, self.layout.tree_targets, self._on_targets)
+            DataWatch(self._zk, self.layout.tree_targets, self._targets.on_targets)
         self._set_state(WorkerState.RUNNING)
         interval = self.config.worker.commit_interval_s
         next_commit = self._clock() + interval
@@ -252,25 +249,13 @@ class Worker:
         self._applied = assignment
         self._status_dirty = True
 
-    def _on_targets(self, data: bytes | None, stat: Any) -> None:
-        # Runs on kazoo's event thread: hand the new targets to the copy loop.
-        try:
-            switched = decode(data) or {}
-        except ValueError:
-            log.error("ignoring an unreadable %s", self.layout.tree_targets)
-            return
-        with self._switched_lock:
-            self._switched = {str(k): str(v) for k, v in switched.items()}
-        self._wake.set()
-
     def _apply_targets(self) -> None:
         """Points tree distributors at their switched targets: the route's partitions are released
         (flushed, committed up to what the old target acknowledged), its copier closed, and the
         next reconcile acquires them again with a copier for the new target, from the committed
         offsets. Nothing is lost; what the old target had received but not acknowledged is
         copied again (documented duplicates)."""
-        with self._switched_lock:
-            switched, self._switched = self._switched, None
+        switched = self._targets.take()
         if switched is None:
             return
         for route in self.config.with_targets(switched):
@@ -423,19 +408,13 @@ class Worker:
             with self._assignment_lock:
                 if not self._assignment.partitions:
                     break
-            if not self._leader_present():
+            if not self._session.exists(self.layout.leader):
                 # A whole fleet stopping at once: no leader is left to move them, and the next one
                 # finds this worker gone and moves them then.
                 log.info("draining: no controller leads, so not waiting for the partitions to move")
                 break
             self._wake.wait(0.2)
             self._wake.clear()
-
-    def _leader_present(self) -> bool:
-        try:
-            return self._zk.exists(self.layout.leader) is not None
-        except KazooException:
-            return False
 
     def _shutdown(self) -> None:
         for copier in self._copiers.values():

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
 from ferry.common.model import WorkerInfo
 from ferry.worker.errors import RegistrationError
@@ -122,3 +122,10 @@ class ZkSession:
         for path in paths:
             with contextlib.suppress(NoNodeError):
                 self._zk.delete(path)
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists now; False also when ZooKeeper does not answer."""
+        try:
+            return self._zk.exists(path) is not None
+        except KazooException:
+            return False

@@ -12,7 +12,13 @@ throttle (``max_bytes_per_s``), which the leader splits over the workers by thei
 route's partitions, lets each worker copy about 4 MB/s. Balance by count leaves one worker about
 5.3 MB/s of the 6 MB/s produced, so its hot partitions fall behind; balance by load spreads the hot
 partitions, each worker copies about 2 MB/s, and once the catch-up after the moves is over the lag
-stays near zero."""
+stays near zero.
+
+The load phase runs without the throttle. A route's throttle is split over its workers by their
+share of its partitions, while balance by load evens out bytes: a worker holding one hot partition
+among few others gets a share below what it copies, falls behind, looks stuck, and the planner
+moves partitions again (10 moves every 6 s in one run). Splitting the throttle by measured load
+would let both run together."""
 
 from __future__ import annotations
 
@@ -123,7 +129,10 @@ def _run_phase(local_stack: devstack.Stack, root: str, workdir: Path, balance: s
         "controller": {"balance": balance, "load_rebalance_interval_s": 6, "imbalance_ratio": 1.1,
                        "load_balance_min_bytes_per_s": 10_000},
         "worker": {"commit_interval_s": 0.5, "load_report_interval_s": 3},
-        "routes": [{"source": "src", "destination": "dst", "max_bytes_per_s": ROUTE_BYTES_PER_S}],
+        # The throttle only under count: its split follows partition counts, and a load-balanced worker
+        # with a hot partition among few others would get less than it copies (see the module docstring).
+        "routes": [{"source": "src", "destination": "dst",
+                    **({"max_bytes_per_s": ROUTE_BYTES_PER_S} if balance == "count" else {})}],
     })
     topics = [names(f"{prefix}-{balance}") for prefix in ("a-hot", "b-cold", "c-cold", "d-cold")]
     src = kafka_clients.admin({"bootstrap.servers": local_stack.bootstrap("src")})

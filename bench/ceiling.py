@@ -71,8 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             failures.append(error)
 
-    producer = kafka_clients.producer({"bootstrap.servers": args.destination}, **args.producer_config,
-                                      **({"on_delivery": on_delivery} if args.reports else {}))
+    producer = kafka_clients.producer(
+        {"bootstrap.servers": args.destination},
+        **args.producer_config,
+        **({"on_delivery": on_delivery} if args.reports else {}),
+    )
     _copy(consumer, producer, Stamper("src").stamp if args.stamp else None, lambda: stopping, delivered)
     producer.flush(30)
     consumer.close()
@@ -82,8 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _copy(consumer: Any, producer: Any, stamp: Callable[[Any, int], Any] | None, stopping: Callable[[], bool],
-          delivered: list[Any]) -> None:
+def _copy(
+    consumer: Any,
+    producer: Any,
+    stamp: Callable[[Any, int], Any] | None,
+    stopping: Callable[[], bool],
+    delivered: list[Any],
+) -> None:
     """Copies until ``stopping()``; with ``stamp``, each copy carries the provenance header.
 
     ``produce`` is called in the loop itself, not through a helper: a Python call per record is
@@ -100,8 +108,14 @@ def _copy(consumer: Any, producer: Any, stamp: Callable[[Any, int], Any] | None,
             headers = message.headers() if stamp is None else stamp(message.headers(), message.offset())
             while True:
                 try:
-                    produce(message.topic(), message.value(), message.key(), message.partition(),
-                            timestamp=timestamp if timestamp_type else 0, headers=headers)
+                    produce(
+                        message.topic(),
+                        message.value(),
+                        message.key(),
+                        message.partition(),
+                        timestamp=timestamp if timestamp_type else 0,
+                        headers=headers,
+                    )
                     break
                 except BufferError:  # the local queue is full: serve deliveries, then try again
                     poll(0.05)

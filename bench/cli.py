@@ -54,33 +54,69 @@ def _worker_config(text: str) -> dict[str, Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--worker-config", type=_worker_config, default={}, metavar="JSON",
-                        help='merged into the Ferry workers\' worker: config, e.g. \'{"producer": {"linger.ms": 20}}\'')
-    parser.add_argument("--records", type=int, default=1_000_000,
-                        help="records of a workload that names no count (default 1,000,000)")
-    parser.add_argument("--workloads", type=_workloads, default=DEFAULT_WORKLOADS, metavar="LIST",
-                        help="comma-separated SIZE, PARTITIONSxSIZE or PARTITIONSxSIZE:RECORDS (value bytes); "
-                             f"'none': only --idle-partitions (default {DEFAULT_WORKLOADS})")
-    parser.add_argument("--partitions", type=int, default=8, help="partitions of a workload that names none (default 8)")
-    parser.add_argument("--values", choices=VALUE_KINDS, default="same",
-                        help="the records' values: same (one random value for all, the default), random (fresh random "
-                             "bytes each: incompressible), text (a different slice of JSON events each: compressible)")
-    parser.add_argument("--compression", choices=COMPRESSIONS, default="none",
-                        help="producer compression of Ferry's route and of the ceiling (default none, as MirrorMaker 2's)")
+    parser.add_argument(
+        "--worker-config",
+        type=_worker_config,
+        default={},
+        metavar="JSON",
+        help='merged into the Ferry workers\' worker: config, e.g. \'{"producer": {"linger.ms": 20}}\'',
+    )
+    parser.add_argument(
+        "--records", type=int, default=1_000_000, help="records of a workload that names no count (default 1,000,000)"
+    )
+    parser.add_argument(
+        "--workloads",
+        type=_workloads,
+        default=DEFAULT_WORKLOADS,
+        metavar="LIST",
+        help="comma-separated SIZE, PARTITIONSxSIZE or PARTITIONSxSIZE:RECORDS (value bytes); "
+        f"'none': only --idle-partitions (default {DEFAULT_WORKLOADS})",
+    )
+    parser.add_argument(
+        "--partitions", type=int, default=8, help="partitions of a workload that names none (default 8)"
+    )
+    parser.add_argument(
+        "--values",
+        choices=VALUE_KINDS,
+        default="same",
+        help="the records' values: same (one random value for all, the default), random (fresh random "
+        "bytes each: incompressible), text (a different slice of JSON events each: compressible)",
+    )
+    parser.add_argument(
+        "--compression",
+        choices=COMPRESSIONS,
+        default="none",
+        help="producer compression of Ferry's route and of the ceiling (default none, as MirrorMaker 2's)",
+    )
     parser.add_argument("--skip-mm2", action="store_true", help="leave MirrorMaker 2 out")
-    parser.add_argument("--systems", type=_systems, default=SYSTEMS, metavar="NAMES",
-                        help=f"which systems to run, comma-separated (default: {','.join(SYSTEMS)}; also {ALSO_KNOWN})")
+    parser.add_argument(
+        "--systems",
+        type=_systems,
+        default=SYSTEMS,
+        metavar="NAMES",
+        help=f"which systems to run, comma-separated (default: {','.join(SYSTEMS)}; also {ALSO_KNOWN})",
+    )
     parser.add_argument("--latency-rate", type=int, default=5000, help="records/s of the latency run (default 5000)")
-    parser.add_argument("--latency-seconds", type=float, default=10.0, help="length of the latency run; 0: none (default 10)")
+    parser.add_argument(
+        "--latency-seconds", type=float, default=10.0, help="length of the latency run; 0: none (default 10)"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
     parser.add_argument("--workdir", metavar="DIR", help="where configs and logs go (default: a new temporary folder)")
     parser.add_argument("--keep-topics", action="store_true", help="do not delete the benchmark's topics")
-    parser.add_argument("--idle-partitions", type=int, default=0, metavar="N",
-                        help="also measure the CPU of one idle worker holding N empty partitions (default 0: no)")
+    parser.add_argument(
+        "--idle-partitions",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also measure the CPU of one idle worker holding N empty partitions (default 0: no)",
+    )
     parser.add_argument("--idle-seconds", type=float, default=20.0, help="length of the idle measurement (default 20)")
-    parser.add_argument("--header-cost", action="store_true",
-                        help="only measure the provenance header's CPU and bytes per record, on and off "
-                             "(no cluster; --records records per case, --json); see bench/header_cost.py")
+    parser.add_argument(
+        "--header-cost",
+        action="store_true",
+        help="only measure the provenance header's CPU and bytes per record, on and off "
+        "(no cluster; --records records per case, --json); see bench/header_cost.py",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -92,13 +128,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     controller.register(parser.add_subparsers(dest="bench_command", metavar="controller"))
     failover = subparsers.add_parser(
-        "bench-failover", help="consumer-group failover: records re-read or skipped with Ferry's and MirrorMaker 2's translation")
+        "bench-failover",
+        help="consumer-group failover: records re-read or skipped with Ferry's and MirrorMaker 2's translation",
+    )
     failover.add_argument("--records", type=int, default=20_000, help="records in the partition (default 20000)")
-    failover.add_argument("--lags", default="0,100,1000,10000",
-                          help="comma-separated records behind the mirror's head the groups commit at (default 0,100,1000,10000)")
+    failover.add_argument(
+        "--lags",
+        default="0,100,1000,10000",
+        help="comma-separated records behind the mirror's head the groups commit at (default 0,100,1000,10000)",
+    )
     failover.add_argument("--skip-mm2", action="store_true", help="only Ferry")
     failover.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
-    failover.add_argument("--workdir", metavar="DIR", help="where configs and logs go (default: a new temporary folder)")
+    failover.add_argument(
+        "--workdir", metavar="DIR", help="where configs and logs go (default: a new temporary folder)"
+    )
     failover.set_defaults(func=run_failover)
 
 
@@ -149,11 +192,18 @@ def run(args: argparse.Namespace) -> int:
     if not args.workloads and not args.idle_partitions:
         raise FerryError("--workloads none leaves nothing to do without --idle-partitions")
     options = Options(
-        workloads=tuple(Workload(spec.value_bytes, spec.partitions or args.partitions, spec.records or args.records,
-                                 args.values)
-                        for spec in args.workloads), systems=systems, compression=args.compression,
-        latency_rate=args.latency_rate, latency_seconds=args.latency_seconds, keep_topics=args.keep_topics,
-        worker_config=args.worker_config, idle_partitions=args.idle_partitions, idle_seconds=args.idle_seconds,
+        workloads=tuple(
+            Workload(spec.value_bytes, spec.partitions or args.partitions, spec.records or args.records, args.values)
+            for spec in args.workloads
+        ),
+        systems=systems,
+        compression=args.compression,
+        latency_rate=args.latency_rate,
+        latency_seconds=args.latency_seconds,
+        keep_topics=args.keep_topics,
+        worker_config=args.worker_config,
+        idle_partitions=args.idle_partitions,
+        idle_seconds=args.idle_seconds,
     )
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -99,10 +99,13 @@ class Options:
     lag_interval_s: float = 10.0
     timeout_s: float = 600.0
     keep: bool = False  # keep the ZooKeeper root of each size
-    phases: list[str] = field(default_factory=lambda: ["whitelist", "steady", "rest", "failover", "rebalance", "leader"])
+    phases: list[str] = field(
+        default_factory=lambda: ["whitelist", "steady", "rest", "failover", "rebalance", "leader"]
+    )
 
 
 # -- the fake workers' fleet ------------------------------------------------------------------
+
 
 class Fleet:
     """Fake workers in ``processes`` processes; tracks how many partitions each reports ONLINE."""
@@ -123,8 +126,9 @@ class Fleet:
         groups = [worker_ids[i::processes] for i in range(min(processes, len(worker_ids)))]
         for index, ids in enumerate(groups):
             parent, child = context.Pipe()
-            process = context.Process(target=fleet_main, args=(self._connect, self._root, ids, self._session_timeout_s,
-                                                               child), daemon=True)
+            process = context.Process(
+                target=fleet_main, args=(self._connect, self._root, ids, self._session_timeout_s, child), daemon=True
+            )
             process.start()
             self._pipes.append(parent)
             self._processes.append(process)
@@ -132,8 +136,11 @@ class Fleet:
             for worker in ids:
                 self._owner[worker] = index
             threading.Thread(target=self._listen, args=(index, parent), daemon=True).start()
-        self._wait(lambda: all(any(r[0] == "ready" for r in self._replies[i]) for i in self._replies), timeout_s,
-                   "the fake workers to start")
+        self._wait(
+            lambda: all(any(r[0] == "ready" for r in self._replies[i]) for i in self._replies),
+            timeout_s,
+            "the fake workers to start",
+        )
 
     def _listen(self, index: int, pipe: Any) -> None:
         while True:
@@ -189,6 +196,7 @@ class Fleet:
 
 # -- the controller processes -----------------------------------------------------------------
 
+
 class ControllerProcess:
     """``python -m ferry.cli controller`` with its own REST port and log file."""
 
@@ -198,7 +206,9 @@ class ControllerProcess:
         self.controller_id = controller_id
         self.process = spawn(
             controller_id,
-            ferry_command("controller", "--config", str(config_path), "--id", controller_id, "--rest-port", str(self.port)),
+            ferry_command(
+                "controller", "--config", str(config_path), "--id", controller_id, "--rest-port", str(self.port)
+            ),
             workdir / f"{controller_id}.log",
         )
 
@@ -245,6 +255,7 @@ class ControllerProcess:
 
 # -- one size ---------------------------------------------------------------------------------
 
+
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -263,7 +274,8 @@ def _histogram(before: dict[str, float], after: dict[str, float], name: str) -> 
     bound = None
     buckets = sorted(
         (float(k.split("le=")[1].rstrip("}")), after[k] - before.get(k, 0))
-        for k in after if k.startswith(f"{name}_bucket{{")
+        for k in after
+        if k.startswith(f"{name}_bucket{{")
     )
     for le, n in buckets:
         if n >= count:
@@ -273,14 +285,20 @@ def _histogram(before: dict[str, float], after: dict[str, float], name: str) -> 
 
 
 def _write_config(workdir: Path, stack: Any, root: str, options: Options, name: str) -> Path:
-    config = fleet_config(stack, root, {
-        "zookeeper": {"session_timeout_s": options.session_timeout_s},
-        "controller": {
-            "failover_delay_s": options.failover_delay_s, "rebalance_delay_s": options.rebalance_delay_s,
-            "observer_interval_s": options.observer_interval_s, "lag_interval_s": options.lag_interval_s,
-            "check_source_topics": False,
+    config = fleet_config(
+        stack,
+        root,
+        {
+            "zookeeper": {"session_timeout_s": options.session_timeout_s},
+            "controller": {
+                "failover_delay_s": options.failover_delay_s,
+                "rebalance_delay_s": options.rebalance_delay_s,
+                "observer_interval_s": options.observer_interval_s,
+                "lag_interval_s": options.lag_interval_s,
+                "check_source_topics": False,
+            },
         },
-    })
+    )
     path = workdir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -314,13 +332,16 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
 
         # 1. whitelisting
         names = [f"bench-{i:06d}" for i in range(topics)]
-        bulk, singles = names[:max(0, topics - options.single_posts)], names[max(0, topics - options.single_posts):]
+        bulk, singles = names[: max(0, topics - options.single_posts)], names[max(0, topics - options.single_posts) :]
         session = requests.Session()
         started = time.time()
         bulk_s: list[float] = []
         for i in range(0, len(bulk), options.batch_topics):
-            body = {"topics": [{"topic": t, "numPartitions": options.topic_partitions}
-                               for t in bulk[i:i + options.batch_topics]]}
+            body = {
+                "topics": [
+                    {"topic": t, "numPartitions": options.topic_partitions} for t in bulk[i : i + options.batch_topics]
+                ]
+            }
             sent = time.perf_counter()
             answer = session.post(leader.url + "/topics", json=body, timeout=options.timeout_s)
             bulk_s.append(time.perf_counter() - sent)
@@ -330,18 +351,25 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         before_singles = leader.metrics()
         for topic in singles:
             sent = time.perf_counter()
-            answer = session.post(leader.url + "/topics", json={"topic": topic, "numPartitions": options.topic_partitions},
-                                  timeout=options.timeout_s)
+            answer = session.post(
+                leader.url + "/topics",
+                json={"topic": topic, "numPartitions": options.topic_partitions},
+                timeout=options.timeout_s,
+            )
             latencies.append(time.perf_counter() - sent)
             if answer.status_code != 201:
                 raise BenchError(f"POST /topics answered {answer.status_code}: {answer.text[:300]}")
         posted = time.time()
         done = fleet.wait_online(partitions, options.timeout_s)
         # The reconciles of the single POSTs and of the statuses they caused: the everyday ones.
-        result["reconcile_single_posts"] = _histogram(before_singles, leader.metrics(), "ferry_controller_reconcile_seconds")
+        result["reconcile_single_posts"] = _histogram(
+            before_singles, leader.metrics(), "ferry_controller_reconcile_seconds"
+        )
         result["whitelist"] = {
-            "all_online_s": round(done - started, 2), "posts_done_s": round(posted - started, 2),
-            "bulk_posts": len(bulk_s), "bulk_topics_per_post": options.batch_topics,
+            "all_online_s": round(done - started, 2),
+            "posts_done_s": round(posted - started, 2),
+            "bulk_posts": len(bulk_s),
+            "bulk_topics_per_post": options.batch_topics,
             "bulk_post_median_ms": _ms(statistics.median(bulk_s)) if bulk_s else None,
             "single_posts": len(latencies),
             "post_median_ms": _ms(statistics.median(latencies)) if latencies else None,
@@ -361,14 +389,22 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         result["steady"] = {
             "window_s": round(window, 1),
             "controller_cpu_pct": round(100 * (cpu_after - cpu_before) / window, 1),
-            "zk_reads_per_s": round((after["ferry_controller_zk_reads_total"] - before["ferry_controller_zk_reads_total"]) / window, 1),
-            "zk_writes_per_s": round((after["ferry_controller_zk_writes_total"] - before["ferry_controller_zk_writes_total"]) / window, 1),
+            "zk_reads_per_s": round(
+                (after["ferry_controller_zk_reads_total"] - before["ferry_controller_zk_reads_total"]) / window, 1
+            ),
+            "zk_writes_per_s": round(
+                (after["ferry_controller_zk_writes_total"] - before["ferry_controller_zk_writes_total"]) / window, 1
+            ),
             "reconcile": _histogram(before, after, "ferry_controller_reconcile_seconds"),
-            "jobs": {job: {"runs": _job(after, "ferry_controller_job_runs_total", job)
-                           - _job(before, "ferry_controller_job_runs_total", job),
-                           "skips": _job(after, "ferry_controller_job_skips_total", job)
-                           - _job(before, "ferry_controller_job_skips_total", job)}
-                     for job in ("observe", "lag", "resync", "reconcile")},
+            "jobs": {
+                job: {
+                    "runs": _job(after, "ferry_controller_job_runs_total", job)
+                    - _job(before, "ferry_controller_job_runs_total", job),
+                    "skips": _job(after, "ferry_controller_job_skips_total", job)
+                    - _job(before, "ferry_controller_job_skips_total", job),
+                }
+                for job in ("observe", "lag", "resync", "reconcile")
+            },
         }
         result["reconcile_whole_run"] = _histogram({}, after, "ferry_controller_reconcile_seconds")
         result["plan_whole_run"] = _histogram({}, after, "ferry_controller_plan_seconds")
@@ -393,7 +429,8 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         fleet.command("kill", victim)
         done = fleet.wait_online(partitions, options.timeout_s)
         result["worker_failover"] = {
-            "worker": victim, "all_online_after_s": round(done - killed, 2),
+            "worker": victim,
+            "all_online_after_s": round(done - killed, 2),
             "beyond_failover_delay_s": round(done - killed - options.failover_delay_s, 2),
         }
         log(f"worker failover: {result['worker_failover']}")
@@ -407,13 +444,15 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
         fleet.command("join", joiner, process=0)
         done = fleet.wait_online(partitions, options.timeout_s, lambda: fleet.online.get(joiner, 0) >= share)
         result["rebalance"] = {
-            "joiner_partitions": fleet.online.get(joiner, 0), "all_online_after_s": round(done - joined, 2),
+            "joiner_partitions": fleet.online.get(joiner, 0),
+            "all_online_after_s": round(done - joined, 2),
             "beyond_rebalance_delay_s": round(done - joined - options.rebalance_delay_s, 2),
         }
         log(f"rebalance: {result['rebalance']}")
         final = leader.metrics()
         result["zk_leader"] = {
-            "reads": final["ferry_controller_zk_reads_total"], "writes": final["ferry_controller_zk_writes_total"],
+            "reads": final["ferry_controller_zk_reads_total"],
+            "writes": final["ferry_controller_zk_writes_total"],
             "transactions": final["ferry_controller_zk_transactions_total"],
             "max_transaction_bytes": final["ferry_controller_zk_max_transaction_bytes"],
             "max_node_bytes": final["ferry_controller_zk_max_node_bytes"],
@@ -437,7 +476,8 @@ def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Calla
             time.sleep(0.2)
         consistent = _wait_consistent(standby, partitions, options.timeout_s)
         result["leader_failover"] = {
-            "session_timeout_s": options.session_timeout_s, "leads_after_s": round(leads - killed, 2),
+            "session_timeout_s": options.session_timeout_s,
+            "leads_after_s": round(leads - killed, 2),
             "consistent_after_s": round(consistent - killed, 2),
         }
         after_standby = standby.metrics()
@@ -466,6 +506,7 @@ def delete_tree(connect: str, root: str) -> None:
     zk = KazooClient(hosts=connect, timeout=30)
     zk.start(timeout=60)
     try:
+
         def remove(path: str) -> None:
             try:
                 children = zk.get_children(path)
@@ -495,8 +536,13 @@ def _wait_consistent(controller: ControllerProcess, partitions: int, timeout_s: 
         summary = controller.get("/validation").json()
         return bool(summary.get("ok") and summary["summary"]["online"] == partitions)
 
-    poll_until(consistent, timeout_s, f"controller {controller.controller_id} to show every partition ONLINE",
-               interval=0.2, ignoring=(requests.RequestException, ValueError, KeyError))
+    poll_until(
+        consistent,
+        timeout_s,
+        f"controller {controller.controller_id} to show every partition ONLINE",
+        interval=0.2,
+        ignoring=(requests.RequestException, ValueError, KeyError),
+    )
     return time.time()
 
 
@@ -505,9 +551,11 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def render(results: list[dict[str, Any]]) -> str:
-    header = ("| size | whitelist all | POST /topics median | reconcile mean (max <) | steady controller CPU "
-              "| ZK reads/s, writes/s | max txn / node | failover beyond delay | joiner rebalance beyond delay "
-              "| leader failover (leads / consistent) | GET /validation, /instances, /topics median |")
+    header = (
+        "| size | whitelist all | POST /topics median | reconcile mean (max <) | steady controller CPU "
+        "| ZK reads/s, writes/s | max txn / node | failover beyond delay | joiner rebalance beyond delay "
+        "| leader failover (leads / consistent) | GET /validation, /instances, /topics median |"
+    )
     lines = [header, "|" + "---|" * 11]
     for r in results:
         steady, reconcile = r.get("steady", {}), r.get("steady", {}).get("reconcile", {})
@@ -545,23 +593,48 @@ def _kb(value: float | None) -> str:
 
 # -- the command ------------------------------------------------------------------------------
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--size", dest="sizes", type=Size.parse, action="append", metavar="PARTITIONS:WORKERS",
-                        help="a size to run, e.g. 16000:200 (repeatable; default 16000:200 and 160000:2000)")
+    parser.add_argument(
+        "--size",
+        dest="sizes",
+        type=Size.parse,
+        action="append",
+        metavar="PARTITIONS:WORKERS",
+        help="a size to run, e.g. 16000:200 (repeatable; default 16000:200 and 160000:2000)",
+    )
     parser.add_argument("--processes", type=int, default=4, help="processes for the fake workers (default 4)")
-    parser.add_argument("--batch-topics", type=int, default=1000, help="topics per bulk POST /topics (default 1000, the most one may hold)")
-    parser.add_argument("--single-posts", type=int, default=50,
-                        help="topics whitelisted last, one POST each, for the POST latency (default 50)")
+    parser.add_argument(
+        "--batch-topics",
+        type=int,
+        default=1000,
+        help="topics per bulk POST /topics (default 1000, the most one may hold)",
+    )
+    parser.add_argument(
+        "--single-posts",
+        type=int,
+        default=50,
+        help="topics whitelisted last, one POST each, for the POST latency (default 50)",
+    )
     parser.add_argument("--steady-s", type=float, default=30.0, help="steady-state window (default 30)")
     parser.add_argument("--failover-delay-s", type=float, default=5.0, help="controller.failover_delay_s (default 5)")
-    parser.add_argument("--rebalance-delay-s", type=float, default=10.0, help="controller.rebalance_delay_s (default 10)")
-    parser.add_argument("--session-timeout-s", type=float, default=6.0,
-                        help="the controllers' ZooKeeper session timeout (default 6)")
-    parser.add_argument("--worker-session-timeout-s", type=float, default=30.0,
-                        help="the fake workers' ZooKeeper session timeout (default 30)")
+    parser.add_argument(
+        "--rebalance-delay-s", type=float, default=10.0, help="controller.rebalance_delay_s (default 10)"
+    )
+    parser.add_argument(
+        "--session-timeout-s", type=float, default=6.0, help="the controllers' ZooKeeper session timeout (default 6)"
+    )
+    parser.add_argument(
+        "--worker-session-timeout-s",
+        type=float,
+        default=30.0,
+        help="the fake workers' ZooKeeper session timeout (default 30)",
+    )
     parser.add_argument("--timeout-s", type=float, default=900.0, help="the longest any phase may take (default 900)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON to FILE")
-    parser.add_argument("--workdir", metavar="DIR", help="configs and controller logs (default: a new temporary folder)")
+    parser.add_argument(
+        "--workdir", metavar="DIR", help="configs and controller logs (default: a new temporary folder)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep each size's ZooKeeper root (default: deleted)")
 
 
@@ -579,11 +652,19 @@ def run(args: argparse.Namespace) -> int:
     sizes = args.sizes or [Size(16_000, 200), Size(160_000, 2_000)]
     if args.processes < 1 or args.batch_topics < 1 or args.single_posts < 0:
         raise FerryError("--processes and --batch-topics must be at least 1, --single-posts at least 0")
-    options = Options(sizes=sizes, processes=args.processes, batch_topics=args.batch_topics,
-                      single_posts=args.single_posts, steady_s=args.steady_s, failover_delay_s=args.failover_delay_s,
-                      rebalance_delay_s=args.rebalance_delay_s, timeout_s=args.timeout_s,
-                      session_timeout_s=args.session_timeout_s, worker_session_timeout_s=args.worker_session_timeout_s,
-                      keep=args.keep)
+    options = Options(
+        sizes=sizes,
+        processes=args.processes,
+        batch_topics=args.batch_topics,
+        single_posts=args.single_posts,
+        steady_s=args.steady_s,
+        failover_delay_s=args.failover_delay_s,
+        rebalance_delay_s=args.rebalance_delay_s,
+        timeout_s=args.timeout_s,
+        session_timeout_s=args.session_timeout_s,
+        worker_session_timeout_s=args.worker_session_timeout_s,
+        keep=args.keep,
+    )
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-bench-controller-"))
     workdir.mkdir(parents=True, exist_ok=True)
     stack = devstack.stack_from_env()
@@ -593,8 +674,14 @@ def run(args: argparse.Namespace) -> int:
     for size in sizes:
         print(f"== {size.partitions:,} partitions, {size.workers:,} workers", flush=True)
         results.append(run_size(size, options, stack, workdir, lambda line: print(f"   {line}", flush=True)))
-    report = {"machine": machine(), "options": asdict(options), "results": results, "before": BEFORE_16K,
-              "command": " ".join(sys.argv), "workdir": str(workdir)}
+    report = {
+        "machine": machine(),
+        "options": asdict(options),
+        "results": results,
+        "before": BEFORE_16K,
+        "command": " ".join(sys.argv),
+        "workdir": str(workdir),
+    }
     print(render(results))
     print(f"logs and configs: {workdir}")
     if args.json:

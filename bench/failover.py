@@ -58,17 +58,19 @@ class MirrorMaker2WithCheckpoints(MirrorMaker2):
         props = super().properties(topics)
         s, d = self.src_alias, self.dst_alias
         props.pop("emit.offset-syncs.enabled", None)  # MM2 refuses offset-syncs.* settings when off
-        props.update({
-            "emit.checkpoints.enabled": "true",
-            "emit.checkpoints.interval.seconds": "1",
-            "sync.group.offsets.enabled": "true",
-            "sync.group.offsets.interval.seconds": "1",
-            "refresh.groups.enabled": "true",
-            "refresh.groups.interval.seconds": "2",
-            "refresh.topics.interval.seconds": "2",
-            f"{s}->{d}.groups": self.groups,
-            "offset-syncs.topic.replication.factor": "1",
-        })
+        props.update(
+            {
+                "emit.checkpoints.enabled": "true",
+                "emit.checkpoints.interval.seconds": "1",
+                "sync.group.offsets.enabled": "true",
+                "sync.group.offsets.interval.seconds": "1",
+                "refresh.groups.enabled": "true",
+                "refresh.groups.interval.seconds": "2",
+                "refresh.topics.interval.seconds": "2",
+                f"{s}->{d}.groups": self.groups,
+                "offset-syncs.topic.replication.factor": "1",
+            }
+        )
         return props
 
 
@@ -113,10 +115,22 @@ def _seq_at(cluster: dict[str, str], topic: str, offset: int, records: int) -> i
 
 def _outcome(system: str, lag: int, committed: int, destination: int | None, seq: int | None) -> dict[str, Any]:
     if destination is None or seq is None:
-        return {"system": system, "lag": lag, "sourceOffset": committed, "destinationOffset": None,
-                "reread": None, "skipped": None}
-    return {"system": system, "lag": lag, "sourceOffset": committed, "destinationOffset": destination,
-            "reread": max(0, committed - seq), "skipped": max(0, seq - committed)}
+        return {
+            "system": system,
+            "lag": lag,
+            "sourceOffset": committed,
+            "destinationOffset": None,
+            "reread": None,
+            "skipped": None,
+        }
+    return {
+        "system": system,
+        "lag": lag,
+        "sourceOffset": committed,
+        "destinationOffset": destination,
+        "reread": max(0, committed - seq),
+        "skipped": max(0, seq - committed),
+    }
 
 
 def header_and_map_cost(records: int = 200_000) -> dict[str, float]:
@@ -155,8 +169,13 @@ def run_failover(stack: Stack, workdir: Path, records: int, lags: list[int], ski
             group, committed = f"fo-ferry-{slug}-lag{lag}", records - lag
             commit_offset(source, group, ferry_topic, committed)
             answer = subprocess.run(
-                ferry_command("--log-level", "WARNING", "groups", "sync", group, "--config", str(config_path), "--json"),
-                capture_output=True, text=True, timeout=120)
+                ferry_command(
+                    "--log-level", "WARNING", "groups", "sync", group, "--config", str(config_path), "--json"
+                ),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             if answer.returncode != 0:
                 raise BenchError(f"ferry groups sync {group}: {answer.stderr.strip()[-500:]}")
             dest = committed_offset(destination, group, ferry_topic)
@@ -178,8 +197,11 @@ def run_failover(stack: Stack, workdir: Path, records: int, lags: list[int], ski
             for lag, group in groups.items():
                 commit_offset(source, group, mm2_topic, records - lag)
             with contextlib.suppress(WaitTimeout):
-                _wait("MirrorMaker 2 to sync every group",
-                      lambda: all(committed_offset(destination, g, mm2_topic) is not None for g in groups.values()), 180)
+                _wait(
+                    "MirrorMaker 2 to sync every group",
+                    lambda: all(committed_offset(destination, g, mm2_topic) is not None for g in groups.values()),
+                    180,
+                )
             for lag, group in groups.items():
                 dest = committed_offset(destination, group, mm2_topic)
                 seq = None if dest is None else _seq_at(destination, mm2_topic, dest, records)
@@ -194,7 +216,9 @@ def render(report: dict[str, Any]) -> None:
     print(f"failover of a consumer group, {report['records']:,} records in one partition")
     print(f"{'system':8} {'lag':>8} {'source':>9} {'dest':>9} {'method':>10} {'re-read':>8} {'skipped':>8}")
     for r in report["results"]:
-        print(f"{r['system']:8} {r['lag']:>8} {r['sourceOffset']:>9} {r['destinationOffset']!s:>9} "
-              f"{r['method']!s:>10} {r['reread']!s:>8} {r['skipped']!s:>8}")
+        print(
+            f"{r['system']:8} {r['lag']:>8} {r['sourceOffset']:>9} {r['destinationOffset']!s:>9} "
+            f"{r['method']!s:>10} {r['reread']!s:>8} {r['skipped']!s:>8}"
+        )
     cost = report["cost"]
     print(f"CPU per record: provenance header {cost['headerNsPerRecord']} ns, offset map {cost['mapNsPerRecord']} ns")

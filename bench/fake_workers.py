@@ -61,8 +61,15 @@ class SharedHandler(SequentialThreadingHandler):
 class FakeWorker:
     """See the module docstring."""
 
-    def __init__(self, connect: str, layout: ZkLayout, worker_id: str, report: Report,
-                 session_timeout_s: float = 10.0, handler: SequentialThreadingHandler | None = None) -> None:
+    def __init__(
+        self,
+        connect: str,
+        layout: ZkLayout,
+        worker_id: str,
+        report: Report,
+        session_timeout_s: float = 10.0,
+        handler: SequentialThreadingHandler | None = None,
+    ) -> None:
         self.worker_id = worker_id
         self.layout = layout
         self.state = "NEW"
@@ -93,9 +100,9 @@ class FakeWorker:
             if data is not None and assignment.generation < self.generation:
                 return True
             self.generation = assignment.generation
-            status = WorkerStatus(assignment.generation, {
-                p: PartitionStatus(PartitionState.ONLINE) for p in assignment.partitions
-            })
+            status = WorkerStatus(
+                assignment.generation, {p: PartitionStatus(PartitionState.ONLINE) for p in assignment.partitions}
+            )
             count = len(assignment.partitions)
         written = self._zk.set_async(self.layout.worker_state(self.worker_id), status.to_bytes())
         written.rawlink(lambda result: self._written(result, count))

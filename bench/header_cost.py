@@ -114,14 +114,18 @@ def measure(records: int, rounds: int = 5) -> dict[str, Any]:
 def run(records: int, json_file: str | None) -> int:
     result = measure(records)
     load = result["loadAverage"]
-    print(f"provenance header cost, {records:,} records per case in {result['rounds']} interleaved rounds "
-          f"(CPU time of this process; median round, fastest round)")
+    print(
+        f"provenance header cost, {records:,} records per case in {result['rounds']} interleaved rounds "
+        f"(CPU time of this process; median round, fastest round)"
+    )
     print(f"machine: {result['cpus']} CPUs, load average (1/5/15 min) {load['before']} before, {load['after']} after")
     print(f"{'case':<8} {'header':<7} {'ns/record':>10} {'fastest':>8} {'added':>8}")
     for name, ns in result["cpuNsPerRecord"].items():
         added = result["cpuNsAddedPerRecord"].get(name)
         fastest = result["cpuNsPerRecordFastestRound"][name]
-        print(f"{name:<8} {'off' if name == 'off' else 'on':<7} {ns:>10} {fastest:>8} {'' if added is None else added:>8}")
+        print(
+            f"{name:<8} {'off' if name == 'off' else 'on':<7} {ns:>10} {fastest:>8} {'' if added is None else added:>8}"
+        )
     print("bytes added per record:")
     for name, size in result["bytesPerRecord"].items():
         print(f"  {name}: {size}")

@@ -34,8 +34,13 @@ class Idle:
     worker_rss_mb: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"partitions": self.partitions, "seconds": self.seconds, "worker_core_pct": self.worker_core_pct,
-                "source_broker_core_pct": self.source_broker_core_pct, "worker_rss_mb": self.worker_rss_mb}
+        return {
+            "partitions": self.partitions,
+            "seconds": self.seconds,
+            "worker_core_pct": self.worker_core_pct,
+            "source_broker_core_pct": self.source_broker_core_pct,
+            "worker_rss_mb": self.worker_rss_mb,
+        }
 
 
 def core_pct(cpu_seconds: float, wall_seconds: float) -> float:
@@ -52,8 +57,9 @@ def _server_pid(server: Server) -> int | None:
         return None
 
 
-def measure_idle(stack: Stack, workdir: Path, partitions: int, seconds: float, slug: str,
-                 worker_config: dict[str, Any] | None = None) -> Idle:
+def measure_idle(
+    stack: Stack, workdir: Path, partitions: int, seconds: float, slug: str, worker_config: dict[str, Any] | None = None
+) -> Idle:
     source = {"bootstrap.servers": stack.bootstrap("src")}
     destination = {"bootstrap.servers": stack.bootstrap("dst")}
     topic = f"ferry-bench-idle-{slug}"
@@ -63,12 +69,17 @@ def measure_idle(stack: Stack, workdir: Path, partitions: int, seconds: float, s
     try:
         system.start([topic])
         system.go([topic])
+
         def all_online() -> bool:
             system.raise_if_failed()
             return system.online() >= partitions
 
-        poll_until(all_online, _ONLINE_TIMEOUT_S, lambda: f"{partitions} partitions ONLINE on the idle worker "
-                   f"(it has {system.online()})", interval=0.2)
+        poll_until(
+            all_online,
+            _ONLINE_TIMEOUT_S,
+            lambda: f"{partitions} partitions ONLINE on the idle worker (it has {system.online()})",
+            interval=0.2,
+        )
         time.sleep(_SETTLE_S)
         [pid] = system.pids()
         broker = _server_pid(stack.src)
@@ -79,12 +90,16 @@ def measure_idle(stack: Stack, workdir: Path, partitions: int, seconds: float, s
         wall = time.monotonic() - started
         worker_cpu = procstat.cpu_seconds(pid) - worker_cpu
         broker_pct = core_pct(procstat.cpu_seconds(broker) - broker_cpu, wall) if broker else None
-        return Idle(partitions, round(wall, 1), core_pct(worker_cpu, wall), broker_pct,
-                    round(procstat.peak_rss_bytes(pid) / 1e6, 1))
+        return Idle(
+            partitions,
+            round(wall, 1),
+            core_pct(worker_cpu, wall),
+            broker_pct,
+            round(procstat.peak_rss_bytes(pid) / 1e6, 1),
+        )
     finally:
         system.stop()
         system.cleanup()
         for admin in (src_admin, dst_admin):
             with contextlib.suppress(BenchError):
                 workload.delete_topics(admin, [topic])
-

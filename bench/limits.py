@@ -30,8 +30,13 @@ CONSUMER_MAIN = "org.apache.kafka.tools.ConsumerPerformance"
 TOOL_JVM_OPTS = ["-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
 # The producer's settings: a replicator's guarantees, batches as large as help.
 PRODUCER_PROPS = {
-    "acks": "all", "enable.idempotence": "true", "linger.ms": "5", "batch.size": "1048576",
-    "buffer.memory": "134217728", "max.request.size": "4194304", "compression.type": "none",
+    "acks": "all",
+    "enable.idempotence": "true",
+    "linger.ms": "5",
+    "batch.size": "1048576",
+    "buffer.memory": "134217728",
+    "max.request.size": "4194304",
+    "compression.type": "none",
 }
 CONSUMER_PROPS = {"max.partition.fetch.bytes": "4194304", "fetch.max.bytes": "67108864", "max.poll.records": "10000"}
 _TOOL_TIMEOUT_S = 300.0
@@ -82,14 +87,43 @@ def _java(main: str, args: list[str], log: Path) -> str:
 
 def produce_rate(bootstrap: str, topic: str, records: int, value_bytes: int, log: Path) -> ToolRate:
     props = [f"{k}={v}" for k, v in {"bootstrap.servers": bootstrap, **PRODUCER_PROPS}.items()]
-    output = _java(PRODUCER_MAIN, ["--topic", topic, "--num-records", str(records), "--record-size", str(value_bytes),
-                                   "--throughput", "-1", "--producer-props", *props], log)
+    output = _java(
+        PRODUCER_MAIN,
+        [
+            "--topic",
+            topic,
+            "--num-records",
+            str(records),
+            "--record-size",
+            str(value_bytes),
+            "--throughput",
+            "-1",
+            "--producer-props",
+            *props,
+        ],
+        log,
+    )
     return parse_producer_output(output, value_bytes)
 
 
 def consume_rate(bootstrap: str, topic: str, records: int, value_bytes: int, workdir: Path, log: Path) -> ToolRate:
     config = workdir / f"{log.stem}.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in CONSUMER_PROPS.items()))
-    output = _java(CONSUMER_MAIN, ["--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(records),
-                                   "--hide-header", "--timeout", "30000", "--consumer.config", str(config)], log)
+    output = _java(
+        CONSUMER_MAIN,
+        [
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--messages",
+            str(records),
+            "--hide-header",
+            "--timeout",
+            "30000",
+            "--consumer.config",
+            str(config),
+        ],
+        log,
+    )
     return parse_consumer_output(output, value_bytes)

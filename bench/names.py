@@ -13,7 +13,8 @@ SYSTEMS = ("limit-produce", "limit-consume", "ceiling", "ferry-1w", "ferry-2w", 
 # mm2-tuned-tN (tasks.max=N).
 CEILING_VARIANTS = ("ceiling", "stamped-copy", "acked-copy")
 SYSTEM_PATTERN = re.compile(
-    rf"limit-produce|limit-consume|({'|'.join(CEILING_VARIANTS)})(-[1-9]\d*)?|ferry-[1-9]\d*w|mm2-(tuned-)?t[1-9]\d*")
+    rf"limit-produce|limit-consume|({'|'.join(CEILING_VARIANTS)})(-[1-9]\d*)?|ferry-[1-9]\d*w|mm2-(tuned-)?t[1-9]\d*"
+)
 ALSO_KNOWN = "ceiling-N, stamped-copy[-N], acked-copy[-N], ferry-Nw, mm2-tN, mm2-tuned-tN"
 KNOWN = f"{', '.join(SYSTEMS)}, {ALSO_KNOWN}"
 
@@ -52,12 +53,18 @@ def parse_workloads(text: str) -> tuple[WorkloadSpec, ...]:
         shape, _, count = item.partition(":")
         partitions_text, _, size_text = shape.rpartition("x")
         try:
-            spec = WorkloadSpec(int(size_text), int(partitions_text) if partitions_text else None,
-                                int(count) if count else None)
+            spec = WorkloadSpec(
+                int(size_text), int(partitions_text) if partitions_text else None, int(count) if count else None
+            )
         except ValueError:
-            raise ValueError(f"{item!r} is not SIZE, PARTITIONSxSIZE or PARTITIONSxSIZE:RECORDS (e.g. 8x1024:1000000)") from None
-        if spec.value_bytes < 1 or (spec.partitions is not None and spec.partitions < 1) or (
-                spec.records is not None and spec.records < 1):
+            raise ValueError(
+                f"{item!r} is not SIZE, PARTITIONSxSIZE or PARTITIONSxSIZE:RECORDS (e.g. 8x1024:1000000)"
+            ) from None
+        if (
+            spec.value_bytes < 1
+            or (spec.partitions is not None and spec.partitions < 1)
+            or (spec.records is not None and spec.records < 1)
+        ):
             raise ValueError(f"{item!r}: sizes, partitions and record counts must be positive")
         specs.append(spec)
     if not specs:

@@ -54,4 +54,8 @@ def machine() -> dict[str, object]:
                 break
     except OSError:
         pass
-    return {"nproc": len(os.sched_getaffinity(0)), "cpu_model": model, "mem_total_bytes": int(psutil.virtual_memory().total)}
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu_model": model,
+        "mem_total_bytes": int(psutil.virtual_memory().total),
+    }

@@ -45,8 +45,14 @@ log = logging.getLogger(__name__)
 
 BASELINES = ("mm2-t1", "mm2-tuned-t1")
 POLL_S = 0.05
-DEFAULT_WORKLOADS = (Workload(100, 1, 1_000_000), Workload(1024, 1, 1_000_000), Workload(10240, 1, 200_000),
-                     Workload(100, 8, 1_000_000), Workload(1024, 8, 1_000_000), Workload(10240, 8, 200_000))
+DEFAULT_WORKLOADS = (
+    Workload(100, 1, 1_000_000),
+    Workload(1024, 1, 1_000_000),
+    Workload(10240, 1, 200_000),
+    Workload(100, 8, 1_000_000),
+    Workload(1024, 8, 1_000_000),
+    Workload(10240, 8, 200_000),
+)
 
 
 @dataclass(frozen=True)
@@ -98,28 +104,62 @@ class RunResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "workload": self.workload, "value_bytes": self.value_bytes, "system": self.system, "label": self.label,
-            "records": self.records, "processes": self.processes, "status": self.status, "problems": self.problems,
-            "window": self.window, "seconds": self.seconds, "records_per_s": self.records_per_s,
-            "mb_per_s": self.mb_per_s, "cpu_s_per_million": self.cpu_s_per_million, "cpu_s_total": self.cpu_s_total,
-            "peak_rss_mb": self.peak_rss_mb, "destination_bytes_per_record": self.destination_bytes_per_record,
+            "workload": self.workload,
+            "value_bytes": self.value_bytes,
+            "system": self.system,
+            "label": self.label,
+            "records": self.records,
+            "processes": self.processes,
+            "status": self.status,
+            "problems": self.problems,
+            "window": self.window,
+            "seconds": self.seconds,
+            "records_per_s": self.records_per_s,
+            "mb_per_s": self.mb_per_s,
+            "cpu_s_per_million": self.cpu_s_per_million,
+            "cpu_s_total": self.cpu_s_total,
+            "peak_rss_mb": self.peak_rss_mb,
+            "destination_bytes_per_record": self.destination_bytes_per_record,
             "latency": self.latency.to_json() if self.latency else None,
-            "ratios": self.vs_baseline, "logs": self.logs,
+            "ratios": self.vs_baseline,
+            "logs": self.logs,
         }
 
 
-def make_system(name: str, stack: Stack, workdir: Path, partitions: int, slug: str,
-                worker_config: dict[str, Any] | None = None, compression: str = "none") -> System:
+def make_system(
+    name: str,
+    stack: Stack,
+    workdir: Path,
+    partitions: int,
+    slug: str,
+    worker_config: dict[str, Any] | None = None,
+    compression: str = "none",
+) -> System:
     if not known_system(name) or name.startswith("limit-"):
         raise BenchError(f"unknown system {name!r} (known: {KNOWN})")
     if name.startswith(CEILING_VARIANTS):
         variant = next(v for v in CEILING_VARIANTS if name.startswith(v))
-        count = name[len(variant) + 1:]
-        return Ceiling(stack, workdir, partitions, slug, processes=int(count) if count else None,
-                       client_config=worker_config, variant=variant, compression=compression)
+        count = name[len(variant) + 1 :]
+        return Ceiling(
+            stack,
+            workdir,
+            partitions,
+            slug,
+            processes=int(count) if count else None,
+            client_config=worker_config,
+            variant=variant,
+            compression=compression,
+        )
     if name.startswith("ferry-"):
-        return FerryWorkers(stack, workdir, partitions, slug, workers=int(name[6:-1]), worker_config=worker_config,
-                            compression=compression)
+        return FerryWorkers(
+            stack,
+            workdir,
+            partitions,
+            slug,
+            workers=int(name[6:-1]),
+            worker_config=worker_config,
+            compression=compression,
+        )
     tuned = name.startswith("mm2-tuned-")
     return MirrorMaker2(stack, workdir, partitions, slug, tasks=int(name.rsplit("t", 1)[1]), tuned=tuned)
 
@@ -146,27 +186,47 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
             echo(f"[{load.name}] producing {load.records:,} records to {topic} ...")
             fill_s = workload.fill(source, topic, load, run_id)
             echo(f"[{load.name}] source filled in {fill_s:.1f}s ({load.records / fill_s:,.0f} records/s)")
-            workloads.append({
-                "name": load.name, "value_bytes": value_bytes, "records": load.records, "partitions": load.partitions,
-                "record_bytes": load.record_bytes(run_id), "headers": 2, "keys": True, "source_topic": topic,
-                "source_fill_s": round(fill_s, 2), "source_fill_records_per_s": round(load.records / fill_s),
-            })
+            workloads.append(
+                {
+                    "name": load.name,
+                    "value_bytes": value_bytes,
+                    "records": load.records,
+                    "partitions": load.partitions,
+                    "record_bytes": load.record_bytes(run_id),
+                    "headers": 2,
+                    "keys": True,
+                    "source_topic": topic,
+                    "source_fill_s": round(fill_s, 2),
+                    "source_fill_records_per_s": round(load.records / fill_s),
+                }
+            )
             for name in options.systems:
                 slug = f"{run_id}-{name}"
                 if name.startswith("limit-"):
                     echo(f"[{load.name}] {name} ...")
                     result = _broker_limit(name, stack, workdir, load, topic, run_id, dst_admin)
                     runs.append(result)
-                    echo(f"[{load.name}] {name}: {result.status} "
-                         + (f"{result.records_per_s:,.0f} records/s" if result.records_per_s else "; ".join(result.problems)))
+                    echo(
+                        f"[{load.name}] {name}: {result.status} "
+                        + (
+                            f"{result.records_per_s:,.0f} records/s"
+                            if result.records_per_s
+                            else "; ".join(result.problems)
+                        )
+                    )
                     continue
-                system = make_system(name, stack, workdir, load.partitions, slug, options.worker_config, options.compression)
+                system = make_system(
+                    name, stack, workdir, load.partitions, slug, options.worker_config, options.compression
+                )
                 echo(f"[{load.name}] {system.label} ...")
                 result = run_one(system, load, topic, run_id, options, source, destination, src_admin, dst_admin)
                 runs.append(result)
-                summary = (f"{result.records_per_s:,.0f} records/s, {result.cpu_s_per_million:.1f} CPU s/M records, "
-                           f"{result.destination_bytes_per_record} destination bytes/record"
-                           if result.ok and result.records_per_s and result.cpu_s_per_million is not None else "")
+                summary = (
+                    f"{result.records_per_s:,.0f} records/s, {result.cpu_s_per_million:.1f} CPU s/M records, "
+                    f"{result.destination_bytes_per_record} destination bytes/record"
+                    if result.ok and result.records_per_s and result.cpu_s_per_million is not None
+                    else ""
+                )
                 echo(f"[{load.name}] {system.label}: {result.status} {summary}")
                 for problem in result.problems:
                     echo(f"    {problem}")
@@ -179,19 +239,30 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
     _ratios(runs)
     idle_result = None
     if options.idle_partitions > 0:
-        echo(f"[idle] one Ferry worker holding {options.idle_partitions} partitions with no traffic, "
-             f"{options.idle_seconds:g}s ...")
-        idle_result = idle.measure_idle(stack, workdir, options.idle_partitions, options.idle_seconds,
-                                        uuid.uuid4().hex[:8], options.worker_config).to_json()
-        echo(f"[idle] worker {idle_result['worker_core_pct']:.2f} % of a core, source broker "
-             f"{idle_result['source_broker_core_pct']} % of a core")
+        echo(
+            f"[idle] one Ferry worker holding {options.idle_partitions} partitions with no traffic, "
+            f"{options.idle_seconds:g}s ..."
+        )
+        idle_result = idle.measure_idle(
+            stack, workdir, options.idle_partitions, options.idle_seconds, uuid.uuid4().hex[:8], options.worker_config
+        ).to_json()
+        echo(
+            f"[idle] worker {idle_result['worker_core_pct']:.2f} % of a core, source broker "
+            f"{idle_result['source_broker_core_pct']} % of a core"
+        )
     return {
         "started_at": started.isoformat(timespec="seconds"),
         "machine": {**procstat.machine(), "python": platform.python_version(), "platform": platform.platform()},
-        "options": {"workloads": [load.name for load in options.workloads], "compression": options.compression,
-                    "systems": list(options.systems), "latency_rate": options.latency_rate,
-                    "latency_seconds": options.latency_seconds, "worker_config": options.worker_config,
-                    "idle_partitions": options.idle_partitions, "idle_seconds": options.idle_seconds},
+        "options": {
+            "workloads": [load.name for load in options.workloads],
+            "compression": options.compression,
+            "systems": list(options.systems),
+            "latency_rate": options.latency_rate,
+            "latency_seconds": options.latency_seconds,
+            "worker_config": options.worker_config,
+            "idle_partitions": options.idle_partitions,
+            "idle_seconds": options.idle_seconds,
+        },
         "workloads": workloads,
         "runs": [r.to_json() for r in runs],
         "idle": idle_result,
@@ -202,8 +273,15 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
 
 
 def run_one(
-    system: System, load: Workload, topic: str, run_id: str, options: Options,
-    source: dict[str, Any], destination: dict[str, Any], src_admin: Any, dst_admin: Any,
+    system: System,
+    load: Workload,
+    topic: str,
+    run_id: str,
+    options: Options,
+    source: dict[str, Any],
+    destination: dict[str, Any],
+    src_admin: Any,
+    dst_admin: Any,
 ) -> RunResult:
     latency_topic = f"ferry-bench-lat-{load.value_bytes}-{system.slug}"
     topics = [topic, latency_topic]
@@ -222,9 +300,12 @@ def run_one(
             result.destination_bytes_per_record = round(stored / load.records, 1)
         if not result.problems and options.latency_seconds > 0:
             result.latency = workload.measure_latency(
-                source, destination, latency_topic, load, options.latency_rate, options.latency_seconds, run_id)
+                source, destination, latency_topic, load, options.latency_rate, options.latency_seconds, run_id
+            )
             if result.latency.received != result.latency.expected:
-                result.problems.append(f"latency run: {result.latency.received} of {result.latency.expected} records arrived")
+                result.problems.append(
+                    f"latency run: {result.latency.received} of {result.latency.expected} records arrived"
+                )
         result.peak_rss_mb = round(procstat.total_peak_rss_bytes(pids) / 1e6, 1)
         result.cpu_s_total = round(procstat.total_cpu_seconds(pids), 2)
         system.stop()
@@ -261,8 +342,14 @@ def _settle_disk() -> None:
 
 
 def _copy(
-    system: System, load: Workload, topics: list[str], run_id: str, options: Options, dst_admin: Any,
-    pids: list[int], result: RunResult,
+    system: System,
+    load: Workload,
+    topics: list[str],
+    run_id: str,
+    options: Options,
+    dst_admin: Any,
+    pids: list[int],
+    result: RunResult,
 ) -> None:
     """Lets ``system`` copy ``topics``; fills the throughput and CPU figures of ``result`` from the first."""
     topic = topics[0]
@@ -290,7 +377,9 @@ def _copy(
             return
         limit = options.start_timeout_s if count == 0 else options.stall_timeout_s
         if now - last_change > limit:
-            result.problems.append(f"stalled: {count:,} of {expected:,} records at the destination, none for {limit:.0f}s")
+            result.problems.append(
+                f"stalled: {count:,} of {expected:,} records at the destination, none for {limit:.0f}s"
+            )
             return
         if now >= next_report:
             log.info("%s: %d of %d records copied", system.name, count, expected)
@@ -314,12 +403,16 @@ def _copy(
     result.cpu_s_per_million = round((end_cpu - base_cpu) / records * 1e6, 2)
 
 
-def _broker_limit(name: str, stack: Stack, workdir: Path, load: Workload, topic: str, run_id: str,
-                  dst_admin: Any) -> RunResult:
+def _broker_limit(
+    name: str, stack: Stack, workdir: Path, load: Workload, topic: str, run_id: str, dst_admin: Any
+) -> RunResult:
     """``limit-produce`` (into a fresh destination topic) or ``limit-consume`` (the workload's source topic)."""
     _settle_disk()
-    label = ("broker limit: produce into dst (ProducerPerformance)" if name == "limit-produce"
-             else "broker limit: consume from src (ConsumerPerformance)")
+    label = (
+        "broker limit: produce into dst (ProducerPerformance)"
+        if name == "limit-produce"
+        else "broker limit: consume from src (ConsumerPerformance)"
+    )
     result = RunResult(load.name, load.value_bytes, name, label, load.records, processes=1)
     slug = f"{run_id}-{name}"
     log_path = workdir / f"{slug}.log"
@@ -329,7 +422,9 @@ def _broker_limit(name: str, stack: Stack, workdir: Path, load: Workload, topic:
             limit_topic = f"ferry-bench-limit-{slug}"
             workload.create_topic(dst_admin, limit_topic, load.partitions)
             try:
-                rate = limits.produce_rate(stack.bootstrap("dst"), limit_topic, load.records, load.value_bytes, log_path)
+                rate = limits.produce_rate(
+                    stack.bootstrap("dst"), limit_topic, load.records, load.value_bytes, log_path
+                )
             finally:
                 with contextlib.suppress(BenchError):
                     workload.delete_topics(dst_admin, [limit_topic])
@@ -353,8 +448,12 @@ def _ratios(runs: list[RunResult]) -> None:
     by_key = {(r.workload, r.system): r for r in runs if r.ok}
     ceilings: dict[str, RunResult] = {}
     for run in runs:
-        if run.ok and run.system.startswith("ceiling") and run.records_per_s and (
-                run.workload not in ceilings or run.records_per_s > (ceilings[run.workload].records_per_s or 0)):
+        if (
+            run.ok
+            and run.system.startswith("ceiling")
+            and run.records_per_s
+            and (run.workload not in ceilings or run.records_per_s > (ceilings[run.workload].records_per_s or 0))
+        ):
             ceilings[run.workload] = run
     for run in runs:
         if not run.ok or run.system.startswith("limit-"):
@@ -363,12 +462,17 @@ def _ratios(runs: list[RunResult]) -> None:
         for name in BASELINES:
             baseline = by_key.get((run.workload, name))
             suffix = name.replace("-", "_")
-            ratios[f"records_per_s_vs_{suffix}"] = _ratio(run.records_per_s, baseline.records_per_s if baseline else None)
+            ratios[f"records_per_s_vs_{suffix}"] = _ratio(
+                run.records_per_s, baseline.records_per_s if baseline else None
+            )
             ratios[f"records_per_cpu_s_vs_{suffix}"] = _ratio(
-                baseline.cpu_s_per_million if baseline else None, run.cpu_s_per_million)
+                baseline.cpu_s_per_million if baseline else None, run.cpu_s_per_million
+            )
         ceiling = ceilings.get(run.workload)
         ratios["records_per_s_vs_ceiling"] = _ratio(run.records_per_s, ceiling.records_per_s if ceiling else None)
-        ratios["cpu_per_record_vs_ceiling"] = _ratio(run.cpu_s_per_million, ceiling.cpu_s_per_million if ceiling else None)
+        ratios["cpu_per_record_vs_ceiling"] = _ratio(
+            run.cpu_s_per_million, ceiling.cpu_s_per_million if ceiling else None
+        )
         run.vs_baseline = ratios
 
 

@@ -95,14 +95,17 @@ def with_setting(config: dict[str, Any], param: Param, value: Any) -> dict[str, 
 def judge(param: Param, value: Any, pairs: Sequence[Pair], threshold: float, cpu_limit: float) -> Trial:
     speed = geomean(p.speed_ratio for p in pairs)
     cpu = geomean(p.cpu_ratio for p in pairs)
-    return Trial(param.name, value, list(pairs), round(speed, 3), round(cpu, 3),
-                 accepted=speed >= threshold and cpu <= cpu_limit)
+    return Trial(
+        param.name, value, list(pairs), round(speed, 3), round(cpu, 3), accepted=speed >= threshold and cpu <= cpu_limit
+    )
 
 
 def coordinate_search(
-    start: dict[str, Any], grid: Sequence[Param],
+    start: dict[str, Any],
+    grid: Sequence[Param],
     measure: Callable[[dict[str, Any], dict[str, Any]], list[Pair]],
-    threshold: float = 1.05, cpu_limit: float = 1.25,
+    threshold: float = 1.05,
+    cpu_limit: float = 1.25,
     on_trial: Callable[[Trial], None] | None = None,
     defaults: dict[str, Any] | None = None,
 ) -> SearchResult:
@@ -160,15 +163,21 @@ def trials_table(result: SearchResult) -> str:
         for pair in trial.pairs:
             if pair.workload not in workloads:
                 workloads.append(pair.workload)
-    lines = ["| setting | value | " + " | ".join(f"{w} rec/s ratio" for w in workloads)
-             + " | rec/s (geomean) | CPU/record | taken |",
-             "|---|---|" + "---:|" * len(workloads) + "---:|---:|---|"]
+    lines = [
+        "| setting | value | "
+        + " | ".join(f"{w} rec/s ratio" for w in workloads)
+        + " | rec/s (geomean) | CPU/record | taken |",
+        "|---|---|" + "---:|" * len(workloads) + "---:|---:|---|",
+    ]
     for trial in result.trials:
         by_workload: dict[str, list[float]] = {}
         for pair in trial.pairs:
             by_workload.setdefault(pair.workload, []).append(pair.speed_ratio)
         cells = [f"{geomean(by_workload[w]):.2f}x" if w in by_workload else "-" for w in workloads]
         value = "librdkafka default" if trial.value is DEFAULT else str(trial.value)
-        lines.append(f"| `{trial.param}` | {value} | " + " | ".join(cells)
-                     + f" | {trial.speed:.2f}x | {trial.cpu:.2f}x | {'yes' if trial.accepted else 'no'} |")
+        lines.append(
+            f"| `{trial.param}` | {value} | "
+            + " | ".join(cells)
+            + f" | {trial.speed:.2f}x | {trial.cpu:.2f}x | {'yes' if trial.accepted else 'no'} |"
+        )
     return "\n".join(lines)

@@ -80,14 +80,25 @@ def _param(text: str) -> Param:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ferry.bench.sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("--workloads", default=DEFAULT_WORKLOADS, help=f"as ferry bench's (default {DEFAULT_WORKLOADS})")
-    p.add_argument("--records", type=int, default=200_000, help="records of a workload that names none (default 200,000)")
+    p.add_argument(
+        "--records", type=int, default=200_000, help="records of a workload that names none (default 200,000)"
+    )
     p.add_argument("--partitions", type=int, default=8, help="partitions of a workload that names none (default 8)")
     p.add_argument("--repeats", type=int, default=1, help="A B pairs per workload and candidate (default 1)")
     p.add_argument("--start", type=_json_object, default=START, metavar="JSON", help="worker config to start from")
-    p.add_argument("--param", type=_param, action="append", metavar="SECTION.KEY=V1|V2",
-                   help="search these instead of the built-in grid (repeatable; 'default': librdkafka's)")
-    p.add_argument("--compare", type=_json_object, metavar="JSON", help="no search: --start (A) against this config (B)")
-    p.add_argument("--threshold", type=float, default=1.05, help="records/s ratio a candidate must reach (default 1.05)")
+    p.add_argument(
+        "--param",
+        type=_param,
+        action="append",
+        metavar="SECTION.KEY=V1|V2",
+        help="search these instead of the built-in grid (repeatable; 'default': librdkafka's)",
+    )
+    p.add_argument(
+        "--compare", type=_json_object, metavar="JSON", help="no search: --start (A) against this config (B)"
+    )
+    p.add_argument(
+        "--threshold", type=float, default=1.05, help="records/s ratio a candidate must reach (default 1.05)"
+    )
     p.add_argument("--json", metavar="FILE")
     p.add_argument("--markdown", metavar="FILE")
     p.add_argument("--workdir", metavar="DIR")
@@ -133,8 +144,11 @@ def main(argv: list[str] | None = None) -> int:
             result = runner.run_one(system, load, topic, run_id, options, source, destination, src_admin, dst_admin)
             if result.ok and result.records_per_s and result.cpu_s_per_million is not None:
                 return result.records_per_s, result.cpu_s_per_million
-            print(f"  {load.name} with {json.dumps(config)} FAILED (attempt {attempt}, logs {result.logs}): "
-                  f"{result.problems}", flush=True)
+            print(
+                f"  {load.name} with {json.dumps(config)} FAILED (attempt {attempt}, logs {result.logs}): "
+                f"{result.problems}",
+                flush=True,
+            )
         raise SystemExit(f"{load.name} with {json.dumps(config)} FAILED twice")
 
     def measure(a: dict[str, Any], b: dict[str, Any]) -> list[Pair]:
@@ -144,13 +158,19 @@ def main(argv: list[str] | None = None) -> int:
                 a_rps, a_cpu = one_run(load, a)
                 b_rps, b_cpu = one_run(load, b)
                 pairs.append(Pair(load.name, a_rps, a_cpu, b_rps, b_cpu))
-                print(f"  {load.name}: A {a_rps:,.0f} rec/s {a_cpu:.1f} CPU s/M | B {b_rps:,.0f} rec/s {b_cpu:.1f} "
-                      f"CPU s/M | {b_rps / a_rps:.2f}x", flush=True)
+                print(
+                    f"  {load.name}: A {a_rps:,.0f} rec/s {a_cpu:.1f} CPU s/M | B {b_rps:,.0f} rec/s {b_cpu:.1f} "
+                    f"CPU s/M | {b_rps / a_rps:.2f}x",
+                    flush=True,
+                )
         return pairs
 
     def report(trial: Trial) -> None:
-        print(f"{trial.param}={trial.value!r}: rec/s {trial.speed:.2f}x, CPU/record {trial.cpu:.2f}x, "
-              f"{'taken' if trial.accepted else 'not taken'} ({time.monotonic() - started:.0f}s)", flush=True)
+        print(
+            f"{trial.param}={trial.value!r}: rec/s {trial.speed:.2f}x, CPU/record {trial.cpu:.2f}x, "
+            f"{'taken' if trial.accepted else 'not taken'} ({time.monotonic() - started:.0f}s)",
+            flush=True,
+        )
 
     try:
         for load in loads:
@@ -167,9 +187,14 @@ def main(argv: list[str] | None = None) -> int:
             result = SearchResult(start=args.start, best=args.compare if trial.accepted else args.start, trials=[trial])
         else:
             print(f"start = {json.dumps(args.start)}", flush=True)
-            result = coordinate_search(args.start, args.param or GRID, measure, args.threshold, on_trial=report,
-                                       defaults={"consumer": kafka_clients.CONSUMER_DEFAULTS,
-                                                 "producer": kafka_clients.PRODUCER_DEFAULTS})
+            result = coordinate_search(
+                args.start,
+                args.param or GRID,
+                measure,
+                args.threshold,
+                on_trial=report,
+                defaults={"consumer": kafka_clients.CONSUMER_DEFAULTS, "producer": kafka_clients.PRODUCER_DEFAULTS},
+            )
     finally:
         for topic, _ in topics.values():
             with contextlib.suppress(Exception):
@@ -180,12 +205,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         Path(args.markdown).write_text(table + "\n")
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "start": result.start, "best": result.best, "workloads": [load.name for load in loads],
-            "repeats": args.repeats, "threshold": args.threshold, "seconds": round(time.monotonic() - started),
-            "trials": [{"param": t.param, "value": t.value, "speed": t.speed, "cpu": t.cpu, "accepted": t.accepted,
-                        "pairs": [vars(p) for p in t.pairs]} for t in result.trials],
-        }, indent=2) + "\n")
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "start": result.start,
+                    "best": result.best,
+                    "workloads": [load.name for load in loads],
+                    "repeats": args.repeats,
+                    "threshold": args.threshold,
+                    "seconds": round(time.monotonic() - started),
+                    "trials": [
+                        {
+                            "param": t.param,
+                            "value": t.value,
+                            "speed": t.speed,
+                            "cpu": t.cpu,
+                            "accepted": t.accepted,
+                            "pairs": [vars(p) for p in t.pairs],
+                        }
+                        for t in result.trials
+                    ],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -42,24 +42,29 @@ from ferry.devstack.support import Spawned, WaitTimeout, ferry_command, poll_unt
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 # As kafka-run-class.sh starts every Kafka tool (KAFKA_JVM_PERFORMANCE_OPTS), with a small heap.
 MM2_JVM_OPTS = [
-    "-Xmx512m", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-    "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+    "-Xmx512m",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-Djava.awt.headless=true",
 ]
 # MirrorMaker 2 tuned the way its users tune it for throughput: larger fetches, more records per
 # poll, larger producer batches that linger a little (no compression: nobody else compresses).
 MM2_TUNED: dict[str, dict[str, str]] = {
     "consumer": {
-        "max.poll.records": "10000",               # default 500
-        "max.partition.fetch.bytes": "4194304",    # default 1 MiB
-        "fetch.max.bytes": "67108864",             # default 50 MiB
-        "receive.buffer.bytes": "1048576",         # default 64 KiB
+        "max.poll.records": "10000",  # default 500
+        "max.partition.fetch.bytes": "4194304",  # default 1 MiB
+        "fetch.max.bytes": "67108864",  # default 50 MiB
+        "receive.buffer.bytes": "1048576",  # default 64 KiB
     },
     "producer": {
-        "linger.ms": "20",                         # default 5
-        "batch.size": "524288",                    # default 16 KiB
-        "buffer.memory": "134217728",              # default 32 MiB
-        "max.request.size": "4194304",             # default 1 MiB
-        "send.buffer.bytes": "1048576",            # default 128 KiB
+        "linger.ms": "20",  # default 5
+        "batch.size": "524288",  # default 16 KiB
+        "buffer.memory": "134217728",  # default 32 MiB
+        "max.request.size": "4194304",  # default 1 MiB
+        "send.buffer.bytes": "1048576",  # default 128 KiB
     },
 }
 _START_TIMEOUT_S = 60.0
@@ -130,8 +135,17 @@ class Ceiling(System):
     provenance header, and also a delivery report per record; ``bench/ceiling.py``).
     """
 
-    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, processes: int | None = None,
-                 client_config: dict[str, Any] | None = None, variant: str = "ceiling", compression: str = "none") -> None:
+    def __init__(
+        self,
+        stack: Stack,
+        workdir: Path,
+        partitions: int,
+        slug: str,
+        processes: int | None = None,
+        client_config: dict[str, Any] | None = None,
+        variant: str = "ceiling",
+        compression: str = "none",
+    ) -> None:
         super().__init__(stack, workdir, partitions, slug)
         self.variant = variant
         self.name = variant if processes is None else f"{variant}-{processes}"
@@ -151,13 +165,25 @@ class Ceiling(System):
         for topic in topics:
             workload.create_topic(admin, topic, self.partitions)
         for index in range(self.count):
-            command = [sys.executable, "-m", "ferry.bench.ceiling", "--source", self.stack.bootstrap("src"),
-                       "--destination", self.stack.bootstrap("dst"), "--partitions", str(self.partitions),
-                       "--block", f"{index}/{self.count}",
-                       "--consumer-config", json.dumps(self.client_config.get("consumer") or {}),
-                       "--producer-config", json.dumps({"compression.type": self.compression,
-                                                        **(self.client_config.get("producer") or {})}),
-                       *self.flags, *topics]
+            command = [
+                sys.executable,
+                "-m",
+                "ferry.bench.ceiling",
+                "--source",
+                self.stack.bootstrap("src"),
+                "--destination",
+                self.stack.bootstrap("dst"),
+                "--partitions",
+                str(self.partitions),
+                "--block",
+                f"{index}/{self.count}",
+                "--consumer-config",
+                json.dumps(self.client_config.get("consumer") or {}),
+                "--producer-config",
+                json.dumps({"compression.type": self.compression, **(self.client_config.get("producer") or {})}),
+                *self.flags,
+                *topics,
+            ]
             name = f"{self.variant}-{index + 1}"
             self.processes.append(spawn(name, command, self._log(name)))
 
@@ -165,8 +191,16 @@ class Ceiling(System):
 class FerryWorkers(System):
     """``workers`` Ferry worker processes; partitions split in contiguous blocks (0-3 and 4-7 for 2)."""
 
-    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, workers: int,
-                 worker_config: dict[str, Any] | None = None, compression: str = "none") -> None:
+    def __init__(
+        self,
+        stack: Stack,
+        workdir: Path,
+        partitions: int,
+        slug: str,
+        workers: int,
+        worker_config: dict[str, Any] | None = None,
+        compression: str = "none",
+    ) -> None:
         super().__init__(stack, workdir, partitions, slug)
         self.workers = workers
         self.compression = compression
@@ -196,9 +230,19 @@ class FerryWorkers(System):
         for path in self.layout.persistent_paths():
             self._zk.ensure_path(path)
         for worker_id in self.ids:
-            command = ferry_command("--log-level", "WARNING", "worker",
-                                    "--config", str(config_path), "--id", worker_id, "--metrics-port", "0")
+            command = ferry_command(
+                "--log-level",
+                "WARNING",
+                "worker",
+                "--config",
+                str(config_path),
+                "--id",
+                worker_id,
+                "--metrics-port",
+                "0",
+            )
             self.processes.append(spawn(worker_id, command, self._log(worker_id)))
+
         def registered() -> bool:
             self.raise_if_failed()
             return all(self._zk.exists(self.layout.live_worker(w)) for w in self.ids)
@@ -220,8 +264,11 @@ class FerryWorkers(System):
                 with contextlib.suppress(Exception):
                     self._zk.set(self.layout.assignment(worker_id), WorkerAssignment(2).to_bytes())
             with contextlib.suppress(WaitTimeout):  # stopped by signal below, then
-                poll_until(lambda: all(self._released(w) for w in self.ids) or self.failure(), 30,
-                           "the workers to release their partitions")
+                poll_until(
+                    lambda: all(self._released(w) for w in self.ids) or self.failure(),
+                    30,
+                    "the workers to release their partitions",
+                )
         super().stop()
 
     def online(self) -> int:
@@ -259,7 +306,9 @@ class FerryWorkers(System):
 class MirrorMaker2(System):
     """MirrorMaker 2 dedicated mode; cluster aliases unique per run, so its internal topics are too."""
 
-    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str, tasks: int, tuned: bool = False) -> None:
+    def __init__(
+        self, stack: Stack, workdir: Path, partitions: int, slug: str, tasks: int, tuned: bool = False
+    ) -> None:
         super().__init__(stack, workdir, partitions, slug)
         self.tasks = tasks
         self.tuned = tuned
@@ -313,8 +362,16 @@ class MirrorMaker2(System):
         props = self.workdir / f"{self.slug}-mm2.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self.properties(topics).items()))
         log = self._log("mm2")
-        command = ["java", *MM2_JVM_OPTS, f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}", f"-Dferry.log.file={log}",
-                   "-cp", f"{folder}/*", MM2_MAIN, str(props)]
+        command = [
+            "java",
+            *MM2_JVM_OPTS,
+            f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
+            f"-Dferry.log.file={log}",
+            "-cp",
+            f"{folder}/*",
+            MM2_MAIN,
+            str(props),
+        ]
         self.processes.append(spawn(self.name, command, self._log("mm2-stdout")))
 
     def cleanup(self) -> None:

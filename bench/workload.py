@@ -77,8 +77,11 @@ def record_key(seq: int) -> bytes:
 
 # -- topics ---------------------------------------------------------------------------------
 
+
 def create_topic(admin: AdminClient, topic: str, partitions: int, config: dict[str, str] | None = None) -> None:
-    future = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})])[topic]
+    future = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1, config=config or {})]
+    )[topic]
     try:
         future.result(timeout=_ADMIN_TIMEOUT_S)
     except KafkaException as exc:
@@ -102,11 +105,16 @@ def delete_topics(admin: AdminClient, topics: list[str], wait_s: float = 60.0) -
             error = kafka_error(exc)
             if "UNKNOWN_TOPIC" not in error.name:
                 raise BenchError(f"deleting topic {topic}: {error}") from None
-    poll_until(lambda: not any(topic_exists(admin, t) for t in existing), wait_s,
-               f"topics {existing} to be gone after deleting them", interval=0.2)
+    poll_until(
+        lambda: not any(topic_exists(admin, t) for t in existing),
+        wait_s,
+        f"topics {existing} to be gone after deleting them",
+        interval=0.2,
+    )
 
 
 # -- producing ------------------------------------------------------------------------------
+
 
 def _text_corpus(size: int, seed: int = 7) -> bytes:
     """JSON events (orders with ids, skus, prices, timestamps) of at least ``size`` bytes, seeded."""
@@ -116,12 +124,21 @@ def _text_corpus(size: int, seed: int = 7) -> bytes:
     lines: list[bytes] = []
     total = 0
     while total < size:
-        line = json.dumps({
-            "event": rng.choice(events), "order_id": f"o-{rng.randrange(10**9):09d}",
-            "customer_id": rng.randrange(10**6), "sku": f"SKU-{rng.randrange(5000):05d}",
-            "quantity": rng.randrange(1, 10), "price": round(rng.uniform(1, 500), 2), "currency": rng.choice(currencies),
-            "ts": f"2026-11-24T{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}.{rng.randrange(1000):03d}Z",
-        }).encode() + b"\n"
+        line = (
+            json.dumps(
+                {
+                    "event": rng.choice(events),
+                    "order_id": f"o-{rng.randrange(10**9):09d}",
+                    "customer_id": rng.randrange(10**6),
+                    "sku": f"SKU-{rng.randrange(5000):05d}",
+                    "quantity": rng.randrange(1, 10),
+                    "price": round(rng.uniform(1, 500), 2),
+                    "currency": rng.choice(currencies),
+                    "ts": f"2026-11-24T{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}.{rng.randrange(1000):03d}Z",
+                }
+            ).encode()
+            + b"\n"
+        )
         lines.append(line)
         total += len(line)
     return b"".join(lines)
@@ -139,7 +156,7 @@ def values(workload: Workload) -> Callable[[int], bytes]:
 
         def text(_i: int) -> bytes:
             start = starts.randrange(last)
-            return corpus[start:start + size]
+            return corpus[start : start + size]
 
         return text
     same = os.urandom(size)
@@ -154,9 +171,15 @@ def log_bytes(data_dir: Path, topic: str) -> int:
 
 def fill(cluster: dict[str, Any], topic: str, workload: Workload, run_id: str) -> float:
     """Produces the workload's records to ``topic`` as fast as the producer can; returns the seconds taken."""
-    producer = kafka_clients.producer(cluster, **QUIET, **{
-        "linger.ms": 50, "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
-    })
+    producer = kafka_clients.producer(
+        cluster,
+        **QUIET,
+        **{
+            "linger.ms": 50,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+        },
+    )
     value = values(workload)
     run_header = (HEADER_RUN, run_id.encode())
     partitions = workload.partitions
@@ -172,6 +195,7 @@ def fill(cluster: dict[str, Any], topic: str, workload: Workload, run_id: str) -
 
 
 # -- checking -------------------------------------------------------------------------------
+
 
 def _consumer(cluster: dict[str, Any], **overrides: Any) -> Consumer:
     return kafka_clients.consumer(cluster, f"ferry-bench-{uuid.uuid4().hex[:8]}", **QUIET, **overrides)
@@ -198,8 +222,11 @@ def verify(cluster: dict[str, Any], topic: str, workload: Workload, run_id: str,
         windows = {p: sorted({0, max(0, n // 2 - sample // 2), max(0, n - sample)}) for p, n in expected.items() if n}
         bad: set[int] = set()
         for round_ in range(3):
-            wanted = {p: (starts[round_], min(sample, expected[p] - starts[round_]))
-                      for p, starts in windows.items() if round_ < len(starts) and p not in bad}
+            wanted = {
+                p: (starts[round_], min(sample, expected[p] - starts[round_]))
+                for p, starts in windows.items()
+                if round_ < len(starts) and p not in bad
+            }
             for partition, records in _read(consumer, topic, wanted).items():
                 start, want = wanted[partition]
                 for offset, message in zip(range(start, start + want), records, strict=False):
@@ -253,6 +280,7 @@ def _record_problem(message: Any, offset: int, value_bytes: int, run_header: byt
 
 # -- end-to-end latency ---------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Latency:
     expected: int
@@ -262,8 +290,13 @@ class Latency:
     max_ms: float | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"expected": self.expected, "received": self.received,
-                "p50_ms": self.p50_ms, "p99_ms": self.p99_ms, "max_ms": self.max_ms}
+        return {
+            "expected": self.expected,
+            "received": self.received,
+            "p50_ms": self.p50_ms,
+            "p99_ms": self.p99_ms,
+            "max_ms": self.max_ms,
+        }
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
@@ -273,8 +306,14 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
 
 
 def measure_latency(
-    source: dict[str, Any], destination: dict[str, Any], topic: str, workload: Workload,
-    rate: int, seconds: float, run_id: str, settle_s: float = 30.0,
+    source: dict[str, Any],
+    destination: dict[str, Any],
+    topic: str,
+    workload: Workload,
+    rate: int,
+    seconds: float,
+    run_id: str,
+    settle_s: float = 30.0,
 ) -> Latency:
     """Produces ``rate`` records/s for ``seconds`` to ``topic`` on the source while a replicator runs.
 
@@ -340,8 +379,9 @@ def measure_latency(
     consumer.close()
     if probes < workload.partitions:
         return Latency(total, max(0, len(latencies) - workload.partitions), None, None, None)
-    values = sorted(latencies[workload.partitions:])
+    values = sorted(latencies[workload.partitions :])
     if not values:
         return Latency(total, 0, None, None, None)
-    return Latency(total, len(values), round(percentile(values, 0.50), 1), round(percentile(values, 0.99), 1),
-                   round(values[-1], 1))
+    return Latency(
+        total, len(values), round(percentile(values, 0.50), 1), round(percentile(values, 0.99), 1), round(values[-1], 1)
+    )

@@ -57,8 +57,11 @@ def options_anywhere(define: Callable[[argparse.ArgumentParser], None]) -> argpa
     return parent
 
 
-def config_and_json_anywhere(config_help: str = "Ferry's YAML config file", json_help: str = "JSON output",
-                             define: Callable[[argparse.ArgumentParser], object] | None = None) -> argparse.ArgumentParser:
+def config_and_json_anywhere(
+    config_help: str = "Ferry's YAML config file",
+    json_help: str = "JSON output",
+    define: Callable[[argparse.ArgumentParser], object] | None = None,
+) -> argparse.ArgumentParser:
     """The :func:`options_anywhere` parent of a command that reads the config and prints text or
     JSON: ``--config`` (check it with :func:`require_option`), ``--json`` (read it with
     ``getattr(args, "json", False)``), and the options ``define`` adds."""

@@ -56,8 +56,14 @@ def url_problem(value: str) -> str | None:
     return None
 
 
-def pick(option: str | None, env_name: str, configured: str | None, option_name: str,
-         environ: Mapping[str, str] | None = None, url: bool = False) -> str | None:
+def pick(
+    option: str | None,
+    env_name: str,
+    configured: str | None,
+    option_name: str,
+    environ: Mapping[str, str] | None = None,
+    url: bool = False,
+) -> str | None:
     """The value in force: the command-line option, else the environment variable, else the file's.
 
     ``url``: the value is an advertised URL; a bad one from the option or the variable is a
@@ -87,8 +93,10 @@ def _resolves(name: str) -> bool:
         return False
 
 
-def host_name(names: tuple[Callable[[], str], ...] = (socket.getfqdn, socket.gethostname),
-              resolves: Callable[[str], bool] = _resolves) -> str | None:
+def host_name(
+    names: tuple[Callable[[], str], ...] = (socket.getfqdn, socket.gethostname),
+    resolves: Callable[[str], bool] = _resolves,
+) -> str | None:
     """This host's first name that resolves and is not a loopback name, or None."""
     for name_of in names:
         name = name_of().strip()
@@ -97,8 +105,14 @@ def host_name(names: tuple[Callable[[], str], ...] = (socket.getfqdn, socket.get
     return None
 
 
-def advertised_url(scheme: str, bind_host: str, port: int, advertised: str | None, setting: str,
-                   find_host_name: Callable[[], str | None] = host_name) -> str:
+def advertised_url(
+    scheme: str,
+    bind_host: str,
+    port: int,
+    advertised: str | None,
+    setting: str,
+    find_host_name: Callable[[], str | None] = host_name,
+) -> str:
     """The URL to advertise: ``advertised`` when given, else derived from the bind address.
 
     ``setting`` names the advertised-URL setting for the error raised when a wildcard bind
@@ -110,8 +124,9 @@ def advertised_url(scheme: str, bind_host: str, port: int, advertised: str | Non
     if host in WILDCARDS:
         name = find_host_name()
         if name is None:
-            raise ConfigError(f"{bind_host or '(empty)'} is a wildcard bind address and no name of this host "
-                              f"resolves: set {setting}")
+            raise ConfigError(
+                f"{bind_host or '(empty)'} is a wildcard bind address and no name of this host resolves: set {setting}"
+            )
         host = name
     return host_url(scheme, host, port)
 

@@ -41,12 +41,15 @@ def require(extra: str, command: str, installed: Callable[[str], bool] = _instal
     """Raises :class:`MissingExtra` (one line: what to install) unless ``extra``'s modules are there."""
     missing = [module for module in EXTRAS[extra] if not installed(module)]
     if missing:
-        raise MissingExtra(f"{command} needs the {extra} extra ({', '.join(missing)} is not installed): "
-                           f"pip install '{DISTRIBUTION}[{extra}]'")
+        raise MissingExtra(
+            f"{command} needs the {extra} extra ({', '.join(missing)} is not installed): "
+            f"pip install '{DISTRIBUTION}[{extra}]'"
+        )
 
 
 def needing(extra: str, command: str, func: Callable[[Any], int]) -> Callable[[Any], int]:
     """``func`` (a subcommand's ``func``), checking first that ``extra`` is installed."""
+
     def run(args: Any) -> int:
         require(extra, command)
         return func(args)

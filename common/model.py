@@ -182,7 +182,9 @@ class IdealState:
 
     def to_bytes(self) -> bytes:
         return IdealStatePayload.model_construct(
-            route=RouteName(self.route), topic=self.topic, partitions=self.partitions,
+            route=RouteName(self.route),
+            topic=self.topic,
+            partitions=self.partitions,
             assignment=cast("dict[int, WorkerId]", self.assignment),
         ).to_bytes()
 
@@ -205,7 +207,8 @@ class WorkerAssignment:
 
     def to_bytes(self) -> bytes:
         return WorkerAssignmentPayload.model_construct(
-            generation=self.generation, partitions=sorted(str(p) for p in self.partitions),
+            generation=self.generation,
+            partitions=sorted(str(p) for p in self.partitions),
         ).to_bytes()
 
     @classmethod
@@ -255,10 +258,13 @@ class WorkerStatus:
 
     def to_bytes(self) -> bytes:
         return WorkerStatusPayload.model_construct(
-            generation=self.generation, leaving=self.leaving,
+            generation=self.generation,
+            leaving=self.leaving,
             partitions={str(k): v.to_json() for k, v in self.partitions.items()},
-            load={str(k): LoadEntry(bytes_per_s=v.bytes_per_s, records_per_s=v.records_per_s, lag=v.lag)
-                  for k, v in self.load.items()},
+            load={
+                str(k): LoadEntry(bytes_per_s=v.bytes_per_s, records_per_s=v.records_per_s, lag=v.lag)
+                for k, v in self.load.items()
+            },
             busy=self.busy,
         ).to_bytes()
 
@@ -301,7 +307,10 @@ class WorkerInfo:
 
     def to_bytes(self) -> bytes:
         return WorkerInfoPayload.model_construct(
-            id=WorkerId(self.worker_id), host=self.host, pid=self.pid, metrics_url=self.metrics_url,
+            id=WorkerId(self.worker_id),
+            host=self.host,
+            pid=self.pid,
+            metrics_url=self.metrics_url,
         ).to_bytes()
 
     @classmethod
@@ -322,7 +331,9 @@ class ExternalView:
 
     def to_bytes(self) -> bytes:
         return ExternalViewPayload.model_construct(
-            route=RouteName(self.route), topic=self.topic, partitions=dict(self.partitions),
+            route=RouteName(self.route),
+            topic=self.topic,
+            partitions=dict(self.partitions),
         ).to_bytes()
 
     @classmethod

@@ -64,9 +64,7 @@ def _read_file(path: str) -> str:
     return Path(path).read_text()
 
 
-def resolve_text(
-    text: str, env: Mapping[str, str] | None = None, read_file: Callable[[str], str] = _read_file
-) -> str:
+def resolve_text(text: str, env: Mapping[str, str] | None = None, read_file: Callable[[str], str] = _read_file) -> str:
     """``text`` with its placeholders replaced and ``$${`` unescaped; a :class:`Secret` when it
     held a placeholder. Raises :class:`PlaceholderError` for the first one it cannot resolve."""
     environment = os.environ if env is None else env
@@ -82,8 +80,9 @@ def resolve_text(
             raise PlaceholderError("'${' without a closing '}' (write $${ for a literal ${)")
         provider, sep, argument = body.partition(":")
         if not sep or provider not in PROVIDERS:
-            raise PlaceholderError(f"unknown placeholder {token!r}: use ${{env:NAME}} or ${{file:PATH}} "
-                                   "(write $${ for a literal ${)")
+            raise PlaceholderError(
+                f"unknown placeholder {token!r}: use ${{env:NAME}} or ${{file:PATH}} (write $${{ for a literal ${{)"
+            )
         resolved = True
         if provider == "env":
             if not _ENV_NAME.match(argument):

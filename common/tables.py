@@ -38,6 +38,11 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], file:
     """Prints ``rows`` (see :func:`table`) to ``file`` (default: the current ``sys.stdout``)."""
     out = file or sys.stdout
     terminal = out.isatty()
-    console = Console(file=out, width=None if terminal else _PIPE_WIDTH, highlight=False, soft_wrap=False,
-                      color_system="auto" if terminal else None)
+    console = Console(
+        file=out,
+        width=None if terminal else _PIPE_WIDTH,
+        highlight=False,
+        soft_wrap=False,
+        color_system="auto" if terminal else None,
+    )
     console.print(table(rows, columns))

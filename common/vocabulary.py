@@ -18,11 +18,13 @@ from typing import NewType
 if sys.version_info >= (3, 11):
     from enum import StrEnum
 else:  # pragma: no cover - Python 3.10: the same behaviour as 3.11's enum.StrEnum
+
     class StrEnum(str, Enum):
         """``enum.StrEnum`` for Python 3.10: ``str()`` and ``format()`` give the value."""
 
         __str__ = str.__str__
         __format__ = str.__format__  # type: ignore[assignment]
+
 
 WorkerId = NewType("WorkerId", str)
 """A worker's id (``ferry worker --id``): its ``workers/live/<id>`` node and its assignment's name."""

@@ -50,10 +50,15 @@ _GENERIC = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIM
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("check", help="check a config file: every problem at once; --connect: reach every server")
+    parser = subparsers.add_parser(
+        "check", help="check a config file: every problem at once; --connect: reach every server"
+    )
     parser.add_argument("--config", required=True, help="Ferry's YAML config file")
-    parser.add_argument("--connect", action="store_true",
-                        help="also reach every Kafka cluster, ZooKeeper and schema registry with the configured credentials")
+    parser.add_argument(
+        "--connect",
+        action="store_true",
+        help="also reach every Kafka cluster, ZooKeeper and schema registry with the configured credentials",
+    )
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per endpoint with --connect (default 10)")
     parser.set_defaults(func=_run)
 
@@ -89,7 +94,7 @@ def connect_results(config: FerryConfig, timeout_s: float) -> Iterator[EndpointR
             answered.append(name)
         yield result
     yield zookeeper_result(config.zookeeper, timeout_s)
-    for name, registry in (config.schemas.registries.items() if config.schemas else []):
+    for name, registry in config.schemas.registries.items() if config.schemas else []:
         yield registry_result(name, registry, timeout_s)
     yield from acl_results(config, answered)
 
@@ -123,7 +128,9 @@ def kafka_result(name: str, props: dict[str, Any], timeout_s: float) -> Endpoint
         reason = specific[-1].str() if specific else _text(exc)
         return EndpointResult(endpoint, False, f"no answer within {timeout_s:g}s: {reason}" if not specific else reason)
     brokers = len(metadata.brokers)
-    return EndpointResult(endpoint, True, f"{brokers} broker{'s' if brokers != 1 else ''}, {len(metadata.topics)} topics")
+    return EndpointResult(
+        endpoint, True, f"{brokers} broker{'s' if brokers != 1 else ''}, {len(metadata.topics)} topics"
+    )
 
 
 def _text(exc: KafkaException) -> str:
@@ -144,8 +151,12 @@ def zookeeper_result(zookeeper: ZookeeperConfig, timeout_s: float) -> EndpointRe
             return EndpointResult(endpoint, False, f"no session within {timeout_s:g}s ({type(exc).__name__})")
         root = zookeeper.root
         user, password = zookeeper.auth.credentials() if zookeeper.auth else ("", "")
-        refused = EndpointResult(endpoint, False, f"the ACL on {root} does not grant user {user!r} with this "
-                                                  "password (a wrong password, or nodes created by another identity)")
+        refused = EndpointResult(
+            endpoint,
+            False,
+            f"the ACL on {root} does not grant user {user!r} with this "
+            "password (a wrong password, or nodes created by another identity)",
+        )
         try:
             if client.exists(root) is None:
                 return EndpointResult(endpoint, True, f"session open; {root} does not exist yet (Ferry creates it)")

@@ -38,12 +38,16 @@ ZOOKEEPER_CHECK_S = 1.0
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("controller", help="run a Ferry controller (REST API; one of them leads)")
     parser.add_argument("--config", required=True, help="Ferry's YAML config file")
-    parser.add_argument("--rest-host", help=f"REST bind address (default ${endpoints.REST_HOST_ENV}, "
-                        "then controller.rest_host)")
+    parser.add_argument(
+        "--rest-host", help=f"REST bind address (default ${endpoints.REST_HOST_ENV}, then controller.rest_host)"
+    )
     parser.add_argument("--rest-port", type=int, help="REST port (default controller.rest_port)")
-    parser.add_argument("--advertised-url", help="the URL other controllers reach this one at, e.g. "
-                        f"http://10.0.0.7:9000 (default ${endpoints.ADVERTISED_URL_ENV}, then controller.advertised_url, "
-                        "then derived from the bind address)")
+    parser.add_argument(
+        "--advertised-url",
+        help="the URL other controllers reach this one at, e.g. "
+        f"http://10.0.0.7:9000 (default ${endpoints.ADVERTISED_URL_ENV}, then controller.advertised_url, "
+        "then derived from the bind address)",
+    )
     parser.add_argument("--id", help="this controller's id (default: host name and REST port)")
     parser.set_defaults(func=_run)
     from ferry.controller.groups import (
@@ -83,19 +87,37 @@ def _run(args: argparse.Namespace) -> int:
             ssl_adapter = BuiltinSSLAdapter(tls.cert_file, tls.key_file)
         except (ssl.SSLError, OSError, ValueError) as exc:
             raise ConfigError(f"controller.tls: cannot use {tls.cert_file} with {tls.key_file}: {exc}") from None
-    advertised = endpoints.pick(args.advertised_url, endpoints.ADVERTISED_URL_ENV, controller_config.advertised_url,
-                                "--advertised-url", url=True)
-    rest_url = endpoints.advertised_url(scheme, host, port, advertised,
-                                        f"controller.advertised_url, --advertised-url or ${endpoints.ADVERTISED_URL_ENV}")
+    advertised = endpoints.pick(
+        args.advertised_url,
+        endpoints.ADVERTISED_URL_ENV,
+        controller_config.advertised_url,
+        "--advertised-url",
+        url=True,
+    )
+    rest_url = endpoints.advertised_url(
+        scheme,
+        host,
+        port,
+        advertised,
+        f"controller.advertised_url, --advertised-url or ${endpoints.ADVERTISED_URL_ENV}",
+    )
     if not rest_url.startswith(f"{scheme}://"):
-        raise ConfigError(f"the advertised URL {rest_url} is not {scheme}://, but controller.tls is "
-                          f"{'set' if tls else 'absent'}")
+        raise ConfigError(
+            f"the advertised URL {rest_url} is not {scheme}://, but controller.tls is {'set' if tls else 'absent'}"
+        )
     controller = Controller(config, controller_id, rest_url=rest_url, config_path=args.config)
-    app = create_app(controller, forward_timeout_s=controller_config.forward_timeout_s, auth=checker,
-                     forward_verify=forward_verify)
+    app = create_app(
+        controller, forward_timeout_s=controller_config.forward_timeout_s, auth=checker, forward_verify=forward_verify
+    )
     # cheroot: a thread pool and TLS built in (waitress has no TLS); see docs/design.md.
-    server = wsgi.Server((host, port), app, numthreads=controller_config.rest_threads,
-                         server_name=f"ferry-{controller_id}", timeout=30, shutdown_timeout=5)
+    server = wsgi.Server(
+        (host, port),
+        app,
+        numthreads=controller_config.rest_threads,
+        server_name=f"ferry-{controller_id}",
+        timeout=30,
+        shutdown_timeout=5,
+    )
     server.ssl_adapter = ssl_adapter
     # APScheduler's warnings (a skipped or missed run) stay visible, and the controller counts
     # them in ferry_controller_job_skips_total; its per-run INFO lines are noise.
@@ -119,9 +141,13 @@ def _run(args: argparse.Namespace) -> int:
         if not controller.start(stop):
             return 0
         threading.Thread(target=server.serve, name="controller-rest", daemon=True).start()
-        logging.getLogger(__name__).info("controller %s serving REST on %s (advertised as %s, authentication %s)",
-                                         controller_id, endpoints.host_url(scheme, host, port), rest_url,
-                                         "on" if checker else "off")
+        logging.getLogger(__name__).info(
+            "controller %s serving REST on %s (advertised as %s, authentication %s)",
+            controller_id,
+            endpoints.host_url(scheme, host, port),
+            rest_url,
+            "on" if checker else "off",
+        )
         while not stop.wait(ZOOKEEPER_CHECK_S):
             if controller.zookeeper_given_up():  # a supervisor starts it again, with a new session
                 raise lost(config.zookeeper)

@@ -29,7 +29,8 @@ class ClusterMetadata:
         self._admins: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.admin(clusters[cluster]))
         # Only reads committed offsets: never subscribes, assigns or commits.
         self._consumers: ClientPool[tuple[str, str]] = ClientPool(
-            lambda key: kafka_clients.consumer(clusters[key[0]], key[1]))
+            lambda key: kafka_clients.consumer(clusters[key[0]], key[1])
+        )
 
     def _admin(self, cluster: str) -> Any:
         return self._admins[cluster]
@@ -119,8 +120,10 @@ class ClusterMetadata:
             except FutureTimeout as exc:
                 raise self._unavailable(cluster, exc) from None
             result[resource.name] = {
-                name: entry.value for name, entry in entries.items()
-                if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and not entry.is_sensitive
+                name: entry.value
+                for name, entry in entries.items()
+                if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+                and not entry.is_sensitive
                 and entry.value is not None
             }
         return result
@@ -128,11 +131,17 @@ class ClusterMetadata:
     def set_topic_configs(self, cluster: str, topic: str, changes: Mapping[str, str]) -> None:
         if not changes:
             return
-        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in changes.items()
-        ])
+        resource = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            topic,
+            incremental_configs=[
+                ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in changes.items()
+            ],
+        )
         try:
-            self._admin(cluster).incremental_alter_configs([resource], request_timeout=TIMEOUT_S)[resource].result(TIMEOUT_S)
+            self._admin(cluster).incremental_alter_configs([resource], request_timeout=TIMEOUT_S)[resource].result(
+                TIMEOUT_S
+            )
         except (KafkaException, FutureTimeout) as exc:
             raise self._unavailable(cluster, exc) from None
 

@@ -31,41 +31,76 @@ class ControllerMetrics:
     def __init__(self, store: Store, watch_reads: Callable[[], int]) -> None:
         self.registry = registry = CollectorRegistry()
         self.leader = Gauge("ferry_controller_leader", "1 while this controller leads", registry=registry)
-        self.partitions = Gauge("ferry_controller_partitions", "Mirrored partitions by reported state",
-                                ["state"], registry=registry)
-        self.lag = Gauge("ferry_controller_partition_lag", "Log-end minus committed offset at the source",
-                         ["route", "topic", "partition"], registry=registry)
-        self.validation_problems = Gauge("ferry_controller_validation_problems",
-                                         "Problems found by the last Spark validation", registry=registry)
-        self.stalled = Gauge("ferry_controller_noprogress_partitions",
-                             "Lagging partitions whose committed offset has not moved", registry=registry)
+        self.partitions = Gauge(
+            "ferry_controller_partitions", "Mirrored partitions by reported state", ["state"], registry=registry
+        )
+        self.lag = Gauge(
+            "ferry_controller_partition_lag",
+            "Log-end minus committed offset at the source",
+            ["route", "topic", "partition"],
+            registry=registry,
+        )
+        self.validation_problems = Gauge(
+            "ferry_controller_validation_problems", "Problems found by the last Spark validation", registry=registry
+        )
+        self.stalled = Gauge(
+            "ferry_controller_noprogress_partitions",
+            "Lagging partitions whose committed offset has not moved",
+            registry=registry,
+        )
         self.job_runs = Counter("ferry_controller_job_runs", "Runs of the leader's jobs", ["job"], registry=registry)
-        self.job_failures = Counter("ferry_controller_job_failures", "Runs of the leader's jobs that raised",
-                                    ["job"], registry=registry)
-        self.job_skips = Counter("ferry_controller_job_skips",
-                                 "Runs APScheduler skipped (missed their time, or too many instances)",
-                                 ["job", "why"], registry=registry)
-        self.reconcile_seconds = Histogram("ferry_controller_reconcile_seconds",
-                                           "Time of one reconcile (plan and writes)", registry=registry,
-                                           buckets=_SECONDS)
-        self.plan_seconds = Histogram("ferry_controller_plan_seconds", "Time of one reconcile's planning alone",
-                                      registry=registry, buckets=_SECONDS)
+        self.job_failures = Counter(
+            "ferry_controller_job_failures", "Runs of the leader's jobs that raised", ["job"], registry=registry
+        )
+        self.job_skips = Counter(
+            "ferry_controller_job_skips",
+            "Runs APScheduler skipped (missed their time, or too many instances)",
+            ["job", "why"],
+            registry=registry,
+        )
+        self.reconcile_seconds = Histogram(
+            "ferry_controller_reconcile_seconds",
+            "Time of one reconcile (plan and writes)",
+            registry=registry,
+            buckets=_SECONDS,
+        )
+        self.plan_seconds = Histogram(
+            "ferry_controller_plan_seconds",
+            "Time of one reconcile's planning alone",
+            registry=registry,
+            buckets=_SECONDS,
+        )
         registry.register(_ZkTraffic(store, watch_reads))
-        self.checkpoint_age = Gauge("ferry_controller_checkpoint_age_seconds",
-                                    "Seconds since a consumer group's offsets were last checkpointed",
-                                    ["route", "group"], registry=registry)
-        self.beat_latency = Gauge("ferry_controller_heartbeat_latency_seconds",
-                                  "Latest heartbeat's travel time from its origin to this cluster",
-                                  ["origin", "cluster", "hops"], registry=registry)
-        self.beat_age = Gauge("ferry_controller_heartbeat_age_seconds",
-                              "Time since the last heartbeat from origin arrived on cluster",
-                              ["origin", "cluster"], registry=registry)
-        self.route_latency = Gauge("ferry_controller_route_heartbeat_latency_seconds",
-                                   "Latest one-hop heartbeat's travel time over the route", ["route"],
-                                   registry=registry)
-        self.route_age = Gauge("ferry_controller_route_heartbeat_age_seconds",
-                               "Time since the last one-hop heartbeat over the route arrived", ["route"],
-                               registry=registry)
+        self.checkpoint_age = Gauge(
+            "ferry_controller_checkpoint_age_seconds",
+            "Seconds since a consumer group's offsets were last checkpointed",
+            ["route", "group"],
+            registry=registry,
+        )
+        self.beat_latency = Gauge(
+            "ferry_controller_heartbeat_latency_seconds",
+            "Latest heartbeat's travel time from its origin to this cluster",
+            ["origin", "cluster", "hops"],
+            registry=registry,
+        )
+        self.beat_age = Gauge(
+            "ferry_controller_heartbeat_age_seconds",
+            "Time since the last heartbeat from origin arrived on cluster",
+            ["origin", "cluster"],
+            registry=registry,
+        )
+        self.route_latency = Gauge(
+            "ferry_controller_route_heartbeat_latency_seconds",
+            "Latest one-hop heartbeat's travel time over the route",
+            ["route"],
+            registry=registry,
+        )
+        self.route_age = Gauge(
+            "ferry_controller_route_heartbeat_age_seconds",
+            "Time since the last one-hop heartbeat over the route arrived",
+            ["route"],
+            registry=registry,
+        )
 
     def on_job_event(self, event: JobEvent) -> None:
         """Counts every run, failure and skip of a job (APScheduler's listener; never raises)."""
@@ -108,16 +143,25 @@ class _ZkTraffic(Collector):
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         store = self._store
-        yield CounterMetricFamily("ferry_controller_zk_reads", "ZooKeeper reads by this controller (watch reads included)",
-                                  value=store.reads + self._watch_reads())
-        yield CounterMetricFamily("ferry_controller_zk_writes", "ZooKeeper write ops committed by this controller",
-                                  value=store.writes)
-        yield CounterMetricFamily("ferry_controller_zk_transactions", "ZooKeeper transactions by this controller",
-                                  value=store.transactions)
-        yield GaugeMetricFamily("ferry_controller_zk_max_transaction_bytes", "The biggest transaction written, in bytes",
-                                value=store.max_transaction_bytes)
-        yield GaugeMetricFamily("ferry_controller_zk_max_node_bytes", "The biggest node written, in bytes",
-                                value=store.max_node_bytes)
+        yield CounterMetricFamily(
+            "ferry_controller_zk_reads",
+            "ZooKeeper reads by this controller (watch reads included)",
+            value=store.reads + self._watch_reads(),
+        )
+        yield CounterMetricFamily(
+            "ferry_controller_zk_writes", "ZooKeeper write ops committed by this controller", value=store.writes
+        )
+        yield CounterMetricFamily(
+            "ferry_controller_zk_transactions", "ZooKeeper transactions by this controller", value=store.transactions
+        )
+        yield GaugeMetricFamily(
+            "ferry_controller_zk_max_transaction_bytes",
+            "The biggest transaction written, in bytes",
+            value=store.max_transaction_bytes,
+        )
+        yield GaugeMetricFamily(
+            "ferry_controller_zk_max_node_bytes", "The biggest node written, in bytes", value=store.max_node_bytes
+        )
 
 
 def job_name(job_id: str) -> str:

@@ -60,8 +60,11 @@ class ControllerRefused(ControllerCallError):
         return self.answer.get("error") if isinstance(self.answer, dict) else self.text
 
 
-def add_options(parser: argparse.ArgumentParser, config_required: bool = False,
-                config_help: str = "Ferry's YAML config file (for the controller's address)") -> None:
+def add_options(
+    parser: argparse.ArgumentParser,
+    config_required: bool = False,
+    config_help: str = "Ferry's YAML config file (for the controller's address)",
+) -> None:
     """``--config``, ``--url`` and ``--token-env``: where the controller is and how to prove who is asking."""
     parser.add_argument("--config", required=config_required, help=config_help)
     parser.add_argument("--url", help="a controller's REST URL (default: from the config)")
@@ -79,8 +82,13 @@ class ControllerClient:
     timeout_s: float = TIMEOUT_S
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, config: FerryConfig | None = None,
-                  timeout_s: float = TIMEOUT_S, environ: Mapping[str, str] | None = None) -> ControllerClient:
+    def from_args(
+        cls,
+        args: argparse.Namespace,
+        config: FerryConfig | None = None,
+        timeout_s: float = TIMEOUT_S,
+        environ: Mapping[str, str] | None = None,
+    ) -> ControllerClient:
         """The client :func:`add_options`' options describe; ``config`` when the command has read it
         already (else it is read from ``--config`` when given). No ``--url`` and no config: a :class:`ConfigError`."""
         if config is None and args.config:
@@ -101,8 +109,14 @@ class ControllerClient:
         """The controller's JSON answer to ``method path`` (None when it answered no JSON), ``body``
         sent as JSON; :class:`ControllerUnreachable` or :class:`ControllerRefused` when it did not serve it."""
         try:
-            response = requests.request(method, f"{self.url}{path}", json=body, headers=dict(self.headers),
-                                        timeout=self.timeout_s, verify=self.verify)
+            response = requests.request(
+                method,
+                f"{self.url}{path}",
+                json=body,
+                headers=dict(self.headers),
+                timeout=self.timeout_s,
+                verify=self.verify,
+            )
         except requests.RequestException as exc:
             raise ControllerUnreachable(self.url, type(exc).__name__) from None
         try:

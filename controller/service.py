@@ -51,8 +51,15 @@ __all__ = ["LEADING", "STANDBY", "STOPPED", "Controller"]
 class Controller:
     """Builds and wires the parts; see the module docstring. ``zk`` and ``clock`` are for tests."""
 
-    def __init__(self, config: FerryConfig, controller_id: str, rest_url: str, zk: KazooClient | None = None,
-                 clock: Callable[[], float] = time.time, config_path: str | None = None) -> None:
+    def __init__(
+        self,
+        config: FerryConfig,
+        controller_id: str,
+        rest_url: str,
+        zk: KazooClient | None = None,
+        clock: Callable[[], float] = time.time,
+        config_path: str | None = None,
+    ) -> None:
         self.config = config
         self.controller_id = controller_id
         self._zk = zk or make_client(config.zookeeper)
@@ -63,17 +70,37 @@ class Controller:
         self.leadership = Leadership(self._zk, layout, self.store, controller_id, rest_url)
         self.metrics = ControllerMetrics(self.store, lambda: self.reconciler.watch_reads)
         self.scheduler = make_scheduler(self.metrics)
-        self.reconciler = Reconciler(config, self._zk, layout, self.store, self.leadership, self.scheduler,
-                                     self.metrics, clock)
+        self.reconciler = Reconciler(
+            config, self._zk, layout, self.store, self.leadership, self.scheduler, self.metrics, clock
+        )
         self.tree = TreeControl(config, self._zk, layout, self.leadership, self.kafka, clock)
         self.operate = FleetControls(config, layout, self.leadership, self.reconciler)
         self.failover = FailoverControl(config, self._zk, layout, self.leadership, self.store, self.metrics.registry)
-        self.reads = ReadSide(config, self._zk, layout, self.leadership, self.reconciler, self.kafka, self.metrics,
-                              before_scrape=self._before_scrape)
-        self.topics = TopicAdmin(config, self._zk, layout, self.leadership, self.reconciler, self.kafka, self.reads,
-                                 clock)
-        self.jobs = LeaderJobs(config, controller_id, self.leadership, self.scheduler, self.metrics, self.reads,
-                               self.topics, self.tree, clock, config_path)
+        self.reads = ReadSide(
+            config,
+            self._zk,
+            layout,
+            self.leadership,
+            self.reconciler,
+            self.kafka,
+            self.metrics,
+            before_scrape=self._before_scrape,
+        )
+        self.topics = TopicAdmin(
+            config, self._zk, layout, self.leadership, self.reconciler, self.kafka, self.reads, clock
+        )
+        self.jobs = LeaderJobs(
+            config,
+            controller_id,
+            self.leadership,
+            self.scheduler,
+            self.metrics,
+            self.reads,
+            self.topics,
+            self.tree,
+            clock,
+            config_path,
+        )
 
     def _before_scrape(self) -> None:
         self.jobs.publish_checkpoint_ages()
@@ -90,8 +117,10 @@ class Controller:
         try:
             self.store.ensure_layout()
         except KazooException as exc:  # lost again at once, or refused (ACLs): one line, not a traceback
-            raise Unavailable(f"ZooKeeper at {self.config.zookeeper.connect}: creating Ferry's nodes failed: "
-                              f"{type(exc).__name__} {exc}".rstrip()) from None
+            raise Unavailable(
+                f"ZooKeeper at {self.config.zookeeper.connect}: creating Ferry's nodes failed: "
+                f"{type(exc).__name__} {exc}".rstrip()
+            ) from None
         self.scheduler.start()
         self.leadership.start(self)
         return True

@@ -266,8 +266,10 @@ class Stack:
         for server in self.kafka:
             if server.name == name:
                 return server
-        raise DevStackError(f"the local stack has no cluster {name!r} (it has {[s.name for s in self.kafka]}); "
-                            f"start it with `ferry dev up --clusters {name}`")
+        raise DevStackError(
+            f"the local stack has no cluster {name!r} (it has {[s.name for s in self.kafka]}); "
+            f"start it with `ferry dev up --clusters {name}`"
+        )
 
     def bootstrap(self, cluster: str) -> str:
         return self.cluster(cluster).address
@@ -314,7 +316,9 @@ def stack_from_env(clusters: Iterable[str] = (), recorded: bool = False, registr
         registries=(
             Server("src-registry", "registry", _port(SRC_REGISTRY_PORT_ENV, 18081)),
             Server("dst-registry", "registry", _port(DST_REGISTRY_PORT_ENV, 28081)),
-        ) if with_registries else (),
+        )
+        if with_registries
+        else (),
     )
     recorded_ports = _recorded_extra() if recorded else {}
     from_env = parse_cluster_names(os.environ.get(CLUSTERS_ENV, ""), CLUSTERS_ENV)
@@ -381,20 +385,23 @@ def _record_extra(stack: Stack) -> None:
 
 # --- configuration files -------------------------------------------------------------------
 
+
 def _zookeeper_config(server: Server) -> str:
-    return "\n".join([
-        "tickTime=2000",
-        f"dataDir={server.home / 'data'}",
-        f"clientPort={server.port}",
-        "clientPortAddress=127.0.0.1",
-        "maxClientCnxns=0",
-        # The admin server would take port 8080; kazoo's server_version() needs the `envi` 4lw.
-        "admin.enableServer=false",
-        "4lw.commands.whitelist=*",
-        # Tests expire sessions on purpose; let them ask for short ones.
-        "minSessionTimeout=2000",
-        "",
-    ])
+    return "\n".join(
+        [
+            "tickTime=2000",
+            f"dataDir={server.home / 'data'}",
+            f"clientPort={server.port}",
+            "clientPortAddress=127.0.0.1",
+            "maxClientCnxns=0",
+            # The admin server would take port 8080; kazoo's server_version() needs the `envi` 4lw.
+            "admin.enableServer=false",
+            "4lw.commands.whitelist=*",
+            # Tests expire sessions on purpose; let them ask for short ones.
+            "minSessionTimeout=2000",
+            "",
+        ]
+    )
 
 
 def _kafka_config(server: Server) -> str:
@@ -413,8 +420,7 @@ def _kafka_config(server: Server) -> str:
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
         # The secured client listener: TLS with the stack's own CA, SCRAM-SHA-512 users.
         "sasl.enabled.mechanisms": SASL_MECHANISM,
-        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
-            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
         "ssl.keystore.type": "PKCS12",
         "ssl.keystore.location": str(keystore),
         "ssl.keystore.password": _KEYSTORE_PASSWORD,
@@ -443,42 +449,57 @@ def _kafka_config(server: Server) -> str:
         "num.partitions": "1",
     }
     if server.authorizer:
-        props.update({
-            "authorizer.class.name": AUTHORIZER_CLASS,
-            "allow.everyone.if.no.acl.found": "false",
-            "super.users": SUPER_USER,
-        })
+        props.update(
+            {
+                "authorizer.class.name": AUTHORIZER_CLASS,
+                "allow.everyone.if.no.acl.found": "false",
+                "super.users": SUPER_USER,
+            }
+        )
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
 def _registry_config(server: Server) -> str:
     # Quarkus reads this file (quarkus.config.locations); in-memory H2 storage, no auth.
-    return "\n".join([
-        f"quarkus.http.port={server.port}",
-        "quarkus.http.host=127.0.0.1",
-        "quarkus.log.console.level=WARN",
-        "quarkus.log.file.enable=true",
-        f"quarkus.log.file.path={server.log_file}",
-        "",
-    ])
+    return "\n".join(
+        [
+            f"quarkus.http.port={server.port}",
+            "quarkus.http.host=127.0.0.1",
+            "quarkus.log.console.level=WARN",
+            "quarkus.log.file.enable=true",
+            f"quarkus.log.file.path={server.log_file}",
+            "",
+        ]
+    )
 
 
 def _jvm(server: Server, heap: str) -> list[str]:
     return [
-        "java", f"-Xms{heap}", f"-Xmx{heap}",
+        "java",
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
         f"-Dferry.log.file={server.log_file}",
         f"-Dkafka.logs.dir={server.home}",
         f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
         "-Djava.awt.headless=true",
-        "-cp", server.classpath,
+        "-cp",
+        server.classpath,
     ]
 
 
 def _command(server: Server) -> list[str]:
     if server.kind == "registry":
         # Small heap, serial GC, C1 only: two of them share two cores with everything else.
-        return ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
-                f"-Dquarkus.config.locations={server.config_file}", "-jar", str(server.runner_jar)]
+        return [
+            "java",
+            "-Xmx128m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            f"-Dquarkus.config.locations={server.config_file}",
+            "-jar",
+            str(server.runner_jar),
+        ]
     if server.kind == "zookeeper":
         return [*_jvm(server, "128m"), "org.apache.zookeeper.server.ZooKeeperServerMain", str(server.config_file)]
     if server.name in ("src", "dst"):
@@ -500,8 +521,15 @@ def _format_storage(server: Server) -> None:
     if (server.home / "data" / "meta.properties").exists():
         return
     cmd = [
-        *_jvm(server, "256m"), "kafka.tools.StorageTool", "format", "--ignore-formatted",
-        "--cluster-id", _new_cluster_id(), "--config", str(server.config_file), "--standalone",
+        *_jvm(server, "256m"),
+        "kafka.tools.StorageTool",
+        "format",
+        "--ignore-formatted",
+        "--cluster-id",
+        _new_cluster_id(),
+        "--config",
+        str(server.config_file),
+        "--standalone",
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
@@ -527,21 +555,66 @@ def ensure_certificates() -> None:
         return
     folder.mkdir(parents=True, exist_ok=True)
     days = "3650"
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-             "-days", days, "-subj", "/CN=Ferry local stack CA")
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key", "-out", "broker.csr",
-             "-subj", "/CN=127.0.0.1")
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        days,
+        "-subj",
+        "/CN=Ferry local stack CA",
+    )
+    _openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key", "-out", "broker.csr", "-subj", "/CN=127.0.0.1"
+    )
     (folder / "broker.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _openssl("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", "broker.pem", "-days", days, "-extfile", "broker.ext")
-    _openssl("pkcs12", "-export", "-in", "broker.pem", "-inkey", "broker.key", "-certfile", "ca.pem",
-             "-name", "broker", "-out", "broker.p12.tmp", "-passout", f"pass:{_KEYSTORE_PASSWORD}")
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "broker.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "broker.pem",
+        "-days",
+        days,
+        "-extfile",
+        "broker.ext",
+    )
+    _openssl(
+        "pkcs12",
+        "-export",
+        "-in",
+        "broker.pem",
+        "-inkey",
+        "broker.key",
+        "-certfile",
+        "ca.pem",
+        "-name",
+        "broker",
+        "-out",
+        "broker.p12.tmp",
+        "-passout",
+        f"pass:{_KEYSTORE_PASSWORD}",
+    )
     (folder / "broker.p12.tmp").replace(folder / "broker.p12")
     for private in ("ca.key", "broker.key", "broker.p12"):
         (folder / private).chmod(0o600)
 
 
-def ensure_scram_user(server: Server, deadline_s: float, clock: Callable[[], float], sleep: Callable[[float], None]) -> None:
+def ensure_scram_user(
+    server: Server, deadline_s: float, clock: Callable[[], float], sleep: Callable[[float], None]
+) -> None:
     """Creates the SCRAM user through the PLAINTEXT listener when the broker lacks it, then waits
     until the SASL_SSL listener accepts it (credentials reach the listener through the metadata log).
     """
@@ -590,6 +663,7 @@ def ensure_scram_user(server: Server, deadline_s: float, clock: Callable[[], flo
 
 # --- processes -----------------------------------------------------------------------------
 
+
 def _pid_of(server: Server) -> int | None:
     """The pid of our live process for ``server``, or None. Only reads: see ``_forget_stale_pid``."""
     try:
@@ -630,9 +704,7 @@ def _forget_stale_pid(server: Server) -> None:
 
 
 @contextlib.contextmanager
-def _stack_lock(
-    deadline_s: float, clock: Callable[[], float], sleep: Callable[[float], None]
-) -> Iterator[None]:
+def _stack_lock(deadline_s: float, clock: Callable[[], float], sleep: Callable[[float], None]) -> Iterator[None]:
     """Exclusive for one ``up`` or ``down`` at a time on this dev dir (across processes)."""
     path = dev_dir() / "stack.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -682,8 +754,14 @@ def _spawn(server: Server, clock: Callable[[], float], sleep: Callable[[float], 
     # pipe closed), which can be before the kernel set up its new command line: for a moment,
     # its command line is empty and the new server would look dead. Wait (briefly) for it.
     with contextlib.suppress(support.WaitTimeout):  # exited, or slow: `up` reports it when it waits
-        support.poll_until(lambda: _is_ours(server, process.pid) or not process.alive(), 10.0,
-                           f"{server.name}'s command line", interval=0.01, clock=clock, sleep=sleep)
+        support.poll_until(
+            lambda: _is_ours(server, process.pid) or not process.alive(),
+            10.0,
+            f"{server.name}'s command line",
+            interval=0.01,
+            clock=clock,
+            sleep=sleep,
+        )
     # Written whole or not at all: a concurrent reader never sees an empty pid file.
     partial = server.pid_file.with_suffix(".tmp")
     partial.write_text(f"{process.pid}\n")
@@ -698,9 +776,7 @@ def _answers(server: Server, timeout: float) -> bool:
         from kazoo.exceptions import KazooException
         from kazoo.handlers.threading import KazooTimeoutError
 
-        client = KazooClient(
-            hosts=server.address, timeout=timeout, connection_retry={"max_tries": 0}, logger=_QUIET
-        )
+        client = KazooClient(hosts=server.address, timeout=timeout, connection_retry={"max_tries": 0}, logger=_QUIET)
         try:
             client.start(timeout=timeout)
             client.get_children("/")
@@ -808,9 +884,13 @@ def _start(
 
 
 def _env_of(server: Server) -> str:
-    return {"zookeeper": ZK_PORT_ENV, "src": SRC_PORT_ENV, "dst": DST_PORT_ENV,
-            "src-registry": SRC_REGISTRY_PORT_ENV, "dst-registry": DST_REGISTRY_PORT_ENV}.get(server.name) \
-        or _port_env(server.name)
+    return {
+        "zookeeper": ZK_PORT_ENV,
+        "src": SRC_PORT_ENV,
+        "dst": DST_PORT_ENV,
+        "src-registry": SRC_REGISTRY_PORT_ENV,
+        "dst-registry": DST_REGISTRY_PORT_ENV,
+    }.get(server.name) or _port_env(server.name)
 
 
 def _wait_until_answers(
@@ -887,36 +967,52 @@ def status(stack: Stack | None = None) -> list[dict[str, object]]:
     stack = stack or stack_from_env()
     if not stack.registries:
         every = stack_from_env(registries=True)
-        stack = Stack(stack.zookeeper, stack.src, stack.dst,
-                      tuple(r for r in every.registries if _pid_of(r) is not None), stack.extra)
+        stack = Stack(
+            stack.zookeeper,
+            stack.src,
+            stack.dst,
+            tuple(r for r in every.registries if _pid_of(r) is not None),
+            stack.extra,
+        )
     rows: list[dict[str, object]] = []
     for server in stack.servers:
-        rows.append({
-            "name": server.name,
-            "kind": server.kind,
-            "address": server.address,
-            "pid": _pid_of(server),
-            "state": state_of(server).value,
-            "log": str(server.log_file),
-        })
+        rows.append(
+            {
+                "name": server.name,
+                "kind": server.kind,
+                "address": server.address,
+                "pid": _pid_of(server),
+                "state": state_of(server).value,
+                "log": str(server.log_file),
+            }
+        )
     return rows
 
 
 # --- CLI -----------------------------------------------------------------------------------
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("dev", help="the local ZooKeeper + Kafka clusters src, dst [+ more, + registries]")
     actions = parser.add_subparsers(dest="dev_action", required=True)
     up_parser = actions.add_parser("up", help="start what is not running and wait until all answer")
     up_parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for each server")
-    up_parser.add_argument("--clusters", default="", metavar="A,B,...",
-                           help=f"extra Kafka clusters to start besides src and dst (also ${CLUSTERS_ENV}); "
-                                f"ports from ${EXTRA_PORT_ENV} (30092) + 10 each, or $FERRY_DEV_PORT_<NAME>")
-    up_parser.add_argument("--authorizer", action="store_true",
-                           help="the --clusters enforce ACLs (StandardAuthorizer; the SASL_SSL user may do only what "
-                                "ACLs grant, PLAINTEXT is the super user); for clusters not running yet")
-    up_parser.add_argument("--registries", action="store_true",
-                           help=f"also one schema registry per cluster (or set {REGISTRIES_ENV}=1)")
+    up_parser.add_argument(
+        "--clusters",
+        default="",
+        metavar="A,B,...",
+        help=f"extra Kafka clusters to start besides src and dst (also ${CLUSTERS_ENV}); "
+        f"ports from ${EXTRA_PORT_ENV} (30092) + 10 each, or $FERRY_DEV_PORT_<NAME>",
+    )
+    up_parser.add_argument(
+        "--authorizer",
+        action="store_true",
+        help="the --clusters enforce ACLs (StandardAuthorizer; the SASL_SSL user may do only what "
+        "ACLs grant, PLAINTEXT is the super user); for clusters not running yet",
+    )
+    up_parser.add_argument(
+        "--registries", action="store_true", help=f"also one schema registry per cluster (or set {REGISTRIES_ENV}=1)"
+    )
     up_parser.set_defaults(func=_cmd_up)
     actions.add_parser("down", help="stop what `up` started").set_defaults(func=_cmd_down)
     status_parser = actions.add_parser("status", help="what runs where")

@@ -45,6 +45,7 @@ T = TypeVar("T")
 
 # --- processes -----------------------------------------------------------------------------
 
+
 def tail(path: Path, lines: int = 30) -> str:
     """The last ``lines`` lines of the file at ``path``, or ``(no log)`` when it cannot be read."""
     try:
@@ -143,8 +144,13 @@ def spawn(
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
         popen = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, start_new_session=new_session,
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            start_new_session=new_session,
         )
     return Spawned(name, popen, log)
 
@@ -163,6 +169,7 @@ def stop_all(processes: Iterable[Spawned], timeout: float = 30.0) -> None:
 
 
 # --- waiting -------------------------------------------------------------------------------
+
 
 class WaitTimeout(FerryError, TimeoutError):
     """:func:`poll_until`'s condition did not hold before its deadline; the message says what was awaited."""
@@ -203,6 +210,7 @@ def poll_until(
 
 # --- Kafka data ----------------------------------------------------------------------------
 
+
 def create_topics(admin: AdminClient, topics: list[Any], timeout: float = 30.0) -> None:
     """Creates ``topics`` (``NewTopic``) and waits until the cluster serves each with all its partitions.
 
@@ -216,11 +224,14 @@ def create_topics(admin: AdminClient, topics: list[Any], timeout: float = 30.0) 
 
     def served() -> bool:
         listed = admin.list_topics(timeout=10).topics
-        return all((meta := listed.get(t.topic)) is not None and meta.error is None
-                   and len(meta.partitions) == t.num_partitions for t in topics)
+        return all(
+            (meta := listed.get(t.topic)) is not None
+            and meta.error is None
+            and len(meta.partitions) == t.num_partitions
+            for t in topics
+        )
 
     poll_until(served, timeout, lambda: f"topics {[t.topic for t in topics]} to be served", interval=0.05)
-
 
 
 def produce_blocking(producer: Producer, topic: str, *args: Any, wait_s: float = 0.05, **kwargs: Any) -> None:
@@ -291,6 +302,7 @@ def committed_offset(cluster: Mapping[str, Any], group: str, topic: str, partiti
 
 
 # --- fleets --------------------------------------------------------------------------------
+
 
 def fleet_config(stack: Stack, zk_root: str, *overrides: Mapping[str, Any]) -> dict[str, Any]:
     """The config of a controller + workers fleet on ``stack``: its ZooKeeper under ``zk_root``,

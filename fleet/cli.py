@@ -37,7 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands = parser.add_subparsers(dest="fleet_command", required=True, metavar="SUBCOMMAND")
 
     engine_opt = argparse.ArgumentParser(add_help=False)
-    engine_opt.add_argument("--engine", metavar="URL", help="Docker engine (default $DOCKER_HOST, else Ferry's own engine)")
+    engine_opt.add_argument(
+        "--engine", metavar="URL", help="Docker engine (default $DOCKER_HOST, else Ferry's own engine)"
+    )
     name_opt = argparse.ArgumentParser(add_help=False)
     name_opt.add_argument("--name", default=DEFAULT_FLEET, help=f"the fleet's name (default {DEFAULT_FLEET})")
     both = [engine_opt, name_opt]
@@ -67,8 +69,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     scale.set_defaults(func=_scale)
 
     restart = commands.add_parser("restart", parents=both, help="restart the fleet's containers")
-    restart.add_argument("--rolling", action="store_true", required=True,
-                         help="one at a time, each waiting until every partition is ONLINE again")
+    restart.add_argument(
+        "--rolling",
+        action="store_true",
+        required=True,
+        help="one at a time, each waiting until every partition is ONLINE again",
+    )
     restart.set_defaults(func=_restart)
 
     logs = commands.add_parser("logs", parents=[engine_opt], help="a container's output")
@@ -79,9 +85,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     down = commands.add_parser("down", parents=both, help="stop and remove every container and network of the fleet")
     down.set_defaults(func=_down)
 
-    targets = commands.add_parser("targets", parents=both,
-                                  help="write Prometheus file_sd target files for the fleet (deploy/monitoring)")
-    targets.add_argument("--dir", type=Path, required=True, help="where ferry-controllers.json and ferry-workers.json go")
+    targets = commands.add_parser(
+        "targets", parents=both, help="write Prometheus file_sd target files for the fleet (deploy/monitoring)"
+    )
+    targets.add_argument(
+        "--dir", type=Path, required=True, help="where ferry-controllers.json and ferry-workers.json go"
+    )
     targets.set_defaults(func=_targets)
 
     ls = commands.add_parser("ls", parents=[engine_opt], help="the fleets on the engine")
@@ -207,15 +216,20 @@ def format_status(status: dict[str, Any]) -> str:
     for m in status["members"]:
         states = m.get("states")
         detail = (", ".join(f"{n} {s}" for s, n in sorted(states.items()) if n) or None) if states else None
-        rows.append([m["name"], m["role"], m["state"], m["port"], m.get("leader"), m["health"],
-                     m.get("partitions"), detail])
+        rows.append(
+            [m["name"], m["role"], m["state"], m["port"], m.get("leader"), m["health"], m.get("partitions"), detail]
+        )
     header = ["NAME", "ROLE", "STATE", "PORT", "LEADER", "HEALTH", "PARTITIONS", "REPORTED"]
     table = [header, *[[_cell(v) for v in row] for row in rows]]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in table]
     summary = status.get("summary")
-    parts = (f"{summary['partitions']} partitions: {summary['online']} ONLINE, {summary['offline']} OFFLINE, "
-             f"{summary['error']} ERROR" if summary else "partitions: no controller answers")
+    parts = (
+        f"{summary['partitions']} partitions: {summary['online']} ONLINE, {summary['offline']} OFFLINE, "
+        f"{summary['error']} ERROR"
+        if summary
+        else "partitions: no controller answers"
+    )
     lines.append(f"fleet {status['fleet']}: leader {status['leader'] or 'NONE'}; {parts}")
     return "\n".join(lines)
 

@@ -107,8 +107,12 @@ def answers(dirs: EngineDirs) -> bool:
     return True
 
 
-def up(dirs: EngineDirs | None = None, deadline_s: float = 60,
-       clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> str:
+def up(
+    dirs: EngineDirs | None = None,
+    deadline_s: float = 60,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
     """Starts ``dockerd`` unless its socket answers already; returns the engine's URL."""
     dirs = dirs or dirs_from_env()
     if answers(dirs):
@@ -118,15 +122,29 @@ def up(dirs: EngineDirs | None = None, deadline_s: float = 60,
     if _pid(dirs) is None:
         dockerd = shutil.which("dockerd")
         if dockerd is None:
-            raise EngineUnavailable("dockerd is not installed: `apt-get install -y docker.io` (Debian), or run `make setup` as root")
+            raise EngineUnavailable(
+                "dockerd is not installed: `apt-get install -y docker.io` (Debian), or run `make setup` as root"
+            )
         dirs.root.mkdir(parents=True, exist_ok=True)
         for stale in (dirs.pidfile, dirs.socket):
             stale.unlink(missing_ok=True)
         with open(dirs.log, "ab") as log:
             subprocess.Popen(
-                [dockerd, "--data-root", str(dirs.root / "data"), "--exec-root", str(dirs.root / "exec"),
-                 "--pidfile", str(dirs.pidfile), "-H", dirs.url],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                [
+                    dockerd,
+                    "--data-root",
+                    str(dirs.root / "data"),
+                    "--exec-root",
+                    str(dirs.root / "exec"),
+                    "--pidfile",
+                    str(dirs.pidfile),
+                    "-H",
+                    dirs.url,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
     deadline = clock() + deadline_s
     while clock() < deadline:
@@ -136,8 +154,12 @@ def up(dirs: EngineDirs | None = None, deadline_s: float = 60,
     raise EngineUnavailable(f"dockerd did not answer on {dirs.socket} within {deadline_s:.0f} s; see {dirs.log}")
 
 
-def down(dirs: EngineDirs | None = None, deadline_s: float = 60,
-         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> bool:
+def down(
+    dirs: EngineDirs | None = None,
+    deadline_s: float = 60,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
     """Stops the ``dockerd`` that :func:`up` started (by its pid file); False when none ran."""
     dirs = dirs or dirs_from_env()
     pid = _pid(dirs)

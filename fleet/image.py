@@ -90,7 +90,9 @@ def ensure_base(client: Any, mirror: str | None = None) -> bool:
         _run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], "tar")
         repository, tag = BASE_TAG.split(":")
         client.api.import_image_from_file(
-            str(tarball), repository=repository, tag=tag,
+            str(tarball),
+            repository=repository,
+            tag=tag,
             changes=[f"LABEL {BASE_LABEL}=debian-{BASE_SUITE}-minbase", "ENV LANG=C.UTF-8", 'CMD ["/bin/bash"]'],
         )
     finally:
@@ -146,8 +148,10 @@ def _wheelhouse(reqs: list[str]) -> Path:
     shutil.rmtree(house, ignore_errors=True)
     house.mkdir(parents=True)
     (house / "requirements.txt").write_text("\n".join(reqs) + "\n")
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(house), "-r", str(house / "requirements.txt")],
-         "pip wheel (the image's dependencies)")
+    _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "-w", str(house), "-r", str(house / "requirements.txt")],
+        "pip wheel (the image's dependencies)",
+    )
     (house / ".done").touch()
     return house
 
@@ -171,11 +175,16 @@ def build(client: Any, base: str | None = None, dockerfile: Path = DOCKERFILE) -
     base_image = _find_image(client, base)
     reqs = requirements()
     sources = _source_paths()
-    source_hash = _digest([
-        dockerfile.read_bytes(), base.encode(), (base_image.id if base_image else "").encode(), offline.encode(),
-        *(r.encode() for r in reqs),
-        *(str(p.relative_to(REPO)).encode() + b"\0" + p.read_bytes() for p in sources),
-    ])[:16]
+    source_hash = _digest(
+        [
+            dockerfile.read_bytes(),
+            base.encode(),
+            (base_image.id if base_image else "").encode(),
+            offline.encode(),
+            *(r.encode() for r in reqs),
+            *(str(p.relative_to(REPO)).encode() + b"\0" + p.read_bytes() for p in sources),
+        ]
+    )[:16]
     tag = f"{IMAGE_REPOSITORY}:src-{source_hash}"
     existing = client.images.list(filters={"label": f"{SOURCE_LABEL}={source_hash}"})
     if existing:
@@ -194,12 +203,18 @@ def build(client: Any, base: str | None = None, dockerfile: Path = DOCKERFILE) -
             target = tree / path.relative_to(REPO)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
-        _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-              "-w", str(context / "ferry"), str(tree)], "pip wheel (Ferry)")
+        _run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(context / "ferry"), str(tree)],
+            "pip wheel (Ferry)",
+        )
         shutil.rmtree(tree)
         try:
             client.images.build(
-                path=str(context), tag=tag, rm=True, forcerm=True, network_mode="host",
+                path=str(context),
+                tag=tag,
+                rm=True,
+                forcerm=True,
+                network_mode="host",
                 buildargs={"BASE": base, "PIP_OFFLINE": offline},
                 labels={SOURCE_LABEL: source_hash, "io.ferry.image": "ferry"},
             )

@@ -75,8 +75,15 @@ def _get(url: str, timeout: float = 3) -> Any | None:
 
 
 class FleetManager:
-    def __init__(self, client: Any, name: str, *, log: Log | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        *,
+        log: Log | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.client = client
         self.name = plan.check_fleet_name(name)
         self._log = log or (lambda message: None)
@@ -153,8 +160,11 @@ class FleetManager:
         """Drains a worker through the controller (its partitions move to the others, flushed and
         committed first) and waits until it holds none, before it is stopped."""
         self._post(f"/workers/{member.name}/drain")
-        self._wait(lambda: (self._rest(f"/workers/{member.name}") or {}).get("partitions") == 0, timeout_s,
-                   f"{member.name} to hold no partition")
+        self._wait(
+            lambda: (self._rest(f"/workers/{member.name}") or {}).get("partitions") == 0,
+            timeout_s,
+            f"{member.name} to hold no partition",
+        )
         self._log(f"drained {member.name}")
 
     def contenders(self) -> list[str]:
@@ -205,9 +215,13 @@ class FleetManager:
                 row["states"] = health.get("partitions")
             rows.append(row)
         validation = self._rest("/validation", members)
-        return {"fleet": self.name, "leader": leader, "members": rows,
-                "summary": validation.get("summary") if validation else None,
-                "ok": bool(validation and validation.get("ok"))}
+        return {
+            "fleet": self.name,
+            "leader": leader,
+            "members": rows,
+            "summary": validation.get("summary") if validation else None,
+            "ok": bool(validation and validation.get("ok")),
+        }
 
     def scrape_targets(self) -> dict[str, list[dict[str, Any]]]:
         """Prometheus file_sd target groups (``ferry-controllers.json``, ``ferry-workers.json``):
@@ -215,8 +229,9 @@ class FleetManager:
         groups: dict[str, list[dict[str, Any]]] = {"ferry-controllers.json": [], "ferry-workers.json": []}
         for member in self.require():
             file = "ferry-controllers.json" if member.role == CONTROLLER else "ferry-workers.json"
-            groups[file].append({"targets": [f"{HOST}:{member.port}"],
-                                 "labels": {"fleet": self.name, "member": member.name}})
+            groups[file].append(
+                {"targets": [f"{HOST}:{member.port}"], "labels": {"fleet": self.name, "member": member.name}}
+            )
         return groups
 
     # -- waiting ----------------------------------------------------------------------------
@@ -256,17 +271,24 @@ class FleetManager:
     # -- changing the fleet -----------------------------------------------------------------
 
     def _create(self, role: str, index: int, image: str, config: str) -> Member:
-        taken = {int(c.labels.get(plan.LABEL_PORT, 0))
-                 for c in self.client.containers.list(all=True, filters={"label": plan.LABEL_FLEET})}
+        taken = {
+            int(c.labels.get(plan.LABEL_PORT, 0))
+            for c in self.client.containers.list(all=True, filters={"label": plan.LABEL_FLEET})
+        }
         port = _free_port(taken)
         name = plan.container_name(self.name, role, index)
         from docker.errors import APIError
 
         try:
             self.client.containers.run(
-                image, command=plan.command(role, name, port), name=name,
+                image,
+                command=plan.command(role, name, port),
+                name=name,
                 labels=plan.labels(self.name, role, index, port, config),
-                network_mode="host", init=True, detach=True, stop_signal="SIGTERM",
+                network_mode="host",
+                init=True,
+                detach=True,
+                stop_signal="SIGTERM",
                 volumes={config: {"bind": plan.CONFIG_IN_CONTAINER, "mode": "ro"}},
                 restart_policy={"Name": "unless-stopped"},
             )
@@ -280,12 +302,16 @@ class FleetManager:
             raise FleetError("--controllers must be at least 1 and --workers at least 0")
         loaded = load_config(config)  # a bad config: ConfigError, one message per key
         if loaded.controller.validation_interval_s > 0:
-            raise FleetError("controller.validation_interval_s > 0 asks for Spark validation, which Ferry's image "
-                             "leaves out (no pyspark, no Java); set it to 0 for a fleet")
+            raise FleetError(
+                "controller.validation_interval_s > 0 asks for Spark validation, which Ferry's image "
+                "leaves out (no pyspark, no Java); set it to 0 for a fleet"
+            )
         existing = self.members()
         if existing:
-            raise FleetError(f"fleet {self.name!r} exists already ({len(existing)} containers); "
-                             "use `ferry fleet scale` or `ferry fleet down`")
+            raise FleetError(
+                f"fleet {self.name!r} exists already ({len(existing)} containers); "
+                "use `ferry fleet scale` or `ferry fleet down`"
+            )
         require_image(self.client, image)
         config_path = str(config.resolve())
         for index in range(1, controllers + 1):
@@ -334,13 +360,16 @@ class FleetManager:
                 undrained.append(member.name)
             self._container(member.name).remove()
             self._post(f"/workers/{member.name}/uncordon")  # a worker added later under its name gets work
-            self._wait(partial(self._workers_registered, set(), frozenset({member.name})), timeout_s,
-                       f"{member.name} to leave")
+            self._wait(
+                partial(self._workers_registered, set(), frozenset({member.name})), timeout_s, f"{member.name} to leave"
+            )
             self._wait(self._all_online, timeout_s, "every partition to be ONLINE")
         self._wait(self._all_online, timeout_s, "every partition to be ONLINE")
         if undrained:
-            raise FleetError(f"{', '.join(undrained)} did not drain cleanly (killed at the stop timeout): "
-                             "records after their last commit may be copied twice")
+            raise FleetError(
+                f"{', '.join(undrained)} did not drain cleanly (killed at the stop timeout): "
+                "records after their last commit may be copied twice"
+            )
 
     def restart_rolling(self, timeout_s: float = 180, rebalance: bool = True) -> list[str]:
         """Restarts one container at a time: workers, standby controllers, then the leader, so the
@@ -360,11 +389,14 @@ class FleetManager:
                 self._wait(partial(self._in_election, others), timeout_s, f"{sorted(others)} to be in the election")
             self._container(member.name).restart(timeout=STOP_TIMEOUT_S)
             if member.role == WORKER:
-                self._wait(partial(self._workers_registered, {member.name}), timeout_s,
-                           f"{member.name} to register again")
+                self._wait(
+                    partial(self._workers_registered, {member.name}), timeout_s, f"{member.name} to register again"
+                )
             else:
                 self._wait(partial(_get, f"{self.url(member)}/health", 2), timeout_s, f"{member.name} to answer again")
-                self._wait(partial(self._in_election, {member.name}), timeout_s, f"{member.name} to rejoin the election")
+                self._wait(
+                    partial(self._in_election, {member.name}), timeout_s, f"{member.name} to rejoin the election"
+                )
             self._wait(self.leader, timeout_s, "a leading controller")
             self._wait(self._all_online, timeout_s, "every partition to be ONLINE")
             self._log(f"restarted {member.name} ({self._clock() - started:.1f} s)")

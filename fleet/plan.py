@@ -26,7 +26,9 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,29}")
 
 def check_fleet_name(name: str) -> str:
     if not _NAME.fullmatch(name):
-        raise FleetError(f"fleet name {name!r} is invalid: 1-30 of a-z, 0-9, '_' and '-', starting with a letter or digit")
+        raise FleetError(
+            f"fleet name {name!r} is invalid: 1-30 of a-z, 0-9, '_' and '-', starting with a letter or digit"
+        )
     return name
 
 
@@ -57,8 +59,13 @@ class Member:
 
     @classmethod
     def from_labels(cls, name: str, container_labels: Mapping[str, str], state: str) -> Member:
-        return cls(name, container_labels.get(LABEL_ROLE, "?"), int(container_labels.get(LABEL_INDEX, "0")),
-                   int(container_labels.get(LABEL_PORT, "0")), state)
+        return cls(
+            name,
+            container_labels.get(LABEL_ROLE, "?"),
+            int(container_labels.get(LABEL_INDEX, "0")),
+            int(container_labels.get(LABEL_PORT, "0")),
+            state,
+        )
 
 
 @dataclass(frozen=True)

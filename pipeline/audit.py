@@ -109,8 +109,9 @@ def build_report(
     window: tuple[int | None, int | None] = (None, None),
 ) -> dict[str, Any]:
     """The audit result from per-partition and per-bucket counts (``partition``/``startMs`` + COUNT_FIELDS)."""
-    partition_rows = sorted(({"partition": int(r["partition"]), **_totals([r])} for r in partitions),
-                            key=lambda r: r["partition"])
+    partition_rows = sorted(
+        ({"partition": int(r["partition"]), **_totals([r])} for r in partitions), key=lambda r: r["partition"]
+    )
     bucket_rows: list[dict[str, Any]] = [
         {"start": iso_ms(int(r["startMs"])), "startMs": int(r["startMs"]), **_totals([r])} for r in buckets
     ]
@@ -130,6 +131,7 @@ def build_report(
 
 
 # --- Spark ---------------------------------------------------------------------------------------
+
 
 def _hex_or_null(column: Column) -> Column:
     from pyspark.sql import functions as F
@@ -252,7 +254,9 @@ def compare_identities(source: DataFrame, destination: DataFrame, bucket_s: int)
     src = source.groupBy(*keys).agg(count_if(F.col("copied"), "s"), count_if(~F.col("copied"), "sourceSkipped"))
     kind = F.col("kind")
     dst = destination.groupBy(*keys).agg(
-        count_if(kind == "copy", "d"), count_if(kind == "local", "destinationLocal"), count_if(kind == "other", "otherRoutes")
+        count_if(kind == "copy", "d"),
+        count_if(kind == "local", "destinationLocal"),
+        count_if(kind == "other", "otherRoutes"),
     )
     s, d = F.col("s"), F.col("d")
     return (
@@ -282,8 +286,12 @@ def summarize(per_identity: DataFrame) -> tuple[list[dict[str, Any]], list[dict[
         .agg(*sums, F.grouping("partition").alias("by_bucket"))
         .collect()
     )
-    partitions = [{k: v for k, v in r.asDict().items() if k not in ("startMs", "by_bucket")} for r in rows if not r["by_bucket"]]
-    buckets = [{k: v for k, v in r.asDict().items() if k not in ("partition", "by_bucket")} for r in rows if r["by_bucket"]]
+    partitions = [
+        {k: v for k, v in r.asDict().items() if k not in ("startMs", "by_bucket")} for r in rows if not r["by_bucket"]
+    ]
+    buckets = [
+        {k: v for k, v in r.asDict().items() if k not in ("partition", "by_bucket")} for r in rows if r["by_bucket"]
+    ]
     return partitions, buckets
 
 
@@ -296,7 +304,9 @@ def _topic_exists(cluster: Mapping[str, Any], topic: str) -> bool:
     try:
         metadata = kafka_clients.admin(dict(cluster)).list_topics(topic=topic, timeout=15)
     except KafkaException as exc:
-        raise PipelineError(f"cannot read metadata from {cluster.get('bootstrap.servers')}: {kafka_error(exc)}") from None
+        raise PipelineError(
+            f"cannot read metadata from {cluster.get('bootstrap.servers')}: {kafka_error(exc)}"
+        ) from None
     found = metadata.topics.get(topic)
     return found is not None and found.error is None
 
@@ -348,7 +358,9 @@ def run_audit(
         return frame
 
     source_frame = identities(source_cluster, source_options, topic)
-    destination_frame = identities(destination_cluster, destination_options, chosen.destination_topic(topic))  # common.core.naming
+    destination_frame = identities(
+        destination_cluster, destination_options, chosen.destination_topic(topic)
+    )  # common.core.naming
     origins = config.copied_origins(chosen)
     if origins is not None:  # loop prevention: the topics are shared, narrow both sides by provenance
         source_frame = source_frame.withColumn(
@@ -377,22 +389,39 @@ def write_chart(report: Mapping[str, Any], path: str) -> None:
     figure, axes = plt.subplots(figsize=(10, 4.5))
     try:
         if buckets:
-            axes.bar(starts, [b["source"] for b in buckets], width=width, align="edge",
-                     label="source", color="#4c72b0")
-            axes.bar([s + width for s in starts], [b["destination"] for b in buckets],
-                     width=width, align="edge", label="destination", color="#55a868")
+            axes.bar(starts, [b["source"] for b in buckets], width=width, align="edge", label="source", color="#4c72b0")
+            axes.bar(
+                [s + width for s in starts],
+                [b["destination"] for b in buckets],
+                width=width,
+                align="edge",
+                label="destination",
+                color="#55a868",
+            )
             # Over the bucket's pair of bars, so a bucket with a problem stands out at a glance.
-            bad = [(s + width, max(b["source"], b["destination"])) for s, b in zip(starts, buckets, strict=True)
-                   if any(b[name] for name in PROBLEM_FIELDS)]
+            bad = [
+                (s + width, max(b["source"], b["destination"]))
+                for s, b in zip(starts, buckets, strict=True)
+                if any(b[name] for name in PROBLEM_FIELDS)
+            ]
             if bad:
-                axes.scatter([s for s, _ in bad], [n for _, n in bad], marker="v", s=60, color="#c44e52", zorder=3,
-                             label="missing/duplicated/extra")
+                axes.scatter(
+                    [s for s, _ in bad],
+                    [n for _, n in bad],
+                    marker="v",
+                    s=60,
+                    color="#c44e52",
+                    zorder=3,
+                    label="missing/duplicated/extra",
+                )
             axes.xaxis_date()
             figure.autofmt_xdate()
         else:
             axes.text(0.5, 0.5, "no records in the window", ha="center", va="center", transform=axes.transAxes)
-        status = "OK" if report["ok"] else (
-            f"missing {report['missing']}, duplicated {report['duplicated']}, extra {report['extra']}"
+        status = (
+            "OK"
+            if report["ok"]
+            else (f"missing {report['missing']}, duplicated {report['duplicated']}, extra {report['extra']}")
         )
         axes.set_title(f"{report['topic']} ({report['route']}): records per {report['bucketSeconds']} s - {status}")
         axes.margins(y=0.12)  # room for the markers above the bars

@@ -25,6 +25,7 @@ def _add_master(parser: argparse.ArgumentParser) -> None:
 
 # --- validate ------------------------------------------------------------------------------------
 
+
 def register_validate(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "validate",
@@ -34,7 +35,9 @@ def register_validate(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", required=True, help="Ferry's YAML config")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     _add_master(parser)
-    parser.add_argument("--store", action="store_true", help="also write the result (with checkedAt) to <root>/validation")
+    parser.add_argument(
+        "--store", action="store_true", help="also write the result (with checkedAt) to <root>/validation"
+    )
     parser.set_defaults(func=_run_validate)
 
 
@@ -64,18 +67,23 @@ def _run_validate(args: argparse.Namespace) -> int:
 
 # --- audit ---------------------------------------------------------------------------------------
 
+
 def register_audit(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "audit",
         help="compare a topic's records on source and destination on Spark: missing, duplicated, extra",
         description="Exit 0 when every source record is on the destination once and nothing else is, "
-                    "1 otherwise, 2 on an error.",
+        "1 otherwise, 2 on an error.",
     )
     parser.add_argument("--config", required=True, help="Ferry's YAML config")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--route", help="<source>.<destination>; needed when several routes are configured")
-    parser.add_argument("--from", dest="start", metavar="TIME",
-                        help="first record timestamp included: ISO-8601 (UTC when no zone) or epoch ms")
+    parser.add_argument(
+        "--from",
+        dest="start",
+        metavar="TIME",
+        help="first record timestamp included: ISO-8601 (UTC when no zone) or epoch ms",
+    )
     parser.add_argument("--to", dest="end", metavar="TIME", help="record timestamps before this one (excluded)")
     parser.add_argument("--bucket", type=int, default=60, metavar="SECONDS", help="time bucket width (default 60)")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")

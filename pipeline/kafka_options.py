@@ -49,9 +49,19 @@ _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _SAME_NAME = ("bootstrap.servers", "client.id", "ssl.key.password")
 # Read by the rules below; every other security property is refused.
 _HANDLED = {
-    *_SAME_NAME, "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
-    "ssl.ca.location", "ssl.ca.pem", "ssl.keystore.location", "ssl.keystore.password",
-    "ssl.certificate.pem", "ssl.key.pem", "ssl.endpoint.identification.algorithm",
+    *_SAME_NAME,
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.location",
+    "ssl.ca.pem",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.certificate.pem",
+    "ssl.key.pem",
+    "ssl.endpoint.identification.algorithm",
 }
 
 
@@ -109,7 +119,9 @@ def spark_kafka_options(cluster: Mapping[str, ClientValue], name: str = "cluster
         options.update({"ssl.truststore.type": "PEM", "ssl.truststore.certificates": props["ssl.ca.pem"]})
 
     if "ssl.keystore.location" in props and ("ssl.certificate.pem" in props or "ssl.key.pem" in props):
-        raise refuse("give the client certificate either as ssl.keystore.location or as ssl.certificate.pem + ssl.key.pem")
+        raise refuse(
+            "give the client certificate either as ssl.keystore.location or as ssl.certificate.pem + ssl.key.pem"
+        )
     if "ssl.keystore.location" in props:
         options.update({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": props["ssl.keystore.location"]})
         if "ssl.keystore.password" in props:
@@ -119,11 +131,13 @@ def spark_kafka_options(cluster: Mapping[str, ClientValue], name: str = "cluster
     if ("ssl.certificate.pem" in props) != ("ssl.key.pem" in props):
         raise refuse("ssl.certificate.pem and ssl.key.pem go together")
     if "ssl.certificate.pem" in props:
-        options.update({
-            "ssl.keystore.type": "PEM",
-            "ssl.keystore.certificate.chain": props["ssl.certificate.pem"],
-            "ssl.keystore.key": props["ssl.key.pem"],
-        })
+        options.update(
+            {
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.certificate.chain": props["ssl.certificate.pem"],
+                "ssl.keystore.key": props["ssl.key.pem"],
+            }
+        )
 
     if "ssl.endpoint.identification.algorithm" in props:
         algorithm = props["ssl.endpoint.identification.algorithm"].strip().lower()

@@ -49,12 +49,19 @@ class TopicProblem(StrEnum):
 
 # Most important first; topic-level problems sort with partition null, before the partitions.
 PARTITION_PROBLEMS = (
-    Problem.ERROR, Problem.UNASSIGNED, Problem.WORKER_DEAD, Problem.WRONG_WORKER,
-    Problem.MISSING, Problem.NOT_ONLINE, Problem.UNEXPECTED,
+    Problem.ERROR,
+    Problem.UNASSIGNED,
+    Problem.WORKER_DEAD,
+    Problem.WRONG_WORKER,
+    Problem.MISSING,
+    Problem.NOT_ONLINE,
+    Problem.UNEXPECTED,
 )
 TOPIC_PROBLEMS = (
-    TopicProblem.SOURCE_TOPIC_MISSING, TopicProblem.SOURCE_PARTITIONS,
-    TopicProblem.DESTINATION_TOPIC_MISSING, TopicProblem.DESTINATION_PARTITIONS,
+    TopicProblem.SOURCE_TOPIC_MISSING,
+    TopicProblem.SOURCE_PARTITIONS,
+    TopicProblem.DESTINATION_TOPIC_MISSING,
+    TopicProblem.DESTINATION_PARTITIONS,
 )
 
 IDEAL_SCHEMA = "route string, topic string, partition int, ideal_worker string"
@@ -101,7 +108,9 @@ def topic_partitions(cluster: dict[str, Any], timeout_s: float = 15.0) -> dict[s
     try:
         metadata = kafka_clients.admin(cluster).list_topics(timeout=timeout_s)
     except KafkaException as exc:
-        raise PipelineError(f"cannot read topic metadata from {cluster.get('bootstrap.servers')}: {kafka_error(exc)}") from None
+        raise PipelineError(
+            f"cannot read topic metadata from {cluster.get('bootstrap.servers')}: {kafka_error(exc)}"
+        ) from None
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
 
 
@@ -132,8 +141,12 @@ def collect_state(config: FerryConfig) -> ClusterState:
     for route_name, topic, _ in state.ideal_topics:
         route = config.route(route_name)
         state.metadata.append(
-            (route_name, topic, counts[route.source].get(topic),
-             counts[route.destination].get(route.destination_topic(topic)))  # renamed by the route's naming
+            (
+                route_name,
+                topic,
+                counts[route.source].get(topic),
+                counts[route.destination].get(route.destination_topic(topic)),
+            )  # renamed by the route's naming
         )
     return state
 
@@ -176,8 +189,14 @@ def partition_problems(ideal: DataFrame, external: DataFrame, live: DataFrame) -
     unexpected = (
         external.filter(F.col("state").isin(*HELD_STATES))
         .join(ideal, keys, "left_anti")
-        .select(*keys, F.lit(None).cast("string").alias("ideal_worker"), "worker", "state", "reason",
-                F.lit(Problem.UNEXPECTED).alias("problem"))
+        .select(
+            *keys,
+            F.lit(None).cast("string").alias("ideal_worker"),
+            "worker",
+            "state",
+            "reason",
+            F.lit(Problem.UNEXPECTED).alias("problem"),
+        )
     )
     return assessed.unionByName(unexpected)
 
@@ -194,9 +213,8 @@ def topic_problems(topics: DataFrame, metadata: DataFrame) -> DataFrame:
         F.when(dst.isNull(), F.lit(TopicProblem.DESTINATION_TOPIC_MISSING)),
         F.when(dst.isNotNull() & (dst != F.coalesce(src, ideal)), F.lit(TopicProblem.DESTINATION_PARTITIONS)),
     )
-    return (
-        joined.withColumn("problem", F.explode(F.filter(checks, lambda c: c.isNotNull())))
-        .select("route", "topic", "ideal_partitions", "source_partitions", "destination_partitions", "problem")
+    return joined.withColumn("problem", F.explode(F.filter(checks, lambda c: c.isNotNull()))).select(
+        "route", "topic", "ideal_partitions", "source_partitions", "destination_partitions", "problem"
     )
 
 
@@ -242,13 +260,28 @@ def analyze(spark: SparkSession, state: ClusterState) -> dict[str, Any]:
     frames = _frames(spark, state)
     assessed = partition_problems(frames["ideal"], frames["external"], frames["live"])
     found = assessed.filter(F.col("problem").isNotNull()).select(
-        "route", "topic", "partition", "problem", "ideal_worker", "worker", "state", "reason",
-        *(F.lit(None).cast("int").alias(c) for c in ("ideal_partitions", "source_partitions", "destination_partitions")),
+        "route",
+        "topic",
+        "partition",
+        "problem",
+        "ideal_worker",
+        "worker",
+        "state",
+        "reason",
+        *(
+            F.lit(None).cast("int").alias(c)
+            for c in ("ideal_partitions", "source_partitions", "destination_partitions")
+        ),
     )
     per_topic = topic_problems(frames["topics"], frames["metadata"]).select(
-        "route", "topic", F.lit(None).cast("int").alias("partition"), "problem",
+        "route",
+        "topic",
+        F.lit(None).cast("int").alias("partition"),
+        "problem",
         *(F.lit(None).cast("string").alias(c) for c in ("ideal_worker", "worker", "state", "reason")),
-        "ideal_partitions", "source_partitions", "destination_partitions",
+        "ideal_partitions",
+        "source_partitions",
+        "destination_partitions",
     )
     # One Spark job: the problems are few, the partitions may be many.
     rows = [r.asDict() for r in found.unionByName(per_topic).collect()]
@@ -256,20 +289,34 @@ def analyze(spark: SparkSession, state: ClusterState) -> dict[str, Any]:
     bad_topics = [r for r in rows if r["problem"] in TOPIC_PROBLEMS]
 
     problems: list[dict[str, Any]] = [
-        {"route": r["route"], "topic": r["topic"], "partition": r["partition"], "problem": r["problem"],
-         "detail": _partition_detail(r)}
+        {
+            "route": r["route"],
+            "topic": r["topic"],
+            "partition": r["partition"],
+            "problem": r["problem"],
+            "detail": _partition_detail(r),
+        }
         for r in bad_partitions
     ]
     problems += [
-        {"route": r["route"], "topic": r["topic"], "partition": None, "problem": r["problem"],
-         "detail": _topic_detail(r)}
+        {
+            "route": r["route"],
+            "topic": r["topic"],
+            "partition": None,
+            "problem": r["problem"],
+            "detail": _topic_detail(r),
+        }
         for r in bad_topics
     ]
     problems.sort(key=_problem_order)
     src_kafka = sorted(
         (
-            {"route": r["route"], "topic": r["topic"], "sourcePartitions": r["source_partitions"],
-             "idealPartitions": r["ideal_partitions"]}
+            {
+                "route": r["route"],
+                "topic": r["topic"],
+                "sourcePartitions": r["source_partitions"],
+                "idealPartitions": r["ideal_partitions"],
+            }
             for r in bad_topics
             if r["problem"] in (TopicProblem.SOURCE_TOPIC_MISSING, TopicProblem.SOURCE_PARTITIONS)
         ),

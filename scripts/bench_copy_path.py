@@ -73,11 +73,24 @@ def _batches(records: int, headers: list[tuple[str, bytes]]) -> tuple[list[list[
         partition = number % PARTITIONS
         start = next_offset[partition]
         next_offset[partition] = start + BATCH
-        batches.append([Message(topic=TOPIC, partition=partition, offset=o, key=b"%010d" % o, value=value,
-                                headers=list(headers), timestamp=(1, 1_700_000_000_000 + o))
-                        for o in range(start, start + BATCH)])
+        batches.append(
+            [
+                Message(
+                    topic=TOPIC,
+                    partition=partition,
+                    offset=o,
+                    key=b"%010d" % o,
+                    value=value,
+                    headers=list(headers),
+                    timestamp=(1, 1_700_000_000_000 + o),
+                )
+                for o in range(start, start + BATCH)
+            ]
+        )
     batches.reverse()
-    reports = {p: [Message(topic=TOPIC, partition=p, offset=o) for o in range(next_offset[p])] for p in range(PARTITIONS)}
+    reports = {
+        p: [Message(topic=TOPIC, partition=p, offset=o) for o in range(next_offset[p])] for p in range(PARTITIONS)
+    }
     return batches, reports
 
 
@@ -92,8 +105,14 @@ def _bare_round(records: int, headers: list[tuple[str, bytes]]) -> float:
             if message.error() is not None:
                 continue
             timestamp_type, timestamp = message.timestamp()
-            produce(message.topic(), message.value(), message.key(), message.partition(),
-                    timestamp=timestamp if timestamp_type else 0, headers=message.headers())
+            produce(
+                message.topic(),
+                message.value(),
+                message.key(),
+                message.partition(),
+                timestamp=timestamp if timestamp_type else 0,
+                headers=message.headers(),
+            )
         producer.poll(0)
     return (time.process_time() - started) / records * 1e9
 
@@ -114,12 +133,21 @@ def _round(records: int, case: str) -> float:
     def producer(cluster: Any, on_delivery: Any, **overrides: Any) -> _Producer:
         return _Producer(on_delivery, reports)
 
-    with mock.patch.object(copier_module.kafka_clients, "consumer", lambda *a, **k: consumer), \
-            mock.patch.object(copier_module.kafka_clients, "producer", producer), \
-            mock.patch.object(copier_module.kafka_clients, "admin", lambda *a, **k: None), \
-            mock.patch.object(copier_module, "DestinationReader", lambda *a, **k: None):
-        copier = RouteCopier(route, {}, {}, WorkerConfig(), WorkerMetrics(), "bench",
-                             origins=frozenset({"origin", "src"}) if case == "loop" else None)
+    with (
+        mock.patch.object(copier_module.kafka_clients, "consumer", lambda *a, **k: consumer),
+        mock.patch.object(copier_module.kafka_clients, "producer", producer),
+        mock.patch.object(copier_module.kafka_clients, "admin", lambda *a, **k: None),
+        mock.patch.object(copier_module, "DestinationReader", lambda *a, **k: None),
+    ):
+        copier = RouteCopier(
+            route,
+            {},
+            {},
+            WorkerConfig(),
+            WorkerMetrics(),
+            "bench",
+            origins=frozenset({"origin", "src"}) if case == "loop" else None,
+        )
     # Held partitions as acquire() leaves them (without the clusters it asks).
     for partition in range(PARTITIONS):
         copier._assigned.add((TOPIC, partition))
@@ -142,9 +170,11 @@ def main() -> None:
     for _ in range(args.repeat):  # interleaved, so a neighbour's burst hits both alike
         bare.append(_bare_round(args.records, _headers(args.case)))
         ferry.append(_round(args.records, args.case))
-    print(f"{args.case}: copy_batch {min(ferry):.0f} ns/record best, {statistics.median(ferry):.0f} median; "
-          f"the ceiling's loop {min(bare):.0f} best, {statistics.median(bare):.0f} median; "
-          f"Ferry's own {min(ferry) - min(bare):.0f} ns/record ({args.repeat} rounds of {args.records:,} records)")
+    print(
+        f"{args.case}: copy_batch {min(ferry):.0f} ns/record best, {statistics.median(ferry):.0f} median; "
+        f"the ceiling's loop {min(bare):.0f} best, {statistics.median(bare):.0f} median; "
+        f"Ferry's own {min(ferry) - min(bare):.0f} ns/record ({args.repeat} rounds of {args.records:,} records)"
+    )
 
 
 if __name__ == "__main__":

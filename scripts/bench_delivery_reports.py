@@ -54,8 +54,16 @@ def run(bootstrap: str, topic: str, records: int, value: bytes, mode: str) -> tu
     poll = producer.poll
     started, cpu_started = time.monotonic(), _cpu_s()
     for i in range(records):
-        produce_blocking(producer, topic, value, b"key-%d" % (i % 1000), i % 8,
-                         wait_s=0.01, timestamp=1_700_000_000_000 + i, headers=headers)
+        produce_blocking(
+            producer,
+            topic,
+            value,
+            b"key-%d" % (i % 1000),
+            i % 8,
+            wait_s=0.01,
+            timestamp=1_700_000_000_000 + i,
+            headers=headers,
+        )
         if i % 1000 == 0:
             poll(0)
             reports.clear()

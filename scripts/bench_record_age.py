@@ -54,18 +54,22 @@ def _copier(observe: bool) -> RouteCopier:
 
 def settle_cost(total: int = 200_000, chunk: int = 5000) -> None:
     for run in (1, 10, 100, 1000):
-        messages = [Message(topic="t", partition=(i // run) % PARTITIONS, offset=i, timestamp=(1, 1_700_000_000_000 + i))
-                    for i in range(total)]
+        messages = [
+            Message(topic="t", partition=(i // run) % PARTITIONS, offset=i, timestamp=(1, 1_700_000_000_000 + i))
+            for i in range(total)
+        ]
         best: dict[bool, float] = {}
         for observe in (False, True) * 3:
             copier = _copier(observe)
             started = time.perf_counter()
             for i in range(0, total, chunk):
-                copier._settle_successes(messages[i:i + chunk])
+                copier._settle_successes(messages[i : i + chunk])
             best[observe] = min(best.get(observe, float("inf")), time.perf_counter() - started)
         without, with_age = (best[k] / total * 1e9 for k in (False, True))
-        print(f"runs of {run:>4} records: settling {without:.0f} ns/record without the record age, "
-              f"{with_age:.0f} with it (+{with_age - without:.0f} ns)")
+        print(
+            f"runs of {run:>4} records: settling {without:.0f} ns/record without the record age, "
+            f"{with_age:.0f} with it (+{with_age - without:.0f} ns)"
+        )
 
 
 def observations_per_record(records: int, size: int) -> None:
@@ -80,12 +84,14 @@ def observations_per_record(records: int, size: int) -> None:
     workload.fill(src, topic, load, run)
     root = f"/ferry-record-age/{run}"
     destination = f"dst{run}"  # a route (and consumer group) of its own
-    config = parse_config({
-        "zookeeper": {"connect": stack.zookeeper.address, "root": root},
-        "clusters": {"src": src, destination: dst},
-        "routes": [{"source": "src", "destination": destination, "compression": "none"}],
-        "worker": {"metrics_port": 0},
-    })
+    config = parse_config(
+        {
+            "zookeeper": {"connect": stack.zookeeper.address, "root": root},
+            "clusters": {"src": src, destination: dst},
+            "routes": [{"source": "src", "destination": destination, "compression": "none"}],
+            "worker": {"metrics_port": 0},
+        }
+    )
     route = f"src.{destination}"
     layout = ZkLayout(root)
     zk = make_client(ZookeeperConfig(connect=stack.zookeeper.address))
@@ -107,9 +113,11 @@ def observations_per_record(records: int, size: int) -> None:
         poll_until(lambda: value("ferry_worker_records_copied_total") >= records, 300, "the worker to copy everything")
         time.sleep(2)  # the last deliveries settle
         count = value("ferry_worker_record_age_seconds_count")
-        print(f"{PARTITIONS}x{size}B: {count:.0f} observations for {records:,} records: one per "
-              f"{records / count:,.0f} records; mean age {value('ferry_worker_record_age_seconds_sum') / count:.2f}s "
-              "(a backlog: the records were produced before the copy started)")
+        print(
+            f"{PARTITIONS}x{size}B: {count:.0f} observations for {records:,} records: one per "
+            f"{records / count:,.0f} records; mean age {value('ferry_worker_record_age_seconds_sum') / count:.2f}s "
+            "(a backlog: the records were produced before the copy started)"
+        )
     finally:
         worker.stop()
         if zk.exists(layout.assignment("w1")):

@@ -19,7 +19,9 @@ def main() -> None:
             tracker.sent(key, offset)
         for _ in range(1000):
             tracker.acked_oldest(key)
-    print(f"{time.process_time() - started:.2f} CPU s for 1M sent + acked_oldest; committable {tracker.committables()[key]}")
+    print(
+        f"{time.process_time() - started:.2f} CPU s for 1M sent + acked_oldest; committable {tracker.committables()[key]}"
+    )
 
 
 if __name__ == "__main__":

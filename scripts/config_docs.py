@@ -99,8 +99,9 @@ def _limits(field: FieldInfo) -> str:
     limits = []
     for item in field.metadata:
         for attribute, symbol in bounds.items():
-            if isinstance(item, (annotated_types.Ge, annotated_types.Gt, annotated_types.Le, annotated_types.Lt)) \
-                    and hasattr(item, attribute):
+            if isinstance(
+                item, (annotated_types.Ge, annotated_types.Gt, annotated_types.Le, annotated_types.Lt)
+            ) and hasattr(item, attribute):
                 limits.append(f"{symbol} {_yaml(getattr(item, attribute))}")
         if isinstance(item, annotated_types.MinLen) and item.min_length:
             unit = "character" if field.annotation is str else "item"
@@ -117,7 +118,9 @@ def rows(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, str, s
         key = f"{prefix}{name}"
         annotation = field.annotation
         # Markdown would take <cluster> for an HTML tag, and | for a cell's end.
-        description = (field.description or "").replace("<", "&lt;").replace("[", "\\[").replace("|", "\\|").replace("\n", " ")
+        description = (
+            (field.description or "").replace("<", "&lt;").replace("[", "\\[").replace("|", "\\|").replace("\n", " ")
+        )
         yield key, _type(annotation), _default(field), _limits(field), description
         sub = _model(annotation)
         if sub is None:
@@ -159,13 +162,17 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when docs/configuration.md is stale; write nothing")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when docs/configuration.md is stale; write nothing"
+    )
     args = parser.parse_args(argv)
     wanted = render()
     if args.check:
         if TARGET.read_text() != wanted:
-            print(f"{TARGET.relative_to(REPO)} is stale: run `.venv/bin/python scripts/config_docs.py` and commit it",
-                  file=sys.stderr)
+            print(
+                f"{TARGET.relative_to(REPO)} is stale: run `.venv/bin/python scripts/config_docs.py` and commit it",
+                file=sys.stderr,
+            )
             return 1
         return 0
     TARGET.write_text(wanted)

@@ -79,10 +79,19 @@ def main() -> int:
     workdir = devstack.dev_dir() / "demo"
     workdir.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:6]
-    config = fleet_config(stack, f"/ferry/demo-{run_id}", {
-        "controller": {"rest_host": "127.0.0.1", "rest_port": REST_PORT, "rebalance_delay_s": 30, "failover_delay_s": 5},
-        "worker": {"commit_interval_s": 0.5},
-    })
+    config = fleet_config(
+        stack,
+        f"/ferry/demo-{run_id}",
+        {
+            "controller": {
+                "rest_host": "127.0.0.1",
+                "rest_port": REST_PORT,
+                "rebalance_delay_s": 30,
+                "failover_delay_s": 5,
+            },
+            "worker": {"commit_interval_s": 0.5},
+        },
+    )
     config_path = workdir / "ferry.yaml"
     config_path.write_text(yaml.safe_dump(config))
     processes: list[Spawned] = []
@@ -112,21 +121,30 @@ def main() -> int:
         console.print(f"created topic [cyan]{topic}[/] ({PARTITIONS} partitions) on src")
 
         response = requests.post(f"{api}/topics", json={"topic": topic}, timeout=10)
-        console.print(f"POST /topics {{\"topic\": \"{topic}\"}} -> {response.status_code}, "
-                      f"workers -> partitions {response.json().get('workers')}")
+        console.print(
+            f'POST /topics {{"topic": "{topic}"}} -> {response.status_code}, '
+            f"workers -> partitions {response.json().get('workers')}"
+        )
         if response.status_code != 201:
             return 1
 
         producer = kafka_clients.producer(src, **{"linger.ms": 20})
         now_ms = int(time.time() * 1000)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console) as progress:
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        ) as progress:
             produced = progress.add_task("produced on src   ", total=RECORDS)
             copied = progress.add_task("mirrored to dst   ", total=RECORDS)
             for i in range(RECORDS):
-                produce_blocking(producer, topic, key=f"customer-{i % 977}".encode(), value=f'{{"order": {i}}}'.encode(),
-                                 headers=[("source", b"demo"), ("seq", str(i).encode())],
-                                 timestamp=now_ms + i, partition=i % PARTITIONS)
+                produce_blocking(
+                    producer,
+                    topic,
+                    key=f"customer-{i % 977}".encode(),
+                    value=f'{{"order": {i}}}'.encode(),
+                    headers=[("source", b"demo"), ("seq", str(i).encode())],
+                    timestamp=now_ms + i,
+                    partition=i % PARTITIONS,
+                )
                 if i % 5000 == 4999:
                     producer.poll(0)
                     progress.update(produced, completed=i + 1)
@@ -149,17 +167,29 @@ def main() -> int:
             same = source[p] == destination.get(p)
             identical &= same
             entry = view["externalView"].get(str(p), {})
-            table.add_row(str(p), entry.get("worker", "-"), entry.get("state", "-"), str(len(source[p])),
-                          str(len(destination.get(p, []))), "yes" if same else "[red]NO[/]")
+            table.add_row(
+                str(p),
+                entry.get("worker", "-"),
+                entry.get("state", "-"),
+                str(len(source[p])),
+                str(len(destination.get(p, []))),
+                "yes" if same else "[red]NO[/]",
+            )
         console.print(table)
         validation = requests.get(f"{api}/validation", timeout=5).json()
-        console.print(f"GET /validation -> summary {validation.get('summary')}, mismatches: {len(validation.get('mismatches', []))}")
+        console.print(
+            f"GET /validation -> summary {validation.get('summary')}, mismatches: {len(validation.get('mismatches', []))}"
+        )
         if not identical:
             console.print("[red]the destination differs from the source[/]")
             return 1
-        console.print(f"[green]all {RECORDS} records mirrored with keys, headers and timestamps, in order per partition[/]")
-        console.print(f"REST API: {api} (GET /topics, /instances, /validation); metrics: "
-                      + ", ".join(f"http://127.0.0.1:{p}/metrics" for p in METRICS_PORTS))
+        console.print(
+            f"[green]all {RECORDS} records mirrored with keys, headers and timestamps, in order per partition[/]"
+        )
+        console.print(
+            f"REST API: {api} (GET /topics, /instances, /validation); metrics: "
+            + ", ".join(f"http://127.0.0.1:{p}/metrics" for p in METRICS_PORTS)
+        )
         return 0
     finally:
         stop_all(processes, timeout=30)

@@ -86,7 +86,9 @@ class FakeMessage:
 
 def metadata(partitions: int | None, topic: str = TOPIC) -> Any:
     """Cluster metadata with ``topic`` of ``partitions`` partitions (None: no such topic)."""
-    topics = {} if partitions is None else {topic: SimpleNamespace(partitions=dict.fromkeys(range(partitions)), error=None)}
+    topics = (
+        {} if partitions is None else {topic: SimpleNamespace(partitions=dict.fromkeys(range(partitions)), error=None)}
+    )
     return SimpleNamespace(topics=topics)
 
 
@@ -140,8 +142,11 @@ class FakeConsumer:
 
     def assign(self, tps: list[Any]) -> None:
         tp = tps[0]
-        self.reading = [FakeMessage(tp.topic, tp.partition, o, headers_=h)
-                        for o, h in enumerate(self.destination.get(tp.partition, [])) if o >= tp.offset]
+        self.reading = [
+            FakeMessage(tp.topic, tp.partition, o, headers_=h)
+            for o, h in enumerate(self.destination.get(tp.partition, []))
+            if o >= tp.offset
+        ]
 
     def unassign(self) -> None:
         self.reading = None
@@ -152,14 +157,24 @@ class FakeProducer:
     calls: list[tuple[str, Any]]
     on_delivery: Any
     pending: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, nth, timestamp
-    fail: dict[tuple[str, int, int], KafkaError] = field(default_factory=dict)  # (topic, partition, nth produce) -> error
+    fail: dict[tuple[str, int, int], KafkaError] = field(
+        default_factory=dict
+    )  # (topic, partition, nth produce) -> error
     produced: list[tuple[str, int, bytes]] = field(default_factory=list)
     map_writes: list[tuple[bytes, bytes]] = field(default_factory=list)
     delivered: dict[tuple[str, int], int] = field(default_factory=dict)  # next destination offset
     map_pending: list[Any] = field(default_factory=list)  # offset-map writes' delivery callbacks
 
-    def produce(self, topic: str, value: bytes, key: bytes, partition: int = -1, timestamp: int = 0,
-                headers: Any = None, on_delivery: Any = None) -> None:
+    def produce(
+        self,
+        topic: str,
+        value: bytes,
+        key: bytes,
+        partition: int = -1,
+        timestamp: int = 0,
+        headers: Any = None,
+        on_delivery: Any = None,
+    ) -> None:
         if topic == MAP_TOPIC:
             self.map_writes.append((key, value))
             self.map_pending.append(on_delivery)
@@ -184,8 +199,15 @@ class FakeProducer:
                 self.delivered[(topic, partition)] = offset + 1
             # As librdkafka reports it: the timestamp given (CreateTime, 1), or none (0).
             stamped = (1, timestamp) if timestamp else (0, -1)
-            self.on_delivery(error, SimpleNamespace(topic=lambda t=topic: t, partition=lambda p=partition: p,
-                                                    offset=lambda o=offset: o, timestamp=lambda s=stamped: s))
+            self.on_delivery(
+                error,
+                SimpleNamespace(
+                    topic=lambda t=topic: t,
+                    partition=lambda p=partition: p,
+                    offset=lambda o=offset: o,
+                    timestamp=lambda s=stamped: s,
+                ),
+            )
         return 0
 
     def list_topics(self, topic: str, timeout: float) -> Any:
@@ -275,8 +297,9 @@ class FakeController:
         self._call("topic_view", topic, route)
         return self._view(topic, 1, route)
 
-    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None,
-                  start: Any = None) -> TopicView:
+    def add_topic(
+        self, topic: Any, num_partitions: Any = None, route: str | None = None, start: Any = None
+    ) -> TopicView:
         self._call("add_topic", topic, num_partitions, route, start)
         return self._view(topic, num_partitions or 1, route)
 
@@ -328,13 +351,22 @@ class FakeController:
             raise NotFound("group 'unknown' has no checkpoint")
         return GroupCheckpoints({}, {})
 
-    def translate_offset(self, route: str | None, topic: str, partition: int, offset: int,
-                         reverse: bool = False) -> OffsetTranslation:
+    def translate_offset(
+        self, route: str | None, topic: str, partition: int, offset: int, reverse: bool = False
+    ) -> OffsetTranslation:
         self._call("translate_offset", route, topic, partition, offset, reverse)
         if topic == "unknown":
             raise NotFound("topic 'unknown' does not exist on cluster 'src'")
-        return OffsetTranslation(route or "src.dst", topic, topic, partition, "reverse" if reverse else "forward",
-                                 offset, offset + 3, "exact")
+        return OffsetTranslation(
+            route or "src.dst",
+            topic,
+            topic,
+            partition,
+            "reverse" if reverse else "forward",
+            offset,
+            offset + 3,
+            "exact",
+        )
 
     def tree_view(self) -> TreeView:
         self._call("tree_view")

@@ -102,7 +102,11 @@ class PartitionCommits:
                 position = self._consumer.position([tp])[0].offset
             log_start, log_end = self._consumer.get_watermark_offsets(tp, timeout=METADATA_TIMEOUT_S)
         except KafkaException as exc:
-            self._stop(key, None, PartitionDeferred(f"the position left the source log; reading its bounds: {kafka_error(exc)}"))
+            self._stop(
+                key,
+                None,
+                PartitionDeferred(f"the position left the source log; reading its bounds: {kafka_error(exc)}"),
+            )
             return
         decision = out_of_range(int(position or 0), log_start, log_end)
         if decision.resume_at is None:
@@ -114,15 +118,25 @@ class PartitionCommits:
             self._metrics.lost.labels(self.route.name, key[0]).inc(end - first)
             self._tracker.passed(key, end - 1)  # nothing to wait for below the log start: commits move past it
             self.changed = True
-            self._log.error("route %s: %s/%s: source records [%d, %d) (%d records) were deleted at the source before "
-                            "they were copied (retention or deleteRecords); copying goes on from %d",
-                            self.route.name, key[0], key[1], first, end, end - first, end, extra=_fields(key))
+            self._log.error(
+                "route %s: %s/%s: source records [%d, %d) (%d records) were deleted at the source before "
+                "they were copied (retention or deleteRecords); copying goes on from %d",
+                self.route.name,
+                key[0],
+                key[1],
+                first,
+                end,
+                end - first,
+                end,
+                extra=_fields(key),
+            )
         # librdkafka stopped fetching the partition (a seek is refused in that state): assign it anew there.
         self._consumer.incremental_unassign([tp])
         self._consumer.incremental_assign([TopicPartition(key[0], key[1], decision.resume_at)])
 
-    def _stop(self, key: TopicPartitionKey, offset: int | None,
-              failure: PartitionStopped | PartitionDeferred | ProducerFailed) -> None:
+    def _stop(
+        self, key: TopicPartitionKey, offset: int | None, failure: PartitionStopped | PartitionDeferred | ProducerFailed
+    ) -> None:
         """ONLINE -> ERROR: pause the partition; the watermark never passes ``offset``.
 
         A :class:`PartitionDeferred` is temporary: :meth:`due_retries` offers the partition for a
@@ -134,8 +148,13 @@ class PartitionCommits:
             if not self._producer_fatal:
                 self._producer_fatal = True
                 for other in sorted(self._assigned - set(self._errors) - {key}):
-                    self._stop(other, None, PartitionDeferred(
-                        f"the destination producer failed for good: {failure}", retry_after_s=RETRY_BACKOFF_S))
+                    self._stop(
+                        other,
+                        None,
+                        PartitionDeferred(
+                            f"the destination producer failed for good: {failure}", retry_after_s=RETRY_BACKOFF_S
+                        ),
+                    )
             failure = failure.record
         if key in self._errors:
             return
@@ -152,7 +171,9 @@ class PartitionCommits:
             try:
                 self._consumer.pause([TopicPartition(key[0], key[1])])
             except KafkaException as exc:  # the partition is skipped in copy_batch anyway
-                self._log.warning("route %s: pausing %s/%s: %s", self.route.name, key[0], key[1], exc, extra=_fields(key))
+                self._log.warning(
+                    "route %s: pausing %s/%s: %s", self.route.name, key[0], key[1], exc, extra=_fields(key)
+                )
 
     def due_retries(self) -> list[TopicPartitionKey]:
         """Partitions stopped for a temporary reason whose backoff is over."""
@@ -178,7 +199,9 @@ class PartitionCommits:
         # applied; they count from the next commit, once a segment describes them.
         committable = self._tracker.committables()
         if not self._map_writer.write_and_wait(self._producer, keys):
-            self._log.warning("route %s: the offset map was not written; the commit waits for the next round", self.route.name)
+            self._log.warning(
+                "route %s: the offset map was not written; the commit waits for the next round", self.route.name
+            )
             return False
         offsets = []
         for key, offset in committable.items():
@@ -231,8 +254,12 @@ class PartitionCommits:
         # A fatally failed producer delivers nothing more: waiting for it would only stall.
         remaining = self.flush(0 if self._producer_fatal else flush_timeout)
         if remaining and not self._producer_fatal:
-            self._log.error("route %s: %d records still unacknowledged after %.0fs; releasing anyway (they will be copied again)",
-                      self.route.name, remaining, flush_timeout)
+            self._log.error(
+                "route %s: %d records still unacknowledged after %.0fs; releasing anyway (they will be copied again)",
+                self.route.name,
+                remaining,
+                flush_timeout,
+            )
         deadline = self._clock() + commit_deadline
         while not self.commit(keys) and self._clock() < deadline:
             time.sleep(0.2)

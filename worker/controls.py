@@ -69,7 +69,10 @@ class WorkerControls:
             return False
         now = self._clock()
         for route, copier in copiers.items():
-            paused = {(p.topic, p.partition) for p in controls.paused_among(PartitionKey(route, t, n) for t, n in copier.held())}
+            paused = {
+                (p.topic, p.partition)
+                for p in controls.paused_among(PartitionKey(route, t, n) for t, n in copier.held())
+            }
             copier.set_paused(paused, commit_deadline)
             share = shares.get(route)
             if share is None or not share.limited():

@@ -111,7 +111,8 @@ class RouteCopier(PartitionLifecycle):
         # auto.offset.reset=error: every start is an explicit offset, so a reset only means the position left
         # the source log (records deleted before they were copied, a re-created topic): worker/position/data_loss.py.
         self._consumer = kafka_clients.consumer(
-            source, route.group_id,
+            source,
+            route.group_id,
             **{"client.id": f"{client_id}-{route.name}", **config.consumer, "auto.offset.reset": "error"},
         )
         self._losses = Losses()
@@ -119,12 +120,17 @@ class RouteCopier(PartitionLifecycle):
         self._created_here: set[str] = set()  # source topics whose destination topic this copier created
         self._probe = SourceProbe(source, route.group_id, f"{client_id}-{route.name}-probe")
         try:  # where a partition nothing was committed or copied for starts, as an explicit offset
-            self._reset_offset = start_offsets.reset_offset(str(config.consumer.get("auto.offset.reset", config.auto_offset_reset)))
+            self._reset_offset = start_offsets.reset_offset(
+                str(config.consumer.get("auto.offset.reset", config.auto_offset_reset))
+            )
         except ValueError as exc:
             raise WorkerError(f"route {route.name}: {exc}") from None
         self._destination = destination
         self._producer_settings: dict[str, Any] = {
-            "client.id": f"{client_id}-{route.name}", "compression.type": route.compression, **config.producer}
+            "client.id": f"{client_id}-{route.name}",
+            "compression.type": route.compression,
+            **config.producer,
+        }
         self._batch_size = int(self._producer_settings.get("batch.size", LIBRDKAFKA_BATCH_SIZE))
         self._producer = self._new_producer()
         self._topics = DestinationTopics(route, kafka_clients.admin(destination), clock)
@@ -142,8 +148,9 @@ class RouteCopier(PartitionLifecycle):
         self._map_writer = OffsetMapWriter(route.name, self._destination_name, metrics)
         self._maps: dict[TopicPartitionKey, OffsetMap] = self._map_writer.maps  # filled here, written there
         # Taking over a MirrorMaker 2 mirror: where a partition the route never copied starts.
-        self._mm2 = (Mm2Takeover(route, source, destination, metrics, client_id)
-                     if route.mirrormaker2 is not None else None)
+        self._mm2 = (
+            Mm2Takeover(route, source, destination, metrics, client_id) if route.mirrormaker2 is not None else None
+        )
         # Delivery reports not applied yet to the tracker and the offset map: the callback only
         # queues them, _settle_deliveries() applies them in order, successes per run of a partition.
         self._delivered: list[Any] = []
@@ -204,7 +211,9 @@ class RouteCopier(PartitionLifecycle):
     # -- copying ----------------------------------------------------------------------------
 
     @staticmethod
-    def _copy_decision(route: RouteConfig, origins: frozenset[str] | None) -> Callable[[Provenance | None], int | None] | None:
+    def _copy_decision(
+        route: RouteConfig, origins: frozenset[str] | None
+    ) -> Callable[[Provenance | None], int | None] | None:
         """The route's copy decision for the stamper (:func:`common.core.topology.copy_flags`); None: copy every record."""
         level = route.copy_level
         if origins is None and level is None:
@@ -290,8 +299,14 @@ class RouteCopier(PartitionLifecycle):
                 continue
             while True:
                 try:
-                    produce(destination_topic, message.value(), message.key(), partition,
-                            timestamp=timestamp if timestamp_type else 0, headers=headers)
+                    produce(
+                        destination_topic,
+                        message.value(),
+                        message.key(),
+                        partition,
+                        timestamp=timestamp if timestamp_type else 0,
+                        headers=headers,
+                    )
                     break
                 except BufferError:
                     # The producer's queue is full: wait for deliveries (back-pressure on the source).
@@ -301,8 +316,13 @@ class RouteCopier(PartitionLifecycle):
                     self._producer.poll(0.05)
                     self._settle_deliveries()  # a failure among them stops its partition now
                 except KafkaException as exc:
-                    self._stop(key, offset, _delivery_failure(
-                        kafka_error(exc), f"offset {offset}: the destination producer refused the record"))
+                    self._stop(
+                        key,
+                        offset,
+                        _delivery_failure(
+                            kafka_error(exc), f"offset {offset}: the destination producer refused the record"
+                        ),
+                    )
                     break
             if errors and key in errors:
                 continue
@@ -384,7 +404,11 @@ class RouteCopier(PartitionLifecycle):
             topic = message.topic()
             key = (self._source_names.get(topic, topic), message.partition())
             offset = self._tracker.fail_oldest(key, error.str())
-            self._stop(key, offset, _delivery_failure(kafka_error(error), f"offset {offset}: the destination rejected the record"))
+            self._stop(
+                key,
+                offset,
+                _delivery_failure(kafka_error(error), f"offset {offset}: the destination rejected the record"),
+            )
         self._settle_successes(delivered[start:])
 
     def _settle_successes(self, delivered: list[Any]) -> None:

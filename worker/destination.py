@@ -36,15 +36,21 @@ ADMIN_TIMEOUT_S = 30.0
 class DestinationTopics:
     """A route's destination topics, prepared through the destination's admin client."""
 
-    def __init__(self, route: RouteConfig, admin: Any, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        route: RouteConfig,
+        admin: Any,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.route = route
         self._log = logs.with_fields(log, route=route.name)
         self._admin = admin
         self._clock = clock
         self._sleep = sleep
         self._map_topic = InternalTopic(
-            NewTopic(MAP_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"}), ADMIN_TIMEOUT_S)
+            NewTopic(MAP_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"}), ADMIN_TIMEOUT_S
+        )
 
     def source_partitions(self, consumer: Any, topic: str) -> int:
         """How many partitions ``topic`` has at the source (read through the route's consumer)."""
@@ -59,8 +65,9 @@ class DestinationTopics:
             raise PartitionDeferred(f"source metadata for {topic!r}: {source_meta.error}")
         return len(source_meta.partitions)
 
-    def prepare(self, topic: str, wanted: int, producer: Callable[[], Any],
-                fit_batches: Callable[[str, int], None]) -> bool:
+    def prepare(
+        self, topic: str, wanted: int, producer: Callable[[], Any], fit_batches: Callable[[str, int], None]
+    ) -> bool:
         """Creates or expands destination topic ``topic`` to ``wanted`` partitions, waits until
         ``producer()`` sees them, calls ``fit_batches(topic, max.message.bytes)`` and creates the
         offset-map topic once. True when it created the topic."""
@@ -70,11 +77,15 @@ class DestinationTopics:
             if dest_meta is None or dest_meta.error is not None:
                 future = self._admin.create_topics([NewTopic(topic, num_partitions=wanted)])[topic]
                 created = admin_result(future, KafkaError.TOPIC_ALREADY_EXISTS)
-                self._log.info("route %s: created destination topic %s with %d partitions", self.route.name, topic, wanted)
+                self._log.info(
+                    "route %s: created destination topic %s with %d partitions", self.route.name, topic, wanted
+                )
             elif len(dest_meta.partitions) < wanted:
                 future = self._admin.create_partitions([NewPartitions(topic, wanted)])[topic]
                 admin_result(future, KafkaError.INVALID_PARTITIONS)
-                self._log.info("route %s: expanded destination topic %s to %d partitions", self.route.name, topic, wanted)
+                self._log.info(
+                    "route %s: expanded destination topic %s to %d partitions", self.route.name, topic, wanted
+                )
             self._await_producer_metadata(producer(), topic, wanted)
             limit = self.max_message_bytes(topic)
             if limit is not None:
@@ -83,8 +94,12 @@ class DestinationTopics:
             return created
         except KafkaException as exc:
             error = kafka_error(exc)
-            if error.code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-                              KafkaError.TOPIC_EXCEPTION, KafkaError.POLICY_VIOLATION):
+            if error.code in (
+                KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                KafkaError.TOPIC_EXCEPTION,
+                KafkaError.POLICY_VIOLATION,
+            ):
                 raise PartitionStopped(f"cannot create destination topic {topic!r}: {error}") from None
             raise PartitionDeferred(f"destination cluster: {error}") from None
 
@@ -95,7 +110,9 @@ class DestinationTopics:
             entries = self._admin.describe_configs([resource])[resource].result(ADMIN_TIMEOUT_S)
             return int(entries["max.message.bytes"].value)
         except (KafkaException, KeyError, ValueError, TypeError) as exc:
-            self._log.warning("route %s: cannot read max.message.bytes of %s on the destination: %s", self.route.name, topic, exc)
+            self._log.warning(
+                "route %s: cannot read max.message.bytes of %s on the destination: %s", self.route.name, topic, exc
+            )
             return None
 
     def ensure_map_topic(self) -> None:

@@ -81,6 +81,8 @@ def delivery_failure(error: KafkaFailure, what: str) -> PartitionStopped | Parti
     will never be accepted as it is, else restarts later; a fatal error also fails the producer."""
     reason = f"{what}: {error}"
     record: PartitionStopped | PartitionDeferred = (
-        PartitionStopped(reason) if error.code in PERMANENT_DELIVERY_ERRORS
-        else PartitionDeferred(reason, retry_after_s=RETRY_BACKOFF_S))
+        PartitionStopped(reason)
+        if error.code in PERMANENT_DELIVERY_ERRORS
+        else PartitionDeferred(reason, retry_after_s=RETRY_BACKOFF_S)
+    )
     return ProducerFailed(record) if error.fatal else record

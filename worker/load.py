@@ -42,7 +42,8 @@ class LoadMeter:
             for topic, partition in copier.held():
                 records, size = copied.get((topic, partition), (0, 0))
                 load[PartitionKey(route, topic, partition)] = PartitionLoad(
-                    round(size / elapsed), round(records / elapsed), lags.get((topic, partition), 0))
+                    round(size / elapsed), round(records / elapsed), lags.get((topic, partition), 0)
+                )
         busy = min(1.0, self._busy_s / elapsed)
         self._started, self._busy_s = now, 0.0
         return load, round(busy, 3)

@@ -72,17 +72,26 @@ class OffsetMapWriter:
                 try:
                     self._in_flight += 1
                     producer.produce(
-                        MAP_TOPIC, segment_value(segment),
+                        MAP_TOPIC,
+                        segment_value(segment),
                         segment_key(self.route_name, self._destination_name(topic), partition, segment.dst_start),
-                        on_delivery=lambda error, _message, key=key, start=segment.dst_start: self._on_delivery(error, key, start),
+                        on_delivery=lambda error, _message, key=key, start=segment.dst_start: self._on_delivery(
+                            error, key, start
+                        ),
                     )
                 except (BufferError, KafkaException) as exc:
                     self._in_flight -= 1
                     self._failed = True
                     for unwritten in changed[index:]:  # all of them, not only this one: a closed
                         offsets.touch(unwritten.dst_start)  # segment never changes again by itself
-                    self._log.warning("route %s: offset map of %s/%s not written now (will retry): %s", self.route_name, topic, partition, exc,
-                                     extra={"topic": topic, "partition": partition})
+                    self._log.warning(
+                        "route %s: offset map of %s/%s not written now (will retry): %s",
+                        self.route_name,
+                        topic,
+                        partition,
+                        exc,
+                        extra={"topic": topic, "partition": partition},
+                    )
                     return
 
     def _on_delivery(self, error: KafkaError | None, key: TopicPartitionKey, dst_start: int) -> None:

@@ -30,35 +30,76 @@ RECORD_AGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 1
 class WorkerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        self.records = Counter("ferry_worker_records_copied", "Records handed to the destination producer",
-                               ["route"], registry=self.registry)
-        self.skipped = Counter("ferry_worker_records_skipped", "Records not copied on purpose (loop prevention, copy flags)",
-                               ["route"], registry=self.registry)
-        self.bytes = Counter("ferry_worker_bytes_copied", "Value bytes handed to the destination producer",
-                             ["route"], registry=self.registry)
-        self.errors = Counter("ferry_worker_errors", "Errors by kind: partition (stopped), consumer, commit, offset_map",
-                              ["route", "kind"], registry=self.registry)
-        self.lag = Gauge("ferry_worker_partition_lag", "Log-end offset minus the consumer's position",
-                         ["route", "topic", "partition"], registry=self.registry)
-        self.partitions = Gauge("ferry_worker_partitions", "Partitions held, by state", ["state"], registry=self.registry)
-        self.in_flight = Gauge("ferry_worker_in_flight", "Records sent but not yet acknowledged by the destination",
-                               registry=self.registry)
-        self.resume_skipped = Counter("ferry_worker_resume_skipped", "Records not copied because the destination already had them",
-                               ["route"], registry=self.registry)
-        self.lost = Counter("ferry_worker_records_lost", "Source records deleted at the source (retention, deleteRecords) "
-                            "before they were copied: never copied", ["route", "topic"], registry=self.registry)
-        self.lookback = Counter("ferry_worker_lookback_records", "Destination records read back when taking a partition",
-                                ["route"], registry=self.registry)
-        self.mm2_recopied = Gauge("ferry_worker_mm2_recopied_records",
-                                  "Taking over from MirrorMaker 2: records it had copied after its last offset flush, copied again",
-                                  ["route", "topic", "partition"], registry=self.registry)
+        self.records = Counter(
+            "ferry_worker_records_copied",
+            "Records handed to the destination producer",
+            ["route"],
+            registry=self.registry,
+        )
+        self.skipped = Counter(
+            "ferry_worker_records_skipped",
+            "Records not copied on purpose (loop prevention, copy flags)",
+            ["route"],
+            registry=self.registry,
+        )
+        self.bytes = Counter(
+            "ferry_worker_bytes_copied",
+            "Value bytes handed to the destination producer",
+            ["route"],
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "ferry_worker_errors",
+            "Errors by kind: partition (stopped), consumer, commit, offset_map",
+            ["route", "kind"],
+            registry=self.registry,
+        )
+        self.lag = Gauge(
+            "ferry_worker_partition_lag",
+            "Log-end offset minus the consumer's position",
+            ["route", "topic", "partition"],
+            registry=self.registry,
+        )
+        self.partitions = Gauge(
+            "ferry_worker_partitions", "Partitions held, by state", ["state"], registry=self.registry
+        )
+        self.in_flight = Gauge(
+            "ferry_worker_in_flight", "Records sent but not yet acknowledged by the destination", registry=self.registry
+        )
+        self.resume_skipped = Counter(
+            "ferry_worker_resume_skipped",
+            "Records not copied because the destination already had them",
+            ["route"],
+            registry=self.registry,
+        )
+        self.lost = Counter(
+            "ferry_worker_records_lost",
+            "Source records deleted at the source (retention, deleteRecords) before they were copied: never copied",
+            ["route", "topic"],
+            registry=self.registry,
+        )
+        self.lookback = Counter(
+            "ferry_worker_lookback_records",
+            "Destination records read back when taking a partition",
+            ["route"],
+            registry=self.registry,
+        )
+        self.mm2_recopied = Gauge(
+            "ferry_worker_mm2_recopied_records",
+            "Taking over from MirrorMaker 2: records it had copied after its last offset flush, copied again",
+            ["route", "topic", "partition"],
+            registry=self.registry,
+        )
         self.generation = Gauge("ferry_worker_generation", "Assignment generation applied", registry=self.registry)
         self.record_age = Histogram(
             "ferry_worker_record_age_seconds",
             "End-to-end latency, as MirrorMaker 2's record-age-ms: when the destination acknowledged a record "
             "minus the record's timestamp. Sampled: one observation per run of a partition's records "
             "acknowledged together (the run's first, oldest record), not one per record",
-            ["route"], registry=self.registry, buckets=RECORD_AGE_BUCKETS)
+            ["route"],
+            registry=self.registry,
+            buckets=RECORD_AGE_BUCKETS,
+        )
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -96,5 +137,9 @@ def advertised_metrics_url(settings: WorkerConfig, port: int | None) -> str | No
     if not port:
         return None
     return endpoints.advertised_url(
-        "http", settings.metrics_host, port, settings.advertised_metrics_url,
-        f"worker.advertised_metrics_url, --advertised-metrics-url or ${endpoints.ADVERTISED_METRICS_URL_ENV}")
+        "http",
+        settings.metrics_host,
+        port,
+        settings.advertised_metrics_url,
+        f"worker.advertised_metrics_url, --advertised-metrics-url or ${endpoints.ADVERTISED_METRICS_URL_ENV}",
+    )

@@ -68,7 +68,9 @@ class PartitionLifecycle(PartitionCommits):
             starting = []
             for partition in sorted(partitions):
                 if partition >= source_partitions:
-                    errors[(topic, partition)] = f"partition {partition} does not exist at the source ({source_partitions} partitions)"
+                    errors[(topic, partition)] = (
+                        f"partition {partition} does not exist at the source ({source_partitions} partitions)"
+                    )
                 else:
                     starting.append(partition)
             try:
@@ -83,9 +85,14 @@ class PartitionLifecycle(PartitionCommits):
             fresh = [p for p in starting if starts[p] is None]
             try:
                 own_start = self._topic_start(topic) if fresh else None
-                first = start_offsets.route_start(self._consumer, topic, fresh,
-                                                  self.route.start if own_start is None else own_start,
-                                                  self._reset_offset, METADATA_TIMEOUT_S)
+                first = start_offsets.route_start(
+                    self._consumer,
+                    topic,
+                    fresh,
+                    self.route.start if own_start is None else own_start,
+                    self._reset_offset,
+                    METADATA_TIMEOUT_S,
+                )
             except KafkaException as exc:
                 deferred.update({(topic, p): f"finding the route's start: {kafka_error(exc)}" for p in starting})
                 continue
@@ -118,28 +125,41 @@ class PartitionLifecycle(PartitionCommits):
         """
         if not partitions:
             return {}
-        committed = start_offsets.committed_offsets(self._consumer, [TopicPartition(topic, p) for p in partitions],
-                                                    deadline_s=METADATA_TIMEOUT_S)
+        committed = start_offsets.committed_offsets(
+            self._consumer, [TopicPartition(topic, p) for p in partitions], deadline_s=METADATA_TIMEOUT_S
+        )
         dest_topic = self._destination_name(topic)
         starts: dict[int, int | None] = {}
         for partition in partitions:
             key = (topic, partition)
-            found = self._reader.look_back(dest_topic, partition, self.route.source, committed.get(partition),
-                                           self._config.resume_lookback_records)
+            found = self._reader.look_back(
+                dest_topic, partition, self.route.source, committed.get(partition), self._config.resume_lookback_records
+            )
             if committed.get(partition) is None and found.newest is not None:
                 source_offset, timestamp, record_key = found.newest
-                reason = recreated_reason(source_offset, (timestamp, record_key),
-                                          self._probe.record(topic, partition, source_offset))
+                reason = recreated_reason(
+                    source_offset, (timestamp, record_key), self._probe.record(topic, partition, source_offset)
+                )
                 if reason:
                     self._recreated[key] = reason
                     continue
-            if (topic in self._created_here and committed.get(partition) is not None and not found.own
-                    and self.route.distributor is None):  # a tree distributor keeps its offsets across targets
+            if (
+                topic in self._created_here
+                and committed.get(partition) is not None
+                and not found.own
+                and self.route.distributor is None
+            ):  # a tree distributor keeps its offsets across targets
                 # The route committed C, yet the destination topic did not exist: it was deleted under Ferry.
                 # Copy the partition again from the source's log start rather than leave [0, C) missing.
                 self._losses.note(key, destination_recreated(committed[partition] or 0))
-                self._log.error("route %s: %s/%s: %s", self.route.name, topic, partition,
-                                destination_recreated(committed[partition] or 0), extra=_fields(key))
+                self._log.error(
+                    "route %s: %s/%s: %s",
+                    self.route.name,
+                    topic,
+                    partition,
+                    destination_recreated(committed[partition] or 0),
+                    extra=_fields(key),
+                )
                 committed[partition] = None
                 starts[partition] = OFFSET_BEGINNING
                 self._maps[key] = OffsetMap()
@@ -160,15 +180,29 @@ class PartitionLifecycle(PartitionCommits):
                 starts[partition] = self._mm2.start(topic, partition, dest_topic, self._reader.end_offset)
             self._metrics.lookback.labels(self.route.name).inc(found.read)
             if found.bounded:
-                self._log.warning("route %s: %s/%s: the look-back stopped at %d records before passing the committed offset "
-                                  "%s; records between may be copied twice, and the older ones are not in the offset map",
-                                  self.route.name, topic, partition, found.read, committed.get(partition),
-                                  extra=_fields((topic, partition)))
+                self._log.warning(
+                    "route %s: %s/%s: the look-back stopped at %d records before passing the committed offset "
+                    "%s; records between may be copied twice, and the older ones are not in the offset map",
+                    self.route.name,
+                    topic,
+                    partition,
+                    found.read,
+                    committed.get(partition),
+                    extra=_fields((topic, partition)),
+                )
             if plan.skip or plan.gaps:
-                self._log.info("route %s: %s/%s resumes at %s, skipping %d records already on the destination%s",
-                               self.route.name, topic, partition, plan.start, len(plan.skip),
-                               f" ({plan.gaps} missing before them: a producer timeout left a gap; order is broken there)"
-                               if plan.gaps else "", extra=_fields((topic, partition)))
+                self._log.info(
+                    "route %s: %s/%s resumes at %s, skipping %d records already on the destination%s",
+                    self.route.name,
+                    topic,
+                    partition,
+                    plan.start,
+                    len(plan.skip),
+                    f" ({plan.gaps} missing before them: a producer timeout left a gap; order is broken there)"
+                    if plan.gaps
+                    else "",
+                    extra=_fields((topic, partition)),
+                )
         self._created_here.discard(topic)
         return starts
 
@@ -201,10 +235,17 @@ class PartitionLifecycle(PartitionCommits):
             return
         remaining = self.flush(FLUSH_TIMEOUT_S)
         if remaining:
-            self._log.warning("route %s: %d records unacknowledged; keeping the larger batches for now", self.route.name, remaining)
+            self._log.warning(
+                "route %s: %d records unacknowledged; keeping the larger batches for now", self.route.name, remaining
+            )
             return
-        self._log.info("route %s: producer batches capped at %d bytes to fit %s's max.message.bytes=%d",
-                 self.route.name, fitting, topic, limit)
+        self._log.info(
+            "route %s: producer batches capped at %d bytes to fit %s's max.message.bytes=%d",
+            self.route.name,
+            fitting,
+            topic,
+            limit,
+        )
         self._producer.flush(0)
         self._settle_deliveries()
         self._batch_size = fitting

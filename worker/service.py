@@ -105,8 +105,9 @@ class Worker:
         self._targets = SwitchedTargets(self.layout.tree_targets, self._wake)  # tree distributors' switched leaves
         self._controls = WorkerControls(worker_id, self._wake, clock)
         self._stopping = threading.Event()
-        self._session = ZkSession(self._zk, self.layout.live_worker(worker_id), config.zookeeper.session_timeout_s,
-                                  clock, self._wake)
+        self._session = ZkSession(
+            self._zk, self.layout.live_worker(worker_id), config.zookeeper.session_timeout_s, clock, self._wake
+        )
         self._session_lost = self._session.lost
         self._status_dirty = True
         self._registered = False
@@ -136,7 +137,9 @@ class Worker:
         ensemble that does not answer within ``zookeeper.retry_deadline_s`` raises
         :class:`common.errors.UnreachableError`.
         """
-        self._advertised_metrics_url = advertised_metrics_url(self.config.worker, self._metrics_port)  # a wildcard host no name resolves for: fail first
+        self._advertised_metrics_url = advertised_metrics_url(
+            self.config.worker, self._metrics_port
+        )  # a wildcard host no name resolves for: fail first
         # Every line of the copy loop (which owns the Kafka clients, so theirs too) names this worker.
         with logs.context(worker=self.worker_id):
             return self._run()
@@ -147,7 +150,9 @@ class Worker:
             try:
                 self._server = serve(self.metrics, self.health, host, self._metrics_port)
             except OSError as exc:
-                raise ConfigError(f"cannot serve metrics on {host}:{self._metrics_port}: {exc.strerror or exc}") from None
+                raise ConfigError(
+                    f"cannot serve metrics on {host}:{self._metrics_port}: {exc.strerror or exc}"
+                ) from None
         try:
             if self._owns_zk and not connect(self._zk, self.config.zookeeper, self._stopping):
                 return 0
@@ -163,8 +168,9 @@ class Worker:
             if not self._register():
                 return 0
         except KazooException as exc:  # lost again at once, or refused (ACLs): one line, not a traceback
-            raise RegistrationError(f"ZooKeeper at {self.config.zookeeper.connect}: registering failed: "
-                                    f"{type(exc).__name__} {exc}".rstrip()) from None
+            raise RegistrationError(
+                f"ZooKeeper at {self.config.zookeeper.connect}: registering failed: {type(exc).__name__} {exc}".rstrip()
+            ) from None
         DataWatch(self._zk, self.layout.assignment(self.worker_id), self._on_assignment)
         DataWatch(self._zk, self.layout.controls, self._controls.on_controls)
         DataWatch(self._zk, self.layout.throttle_shares, self._controls.on_shares)
@@ -232,20 +238,34 @@ class Worker:
         for route, keys in _by_route(acquire).items():
             if route not in self._routes:
                 for topic, partition in keys:
-                    self._foreign[PartitionKey(route, topic, partition)] = f"route {route!r} is not in this worker's config"
+                    self._foreign[PartitionKey(route, topic, partition)] = (
+                        f"route {route!r} is not in this worker's config"
+                    )
                 continue
             result = self._copier(route).acquire(keys)
             for (topic, partition), why in result.deferred.items():
                 self._deferred[PartitionKey(route, topic, partition)] = (now + RETRY_BACKOFF_S, why)
-                log.warning("route %s: %s/%s not started yet (retry in %.0fs): %s", route, topic, partition, RETRY_BACKOFF_S, why,
-                            extra={"route": route, "topic": topic, "partition": partition})
+                log.warning(
+                    "route %s: %s/%s not started yet (retry in %.0fs): %s",
+                    route,
+                    topic,
+                    partition,
+                    RETRY_BACKOFF_S,
+                    why,
+                    extra={"route": route, "topic": topic, "partition": partition},
+                )
             for key in (PartitionKey(route, t, p) for t, p in result.online):
                 self._deferred.pop(key, None)
             for key in (PartitionKey(route, t, p) for t, p in result.errors):
                 self._deferred.pop(key, None)
         if release or acquire or assignment is not self._applied:
-            log.info("applied assignment generation %d: %d partitions (released %d, started %d)",
-                     assignment.generation, len(wanted), len(release), len(acquire))
+            log.info(
+                "applied assignment generation %d: %d partitions (released %d, started %d)",
+                assignment.generation,
+                len(wanted),
+                len(release),
+                len(acquire),
+            )
         self._applied = assignment
         self._status_dirty = True
 
@@ -262,8 +282,9 @@ class Worker:
             current = self._routes.get(route.name)
             if current is None or current.destination == route.destination:
                 continue
-            log.warning("distributor %s: switching its target from %s to %s", route.name, current.destination,
-                        route.destination)
+            log.warning(
+                "distributor %s: switching its target from %s to %s", route.name, current.destination, route.destination
+            )
             copier = self._copiers.pop(route.name, None)
             if copier is not None:
                 copier.abandon(COMMIT_DEADLINE_S)
@@ -295,10 +316,17 @@ class Worker:
             config = self._routes[route]
             with logs.context(route=route):  # the copier's Kafka clients log with the route
                 self._copiers[route] = RouteCopier(
-                    config, self.config.clusters[config.source], self.config.clusters[config.destination],
-                    self.config.worker, self.metrics, client_id=f"ferry-{self.worker_id}", clock=self._clock,
+                    config,
+                    self.config.clusters[config.source],
+                    self.config.clusters[config.destination],
+                    self.config.worker,
+                    self.metrics,
+                    client_id=f"ferry-{self.worker_id}",
+                    clock=self._clock,
                     origins=self.config.copied_origins(config),
-                    topic_start=lambda topic: start_offsets.topic_start(self._zk, self.layout.topic_start(route, topic)),
+                    topic_start=lambda topic: start_offsets.topic_start(
+                        self._zk, self.layout.topic_start(route, topic)
+                    ),
                 )
         return self._copiers[route]
 
@@ -330,7 +358,9 @@ class Worker:
     def _check_session(self) -> None:
         self._confirm_after_standstill()
         if self._session.cut_off() and self.state == WorkerState.RUNNING:
-            log.warning("ZooKeeper session lost: releasing every partition until registered again (producers purged first)")
+            log.warning(
+                "ZooKeeper session lost: releasing every partition until registered again (producers purged first)"
+            )
             for copier in self._copiers.values():
                 copier.purge()
             self._set_state(WorkerState.SUSPENDED)
@@ -377,8 +407,9 @@ class Worker:
         # Only a RUNNING worker has applied its assignment; released while suspended or draining.
         generation = self._applied.generation if self._applied is not None and self.state == WorkerState.RUNNING else 0
         load = {key: self._load[key] for key in partitions if key in self._load}
-        published = WorkerStatus(generation=generation, partitions=partitions, leaving=leaving, load=load,
-                                 busy=self._busy if load else None)
+        published = WorkerStatus(
+            generation=generation, partitions=partitions, leaving=leaving, load=load, busy=self._busy if load else None
+        )
         payload = published.to_bytes()
         path = self.layout.worker_state(self.worker_id)
         if not self._session.put_ephemeral(path, payload):
@@ -388,8 +419,13 @@ class Worker:
         for state, count in counts.items():
             self.metrics.partitions.labels(state).set(count)
         self.metrics.generation.set(generation)
-        self._health = {"status": self.state, "worker": self.worker_id, "generation": generation,
-                        "partitions": dict(counts), "leaving": leaving}
+        self._health = {
+            "status": self.state,
+            "worker": self.worker_id,
+            "generation": generation,
+            "partitions": dict(counts),
+            "leaving": leaving,
+        }
 
     def _set_state(self, state: WorkerState) -> None:
         self.state = state

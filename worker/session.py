@@ -31,8 +31,14 @@ log = logging.getLogger(__name__)
 class ZkSession:
     """One worker's session: ``lost`` (an event), ``suspended_since`` (None: connected). See the module docstring."""
 
-    def __init__(self, zk: KazooClient, live_path: str, session_timeout_s: float, clock: Callable[[], float],
-                 wake: threading.Event) -> None:
+    def __init__(
+        self,
+        zk: KazooClient,
+        live_path: str,
+        session_timeout_s: float,
+        clock: Callable[[], float],
+        wake: threading.Event,
+    ) -> None:
         self.lost = threading.Event()
         self.suspended_since: float | None = None
         self._zk = zk
@@ -72,8 +78,11 @@ class ZkSession:
             log.warning("the copy loop stood still for %.1fs and ZooKeeper did not answer: %s", now - last, exc)
             ours = False
         if not ours:
-            log.warning("the copy loop stood still for %.1fs, longer than the session timeout, and the "
-                        "session is not ours any more", now - last)
+            log.warning(
+                "the copy loop stood still for %.1fs, longer than the session timeout, and the "
+                "session is not ours any more",
+                now - last,
+            )
             self.lost.set()
 
     def cut_off(self) -> bool:

@@ -17,7 +17,10 @@ from ferry.common.placeholders import resolve
 
 
 def validate_config(
-    data: Any, origin: str = "config", env: Mapping[str, str] | None = None, read_file: Callable[[str], str] | None = None,
+    data: Any,
+    origin: str = "config",
+    env: Mapping[str, str] | None = None,
+    read_file: Callable[[str], str] | None = None,
 ) -> tuple[FerryConfig | None, list[str]]:
     """Resolve the placeholders of already-parsed YAML/JSON data and validate it; every problem
     at once, each as ``key: message``. The config is None when there is any problem.
@@ -50,7 +53,6 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
         mark = error.problem_mark
         return error.problem + (f" (line {mark.line + 1}, column {mark.column + 1})" if mark else "")
     return " ".join(str(error).split())
-
 
 
 def parse_config(data: Any, origin: str = "config") -> FerryConfig:

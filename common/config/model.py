@@ -56,8 +56,11 @@ def _unknown_clusters(config: Any) -> list[Problem]:
             leaves = distribution_tree.parse(layout).leaves()
         except distribution_tree.TreeError:
             leaves = ()  # reported by tree.layout's own check
-        problems += [(("tree", "layout"), "ferry", f"unknown cluster {leaf!r} (known: {known})")
-                     for leaf in leaves if leaf not in clusters]
+        problems += [
+            (("tree", "layout"), "ferry", f"unknown cluster {leaf!r} (known: {known})")
+            for leaf in leaves
+            if leaf not in clusters
+        ]
     registries = _field(_field(config, "schemas"), "registries")
     if isinstance(registries, dict):
         unknown = sorted(str(name) for name in registries if name not in clusters)
@@ -68,9 +71,13 @@ def _unknown_clusters(config: Any) -> list[Problem]:
 
 def _validation_error(title: str, problems: list[Problem]) -> ValidationError:
     """One :class:`ValidationError` holding every problem (pydantic keeps location and message)."""
-    return ValidationError.from_exception_data(title, [
-        InitErrorDetails(type=PydanticCustomError(kind, "{message}", {"message": message}), loc=loc, input=None)
-        for loc, kind, message in problems])
+    return ValidationError.from_exception_data(
+        title,
+        [
+            InitErrorDetails(type=PydanticCustomError(kind, "{message}", {"message": message}), loc=loc, input=None)
+            for loc, kind, message in problems
+        ],
+    )
 
 
 class FerryConfig(_Strict):
@@ -103,9 +110,15 @@ class FerryConfig(_Strict):
         # Passwords written in the file print masked too, like those from placeholders.
         if not isinstance(value, dict):
             return value
-        return {name: {key: Secret(item) if isinstance(item, str) and SECRET_PROPERTY.search(str(key)) else item
-                       for key, item in props.items()} if isinstance(props, dict) else props
-                for name, props in value.items()}
+        return {
+            name: {
+                key: Secret(item) if isinstance(item, str) and SECRET_PROPERTY.search(str(key)) else item
+                for key, item in props.items()
+            }
+            if isinstance(props, dict)
+            else props
+            for name, props in value.items()
+        }
 
     @field_validator("clusters")
     @classmethod
@@ -157,8 +170,11 @@ class FerryConfig(_Strict):
             problems.append((("routes",), "ferry", "at least one route (or a tree) is needed"))
         if self.heartbeats.interval_s:
             beat = re.escape(heartbeat.TOPIC)
-            object.__setattr__(self, "routes", [
-                r if beat in r.include else r.model_copy(update={"include": [*r.include, beat]}) for r in self.routes])
+            object.__setattr__(
+                self,
+                "routes",
+                [r if beat in r.include else r.model_copy(update={"include": [*r.include, beat]}) for r in self.routes],
+            )
         seen: set[str] = set()
         for i, route in enumerate(self.routes):
             if route.source == route.destination:
@@ -194,7 +210,9 @@ class FerryConfig(_Strict):
         None for a route without (it copies everything)."""
         if not route.loop_prevention or route.copy_level is not None:
             return None
-        protected = [r for r in self.routes if r.loop_prevention and r.copy_level is None and topic_naming.is_identity(r)]
+        protected = [
+            r for r in self.routes if r.loop_prevention and r.copy_level is None and topic_naming.is_identity(r)
+        ]
         return topology.copied_origins(protected, route.source, route.destination)
 
     def route(self, name: str | None = None) -> RouteConfig:

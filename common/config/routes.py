@@ -43,11 +43,15 @@ class MirrorMaker2Config(_Strict):
         """Every name resolved for the route ``source -> destination``."""
         src = self.source_alias or source
         dst = self.target_alias or destination
-        return self.model_copy(update={
-            "source_alias": src, "target_alias": dst,
-            "offsets_topic": self.offsets_topic or f"mm2-offsets.{src}.internal",
-            "offset_syncs_topic": self.offset_syncs_topic or f"mm2-offset-syncs.{dst}.internal",
-            "checkpoints_topic": self.checkpoints_topic or f"{src}.checkpoints.internal"})
+        return self.model_copy(
+            update={
+                "source_alias": src,
+                "target_alias": dst,
+                "offsets_topic": self.offsets_topic or f"mm2-offsets.{src}.internal",
+                "offset_syncs_topic": self.offset_syncs_topic or f"mm2-offset-syncs.{dst}.internal",
+                "checkpoints_topic": self.checkpoints_topic or f"{src}.checkpoints.internal",
+            }
+        )
 
 
 class RouteConfig(_Strict):
@@ -107,8 +111,11 @@ class RouteConfig(_Strict):
 
     def wants(self, topic: str) -> bool:
         """Whether the observer mirrors ``topic`` by itself (full-name match)."""
-        return (any(re.fullmatch(p, topic) for p in self.include) and not any(re.fullmatch(p, topic) for p in self.exclude)
-                and topic_naming.refusal(self, topic) is None)
+        return (
+            any(re.fullmatch(p, topic) for p in self.include)
+            and not any(re.fullmatch(p, topic) for p in self.exclude)
+            and topic_naming.refusal(self, topic) is None
+        )
 
     def destination_topic(self, topic: str) -> str:
         """The name of source topic ``topic`` on the destination (:mod:`common.core.naming`)."""
@@ -123,7 +130,9 @@ class RouteConfig(_Strict):
         """Whether the checkpoint job translates ``group``'s offsets (full-name match; never Ferry's own groups)."""
         if group.startswith("ferry."):
             return False
-        return any(re.fullmatch(p, group) for p in self.groups) and not any(re.fullmatch(p, group) for p in self.groups_exclude)
+        return any(re.fullmatch(p, group) for p in self.groups) and not any(
+            re.fullmatch(p, group) for p in self.groups_exclude
+        )
 
     @property
     def name(self) -> str:

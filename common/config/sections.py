@@ -111,7 +111,9 @@ class ControllerConfig(_Strict):
 class WorkerConfig(_Strict):
     metrics_host: str = "127.0.0.1"
     """metrics and /health bind address; 0.0.0.0 or :: for every interface (`--metrics-host` and $FERRY_METRICS_HOST override)"""
-    metrics_port: int = Field(9100, ge=0, lt=65536, description="metrics and /health port; 0 disables them (`--metrics-port` overrides)")
+    metrics_port: int = Field(
+        9100, ge=0, lt=65536, description="metrics and /health port; 0 disables them (`--metrics-port` overrides)"
+    )
     advertised_metrics_url: str | None = None
     """the metrics URL the worker registers in ZooKeeper (`GET /workers` shows it; `--advertised-metrics-url` and $FERRY_ADVERTISED_METRICS_URL override); absent: http://metrics_host:port, for a wildcard metrics_host this host's name"""
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"

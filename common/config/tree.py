@@ -1,5 +1,4 @@
-"""The ``tree`` section (a distribution tree's levels) and the check that routes never copy in a loop.
-"""
+"""The ``tree`` section (a distribution tree's levels) and the check that routes never copy in a loop."""
 
 from __future__ import annotations
 
@@ -42,9 +41,16 @@ class TreeConfig(_Strict):
         derived = distribution_tree.distributors(distribution_tree.parse(self.layout))
         targets = distribution_tree.choose_targets(derived, self.targets)
         return [
-            RouteConfig(source=d.cluster, destination=targets[d.name], include=self.include, exclude=self.exclude,
-                        config_exclude=self.config_exclude, compression=self.compression, copy_level=d.level,
-                        distributor=d.name)
+            RouteConfig(
+                source=d.cluster,
+                destination=targets[d.name],
+                include=self.include,
+                exclude=self.exclude,
+                config_exclude=self.config_exclude,
+                compression=self.compression,
+                copy_level=d.level,
+                distributor=d.name,
+            )
             for d in derived
         ]
 
@@ -84,8 +90,10 @@ def loop_problem(routes: list[RouteConfig]) -> str | None:
             cluster = previous[cluster].source
         clusters = " -> ".join([r.source for r in cycle] + [start.source])
         unprotected = [r.name for r in cycle if not r.protected]
-        return (f"routes {', '.join(r.name for r in cycle)} form a cycle ({clusters}) with identity naming; "
-                f"{', '.join(unprotected)} {'has' if len(unprotected) == 1 else 'have'} no loop prevention, so records "
-                f"would be copied around it again and again. Set loop_prevention: true on every route of the cycle, "
-                f"or naming: prefix")
+        return (
+            f"routes {', '.join(r.name for r in cycle)} form a cycle ({clusters}) with identity naming; "
+            f"{', '.join(unprotected)} {'has' if len(unprotected) == 1 else 'have'} no loop prevention, so records "
+            f"would be copied around it again and again. Set loop_prevention: true on every route of the cycle, "
+            f"or naming: prefix"
+        )
     return None

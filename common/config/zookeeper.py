@@ -1,5 +1,4 @@
-"""The ``zookeeper`` section: the ensemble, its session and its authentication.
-"""
+"""The ``zookeeper`` section: the ensemble, its session and its authentication."""
 
 from __future__ import annotations
 

@@ -118,7 +118,10 @@ def assign(
 
 
 def _kept(
-    partitions: Iterable[PartitionKey], current: Mapping[PartitionKey, str], live: Collection[str], retained: Collection[str]
+    partitions: Iterable[PartitionKey],
+    current: Mapping[PartitionKey, str],
+    live: Collection[str],
+    retained: Collection[str],
 ) -> tuple[set[PartitionKey], dict[PartitionKey, str], list[str]]:
     """(the wanted partitions, those kept on their live or retained worker, the workers that may receive)."""
     wanted, keep = set(partitions), set(live) | set(retained)
@@ -254,6 +257,7 @@ def moved(before: Mapping[PartitionKey, str], after: Mapping[PartitionKey, str])
 
 class Rate(NamedTuple):
     """What a partition copies per second; whole numbers, so sums are exact and orders repeatable."""
+
     bytes_per_s: int = 0
     records_per_s: int = 0
 
@@ -298,8 +302,11 @@ def assign_by_load(
         return result
     guess = _estimate(rates)
     totals = _totals(result, candidates, rates, guess)
-    heap = [(b + base[0], r + base[1], n + base[2], w)
-            for w, (b, r, n) in totals.items() for base in [(base_load or {}).get(w, (0, 0, 0))]]
+    heap = [
+        (b + base[0], r + base[1], n + base[2], w)
+        for w, (b, r, n) in totals.items()
+        for base in [(base_load or {}).get(w, (0, 0, 0))]
+    ]
     heapq.heapify(heap)
     for partition in sorted(wanted - result.keys()):
         load_bytes, load_records, count, worker = heapq.heappop(heap)
@@ -336,8 +343,10 @@ def rebalance_by_load(
     held: dict[str, set[PartitionKey]] = {w: set() for w in eligible}
     for partition in weight:
         held[assignment[partition]].add(partition)
-    load = {w: Rate(sum(weight[p].bytes_per_s for p in held[w]), sum(weight[p].records_per_s for p in held[w]))
-            for w in eligible}
+    load = {
+        w: Rate(sum(weight[p].bytes_per_s for p in held[w]), sum(weight[p].records_per_s for p in held[w]))
+        for w in eligible
+    }
     total = sum(r.bytes_per_s for r in load.values())
     if total <= 0 or max(r.bytes_per_s for r in load.values()) * len(eligible) <= imbalance_ratio * total:
         return result
@@ -359,7 +368,10 @@ def _sum(partitions: Iterable[PartitionKey], weight: Mapping[PartitionKey, Rate]
 
 
 def _dedicate(
-    held: dict[str, set[PartitionKey]], weight: Mapping[PartitionKey, Rate], eligible: list[str], total: int,
+    held: dict[str, set[PartitionKey]],
+    weight: Mapping[PartitionKey, Rate],
+    eligible: list[str],
+    total: int,
     loose: list[PartitionKey],
 ) -> set[str]:
     """Step 1 of :func:`rebalance_by_load`: gives each partition hotter than the mean a worker of its own."""
@@ -406,8 +418,13 @@ def _even_out(
             if (rate.bytes_per_s, rate.records_per_s) >= gap or (rate.bytes_per_s, rate.records_per_s) <= (0, 0):
                 continue  # the receiver would end as busy as the donor was, or nothing changes
             topic = _topic(partition)
-            key = (abs(gap[0] - 2 * rate.bytes_per_s), abs(gap[1] - 2 * rate.records_per_s),
-                   theirs[topic] - topics[topic], -topics[topic], -partition.partition)
+            key = (
+                abs(gap[0] - 2 * rate.bytes_per_s),
+                abs(gap[1] - 2 * rate.records_per_s),
+                theirs[topic] - topics[topic],
+                -topics[topic],
+                -partition.partition,
+            )
             if best is None or key < best[0]:
                 best = (key, partition)
         if best is None:
@@ -442,7 +459,10 @@ def relieve_stuck(
             continue
         rate = rates.get(partition, guess)
         for worker, sign in ((here, -1), (target, 1)):
-            totals[worker] = [totals[worker][0] + sign * rate.bytes_per_s, totals[worker][1] + sign * rate.records_per_s,
-                              totals[worker][2] + sign]
+            totals[worker] = [
+                totals[worker][0] + sign * rate.bytes_per_s,
+                totals[worker][1] + sign * rate.records_per_s,
+                totals[worker][2] + sign,
+            ]
         result[partition] = target
     return result

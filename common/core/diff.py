@@ -61,8 +61,7 @@ def external_views(statuses: Mapping[str, WorkerStatus]) -> dict[TopicKey, Exter
             entry = view_entry(worker, status.state, status.reason)
             topic[partition.partition] = entry
     return {
-        key: ExternalView(key.route, key.topic, dict(sorted(parts.items())))
-        for key, parts in sorted(entries.items())
+        key: ExternalView(key.route, key.topic, dict(sorted(parts.items()))) for key, parts in sorted(entries.items())
     }
 
 
@@ -116,11 +115,15 @@ def compare(
             reported = _reported(external, key)
             problem = _problem(ideal_worker, reported, live)
             if problem is not None:
-                found.append(Mismatch(
-                    key, problem, ideal_worker,
-                    reported["worker"] if reported else None,
-                    reported.get("reason") if reported else None,
-                ))
+                found.append(
+                    Mismatch(
+                        key,
+                        problem,
+                        ideal_worker,
+                        reported["worker"] if reported else None,
+                        reported.get("reason") if reported else None,
+                    )
+                )
     for topic_key, view in external.items():
         known = ideal.get(topic_key)
         for number, reported in view.partitions.items():
@@ -146,11 +149,19 @@ def summarize(ideal: Mapping[TopicKey, IdealState], external: Mapping[TopicKey, 
             counts["partitions"] += 1
             if reported and reported["state"] == PartitionState.ERROR:
                 counts["error"] += 1
-            elif (reported and reported["state"] == PartitionState.ONLINE
-                  and ideal_worker is not None and reported["worker"] == ideal_worker):
+            elif (
+                reported
+                and reported["state"] == PartitionState.ONLINE
+                and ideal_worker is not None
+                and reported["worker"] == ideal_worker
+            ):
                 counts["online"] += 1
-            elif (reported and reported["state"] == PartitionState.PAUSED
-                  and ideal_worker is not None and reported["worker"] == ideal_worker):
+            elif (
+                reported
+                and reported["state"] == PartitionState.PAUSED
+                and ideal_worker is not None
+                and reported["worker"] == ideal_worker
+            ):
                 counts["paused"] += 1
             else:
                 counts["offline"] += 1

@@ -89,7 +89,7 @@ def source_topic(route: NamedRoute, destination_topic: str) -> str | None:
         return None  # nothing (or an empty name) left between the affixes
     if not destination_topic.startswith(before) or not destination_topic.endswith(after):
         return None
-    return destination_topic[len(before):len(destination_topic) - len(after)]
+    return destination_topic[len(before) : len(destination_topic) - len(after)]
 
 
 def mirrored(route: NamedRoute, topic: str) -> bool:
@@ -106,8 +106,10 @@ def mirrored(route: NamedRoute, topic: str) -> bool:
 def refusal(route: NamedRoute, topic: str) -> str | None:
     """Why the route does not mirror ``topic`` (one line), or None when it does."""
     if not mirrored(route, topic):
-        return (f"topic {topic!r} came from {route.destination} (its prefix names it); route "
-                f"{route.source}.{route.destination} never mirrors it back")
+        return (
+            f"topic {topic!r} came from {route.destination} (its prefix names it); route "
+            f"{route.source}.{route.destination} never mirrors it back"
+        )
     name = destination_topic(route, topic)
     if len(name) > 249:
         return f"topic {topic!r} would be {name[:40]!r}... on {route.destination}: longer than Kafka's 249 characters"

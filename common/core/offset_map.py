@@ -104,10 +104,14 @@ class OffsetMap:
         """
         count = len(source_offsets)
         length = self._len
-        if (length and count == len(destination_offsets) and source_offsets[0] == self._src + length
-                and destination_offsets[0] == self._dst + length
-                and source_offsets == list(range(source_offsets[0], source_offsets[0] + count))
-                and destination_offsets == list(range(destination_offsets[0], destination_offsets[0] + count))):
+        if (
+            length
+            and count == len(destination_offsets)
+            and source_offsets[0] == self._src + length
+            and destination_offsets[0] == self._dst + length
+            and source_offsets == list(range(source_offsets[0], source_offsets[0] + count))
+            and destination_offsets == list(range(destination_offsets[0], destination_offsets[0] + count))
+        ):
             self._len = length + count
             self._changed.add(self._dst)
             return
@@ -205,6 +209,7 @@ def timestamp_lookup_ms(committed_record_timestamp_ms: int, margin_s: float) -> 
 
 
 # -- storage in the compacted map topic ----------------------------------------------------------
+
 
 def segment_key(route: str, topic: str, partition: int, dst_start: int) -> bytes:
     return f"{route}|{topic}|{partition}|{dst_start}".encode()

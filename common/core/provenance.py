@@ -104,7 +104,10 @@ def read(headers: Sequence[tuple[str, bytes | None]] | None) -> Provenance | Non
 
 
 def stamp(
-    headers: Sequence[tuple[str, bytes | None]] | None, source_cluster: str, source_offset: int, flags: int | None = None
+    headers: Sequence[tuple[str, bytes | None]] | None,
+    source_cluster: str,
+    source_offset: int,
+    flags: int | None = None,
 ) -> Headers:
     """The headers of the copy of a record read at ``source_offset`` on ``source_cluster``.
 

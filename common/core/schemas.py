@@ -66,7 +66,9 @@ class SubjectFormat:
     def topic(self, subject: str) -> str | None:
         """The topic ``subject`` names under this format, or None when it does not fit."""
         pattern = "".join(
-            (f"({_TOPIC_CHARS})" if name == "topic" else re.escape(self.variables[name])) if is_field else re.escape(text)
+            (f"({_TOPIC_CHARS})" if name == "topic" else re.escape(self.variables[name]))
+            if is_field
+            else re.escape(text)
             for is_field, text, name in _parts(self.template)
         )
         match = re.fullmatch(pattern, subject)
@@ -78,7 +80,7 @@ def _parts(template: str) -> Iterable[tuple[bool, str, str]]:
     position = 0
     for match in _FIELD.finditer(template):
         if match.start() > position:
-            yield False, template[position:match.start()], ""
+            yield False, template[position : match.start()], ""
         yield True, "", match.group(1)
         position = match.end()
     if position < len(template):
@@ -176,8 +178,11 @@ class Plan:
     statuses: dict[str, dict[str, SubjectStatus]] = field(default_factory=dict)
 
     def out_of_sync(self, target: str) -> int:
-        return sum(1 for per_target in self.statuses.values()
-                   if target in per_target and per_target[target].state != TargetState.IN_SYNC)
+        return sum(
+            1
+            for per_target in self.statuses.values()
+            if target in per_target and per_target[target].state != TargetState.IN_SYNC
+        )
 
     def conflicts_on(self, target: str) -> int:
         return sum(1 for c in self.conflicts if c.target == target)
@@ -256,28 +261,37 @@ def plan(
                         current = (target_states or {}).get(target, {}).get((target_subject, version.version))
                         if wanted_state is not None and current is not None and wanted_state != current:
                             result.state_changes.append(
-                                StateChange(target, subject, version.version, target_subject, wanted_state))
+                                StateChange(target, subject, version.version, target_subject, wanted_state)
+                            )
                         continue
                     what = "a different schema" if there[1] != version.fingerprint else "the same schema"
-                    conflict = (f"version {version.version} of {target_subject} on {target} is {what} with ID "
-                                f"{there[0]}; the primary's has ID {version.schema_id}")
+                    conflict = (
+                        f"version {version.version} of {target_subject} on {target} is {what} with ID "
+                        f"{there[0]}; the primary's has ID {version.schema_id}"
+                    )
                 elif version.schema_id not in ids:
                     missing.append(version.version)
                     continue
                 elif ids[version.schema_id] == HELD_UNDER_ANOTHER_ID:
-                    conflict = (f"{target} already holds the schema of {subject} version {version.version} "
-                                f"under another ID, so it cannot take ID {version.schema_id}")
+                    conflict = (
+                        f"{target} already holds the schema of {subject} version {version.version} "
+                        f"under another ID, so it cannot take ID {version.schema_id}"
+                    )
                 elif ids[version.schema_id] not in (None, version.fingerprint):
-                    conflict = (f"ID {version.schema_id} is used on {target} by a different schema; "
-                                f"{subject} version {version.version} cannot keep its ID there")
+                    conflict = (
+                        f"ID {version.schema_id} is used on {target} by a different schema; "
+                        f"{subject} version {version.version} cannot keep its ID there"
+                    )
                 else:
                     missing.append(version.version)
                     result.copies.append(Copy(target, subject, version.version, version.schema_id, target_subject))
                     continue
                 missing.append(version.version)
-                result.conflicts.append(ConflictReport(target, subject, version.version, version.schema_id,
-                                                       target_subject, conflict))
-            state = (TargetState.CONFLICT if conflict else TargetState.PENDING if missing else TargetState.IN_SYNC)
+                result.conflicts.append(
+                    ConflictReport(target, subject, version.version, version.schema_id, target_subject, conflict)
+                )
+            state = TargetState.CONFLICT if conflict else TargetState.PENDING if missing else TargetState.IN_SYNC
             result.statuses.setdefault(subject, {})[target] = SubjectStatus(
-                target, target_subject, state, tuple(synced), tuple(missing), conflict)
+                target, target_subject, state, tuple(synced), tuple(missing), conflict
+            )
     return result

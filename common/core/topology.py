@@ -79,8 +79,10 @@ def copy_flags(
     flags = provenance.flags if provenance is not None else 0
     if level is not None:
         return tree.copy_flags(flags, level)
-    if origins is not None and provenance is not None and (
-        provenance.passed_through(destination) or provenance.origin not in origins
+    if (
+        origins is not None
+        and provenance is not None
+        and (provenance.passed_through(destination) or provenance.origin not in origins)
     ):
         return None
     return flags

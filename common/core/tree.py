@@ -106,8 +106,10 @@ def parse(layout: str) -> Node:
         nonlocal position
         if position >= len(tokens) or tokens[position][0] != kind:
             found = tokens[position][1] if position < len(tokens) else "the end"
-            raise TreeError(f"layout {layout!r}: expected {dict(comma=',', close=')')[kind]!r} but found {found!r}"
-                            " (each node has exactly two children)")
+            raise TreeError(
+                f"layout {layout!r}: expected {dict(comma=',', close=')')[kind]!r} but found {found!r}"
+                " (each node has exactly two children)"
+            )
         position += 1
 
     root = node()
@@ -129,7 +131,7 @@ def _tokens(layout: str) -> Iterator[tuple[str, str]]:
     while position < len(text):
         match = _TOKEN.match(text, position)
         if match is None:
-            raise TreeError(f"layout {layout!r}: cannot read {text[position:position + 10].strip()!r}")
+            raise TreeError(f"layout {layout!r}: cannot read {text[position : position + 10].strip()!r}")
         level, opening, closing, comma, name = match.groups()
         if opening:
             yield "open", level or ""
@@ -157,8 +159,10 @@ def _check_levels(node: Node, layout: str) -> None:
         raise TreeError(f"layout {layout!r}: level {node.level} is outside 1..{MAX_LEVEL}")
     for child in (node.left, node.right):
         if child.cluster is None and child.level >= node.level:
-            raise TreeError(f"layout {layout!r}: level {child.level} ({child.render()}) must be lower than the "
-                            f"level {node.level} above it: levels grow from the leaves to the root")
+            raise TreeError(
+                f"layout {layout!r}: level {child.level} ({child.render()}) must be lower than the "
+                f"level {node.level} above it: levels grow from the leaves to the root"
+            )
         _check_levels(child, layout)
 
 
@@ -228,8 +232,18 @@ def table(tree: list[Distributor], targets: Mapping[str, str], states: Mapping[s
     width = max((d.level for d in tree), default=4)
     width = max(width, 4)
     for d in tree:
-        rows.append((d.name, d.cluster, str(d.level), format_flags(d.mask, width), format_flags(d.bit, width),
-                     d.subtree_layout, targets.get(d.name, "-"), (states or {}).get(d.name, "-")))
+        rows.append(
+            (
+                d.name,
+                d.cluster,
+                str(d.level),
+                format_flags(d.mask, width),
+                format_flags(d.bit, width),
+                d.subtree_layout,
+                targets.get(d.name, "-"),
+                (states or {}).get(d.name, "-"),
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
@@ -240,7 +254,9 @@ def ascii_tree(root: Node) -> str:
 
     def draw(node: Node, prefix: str, last: bool, top: bool) -> None:
         connector = "" if top else ("`-- " if last else "|-- ")
-        label = node.cluster if node.cluster is not None else f"level {node.level} (mask {format_flags(mask(node.level))})"
+        label = (
+            node.cluster if node.cluster is not None else f"level {node.level} (mask {format_flags(mask(node.level))})"
+        )
         lines.append(f"{prefix}{connector}{label}")
         if node.cluster is None:
             assert node.left is not None and node.right is not None
@@ -253,7 +269,10 @@ def ascii_tree(root: Node) -> str:
 
 
 def switches(
-    tree: list[Distributor], targets: Mapping[str, str], unreachable_since: Mapping[str, float], now: float,
+    tree: list[Distributor],
+    targets: Mapping[str, str],
+    unreachable_since: Mapping[str, float],
+    now: float,
     after_s: float,
 ) -> dict[str, str]:
     """Distributor -> new target, for each whose target leaf has been unreachable for ``after_s`` or longer.

@@ -111,7 +111,9 @@ class OffsetWatermarks(Generic[K]):
         if state is None:
             state = self._keys[key] = _KeyState()
         if (state.last_sent is not None and offsets[0] <= state.last_sent) or offsets[-1] < offsets[0]:
-            raise ValueError(f"{key}: offsets {offsets[0]}..{offsets[-1]} sent after {state.last_sent}; offsets must increase")
+            raise ValueError(
+                f"{key}: offsets {offsets[0]}..{offsets[-1]} sent after {state.last_sent}; offsets must increase"
+            )
         state.last_sent = offsets[-1]
         state.order.extend(offsets)
 

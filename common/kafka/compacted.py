@@ -20,8 +20,13 @@ READ_DEADLINE_S = 30.0
 _METADATA_TIMEOUT_S = 10.0
 
 
-def read_topic(cluster: Mapping[str, Any], topic: str, client_id: str, deadline_s: float = READ_DEADLINE_S,
-               clock: Callable[[], float] = time.monotonic) -> list[tuple[bytes | None, bytes | None]]:
+def read_topic(
+    cluster: Mapping[str, Any],
+    topic: str,
+    client_id: str,
+    deadline_s: float = READ_DEADLINE_S,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[tuple[bytes | None, bytes | None]]:
     """Every (key, value) of ``topic`` up to its end now, partition by partition in order; [] when
     the topic does not exist. :class:`UnreachableError` when the cluster does not answer, or the
     topic is not read to its end within ``deadline_s``."""

@@ -41,6 +41,5 @@ class InternalTopic:
             if kafka_error(exc).code != KafkaError.TOPIC_ALREADY_EXISTS:  # another process was first
                 raise
         except TimeoutError:  # the future's own timeout: no broker answered
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
-                                            f"no answer within {self._timeout_s:g} s")) from None
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"no answer within {self._timeout_s:g} s")) from None
         self._ready.add(cluster)

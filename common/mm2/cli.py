@@ -12,22 +12,33 @@ from ferry.common.config import parse_config
 from ferry.common.errors import ConfigError
 from ferry.common.mm2 import convert, properties
 
-HEADER = ("# Converted from MirrorMaker 2's {path} by `ferry import-mm2`.\n"
-          "# Check zookeeper.connect; settings without a Ferry counterpart were listed on stderr.\n")
+HEADER = (
+    "# Converted from MirrorMaker 2's {path} by `ferry import-mm2`.\n"
+    "# Check zookeeper.connect; settings without a Ferry counterpart were listed on stderr.\n"
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "import-mm2", help="convert a MirrorMaker 2 properties file to Ferry's config (YAML on stdout)",
+        "import-mm2",
+        help="convert a MirrorMaker 2 properties file to Ferry's config (YAML on stdout)",
         description="Reads MirrorMaker 2's properties (clusters, flows, filters, replication policy, checkpoints, "
-                    "heartbeats) and prints Ferry's YAML config. Each setting without a Ferry counterpart is listed "
-                    "on stderr, one line each.")
+        "heartbeats) and prints Ferry's YAML config. Each setting without a Ferry counterpart is listed "
+        "on stderr, one line each.",
+    )
     parser.add_argument("properties", help="MirrorMaker 2's properties file (e.g. mm2.properties)")
-    parser.add_argument("--zookeeper", default="localhost:2181", metavar="HOST:PORT[,...]",
-                        help="Ferry's ZooKeeper ensemble (zookeeper.connect; default localhost:2181)")
-    parser.add_argument("--takeover", action="store_true",
-                        help="continue MirrorMaker 2's mirror: each route starts where MirrorMaker 2 stopped "
-                             "(its offsets and checkpoints), instead of copying again")
+    parser.add_argument(
+        "--zookeeper",
+        default="localhost:2181",
+        metavar="HOST:PORT[,...]",
+        help="Ferry's ZooKeeper ensemble (zookeeper.connect; default localhost:2181)",
+    )
+    parser.add_argument(
+        "--takeover",
+        action="store_true",
+        help="continue MirrorMaker 2's mirror: each route starts where MirrorMaker 2 stopped "
+        "(its offsets and checkpoints), instead of copying again",
+    )
     parser.set_defaults(func=_run)
 
 

@@ -10,38 +10,72 @@ from __future__ import annotations
 import re
 
 # Java client settings librdkafka knows under the same name, for every client.
-_SAME_NAME = frozenset({
-    "bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.kerberos.service.name",
-    "ssl.key.password", "ssl.keystore.password", "ssl.cipher.suites", "client.id", "retry.backoff.ms",
-    "reconnect.backoff.ms", "reconnect.backoff.max.ms", "metadata.max.age.ms", "connections.max.idle.ms",
-    "socket.connection.setup.timeout.ms", "client.dns.lookup", "sasl.oauthbearer.token.endpoint.url",
-})
+_SAME_NAME = frozenset(
+    {
+        "bootstrap.servers",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.kerberos.service.name",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.cipher.suites",
+        "client.id",
+        "retry.backoff.ms",
+        "reconnect.backoff.ms",
+        "reconnect.backoff.max.ms",
+        "metadata.max.age.ms",
+        "connections.max.idle.ms",
+        "socket.connection.setup.timeout.ms",
+        "client.dns.lookup",
+        "sasl.oauthbearer.token.endpoint.url",
+    }
+)
 # Java settings with another librdkafka name, for every client.
 _RENAMED = {"receive.buffer.bytes": "socket.receive.buffer.bytes", "send.buffer.bytes": "socket.send.buffer.bytes"}
 # The source consumer's.
-_CONSUMER_SAME = frozenset({"fetch.min.bytes", "fetch.max.bytes", "max.partition.fetch.bytes", "isolation.level",
-                            "client.rack", "check.crcs"})
+_CONSUMER_SAME = frozenset(
+    {"fetch.min.bytes", "fetch.max.bytes", "max.partition.fetch.bytes", "isolation.level", "client.rack", "check.crcs"}
+)
 _CONSUMER_RENAMED = {"fetch.max.wait.ms": "fetch.wait.max.ms"}
 # The destination producer's.
-_PRODUCER_SAME = frozenset({"linger.ms", "batch.size", "acks", "request.timeout.ms", "retries",
-                            "compression.gzip.level", "compression.lz4.level", "compression.zstd.level"})
-_PRODUCER_RENAMED = {"max.request.size": "message.max.bytes", "delivery.timeout.ms": "message.timeout.ms",
-                     "max.in.flight.requests.per.connection": "max.in.flight"}
+_PRODUCER_SAME = frozenset(
+    {
+        "linger.ms",
+        "batch.size",
+        "acks",
+        "request.timeout.ms",
+        "retries",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
+    }
+)
+_PRODUCER_RENAMED = {
+    "max.request.size": "message.max.bytes",
+    "delivery.timeout.ms": "message.timeout.ms",
+    "max.in.flight.requests.per.connection": "max.in.flight",
+}
 
 # Why some settings have no counterpart (others: "librdkafka has no such setting").
 _WHY_NOT = {
-    "key.serializer": "Ferry copies bytes as they are", "value.serializer": "Ferry copies bytes as they are",
-    "key.deserializer": "Ferry copies bytes as they are", "value.deserializer": "Ferry copies bytes as they are",
+    "key.serializer": "Ferry copies bytes as they are",
+    "value.serializer": "Ferry copies bytes as they are",
+    "key.deserializer": "Ferry copies bytes as they are",
+    "value.deserializer": "Ferry copies bytes as they are",
     "enable.idempotence": "Ferry's destination producers are always idempotent",
     "enable.auto.commit": "Ferry commits only what the destination acknowledged",
     "group.id": "Ferry's consumer group is ferry.<source>.<destination>",
     "max.poll.records": "see worker.consume_batch",
     "auto.offset.reset": "see worker.auto_offset_reset",
     "buffer.memory": "librdkafka bounds its queue in queue.buffering.max.kbytes; Ferry sets 64 MiB",
-    "sasl.login.callback.handler.class": "a Java class", "sasl.client.callback.handler.class": "a Java class",
-    "ssl.protocol": "librdkafka negotiates the TLS version", "ssl.enabled.protocols": "librdkafka negotiates the TLS version",
-    "ssl.keymanager.algorithm": "a Java setting", "ssl.trustmanager.algorithm": "a Java setting",
-    "interceptor.classes": "a Java class", "metric.reporters": "a Java class; Ferry exports Prometheus metrics",
+    "sasl.login.callback.handler.class": "a Java class",
+    "sasl.client.callback.handler.class": "a Java class",
+    "ssl.protocol": "librdkafka negotiates the TLS version",
+    "ssl.enabled.protocols": "librdkafka negotiates the TLS version",
+    "ssl.keymanager.algorithm": "a Java setting",
+    "ssl.trustmanager.algorithm": "a Java setting",
+    "interceptor.classes": "a Java class",
+    "metric.reporters": "a Java class; Ferry exports Prometheus metrics",
     "partitioner.class": "Ferry keeps each record's partition",
 }
 
@@ -56,8 +90,10 @@ def _jaas(value: str) -> dict[str, str] | str:
     if not match:
         return "not a JAAS line Ferry can read"
     module = match.group(1).rsplit(".", 1)[-1]
-    options = {m.group(1): (m.group(2) if m.group(2) is not None else m.group(3)).rstrip(";")
-               for m in _JAAS_OPTION.finditer(match.group(3))}
+    options = {
+        m.group(1): (m.group(2) if m.group(2) is not None else m.group(3)).rstrip(";")
+        for m in _JAAS_OPTION.finditer(match.group(3))
+    }
     if module in ("PlainLoginModule", "ScramLoginModule"):
         if "username" not in options or "password" not in options:
             return f"{module} without username and password"
@@ -70,9 +106,15 @@ def _jaas(value: str) -> dict[str, str] | str:
             result["sasl.kerberos.keytab"] = options["keyTab"]
         return result or "Krb5LoginModule without a principal or keytab"
     if module == "OAuthBearerLoginModule":
-        result = {key: options[name] for name, key in (("clientId", "sasl.oauthbearer.client.id"),
-                                                        ("clientSecret", "sasl.oauthbearer.client.secret"),
-                                                        ("scope", "sasl.oauthbearer.scope")) if name in options}
+        result = {
+            key: options[name]
+            for name, key in (
+                ("clientId", "sasl.oauthbearer.client.id"),
+                ("clientSecret", "sasl.oauthbearer.client.secret"),
+                ("scope", "sasl.oauthbearer.scope"),
+            )
+            if name in options
+        }
         if result:
             result["sasl.oauthbearer.method"] = "oidc"
             return result
@@ -88,10 +130,17 @@ def translate(name: str, value: str, kind: str, settings: dict[str, str]) -> dic
     """
     if kind == "admin":
         return "Ferry's admin clients use the cluster's own settings"
-    if name in _SAME_NAME or (kind == "consumer" and name in _CONSUMER_SAME) or (kind == "producer" and name in _PRODUCER_SAME):
+    if (
+        name in _SAME_NAME
+        or (kind == "consumer" and name in _CONSUMER_SAME)
+        or (kind == "producer" and name in _PRODUCER_SAME)
+    ):
         return {name: value}
-    renamed = _RENAMED.get(name) or (_CONSUMER_RENAMED.get(name) if kind == "consumer" else None) or (
-        _PRODUCER_RENAMED.get(name) if kind == "producer" else None)
+    renamed = (
+        _RENAMED.get(name)
+        or (_CONSUMER_RENAMED.get(name) if kind == "consumer" else None)
+        or (_PRODUCER_RENAMED.get(name) if kind == "producer" else None)
+    )
     if renamed:
         return {renamed: value}
     if name == "sasl.jaas.config":
@@ -109,8 +158,11 @@ def translate(name: str, value: str, kind: str, settings: dict[str, str]) -> dic
     if name in ("ssl.truststore.type", "ssl.keystore.type"):
         return {} if value.upper() in ("PEM", "PKCS12", "JKS") else f"librdkafka has no {value} store"
     if name == "ssl.truststore.password":
-        return ({} if settings.get("ssl.truststore.type", "JKS").upper() == "PEM"
-                else "librdkafka reads no truststore (see ssl.truststore.location)")
+        return (
+            {}
+            if settings.get("ssl.truststore.type", "JKS").upper() == "PEM"
+            else "librdkafka reads no truststore (see ssl.truststore.location)"
+        )
     if name == "ssl.endpoint.identification.algorithm":
         return {name: "https" if value.strip().lower() == "https" else "none"}
     if name in _WHY_NOT:

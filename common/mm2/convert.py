@@ -42,53 +42,86 @@ DEFAULTS = {
     "refresh.topics.interval.seconds": "600",
     "sync.topic.configs.enabled": "true",
     "sync.topic.configs.interval.seconds": "600",
-    "config.properties.exclude": (r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
-                                  r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
-                                  r"unclean\.leader\.election\.enable, min\.insync\.replicas"),
+    "config.properties.exclude": (
+        r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
+        r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
+        r"unclean\.leader\.election\.enable, min\.insync\.replicas"
+    ),
     "offset-syncs.topic.location": "source",
 }
 # Deprecated names MirrorMaker 2 still reads when the new one is not set.
-DEPRECATED = {"topics.blacklist": "topics.exclude", "groups.blacklist": "groups.exclude",
-              "config.properties.blacklist": "config.properties.exclude"}
+DEPRECATED = {
+    "topics.blacklist": "topics.exclude",
+    "groups.blacklist": "groups.exclude",
+    "config.properties.blacklist": "config.properties.exclude",
+}
 # Client settings that apply to every cluster when given at the top level (MirrorClientConfig's CLIENT_CONFIG_DEF).
 _TOP_LEVEL_CLIENT = re.compile(r"^(security\.protocol|sasl\..+|ssl\..+)$")
 # Why MirrorMaker 2's own machinery has no counterpart in Ferry.
 _NO_COUNTERPART = [
-    (re.compile(r"^(offset|config|status)\.storage\.(topic|replication\.factor|partitions)$"),
-     "Ferry keeps no Connect offsets, config or status topics: its state is in ZooKeeper and its source offsets in "
-     "the consumer group ferry.<source>.<destination>"),
-    (re.compile(r"^(offset-syncs|checkpoints|heartbeats)\.topic\.replication\.factor$"),
-     "Ferry's internal topics (offset map, checkpoints, heartbeats) take the cluster's default.replication.factor"),
-    (re.compile(r"^replication\.factor$"),
-     "Ferry creates destination topics with the cluster's default.replication.factor"),
+    (
+        re.compile(r"^(offset|config|status)\.storage\.(topic|replication\.factor|partitions)$"),
+        "Ferry keeps no Connect offsets, config or status topics: its state is in ZooKeeper and its source offsets in "
+        "the consumer group ferry.<source>.<destination>",
+    ),
+    (
+        re.compile(r"^(offset-syncs|checkpoints|heartbeats)\.topic\.replication\.factor$"),
+        "Ferry's internal topics (offset map, checkpoints, heartbeats) take the cluster's default.replication.factor",
+    ),
+    (
+        re.compile(r"^replication\.factor$"),
+        "Ferry creates destination topics with the cluster's default.replication.factor",
+    ),
     (re.compile(r"^tasks\.max$"), "Ferry's parallelism is its number of workers, balanced by the controller"),
     (re.compile(r"^(key|value|header)\.converter(\..*)?$"), "Ferry copies bytes as they are"),
-    (re.compile(r"^sync\.topic\.acls\.(enabled|interval\.seconds)$"),
-     "Ferry does not copy ACLs (`ferry acls` prints what Ferry itself needs)"),
-    (re.compile(r"^(topic|group|config\.property)\.filter\.class$"), "a Java class; Ferry filters by regular expressions"),
-    (re.compile(r"^offset\.flush\.(interval|timeout)\.ms$"),
-     "Connect's offset flush; Ferry commits what the destination acknowledged every worker.commit_interval_s"),
-    (re.compile(r"^offset-syncs\.topic\.location$"),
-     "Ferry always writes an exact offset map; `ferry import-mm2 --takeover` reads MirrorMaker 2's offset syncs from there"),
+    (
+        re.compile(r"^sync\.topic\.acls\.(enabled|interval\.seconds)$"),
+        "Ferry does not copy ACLs (`ferry acls` prints what Ferry itself needs)",
+    ),
+    (
+        re.compile(r"^(topic|group|config\.property)\.filter\.class$"),
+        "a Java class; Ferry filters by regular expressions",
+    ),
+    (
+        re.compile(r"^offset\.flush\.(interval|timeout)\.ms$"),
+        "Connect's offset flush; Ferry commits what the destination acknowledged every worker.commit_interval_s",
+    ),
+    (
+        re.compile(r"^offset-syncs\.topic\.location$"),
+        "Ferry always writes an exact offset map; `ferry import-mm2 --takeover` reads MirrorMaker 2's offset syncs from there",
+    ),
     (re.compile(r"^emit\.offset-syncs\.enabled$"), "Ferry always writes its exact offset map (__ferry_offset_map)"),
     (re.compile(r"^consumer\.poll\.timeout\.ms$"), "Ferry's copy loop polls without a pause"),
     (re.compile(r"^admin\.timeout\.ms$"), "Ferry's admin requests have deadlines of their own"),
     (re.compile(r"^add\.source\.alias\.to\.metrics$"), "Ferry's metrics carry the route as a label"),
     (re.compile(r"^use\.incremental\.alter\.configs$"), "Ferry's observer sets destination topic configs itself"),
     (re.compile(r"^(forwarding\.admin\.class|metric\.reporters)$"), "a Java class; Ferry exports Prometheus metrics"),
-    (re.compile(r"^config\.providers(\..*)?$"),
-     "Ferry reads its own secrets from files or environment variables (zookeeper.auth, controller.auth); "
-     "write the resolved values into clusters"),
-    (re.compile(r"^replication\.policy\.internal\.topic\.separator\.enabled$"),
-     "it names MirrorMaker 2's internal topics; Ferry's are __ferry_*"),
-    (re.compile(r"^(source|target)\.cluster\.alias$"), "MirrorMaker 2 sets it per flow; Ferry's routes name their clusters"),
+    (
+        re.compile(r"^config\.providers(\..*)?$"),
+        "Ferry reads its own secrets from files or environment variables (zookeeper.auth, controller.auth); "
+        "write the resolved values into clusters",
+    ),
+    (
+        re.compile(r"^replication\.policy\.internal\.topic\.separator\.enabled$"),
+        "it names MirrorMaker 2's internal topics; Ferry's are __ferry_*",
+    ),
+    (
+        re.compile(r"^(source|target)\.cluster\.alias$"),
+        "MirrorMaker 2 sets it per flow; Ferry's routes name their clusters",
+    ),
     (re.compile(r"^offset\.lag\.max$"), "Ferry maps every offset exactly (its offset map)"),
-    (re.compile(r"^refresh\.groups\.(enabled|interval\.seconds)$"),
-     "Ferry reads the groups at each checkpoint run (controller.checkpoint_interval_s)"),
-    (re.compile(r"^(dedicated\.mode\..*|listeners|rest\..*|admin\.listeners)$"),
-     "Connect's REST server; Ferry's controller has its own (controller.rest_port)"),
-    (re.compile(r"^(exactly\.once\.support|transaction\.boundary)$"),
-     "Ferry copies at least once and maps offsets exactly; duplicates after a failure are found by the resume rule"),
+    (
+        re.compile(r"^refresh\.groups\.(enabled|interval\.seconds)$"),
+        "Ferry reads the groups at each checkpoint run (controller.checkpoint_interval_s)",
+    ),
+    (
+        re.compile(r"^(dedicated\.mode\..*|listeners|rest\..*|admin\.listeners)$"),
+        "Connect's REST server; Ferry's controller has its own (controller.rest_port)",
+    ),
+    (
+        re.compile(r"^(exactly\.once\.support|transaction\.boundary)$"),
+        "Ferry copies at least once and maps offsets exactly; duplicates after a failure are found by the resume rule",
+    ),
 ]
 
 
@@ -174,18 +207,24 @@ def _clusters(reader: _Reader, names: list[str]) -> tuple[dict[str, dict[str, st
     top_level = {k: v for k, v in reader.props.items() if _TOP_LEVEL_CLIENT.match(k)}
     for name in names:
         prefix = f"{name}."
-        own = {k[len(prefix):]: v for k, v in reader.props.items() if k.startswith(prefix)}
+        own = {k[len(prefix) :]: v for k, v in reader.props.items() if k.startswith(prefix)}
         if "bootstrap.servers" not in own:
             raise Mm2Error(f"cluster {name!r} has no {name}.bootstrap.servers")
         props: dict[str, str] = {}
-        common = {**top_level, **{k: v for k, v in own.items() if "." not in k or k.split(".", 1)[0] not in
-                                  ("consumer", "producer", "admin")}}
+        common = {
+            **top_level,
+            **{
+                k: v
+                for k, v in own.items()
+                if "." not in k or k.split(".", 1)[0] not in ("consumer", "producer", "admin")
+            },
+        }
         for key, value in common.items():
             full = f"{prefix}{key}" if key in own else key
             _client_setting(reader, full, key, value, "common", common, props)
         producers[name] = {}
         for kind in ("consumer", "producer", "admin"):
-            settings = {k[len(kind) + 1:]: v for k, v in own.items() if k.startswith(kind + ".")}
+            settings = {k[len(kind) + 1 :]: v for k, v in own.items() if k.startswith(kind + ".")}
             for key, value in settings.items():
                 full = f"{prefix}{kind}.{key}"
                 if kind == "producer" and key == "compression.type":
@@ -199,8 +238,9 @@ def _clusters(reader: _Reader, names: list[str]) -> tuple[dict[str, dict[str, st
     return result, producers
 
 
-def _client_setting(reader: _Reader, full: str, key: str, value: str, kind: str, settings: dict[str, str],
-                    props: dict[str, str]) -> None:
+def _client_setting(
+    reader: _Reader, full: str, key: str, value: str, kind: str, settings: dict[str, str], props: dict[str, str]
+) -> None:
     if full in reader.used:
         translated = clients.translate(key, value, kind, settings)
         if isinstance(translated, dict):
@@ -239,7 +279,9 @@ def _global(reader: _Reader, flows: list[tuple[str, str]], key: str, pick: Calla
     for (source, target), value in zip(flows, values, strict=False):
         flow_key = f"{source}->{target}.{key}"
         if value != chosen and flow_key in reader.props:
-            reader.problems.append(NotConverted(flow_key, value, f"Ferry has one {key} for every route; {chosen} is used"))
+            reader.problems.append(
+                NotConverted(flow_key, value, f"Ferry has one {key} for every route; {chosen} is used")
+            )
     return chosen
 
 
@@ -284,15 +326,27 @@ def convert(props: dict[str, str], zookeeper: str = "localhost:2181", takeover: 
     controller: dict[str, Any] = {}
     syncing = _global(reader, flows, "sync.group.offsets.enabled", _any_true)
     controller["sync_group_offsets"] = _bool(syncing)
-    intervals = [float(_global(reader, flows, key, _shortest))
-                 for key in ("emit.checkpoints.interval.seconds", *(["sync.group.offsets.interval.seconds"] if _bool(syncing) else []))]
+    intervals = [
+        float(_global(reader, flows, key, _shortest))
+        for key in (
+            "emit.checkpoints.interval.seconds",
+            *(["sync.group.offsets.interval.seconds"] if _bool(syncing) else []),
+        )
+    ]
     controller["checkpoint_interval_s"] = min(intervals)
-    observe = [float(_global(reader, flows, key, _shortest))
-               for key in ("refresh.topics.interval.seconds", "sync.topic.configs.interval.seconds")]
+    observe = [
+        float(_global(reader, flows, key, _shortest))
+        for key in ("refresh.topics.interval.seconds", "sync.topic.configs.interval.seconds")
+    ]
     controller["observer_interval_s"] = min(observe)
     if not _bool(_global(reader, flows, "refresh.topics.enabled", _any_true)):
-        reader.problems.append(NotConverted("refresh.topics.enabled", "false",
-                                            "Ferry's observer always follows new topics; its include patterns decide which"))
+        reader.problems.append(
+            NotConverted(
+                "refresh.topics.enabled",
+                "false",
+                "Ferry's observer always follows new topics; its include patterns decide which",
+            )
+        )
     config["controller"] = controller
     if _bool(_global(reader, flows, "emit.heartbeats.enabled", _any_true)):
         interval = _global(reader, flows, "emit.heartbeats.interval.seconds", _shortest)
@@ -304,17 +358,30 @@ def convert(props: dict[str, str], zookeeper: str = "localhost:2181", takeover: 
 
 def _why_not(key: str) -> str:
     bare = key.split("->", 1)[1].split(".", 1)[1] if "->" in key else key
-    for candidate in (bare, bare.split(".", 1)[-1]):  # the setting itself, or one scoped to a cluster (B.offset.flush.interval.ms)
+    for candidate in (
+        bare,
+        bare.split(".", 1)[-1],
+    ):  # the setting itself, or one scoped to a cluster (B.offset.flush.interval.ms)
         for pattern, why in _NO_COUNTERPART:
             if pattern.match(candidate):
                 return why
     if "->" in key:
-        return "its flow is not enabled" if bare in DEFAULTS or bare in DEPRECATED or bare == "enabled" else "no Ferry counterpart"
+        return (
+            "its flow is not enabled"
+            if bare in DEFAULTS or bare in DEPRECATED or bare == "enabled"
+            else "no Ferry counterpart"
+        )
     return "no Ferry counterpart"
 
 
-def _route(reader: _Reader, source: str, target: str, flows: list[tuple[str, str]],
-           producers: dict[str, dict[str, str]], takeover: bool) -> dict[str, Any]:
+def _route(
+    reader: _Reader,
+    source: str,
+    target: str,
+    flows: list[tuple[str, str]],
+    producers: dict[str, dict[str, str]],
+    takeover: bool,
+) -> dict[str, Any]:
     route: dict[str, Any] = {"source": source, "destination": target}
     route["include"] = _patterns(reader, source, target, "topics")
     exclude = _patterns(reader, source, target, "topics.exclude")
@@ -326,8 +393,13 @@ def _route(reader: _Reader, source: str, target: str, flows: list[tuple[str, str
             route["loop_prevention"] = True
     else:
         if policy != DEFAULT_POLICY:
-            reader.problems.append(NotConverted("replication.policy.class", policy,
-                                                "a custom policy: Ferry names topics identity, prefix or by a template; prefix used"))
+            reader.problems.append(
+                NotConverted(
+                    "replication.policy.class",
+                    policy,
+                    "a custom policy: Ferry names topics identity, prefix or by a template; prefix used",
+                )
+            )
         if separator == ".":
             route["naming"] = "prefix"
         elif re.fullmatch(r"[A-Za-z0-9._-]+", separator):
@@ -338,8 +410,13 @@ def _route(reader: _Reader, source: str, target: str, flows: list[tuple[str, str
             exclude.append(f"(?:.*{sep})?{dest}{sep}.*")
         else:
             route["naming"] = "prefix"
-            reader.problems.append(NotConverted("replication.policy.separator", separator,
-                                                "Ferry's topic names allow only letters, digits, '.', '_' and '-' around the topic; '.' used"))
+            reader.problems.append(
+                NotConverted(
+                    "replication.policy.separator",
+                    separator,
+                    "Ferry's topic names allow only letters, digits, '.', '_' and '-' around the topic; '.' used",
+                )
+            )
     route["exclude"] = exclude
     if _bool(reader.flow(source, target, "emit.checkpoints.enabled")):
         route["groups"] = _patterns(reader, source, target, "groups")
@@ -354,18 +431,30 @@ def _route(reader: _Reader, source: str, target: str, flows: list[tuple[str, str
             if re.fullmatch(r"[a-z0-9.-]+", name):
                 excluded.append(name)
             else:
-                reader.problems.append(NotConverted("config.properties.exclude", pattern,
-                                                    "Ferry's config_exclude names configs, it takes no regular expressions"))
+                reader.problems.append(
+                    NotConverted(
+                        "config.properties.exclude",
+                        pattern,
+                        "Ferry's config_exclude names configs, it takes no regular expressions",
+                    )
+                )
         route["config_exclude"] = excluded
     else:
-        reader.problems.append(NotConverted("sync.topic.configs.enabled", "false",
-                                            f"route {source}.{target}: Ferry always follows topic configs; list the ones "
-                                            "to keep apart in config_exclude"))
+        reader.problems.append(
+            NotConverted(
+                "sync.topic.configs.enabled",
+                "false",
+                f"route {source}.{target}: Ferry always follows topic configs; list the ones "
+                "to keep apart in config_exclude",
+            )
+        )
     compression = producers.get(target, {}).get("compression.type")
     if compression in ("none", "gzip", "snappy", "lz4", "zstd"):
         route["compression"] = compression
     elif compression is not None:
-        reader.problems.append(NotConverted(f"{target}.producer.compression.type", compression, "librdkafka has no such codec"))
+        reader.problems.append(
+            NotConverted(f"{target}.producer.compression.type", compression, "librdkafka has no such codec")
+        )
     if takeover:
         location = reader.flow(source, target, "offset-syncs.topic.location")
         offsets_topic = reader.props.get("offset.storage.topic") or reader.props.get(f"{target}.offset.storage.topic")

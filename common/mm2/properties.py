@@ -56,9 +56,9 @@ def _unescape(text: str, number: int) -> str:
             continue
         following = text[i + 1]
         if following == "u":
-            digits = text[i + 2:i + 6]
+            digits = text[i + 2 : i + 6]
             if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                raise PropertiesError(f"line {number}: malformed \\uXXXX escape {text[i:i + 6]!r}")
+                raise PropertiesError(f"line {number}: malformed \\uXXXX escape {text[i : i + 6]!r}")
             out.append(chr(int(digits, 16)))
             i += 6
             continue
@@ -116,7 +116,7 @@ def _escape(text: str, is_key: bool) -> str:
 
 def _utf16_units(char: str) -> list[int]:
     data = char.encode("utf-16-be", "surrogatepass")
-    return [int.from_bytes(data[j:j + 2], "big") for j in range(0, len(data), 2)]
+    return [int.from_bytes(data[j : j + 2], "big") for j in range(0, len(data), 2)]
 
 
 def dumps(properties: dict[str, str]) -> str:

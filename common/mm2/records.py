@@ -63,7 +63,7 @@ def _string(data: bytes, at: int) -> tuple[str, int]:
     end = at + 2 + length
     if length < 0 or end > len(data):
         raise RecordError("truncated string")
-    return data[at + 2:end].decode("utf-8"), end
+    return data[at + 2 : end].decode("utf-8"), end
 
 
 def _int(data: bytes, at: int, fmt: str) -> tuple[int, int]:
@@ -77,7 +77,9 @@ def source_offset_key(key: bytes) -> SourceOffset | None:
     """A Connect offsets-topic key, or None when it is not a MirrorSourceConnector's (another connector's)."""
     try:
         connector, partition = json.loads(key)
-        return SourceOffset(str(connector), str(partition["cluster"]), str(partition["topic"]), int(partition["partition"]))
+        return SourceOffset(
+            str(connector), str(partition["cluster"]), str(partition["topic"]), int(partition["partition"])
+        )
     except (ValueError, TypeError, KeyError):
         return None
 
@@ -110,8 +112,9 @@ def checkpoint(key: bytes, value: bytes) -> Checkpoint:
     return Checkpoint(group, topic, partition, upstream, downstream)
 
 
-def decoded(found: Iterable[tuple[bytes | None, bytes | None]],
-            decode: Callable[[bytes, bytes], Decoded]) -> Iterator[Decoded]:
+def decoded(
+    found: Iterable[tuple[bytes | None, bytes | None]], decode: Callable[[bytes, bytes], Decoded]
+) -> Iterator[Decoded]:
     """What ``decode`` (:func:`offset_sync`, :func:`checkpoint`) reads of a topic's records, in their
     order; tombstones and records not in its format are passed over."""
     for key, value in found:
@@ -126,15 +129,23 @@ def decoded(found: Iterable[tuple[bytes | None, bytes | None]],
 def encode_offset_sync(sync: OffsetSync) -> tuple[bytes, bytes]:
     """The key and value MirrorMaker 2 writes for ``sync`` (for tests and tools)."""
     name = sync.topic.encode()
-    return (struct.pack(">h", len(name)) + name + struct.pack(">i", sync.partition),
-            struct.pack(">qq", sync.upstream, sync.downstream))
+    return (
+        struct.pack(">h", len(name)) + name + struct.pack(">i", sync.partition),
+        struct.pack(">qq", sync.upstream, sync.downstream),
+    )
 
 
 def encode_checkpoint(point: Checkpoint) -> tuple[bytes, bytes]:
     """The key and value MirrorMaker 2 writes for ``point`` (for tests and tools)."""
     group, topic = point.group.encode(), point.topic.encode()
-    return (struct.pack(">h", len(group)) + group + struct.pack(">h", len(topic)) + topic + struct.pack(">i", point.partition),
-            struct.pack(">hqqh", 0, point.upstream, point.downstream, 0))
+    return (
+        struct.pack(">h", len(group))
+        + group
+        + struct.pack(">h", len(topic))
+        + topic
+        + struct.pack(">i", point.partition),
+        struct.pack(">hqqh", 0, point.upstream, point.downstream, 0),
+    )
 
 
 @dataclass(frozen=True)

@@ -55,8 +55,18 @@ LITERAL, PREFIXED = "literal", "prefixed"
 # kafka-acls.sh's name of the cluster resource; "*" as a literal name: every resource of the type.
 CLUSTER_NAME, ANY = "kafka-cluster", "*"
 # Kafka's order of operations (AclOperation), for stable output.
-_OPERATION_ORDER = ["Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
-                    "DescribeConfigs", "AlterConfigs", "IdempotentWrite"]
+_OPERATION_ORDER = [
+    "Read",
+    "Write",
+    "Create",
+    "Delete",
+    "Alter",
+    "Describe",
+    "ClusterAction",
+    "DescribeConfigs",
+    "AlterConfigs",
+    "IdempotentWrite",
+]
 _META = set(".^$*+?{}[]|()\\")
 _QUANTIFIERS = set("*+?{")
 
@@ -134,7 +144,7 @@ def _top_level_alternatives(regex: str) -> list[str] | None:
             in_class = char != "]"
         elif char == "[":
             in_class = True
-            if regex[i + 1:i + 2] == "]" or regex[i + 1:i + 3] == "^]":
+            if regex[i + 1 : i + 2] == "]" or regex[i + 1 : i + 3] == "^]":
                 i += 1 if regex[i + 1] == "]" else 2
         elif char == "(":
             depth += 1
@@ -201,32 +211,68 @@ def required_acls(config: FerryConfig, topics: Iterable[str] = ()) -> list[Acl]:
         for resource in source_topics:
             need(route.source, resource, f"route {route.name}: read the mirrored topics", "Read", "DescribeConfigs")
         need(route.source, Resource(GROUP, route.group_id), f"route {route.name}: commit its source offsets", "Read")
-        need(route.source, Resource(GROUP, f"{route.group_id}.probe"),
-             f"route {route.name}: compare a source record with its copy (a topic created again)", "Describe")
-        group_patterns = sorted({Resource(GROUP, name, pattern) for regex in route.groups
-                                 for pattern, name in name_patterns(regex)})
+        need(
+            route.source,
+            Resource(GROUP, f"{route.group_id}.probe"),
+            f"route {route.name}: compare a source record with its copy (a topic created again)",
+            "Describe",
+        )
+        group_patterns = sorted(
+            {Resource(GROUP, name, pattern) for regex in route.groups for pattern, name in name_patterns(regex)}
+        )
         if checkpoints:
             for resource in group_patterns:
                 need(route.source, resource, f"route {route.name}: list the groups to checkpoint", "Describe")
             if group_patterns:
-                need(route.source, Resource(GROUP, "ferry.checkpoints.", PREFIXED),
-                     f"route {route.name}: the checkpoint job's reader", "Describe")
+                need(
+                    route.source,
+                    Resource(GROUP, "ferry.checkpoints.", PREFIXED),
+                    f"route {route.name}: the checkpoint job's reader",
+                    "Describe",
+                )
         for destination in _destinations(config, route):
             why = f"route {route.name}: copy to {destination}"
             for resource in source_topics:
-                need(destination, _destination_resource(route, destination, resource), why,
-                     "Read", "Write", "Create", "Alter", "AlterConfigs")
+                need(
+                    destination,
+                    _destination_resource(route, destination, resource),
+                    why,
+                    "Read",
+                    "Write",
+                    "Create",
+                    "Alter",
+                    "AlterConfigs",
+                )
             need(destination, Resource(CLUSTER, CLUSTER_NAME), why, "IdempotentWrite")
-            need(destination, Resource(GROUP, f"{route.group_id}.lookback"),
-                 f"route {route.name}: read its copies back when taking a partition", "Describe")
-            need(destination, Resource(TOPIC, MAP_TOPIC), f"route {route.name}: the exact offset map", "Write", "Create")
+            need(
+                destination,
+                Resource(GROUP, f"{route.group_id}.lookback"),
+                f"route {route.name}: read its copies back when taking a partition",
+                "Describe",
+            )
+            need(
+                destination, Resource(TOPIC, MAP_TOPIC), f"route {route.name}: the exact offset map", "Write", "Create"
+            )
             if not checkpoints:
                 continue
             need(destination, Resource(TOPIC, MAP_TOPIC), "the checkpoint job: follow and trim the offset map", "Read")
-            need(destination, Resource(GROUP, "ferry-", PREFIXED), "the checkpoint job: the offset map's reader", "Describe")
-            need(destination, Resource(GROUP, "ferry.checkpoints.", PREFIXED), "the checkpoint job's reader", "Describe")
+            need(
+                destination,
+                Resource(GROUP, "ferry-", PREFIXED),
+                "the checkpoint job: the offset map's reader",
+                "Describe",
+            )
+            need(
+                destination, Resource(GROUP, "ferry.checkpoints.", PREFIXED), "the checkpoint job's reader", "Describe"
+            )
             if group_patterns:
-                need(destination, Resource(TOPIC, CHECKPOINT_TOPIC), f"route {route.name}: write checkpoints", "Write", "Create")
+                need(
+                    destination,
+                    Resource(TOPIC, CHECKPOINT_TOPIC),
+                    f"route {route.name}: write checkpoints",
+                    "Write",
+                    "Create",
+                )
                 if config.controller.sync_group_offsets:
                     for resource in group_patterns:
                         need(destination, resource, f"route {route.name}: commit translated group offsets", "Read")
@@ -242,7 +288,9 @@ def required_acls(config: FerryConfig, topics: Iterable[str] = ()) -> list[Acl]:
         for source in sorted({r.source for r in config.routes}):
             need(source, Resource(TOPIC, heartbeat.TOPIC), "heartbeats: write them", "Write")
             need(source, Resource(CLUSTER, CLUSTER_NAME), "heartbeats: write them", "IdempotentWrite")
-    return sorted(Acl(cluster, resource, operation, tuple(why)) for (cluster, resource, operation), why in needs.items())
+    return sorted(
+        Acl(cluster, resource, operation, tuple(why)) for (cluster, resource, operation), why in needs.items()
+    )
 
 
 def principal_of(cluster: str, properties: Mapping[str, object], given: str | None = None) -> str:
@@ -267,8 +315,9 @@ def grouped(acls: Iterable[Acl]) -> dict[str, dict[Resource, list[str]]]:
     return {cluster: dict(sorted(resources.items())) for cluster, resources in sorted(out.items())}
 
 
-def command_line(bootstrap: str, principal: str, resource: Resource, operations: Iterable[str],
-                 command_config: str | None = None) -> str:
+def command_line(
+    bootstrap: str, principal: str, resource: Resource, operations: Iterable[str], command_config: str | None = None
+) -> str:
     """The ``kafka-acls.sh`` line granting ``operations`` on ``resource`` to ``principal``
     (``command_config``: the administrator's client properties file it connects with)."""
     words = ["kafka-acls.sh", "--bootstrap-server", bootstrap]
@@ -288,14 +337,16 @@ def _quoted(name: str) -> str:
     return shlex.quote(name)
 
 
-def command_lines(config: FerryConfig, principal: str | None = None, topics: Iterable[str] = (),
-                  command_config: str | None = None) -> list[str]:
+def command_lines(
+    config: FerryConfig, principal: str | None = None, topics: Iterable[str] = (), command_config: str | None = None
+) -> list[str]:
     """``kafka-acls.sh`` lines per cluster (a ``#`` line heads each cluster), for :func:`required_acls`."""
     return lines_for(config, required_acls(config, topics), principal, command_config)
 
 
-def lines_for(config: FerryConfig, found: Iterable[Acl], principal: str | None = None,
-              command_config: str | None = None) -> list[str]:
+def lines_for(
+    config: FerryConfig, found: Iterable[Acl], principal: str | None = None, command_config: str | None = None
+) -> list[str]:
     """``kafka-acls.sh`` lines granting ``found`` (e.g. what :func:`missing` returned), per cluster of ``config``."""
     lines: list[str] = []
     for cluster, resources in grouped(found).items():
@@ -303,8 +354,10 @@ def lines_for(config: FerryConfig, found: Iterable[Acl], principal: str | None =
         who = principal_of(cluster, properties, principal)
         bootstrap = str(properties["bootstrap.servers"])
         lines.append(f"# cluster {cluster}: principal {who}")
-        lines += [command_line(bootstrap, who, resource, operations, command_config)
-                  for resource, operations in resources.items()]
+        lines += [
+            command_line(bootstrap, who, resource, operations, command_config)
+            for resource, operations in resources.items()
+        ]
     return lines
 
 
@@ -315,8 +368,14 @@ def unmatched_routes(config: FerryConfig, topics: Iterable[str] = ()) -> list[st
 
 
 # What an allowed operation lets a principal do besides itself (Kafka's AclAuthorizer rules).
-_IMPLIES = {"All": set(_OPERATION_ORDER), "Read": {"Describe"}, "Write": {"Describe"}, "Delete": {"Describe"},
-            "Alter": {"Describe"}, "AlterConfigs": {"DescribeConfigs"}}
+_IMPLIES = {
+    "All": set(_OPERATION_ORDER),
+    "Read": {"Describe"},
+    "Write": {"Describe"},
+    "Delete": {"Describe"},
+    "Alter": {"Describe"},
+    "AlterConfigs": {"DescribeConfigs"},
+}
 
 
 def _covers(granted: Resource, wanted: Resource) -> bool:
@@ -339,6 +398,12 @@ def missing(required: Iterable[Acl], granted: Iterable[Acl]) -> list[Acl]:
     by_cluster: dict[str, list[Acl]] = {}
     for acl in granted:
         by_cluster.setdefault(acl.cluster, []).append(acl)
-    return [need for need in required if not any(
-        (g.operation == need.operation or need.operation in _IMPLIES.get(g.operation, set()))
-        and _covers(g.resource, need.resource) for g in by_cluster.get(need.cluster, []))]
+    return [
+        need
+        for need in required
+        if not any(
+            (g.operation == need.operation or need.operation in _IMPLIES.get(g.operation, set()))
+            and _covers(g.resource, need.resource)
+            for g in by_cluster.get(need.cluster, [])
+        )
+    ]

@@ -68,9 +68,13 @@ def _cluster_roles(data: Mapping[str, Any]) -> dict[str, tuple[kafka_properties.
 def _properties(section: Any, skip: Collection[str], where: str, local_files: bool) -> dict[str, Any]:
     if not isinstance(section, dict):
         return {}
-    return {str(key): value for key, value in section.items()
-            if f"{where}.{key}" not in skip and isinstance(value, str | int | float | bool)
-            and (local_files or not LOCAL_FILE_PROPERTY.search(str(key)))}
+    return {
+        str(key): value
+        for key, value in section.items()
+        if f"{where}.{key}" not in skip
+        and isinstance(value, str | int | float | bool)
+        and (local_files or not LOCAL_FILE_PROPERTY.search(str(key)))
+    }
 
 
 def client_problems(data: Mapping[str, Any], skip: Collection[str] = (), local_files: bool = True) -> list[str]:
@@ -101,7 +105,9 @@ def client_problems(data: Mapping[str, Any], skip: Collection[str] = (), local_f
 
 
 def check_data(
-    data: Any, env: Mapping[str, str] | None = None, read_file: Callable[[str], str] | None = None,
+    data: Any,
+    env: Mapping[str, str] | None = None,
+    read_file: Callable[[str], str] | None = None,
     local_files: bool = True,
 ) -> tuple[FerryConfig | None, list[str]]:
     """Every problem of already-parsed config data, and the config when there is none.

@@ -62,8 +62,15 @@ def granted_acls(cluster: str, properties: Mapping[str, Any], principal: str) ->
     admin = kafka_clients.admin(dict(properties))
     found: list[acls.Acl] = []
     for who in dict.fromkeys([principal, "User:*"]):
-        wanted = AclBindingFilter(ResourceType.ANY, _MATCH_ANY, ResourcePatternType.ANY, who, _MATCH_ANY,
-                                  AclOperation.ANY, AclPermissionType.ALLOW)
+        wanted = AclBindingFilter(
+            ResourceType.ANY,
+            _MATCH_ANY,
+            ResourcePatternType.ANY,
+            who,
+            _MATCH_ANY,
+            AclOperation.ANY,
+            AclPermissionType.ALLOW,
+        )
         for binding in admin.describe_acls(wanted, request_timeout=_TIMEOUT_S).result(_TIMEOUT_S):
             kind = _RESOURCE_TYPES.get(binding.restype)
             pattern = _PATTERNS.get(binding.resource_pattern_type)
@@ -108,24 +115,41 @@ def check_granted(
         needed = [acl for acl in required if acl.cluster == cluster]
         # A client without Describe on the cluster gets an empty answer, not an error (librdkafka
         # drops the broker's CLUSTER_AUTHORIZATION_FAILED): say that it may be the reason.
-        error = None if granted else (
-            f"the cluster reports no ACLs for {who}: none are granted, or the client asking may not describe "
-            f"ACLs (that needs Describe on the cluster: ask with an administrator's properties)")
+        error = (
+            None
+            if granted
+            else (
+                f"the cluster reports no ACLs for {who}: none are granted, or the client asking may not describe "
+                f"ACLs (that needs Describe on the cluster: ask with an administrator's properties)"
+            )
+        )
         out[cluster] = ClusterGrants(cluster, who, acls.missing(needed, granted), error)
     return out
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "acls", help="print the Kafka ACLs Ferry's principal needs on each cluster, as kafka-acls.sh lines",
+        "acls",
+        help="print the Kafka ACLs Ferry's principal needs on each cluster, as kafka-acls.sh lines",
         description="Prints, per cluster, the kafka-acls.sh command lines that grant Ferry's principal what the "
-                    "config's routes, group checkpoints, heartbeats and offset map need, and nothing more.")
+        "config's routes, group checkpoints, heartbeats and offset map need, and nothing more.",
+    )
     parser.add_argument("--config", required=True, help="Ferry's YAML config file")
-    parser.add_argument("--principal", help="Ferry's Kafka principal (User:NAME or NAME); default: each cluster's sasl.username")
-    parser.add_argument("--topic", action="append", default=[], metavar="TOPIC",
-                        help="a source topic mirrored besides the routes' include patterns (added with POST /topics); repeatable")
-    parser.add_argument("--command-config", metavar="FILE",
-                        help="an administrator's client properties file, added to each line (kafka-acls.sh --command-config)")
+    parser.add_argument(
+        "--principal", help="Ferry's Kafka principal (User:NAME or NAME); default: each cluster's sasl.username"
+    )
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC",
+        help="a source topic mirrored besides the routes' include patterns (added with POST /topics); repeatable",
+    )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="an administrator's client properties file, added to each line (kafka-acls.sh --command-config)",
+    )
     parser.set_defaults(func=_run)
 
 

@@ -102,10 +102,14 @@ def destination_name(config: FerryConfig, route: str, topic: str) -> str | None:
 def node_destination(config: FerryConfig, layout: ZkLayout, path: str) -> str | None:
     """The destination topic name of a node under a renaming route's ideal state or external view."""
     for route in config.routes:
-        for base in (layout.route_topics(route.name), layout.route_external(route.name), layout.removed.rstrip("/") + "/" + route.name):
+        for base in (
+            layout.route_topics(route.name),
+            layout.route_external(route.name),
+            layout.removed.rstrip("/") + "/" + route.name,
+        ):
             prefix = base.rstrip("/") + "/"
             if path.startswith(prefix) and len(path) > len(prefix):
-                return destination_name(config, route.name, path[len(prefix):].split("/", 1)[0])
+                return destination_name(config, route.name, path[len(prefix) :].split("/", 1)[0])
     return None
 
 
@@ -157,8 +161,9 @@ def _short(data: Any, limit: int = 70) -> str:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     # --config and --json are accepted before and after the action: `ferry zk ideal T --config F`.
-    anywhere = config_and_json_anywhere("Ferry's YAML config (ZooKeeper address and root); required",
-                                        "print JSON for scripts")
+    anywhere = config_and_json_anywhere(
+        "Ferry's YAML config (ZooKeeper address and root); required", "print JSON for scripts"
+    )
     parser = subparsers.add_parser("zk", help="inspect Ferry's state in ZooKeeper (read-only)", parents=[anywhere])
     actions = parser.add_subparsers(dest="zk_action", required=True)
     tree_parser = actions.add_parser("tree", help="every node under the root: size, version, data", parents=[anywhere])
@@ -169,7 +174,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         topic_parser = actions.add_parser(name, help=help_text, parents=[anywhere])
         topic_parser.add_argument("topic")
         topic_parser.add_argument("--route", help="needed when several routes are configured")
-    diff_parser = actions.add_parser("diff", help="where the ideal state and the external view disagree", parents=[anywhere])
+    diff_parser = actions.add_parser(
+        "diff", help="where the ideal state and the external view disagree", parents=[anywhere]
+    )
     diff_parser.add_argument("--route", help=argparse.SUPPRESS)
     parser.set_defaults(func=_run)
 
@@ -265,8 +272,14 @@ def _dispatch(args: argparse.Namespace, client: KazooClient, layout: ZkLayout, c
             columns.insert(1, "destination")
         print_table(
             [
-                {"partition": str(m.partition), "destination": d, "problem": m.problem, "ideal": m.ideal_worker,
-                 "reported": m.reported_worker, "reason": m.reason}
+                {
+                    "partition": str(m.partition),
+                    "destination": d,
+                    "problem": m.problem,
+                    "ideal": m.ideal_worker,
+                    "reported": m.reported_worker,
+                    "reason": m.reason,
+                }
                 for m, d in zip(found, destinations, strict=True)
             ],
             columns,

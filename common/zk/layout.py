@@ -175,7 +175,9 @@ class _HideDigest(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple) and any(isinstance(arg, Auth) for arg in record.args):
-            record.args = tuple(arg._replace(auth="**********") if isinstance(arg, Auth) else arg for arg in record.args)
+            record.args = tuple(
+                arg._replace(auth="**********") if isinstance(arg, Auth) else arg for arg in record.args
+            )
         return True
 
 
@@ -199,7 +201,10 @@ def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooCli
         for name in ("kazoo.client", "kazoo.protocol.connection"):  # the loggers kazoo's connection uses
             if _HIDE_DIGEST not in logging.getLogger(name).filters:
                 logging.getLogger(name).addFilter(_HIDE_DIGEST)
-        secured = {"auth_data": [("digest", f"{user}:{password}")], "default_acl": ferry_acl(config.auth, user, password)}
+        secured = {
+            "auth_data": [("digest", f"{user}:{password}")],
+            "default_acl": ferry_acl(config.auth, user, password),
+        }
     return KazooClient(
         hosts=connect or config.connect,
         timeout=config.session_timeout_s,
@@ -209,8 +214,12 @@ def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooCli
     )
 
 
-def connect(client: KazooClient, config: ZookeeperConfig, stop: threading.Event | None = None,
-            clock: Callable[[], float] = time.monotonic) -> bool:
+def connect(
+    client: KazooClient,
+    config: ZookeeperConfig,
+    stop: threading.Event | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
     """Starts ``client`` and waits until it is connected, at most ``zookeeper.retry_deadline_s``.
 
     True once connected. False when ``stop`` was set first: a SIGTERM while connecting ends the
@@ -232,8 +241,10 @@ def connect(client: KazooClient, config: ZookeeperConfig, stop: threading.Event 
             raise ConfigError(f"ZooKeeper at {config.connect} refused the credentials of zookeeper.auth")
         if stopped:
             return False
-        raise UnreachableError(f"cannot reach ZooKeeper at {config.connect} within zookeeper.retry_deadline_s "
-                               f"({config.retry_deadline_s:g} s)")
+        raise UnreachableError(
+            f"cannot reach ZooKeeper at {config.connect} within zookeeper.retry_deadline_s "
+            f"({config.retry_deadline_s:g} s)"
+        )
     return True
 
 
@@ -249,5 +260,6 @@ def given_up(client: KazooClient) -> bool:
 
 def lost(config: ZookeeperConfig) -> UnreachableError:
     """The error a process ends with once its client :func:`given_up`."""
-    return UnreachableError(f"lost ZooKeeper at {config.connect} for longer than zookeeper.retry_deadline_s "
-                            f"({config.retry_deadline_s:g} s)")
+    return UnreachableError(
+        f"lost ZooKeeper at {config.connect} for longer than zookeeper.retry_deadline_s ({config.retry_deadline_s:g} s)"
+    )

@@ -51,7 +51,7 @@ class StateReader:
         result: dict[str, tuple[bytes, int]] = {}
         pending = list(paths)
         for start in range(0, len(pending), PIPELINE_DEPTH):
-            batch = [(path, self.zk.get_async(path)) for path in pending[start:start + PIPELINE_DEPTH]]
+            batch = [(path, self.zk.get_async(path)) for path in pending[start : start + PIPELINE_DEPTH]]
             self.reads += len(batch)
             for path, answer in batch:
                 try:
@@ -75,7 +75,8 @@ class StateReader:
 
     def statuses(self) -> dict[str, WorkerStatus]:
         return {
-            worker: WorkerStatus.from_bytes(data) for worker, (data, _) in self._folder(self.layout.worker_states).items()
+            worker: WorkerStatus.from_bytes(data)
+            for worker, (data, _) in self._folder(self.layout.worker_states).items()
         }
 
     def _routes(self, folder: str, routes: Iterable[str] | None) -> list[str]:

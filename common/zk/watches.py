@@ -18,8 +18,9 @@ from kazoo.exceptions import KazooException, NoNodeError
 RETRY_READ_S = 1.0
 
 
-def follow_pipelined(zk: KazooClient, path: str, current: Callable[[], bool],
-                     on_data: Callable[[bytes | None], None]) -> None:
+def follow_pipelined(
+    zk: KazooClient, path: str, current: Callable[[], bool], on_data: Callable[[bytes | None], None]
+) -> None:
     """Calls ``on_data`` with the node's data at every change (None: deleted) while ``current()``.
 
     A notification only sends ``get_async`` (with the next watch); the answer calls ``on_data``

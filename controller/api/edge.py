@@ -54,8 +54,14 @@ def _after(response: Response) -> Response:
     response.headers[REQUEST_ID_HEADER] = _request_id()
     if request.method not in _READ_METHODS:
         # An audit line per write: who (the token's name, never the token) did what.
-        log.info("%s %s -> %d (token %s, request %s)", request.method, request.path, response.status_code,
-                 g.get("token_name") or "-", _request_id())
+        log.info(
+            "%s %s -> %d (token %s, request %s)",
+            request.method,
+            request.path,
+            response.status_code,
+            g.get("token_name") or "-",
+            _request_id(),
+        )
     return response
 
 
@@ -74,22 +80,30 @@ def _forward_if_standby() -> Response | None:
     if not leader or not leader.get("rest_url"):
         raise Unavailable("no controller leads right now; retry in a few seconds")
     timeout = current_app.config.get("FERRY_FORWARD_TIMEOUT_S", 10.0)
-    headers = {"Content-Type": request.content_type or "application/json",
-               FORWARDED_HEADER: controller.controller_id, REQUEST_ID_HEADER: _request_id()}
+    headers = {
+        "Content-Type": request.content_type or "application/json",
+        FORWARDED_HEADER: controller.controller_id,
+        REQUEST_ID_HEADER: _request_id(),
+    }
     if request.headers.get("Authorization"):
         headers["Authorization"] = request.headers["Authorization"]
     try:
         answer = requests.request(
-            request.method, leader["rest_url"].rstrip("/") + request.full_path.rstrip("?"),
-            data=request.get_data(), headers=headers, timeout=timeout,
+            request.method,
+            leader["rest_url"].rstrip("/") + request.full_path.rstrip("?"),
+            data=request.get_data(),
+            headers=headers,
+            timeout=timeout,
             verify=current_app.config.get("FERRY_FORWARD_VERIFY", True),
         )
     except requests.RequestException as exc:
         # The exception's text names the URL and the cause; it carries no header of ours.
-        raise Unavailable(f"the leader {leader.get('id')} at {leader['rest_url']} did not answer: "
-                          f"{type(exc).__name__}") from None
-    response = Response(answer.content, status=answer.status_code,
-                        content_type=answer.headers.get("Content-Type", "application/json"))
+        raise Unavailable(
+            f"the leader {leader.get('id')} at {leader['rest_url']} did not answer: {type(exc).__name__}"
+        ) from None
+    response = Response(
+        answer.content, status=answer.status_code, content_type=answer.headers.get("Content-Type", "application/json")
+    )
     if "WWW-Authenticate" in answer.headers:
         response.headers["WWW-Authenticate"] = answer.headers["WWW-Authenticate"]
     return response

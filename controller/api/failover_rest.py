@@ -27,8 +27,14 @@ def _route_name(route: Any) -> str:
 
 def _failover_request(route: str) -> dict[str, Any]:
     body = _checked(FailoverRequest, '{"planned": true, "quietS": 5} (or no body at all)', optional=True)
-    return {"route": _route_name(route), "planned": body.planned, "groups": body.groups, "topics": body.topics,
-            "quiet_s": body.quiet_s, "timeout_s": body.timeout_s}
+    return {
+        "route": _route_name(route),
+        "planned": body.planned,
+        "groups": body.groups,
+        "topics": body.topics,
+        "quiet_s": body.quiet_s,
+        "timeout_s": body.timeout_s,
+    }
 
 
 @failover_api.get("/routes")
@@ -43,7 +49,13 @@ def route(route: str) -> Any:
 
 @failover_api.post("/routes/<route>/failover")
 @leader_only(_failover_request)
-def failover(route: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float,
-             timeout_s: float) -> Any:
-    return jsonify(rest_json.route_state_json(_controller().failover.fail_over(  # type: ignore[attr-defined]
-        route, planned, groups, topics, quiet_s, timeout_s)))
+def failover(
+    route: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
+) -> Any:
+    return jsonify(
+        rest_json.route_state_json(
+            _controller().failover.fail_over(  # type: ignore[attr-defined]
+                route, planned, groups, topics, quiet_s, timeout_s
+            )
+        )
+    )

@@ -22,8 +22,9 @@ from pydantic_core import core_schema
 class WireModel(BaseModel):
     """camelCase on the wire, snake_case in Python."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True,
-                              json_schema_serialization_defaults_required=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, json_schema_serialization_defaults_required=True
+    )
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-ready dict, keys as on the wire, in declaration order."""

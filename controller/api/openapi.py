@@ -27,7 +27,7 @@ from ferry.controller.api.response_models import RESPONSES
 
 _REQUEST_ID = {
     "description": "This request's id: the caller's own X-Request-Id when it is sane "
-                   "(1-128 of letters, digits and ._:-), else a new one. Errors carry it as requestId.",
+    "(1-128 of letters, digits and ._:-), else a new one. Errors carry it as requestId.",
     "schema": {"type": "string"},
 }
 
@@ -37,8 +37,11 @@ def _ref(name: str) -> dict[str, str]:
 
 
 def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"description": description, "headers": {"X-Request-Id": _REQUEST_ID},
-            "content": {"application/json": {"schema": schema}}}
+    return {
+        "description": description,
+        "headers": {"X-Request-Id": _REQUEST_ID},
+        "content": {"application/json": {"schema": schema}},
+    }
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -52,9 +55,13 @@ _ERRORS = {
     "default": _error("Any other error (405 wrong method, 500 a bug: quote requestId)"),
 }
 _AUTH_ERRORS = {
-    "401": {**_error("No bearer token, or an unknown one"),
-            "headers": {"X-Request-Id": _REQUEST_ID,
-                        "WWW-Authenticate": {"description": 'Bearer realm="ferry"', "schema": {"type": "string"}}}},
+    "401": {
+        **_error("No bearer token, or an unknown one"),
+        "headers": {
+            "X-Request-Id": _REQUEST_ID,
+            "WWW-Authenticate": {"description": 'Bearer realm="ferry"', "schema": {"type": "string"}},
+        },
+    },
     "403": _error("The token may only read; this request writes"),
 }
 
@@ -80,20 +87,42 @@ def _query_parameters(model: type[TranslateQuery]) -> list[dict[str, Any]]:
     return parameters
 
 
-_TOPIC_PARAM = {"name": "topic", "in": "path", "required": True,
-                "schema": {"type": "string", "pattern": anchored(TOPIC_PATTERN)}}
-_ROUTE_QUERY = {"name": "route", "in": "query", "required": False,
-                "schema": {"type": "string", "pattern": anchored(ROUTE_PATTERN)},
-                "description": "only this route, <source>.<destination>"}
-_PARTITION_PARAM = {"name": "partition", "in": "path", "required": True,
-                    "schema": {"type": "integer", "minimum": 0, "maximum": MAX_PARTITIONS - 1}}
+_TOPIC_PARAM = {
+    "name": "topic",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": anchored(TOPIC_PATTERN)},
+}
+_ROUTE_QUERY = {
+    "name": "route",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string", "pattern": anchored(ROUTE_PATTERN)},
+    "description": "only this route, <source>.<destination>",
+}
+_PARTITION_PARAM = {
+    "name": "partition",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 0, "maximum": MAX_PARTITIONS - 1},
+}
 
 
-def _op(summary: str, ok: dict[str, Any], write: bool = False, parameters: list[dict[str, Any]] | None = None,
-        body: str | list[str] | None = None, ok_status: str = "200", body_required: bool = True,
-        extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    operation: dict[str, Any] = {"summary": summary, "responses": {ok_status: ok, **_ERRORS, **(extra or {})},
-                                 "x-ferry-write": write}
+def _op(
+    summary: str,
+    ok: dict[str, Any],
+    write: bool = False,
+    parameters: list[dict[str, Any]] | None = None,
+    body: str | list[str] | None = None,
+    ok_status: str = "200",
+    body_required: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "summary": summary,
+        "responses": {ok_status: ok, **_ERRORS, **(extra or {})},
+        "x-ferry-write": write,
+    }
     if parameters:
         operation["parameters"] = parameters
     if body:
@@ -106,113 +135,243 @@ _REGISTRY_ERRORS = {"502": _error("A schema registry refused a request")}
 
 
 _PATHS: dict[str, Any] = {
-    "/health": {"get": _op("This controller's state and the leader (never needs a token)", _json("ok", _ref("Health")))},
+    "/health": {
+        "get": _op("This controller's state and the leader (never needs a token)", _json("ok", _ref("Health")))
+    },
     "/openapi.json": {"get": _op("This document (never needs a token)", _json("ok", {"type": "object"}))},
-    "/metrics": {"get": _op("Prometheus metrics", {
-        "description": "Prometheus text format", "headers": {"X-Request-Id": _REQUEST_ID},
-        "content": {"text/plain": {"schema": {"type": "string"}}}})},
+    "/metrics": {
+        "get": _op(
+            "Prometheus metrics",
+            {
+                "description": "Prometheus text format",
+                "headers": {"X-Request-Id": _REQUEST_ID},
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            },
+        )
+    },
     "/topics": {
         "get": _op("Mirrored topics", _json("ok", _ref("TopicList"))),
-        "post": _op("Mirror a topic, or many ({\"topics\": [...]}); a standby forwards it to the leader",
-                    _json("created: the topic's view, or (bulk) the created topics",
-                          {"oneOf": [_ref("TopicView"), _ref("TopicList")]}),
-                    write=True, body=["TopicRequest", "TopicsRequest"], ok_status="201"),
-        "put": _op("Mirror more partitions of a topic (numPartitions required; never fewer)",
-                   _json("the topic's view", _ref("TopicView")), write=True, body="TopicRequest"),
+        "post": _op(
+            'Mirror a topic, or many ({"topics": [...]}); a standby forwards it to the leader',
+            _json(
+                "created: the topic's view, or (bulk) the created topics",
+                {"oneOf": [_ref("TopicView"), _ref("TopicList")]},
+            ),
+            write=True,
+            body=["TopicRequest", "TopicsRequest"],
+            ok_status="201",
+        ),
+        "put": _op(
+            "Mirror more partitions of a topic (numPartitions required; never fewer)",
+            _json("the topic's view", _ref("TopicView")),
+            write=True,
+            body="TopicRequest",
+        ),
     },
     "/topics/{topic}": {
-        "get": _op("A topic's ideal state and external view", _json("ok", _ref("TopicView")),
-                   parameters=[_TOPIC_PARAM, _ROUTE_QUERY]),
-        "delete": _op("Stop mirroring a topic (the destination topic stays)", _json("ok", _ref("Deleted")),
-                      write=True, parameters=[_TOPIC_PARAM, _ROUTE_QUERY]),
+        "get": _op(
+            "A topic's ideal state and external view",
+            _json("ok", _ref("TopicView")),
+            parameters=[_TOPIC_PARAM, _ROUTE_QUERY],
+        ),
+        "delete": _op(
+            "Stop mirroring a topic (the destination topic stays)",
+            _json("ok", _ref("Deleted")),
+            write=True,
+            parameters=[_TOPIC_PARAM, _ROUTE_QUERY],
+        ),
     },
     "/instances": {
         "get": _op("Live workers and what they hold", _json("ok", _ref("Instances"))),
         "post": _op("Rebalance now", _json("ok", _ref("Rebalanced")), write=True),
     },
     "/validation": {"get": _op("Ideal state vs what workers report", _json("ok", _ref("Validation")))},
-    "/validation/srcKafka": {"get": _op("Partition counts at the source vs the ideal state",
-                                        _json("ok", _ref("SourceValidation")))},
+    "/validation/srcKafka": {
+        "get": _op("Partition counts at the source vs the ideal state", _json("ok", _ref("SourceValidation")))
+    },
     "/offset": {"get": _op("Committed and log-end offsets of every mirrored partition", _json("ok", _ref("Offsets")))},
     "/offset/{topic}": {"get": _op("Offsets of one topic", _json("ok", _ref("Offsets")), parameters=[_TOPIC_PARAM])},
-    "/offset/{topic}/{partition}": {"get": _op("Offsets of one partition", _json("ok", _ref("Offsets")),
-                                               parameters=[_TOPIC_PARAM, _PARTITION_PARAM])},
-    "/groups": {"get": _op("Consumer groups' source offsets translated to the destination (asks the leader)",
-                           _json("ok", _ref("Groups")))},
-    "/groups/{group}": {"get": _op("One consumer group's translated offsets (asks the leader)", _json("ok", _ref("Groups")),
-                                   parameters=[{"name": "group", "in": "path", "required": True,
-                                                "schema": {"type": "string", "pattern": anchored(GROUP_PATTERN)}}])},
-    "/translate": {"get": _op(
-        "One consumer position translated with the route's offset map (or by timestamp, marked so), "
-        "source -> destination or, with direction=reverse, back",
-        _json("ok", _ref("Translation")), parameters=_query_parameters(TranslateQuery))},
-    "/noprogress": {"get": _op("Lagging partitions whose offset has not moved (asks the leader)",
-                               _json("ok", _ref("NoProgress")))},
-    "/schemas": {"get": _op("Schema distribution: per primary subject, its latest version and ID and each "
-                            "target's state (asks the leader; 404 when `schemas` is not configured)",
-                            _json("the last pass's report", _ref("SchemaStatus")), extra=_REGISTRY_ERRORS)},
-    "/schemas/sync": {"post": _op("Run a schema distribution pass now (the leader); its report",
-                                  _json("the pass's report", _ref("SchemaReport")), write=True,
-                                  body="SyncRequest", body_required=False, extra=_REGISTRY_ERRORS)},
+    "/offset/{topic}/{partition}": {
+        "get": _op(
+            "Offsets of one partition", _json("ok", _ref("Offsets")), parameters=[_TOPIC_PARAM, _PARTITION_PARAM]
+        )
+    },
+    "/groups": {
+        "get": _op(
+            "Consumer groups' source offsets translated to the destination (asks the leader)",
+            _json("ok", _ref("Groups")),
+        )
+    },
+    "/groups/{group}": {
+        "get": _op(
+            "One consumer group's translated offsets (asks the leader)",
+            _json("ok", _ref("Groups")),
+            parameters=[
+                {
+                    "name": "group",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string", "pattern": anchored(GROUP_PATTERN)},
+                }
+            ],
+        )
+    },
+    "/translate": {
+        "get": _op(
+            "One consumer position translated with the route's offset map (or by timestamp, marked so), "
+            "source -> destination or, with direction=reverse, back",
+            _json("ok", _ref("Translation")),
+            parameters=_query_parameters(TranslateQuery),
+        )
+    },
+    "/noprogress": {
+        "get": _op("Lagging partitions whose offset has not moved (asks the leader)", _json("ok", _ref("NoProgress")))
+    },
+    "/schemas": {
+        "get": _op(
+            "Schema distribution: per primary subject, its latest version and ID and each "
+            "target's state (asks the leader; 404 when `schemas` is not configured)",
+            _json("the last pass's report", _ref("SchemaStatus")),
+            extra=_REGISTRY_ERRORS,
+        )
+    },
+    "/schemas/sync": {
+        "post": _op(
+            "Run a schema distribution pass now (the leader); its report",
+            _json("the pass's report", _ref("SchemaReport")),
+            write=True,
+            body="SyncRequest",
+            body_required=False,
+            extra=_REGISTRY_ERRORS,
+        )
+    },
 }
 
-_PATHS["/tree"] = {"get": _op(
-    "The distribution tree's distributors: level, mask, subtree, target, state (format=text: a table)",
-    _json("ok", _ref("TreeView")),
-    parameters=[{"name": "format", "in": "query", "required": False, "schema": {"type": "string", "enum": ["json", "text"]}}])}
-_PATHS["/tree/{distributor}/target"] = {"post": _op(
-    "Switch a distributor to another leaf of its subtree; a standby forwards it to the leader",
-    _json("the switched targets", _ref("TargetSwitched")), write=True,
-    body="TargetRequest",
-    parameters=[{"name": "distributor", "in": "path", "required": True,
-                 "schema": {"type": "string", "pattern": anchored(DISTRIBUTOR_PATTERN)}}])}
-_PATHS["/heartbeats"] = {"get": _op(
-    "Heartbeat latency and time since the last heartbeat, per route and end to end (asks the leader)",
-    _json("ok", _ref("Heartbeats")))}
+_PATHS["/tree"] = {
+    "get": _op(
+        "The distribution tree's distributors: level, mask, subtree, target, state (format=text: a table)",
+        _json("ok", _ref("TreeView")),
+        parameters=[
+            {"name": "format", "in": "query", "required": False, "schema": {"type": "string", "enum": ["json", "text"]}}
+        ],
+    )
+}
+_PATHS["/tree/{distributor}/target"] = {
+    "post": _op(
+        "Switch a distributor to another leaf of its subtree; a standby forwards it to the leader",
+        _json("the switched targets", _ref("TargetSwitched")),
+        write=True,
+        body="TargetRequest",
+        parameters=[
+            {
+                "name": "distributor",
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string", "pattern": anchored(DISTRIBUTOR_PATTERN)},
+            }
+        ],
+    )
+}
+_PATHS["/heartbeats"] = {
+    "get": _op(
+        "Heartbeat latency and time since the last heartbeat, per route and end to end (asks the leader)",
+        _json("ok", _ref("Heartbeats")),
+    )
+}
 
-_WORKER_PARAM = {"name": "worker", "in": "path", "required": True,
-                 "schema": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"}}
-_PATHS["/topics/{topic}/pause"] = {"post": _op(
-    "Pause a topic, or some of its partitions: they keep their worker, which commits what was acknowledged and stops "
-    "consuming them", _json("the topic's paused partitions per route", _ref("PausedPartitions")), write=True,
-    parameters=[_TOPIC_PARAM, _ROUTE_QUERY], body="PauseRequest", body_required=False)}
-_PATHS["/topics/{topic}/resume"] = {"post": _op(
-    "Resume a paused topic or some of its partitions; copying continues where it stopped",
-    _json("the topic's paused partitions per route", _ref("PausedPartitions")), write=True,
-    parameters=[_TOPIC_PARAM, _ROUTE_QUERY], body="PauseRequest", body_required=False)}
-_PATHS["/workers/{worker}"] = {"get": _op("A worker's cordon and how many partitions it holds",
-                                          _json("ok", _ref("WorkerControl")), parameters=[_WORKER_PARAM])}
-for _action, _summary in (("cordon", "Cordon a worker: it receives nothing new and keeps what it holds"),
-                          ("drain", "Drain a worker: its partitions move to the others (flushed and committed "
-                                    "first) and it receives nothing new until uncordoned"),
-                          ("uncordon", "Uncordon a worker: it may receive partitions again")):
-    _PATHS[f"/workers/{{worker}}/{_action}"] = {"post": _op(_summary, _json("ok", _ref("WorkerControl")), write=True,
-                                                            parameters=[_WORKER_PARAM])}
-_PATHS["/controls"] = {"get": _op("Paused partitions, cordoned workers, autobalancing and every route's throttle",
-                                  _json("ok", _ref("Controls")))}
+_WORKER_PARAM = {
+    "name": "worker",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"},
+}
+_PATHS["/topics/{topic}/pause"] = {
+    "post": _op(
+        "Pause a topic, or some of its partitions: they keep their worker, which commits what was acknowledged and stops "
+        "consuming them",
+        _json("the topic's paused partitions per route", _ref("PausedPartitions")),
+        write=True,
+        parameters=[_TOPIC_PARAM, _ROUTE_QUERY],
+        body="PauseRequest",
+        body_required=False,
+    )
+}
+_PATHS["/topics/{topic}/resume"] = {
+    "post": _op(
+        "Resume a paused topic or some of its partitions; copying continues where it stopped",
+        _json("the topic's paused partitions per route", _ref("PausedPartitions")),
+        write=True,
+        parameters=[_TOPIC_PARAM, _ROUTE_QUERY],
+        body="PauseRequest",
+        body_required=False,
+    )
+}
+_PATHS["/workers/{worker}"] = {
+    "get": _op(
+        "A worker's cordon and how many partitions it holds",
+        _json("ok", _ref("WorkerControl")),
+        parameters=[_WORKER_PARAM],
+    )
+}
+for _action, _summary in (
+    ("cordon", "Cordon a worker: it receives nothing new and keeps what it holds"),
+    (
+        "drain",
+        "Drain a worker: its partitions move to the others (flushed and committed "
+        "first) and it receives nothing new until uncordoned",
+    ),
+    ("uncordon", "Uncordon a worker: it may receive partitions again"),
+):
+    _PATHS[f"/workers/{{worker}}/{_action}"] = {
+        "post": _op(_summary, _json("ok", _ref("WorkerControl")), write=True, parameters=[_WORKER_PARAM])
+    }
+_PATHS["/controls"] = {
+    "get": _op(
+        "Paused partitions, cordoned workers, autobalancing and every route's throttle", _json("ok", _ref("Controls"))
+    )
+}
 _PATHS["/autobalancing"] = {
     "get": _op("Whether workers joining trigger a rebalance", _json("ok", _ref("Autobalancing"))),
-    "put": _op("Turn the rebalance after workers join on or off", _json("ok", _ref("Autobalancing")), write=True,
-               body="Autobalancing"),
+    "put": _op(
+        "Turn the rebalance after workers join on or off",
+        _json("ok", _ref("Autobalancing")),
+        write=True,
+        body="Autobalancing",
+    ),
 }
-_PATHS["/routes/{route}/throttle"] = {"put": _op(
-    "Set a route's throttle across the fleet at run time (null: no limit; both null: back to the config's)",
-    _json("the route's throttle", _ref("ThrottleAnswer")), write=True, body="Throttle",
-    parameters=[{"name": "route", "in": "path", "required": True, "schema": {"type": "string", "pattern": ROUTE_PATTERN}}])}
+_PATHS["/routes/{route}/throttle"] = {
+    "put": _op(
+        "Set a route's throttle across the fleet at run time (null: no limit; both null: back to the config's)",
+        _json("the route's throttle", _ref("ThrottleAnswer")),
+        write=True,
+        body="Throttle",
+        parameters=[
+            {"name": "route", "in": "path", "required": True, "schema": {"type": "string", "pattern": ROUTE_PATTERN}}
+        ],
+    )
+}
 
 _OPEN_PATHS = ("/health", "/openapi.json")
 
 
 _ROUTE_PARAM = {"name": "route", "in": "path", "required": True, "schema": {"type": "string", "pattern": ROUTE_PATTERN}}
 _PATHS["/routes"] = {"get": _op("Every configured route and its failover state", _json("ok", _ref("Routes")))}
-_PATHS["/routes/{route}"] = {"get": _op("One route's failover state and report", _json("ok", _ref("RouteState")),
-                                        parameters=[_ROUTE_PARAM])}
-_PATHS["/routes/{route}/failover"] = {"post": _op(
-    "Fail the route over to its destination: planned (waits until the source is quiet and everything is copied) or "
-    "not (the source is gone: last checkpoints, RPO per partition); a standby forwards it to the leader; "
-    "a retry goes on from the phase reached",
-    _json("the route's state and report", _ref("RouteState")), write=True, body="FailoverRequest", body_required=False,
-    parameters=[_ROUTE_PARAM], extra={"409": _error("The route is already failed over (or failing back)")})}
+_PATHS["/routes/{route}"] = {
+    "get": _op("One route's failover state and report", _json("ok", _ref("RouteState")), parameters=[_ROUTE_PARAM])
+}
+_PATHS["/routes/{route}/failover"] = {
+    "post": _op(
+        "Fail the route over to its destination: planned (waits until the source is quiet and everything is copied) or "
+        "not (the source is gone: last checkpoints, RPO per partition); a standby forwards it to the leader; "
+        "a retry goes on from the phase reached",
+        _json("the route's state and report", _ref("RouteState")),
+        write=True,
+        body="FailoverRequest",
+        body_required=False,
+        parameters=[_ROUTE_PARAM],
+        extra={"409": _error("The route is already failed over (or failing back)")},
+    )
+}
 
 
 def openapi_document(auth_enabled: bool, open_reads: bool) -> dict[str, Any]:
@@ -233,16 +392,20 @@ def openapi_document(auth_enabled: bool, open_reads: bool) -> dict[str, Any]:
             "description": (
                 "Any controller answers reads; a standby forwards writes (and /noprogress, /schemas, /groups) to the leader, "
                 "with the caller's token. Every response carries X-Request-Id. "
-                + ("Authentication: bearer tokens; writes need a write token; reads "
-                   + ("are open." if open_reads else "need a read or write token.")
-                   + " 401: no or unknown token; 403: a read token on a write."
-                   if auth_enabled else "Authentication is off on this controller (controller.auth).")
+                + (
+                    "Authentication: bearer tokens; writes need a write token; reads "
+                    + ("are open." if open_reads else "need a read or write token.")
+                    + " 401: no or unknown token; 403: a read token on a write."
+                    if auth_enabled
+                    else "Authentication is off on this controller (controller.auth)."
+                )
             ),
         },
         "paths": paths,
         "components": {
             "schemas": copy.deepcopy(_SCHEMAS),
-            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer",
-                                               "description": "a token from controller.auth.tokens"}},
+            "securitySchemes": {
+                "bearerAuth": {"type": "http", "scheme": "bearer", "description": "a token from controller.auth.tokens"}
+            },
         },
     }

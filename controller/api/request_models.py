@@ -71,10 +71,16 @@ def _whole_number(maximum: int) -> BeforeValidator:
 
 
 TopicName = Annotated[str, AfterValidator(_topic), Field(json_schema_extra={"pattern": anchored(TOPIC_PATTERN)})]
-RouteName = Annotated[str, _named(ROUTE_NAME, "a route name like source.destination"),
-                      Field(json_schema_extra={"pattern": anchored(ROUTE_PATTERN)})]
-ClusterName = Annotated[str, _named(CLUSTER_NAME, "a cluster name (letters, digits, '_' and '-')"),
-                        Field(json_schema_extra={"pattern": anchored(CLUSTER_PATTERN)})]
+RouteName = Annotated[
+    str,
+    _named(ROUTE_NAME, "a route name like source.destination"),
+    Field(json_schema_extra={"pattern": anchored(ROUTE_PATTERN)}),
+]
+ClusterName = Annotated[
+    str,
+    _named(CLUSTER_NAME, "a cluster name (letters, digits, '_' and '-')"),
+    Field(json_schema_extra={"pattern": anchored(CLUSTER_PATTERN)}),
+]
 PartitionCount = Annotated[int, Field(ge=1, le=MAX_PARTITIONS)]
 PartitionId = Annotated[int, Field(ge=0, le=MAX_PARTITIONS - 1)]
 Rate = Annotated[float, Field(gt=0, le=MAX_RATE)]
@@ -91,10 +97,15 @@ def _start(value: str | int) -> str | int:
     return start
 
 
-StartPosition = Annotated[str | int, AfterValidator(_start), Field(
-    description="where the topic's partitions start when nothing of the route is on the destination yet and nothing "
-                "is committed: earliest, latest, or a time (ISO 8601, or epoch milliseconds): the first record at or "
-                "after it; in place of the route's start (default: the route's)")]
+StartPosition = Annotated[
+    str | int,
+    AfterValidator(_start),
+    Field(
+        description="where the topic's partitions start when nothing of the route is on the destination yet and nothing "
+        "is committed: earliest, latest, or a time (ISO 8601, or epoch milliseconds): the first record at or "
+        "after it; in place of the route's start (default: the route's)"
+    ),
+]
 
 
 class TopicRequest(RequestModel):
@@ -102,7 +113,8 @@ class TopicRequest(RequestModel):
 
     topic: TopicName
     num_partitions: PartitionCount | None = Field(
-        None, description="POST: how many partitions to mirror (default: all at the source); PUT: required")
+        None, description="POST: how many partitions to mirror (default: all at the source); PUT: required"
+    )
     route: RouteName | None = Field(None, description="only this route (default: every configured route)")
     start: StartPosition | None = Field(None, description="POST only: see TopicEntry.start")
 
@@ -136,7 +148,8 @@ class PauseRequest(RequestModel):
     """``POST /topics/{topic}/pause`` and ``.../resume``; the body may be left out."""
 
     partitions: Annotated[list[PartitionId], Field(min_length=1, max_length=MAX_PAUSED_PER_REQUEST)] | None = Field(
-        None, description="these partitions only (default: the whole topic)")
+        None, description="these partitions only (default: the whole topic)"
+    )
     route: RouteName | None = Field(None, description="only this route (default: every route that mirrors the topic)")
 
 
@@ -173,11 +186,20 @@ class TranslateQuery(RequestModel):
     topic: TopicName = Field(description="the topic's name at the source")
     partition: Annotated[PartitionId, _whole_number(MAX_PARTITIONS - 1)]
     offset: Annotated[int, Field(ge=0, le=MAX_OFFSET), _whole_number(MAX_OFFSET)] = Field(
-        description="the position to translate (the next offset to read)")
+        description="the position to translate (the next offset to read)"
+    )
     direction: Literal["forward", "reverse"] = Field(
-        "forward", description="forward: a source position to the destination; reverse: back")
+        "forward", description="forward: a source position to the destination; reverse: back"
+    )
 
 
 REQUESTS: tuple[type[RequestModel], ...] = (
-    TopicRequest, TopicsRequest, TargetRequest, SyncRequest, PauseRequest, Autobalancing, Throttle, FailoverRequest,
+    TopicRequest,
+    TopicsRequest,
+    TargetRequest,
+    SyncRequest,
+    PauseRequest,
+    Autobalancing,
+    Throttle,
+    FailoverRequest,
 )

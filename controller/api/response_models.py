@@ -54,7 +54,9 @@ class PartitionReport(WireModel):
 
     worker: str
     state: str = Field(description="ONLINE, OFFLINE, ERROR or PAUSED")
-    reason: str | None = absent_when_none("why (ERROR, or a notice on an ONLINE partition); only when the worker gave one")
+    reason: str | None = absent_when_none(
+        "why (ERROR, or a notice on an ONLINE partition); only when the worker gave one"
+    )
 
 
 class RouteTopicView(WireModel):
@@ -272,7 +274,8 @@ class Translation(WireModel):
     destination_topic: str
     partition: int
     direction: Literal["forward", "reverse"] = Field(
-        description="forward: a source position to the destination; reverse: back")
+        description="forward: a source position to the destination; reverse: back"
+    )
     offset: int = Field(description="the position asked about (the next offset to read)")
     translated_offset: int | None = Field(description="the position on the other cluster; null: pending")
     exact: bool = Field(description="true only when the offset map gave the answer")
@@ -329,7 +332,8 @@ class SchemaReport(WireModel):
     conflicts: list[SchemaConflict]
     copied: list[SchemaCopy]
     state_changed: list[SchemaStateChange] = Field(
-        description="copies whose state now follows the primary's (soft delete: DISABLED)")
+        description="copies whose state now follows the primary's (soft delete: DISABLED)"
+    )
     unreachable: dict[str, str] = Field(description="targets this pass could not reach -> why (left out of it)")
 
 
@@ -423,7 +427,9 @@ class RouteState(WireModel):
     partitions: dict[str, int] | None = Field(None, description="topic -> partitions failed over")
     requested_at: int | float | None = None
     updated_at: int | float | None = None
-    drain: dict[str, Any] | None = Field(None, description="planned: the source ends and committed offsets it waited for")
+    drain: dict[str, Any] | None = Field(
+        None, description="planned: the source ends and committed offsets it waited for"
+    )
     report: dict[str, Any] | None = Field(None, description="per partition and per group, what the failover did")
     failback: dict[str, Any] | None = None
 
@@ -442,7 +448,29 @@ class Routes(WireModel):
 
 
 RESPONSES: tuple[type[WireModel] | type[RootModel[Any]], ...] = (
-    Error, Health, TopicList, TopicView, Deleted, Rebalanced, Instances, Validation, SourceValidation, Offsets,
-    NoProgress, Heartbeats, Groups, GroupSynced, Translation, SchemaReport, SchemaStatus, TreeView, TargetSwitched,
-    PausedPartitions, WorkerControl, ThrottleAnswer, Controls, RouteState, Routes,
+    Error,
+    Health,
+    TopicList,
+    TopicView,
+    Deleted,
+    Rebalanced,
+    Instances,
+    Validation,
+    SourceValidation,
+    Offsets,
+    NoProgress,
+    Heartbeats,
+    Groups,
+    GroupSynced,
+    Translation,
+    SchemaReport,
+    SchemaStatus,
+    TreeView,
+    TargetSwitched,
+    PausedPartitions,
+    WorkerControl,
+    ThrottleAnswer,
+    Controls,
+    RouteState,
+    Routes,
 )

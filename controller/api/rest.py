@@ -144,18 +144,29 @@ def _add_request() -> dict[str, Any]:
     body = request.get_json(silent=True)
     if isinstance(body, dict) and "topics" in body:  # bulk: one write and one reconcile for them all
         many = _checked(request_models.TopicsRequest, '{"topics": [' + _TOPIC_EXAMPLE + "]}")
-        topics = [{"topic": entry.topic, "numPartitions": entry.num_partitions, "start": entry.start}
-                  for entry in many.topics]
+        topics = [
+            {"topic": entry.topic, "numPartitions": entry.num_partitions, "start": entry.start} for entry in many.topics
+        ]
         return {"topics": topics, "topic": None, "count": None, "route": many.route or _route_arg(), "start": None}
     one = _checked(request_models.TopicRequest, _TOPIC_EXAMPLE)
-    return {"topics": None, "topic": one.topic, "count": one.num_partitions, "route": one.route or _route_arg(),
-            "start": one.start}
+    return {
+        "topics": None,
+        "topic": one.topic,
+        "count": one.num_partitions,
+        "route": one.route or _route_arg(),
+        "start": one.start,
+    }
 
 
 @topics_api.post("/topics")
 @leader_only(_add_request)
-def add_topic(topics: list[dict[str, Any]] | None, topic: str | None, count: int | None, route: str | None,
-              start: str | int | None) -> Any:
+def add_topic(
+    topics: list[dict[str, Any]] | None,
+    topic: str | None,
+    count: int | None,
+    route: str | None,
+    start: str | int | None,
+) -> Any:
     commands = _controller().topics
     if topics is not None:
         return jsonify(rest_json.topics_json(commands.add_topics(topics, route))), 201
@@ -208,13 +219,18 @@ def tree_view() -> Any:
 def _switch_request(distributor: str) -> dict[str, Any]:
     if not DISTRIBUTOR_NAME.fullmatch(distributor):
         raise BadRequest(f"a distributor is named <cluster>.L<level>, not {distributor[:80]!r}")
-    return {"distributor": distributor, "target": _checked(request_models.TargetRequest, '{"target": "<cluster>"}').target}
+    return {
+        "distributor": distributor,
+        "target": _checked(request_models.TargetRequest, '{"target": "<cluster>"}').target,
+    }
 
 
 @instances_api.post("/tree/<distributor>/target")
 @leader_only(_switch_request)
 def switch_target(distributor: str, target: str) -> Any:
-    return jsonify(rest_json.target_switched_json(_controller().tree.switch_target(distributor, target, "operator's request")))
+    return jsonify(
+        rest_json.target_switched_json(_controller().tree.switch_target(distributor, target, "operator's request"))
+    )
 
 
 @instances_api.get("/validation")
@@ -272,8 +288,9 @@ def groups() -> Any:
 def translate() -> Any:
     """Any controller answers: it reads the offset map on the destination, nothing of ZooKeeper."""
     query = _valid(request_models.TranslateQuery, request.args.to_dict(), "?topic=orders&partition=0&offset=42")
-    result = _controller().jobs.translate_offset(query.route, query.topic, query.partition, query.offset,
-                                                 query.direction == "reverse")
+    result = _controller().jobs.translate_offset(
+        query.route, query.topic, query.partition, query.offset, query.direction == "reverse"
+    )
     return jsonify(rest_json.offset_translation_json(result))
 
 
@@ -321,8 +338,12 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return response, status
 
 
-def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0, auth: TokenChecker | None = None,
-               forward_verify: bool | str = True) -> Flask:
+def create_app(
+    controller: ControllerApi,
+    forward_timeout_s: float = 10.0,
+    auth: TokenChecker | None = None,
+    forward_verify: bool | str = True,
+) -> Flask:
     """The WSGI app over ``controller``.
 
     ``auth``: bearer-token checks (None: every request is allowed). ``forward_verify``: what a
@@ -332,8 +353,9 @@ def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0, auth:
     app = Flask("ferry.controller")
     app.extensions["ferry.controller"] = controller
     app.extensions["ferry.auth"] = auth
-    app.extensions["ferry.openapi"] = openapi_document(auth_enabled=auth is not None,
-                                                       open_reads=auth is None or auth.open_reads)
+    app.extensions["ferry.openapi"] = openapi_document(
+        auth_enabled=auth is not None, open_reads=auth is None or auth.open_reads
+    )
     app.config["FERRY_FORWARD_TIMEOUT_S"] = forward_timeout_s
     app.config["FERRY_FORWARD_VERIFY"] = forward_verify
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES  # larger bodies: a JSON 413
@@ -350,7 +372,9 @@ def create_app(controller: ControllerApi, forward_timeout_s: float = 10.0, auth:
     def on_controller_error(exc: ControllerError) -> tuple[Response, int]:
         headers = {}
         if isinstance(exc, Unauthorized):
-            headers["WWW-Authenticate"] = 'Bearer realm="ferry"' + (', error="invalid_token"' if exc.invalid_token else "")
+            headers["WWW-Authenticate"] = 'Bearer realm="ferry"' + (
+                ', error="invalid_token"' if exc.invalid_token else ""
+            )
         return _error(exc.status, str(exc), headers)
 
     @app.errorhandler(KazooException)

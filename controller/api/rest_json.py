@@ -36,9 +36,14 @@ Json = dict[str, Any]
 
 
 def health_json(health: Health) -> Json:
-    return answers.Health(status="ok" if health.zookeeper_connected else "zookeeper unreachable",
-                          id=health.controller_id, state=health.state, leader=health.leading,
-                          leader_id=health.leader_id, leader_url=health.leader_url).to_json()
+    return answers.Health(
+        status="ok" if health.zookeeper_connected else "zookeeper unreachable",
+        id=health.controller_id,
+        state=health.state,
+        leader=health.leading,
+        leader_id=health.leader_id,
+        leader_url=health.leader_url,
+    ).to_json()
 
 
 def topics_json(states: Iterable[IdealState]) -> Json:
@@ -85,23 +90,40 @@ def topic_json(view: TopicView) -> Json:
 
 def instances_json(instances: Instances) -> Json:
     return answers.Instances(
-        instances=[answers.Instance(id=i.worker_id, host=i.info.host, pid=i.info.pid, metrics_url=i.info.metrics_url,
-                                    partitions=i.partitions, online=i.online, error=i.error, generation=i.generation,
-                                    leaving=i.leaving)
-                   for i in instances.live],
+        instances=[
+            answers.Instance(
+                id=i.worker_id,
+                host=i.info.host,
+                pid=i.info.pid,
+                metrics_url=i.info.metrics_url,
+                partitions=i.partitions,
+                online=i.online,
+                error=i.error,
+                generation=i.generation,
+                leaving=i.leaving,
+            )
+            for i in instances.live
+        ],
         departed=[answers.Departed(id=w, partitions=parts) for w, parts in instances.departed.items()],
     ).to_json()
 
 
 def mismatch(m: Mismatch) -> answers.Mismatch:
     """A mismatch as ``/validation`` shows it (the same keys as ``ferry zk``'s, :meth:`common.core.diff.Mismatch.to_json`)."""
-    return answers.Mismatch(partition=str(m.partition), problem=m.problem, ideal_worker=m.ideal_worker,
-                            reported_worker=m.reported_worker, reason=m.reason)
+    return answers.Mismatch(
+        partition=str(m.partition),
+        problem=m.problem,
+        ideal_worker=m.ideal_worker,
+        reported_worker=m.reported_worker,
+        reason=m.reason,
+    )
 
 
 def validation_json(validation: Validation) -> Json:
     return answers.Validation(
-        ok=validation.ok, summary=validation.summary, mismatches=[mismatch(m) for m in validation.mismatches],
+        ok=validation.ok,
+        summary=validation.summary,
+        mismatches=[mismatch(m) for m in validation.mismatches],
         spark=validation.spark,  # the last `ferry validate --store`, as stored, with checkedAt
         failover=validation.failover,  # routes not ACTIVE -> their failover state
         notices=[answers.Notice(**notice) for notice in validation.notices],
@@ -111,12 +133,21 @@ def validation_json(validation: Validation) -> Json:
 def source_validation_json(validation: SourceValidation) -> Json:
     spark = validation.spark
     return answers.SourceValidation(
-        ok=validation.ok, topics=validation.topics,
-        mismatches=[answers.SourceMismatch(route=m.route, topic=m.topic, ideal_partitions=m.ideal_partitions,
-                                           source_partitions=m.source_partitions, problem=m.problem)
-                    for m in validation.mismatches],
-        spark=None if spark is None else answers.SparkCheck(checked_at=spark.get("checkedAt"),
-                                                            src_kafka=spark.get("srcKafka")),
+        ok=validation.ok,
+        topics=validation.topics,
+        mismatches=[
+            answers.SourceMismatch(
+                route=m.route,
+                topic=m.topic,
+                ideal_partitions=m.ideal_partitions,
+                source_partitions=m.source_partitions,
+                problem=m.problem,
+            )
+            for m in validation.mismatches
+        ],
+        spark=None
+        if spark is None
+        else answers.SparkCheck(checked_at=spark.get("checkedAt"), src_kafka=spark.get("srcKafka")),
     ).to_json()
 
 
@@ -129,25 +160,44 @@ DestinationTopic = Callable[[str, str], str]
 def offset_row(key: PartitionKey, sample: OffsetSample, destination_topic: DestinationTopic) -> answers.OffsetRow:
     """One partition's offsets; ``destinationTopic`` is the topic's name on the route's destination
     (the same name unless the route renames topics)."""
-    return answers.OffsetRow(partition=str(key), route=key.route, topic=key.topic,
-                             destination_topic=destination_topic(key.route, key.topic), partition_id=key.partition,
-                             committed=sample.committed, log_end=sample.end, lag=sample.lag)
+    return answers.OffsetRow(
+        partition=str(key),
+        route=key.route,
+        topic=key.topic,
+        destination_topic=destination_topic(key.route, key.topic),
+        partition_id=key.partition,
+        committed=sample.committed,
+        log_end=sample.end,
+        lag=sample.lag,
+    )
 
 
 def offsets_json(samples: Mapping[PartitionKey, OffsetSample], destination_topic: DestinationTopic) -> Json:
     """``GET /offset``: answers.Offsets' shape, built as plain dicts (a bulk listing; see the module docstring)."""
     rows = []
     for key, sample in sorted(samples.items()):
-        rows.append({"partition": str(key), "route": key.route, "topic": key.topic,
-                     "destinationTopic": destination_topic(key.route, key.topic), "partitionId": key.partition,
-                     "committed": sample.committed, "logEnd": sample.end, "lag": sample.lag})
+        rows.append(
+            {
+                "partition": str(key),
+                "route": key.route,
+                "topic": key.topic,
+                "destinationTopic": destination_topic(key.route, key.topic),
+                "partitionId": key.partition,
+                "committed": sample.committed,
+                "logEnd": sample.end,
+                "lag": sample.lag,
+            }
+        )
     return {"offsets": rows}
 
 
 def noprogress_json(report: NoProgress, destination_topic: DestinationTopic) -> Json:
-    rows = [answers.NoProgressRow(**dict(offset_row(key, report.latest[key], destination_topic)),
-                                  stalled_for_s=round(since, 1))
-            for key, since in sorted(report.stalled.items())]
+    rows = [
+        answers.NoProgressRow(
+            **dict(offset_row(key, report.latest[key], destination_topic)), stalled_for_s=round(since, 1)
+        )
+        for key, since in sorted(report.stalled.items())
+    ]
     return answers.NoProgress(noprogress=rows, threshold_s=report.threshold_s).to_json()
 
 
@@ -166,12 +216,28 @@ def rebalanced_json(rebalanced: Rebalanced) -> Json:
 
 
 def tree_json(view: TreeView) -> Json:
-    rows = [answers.Distributor(name=r.distributor.name, cluster=r.distributor.cluster, level=r.distributor.level,
-                                mask=tree.format_flags(r.distributor.mask), bit=tree.format_flags(r.distributor.bit),
-                                subtree=list(r.distributor.subtree), subtree_layout=r.distributor.subtree_layout,
-                                target=r.target, switched=r.switched, state=r.state) for r in view.distributors]
-    return answers.TreeView(layout=view.layout, switch_after_s=view.switch_after_s, distributors=rows,
-                            unreachable=view.unreachable, table=view.table).to_json()
+    rows = [
+        answers.Distributor(
+            name=r.distributor.name,
+            cluster=r.distributor.cluster,
+            level=r.distributor.level,
+            mask=tree.format_flags(r.distributor.mask),
+            bit=tree.format_flags(r.distributor.bit),
+            subtree=list(r.distributor.subtree),
+            subtree_layout=r.distributor.subtree_layout,
+            target=r.target,
+            switched=r.switched,
+            state=r.state,
+        )
+        for r in view.distributors
+    ]
+    return answers.TreeView(
+        layout=view.layout,
+        switch_after_s=view.switch_after_s,
+        distributors=rows,
+        unreachable=view.unreachable,
+        table=view.table,
+    ).to_json()
 
 
 def target_switched_json(targets: Mapping[str, str]) -> dict[str, str]:
@@ -190,8 +256,16 @@ def _figures(latency: Latency | None) -> answers.Figures:
 
 def heartbeats_json(view: HeartbeatView) -> Json:
     return answers.Heartbeats(
-        end_to_end=[answers.EndToEnd(origin=a.origin, cluster=a.cluster, hops=a.hops, latency_s=round(a.latency_s, 3),
-                                     since_last_s=round(a.since_last_s, 3)) for a in view.end_to_end],
+        end_to_end=[
+            answers.EndToEnd(
+                origin=a.origin,
+                cluster=a.cluster,
+                hops=a.hops,
+                latency_s=round(a.latency_s, 3),
+                since_last_s=round(a.since_last_s, 3),
+            )
+            for a in view.end_to_end
+        ],
         routes={name: _figures(latency) for name, latency in view.routes.items()},
     ).to_json()
 
@@ -200,10 +274,18 @@ def heartbeats_json(view: HeartbeatView) -> Json:
 
 
 def _group_partition(t: Translation) -> answers.GroupPartition:
-    return answers.GroupPartition(route=t.route, group=t.group, topic=t.topic, partition=t.partition,
-                                  source_offset=t.source_offset, source_log_end=t.source_end, lag=t.lag,
-                                  destination_topic=t.destination_topic, destination_offset=t.destination_offset,
-                                  method=t.method)
+    return answers.GroupPartition(
+        route=t.route,
+        group=t.group,
+        topic=t.topic,
+        partition=t.partition,
+        source_offset=t.source_offset,
+        source_log_end=t.source_end,
+        lag=t.lag,
+        destination_topic=t.destination_topic,
+        destination_offset=t.destination_offset,
+        method=t.method,
+    )
 
 
 def translation_json(t: Translation) -> Json:
@@ -212,20 +294,31 @@ def translation_json(t: Translation) -> Json:
 
 def offset_translation_json(t: OffsetTranslation) -> Json:
     """``GET /translate`` and ``ferry offsets translate --json``."""
-    return answers.Translation(route=t.route, topic=t.topic, destination_topic=t.destination_topic,
-                               partition=t.partition, direction=t.direction,
-                               offset=t.offset, translated_offset=t.translated, exact=t.exact,
-                               method=t.method).to_json()
+    return answers.Translation(
+        route=t.route,
+        topic=t.topic,
+        destination_topic=t.destination_topic,
+        partition=t.partition,
+        direction=t.direction,
+        offset=t.offset,
+        translated_offset=t.translated,
+        exact=t.exact,
+        method=t.method,
+    ).to_json()
 
 
 def groups_json(checkpoints: GroupCheckpoints) -> Json:
     ages = checkpoints.ages
-    return answers.Groups(groups=[
-        answers.GroupRow(group=group,
-                         checkpoint_age_s={route: round(age, 3) for (route, g), age in sorted(ages.items()) if g == group},
-                         partitions=[_group_partition(t) for t in translations])
-        for group, translations in checkpoints.by_group.items()
-    ]).to_json()
+    return answers.Groups(
+        groups=[
+            answers.GroupRow(
+                group=group,
+                checkpoint_age_s={route: round(age, 3) for (route, g), age in sorted(ages.items()) if g == group},
+                partitions=[_group_partition(t) for t in translations],
+            )
+            for group, translations in checkpoints.by_group.items()
+        ]
+    ).to_json()
 
 
 def sync_json(result: SyncResult) -> Json:
@@ -239,25 +332,54 @@ def _schema_report(report: SchemaReport) -> dict[str, Any]:
     """The report's fields, as keyword arguments of :class:`answers.SchemaReport` (and its GET form)."""
     subjects = [
         answers.SchemaSubject(
-            subject=s.subject, version=s.latest.version, id=s.latest.schema_id,
+            subject=s.subject,
+            version=s.latest.version,
+            id=s.latest.schema_id,
             versions={str(v.version): v.schema_id for v in s.versions},
             states={str(version): state for version, state in s.states.items()},
-            targets={target: answers.SchemaTargetStatus(
-                subject=status.target_subject, state=status.state.value, synced_versions=list(status.synced_versions),
-                missing_versions=list(status.missing_versions), conflict=status.conflict)
-                for target, status in s.targets.items()})
+            targets={
+                target: answers.SchemaTargetStatus(
+                    subject=status.target_subject,
+                    state=status.state.value,
+                    synced_versions=list(status.synced_versions),
+                    missing_versions=list(status.missing_versions),
+                    conflict=status.conflict,
+                )
+                for target, status in s.targets.items()
+            },
+        )
         for s in report.subjects
     ]
     return {
-        "primary": report.primary, "targets": report.targets, "checked_at": report.checked_at, "subjects": subjects,
-        "in_sync": report.in_sync, "out_of_sync": report.out_of_sync,
-        "conflicts": [answers.SchemaConflict(target=c.target, subject=c.subject, version=c.version, id=c.schema_id,
-                                             target_subject=c.target_subject, reason=c.reason) for c in report.conflicts],
-        "copied": [answers.SchemaCopy(target=c.target, subject=c.subject, version=c.version, id=c.schema_id,
-                                      target_subject=c.target_subject) for c in report.copied],
-        "state_changed": [answers.SchemaStateChange(target=c.target, subject=c.subject, version=c.version,
-                                                    target_subject=c.target_subject, state=c.state)
-                          for c in report.state_changed],
+        "primary": report.primary,
+        "targets": report.targets,
+        "checked_at": report.checked_at,
+        "subjects": subjects,
+        "in_sync": report.in_sync,
+        "out_of_sync": report.out_of_sync,
+        "conflicts": [
+            answers.SchemaConflict(
+                target=c.target,
+                subject=c.subject,
+                version=c.version,
+                id=c.schema_id,
+                target_subject=c.target_subject,
+                reason=c.reason,
+            )
+            for c in report.conflicts
+        ],
+        "copied": [
+            answers.SchemaCopy(
+                target=c.target, subject=c.subject, version=c.version, id=c.schema_id, target_subject=c.target_subject
+            )
+            for c in report.copied
+        ],
+        "state_changed": [
+            answers.SchemaStateChange(
+                target=c.target, subject=c.subject, version=c.version, target_subject=c.target_subject, state=c.state
+            )
+            for c in report.state_changed
+        ],
         "unreachable": report.unreachable,
     }
 
@@ -278,7 +400,9 @@ def schema_status_json(status: SchemaStatus) -> Json:
 def controls_json(view: Mapping[str, Any]) -> Json:
     """``GET /controls``, from :meth:`controller.operate.control.FleetControls.view`."""
     return answers.Controls(
-        paused=view["paused"], cordoned=view["cordoned"], autobalancing=view["autobalancing"],
+        paused=view["paused"],
+        cordoned=view["cordoned"],
+        autobalancing=view["autobalancing"],
         throttles={route: answers.RouteThrottle(**throttle) for route, throttle in view["throttles"].items()},
     ).to_json()
 

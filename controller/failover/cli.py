@@ -21,24 +21,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     failover = subparsers.add_parser("failover", help="fail a route over to its destination (planned or not)")
     failover.add_argument("--config", help="Ferry's YAML config file")
     failover.add_argument("--route", help="the route, <source>.<destination>")
-    failover.add_argument("--planned", action="store_true",
-                          help="switchover: wait until the source is quiet and everything is copied (else: the "
-                               "source is gone; use the last checkpoints and report the RPO)")
+    failover.add_argument(
+        "--planned",
+        action="store_true",
+        help="switchover: wait until the source is quiet and everything is copied (else: the "
+        "source is gone; use the last checkpoints and report the RPO)",
+    )
     failover.add_argument("--groups", help="only consumer groups fully matching this regular expression")
-    failover.add_argument("--topics", help="only topics fully matching this regular expression are drained, "
-                                           "verified and reported (the route stops as a whole)")
-    failover.add_argument("--quiet-s", type=float, default=5.0,
-                          help="planned: the source counts as stopped when no log end moved for this long (default 5)")
-    failover.add_argument("--timeout-s", type=float, default=300.0, help="give up waiting after this long (default 300)")
+    failover.add_argument(
+        "--topics",
+        help="only topics fully matching this regular expression are drained, "
+        "verified and reported (the route stops as a whole)",
+    )
+    failover.add_argument(
+        "--quiet-s",
+        type=float,
+        default=5.0,
+        help="planned: the source counts as stopped when no log end moved for this long (default 5)",
+    )
+    failover.add_argument(
+        "--timeout-s", type=float, default=300.0, help="give up waiting after this long (default 300)"
+    )
     failover.set_defaults(func=_failover)
-    failback = subparsers.add_parser("failback", help="copy back what a failed-over route's destination got since, "
-                                                      "then restore the original direction")
+    failback = subparsers.add_parser(
+        "failback",
+        help="copy back what a failed-over route's destination got since, then restore the original direction",
+    )
     failback.add_argument("--config", help="Ferry's YAML config file")
     failback.add_argument("--route", help="the failed-over route, <source>.<destination>")
-    failback.add_argument("--restore", action="store_true",
-                          help="after the switchover back: the route copies again (records it never copied "
-                               "before the outage stay only at its source)")
-    failback.add_argument("--timeout-s", type=float, default=300.0, help="give up waiting after this long (default 300)")
+    failback.add_argument(
+        "--restore",
+        action="store_true",
+        help="after the switchover back: the route copies again (records it never copied "
+        "before the outage stay only at its source)",
+    )
+    failback.add_argument(
+        "--timeout-s", type=float, default=300.0, help="give up waiting after this long (default 300)"
+    )
     failback.set_defaults(func=_failback)
 
 
@@ -50,8 +69,9 @@ def _run(args: argparse.Namespace, command: str) -> int:
     config = load_config(args.config)
     zk = zk_layout.make_client(config.zookeeper)
     zk_layout.connect(zk, config.zookeeper)
-    run = FailoverRun(config, zk, zk_layout.ZkLayout(config.zookeeper.root),
-                      say=lambda line: print(line, file=sys.stderr, flush=True))
+    run = FailoverRun(
+        config, zk, zk_layout.ZkLayout(config.zookeeper.root), say=lambda line: print(line, file=sys.stderr, flush=True)
+    )
     try:
         route = config.route(args.route).name
         if command == "failover":

@@ -29,17 +29,27 @@ log = logging.getLogger(__name__)
 class FailoverControl:
     """See the module docstring."""
 
-    def __init__(self, config: FerryConfig, zk: KazooClient, layout: ZkLayout, leadership: Leadership,
-                 store: Store, registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        config: FerryConfig,
+        zk: KazooClient,
+        layout: ZkLayout,
+        leadership: Leadership,
+        store: Store,
+        registry: CollectorRegistry,
+    ) -> None:
         self._store = store
         self.config = config
         self._zk = zk
         self._layout = layout
         self._leadership = leadership
         self._running = threading.Lock()
-        self._gauge = Gauge("ferry_controller_route_failover_state",
-                            "1 for each route's failover state (ACTIVE, REQUESTED, DRAINING, SYNCING, FAILED_OVER, "
-                            "FAILING_BACK)", ["route", "state"], registry=registry)
+        self._gauge = Gauge(
+            "ferry_controller_route_failover_state",
+            "1 for each route's failover state (ACTIVE, REQUESTED, DRAINING, SYNCING, FAILED_OVER, FAILING_BACK)",
+            ["route", "state"],
+            registry=registry,
+        )
 
     def routes(self) -> list[dict[str, Any]]:
         """Every configured route with its failover state (and report, once it has one)."""
@@ -67,16 +77,23 @@ class FailoverControl:
             raise NotLeader(f"controller {self._leadership.controller_id} does not lead")
         self._store.commit(fence, ops)
 
-    def fail_over(self, name: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float,
-                  timeout_s: float) -> dict[str, Any]:
+    def fail_over(
+        self, name: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
+    ) -> dict[str, Any]:
         from ferry.controller.failover.workflow import FailoverRun  # the Kafka clients load only when used
 
         self.route(name)
         self._leadership.require_leader()
         if not self._running.acquire(blocking=False):
             raise Unavailable("a failover runs on this controller now; retry when it ended")
-        run = FailoverRun(self.config, self._zk, self._layout, client_id=self._leadership.controller_id,
-                          say=lambda line: log.info("failover: %s", line), commit=self._fenced)
+        run = FailoverRun(
+            self.config,
+            self._zk,
+            self._layout,
+            client_id=self._leadership.controller_id,
+            say=lambda line: log.info("failover: %s", line),
+            commit=self._fenced,
+        )
         try:
             return run.failover(name, planned, groups, topics, quiet_s, timeout_s)
         finally:

@@ -28,6 +28,7 @@ from ferry.controller.lead.store import Op
 
 log = logging.getLogger(__name__)
 
+
 def read_state(zk: KazooClient, layout: ZkLayout, route: str) -> tuple[dict[str, Any], int]:
     """The route's failover node and its version; ``({"state": ACTIVE}, -1)`` when there is none."""
     try:
@@ -53,14 +54,17 @@ def stop_routes(zk: KazooClient, layout: ZkLayout, reconciler: Reconciler) -> se
     if not doomed:
         return stopped
     with reconciler.writing(beside_bulk=True) as writer:  # a reconcile follows: the workers let go
-        writer.write([Op(OpKind.DELETE, layout.topic(k.route, k.topic)) for k in doomed],
-                     [(TopicKey(k.route, k.topic), None, 0) for k in doomed])
+        writer.write(
+            [Op(OpKind.DELETE, layout.topic(k.route, k.topic)) for k in doomed],
+            [(TopicKey(k.route, k.topic), None, 0) for k in doomed],
+        )
     log.info("failover: stopped copying %d topics of routes %s", len(doomed), sorted(stopped))
     return stopped
 
 
-def keep_source_ends(zk: KazooClient, layout: ZkLayout, reconciler: Reconciler,
-                     samples: Mapping[PartitionKey, Any], now: float) -> None:
+def keep_source_ends(
+    zk: KazooClient, layout: ZkLayout, reconciler: Reconciler, samples: Mapping[PartitionKey, Any], now: float
+) -> None:
     """Writes each route's sampled source log ends (only when they changed), fenced."""
     by_route: dict[str, dict[str, int]] = {}
     for key, sample in samples.items():

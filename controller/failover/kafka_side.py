@@ -34,8 +34,10 @@ class FailoverKafka:
     def _consumer(self, cluster: str) -> Any:
         if cluster not in self._consumers:
             self._consumers[cluster] = kafka_clients.consumer(
-                self._config.clusters[cluster], f"ferry.failover.{self._client_id}",
-                **{"auto.offset.reset": "earliest", "socket.timeout.ms": 5000})
+                self._config.clusters[cluster],
+                f"ferry.failover.{self._client_id}",
+                **{"auto.offset.reset": "earliest", "socket.timeout.ms": 5000},
+            )
         return self._consumers[cluster]
 
     def _admin(self, cluster: str) -> Any:
@@ -54,8 +56,9 @@ class FailoverKafka:
         try:
             for topic, count in sorted(partitions.items()):
                 for p in range(count):
-                    ends[partition_key(topic, p)] = int(consumer.get_watermark_offsets(
-                        TopicPartition(topic, p), timeout=TIMEOUT_S)[1])
+                    ends[partition_key(topic, p)] = int(
+                        consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT_S)[1]
+                    )
         except KafkaException as exc:
             raise Unavailable(f"cluster {cluster!r}: reading log ends: {exc.args[0]}") from None
         return ends
@@ -63,11 +66,16 @@ class FailoverKafka:
     def committed(self, cluster: str, group: str) -> dict[str, int]:
         """The group's committed offsets, ``topic/partition -> offset``."""
         try:
-            answer = self._admin(cluster).list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+            answer = (
+                self._admin(cluster)
+                .list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S)[group]
+                .result(TIMEOUT_S)
+            )
         except (KafkaException, TimeoutError) as exc:
             raise Unavailable(f"cluster {cluster!r}: offsets of group {group!r}: {exc}") from None
-        return {partition_key(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}
+        return {
+            partition_key(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0
+        }
 
     def commit(self, cluster: str, group: str, offsets: Mapping[str, int]) -> None:
         """Commits ``topic/partition -> offset`` for an idle group (the broker refuses an active one)."""
@@ -79,13 +87,17 @@ class FailoverKafka:
             return
         try:
             self._admin(cluster).alter_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group, tps)], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+                [ConsumerGroupTopicPartitions(group, tps)], request_timeout=TIMEOUT_S
+            )[group].result(TIMEOUT_S)
         except (KafkaException, TimeoutError) as exc:
             raise Unavailable(f"cluster {cluster!r}: committing group {group!r}: {exc}") from None
 
     def _read_to_end(self, cluster: str, topic: str) -> list[Any]:
-        consumer = kafka_clients.consumer(self._config.clusters[cluster], f"ferry.failover.{self._client_id}.read",
-                                          **{"auto.offset.reset": "earliest"})
+        consumer = kafka_clients.consumer(
+            self._config.clusters[cluster],
+            f"ferry.failover.{self._client_id}.read",
+            **{"auto.offset.reset": "earliest"},
+        )
         try:
             metadata = consumer.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
             if metadata is None or metadata.error is not None:
@@ -211,5 +223,6 @@ class FailoverKafka:
             if row.get("route") != route.name or row.get("destinationOffset") is None:
                 continue
             out.setdefault(row["group"], {})[partition_key(row["destinationTopic"], int(row["partition"]))] = int(
-                row["destinationOffset"])
+                row["destinationOffset"]
+            )
         return out

@@ -82,15 +82,17 @@ class PartitionRpo:
         return None if self.source_end is None else max(0, self.source_end - self.copied)
 
 
-def rpo(last_ends: Mapping[str, int], copied: Mapping[str, int],
-        last_copy_ms: Mapping[str, int] | None = None) -> list[PartitionRpo]:
+def rpo(
+    last_ends: Mapping[str, int], copied: Mapping[str, int], last_copy_ms: Mapping[str, int] | None = None
+) -> list[PartitionRpo]:
     """Per partition (keys :func:`partition_key`), the RPO: the last-seen source log-end offsets
     against the source offsets whose copies reached the destination."""
     rows = []
     for key in sorted(set(last_ends) | set(copied)):
         topic, _, partition = key.rpartition("/")
-        rows.append(PartitionRpo(topic, int(partition), last_ends.get(key), copied.get(key, 0),
-                                 (last_copy_ms or {}).get(key)))
+        rows.append(
+            PartitionRpo(topic, int(partition), last_ends.get(key), copied.get(key, 0), (last_copy_ms or {}).get(key))
+        )
     return rows
 
 

@@ -54,9 +54,17 @@ log = logging.getLogger(__name__)
 class FailoverRun:
     """One failover or failback command (see the module docstring)."""
 
-    def __init__(self, config: FerryConfig, zk: KazooClient, layout: ZkLayout, client_id: str = "cli",
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-                 say: Callable[[str], None] = print, commit: Callable[[list[Op]], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: FerryConfig,
+        zk: KazooClient,
+        layout: ZkLayout,
+        client_id: str = "cli",
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        say: Callable[[str], None] = print,
+        commit: Callable[[list[Op]], None] | None = None,
+    ) -> None:
         """``commit``: a leader's fenced write (:meth:`controller.lead.store.Store.commit` with its fence);
         without one (the command line), plain compare-and-set writes."""
         self.config = config
@@ -94,8 +102,10 @@ class FailoverRun:
             except NotLeader:
                 raise
             except ControllerError:
-                raise Unavailable(f"route {state['route']}: another failover command changed its state meanwhile; "
-                                  "retry to go on from there") from None
+                raise Unavailable(
+                    f"route {state['route']}: another failover command changed its state meanwhile; "
+                    "retry to go on from there"
+                ) from None
             return version + 1
         try:
             if version < 0:
@@ -104,8 +114,10 @@ class FailoverRun:
                 return 0
             return int(self._zk.set(path, data, version=version).version)
         except (NodeExistsError, BadVersionError):
-            raise Unavailable(f"route {state['route']}: another failover command changed its state meanwhile; "
-                              "retry to go on from there") from None
+            raise Unavailable(
+                f"route {state['route']}: another failover command changed its state meanwhile; "
+                "retry to go on from there"
+            ) from None
 
     def _route_topics(self, route: RouteConfig) -> dict[str, int]:
         out = {}
@@ -122,8 +134,15 @@ class FailoverRun:
 
     # -- failover ---------------------------------------------------------------------------
 
-    def failover(self, route_name: str, planned: bool, groups: str | None = None, topics: str | None = None,
-                 quiet_s: float = 5.0, timeout_s: float = 300.0) -> dict[str, Any]:
+    def failover(
+        self,
+        route_name: str,
+        planned: bool,
+        groups: str | None = None,
+        topics: str | None = None,
+        quiet_s: float = 5.0,
+        timeout_s: float = 300.0,
+    ) -> dict[str, Any]:
         """Fails the route over (or resumes a failover that stopped halfway); returns the report."""
         route = self.config.route(route_name)
         for pattern in (groups, topics):
@@ -134,16 +153,29 @@ class FailoverRun:
                     raise BadRequest(f"{pattern!r} is not a regular expression: {exc}") from None
         state, version = read_state(self._zk, self._layout, route.name)
         if state["state"] in (fsm.FAILED_OVER, fsm.FAILING_BACK):
-            raise Conflict(f"route {route.name} is already {state['state']}: nothing done (its report: "
-                           f"GET /routes/{route.name}, or ferry zk get failover/{route.name})")
+            raise Conflict(
+                f"route {route.name} is already {state['state']}: nothing done (its report: "
+                f"GET /routes/{route.name}, or ferry zk get failover/{route.name})"
+            )
         if state["state"] == fsm.ACTIVE:
-            partitions = {t: n for t, n in self._route_topics(route).items() if topics is None or re.fullmatch(topics, t)}
-            state = {"route": route.name, "state": fsm.ACTIVE, "planned": planned, "groups": groups, "topics": topics,
-                     "partitions": partitions, "requestedAt": self._clock()}
+            partitions = {
+                t: n for t, n in self._route_topics(route).items() if topics is None or re.fullmatch(topics, t)
+            }
+            state = {
+                "route": route.name,
+                "state": fsm.ACTIVE,
+                "planned": planned,
+                "groups": groups,
+                "topics": topics,
+                "partitions": partitions,
+                "requestedAt": self._clock(),
+            }
             version = self._write(state, version, fsm.REQUESTED)
         elif bool(state.get("planned")) != planned:
-            raise Conflict(f"route {route.name} is {state['state']} in a {'planned' if state.get('planned') else 'unplanned'}"
-                           " failover: retry that one")
+            raise Conflict(
+                f"route {route.name} is {state['state']} in a {'planned' if state.get('planned') else 'unplanned'}"
+                " failover: retry that one"
+            )
         self._kafka.set_topics(route, list(state["partitions"]))
         if state["state"] in (fsm.REQUESTED, fsm.DRAINING) and planned:
             if state["state"] == fsm.REQUESTED:
@@ -155,7 +187,9 @@ class FailoverRun:
         self._write(state, version, fsm.FAILED_OVER)
         return state
 
-    def _drain(self, route: RouteConfig, partitions: dict[str, int], quiet_s: float, timeout_s: float) -> dict[str, Any]:
+    def _drain(
+        self, route: RouteConfig, partitions: dict[str, int], quiet_s: float, timeout_s: float
+    ) -> dict[str, Any]:
         """Waits until the source is quiet for ``quiet_s`` and the route copied up to its log ends."""
         deadline = self._clock() + timeout_s
         ends = self._kafka.log_ends(route.source, partitions)
@@ -164,12 +198,16 @@ class FailoverRun:
             committed = self._kafka.committed(route.source, route.group_id)
             lagging = fsm.behind(ends, committed)
             if lagging:
-                self._say(f"route {route.name}: still to copy: " + ", ".join(f"{k} {n}" for k, n in sorted(lagging.items())))
+                self._say(
+                    f"route {route.name}: still to copy: " + ", ".join(f"{k} {n}" for k, n in sorted(lagging.items()))
+                )
             if not lagging and self._clock() - quiet_since >= quiet_s:
                 return {"sourceEnds": ends, "committed": committed}
             if self._clock() >= deadline:
-                raise Unavailable(f"route {route.name}: not drained within {timeout_s:g} s (producers still writing, or "
-                                  f"the route lags: {lagging}); retry to go on waiting")
+                raise Unavailable(
+                    f"route {route.name}: not drained within {timeout_s:g} s (producers still writing, or "
+                    f"the route lags: {lagging}); retry to go on waiting"
+                )
             self._sleep(min(1.0, quiet_s / 2 or 0.5))
             now_ends = self._kafka.log_ends(route.source, partitions)
             if not fsm.quiet(ends, now_ends):
@@ -183,28 +221,51 @@ class FailoverRun:
         committed = self._kafka.committed(route.source, route.group_id)
         lagging = fsm.behind(ends, committed)
         if lagging:
-            raise Unavailable(f"route {route.name}: the destination misses records {lagging}: a producer wrote to the "
-                              "source after it was quiet; move it back and retry")
-        dest_ends = self._kafka.log_ends(route.destination, {route.destination_topic(t): n
-                                                               for t, n in state["partitions"].items()})
-        partitions = [{"topic": key.rpartition("/")[0], "partition": int(key.rpartition("/")[2]),
-                       "sourceEnd": end, "committed": committed.get(key, 0),
-                       "destinationEnd": dest_ends.get(fsm.partition_key(route.destination_topic(key.rpartition("/")[0]),
-                                                                         int(key.rpartition("/")[2]))), "lag": 0}
-                      for key, end in sorted(ends.items())]
+            raise Unavailable(
+                f"route {route.name}: the destination misses records {lagging}: a producer wrote to the "
+                "source after it was quiet; move it back and retry"
+            )
+        dest_ends = self._kafka.log_ends(
+            route.destination, {route.destination_topic(t): n for t, n in state["partitions"].items()}
+        )
+        partitions = [
+            {
+                "topic": key.rpartition("/")[0],
+                "partition": int(key.rpartition("/")[2]),
+                "sourceEnd": end,
+                "committed": committed.get(key, 0),
+                "destinationEnd": dest_ends.get(
+                    fsm.partition_key(route.destination_topic(key.rpartition("/")[0]), int(key.rpartition("/")[2]))
+                ),
+                "lag": 0,
+            }
+            for key, end in sorted(ends.items())
+        ]
         groups = []
         for group in self._selected_groups(route, state.get("groups"), self._checkpointer.groups(route)):
             translations = self._checkpointer.translate_group(route, group)
-            wanted = {fsm.partition_key(t.destination_topic, t.partition): t.destination_offset for t in translations
-                      if t.destination_offset is not None}
+            wanted = {
+                fsm.partition_key(t.destination_topic, t.partition): t.destination_offset
+                for t in translations
+                if t.destination_offset is not None
+            }
             translations = [self._exact_back(route, t) for t in translations if t.topic in state["partitions"]]
             pending = [f"{t.topic}/{t.partition}" for t in translations if t.destination_offset is None]
             if pending:
                 raise Unavailable(f"group {group}: no exact position yet on {pending}; retry")
             self._checkpointer.emit(route, translations)
             self._kafka.commit(route.destination, group, wanted)
-            groups.append(self._verified(route, group, wanted, {
-                fsm.partition_key(t.destination_topic, t.partition): (t.source_offset, t.lag) for t in translations}))
+            groups.append(
+                self._verified(
+                    route,
+                    group,
+                    wanted,
+                    {
+                        fsm.partition_key(t.destination_topic, t.partition): (t.source_offset, t.lag)
+                        for t in translations
+                    },
+                )
+            )
         return {"partitions": partitions, "groups": groups}
 
     def _exact_back(self, route: RouteConfig, t: Translation) -> Translation:
@@ -213,34 +274,51 @@ class FailoverRun:
         this route's source may be among the copies the opposite route made there)."""
         if t.method == EXACT:
             return t
-        opposite = next((r for r in self.config.routes
-                         if r.source == route.destination and r.destination == route.source), None)
+        opposite = next(
+            (r for r in self.config.routes if r.source == route.destination and r.destination == route.source), None
+        )
         if opposite is None:
             return t
         if opposite.name not in self._maps:
             self._maps[opposite.name] = self._kafka.segments(route.source, opposite.name)
         if route.name not in self._maps:
             self._maps[route.name] = self._kafka.segments(route.destination, route.name)
-        back = translate_back(self._maps[opposite.name].get((route.destination_topic(t.topic), t.partition), []),
-                              self._maps[route.name].get((t.destination_topic, t.partition), []), t.source_offset)
+        back = translate_back(
+            self._maps[opposite.name].get((route.destination_topic(t.topic), t.partition), []),
+            self._maps[route.name].get((t.destination_topic, t.partition), []),
+            t.source_offset,
+        )
         if back is None:
             return t
         return replace(t, destination_offset=back, method=EXACT)
 
-    def _verified(self, route: RouteConfig, group: str, wanted: dict[str, int],
-                  source: dict[str, tuple[int, int | None]] | None = None) -> dict[str, Any]:
+    def _verified(
+        self,
+        route: RouteConfig,
+        group: str,
+        wanted: dict[str, int],
+        source: dict[str, tuple[int, int | None]] | None = None,
+    ) -> dict[str, Any]:
         """The group's positions on the destination, checked against the translated ones."""
         now = self._kafka.committed(route.destination, group)
         wrong = {k: (now.get(k), v) for k, v in wanted.items() if now.get(k) != v}
         if wrong:
-            raise Unavailable(f"group {group}: not at its translated position on {route.destination} "
-                              f"(now, wanted): {wrong}; is it active there? retry once it is stopped")
+            raise Unavailable(
+                f"group {group}: not at its translated position on {route.destination} "
+                f"(now, wanted): {wrong}; is it active there? retry once it is stopped"
+            )
         rows = []
         for key, offset in sorted(wanted.items()):
             src = (source or {}).get(key)
-            rows.append({"topic": key.rpartition("/")[0], "partition": int(key.rpartition("/")[2]),
-                         "sourceOffset": None if src is None else src[0], "destinationOffset": offset,
-                         "lag": None if src is None else src[1]})
+            rows.append(
+                {
+                    "topic": key.rpartition("/")[0],
+                    "partition": int(key.rpartition("/")[2]),
+                    "sourceOffset": None if src is None else src[0],
+                    "destinationOffset": offset,
+                    "lag": None if src is None else src[1],
+                }
+            )
         return {"group": group, "partitions": rows}
 
     def _unplanned_sync(self, route: RouteConfig, state: dict[str, Any]) -> dict[str, Any]:
@@ -255,14 +333,29 @@ class FailoverRun:
         dest_topics = {route.destination_topic(t) for t in wanted_topics}
         for group in self._selected_groups(route, state.get("groups"), list(checkpoints)):
             current = self._kafka.committed(route.destination, group)
-            wanted = {k: max(v, current.get(k, -1)) for k, v in checkpoints[group].items()
-                      if k.rpartition("/")[0] in dest_topics}
+            wanted = {
+                k: max(v, current.get(k, -1))
+                for k, v in checkpoints[group].items()
+                if k.rpartition("/")[0] in dest_topics
+            }
             self._kafka.commit(route.destination, group, wanted)
             groups.append(self._verified(route, group, wanted))
-        return {"sourceEndsSeenAt": last.get("at"),
-                "rpo": [{"topic": r.topic, "partition": r.partition, "sourceEnd": r.source_end, "copied": r.copied,
-                         "notCopied": r.lost, "lastCopyMs": r.last_copy_ms} for r in rows],
-                "notCopied": sum(r.lost or 0 for r in rows), "groups": groups}
+        return {
+            "sourceEndsSeenAt": last.get("at"),
+            "rpo": [
+                {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "sourceEnd": r.source_end,
+                    "copied": r.copied,
+                    "notCopied": r.lost,
+                    "lastCopyMs": r.last_copy_ms,
+                }
+                for r in rows
+            ],
+            "notCopied": sum(r.lost or 0 for r in rows),
+            "groups": groups,
+        }
 
     def _last_source_ends(self, route: RouteConfig) -> dict[str, Any]:
         try:
@@ -291,12 +384,18 @@ class FailoverRun:
             lagging = fsm.behind(ends, committed)
             if not lagging:
                 break
-            self._say(f"route {reverse.name}: still to copy back: " + ", ".join(f"{k} {n}" for k, n in sorted(lagging.items())))
+            self._say(
+                f"route {reverse.name}: still to copy back: "
+                + ", ".join(f"{k} {n}" for k, n in sorted(lagging.items()))
+            )
             if self._clock() >= deadline:
                 raise Unavailable(f"route {reverse.name} has not caught up within {timeout_s:g} s: {lagging}; retry")
             self._sleep(1.0)
-        state["failback"] = {"reverseRoute": reverse.name, "reverseCommitted": committed,
-                             "rpoKeptAtSource": (state.get("report") or {}).get("rpo", [])}
+        state["failback"] = {
+            "reverseRoute": reverse.name,
+            "reverseCommitted": committed,
+            "rpoKeptAtSource": (state.get("report") or {}).get("rpo", []),
+        }
         self._write(state, version, fsm.FAILING_BACK)
         return state
 
@@ -310,7 +409,9 @@ class FailoverRun:
         if state["state"] not in (fsm.FAILED_OVER, fsm.FAILING_BACK):
             raise Conflict(f"route {route.name} is {state['state']}: finish or retry its failover first")
         ends = self._kafka.log_ends(route.source, state["partitions"])
-        self._kafka.commit(route.source, route.group_id, ends)  # skip what is at the source now: the RPO and copies back
+        self._kafka.commit(
+            route.source, route.group_id, ends
+        )  # skip what is at the source now: the RPO and copies back
         self._zk.delete(self._layout.failover(route.name), version=version)
         return {"route": route.name, "state": fsm.ACTIVE, "resumedAt": ends}
 
@@ -320,11 +421,15 @@ def reverse_route(config: FerryConfig, route: RouteConfig) -> RouteConfig:
     for other in config.routes:
         if other.source == route.destination and other.destination == route.source:
             if not (other.loop_prevention and route.loop_prevention):
-                raise BadRequest(f"routes {route.name} and {other.name} need loop_prevention: true for a failback "
-                                 "(records from the source must never be copied back)")
+                raise BadRequest(
+                    f"routes {route.name} and {other.name} need loop_prevention: true for a failback "
+                    "(records from the source must never be copied back)"
+                )
             return other
-    raise BadRequest(f"no route {route.destination}.{route.source} in the config: declare it (loop_prevention: true, "
-                     "same naming, no groups) to fail back")
+    raise BadRequest(
+        f"no route {route.destination}.{route.source} in the config: declare it (loop_prevention: true, "
+        "same naming, no groups) to fail back"
+    )
 
 
 def translate_back(forward: list[Segment], backward: list[Segment], offset: int) -> int | None:

@@ -85,7 +85,6 @@ class Translation:
         return None if self.source_end is None else max(0, self.source_end - self.source_offset)
 
 
-
 class SyncResult(NamedTuple):
     """What a sync did for ``group`` on one route: ``synced`` offsets committed, or why none (``skipped``)."""
 
@@ -103,10 +102,21 @@ class GroupCheckpoints(NamedTuple):
 
 def checkpoint_record(t: Translation, at_ms: int) -> bytes:
     """The value of ``t``'s record in ``__ferry_checkpoints`` (JSON; ``at``: when it was written, ms)."""
-    return json.dumps({"route": t.route, "group": t.group, "topic": t.topic, "partition": t.partition,
-                       "sourceOffset": t.source_offset, "sourceLogEnd": t.source_end, "lag": t.lag,
-                       "destinationTopic": t.destination_topic, "destinationOffset": t.destination_offset,
-                       "method": t.method, "at": at_ms}).encode()
+    return json.dumps(
+        {
+            "route": t.route,
+            "group": t.group,
+            "topic": t.topic,
+            "partition": t.partition,
+            "sourceOffset": t.source_offset,
+            "sourceLogEnd": t.source_end,
+            "lag": t.lag,
+            "destinationTopic": t.destination_topic,
+            "destinationOffset": t.destination_offset,
+            "method": t.method,
+            "at": at_ms,
+        }
+    ).encode()
 
 
 def _why(error: BaseException | None) -> str:
@@ -137,14 +147,16 @@ class Checkpointer:
         self._admins: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.admin(config.clusters[cluster]))
         # assign()-only reads; never commits
         self._consumers: ClientPool[str] = ClientPool(
-            lambda cluster: kafka_clients.consumer(config.clusters[cluster], f"ferry.checkpoints.{client_id}"))
+            lambda cluster: kafka_clients.consumer(config.clusters[cluster], f"ferry.checkpoints.{client_id}")
+        )
         self._maps: dict[str, OffsetMapReader] = {}
         self._mm2 = Mm2Checkpoints(config, client_id)  # routes taking over from MirrorMaker 2
         self._lock = threading.Lock()
         self._latest: dict[str, list[Translation]] = {}  # group -> its last translations
         self._checkpointed_at: dict[tuple[str, str], float] = {}  # (route, group) -> last success
         self._checkpoint_topic = InternalTopic(
-            NewTopic(CHECKPOINT_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"}), TIMEOUT_S)
+            NewTopic(CHECKPOINT_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"}), TIMEOUT_S
+        )
         self._producers: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.producer(config.clusters[cluster]))
 
     # -- clients ----------------------------------------------------------------------------
@@ -153,7 +165,9 @@ class Checkpointer:
         return self._admins[cluster]
 
     def _consumer(self, cluster: str) -> Any:
-        if cluster in self._consumers:  # unassigned between uses (_by_timestamp assigns and unassigns): its log waits for a poll
+        if (
+            cluster in self._consumers
+        ):  # unassigned between uses (_by_timestamp assigns and unassigns): its log waits for a poll
             kafka_clients.serve_logs(self._consumers[cluster])
         return self._consumers[cluster]
 
@@ -204,7 +218,11 @@ class Checkpointer:
     def _committed(self, cluster: str, group: str) -> dict[tuple[str, int], int]:
         request = [ConsumerGroupTopicPartitions(group)]
         try:
-            answer = self._admin(cluster).list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+            answer = (
+                self._admin(cluster)
+                .list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group]
+                .result(TIMEOUT_S)
+            )
         except (KafkaException, TimeoutError) as exc:
             raise Unavailable(f"cluster {cluster!r}: offsets of group {group!r}: {_why(exc)}") from None
         return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}
@@ -235,7 +253,9 @@ class Checkpointer:
                 continue
             seeded = self._mm2.translate(route, group, dest_topic, partition, offset)
             if seeded is not None:  # Ferry's map has nothing there yet: MirrorMaker 2's checkpoint
-                result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, seeded, MIRRORMAKER2))
+                result.append(
+                    Translation(route.name, group, topic, partition, offset, end, dest_topic, seeded, MIRRORMAKER2)
+                )
                 continue
             by_time = self._by_timestamp(route, topic, dest_topic, partition, offset)
             method = TIMESTAMP if by_time is not None else PENDING
@@ -253,8 +273,9 @@ class Checkpointer:
         """Axual's method: the destination offset of the committed record's timestamp minus the margin."""
         return self.by_timestamp_between(route.source, topic, route.destination, dest_topic, partition, offset)
 
-    def by_timestamp_between(self, from_cluster: str, from_topic: str, to_cluster: str, to_topic: str,
-                             partition: int, offset: int) -> int | None:
+    def by_timestamp_between(
+        self, from_cluster: str, from_topic: str, to_cluster: str, to_topic: str, partition: int, offset: int
+    ) -> int | None:
         """The timestamp method, either way: the record before position ``offset`` on ``from_cluster``, its
         timestamp minus the margin, looked up on ``to_cluster`` (its log end when every record there is older).
         None when that record is gone (retention) or a cluster does not answer."""
@@ -301,8 +322,11 @@ class Checkpointer:
         producer = self._producers[route.destination]
         now_ms = int(self._clock() * 1000)
         for t in translations:
-            producer.produce(CHECKPOINT_TOPIC, key=f"{t.group}|{t.route}|{t.topic}|{t.partition}".encode(),
-                             value=checkpoint_record(t, now_ms))
+            producer.produce(
+                CHECKPOINT_TOPIC,
+                key=f"{t.group}|{t.route}|{t.topic}|{t.partition}".encode(),
+                value=checkpoint_record(t, now_ms),
+            )
         if producer.flush(TIMEOUT_S):
             raise Unavailable(f"cluster {route.destination!r}: checkpoints not acknowledged in {TIMEOUT_S:.0f}s")
 
@@ -311,7 +335,10 @@ class Checkpointer:
         admin = self._admin(route.destination)
         try:
             description = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
-            active = bool(description.members) or str(getattr(description.state, "name", description.state)) in _ACTIVE_STATES
+            active = (
+                bool(description.members)
+                or str(getattr(description.state, "name", description.state)) in _ACTIVE_STATES
+            )
         except (KafkaException, TimeoutError) as exc:
             if kafka_error(exc).code != KafkaError.GROUP_ID_NOT_FOUND:
                 raise Unavailable(f"cluster {route.destination!r}: describing group {group!r}: {_why(exc)}") from None
@@ -320,14 +347,16 @@ class Checkpointer:
             return SyncResult(group, 0, "the group has active members on the destination")
         current = self._committed(route.destination, group)
         offsets = [
-            TopicPartition(t.destination_topic, t.partition, t.destination_offset) for t in translations
+            TopicPartition(t.destination_topic, t.partition, t.destination_offset)
+            for t in translations
             if t.destination_offset is not None
             and should_sync(t.destination_offset, current.get((t.destination_topic, t.partition)), False)
         ]
         if offsets:
             try:
-                admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
-                                                   request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
+                admin.alter_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(group, offsets)], request_timeout=TIMEOUT_S
+                )[group].result(TIMEOUT_S)
             except KafkaException as exc:  # e.g. a member joined meanwhile: the broker refuses
                 return SyncResult(group, 0, f"the destination refused: {kafka_error(exc)}")
             except TimeoutError:
@@ -344,6 +373,7 @@ class Checkpointer:
                 return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)[0])
             except KafkaException:
                 return -1  # unknown: keep everything
+
         gone = reader.below(route.name, log_start)
         if not gone:
             return 0
@@ -373,7 +403,9 @@ class Checkpointer:
                     if self._config.controller.sync_group_offsets:
                         self.sync(route, group, translations)
                 except Unavailable as exc:
-                    log.warning("checkpoint of group %s on route %s failed (next run retries): %s", group, route.name, exc)
+                    log.warning(
+                        "checkpoint of group %s on route %s failed (next run retries): %s", group, route.name, exc
+                    )
                     continue
                 with self._lock:
                     others = [t for t in self._latest.get(group, []) if t.route != route.name]
@@ -383,7 +415,11 @@ class Checkpointer:
                 self._map(route.destination).refresh()
                 trimmed = self.trim_map(route)
                 if trimmed:
-                    log.info("route %s: %d offset map segments below the destination's log start removed", route.name, trimmed)
+                    log.info(
+                        "route %s: %d offset map segments below the destination's log start removed",
+                        route.name,
+                        trimmed,
+                    )
             except (Unavailable, KafkaException) as exc:
                 self._drop_map(route.destination)
                 log.warning("route %s: trimming the offset map failed (next run retries): %s", route.name, exc)
@@ -401,4 +437,3 @@ class Checkpointer:
         now = self._clock()
         with self._lock:
             return {key: now - at for key, at in self._checkpointed_at.items()}
-

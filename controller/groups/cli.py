@@ -23,13 +23,17 @@ from ferry.common.config import load_config
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     common = config_and_json_anywhere(
-        define=lambda parser: parser.add_argument("--route", help="only this route, <source>.<destination>"))
-    parser = subparsers.add_parser("groups", parents=[common],
-                                   help="consumer groups: list, translate offsets to the destination, sync them")
+        define=lambda parser: parser.add_argument("--route", help="only this route, <source>.<destination>")
+    )
+    parser = subparsers.add_parser(
+        "groups", parents=[common], help="consumer groups: list, translate offsets to the destination, sync them"
+    )
     actions = parser.add_subparsers(dest="groups_action", required=True, metavar="ACTION")
     actions.add_parser("list", parents=[common], help="groups selected by each route's groups patterns")
-    for name, text in (("translate", "translate a group's committed offsets to the destination"),
-                       ("sync", "translate, then commit on the destination if the group is idle there")):
+    for name, text in (
+        ("translate", "translate a group's committed offsets to the destination"),
+        ("sync", "translate, then commit on the destination if the group is idle there"),
+    ):
         sub = actions.add_parser(name, parents=[common], help=text)
         sub.add_argument("group")
     parser.set_defaults(func=_run)
@@ -52,8 +56,11 @@ def _run(args: argparse.Namespace) -> int:
                 out.extend({"route": route.name, "group": g} for g in checkpointer.groups(route))
                 continue
             translations = checkpointer.translate_group(route, args.group)
-            row: dict[str, Any] = {"route": route.name, "group": args.group,
-                                   "partitions": [translation_json(t) for t in translations]}
+            row: dict[str, Any] = {
+                "route": route.name,
+                "group": args.group,
+                "partitions": [translation_json(t) for t in translations],
+            }
             if args.groups_action == "sync":
                 checkpointer.emit(route, translations)
                 row["sync"] = sync_json(checkpointer.sync(route, args.group, translations))
@@ -68,10 +75,14 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{row['route']}\t{row['group']}")
             continue
         for p in row["partitions"]:
-            print(f"{row['route']}\t{row['group']}\t{p['topic']}/{p['partition']}\tsource {p['sourceOffset']}"
-                  f"\t-> {p['destinationTopic']}/{p['partition']} {p['destinationOffset']}\t{p['method']}\tlag {p['lag']}")
+            print(
+                f"{row['route']}\t{row['group']}\t{p['topic']}/{p['partition']}\tsource {p['sourceOffset']}"
+                f"\t-> {p['destinationTopic']}/{p['partition']} {p['destinationOffset']}\t{p['method']}\tlag {p['lag']}"
+            )
         if "sync" in row:
             sync = row["sync"]
-            print(f"{row['route']}\t{row['group']}\tsynced {sync['synced']} partitions"
-                  + (f" ({sync['skipped']})" if sync.get("skipped") else ""))
+            print(
+                f"{row['route']}\t{row['group']}\tsynced {sync['synced']} partitions"
+                + (f" ({sync['skipped']})" if sync.get("skipped") else "")
+            )
     return 0

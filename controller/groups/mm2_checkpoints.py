@@ -28,7 +28,9 @@ class Mm2Checkpoints:
         self._client_id = client_id
         self._by_route: dict[str, dict[CheckpointKey, records.Checkpoint]] = {}
 
-    def translate(self, route: RouteConfig, group: str, destination_topic: str, partition: int, committed: int) -> int | None:
+    def translate(
+        self, route: RouteConfig, group: str, destination_topic: str, partition: int, committed: int
+    ) -> int | None:
         """The destination offset MirrorMaker 2 checkpointed for the group (:func:`common.mm2.records.seeded_offset`);
         None without one or on a route that does not take over from MirrorMaker 2."""
         if route.mirrormaker2 is None:
@@ -44,7 +46,8 @@ class Mm2Checkpoints:
             found = read_topic(self._config.clusters[route.destination], topic, f"{self._client_id}-mm2-checkpoints")
         except UnreachableError as exc:
             raise Unavailable(f"cluster {route.destination!r}: MirrorMaker 2's checkpoints: {exc}") from None
-        result = {(point.group, point.topic, point.partition): point
-                  for point in records.decoded(found, records.checkpoint)}
+        result = {
+            (point.group, point.topic, point.partition): point for point in records.decoded(found, records.checkpoint)
+        }
         log.info("route %s: %d MirrorMaker 2 checkpoints read from %s", route.name, len(result), topic)
         return result

@@ -26,8 +26,9 @@ class OffsetMapReader:
     """Follows the compacted map topic on one destination cluster; keeps every partition's segments."""
 
     def __init__(self, cluster: Mapping[str, Any], client_id: str) -> None:
-        self._consumer = kafka_clients.consumer(cluster, f"{client_id}.offset-map",
-                                                **{"client.id": client_id, "auto.offset.reset": "earliest"})
+        self._consumer = kafka_clients.consumer(
+            cluster, f"{client_id}.offset-map", **{"client.id": client_id, "auto.offset.reset": "earliest"}
+        )
         self._assigned = False
         self._segments: dict[tuple[str, str, int], dict[int, Segment]] = {}
 

@@ -16,14 +16,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from ferry.common.cli import config_and_json_anywhere
 
     common = config_and_json_anywhere(json_help="JSON output (as GET /translate answers)")
-    parser = subparsers.add_parser("offsets", parents=[common],
-                                   help="offsets of any consumer: translate a position between a route's clusters")
+    parser = subparsers.add_parser(
+        "offsets", parents=[common], help="offsets of any consumer: translate a position between a route's clusters"
+    )
     actions = parser.add_subparsers(dest="offsets_action", required=True, metavar="ACTION")
     sub = actions.add_parser(
-        "translate", parents=[common],
+        "translate",
+        parents=[common],
         help="the destination position that continues from a source position (or back, with --reverse)",
         description="Translates one consumer position (the next offset to read) exactly from the route's offset "
-                    "map, or by timestamp where no map covers it (marked so). No controller needed.")
+        "map, or by timestamp where no map covers it (marked so). No controller needed.",
+    )
     sub.add_argument("--route", help="the route, <source>.<destination> (optional with one route)")
     sub.add_argument("--topic", required=True, help="the topic's name at the source")
     sub.add_argument("--partition", required=True, type=int)

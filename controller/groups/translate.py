@@ -50,14 +50,17 @@ class OffsetTranslation:
 def reversed_segments(segments: list[Segment]) -> list[Segment]:
     """The map seen from the destination: each segment's sides swapped, in (source) order, so that
     :func:`common.core.offset_map.translate` answers destination -> source positions (pure)."""
-    return sorted((Segment(s.dst_start, s.src_start, s.length) for s in segments), key=lambda s: (s.dst_start, -s.length))
+    return sorted(
+        (Segment(s.dst_start, s.src_start, s.length) for s in segments), key=lambda s: (s.dst_start, -s.length)
+    )
 
 
 class OffsetTranslator(Checkpointer):
     """The checkpoint code's clients and map reader, asked about one position at a time."""
 
-    def translate_offset(self, route_name: str | None, topic: str, partition: int, offset: int,
-                         reverse: bool = False) -> OffsetTranslation:
+    def translate_offset(
+        self, route_name: str | None, topic: str, partition: int, offset: int, reverse: bool = False
+    ) -> OffsetTranslation:
         """``offset`` (a position) on ``topic``/``partition`` (the source topic's name) translated.
 
         Raises NotFound for an unknown route or a topic/partition the route does not mirror,
@@ -100,5 +103,7 @@ class OffsetTranslator(Checkpointer):
         if metadata is None or metadata.error is not None:
             raise NotFound(f"topic {topic!r} does not exist on cluster {cluster!r}")
         if partition not in metadata.partitions:
-            raise NotFound(f"topic {topic!r} has no partition {partition} on cluster {cluster!r} "
-                           f"({len(metadata.partitions)} partitions)")
+            raise NotFound(
+                f"topic {topic!r} has no partition {partition} on cluster {cluster!r} "
+                f"({len(metadata.partitions)} partitions)"
+            )

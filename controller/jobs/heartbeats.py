@@ -40,7 +40,9 @@ class HeartbeatJob:
         self._now_ms = now_ms
         self.book = heartbeat.HeartbeatBook()
         self._clusters = sorted({c for r in config.routes for c in (r.source, r.destination)})
-        self._topic = InternalTopic(NewTopic(heartbeat.TOPIC, 1, -1, config={"message.timestamp.type": "LogAppendTime"}), _TIMEOUT_S)
+        self._topic = InternalTopic(
+            NewTopic(heartbeat.TOPIC, 1, -1, config={"message.timestamp.type": "LogAppendTime"}), _TIMEOUT_S
+        )
         self._producers: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.producer(config.clusters[cluster]))
         self._readers: dict[str, Any] = {}
         self._assigned: dict[str, set[str]] = {}
@@ -59,7 +61,9 @@ class HeartbeatJob:
             except (BufferError, KafkaException) as exc:
                 log.warning("heartbeat on %s not written: %s", source, exc)
         for cluster in self._clusters:
-            names = {heartbeat.TOPIC} | {r.destination_topic(heartbeat.TOPIC) for r in routes if r.destination == cluster}
+            names = {heartbeat.TOPIC} | {
+                r.destination_topic(heartbeat.TOPIC) for r in routes if r.destination == cluster
+            }
             self._read(cluster, names)
 
     def _ensure_topic(self, cluster: str) -> None:
@@ -72,7 +76,8 @@ class HeartbeatJob:
         reader = self._readers.get(cluster)
         if reader is None:
             reader = self._readers[cluster] = kafka_clients.consumer(
-                self._config.clusters[cluster], group_id=f"ferry.heartbeats.reader.{cluster}")
+                self._config.clusters[cluster], group_id=f"ferry.heartbeats.reader.{cluster}"
+            )
         assigned = self._assigned.setdefault(cluster, set())
         missing = sorted(names - assigned)
         if missing:
@@ -80,8 +85,12 @@ class HeartbeatJob:
                 topics = reader.list_topics(timeout=_TIMEOUT_S).topics
             except KafkaException:
                 return
-            new = [TopicPartition(t, p, OFFSET_END) for t in missing if t in topics and topics[t].error is None
-                   for p in topics[t].partitions]
+            new = [
+                TopicPartition(t, p, OFFSET_END)
+                for t in missing
+                if t in topics and topics[t].error is None
+                for p in topics[t].partitions
+            ]
             if new:
                 reader.incremental_assign(new)
                 assigned.update(tp.topic for tp in new)

@@ -61,17 +61,28 @@ def make_scheduler(metrics: ControllerMetrics) -> BackgroundScheduler:
         # A late run still runs (no misfire grace limit); missed runs coalesce into one.
         job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
     )
-    scheduler.add_listener(metrics.on_job_event,
-                           EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
+    scheduler.add_listener(
+        metrics.on_job_event, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES
+    )
     return scheduler
 
 
 class LeaderJobs:
     """See the module docstring."""
 
-    def __init__(self, config: FerryConfig, controller_id: str, leadership: Leadership, scheduler: BaseScheduler,
-                 metrics: ControllerMetrics, reads: ReadSide, topics: TopicAdmin, tree: TreeControl,
-                 clock: Callable[[], float], config_path: str | None) -> None:
+    def __init__(
+        self,
+        config: FerryConfig,
+        controller_id: str,
+        leadership: Leadership,
+        scheduler: BaseScheduler,
+        metrics: ControllerMetrics,
+        reads: ReadSide,
+        topics: TopicAdmin,
+        tree: TreeControl,
+        clock: Callable[[], float],
+        config_path: str | None,
+    ) -> None:
         self.config = config
         self._leadership = leadership
         self._scheduler = scheduler
@@ -107,8 +118,13 @@ class LeaderJobs:
         if self.schemas is not None:
             self._every("schemas", self.schemas.run, self.schemas.config.interval_s, "schemas", datetime.now())
         if config.checkpoint_interval_s and any(r.groups for r in self.config.routes):
-            self._every("checkpoints", self.checkpoint, config.checkpoint_interval_s, "checkpoints",
-                        datetime.now() + timedelta(seconds=1))
+            self._every(
+                "checkpoints",
+                self.checkpoint,
+                config.checkpoint_interval_s,
+                "checkpoints",
+                datetime.now() + timedelta(seconds=1),
+            )
 
     def stop(self) -> None:
         """Removes every scheduled job (the reconciler's too) and closes the heartbeat clients."""
@@ -128,19 +144,29 @@ class LeaderJobs:
                 self._translator.close()
                 self._translator = None
 
-    def translate_offset(self, route: str | None, topic: str, partition: int, offset: int,
-                         reverse: bool = False) -> OffsetTranslation:
+    def translate_offset(
+        self, route: str | None, topic: str, partition: int, offset: int, reverse: bool = False
+    ) -> OffsetTranslation:
         """One consumer position translated (:mod:`controller.groups.translate`); any controller answers."""
         with self._translator_lock:
             if self._translator is None:
                 self._translator = OffsetTranslator(self.config, f"{self._controller_id}-translate")
             return self._translator.translate_offset(route, topic, partition, offset, reverse)
 
-    def _every(self, job_id: str, job: Callable[[], Any], seconds: float, executor: str,
-               first: datetime | None = None) -> None:
+    def _every(
+        self, job_id: str, job: Callable[[], Any], seconds: float, executor: str, first: datetime | None = None
+    ) -> None:
         kwargs: dict[str, Any] = {} if first is None else {"next_run_time": first}
-        self._scheduler.add_job(self._run_guarded, "interval", args=[job], id=job_id, seconds=seconds,
-                                replace_existing=True, executor=executor, **kwargs)
+        self._scheduler.add_job(
+            self._run_guarded,
+            "interval",
+            args=[job],
+            id=job_id,
+            seconds=seconds,
+            replace_existing=True,
+            executor=executor,
+            **kwargs,
+        )
 
     def _run_guarded(self, job: Callable[[], Any]) -> None:
         """Runs a periodic leader job; a failure is logged and the next run tries again."""

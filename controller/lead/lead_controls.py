@@ -34,7 +34,10 @@ def read_controls(store: Store, layout: ZkLayout) -> tuple[Controls, fleet_contr
 
 def budgets(config: FerryConfig, controls: Controls) -> dict[str, fleet_controls.Throttle]:
     """Each throttled route's budget: the run-time one, else the config's."""
-    result = {route.name: fleet_controls.Throttle(route.max_bytes_per_s, route.max_records_per_s)
-              for route in config.routes if route.max_bytes_per_s or route.max_records_per_s}
+    result = {
+        route.name: fleet_controls.Throttle(route.max_bytes_per_s, route.max_records_per_s)
+        for route in config.routes
+        if route.max_bytes_per_s or route.max_records_per_s
+    }
     result.update(controls.throttles)
     return result

@@ -26,8 +26,14 @@ class LeadWatches:
     when the live set changed after the first event of a lead.
     """
 
-    def __init__(self, zk: KazooClient, layout: ZkLayout, leadership: Leadership, on_change: Callable[[], None],
-                 on_membership: Callable[[list[str], list[str]], None]) -> None:
+    def __init__(
+        self,
+        zk: KazooClient,
+        layout: ZkLayout,
+        leadership: Leadership,
+        on_change: Callable[[], None],
+        on_membership: Callable[[list[str], list[str]], None],
+    ) -> None:
         self.lock = threading.Lock()
         self.reads = 0
         self._zk = zk

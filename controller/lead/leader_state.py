@@ -146,7 +146,9 @@ class LeaderState:
         """The operator's cordoned workers (``drained`` among them give away what they hold)."""
         if (cordoned, drained) == (self.cordoned, self.drained):
             return
-        self._check_workers.update(cordoned.symmetric_difference(self.cordoned) | drained.symmetric_difference(self.drained))
+        self._check_workers.update(
+            cordoned.symmetric_difference(self.cordoned) | drained.symmetric_difference(self.drained)
+        )
         self.cordoned, self.drained = cordoned, drained
 
     def put_topic(self, key: TopicKey, state: IdealState | None, version: int = 0) -> None:
@@ -164,9 +166,14 @@ class LeaderState:
 
     # -- planning ---------------------------------------------------------------------------
 
-    def plan(self, now: float, failover_delay_s: float, rebalance: bool = False,
-             rates: Callable[[], Mapping[PartitionKey, Rate]] | None = None,
-             moves: Mapping[PartitionKey, str] | None = None) -> Changes:
+    def plan(
+        self,
+        now: float,
+        failover_delay_s: float,
+        rebalance: bool = False,
+        rates: Callable[[], Mapping[PartitionKey, Rate]] | None = None,
+        moves: Mapping[PartitionKey, str] | None = None,
+    ) -> Changes:
         """The writes that bring ZooKeeper to the desired state; see ``plan`` of ``tests/oracles/planner.py``.
 
         ``rates`` (balance by load): the measured rates, asked only when partitions are placed;
@@ -209,9 +216,7 @@ class LeaderState:
                     self._move(partition, worker)
 
         changes = Changes()
-        changes.moved = sum(
-            1 for p, w in origin.items() if self._desired.get(_topic(p), {}).get(p.partition, w) != w
-        )
+        changes.moved = sum(1 for p, w in origin.items() if self._desired.get(_topic(p), {}).get(p.partition, w) != w)
         for key in self._touched_topics:
             state = self.ideal.get(key)
             if state is not None:
@@ -252,8 +257,9 @@ class LeaderState:
 
     # -- the parts of a plan ----------------------------------------------------------------
 
-    def _place(self, active: set[str], retained: set[str],
-               rates: Callable[[], Mapping[PartitionKey, Rate]] | None = None) -> None:
+    def _place(
+        self, active: set[str], retained: set[str], rates: Callable[[], Mapping[PartitionKey, Rate]] | None = None
+    ) -> None:
         """Places the unplaced partitions among the partitions of their topics only."""
         topics = {_topic(p) for p in self._unplaced}
         partitions = [PartitionKey(k.route, k.topic, p) for k in topics for p in range(self.ideal[k].partitions)]
@@ -266,7 +272,9 @@ class LeaderState:
             for worker, count in base.items():
                 own = [measured[p] for p in self._held_by.get(worker, ()) if p in measured and _topic(p) not in topics]
                 outside[worker] = (sum(r.bytes_per_s for r in own), sum(r.records_per_s for r in own), count)
-            placed = assignment.assign_by_load(partitions, current, active, measured, retained=retained, base_load=outside)
+            placed = assignment.assign_by_load(
+                partitions, current, active, measured, retained=retained, base_load=outside
+            )
         else:
             placed = assignment.assign(partitions, current, active, retained=retained, base_load=base)
         for partition, worker in placed.items():

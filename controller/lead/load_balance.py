@@ -38,12 +38,18 @@ class LoadBalancer:
         # partition -> (worker reporting it, its last lag, growing since: None when calm)
         self._watch: dict[PartitionKey, tuple[str, int, float | None]] = {}
         self._reports: dict[str, tuple[dict[PartitionKey, PartitionLoad], float | None]] = {}
-        self.bytes_gauge = Gauge("ferry_controller_worker_bytes_per_second",
-                                 "Value bytes per second a worker copies, as it last reported (balance by load)",
-                                 ["worker"], registry=registry)
-        self.records_gauge = Gauge("ferry_controller_worker_records_per_second",
-                                   "Records per second a worker copies, as it last reported (balance by load)",
-                                   ["worker"], registry=registry)
+        self.bytes_gauge = Gauge(
+            "ferry_controller_worker_bytes_per_second",
+            "Value bytes per second a worker copies, as it last reported (balance by load)",
+            ["worker"],
+            registry=registry,
+        )
+        self.records_gauge = Gauge(
+            "ferry_controller_worker_records_per_second",
+            "Records per second a worker copies, as it last reported (balance by load)",
+            ["worker"],
+            registry=registry,
+        )
 
     def reset(self) -> None:
         """Forgets every report (a new lead reads them again)."""
@@ -86,7 +92,9 @@ class LoadBalancer:
         after = self.config.stuck_after_s
         return {p for p, (_, _, since) in self._watch.items() if since is not None and now - since >= after}
 
-    def plan(self, holding: Mapping[PartitionKey, str], eligible: Collection[str], now: float) -> dict[PartitionKey, str]:
+    def plan(
+        self, holding: Mapping[PartitionKey, str], eligible: Collection[str], now: float
+    ) -> dict[PartitionKey, str]:
         """Partition -> new worker, for the partitions that should move now (empty: none)."""
         if not self._reports or len(set(eligible)) < 2:
             return {}
@@ -96,7 +104,9 @@ class LoadBalancer:
         for partition in stuck:
             self._watch.pop(partition, None)  # its new owner's reports start the count again
         on_eligible = [w for w in after.values() if w in eligible]
-        mean = sum(rates.get(p, Rate()).bytes_per_s for p, w in after.items() if w in eligible) / max(1, len(set(eligible)))
+        mean = sum(rates.get(p, Rate()).bytes_per_s for p, w in after.items() if w in eligible) / max(
+            1, len(set(eligible))
+        )
         if on_eligible and mean >= self.config.load_balance_min_bytes_per_s:
             after = rebalance_by_load(after, eligible, rates, self.config.imbalance_ratio)
         return {p: w for p, w in after.items() if holding.get(p) != w}

@@ -70,8 +70,17 @@ class Reconciler:
     Topic commands take them only through :meth:`writing` and :meth:`writing_without_lock`, which
     keep the order (``lock`` before ``adding``)."""
 
-    def __init__(self, config: FerryConfig, zk: KazooClient, layout: ZkLayout, store: Store, leadership: Leadership,
-                 scheduler: BaseScheduler, metrics: ControllerMetrics, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        config: FerryConfig,
+        zk: KazooClient,
+        layout: ZkLayout,
+        store: Store,
+        leadership: Leadership,
+        scheduler: BaseScheduler,
+        metrics: ControllerMetrics,
+        clock: Callable[[], float],
+    ) -> None:
         self.config = config
         self.layout = layout
         self.store = store
@@ -123,12 +132,23 @@ class Reconciler:
         """Starts this lead's watches, the resync safety net and a first reconcile."""
         self._watches.start(epoch)
         # The safety net only queues a reconcile (on a thread of its own, so it never piles up).
-        self._scheduler.add_job(self.request_reconcile, "interval", seconds=RESYNC_INTERVAL_S, id="resync",
-                                replace_existing=True, executor="timer")
+        self._scheduler.add_job(
+            self.request_reconcile,
+            "interval",
+            seconds=RESYNC_INTERVAL_S,
+            id="resync",
+            replace_existing=True,
+            executor="timer",
+        )
         if self._by_load:
-            self._scheduler.add_job(partial(self._schedule, "load-balance", 0.0, by_load=True), "interval",
-                                    seconds=self.config.controller.load_rebalance_interval_s, id="load-balance-timer",
-                                    replace_existing=True, executor="timer")
+            self._scheduler.add_job(
+                partial(self._schedule, "load-balance", 0.0, by_load=True),
+                "interval",
+                seconds=self.config.controller.load_rebalance_interval_s,
+                id="load-balance-timer",
+                replace_existing=True,
+                executor="timer",
+            )
 
     def drop_model(self) -> None:
         """The next reconcile reads everything again (a failed write, or the lead ended)."""
@@ -140,7 +160,9 @@ class Reconciler:
         return self._watches.reads
 
     def _membership_changed(self, joined: list[str], left: list[str]) -> None:
-        log.info("workers joined %s left %s; rebalance in %.0fs", joined, left, self.config.controller.rebalance_delay_s)
+        log.info(
+            "workers joined %s left %s; rebalance in %.0fs", joined, left, self.config.controller.rebalance_delay_s
+        )
         self._schedule("rebalance", self.config.controller.rebalance_delay_s, rebalance=True)
 
     # -- triggers -----------------------------------------------------------------------------
@@ -160,15 +182,21 @@ class Reconciler:
             with self._seen_lock:
                 self._reconcile_queued = False
 
-    def _schedule(self, job_id: str, delay_s: float, rebalance: bool = False, queued: bool = False,
-                  by_load: bool = False) -> bool:
+    def _schedule(
+        self, job_id: str, delay_s: float, rebalance: bool = False, queued: bool = False, by_load: bool = False
+    ) -> bool:
         """(Re)schedules the one-shot job ``job_id``; False when not leading or the scheduler stopped."""
         if self._leadership.state != LEADING:
             return False
         try:
             self._scheduler.add_job(
-                self._run, "date", run_date=datetime.now() + timedelta(seconds=delay_s), id=job_id,
-                replace_existing=True, misfire_grace_time=None, kwargs={"rebalance": rebalance, "queued": queued, "by_load": by_load},
+                self._run,
+                "date",
+                run_date=datetime.now() + timedelta(seconds=delay_s),
+                id=job_id,
+                replace_existing=True,
+                misfire_grace_time=None,
+                kwargs={"rebalance": rebalance, "queued": queued, "by_load": by_load},
                 # One run may wait for the one reconcile thread while another runs.
                 max_instances=2,
             )
@@ -209,8 +237,9 @@ class Reconciler:
             plan_started = time.perf_counter()
             moves = self._load_moves(model, now) if by_load and self._by_load else None
             rates = (lambda: self.balancer.rates()) if self._by_load else None
-            changes = model.plan(now, self.config.controller.failover_delay_s, rebalance=rebalance, rates=rates,
-                                 moves=moves)
+            changes = model.plan(
+                now, self.config.controller.failover_delay_s, rebalance=rebalance, rates=rates, moves=moves
+            )
             self._metrics.plan_seconds.observe(time.perf_counter() - plan_started)
             generation = model.generation + 1
             for key in changes.views:
@@ -229,8 +258,11 @@ class Reconciler:
             for worker, until in changes.retained_until.items():
                 self._schedule(f"failover-{worker}", max(0.0, until - now) + 0.05)
             if changes.moved:
-                log.info("reconciled: %d partitions moved%s", changes.moved,
-                         " (rebalance)" if rebalance else " (balance by load)" if moves else "")
+                log.info(
+                    "reconciled: %d partitions moved%s",
+                    changes.moved,
+                    " (rebalance)" if rebalance else " (balance by load)" if moves else "",
+                )
             self._metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return changes
 
@@ -254,8 +286,12 @@ class Reconciler:
             self._read_controls()
             self._model.set_cordoned(frozenset(self.controls.cordoned), frozenset(self.controls.drained()))
             self.publish_ideal()
-            log.info("read the state: %d topics, %d workers in %.2fs", len(self._model.ideal),
-                     len(self._model.live), time.perf_counter() - started)
+            log.info(
+                "read the state: %d topics, %d workers in %.2fs",
+                len(self._model.ideal),
+                len(self._model.live),
+                time.perf_counter() - started,
+            )
         model = self._model
         live, statuses = self._watches.take()
         if live is not None and live != set(model.live):
@@ -334,8 +370,9 @@ class Reconciler:
         """A fresh read-only copy of the model's ideal states and the topics whitelisted without the
         lock (call with the lock, after each change)."""
         with self.adding:  # so no bulk request's topics go missing from it meanwhile
-            self._ideal_published = None if self._model is None else MappingProxyType(
-                {**self._model.ideal, **self._whitelisted})
+            self._ideal_published = (
+                None if self._model is None else MappingProxyType({**self._model.ideal, **self._whitelisted})
+            )
 
     # -- the lock protocol for topic writes (controller.lead.topic_writes) ----------------------
 
@@ -444,5 +481,6 @@ class Reconciler:
         """Topics removed through ``DELETE`` (the observer does not whitelist them again)."""
         return {
             TopicKey(route.name, topic)
-            for route in self.config.routes for topic in self.store.children(f"{self.layout.removed}/{route.name}")
+            for route in self.config.routes
+            for topic in self.store.children(f"{self.layout.removed}/{route.name}")
         }

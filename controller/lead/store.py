@@ -122,13 +122,20 @@ class Store(StateReader):
             for route in self.children(self.layout.external):
                 unread.update(TopicKey(route, t) for t in self.children(self.layout.route_external(route)))
         assignments = {
-            worker: WorkerAssignment.from_bytes(data) for worker, (data, _) in self._folder(self.layout.assignments).items()
+            worker: WorkerAssignment.from_bytes(data)
+            for worker, (data, _) in self._folder(self.layout.assignments).items()
         }
         generation = self.data(self.layout.generation)
         return Snapshot(
-            live=self.live_workers(), statuses=self.statuses(), ideal=ideal, ideal_versions=versions,
-            external=self.external_views() if read_views else {}, unread_views=unread, assignments=assignments,
-            generation=int(decode(generation[0]) or 0) if generation else 0, generation_exists=generation is not None,
+            live=self.live_workers(),
+            statuses=self.statuses(),
+            ideal=ideal,
+            ideal_versions=versions,
+            external=self.external_views() if read_views else {},
+            unread_views=unread,
+            assignments=assignments,
+            generation=int(decode(generation[0]) or 0) if generation else 0,
+            generation_exists=generation is not None,
         )
 
     def leader(self) -> dict[str, str] | None:
@@ -164,8 +171,11 @@ class Store(StateReader):
                 raise NotLeader(f"the fence {fence} is gone: this controller no longer leads")
             # kazoo answers every op of a failed transaction with an exception: the one that failed
             # with its own, the others with RolledBackError.
-            failures = [(op, r) for op, r in zip(chunk, results[1:], strict=False) if isinstance(r, Exception)
-                        and not isinstance(r, RolledBackError)]
+            failures = [
+                (op, r)
+                for op, r in zip(chunk, results[1:], strict=False)
+                if isinstance(r, Exception) and not isinstance(r, RolledBackError)
+            ]
             if failures:
                 op, error = failures[0]
                 raise ControllerError(f"ZooKeeper refused {op.kind} {op.path}: {type(error).__name__}")

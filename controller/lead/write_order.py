@@ -14,8 +14,12 @@ from ferry.controller.lead.store import MAX_BYTES_PER_TRANSACTION, MAX_OPS_PER_T
 
 
 def writes(
-    layout: ZkLayout, model: LeaderState, changes: Changes, generation: int,
-    max_bytes: int = MAX_BYTES_PER_TRANSACTION, max_ops: int = MAX_OPS_PER_TRANSACTION,
+    layout: ZkLayout,
+    model: LeaderState,
+    changes: Changes,
+    generation: int,
+    max_bytes: int = MAX_BYTES_PER_TRANSACTION,
+    max_ops: int = MAX_OPS_PER_TRANSACTION,
 ) -> list[Op]:
     """The ZooKeeper writes of ``changes`` (against ``model``'s mirrors), in an order where every prefix is safe.
 
@@ -36,11 +40,15 @@ def writes(
     for worker, partitions in sorted(changes.assignments.items()):
         old = model.assignments.get(worker)
         path = layout.assignment(worker)
-        final = Op(OpKind.CREATE if old is None else OpKind.SET, path, WorkerAssignment(generation, partitions).to_bytes())
+        final = Op(
+            OpKind.CREATE if old is None else OpKind.SET, path, WorkerAssignment(generation, partitions).to_bytes()
+        )
         assignment_ops.append(final)
         kept = partitions if old is None else old.partitions & partitions
         if old is not None and kept != old.partitions:  # loses partitions: that comes first
-            shrink_ops.append(final if kept == partitions else Op(OpKind.SET, path, WorkerAssignment(generation, kept).to_bytes()))
+            shrink_ops.append(
+                final if kept == partitions else Op(OpKind.SET, path, WorkerAssignment(generation, kept).to_bytes())
+            )
         if old is None or kept != partitions:
             grow_ops.append(final)
     for worker in sorted(changes.delete_assignments):
@@ -49,10 +57,15 @@ def writes(
         grow_ops.append(delete)
     generation_ops = []
     if changes.assignments:
-        generation_ops.append(Op(OpKind.SET if model.generation_exists else OpKind.CREATE, layout.generation, encode(generation)))
+        generation_ops.append(
+            Op(OpKind.SET if model.generation_exists else OpKind.CREATE, layout.generation, encode(generation))
+        )
     view_ops = [
-        Op(OpKind.SET if key in model.external or key in model.unread_views else OpKind.CREATE,
-           layout.external_topic(key.route, key.topic), view.to_bytes())
+        Op(
+            OpKind.SET if key in model.external or key in model.unread_views else OpKind.CREATE,
+            layout.external_topic(key.route, key.topic),
+            view.to_bytes(),
+        )
         for key, view in sorted(changes.views.items())
     ]
     view_ops += [Op(OpKind.DELETE, layout.external_topic(key.route, key.topic)) for key in sorted(changes.delete_views)]

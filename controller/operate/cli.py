@@ -23,8 +23,10 @@ class ControlsError(ControllerCallError):
 
 
 def register_pause(subparsers: argparse._SubParsersAction) -> None:
-    for name, text in (("pause", "pause a topic or some of its partitions (they keep their worker)"),
-                       ("resume", "resume a paused topic or some of its partitions")):
+    for name, text in (
+        ("pause", "pause a topic or some of its partitions (they keep their worker)"),
+        ("resume", "resume a paused topic or some of its partitions"),
+    ):
         parser = subparsers.add_parser(name, help=text)
         add_options(parser)
         parser.add_argument("topic")
@@ -38,7 +40,9 @@ def register_workers(subparsers: argparse._SubParsersAction) -> None:
     add_options(parser)
     parser.add_argument("action", choices=["cordon", "drain", "uncordon", "show"])
     parser.add_argument("worker", help="the worker's id")
-    parser.add_argument("--wait", type=float, default=0.0, help="drain: wait at most this many seconds until it holds nothing")
+    parser.add_argument(
+        "--wait", type=float, default=0.0, help="drain: wait at most this many seconds until it holds nothing"
+    )
     parser.set_defaults(func=_workers)
 
 
@@ -85,8 +89,14 @@ def _workers(args: argparse.Namespace) -> int:
     return 0
 
 
-def wait_drained(client: ControllerClient, worker: str, deadline_s: float, poll_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Any] = time.sleep) -> Any:
+def wait_drained(
+    client: ControllerClient,
+    worker: str,
+    deadline_s: float,
+    poll_s: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> Any:
     """Waits until ``worker`` holds no partition; :class:`ControlsError` after ``deadline_s``."""
     deadline = clock() + deadline_s
     while True:
@@ -94,7 +104,9 @@ def wait_drained(client: ControllerClient, worker: str, deadline_s: float, poll_
         if answer.get("partitions") == 0:
             return answer
         if clock() >= deadline:
-            raise ControlsError(f"worker {worker} still holds {answer.get('partitions')} partitions after {deadline_s:g}s")
+            raise ControlsError(
+                f"worker {worker} still holds {answer.get('partitions')} partitions after {deadline_s:g}s"
+            )
         sleep(poll_s)
 
 
@@ -107,6 +119,11 @@ def _autobalancing(args: argparse.Namespace) -> int:
 
 
 def _throttle(args: argparse.Namespace) -> int:
-    _print(ControllerClient.from_args(args).call("PUT", f"/routes/{args.route}/throttle",
-                {"max_records_per_s": args.max_records_per_s, "max_bytes_per_s": args.max_bytes_per_s}))
+    _print(
+        ControllerClient.from_args(args).call(
+            "PUT",
+            f"/routes/{args.route}/throttle",
+            {"max_records_per_s": args.max_records_per_s, "max_bytes_per_s": args.max_bytes_per_s},
+        )
+    )
     return 0

@@ -67,12 +67,16 @@ class FleetControls:
 
     def worker(self, worker: str) -> WorkerControl:
         controls = self.controls()
-        held = sum(1 for state in self._reconciler.ideal_states().values() for w in state.assignment.values() if w == worker)
+        held = sum(
+            1 for state in self._reconciler.ideal_states().values() for w in state.assignment.values() if w == worker
+        )
         return WorkerControl(worker, controls.cordoned.get(worker), held)
 
     # -- writes (the leader only) -------------------------------------------------------------
 
-    def pause(self, topic: str, partitions: list[int] | None, route: str | None, resume: bool = False) -> dict[str, Any]:
+    def pause(
+        self, topic: str, partitions: list[int] | None, route: str | None, resume: bool = False
+    ) -> dict[str, Any]:
         """Pauses (or resumes) ``partitions`` (None: all) of ``topic`` on every route that mirrors it (or ``route``)."""
 
         def change(controls: Controls) -> Controls:
@@ -94,7 +98,9 @@ class FleetControls:
             return controls
 
         controls = self._update(change)
-        log.info("%s %s partitions %s", "resumed" if resume else "paused", topic, "all" if partitions is None else partitions)
+        log.info(
+            "%s %s partitions %s", "resumed" if resume else "paused", topic, "all" if partitions is None else partitions
+        )
         return {"topic": topic, "paused": {r: t[topic] for r, t in controls.to_json()["paused"].items() if topic in t}}
 
     def cordon(self, worker: str, how: str | None) -> WorkerControl:
@@ -135,4 +141,3 @@ class FleetControls:
             reconciler.set_controls(updated)
         reconciler.request_reconcile()
         return updated
-

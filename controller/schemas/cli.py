@@ -79,17 +79,24 @@ def _print_status(report: dict[str, Any], copied: bool) -> None:
     _table(rows)
     if copied:
         for entry in report["copied"]:
-            print(f"copied {entry['subject']} v{entry['version']} (ID {entry['id']}) -> "
-                  f"{entry['target']} {entry['targetSubject']}")
+            print(
+                f"copied {entry['subject']} v{entry['version']} (ID {entry['id']}) -> "
+                f"{entry['target']} {entry['targetSubject']}"
+            )
         for entry in report.get("stateChanged", []):
-            print(f"state of {entry['target']} {entry['targetSubject']} v{entry['version']} -> {entry['state']} "
-                  f"(as on the primary)")
+            print(
+                f"state of {entry['target']} {entry['targetSubject']} v{entry['version']} -> {entry['state']} "
+                f"(as on the primary)"
+            )
     for target, why in report.get("unreachable", {}).items():
         print(f"UNREACHABLE: {target}: {why}")
     for conflict in report["conflicts"]:
         print(f"CONFLICT: {conflict['reason']}")
-    print(f"{len(report['subjects'])} subject(s); out of sync: "
-          + ", ".join(f"{t} {n}" for t, n in report["outOfSync"].items()) + f"; conflicts: {len(report['conflicts'])}")
+    print(
+        f"{len(report['subjects'])} subject(s); out of sync: "
+        + ", ".join(f"{t} {n}" for t, n in report["outOfSync"].items())
+        + f"; conflicts: {len(report['conflicts'])}"
+    )
 
 
 def _print_diff(report: dict[str, Any]) -> None:
@@ -99,8 +106,10 @@ def _print_diff(report: dict[str, Any]) -> None:
             if state["state"] == "in_sync":
                 continue
             ids = [f"v{v} (ID {subject['versions'][str(v)]})" for v in state["missingVersions"]]
-            lines.append(f"{target}: {state['subject']} lacks {', '.join(ids)} of {subject['subject']}"
-                         + (f"; conflict: {state['conflict']}" if state["conflict"] else ""))
+            lines.append(
+                f"{target}: {state['subject']} lacks {', '.join(ids)} of {subject['subject']}"
+                + (f"; conflict: {state['conflict']}" if state["conflict"] else "")
+            )
     for line in lines:
         print(line)
     if not lines:

@@ -123,10 +123,14 @@ class SchemaDistributor:
         self.config = config
         self.metrics = metrics
         self.targets = config.target_names
-        self._clients = dict(clients) if clients is not None else {
-            name: RegistryClient(name, config.registries[name]) for name in [config.primary, *self.targets]}
-        self._formats = {name: SubjectFormat(reg.subject_format, reg.subject_vars)
-                         for name, reg in config.registries.items()}
+        self._clients = (
+            dict(clients)
+            if clients is not None
+            else {name: RegistryClient(name, config.registries[name]) for name in [config.primary, *self.targets]}
+        )
+        self._formats = {
+            name: SubjectFormat(reg.subject_format, reg.subject_vars) for name, reg in config.registries.items()
+        }
         self._rename_topic = rename_topic
         self._clock = clock
         self._lock = threading.Lock()
@@ -135,28 +139,42 @@ class SchemaDistributor:
         self._last_error: str | None = None
         # A primary (subject, version) never changes its ID or content: read it once.
         self._primary_cache: dict[tuple[str, int], SchemaVersion] = {}
-        self._out_of_sync = Gauge("ferry_controller_schema_subjects_out_of_sync",
-                                  "Primary subjects not (yet) in sync on the target registry",
-                                  ["target"], registry=metrics)
-        self._conflicts = Gauge("ferry_controller_schema_conflicts",
-                                "Subject versions that cannot keep their schema ID on the target",
-                                ["target"], registry=metrics)
-        self._copied = Counter("ferry_controller_schema_versions_copied",
-                               "Subject versions copied to the target registry with their IDs",
-                               ["target"], registry=metrics)
-        self._failures = Counter("ferry_controller_schema_pass_failures",
-                                 "Distribution passes that failed or skipped a target (a registry unreachable)",
-                                 registry=metrics)
-        self._target_up = Gauge("ferry_controller_schema_target_up",
-                                "1 when the last pass reached the target registry", ["target"], registry=metrics)
+        self._out_of_sync = Gauge(
+            "ferry_controller_schema_subjects_out_of_sync",
+            "Primary subjects not (yet) in sync on the target registry",
+            ["target"],
+            registry=metrics,
+        )
+        self._conflicts = Gauge(
+            "ferry_controller_schema_conflicts",
+            "Subject versions that cannot keep their schema ID on the target",
+            ["target"],
+            registry=metrics,
+        )
+        self._copied = Counter(
+            "ferry_controller_schema_versions_copied",
+            "Subject versions copied to the target registry with their IDs",
+            ["target"],
+            registry=metrics,
+        )
+        self._failures = Counter(
+            "ferry_controller_schema_pass_failures",
+            "Distribution passes that failed or skipped a target (a registry unreachable)",
+            registry=metrics,
+        )
+        self._target_up = Gauge(
+            "ferry_controller_schema_target_up",
+            "1 when the last pass reached the target registry",
+            ["target"],
+            registry=metrics,
+        )
 
     def close(self) -> None:
         for client in self._clients.values():
             client.close()
 
     def translate(self, subject: str, target: str) -> str | None:
-        return translate_subject(subject, self._formats[self.config.primary], self._formats[target],
-                                 self._rename_topic)
+        return translate_subject(subject, self._formats[self.config.primary], self._formats[target], self._rename_topic)
 
     # -- one pass ----------------------------------------------------------------------------
 
@@ -196,16 +214,18 @@ class SchemaDistributor:
                     registered = primary.version(subject, number)
                     if registered is None:  # deleted meanwhile
                         continue
-                    cached = SchemaVersion(subject, number, registered.schema_id,
-                                           fingerprint(registered.schema, registered.schema_type))
+                    cached = SchemaVersion(
+                        subject, number, registered.schema_id, fingerprint(registered.schema, registered.schema_type)
+                    )
                     self._primary_cache[(subject, number)] = cached
                 versions.append(cached)
             if versions:
                 found[subject] = versions
         return found, states
 
-    def _read_target(self, target: str, subjects: list[str],
-                     states: dict[tuple[str, int], str]) -> dict[str, dict[int, tuple[int, str]]]:
+    def _read_target(
+        self, target: str, subjects: list[str], states: dict[tuple[str, int], str]
+    ) -> dict[str, dict[int, tuple[int, str]]]:
         client = self._clients[target]
         held: dict[str, dict[int, tuple[int, str]]] = {}
         for subject in subjects:
@@ -219,7 +239,9 @@ class SchemaDistributor:
                 registered = client.version(target_subject, number)
                 if registered is not None:
                     held.setdefault(target_subject, {})[number] = (
-                        registered.schema_id, fingerprint(registered.schema, registered.schema_type))
+                        registered.schema_id,
+                        fingerprint(registered.schema, registered.schema_type),
+                    )
         return held
 
     def _read_ids(self, target: str, ids: set[int]) -> dict[int, str | None]:
@@ -261,7 +283,10 @@ class SchemaDistributor:
             copied, failed = self._copy(export, primary, result.copies, unreachable)
             for copy in copied:  # what is now on the target, without reading it all again
                 version = next(v for v in primary[copy.subject] if v.version == copy.version)
-                held[copy.target].setdefault(copy.target_subject, {})[copy.version] = (copy.schema_id, version.fingerprint)
+                held[copy.target].setdefault(copy.target_subject, {})[copy.version] = (
+                    copy.schema_id,
+                    version.fingerprint,
+                )
                 ids[copy.target][copy.schema_id] = version.fingerprint
         changed: list[StateChange] = []
         if write:
@@ -275,8 +300,13 @@ class SchemaDistributor:
                     continue
                 target_states[change.target][(change.target_subject, change.version)] = change.state
                 changed.append(change)
-                log.info("schema state follows the primary: %s version %d on %s is %s", change.target_subject,
-                         change.version, change.target, change.state)
+                log.info(
+                    "schema state follows the primary: %s version %d on %s is %s",
+                    change.target_subject,
+                    change.version,
+                    change.target,
+                    change.state,
+                )
         if copied or changed:
             result = planned()
         for target in self.targets:
@@ -302,14 +332,18 @@ class SchemaDistributor:
         marked = False
         for copy in copies:
             content_hash = hashes.get((copy.subject, copy.version))
-            if ids[copy.target].get(copy.schema_id) is None and content_hash is not None \
-                    and self._clients[copy.target].has_content(content_hash):
+            if (
+                ids[copy.target].get(copy.schema_id) is None
+                and content_hash is not None
+                and self._clients[copy.target].has_content(content_hash)
+            ):
                 ids[copy.target][copy.schema_id] = HELD_UNDER_ANOTHER_ID
                 marked = True
         return marked
 
-    def _copy(self, export: bytes, primary: Mapping[str, list[SchemaVersion]], copies: list[Copy],
-              unreachable: dict[str, str]) -> tuple[list[Copy], list[ConflictReport]]:
+    def _copy(
+        self, export: bytes, primary: Mapping[str, list[SchemaVersion]], copies: list[Copy], unreachable: dict[str, str]
+    ) -> tuple[list[Copy], list[ConflictReport]]:
         copied: list[Copy] = []
         failed: list[ConflictReport] = []
         batch = self.config.import_batch
@@ -318,12 +352,13 @@ class SchemaDistributor:
             client = self._clients[target]
             stopped: set[str] = set()  # subjects with a version that did not land: later ones wait
             for start in range(0, len(mine), batch):
-                chunk = [c for c in mine[start:start + batch] if c.subject not in stopped]
+                chunk = [c for c in mine[start : start + batch] if c.subject not in stopped]
                 if not chunk:
                     continue
                 try:
-                    client.import_zip(import_zip_for(export, [VersionCopy(c.subject, c.version, c.target_subject)
-                                                              for c in chunk]))
+                    client.import_zip(
+                        import_zip_for(export, [VersionCopy(c.subject, c.version, c.target_subject) for c in chunk])
+                    )
                     problems = [self._landed(client, primary, copy) for copy in chunk]
                 except RegistryUnavailable as exc:  # this target's rest waits for the next pass
                     unreachable[target] = str(exc)
@@ -333,13 +368,20 @@ class SchemaDistributor:
                     if problem is None:
                         copied.append(copy)
                         self._copied.labels(target).inc()
-                        log.info("schema copied: %s version %d -> %s %s, ID %d", copy.subject, copy.version,
-                                 target, copy.target_subject, copy.schema_id)
+                        log.info(
+                            "schema copied: %s version %d -> %s %s, ID %d",
+                            copy.subject,
+                            copy.version,
+                            target,
+                            copy.target_subject,
+                            copy.schema_id,
+                        )
                         continue
                     stopped.add(copy.subject)
                     log.error("schema copy failed: %s", problem)
-                    failed.append(ConflictReport(target, copy.subject, copy.version, copy.schema_id,
-                                                 copy.target_subject, problem))
+                    failed.append(
+                        ConflictReport(target, copy.subject, copy.version, copy.schema_id, copy.target_subject, problem)
+                    )
         return copied, failed
 
     @staticmethod
@@ -350,14 +392,27 @@ class SchemaDistributor:
         landed_as = None if landed is None else (landed.schema_id, fingerprint(landed.schema, landed.schema_type))
         if landed_as == (copy.schema_id, expected.fingerprint):
             return None
-        return (f"{copy.subject} version {copy.version} did not land on {client.name} as "
-                f"{copy.target_subject} with ID {copy.schema_id}: "
-                + ("nothing was imported" if landed is None else f"it holds ID {landed.schema_id}"
-                   + ("" if landed_as and landed_as[1] == expected.fingerprint else " with other content")))
+        return (
+            f"{copy.subject} version {copy.version} did not land on {client.name} as "
+            f"{copy.target_subject} with ID {copy.schema_id}: "
+            + (
+                "nothing was imported"
+                if landed is None
+                else f"it holds ID {landed.schema_id}"
+                + ("" if landed_as and landed_as[1] == expected.fingerprint else " with other content")
+            )
+        )
 
-    def _report(self, primary: Mapping[str, list[SchemaVersion]], primary_states: Mapping[tuple[str, int], str],
-                result: Plan, copied: list[Copy], failed: list[ConflictReport],
-                changed: list[StateChange], unreachable: Mapping[str, str]) -> SchemaReport:
+    def _report(
+        self,
+        primary: Mapping[str, list[SchemaVersion]],
+        primary_states: Mapping[tuple[str, int], str],
+        result: Plan,
+        copied: list[Copy],
+        failed: list[ConflictReport],
+        changed: list[StateChange],
+        unreachable: Mapping[str, str],
+    ) -> SchemaReport:
         out_of_sync: dict[str, int] = {}
         for target in self.targets:
             if target in unreachable:  # not known to be in sync: every subject it should hold
@@ -366,13 +421,20 @@ class SchemaDistributor:
                 continue  # its conflicts are as the last pass that reached it found them
             out_of_sync[target] = result.out_of_sync(target)
             self._out_of_sync.labels(target).set(out_of_sync[target])
-            self._conflicts.labels(target).set(result.conflicts_on(target) + sum(1 for f in failed if f.target == target))
+            self._conflicts.labels(target).set(
+                result.conflicts_on(target) + sum(1 for f in failed if f.target == target)
+            )
         subjects = []
         for subject in sorted(primary):
             versions = sorted(primary[subject])
-            subjects.append(SubjectReport(
-                subject, versions, {v.version: primary_states.get((subject, v.version), ENABLED) for v in versions},
-                dict(result.statuses.get(subject, {}))))
+            subjects.append(
+                SubjectReport(
+                    subject,
+                    versions,
+                    {v.version: primary_states.get((subject, v.version), ENABLED) for v in versions},
+                    dict(result.statuses.get(subject, {})),
+                )
+            )
         return SchemaReport(
             primary=self.config.primary,
             targets=list(self.targets),

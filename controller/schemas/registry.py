@@ -109,11 +109,15 @@ class RegistryClient:
                 if answer.status_code == 404 and missing_ok:
                     return None
                 if answer.status_code < 500 and answer.status_code != 429:
-                    raise RegistryRefused(f"registry of {self.name} ({self.url}) refused {method} {path}: "
-                                          f"{answer.status_code} {answer.text[:200]}")
+                    raise RegistryRefused(
+                        f"registry of {self.name} ({self.url}) refused {method} {path}: "
+                        f"{answer.status_code} {answer.text[:200]}"
+                    )
                 problem = f"HTTP {answer.status_code}"
             if self._clock() + delay > give_up:
-                raise RegistryUnavailable(f"registry of {self.name} ({self.url}) did not answer {method} {path}: {problem}")
+                raise RegistryUnavailable(
+                    f"registry of {self.name} ({self.url}) did not answer {method} {path}: {problem}"
+                )
             self._sleep(delay)
             delay = min(delay * 2, 2.0)
 
@@ -156,8 +160,13 @@ class RegistryClient:
         found = self._json(f"{CCOMPAT}/subjects/{_quote(subject)}/versions/{version}", missing_ok=True)
         if found is None:
             return None
-        return RegisteredVersion(subject, int(found["version"]), int(found["id"]), str(found["schema"]),
-                                 str(found.get("schemaType") or "AVRO"))
+        return RegisteredVersion(
+            subject,
+            int(found["version"]),
+            int(found["id"]),
+            str(found["schema"]),
+            str(found.get("schemaType") or "AVRO"),
+        )
 
     def schema_by_id(self, schema_id: int) -> tuple[str, str] | None:
         """(schema, type) registered under ``schema_id``; None when the ID is free."""
@@ -184,8 +193,12 @@ class RegistryClient:
         # make the import skip, silently, every version whose global ID the target already used.
         # Without preservation a content ID the target uses for another schema would be reused
         # for it: the distributor has checked every ID before, and reads every copy back after.
-        self._request("POST", f"{ADMIN}/import", data=data,
-                      headers={"Content-Type": "application/zip", "X-Registry-Preserve-GlobalId": "false"})
+        self._request(
+            "POST",
+            f"{ADMIN}/import",
+            data=data,
+            headers={"Content-Type": "application/zip", "X-Registry-Preserve-GlobalId": "false"},
+        )
 
 
 def _quote(subject: str) -> str:
@@ -232,7 +245,9 @@ def import_zip_for(export: bytes, copies: Iterable[VersionCopy]) -> bytes:
                 try:
                     entry = json.loads(source.read(path))
                 except KeyError:
-                    raise RegistryRefused(f"the primary's export has no {copy.subject} version {copy.version}") from None
+                    raise RegistryRefused(
+                        f"the primary's export has no {copy.subject} version {copy.version}"
+                    ) from None
                 entry["artifactId"] = copy.target_subject
                 content = contents.get(int(entry["contentId"]))
                 if content is None:
@@ -242,8 +257,12 @@ def import_zip_for(export: bytes, copies: Iterable[VersionCopy]) -> bytes:
                     target.writestr(content, source.read(content))
                     data = content[: -len(".json")] + ".data"
                     target.writestr(data, source.read(data))
-                entries.append((f"groups/default/artifacts/{copy.target_subject}/versions/{copy.version}"
-                                ".ArtifactVersion.json", json.dumps(entry).encode()))
+                entries.append(
+                    (
+                        f"groups/default/artifacts/{copy.target_subject}/versions/{copy.version}.ArtifactVersion.json",
+                        json.dumps(entry).encode(),
+                    )
+                )
             for name, payload in entries:
                 target.writestr(name, payload)
     return out.getvalue()

@@ -55,8 +55,17 @@ class Rebalanced(NamedTuple):
 class TopicAdmin:
     """The leader's topic commands; see the module docstring."""
 
-    def __init__(self, config: FerryConfig, zk: KazooClient, layout: ZkLayout, leadership: Leadership,
-                 reconciler: Reconciler, kafka: ClusterMetadata, reads: ReadSide, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        config: FerryConfig,
+        zk: KazooClient,
+        layout: ZkLayout,
+        leadership: Leadership,
+        reconciler: Reconciler,
+        kafka: ClusterMetadata,
+        reads: ReadSide,
+        clock: Callable[[], float],
+    ) -> None:
         self.config = config
         self._zk = zk
         self._layout = layout
@@ -66,8 +75,9 @@ class TopicAdmin:
         self._reads = reads
         self._clock = clock
 
-    def add_topic(self, topic: Any, num_partitions: Any = None, route: str | None = None,
-                  start: Any = None) -> TopicView:
+    def add_topic(
+        self, topic: Any, num_partitions: Any = None, route: str | None = None, start: Any = None
+    ) -> TopicView:
         """Whitelists ``topic`` on every route (or ``route``); its partitions are assigned at once."""
         self.add_topics([{"topic": topic, "numPartitions": num_partitions, "start": start}], route, assign_now=True)
         return self._reads.topic_view(topic, route)
@@ -120,7 +130,9 @@ class TopicAdmin:
         reconciler.request_reconcile()
         return written
 
-    def _mirrored_counts(self, routes: list[RouteConfig], wanted_counts: dict[str, int | None]) -> dict[str, dict[str, int]]:
+    def _mirrored_counts(
+        self, routes: list[RouteConfig], wanted_counts: dict[str, int | None]
+    ) -> dict[str, dict[str, int]]:
         """Route -> topic -> how many partitions to mirror, checked against the source when configured.
 
         A bulk request asks each source cluster for its topics once (one metadata request), not
@@ -142,8 +154,13 @@ class TopicAdmin:
                 counts[r.name][topic] = _checked_count(r, topic, count, partitions)
         return counts
 
-    def _whitelist(self, writer: TopicWriter, routes: list[RouteConfig], counts: dict[str, dict[str, int]],
-                   starts: Mapping[str, str | int]) -> list[IdealState]:
+    def _whitelist(
+        self,
+        writer: TopicWriter,
+        routes: list[RouteConfig],
+        counts: dict[str, dict[str, int]],
+        starts: Mapping[str, str | int],
+    ) -> list[IdealState]:
         """Writes the topics' nodes and their starts (fenced, one transaction when they fit) through ``writer``."""
         layout = self._layout
         self._leadership.require_leader()
@@ -200,7 +217,9 @@ class TopicAdmin:
                     continue
                 mirrored = True
                 if count < state.partitions:
-                    raise BadRequest(f"topic {topic!r} has {state.partitions} partitions; Kafka cannot shrink it to {count}")
+                    raise BadRequest(
+                        f"topic {topic!r} has {state.partitions} partitions; Kafka cannot shrink it to {count}"
+                    )
                 self._mirrored_count(r, topic, count)
                 if count > state.partitions:
                     expanded = IdealState(r.name, topic, count, dict(state.assignment))
@@ -259,9 +278,7 @@ class TopicAdmin:
         stopped = failover_guard.stop_routes(self._zk, layout, reconciler)  # failed-over routes: copied by nobody
         routes = [r for r in self.config.routes if r.name not in stopped]
         mirrored_routes = {k.route for k in reconciler.ideal_states()}
-        source_topics = {
-            r.name: self._kafka.topics(r.source) for r in routes if r.include or r.name in mirrored_routes
-        }
+        source_topics = {r.name: self._kafka.topics(r.source) for r in routes if r.include or r.name in mirrored_routes}
         removed = reconciler.removed_topics()
         ideal = reconciler.ideal_states()
         decisions = observer.decide(routes, source_topics, ideal, removed)
@@ -289,8 +306,12 @@ class TopicAdmin:
                 written.append((key, grown, version + 1))
             writer.write(ops, written)
             if ops:
-                log.info("observer: whitelisted %d topics %s, expanded %s", len(decisions.add),
-                         sorted(map(str, decisions.add))[:20], {str(k): n for k, n in decisions.expand.items()})
+                log.info(
+                    "observer: whitelisted %d topics %s, expanded %s",
+                    len(decisions.add),
+                    sorted(map(str, decisions.add))[:20],
+                    {str(k): n for k, n in decisions.expand.items()},
+                )
         self._follow_configs((set(ideal) | set(decisions.add)) & at_source)
         return decisions
 

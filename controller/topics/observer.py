@@ -52,9 +52,8 @@ def decide(
     return decisions
 
 
-def config_changes(source: Mapping[str, str], destination: Mapping[str, str], exclude: Collection[str]) -> dict[str, str]:
+def config_changes(
+    source: Mapping[str, str], destination: Mapping[str, str], exclude: Collection[str]
+) -> dict[str, str]:
     """The destination topic configs to set so they follow the source (excluded keys never)."""
-    return {
-        name: value for name, value in source.items()
-        if name not in exclude and destination.get(name) != value
-    }
+    return {name: value for name, value in source.items() if name not in exclude and destination.get(name) != value}

@@ -19,7 +19,9 @@ from ferry.controller.rest_client import ControllerClient, ControllerUnreachable
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("tree", help="the distribution tree's distributors, targets and state; switch a target")
+    parser = subparsers.add_parser(
+        "tree", help="the distribution tree's distributors, targets and state; switch a target"
+    )
     add_options(parser, config_required=True, config_help="Ferry's YAML config file")
     parser.add_argument("--json", action="store_true", help="print the controller's JSON answer")
     parser.set_defaults(func=_show)
@@ -48,8 +50,11 @@ def _show(args: argparse.Namespace) -> int:
         print(tree.ascii_tree(root))
         print()
         print(tree.table(derived, tree.choose_targets(derived, config.tree.targets)))
-        print(f"ferry: no controller at {exc.url} ({exc.reason}): the tree above has the targets as configured, "
-              "state unknown", file=sys.stderr)
+        print(
+            f"ferry: no controller at {exc.url} ({exc.reason}): the tree above has the targets as configured, "
+            "state unknown",
+            file=sys.stderr,
+        )
         return 1
     if args.json:
         json.dump(view, sys.stdout, indent=2)
@@ -59,8 +64,10 @@ def _show(args: argparse.Namespace) -> int:
     print()
     print(view["table"])
     if view.get("unreachable"):
-        print(f"\nunreachable clusters: {', '.join(view['unreachable'])} "
-              f"(distributors switch after {view['switchAfterS']:.0f}s)")
+        print(
+            f"\nunreachable clusters: {', '.join(view['unreachable'])} "
+            f"(distributors switch after {view['switchAfterS']:.0f}s)"
+        )
     return 0
 
 

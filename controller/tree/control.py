@@ -55,8 +55,15 @@ class TreeView:
 class TreeControl:
     """See the module docstring; ``reset`` at each lead, ``check_tree`` is the leader's ``tree`` job."""
 
-    def __init__(self, config: FerryConfig, zk: KazooClient, layout: ZkLayout, leadership: Leadership,
-                 kafka: ClusterMetadata, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        config: FerryConfig,
+        zk: KazooClient,
+        layout: ZkLayout,
+        leadership: Leadership,
+        kafka: ClusterMetadata,
+        clock: Callable[[], float],
+    ) -> None:
         self.config = config
         self._zk = zk
         self._layout = layout
@@ -119,8 +126,13 @@ class TreeControl:
             target = routes[d.name].destination
             state = states[d.name] = TARGET_UNREACHABLE if target in unreachable else COPYING
             rows.append(DistributorRow(d, target, d.name in switched, state))
-        return TreeView(root.render(), self.config.tree.switch_after_s, rows, sorted(unreachable),
-                        tree.table(derived, {d.name: routes[d.name].destination for d in derived}, states))
+        return TreeView(
+            root.render(),
+            self.config.tree.switch_after_s,
+            rows,
+            sorted(unreachable),
+            tree.table(derived, {d.name: routes[d.name].destination for d in derived}, states),
+        )
 
     def check_tree(self) -> None:
         """The leader's tree job: probes every leaf; switches distributors whose target is down too long."""
@@ -138,7 +150,10 @@ class TreeControl:
             return
         switched, _ = self.switched_targets()
         targets = {r.name: r.destination for r in self.config.with_targets(switched) if r.distributor}
-        decided = tree.switches(tree.distributors(root), targets, self._unreachable_since, now,
-                                self.config.tree.switch_after_s)
+        decided = tree.switches(
+            tree.distributors(root), targets, self._unreachable_since, now, self.config.tree.switch_after_s
+        )
         for name, leaf in sorted(decided.items()):
-            self.switch_target(name, leaf, f"{targets[name]} unreachable for {now - self._unreachable_since[targets[name]]:.0f}s")
+            self.switch_target(
+                name, leaf, f"{targets[name]} unreachable for {now - self._unreachable_since[targets[name]]:.0f}s"
+            )

@@ -10,7 +10,9 @@ from tests.harness.processes import Fleet
 
 
 @pytest.fixture
-def fleet(local_stack: devstack.Stack, zk_chroot: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fleet]:
+def fleet(
+    local_stack: devstack.Stack, zk_chroot: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Fleet]:
     root = "/" + zk_chroot.split("/", 1)[1]
     fleet = Fleet(stack=local_stack, zk_root=root, workdir=tmp_path)
     yield fleet

@@ -101,8 +101,13 @@ class SkewedProducer:
 
 def _bytes_copied(worker: FerryProcess) -> float:
     text = requests.get(f"{worker.url}/metrics", timeout=5).text
-    return sum(sample.value for family in text_string_to_metric_families(text) if family.name == "ferry_worker_bytes_copied"
-               for sample in family.samples if sample.name == "ferry_worker_bytes_copied_total")
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "ferry_worker_bytes_copied"
+        for sample in family.samples
+        if sample.name == "ferry_worker_bytes_copied_total"
+    )
 
 
 def _hot_lag(hot: list[tuple[str, int]], src: AdminClient, dst: AdminClient) -> int:
@@ -123,17 +128,33 @@ def _measure(workers: dict[str, FerryProcess], hot: list[tuple[str, int]], src: 
     return Phase({name: (after[name] - before[name]) / elapsed for name in workers}, statistics.mean(lags))
 
 
-def _run_phase(local_stack: devstack.Stack, root: str, workdir: Path, balance: str, names: Callable[[str], str]) -> Phase:
+def _run_phase(
+    local_stack: devstack.Stack, root: str, workdir: Path, balance: str, names: Callable[[str], str]
+) -> Phase:
     workdir.mkdir()
-    fleet = Fleet(stack=local_stack, zk_root=root, workdir=workdir, extra={
-        "controller": {"balance": balance, "load_rebalance_interval_s": 6, "imbalance_ratio": 1.1,
-                       "load_balance_min_bytes_per_s": 10_000},
-        "worker": {"commit_interval_s": 0.5, "load_report_interval_s": 3},
-        # The throttle only under count: its split follows partition counts, and a load-balanced worker
-        # with a hot partition among few others would get less than it copies (see the module docstring).
-        "routes": [{"source": "src", "destination": "dst",
-                    **({"max_bytes_per_s": ROUTE_BYTES_PER_S} if balance == "count" else {})}],
-    })
+    fleet = Fleet(
+        stack=local_stack,
+        zk_root=root,
+        workdir=workdir,
+        extra={
+            "controller": {
+                "balance": balance,
+                "load_rebalance_interval_s": 6,
+                "imbalance_ratio": 1.1,
+                "load_balance_min_bytes_per_s": 10_000,
+            },
+            "worker": {"commit_interval_s": 0.5, "load_report_interval_s": 3},
+            # The throttle only under count: its split follows partition counts, and a load-balanced worker
+            # with a hot partition among few others would get less than it copies (see the module docstring).
+            "routes": [
+                {
+                    "source": "src",
+                    "destination": "dst",
+                    **({"max_bytes_per_s": ROUTE_BYTES_PER_S} if balance == "count" else {}),
+                }
+            ],
+        },
+    )
     topics = [names(f"{prefix}-{balance}") for prefix in ("a-hot", "b-cold", "c-cold", "d-cold")]
     src = kafka_clients.admin({"bootstrap.servers": local_stack.bootstrap("src")})
     dst = kafka_clients.admin({"bootstrap.servers": local_stack.bootstrap("dst")})
@@ -144,7 +165,9 @@ def _run_phase(local_stack: devstack.Stack, root: str, workdir: Path, balance: s
         workers = {name: fleet.start_worker(name) for name in WORKERS}
         fleet.wait_for_leader(controller)
         fleet.wait_for_workers(controller, set(WORKERS))
-        response = requests.post(f"{controller.url}/topics", json={"topics": [{"topic": t} for t in topics]}, timeout=30)
+        response = requests.post(
+            f"{controller.url}/topics", json={"topics": [{"topic": t} for t in topics]}, timeout=30
+        )
         assert response.status_code in (200, 201), response.text
         for t in topics:
             wait_until(lambda t=t: len(fleet.online_by_worker(controller, t)) == PARTITIONS, 60, f"{t} ONLINE")
@@ -164,14 +187,20 @@ def _run_phase(local_stack: devstack.Stack, root: str, workdir: Path, balance: s
                 return len({now[p] for _, p in hot}) == len(hot)
 
             wait_until(spread, 90, "the balance by load to put each hot partition on its own worker", interval=1)
-            wait_until(lambda: all(len(fleet.online_by_worker(controller, t)) == PARTITIONS for t in topics), 60,
-                       "every partition ONLINE after the moves")
-            wait_until(lambda: _hot_lag(hot, src, dst) < CAUGHT_UP_RECORDS, 90,
-                       "the moved partitions to catch up", interval=1)
+            wait_until(
+                lambda: all(len(fleet.online_by_worker(controller, t)) == PARTITIONS for t in topics),
+                60,
+                "every partition ONLINE after the moves",
+            )
+            wait_until(
+                lambda: _hot_lag(hot, src, dst) < CAUGHT_UP_RECORDS, 90, "the moved partitions to catch up", interval=1
+            )
         time.sleep(5)  # let the measured window start from steady copying
         phase = _measure(workers, hot, src, dst)
-        print(f"balance {balance}: worker bytes/s {({w: round(b) for w, b in phase.worker_bytes_per_s.items()})}, "
-              f"max/mean {phase.max_over_mean:.2f}, hot topic's end-to-end lag {phase.hot_lag:.0f} records")
+        print(
+            f"balance {balance}: worker bytes/s { ({w: round(b) for w, b in phase.worker_bytes_per_s.items()}) }, "
+            f"max/mean {phase.max_over_mean:.2f}, hot topic's end-to-end lag {phase.hot_lag:.0f} records"
+        )
         return phase
     finally:
         if producer is not None:

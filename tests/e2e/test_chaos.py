@@ -60,9 +60,14 @@ class AckedProducer:
         self.topic = topic
         self._producer = kafka_clients.producer(
             {"bootstrap.servers": stack.bootstrap("src")},
-            **{"linger.ms": 20, "message.timeout.ms": 300_000, "enable.idempotence": True, "acks": "all",
-               # "Connection refused" every few ms while a broker is down is the point, not news.
-               "log_level": 2},
+            **{
+                "linger.ms": 20,
+                "message.timeout.ms": 300_000,
+                "enable.idempotence": True,
+                "acks": "all",
+                # "Connection refused" every few ms while a broker is down is the point, not news.
+                "log_level": 2,
+            },
         )
         self._base_timestamp_ms = int(time.time() * 1000)
         self.produced_at: list[float] = []  # monotonic time each seq was handed to the producer
@@ -75,7 +80,7 @@ class AckedProducer:
         self._thread.start()
 
     def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
-        seq = int(message.key()[len(b"key-"):])  # delivery reports carry the key, not the headers
+        seq = int(message.key()[len(b"key-") :])  # delivery reports carry the key, not the headers
         if error is None:
             self.acked[seq] = message.partition()
         else:
@@ -83,8 +88,12 @@ class AckedProducer:
 
     def _produce(self, seq: int) -> None:
         produce_blocking(
-            self._producer, self.topic, partition=seq % PARTITIONS, key=f"key-{seq}".encode(),
-            value=f"value-{seq}-".encode() * 3, timestamp=self._base_timestamp_ms + seq,
+            self._producer,
+            self.topic,
+            partition=seq % PARTITIONS,
+            key=f"key-{seq}".encode(),
+            value=f"value-{seq}-".encode() * 3,
+            timestamp=self._base_timestamp_ms + seq,
             headers=[(HEADER_SEQ, str(seq).encode()), ("origin", b"chaos")],
             on_delivery=self._on_delivery,
         )
@@ -161,8 +170,11 @@ def test_chaos_loses_nothing_and_every_partition_ends_online(
 
         def recovered() -> bool:
             current = _leader(controllers)
-            return (current is not None and len(fleet.online_by_worker(current, topic)) == PARTITIONS
-                    and ledger.destination_count() >= target)
+            return (
+                current is not None
+                and len(fleet.online_by_worker(current, topic)) == PARTITIONS
+                and ledger.destination_count() >= target
+            )
 
         wait_until(recovered, RECOVERY_TIMEOUT_S, f"recovery after: {phase.name}", interval=0.5)
         phase.recovered = time.monotonic()
@@ -182,8 +194,11 @@ def test_chaos_loses_nothing_and_every_partition_ends_online(
         kill_server(stack.zookeeper, ZK_DOWN_S, f"kill -9 ZooKeeper, down {ZK_DOWN_S:.0f} s")
 
         victim = _busiest_worker(fleet, controllers, topic, workers)
-        phase = Phase(f"SIGSTOP worker {victim.name} for {WORKER_STOPPED_S:.0f} s", started=time.monotonic(),
-                      dst_ends=ledger.end_offsets(ledger.dst))
+        phase = Phase(
+            f"SIGSTOP worker {victim.name} for {WORKER_STOPPED_S:.0f} s",
+            started=time.monotonic(),
+            dst_ends=ledger.end_offsets(ledger.dst),
+        )
         phases.append(phase)
         victim.signal(signal.SIGSTOP)
         try:
@@ -214,12 +229,16 @@ def test_chaos_loses_nothing_and_every_partition_ends_online(
 
     report = _check_destination(ledger, producer, phases)
     elapsed = time.monotonic() - began
-    print(f"\nchaos: {report['records']} source records, {len(producer.acked)} acknowledged, "
-          f"{report['duplicates']} duplicates at the destination, {elapsed:.0f} s in all")
+    print(
+        f"\nchaos: {report['records']} source records, {len(producer.acked)} acknowledged, "
+        f"{report['duplicates']} duplicates at the destination, {elapsed:.0f} s in all"
+    )
     for phase in phases[:-1]:
-        print(f"  {phase.name}: repaired after {phase.repaired - phase.started:.1f} s, "
-              f"recovered {phase.recovered - phase.repaired:.1f} s later, "
-              f"{report['by_phase'].get(phase.name, 0)} duplicates written during it")
+        print(
+            f"  {phase.name}: repaired after {phase.repaired - phase.started:.1f} s, "
+            f"recovered {phase.recovered - phase.repaired:.1f} s later, "
+            f"{report['by_phase'].get(phase.name, 0)} duplicates written during it"
+        )
     if report["by_phase"].get("before the faults"):
         print(f"  before the faults: {report['by_phase']['before the faults']} duplicates")
     if report["by_phase"].get("after the faults"):
@@ -233,8 +252,9 @@ def _leader(controllers: list[FerryProcess]) -> FerryProcess | None:
     return None
 
 
-def _busiest_worker(fleet: Fleet, controllers: list[FerryProcess], topic: str,
-                    workers: list[FerryProcess]) -> FerryProcess:
+def _busiest_worker(
+    fleet: Fleet, controllers: list[FerryProcess], topic: str, workers: list[FerryProcess]
+) -> FerryProcess:
     owners = Counter(fleet.online_by_worker(fleet.wait_for_leader(*controllers), topic).values())
     name = owners.most_common(1)[0][0]
     return next(w for w in workers if w.name == name)
@@ -248,7 +268,9 @@ def _check_destination(ledger: RecordLedger, producer: AckedProducer, phases: li
     a worker lagging behind the stream copies, during one fault, records produced before the
     previous one recovered (the paused worker's writes were once counted for the ZooKeeper outage).
     """
-    assert not producer.failed, f"the source refused {len(producer.failed)} records: {list(producer.failed.items())[:3]}"
+    assert not producer.failed, (
+        f"the source refused {len(producer.failed)} records: {list(producer.failed.items())[:3]}"
+    )
     source = ledger.read(ledger.src)
     destination = ledger.read(ledger.dst)
     duplicates_by_phase: Counter[str] = Counter()
@@ -268,11 +290,15 @@ def _check_destination(ledger: RecordLedger, producer: AckedProducer, phases: li
             dst_seqs.append(seq)
         acked_here = {seq for seq, p in producer.acked.items() if p == partition}
         missing = acked_here - seen
-        assert not missing, f"partition {partition}: {len(missing)} acknowledged records missing, e.g. {sorted(missing)[:5]}"
+        assert not missing, (
+            f"partition {partition}: {len(missing)} acknowledged records missing, e.g. {sorted(missing)[:5]}"
+        )
         assert acked_here <= set(src_seqs), f"partition {partition}: acknowledged records missing at the source"
         assert dst_seqs == src_seqs, f"partition {partition}: destination order differs from the source"
         # The same records, not only the same numbers: key, value, headers and timestamp.
-        assert set(destination.get(partition, [])) == set(source.get(partition, [])), f"partition {partition}: records differ"
+        assert set(destination.get(partition, [])) == set(source.get(partition, [])), (
+            f"partition {partition}: records differ"
+        )
     return {"records": sum(len(r) for r in source.values()), "duplicates": duplicates, "by_phase": duplicates_by_phase}
 
 

@@ -10,9 +10,7 @@ from ferry.devstack import stack as devstack
 
 
 def _ferry(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ferry.cli", *args], capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "ferry.cli", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_dev_status_reports_every_server_running(local_stack: devstack.Stack) -> None:

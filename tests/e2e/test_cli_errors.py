@@ -39,8 +39,10 @@ def _unreachable_config() -> dict[str, object]:
         "clusters": {"src": {"bootstrap.servers": CLOSED}, "dst": {"bootstrap.servers": CLOSED}},
         "routes": [{"source": "src", "destination": "dst", "groups": [".*"]}],
         "controller": {"rest_host": "127.0.0.1", "rest_port": 1},
-        "schemas": {"primary": "src", "registries": {"src": {"url": f"http://{CLOSED}"},
-                                                     "dst": {"url": f"http://{CLOSED}"}}},
+        "schemas": {
+            "primary": "src",
+            "registries": {"src": {"url": f"http://{CLOSED}"}, "dst": {"url": f"http://{CLOSED}"}},
+        },
     }
 
 
@@ -54,8 +56,12 @@ class Outcome:
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("cli-errors")
     unreachable = _unreachable_config()
-    tree = {**unreachable, "clusters": {"a": {"bootstrap.servers": CLOSED}, "b": {"bootstrap.servers": CLOSED}},
-            "routes": [], "tree": {"layout": "(a,b)", "include": [".*"]}}
+    tree = {
+        **unreachable,
+        "clusters": {"a": {"bootstrap.servers": CLOSED}, "b": {"bootstrap.servers": CLOSED}},
+        "routes": [],
+        "tree": {"layout": "(a,b)", "include": [".*"]},
+    }
     del tree["schemas"]
     written = {
         "unreachable": yaml.safe_dump(unreachable),
@@ -104,8 +110,18 @@ def _cases(f: dict[str, str]) -> dict[str, list[str]]:
         "controller-malformed": ["controller", "--config", f["malformed"]],
         "worker-invalid": ["worker", "--config", f["invalid"]],
     }
-    with_config = {"controller": [], "worker": [], "zk": ["tree"], "groups": ["list"], "tree": [],
-                   "schemas": ["status"], "validate": [], "audit": ["--topic", "t"], "failover": [], "failback": []}
+    with_config = {
+        "controller": [],
+        "worker": [],
+        "zk": ["tree"],
+        "groups": ["list"],
+        "tree": [],
+        "schemas": ["status"],
+        "validate": [],
+        "audit": ["--topic", "t"],
+        "failover": [],
+        "failback": [],
+    }
     for command, rest in with_config.items():
         cases[f"{command}-missing-file"] = [command, *rest, "--config", f["missing"]]
     cases["fleet-up-missing-file"] = ["fleet", "up", "--config", f["missing"], "--engine", f"tcp://{CLOSED}"]
@@ -117,8 +133,9 @@ def outcomes(files: dict[str, str]) -> dict[str, Outcome]:
     cases = _cases(files)
 
     def run(args: list[str]) -> Outcome:
-        done = subprocess.run(ferry_command(*args), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            ferry_command(*args), capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
         return Outcome(done.returncode, done.stderr)
 
     with ThreadPoolExecutor(max_workers=6) as pool:
@@ -131,7 +148,8 @@ CASE_NAMES = list(_cases({name: name for name in ("unreachable", "tree", "malfor
 
 @pytest.mark.parametrize("case", CASE_NAMES)
 def test_an_unusable_endpoint_flag_or_file_is_one_line_and_a_failing_status(
-        outcomes: dict[str, Outcome], case: str) -> None:
+    outcomes: dict[str, Outcome], case: str
+) -> None:
     outcome = outcomes[case]
     assert outcome.returncode not in (0, None), outcome.stderr
     assert "Traceback" not in outcome.stderr, outcome.stderr
@@ -149,12 +167,14 @@ def test_an_unreachable_zookeeper_is_named_with_its_deadline(outcomes: dict[str,
 
 @pytest.mark.parametrize("command", ["controller", "worker"])
 def test_controller_and_worker_give_up_on_an_unreachable_zookeeper_within_the_deadline(
-        files: dict[str, str], command: str) -> None:
+    files: dict[str, str], command: str
+) -> None:
     args = [command, "--config", files["unreachable"]]
     args += ["--rest-port", str(free_port())] if command == "controller" else ["--metrics-port", "0"]
     # The bound is the process's whole life: start-up, the deadline, and shutting down.
-    done = subprocess.run(ferry_command(*args), capture_output=True, text=True, timeout=RETRY_DEADLINE_S + 10,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        ferry_command(*args), capture_output=True, text=True, timeout=RETRY_DEADLINE_S + 10, stdin=subprocess.DEVNULL
+    )
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
 
@@ -178,11 +198,13 @@ def connecting_config(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("command", ["controller", "worker"])
-def test_sigterm_ends_a_process_still_connecting_to_zookeeper(connecting_config: Path, tmp_path: Path,
-                                                               command: str) -> None:
+def test_sigterm_ends_a_process_still_connecting_to_zookeeper(
+    connecting_config: Path, tmp_path: Path, command: str
+) -> None:
     extra = ["--rest-port", str(free_port())] if command == "controller" else ["--metrics-port", "0"]
-    process = spawn(command, ferry_command(command, "--config", str(connecting_config), *extra),
-                    tmp_path / f"{command}.log")
+    process = spawn(
+        command, ferry_command(command, "--config", str(connecting_config), *extra), tmp_path / f"{command}.log"
+    )
     try:
         # kazoo logs each attempt: the process is connecting (its signal handler is in place before).
         poll_until(lambda: "Connecting to 127.0.0.1" in process.log.read_text(), 30, f"{command} to try ZooKeeper")
@@ -252,24 +274,36 @@ class ZooKeeperLink:
 
 
 def test_zookeeper_lost_for_longer_than_the_deadline_ends_controller_and_worker_with_one_line(
-        local_stack: devstack.Stack, zk_chroot: str, tmp_path: Path) -> None:
+    local_stack: devstack.Stack, zk_chroot: str, tmp_path: Path
+) -> None:
     address, chroot = zk_chroot.split("/", 1)
     link = ZooKeeperLink(address)
-    config = fleet_config(local_stack, "/" + chroot, {
-        "zookeeper": {"connect": link.address, "retry_deadline_s": RETRY_DEADLINE_S, "session_timeout_s": 4},
-        "controller": {"rest_host": "127.0.0.1"}})
+    config = fleet_config(
+        local_stack,
+        "/" + chroot,
+        {
+            "zookeeper": {"connect": link.address, "retry_deadline_s": RETRY_DEADLINE_S, "session_timeout_s": 4},
+            "controller": {"rest_host": "127.0.0.1"},
+        },
+    )
     path = tmp_path / "ferry.yaml"
     path.write_text(yaml.safe_dump(config))
-    controller = spawn("controller", ferry_command("controller", "--config", str(path), "--rest-port", str(free_port())),
-                       tmp_path / "controller.log")
-    worker = spawn("worker", ferry_command("worker", "--config", str(path), "--metrics-port", "0"),
-                   tmp_path / "worker.log")
+    controller = spawn(
+        "controller",
+        ferry_command("controller", "--config", str(path), "--rest-port", str(free_port())),
+        tmp_path / "controller.log",
+    )
+    worker = spawn(
+        "worker", ferry_command("worker", "--config", str(path), "--metrics-port", "0"), tmp_path / "worker.log"
+    )
     try:
         poll_until(lambda: " leads " in controller.log.read_text(), 60, "the controller to lead")
         poll_until(lambda: "applied assignment" in worker.log.read_text(), 60, "the worker to run")
         link.cut()
-        expected = (f"ferry: lost ZooKeeper at {link.address} for longer than zookeeper.retry_deadline_s "
-                    f"({RETRY_DEADLINE_S:g} s)")
+        expected = (
+            f"ferry: lost ZooKeeper at {link.address} for longer than zookeeper.retry_deadline_s "
+            f"({RETRY_DEADLINE_S:g} s)"
+        )
         for process in (controller, worker):
             # The session timeout (4 s) and the deadline (2 s) pass first; then a few seconds at most.
             assert process.wait(30) == 2, process.log_tail()

@@ -31,7 +31,8 @@ def _post(url: str, path: str, body: Any = None) -> Any:
 
 
 def test_pause_resume_and_drain_in_a_stream_lose_and_duplicate_nothing(
-        fleet: Fleet, topic_name: Callable[[str], str]) -> None:
+    fleet: Fleet, topic_name: Callable[[str], str]
+) -> None:
     started = time.monotonic()
     mirroring = mirror_with_two_workers(fleet, topic_name("controls"))
     ledger, url, topic = mirroring.ledger, mirroring.controller.url, mirroring.ledger.topic
@@ -46,7 +47,9 @@ def test_pause_resume_and_drain_in_a_stream_lose_and_duplicate_nothing(
     assert validation["summary"]["paused"] == 1
     paused_dst = ledger.end_offsets(ledger.dst)[0]
     paused_src = ledger.end_offsets(ledger.src)[0]
-    wait_until(lambda: ledger.end_offsets(ledger.src)[0] >= paused_src + 100, 30, "the paused partition's source to grow")
+    wait_until(
+        lambda: ledger.end_offsets(ledger.src)[0] >= paused_src + 100, 30, "the paused partition's source to grow"
+    )
     assert ledger.end_offsets(ledger.dst)[0] == paused_dst  # the destination did not move
     assert all(state == "ONLINE" for p, (_, state) in _states(fleet, url, topic).items() if p != 0)
 
@@ -57,8 +60,14 @@ def test_pause_resume_and_drain_in_a_stream_lose_and_duplicate_nothing(
     busy = _post(url, "/workers/w1/drain")
     assert busy["cordon"] == "drain"
     wait_until(lambda: requests.get(f"{url}/workers/w1", timeout=5).json()["partitions"] == 0, 60, "w1 drained")
-    wait_until(lambda: set(fleet.online_by_worker(mirroring.controller, topic).values()) == {"w2"}
-               and len(fleet.online_by_worker(mirroring.controller, topic)) == PARTITIONS, 60, "every partition ONLINE on w2")
+    wait_until(
+        lambda: (
+            set(fleet.online_by_worker(mirroring.controller, topic).values()) == {"w2"}
+            and len(fleet.online_by_worker(mirroring.controller, topic)) == PARTITIONS
+        ),
+        60,
+        "every partition ONLINE on w2",
+    )
 
     ledger.stop_producing()
     ledger.wait_for_destination(60)
@@ -68,7 +77,8 @@ def test_pause_resume_and_drain_in_a_stream_lose_and_duplicate_nothing(
 
 
 def test_autobalancing_off_leaves_a_joining_worker_idle_but_new_topics_are_placed(
-        fleet: Fleet, topic_name: Callable[[str], str]) -> None:
+    fleet: Fleet, topic_name: Callable[[str], str]
+) -> None:
     mirroring = mirror_with_two_workers(fleet, topic_name("autobal"))
     url = mirroring.controller.url
     assert requests.put(f"{url}/autobalancing", json={"enabled": False}, timeout=10).json() == {"enabled": False}
@@ -76,21 +86,28 @@ def test_autobalancing_off_leaves_a_joining_worker_idle_but_new_topics_are_place
     before = fleet.online_by_worker(mirroring.controller, mirroring.ledger.topic)
     fleet.start_worker("w3")
     fleet.wait_for_workers(mirroring.controller, {"w3"})
-    wait_until(lambda: "autobalancing is off: no rebalance" in mirroring.controller.log.read_text(), 30,
-               "the rebalance after w3 joined to be skipped")
+    wait_until(
+        lambda: "autobalancing is off: no rebalance" in mirroring.controller.log.read_text(),
+        30,
+        "the rebalance after w3 joined to be skipped",
+    )
     assert fleet.online_by_worker(mirroring.controller, mirroring.ledger.topic) == before
     assert requests.get(f"{url}/workers/w3", timeout=5).json()["partitions"] == 0
 
     second = RecordLedger(fleet.stack, topic_name("autobal-new"), PARTITIONS)
     second.create_source_topic()
     add_topic(fleet, url, second.topic)
-    wait_until(lambda: len(fleet.online_by_worker(mirroring.controller, second.topic)) == PARTITIONS, 30,
-               "the new topic ONLINE")
+    wait_until(
+        lambda: len(fleet.online_by_worker(mirroring.controller, second.topic)) == PARTITIONS,
+        30,
+        "the new topic ONLINE",
+    )
     assert "w3" in set(fleet.online_by_worker(mirroring.controller, second.topic).values())
 
 
 def test_a_throttled_route_holds_its_rate_across_two_workers_and_a_raise_takes_effect(
-        fleet: Fleet, topic_name: Callable[[str], str]) -> None:
+    fleet: Fleet, topic_name: Callable[[str], str]
+) -> None:
     started = time.monotonic()
     fleet.extra = {"routes": [{"source": "src", "destination": "dst", "max_records_per_s": 200}]}
     fleet.write_config()

@@ -67,8 +67,10 @@ def _bootstrap(stack: devstack.Stack, name: str) -> str:
 def _configure(fleet: Fleet, pair: devstack.Stack, topic: str, group: str) -> None:
     fleet.extra = {
         "clusters": {name: {"bootstrap.servers": pair.bootstrap(name)} for name in (SRC, DST)},
-        "routes": [{"source": SRC, "destination": DST, "include": [topic], "groups": [group], "loop_prevention": True},
-                   {"source": DST, "destination": SRC, "include": [topic], "groups": [group], "loop_prevention": True}],
+        "routes": [
+            {"source": SRC, "destination": DST, "include": [topic], "groups": [group], "loop_prevention": True},
+            {"source": DST, "destination": SRC, "include": [topic], "groups": [group], "loop_prevention": True},
+        ],
         "controller": {"checkpoint_interval_s": 1, "lag_interval_s": 1, "observer_interval_s": 1},
     }
     fleet.write_config()
@@ -77,8 +79,12 @@ def _configure(fleet: Fleet, pair: devstack.Stack, topic: str, group: str) -> No
 
 def _ferry(fleet: Fleet, *args: str, ok: bool = True) -> Any:
     """A runbook command; its JSON report (``ok``), or the failed run (not ``ok``)."""
-    done = subprocess.run([sys.executable, "-m", "ferry.cli", *args, "--config", str(fleet.config_path)],
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-m", "ferry.cli", *args, "--config", str(fleet.config_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     if not ok:
         assert done.returncode != 0, done.stdout[-2000:]
         return done
@@ -95,8 +101,9 @@ def _read_all(pair: devstack.Stack, cluster: str, topic: str) -> list[str]:
     end = _end(pair, cluster, topic)
     if end == 0:
         return []
-    return [value for _, value in java_clients.consume(pair.bootstrap(cluster), f"check-{os.urandom(4).hex()}",
-                                                         topic, end)]
+    return [
+        value for _, value in java_clients.consume(pair.bootstrap(cluster), f"check-{os.urandom(4).hex()}", topic, end)
+    ]
 
 
 def _values(prefix: int, count: int, start: int = 0) -> list[str]:
@@ -104,7 +111,9 @@ def _values(prefix: int, count: int, start: int = 0) -> list[str]:
 
 
 def test_planned_switchover_moves_producer_and_group_with_every_record_read_once(
-    fleet: Fleet, pair: devstack.Stack, topic_name: Callable[[str], str],
+    fleet: Fleet,
+    pair: devstack.Stack,
+    topic_name: Callable[[str], str],
 ) -> None:
     topic, group = topic_name("planned"), f"app-{topic_name('g')[-12:]}"
     _configure(fleet, pair, topic, group)
@@ -125,14 +134,26 @@ def test_planned_switchover_moves_producer_and_group_with_every_record_read_once
     assert requests.get(f"{controller.url}/validation", timeout=5).json()["failover"] == {FORWARD: "FAILED_OVER"}
     metrics = requests.get(f"{controller.url}/metrics", timeout=5).text
     assert f'ferry_controller_route_failover_state{{route="{FORWARD}",state="FAILED_OVER"}} 1.0' in metrics
-    shown = subprocess.run([sys.executable, "-m", "ferry.cli", "zk", "get", f"failover/{FORWARD}",
-                            "--config", str(fleet.config_path)], capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(
+        [sys.executable, "-m", "ferry.cli", "zk", "get", f"failover/{FORWARD}", "--config", str(fleet.config_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shown.returncode == 0 and "FAILED_OVER" in shown.stdout, shown.stderr
-    wait_until(lambda: not any(t["route"] == FORWARD for t in requests.get(f"{controller.url}/topics", timeout=5)
-                               .json()["topics"]), 30, "the leader to stop copying the failed-over route")
+    wait_until(
+        lambda: (
+            not any(t["route"] == FORWARD for t in requests.get(f"{controller.url}/topics", timeout=5).json()["topics"])
+        ),
+        30,
+        "the leader to stop copying the failed-over route",
+    )
     again = _ferry(fleet, "failover", "--route", FORWARD, "--planned", ok=False)
     assert "already FAILED_OVER" in again.stderr
-    assert requests.post(f"{controller.url}/routes/{FORWARD}/failover", json={"planned": True}, timeout=30).status_code == 409
+    assert (
+        requests.post(f"{controller.url}/routes/{FORWARD}/failover", json={"planned": True}, timeout=30).status_code
+        == 409
+    )
 
     produced += [v for _, v in java_clients.produce(pair.bootstrap(DST), topic, 100, 2)]
     read_dst = java_clients.consume(pair.bootstrap(DST), group, topic, 200)
@@ -156,7 +177,9 @@ def _source_end_seen(fleet: Fleet, pair: devstack.Stack, topic: str) -> int | No
 
 
 def test_unplanned_failover_reports_the_rpo_and_failback_brings_back_only_what_the_destination_got(
-    fleet: Fleet, pair: devstack.Stack, topic_name: Callable[[str], str],
+    fleet: Fleet,
+    pair: devstack.Stack,
+    topic_name: Callable[[str], str],
 ) -> None:
     topic, group = topic_name("unplanned"), f"app-{topic_name('g')[-12:]}"
     src_conf, dst_conf = {"bootstrap.servers": pair.bootstrap(SRC)}, {"bootstrap.servers": pair.bootstrap(DST)}
@@ -206,11 +229,15 @@ def test_unplanned_failover_reports_the_rpo_and_failback_brings_back_only_what_t
     java_clients.produce(pair.bootstrap(SRC), topic, 40, 5)
     assert [v for _, v in java_clients.consume(pair.bootstrap(SRC), group, topic, 40)] == _values(5, 40)
     wait_until(lambda: _end(pair, DST, topic) >= 420, 60, "the restored route to copy the new records")
-    assert _read_all(pair, DST, topic) == _values(1, 300) + _values(4, 80) + _values(5, 40)  # the RPO records stay at the source
+    assert _read_all(pair, DST, topic) == _values(1, 300) + _values(4, 80) + _values(
+        5, 40
+    )  # the RPO records stay at the source
 
 
 def test_a_failover_whose_leader_dies_halfway_completes_when_retried(
-    fleet: Fleet, pair: devstack.Stack, topic_name: Callable[[str], str],
+    fleet: Fleet,
+    pair: devstack.Stack,
+    topic_name: Callable[[str], str],
 ) -> None:
     topic, group = topic_name("retried"), f"app-{topic_name('g')[-12:]}"
     _configure(fleet, pair, topic, group)
@@ -233,20 +260,27 @@ def test_a_failover_whose_leader_dies_halfway_completes_when_retried(
     writer = threading.Thread(target=keep_producing, daemon=True)
     writer.start()
     # Through the standby: it forwards the write to the leader, which runs the failover.
-    request = threading.Thread(target=lambda: requests.post(
-        f"{standby.url}/routes/{FORWARD}/failover", json={"planned": True, "quietS": 2, "timeoutS": 60}, timeout=90),
-        daemon=True)
+    request = threading.Thread(
+        target=lambda: requests.post(
+            f"{standby.url}/routes/{FORWARD}/failover", json={"planned": True, "quietS": 2, "timeoutS": 60}, timeout=90
+        ),
+        daemon=True,
+    )
     request.start()
-    wait_until(lambda: requests.get(f"{standby.url}/routes/{FORWARD}", timeout=5).json()["state"] == "DRAINING", 30,
-               "the failover to drain")
+    wait_until(
+        lambda: requests.get(f"{standby.url}/routes/{FORWARD}", timeout=5).json()["state"] == "DRAINING",
+        30,
+        "the failover to drain",
+    )
     leader.signal(signal.SIGKILL)
     stop.set()
     writer.join(15)
     total = _end(pair, SRC, topic)
 
     fleet.wait_for_leader(standby, timeout=60)
-    answer = requests.post(f"{standby.url}/routes/{FORWARD}/failover",
-                           json={"planned": True, "quietS": 2, "timeoutS": 120}, timeout=180)
+    answer = requests.post(
+        f"{standby.url}/routes/{FORWARD}/failover", json={"planned": True, "quietS": 2, "timeoutS": 120}, timeout=180
+    )
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert body["state"] == "FAILED_OVER"
@@ -258,6 +292,7 @@ def test_a_failover_whose_leader_dies_halfway_completes_when_retried(
 
 def test_the_runbook_commands_have_help() -> None:
     for command in ("failover", "failback"):
-        done = subprocess.run([sys.executable, "-m", "ferry.cli", command, "--help"], capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "ferry.cli", command, "--help"], capture_output=True, text=True, timeout=60
+        )
         assert done.returncode == 0 and "--route" in done.stdout, done.stderr

@@ -31,11 +31,13 @@ def _all_on(fleet: Fleet, controller: FerryProcess, topic: str, workers: set[str
     def check() -> bool:
         owners = fleet.online_by_worker(controller, topic)
         return len(owners) == PARTITIONS and set(owners.values()) <= workers
+
     return check
 
 
 def test_a_destination_outage_with_producer_timeouts_and_a_kill_loses_and_duplicates_nothing(
-    fleet: Fleet, topic_name: Callable[[str], str],
+    fleet: Fleet,
+    topic_name: Callable[[str], str],
 ) -> None:
     """Deliveries time out (message.timeout.ms 3 s) while the destination broker is down, so the
     idempotent producer may leave gaps; one worker is killed before it handled its failures. The
@@ -59,7 +61,8 @@ def test_a_destination_outage_with_producer_timeouts_and_a_kill_loses_and_duplic
 
 
 def test_a_zookeeper_outage_longer_than_the_session_loses_and_duplicates_nothing(
-    fleet: Fleet, topic_name: Callable[[str], str],
+    fleet: Fleet,
+    topic_name: Callable[[str], str],
 ) -> None:
     topic = topic_name("zkdown")
     run = mirror_with_two_workers(fleet, topic)
@@ -77,7 +80,8 @@ def test_a_zookeeper_outage_longer_than_the_session_loses_and_duplicates_nothing
 
 
 def test_a_paused_worker_loses_nothing_and_writes_again_only_records_from_before_its_pause(
-        fleet: Fleet, topic_name: Callable[[str], str]) -> None:
+    fleet: Fleet, topic_name: Callable[[str], str]
+) -> None:
     """SIGSTOP past the session timeout, partitions moved, SIGCONT: librdkafka's threads may send
     what was queued before Python notices the lost session and purges; only broker-side fencing
     (transactions, KIP-618) would stop that. Nothing may be lost, and what is written twice can

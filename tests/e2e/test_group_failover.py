@@ -42,6 +42,7 @@ def _read_rest(cluster: dict[str, str], group: str, topic: str, end: int) -> lis
     seqs: list[int] = []
     position = -1
     try:
+
         def drained() -> bool:
             nonlocal position
             left = end - (position if position >= 0 else committed or 0)  # consume() waits while it has fewer
@@ -68,8 +69,13 @@ def _mirror(fleet: Fleet, topic: str) -> tuple[Any, Any]:
 
 
 def _ferry(fleet: Fleet, *args: str) -> Any:
-    answer = subprocess.run([sys.executable, "-m", "ferry.cli", *args, "--config", str(fleet.config_path), "--json"],
-                            capture_output=True, text=True, timeout=120, env={**os.environ})
+    answer = subprocess.run(
+        [sys.executable, "-m", "ferry.cli", *args, "--config", str(fleet.config_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ},
+    )
     assert answer.returncode == 0, answer.stderr[-2000:]
     return json.loads(answer.stdout)
 
@@ -103,15 +109,25 @@ def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, top
         body = requests.get(f"{controller.url}/groups", timeout=5).json()
         return {g["group"]: p for g in body["groups"] for p in g["partitions"] if p["topic"] == topic}
 
-    wait_until(lambda: all(f"app-{run}-lag{lag}" in translated() for lag in LAGS), 60,
-               "the checkpoint job to translate every group")
+    wait_until(
+        lambda: all(f"app-{run}-lag{lag}" in translated() for lag in LAGS),
+        60,
+        "the checkpoint job to translate every group",
+    )
     for lag in LAGS:
         entry = translated()[f"app-{run}-lag{lag}"]
         # Only Ferry writes this destination partition: destination offsets equal source offsets.
         assert (entry["method"], entry["sourceOffset"], entry["destinationOffset"], entry["lag"]) == (
-            "exact", TOTAL - lag, TOTAL - lag, lag), entry
-    wait_until(lambda: all(committed_offset(ledger.dst, f"app-{run}-lag{lag}", topic) == TOTAL - lag for lag in LAGS), 30,
-               "the job to commit every group on the destination")
+            "exact",
+            TOTAL - lag,
+            TOTAL - lag,
+            lag,
+        ), entry
+    wait_until(
+        lambda: all(committed_offset(ledger.dst, f"app-{run}-lag{lag}", topic) == TOTAL - lag for lag in LAGS),
+        30,
+        "the job to commit every group on the destination",
+    )
     for lag in LAGS:
         rest = _read_rest(ledger.dst, f"app-{run}-lag{lag}", topic, TOTAL)
         assert rest == list(range(TOTAL - lag, TOTAL)), f"lag {lag}: read {len(rest)} records, expected {lag}"
@@ -122,7 +138,8 @@ def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, top
 
 
 def test_a_worker_killed_before_its_first_commit_leaves_nothing_outside_the_map(
-    fleet: Fleet, topic_name: Callable[[str], str],
+    fleet: Fleet,
+    topic_name: Callable[[str], str],
 ) -> None:
     """The first worker copies everything and is killed (-9) before it ever commits, so none of its
     map segments reach the destination; the next owner reads the destination back to its start
@@ -166,12 +183,15 @@ def test_a_worker_killed_before_its_first_commit_leaves_nothing_outside_the_map(
 
 
 def test_offsets_no_map_covers_are_translated_by_timestamp_within_the_margin(
-    fleet: Fleet, topic_name: Callable[[str], str],
+    fleet: Fleet,
+    topic_name: Callable[[str], str],
 ) -> None:
     """A topic copied before Ferry ran (same records, same timestamps, no provenance): no exact map."""
     topic = topic_name("before")
-    fleet.extra = {"routes": [{"source": "src", "destination": "dst", "groups": ["app-.*"]}],
-                   "controller": {"checkpoint_margin_s": MARGIN_S}}
+    fleet.extra = {
+        "routes": [{"source": "src", "destination": "dst", "groups": ["app-.*"]}],
+        "controller": {"checkpoint_margin_s": MARGIN_S},
+    }
     fleet.write_config()
     source = RecordLedger(fleet.stack, topic, 1)
     source.create_source_topic()
@@ -207,7 +227,9 @@ def test_a_group_fails_over_through_a_renamed_topic(fleet: Fleet, topic_name: Ca
     ledger.produce(3_000)
     controller, _ = _mirror(fleet, topic)
     destination = RecordLedger(fleet.stack, renamed, 1, src=ledger.dst)
-    wait_until(lambda: destination.end_offsets(ledger.dst).get(0, 0) >= 3_000, 120, "3,000 records on the renamed topic")
+    wait_until(
+        lambda: destination.end_offsets(ledger.dst).get(0, 0) >= 3_000, 120, "3,000 records on the renamed topic"
+    )
     group = f"app-{topic[-8:]}-renamed"
     commit_offset(ledger.src, group, topic, 2_000)
 
@@ -215,8 +237,9 @@ def test_a_group_fails_over_through_a_renamed_topic(fleet: Fleet, topic_name: Ca
         return committed_offset(ledger.dst, group, renamed) == 2_000
 
     wait_until(synced, 60, "the group's offset on the renamed destination topic")
-    (entry,) = [p for g in requests.get(f"{controller.url}/groups/{group}", timeout=5).json()["groups"]
-                for p in g["partitions"]]
+    (entry,) = [
+        p for g in requests.get(f"{controller.url}/groups/{group}", timeout=5).json()["groups"] for p in g["partitions"]
+    ]
     assert (entry["topic"], entry["destinationTopic"], entry["method"]) == (topic, renamed, "exact")
     assert _read_rest(ledger.dst, group, renamed, 3_000) == list(range(2_000, 3_000))
 
@@ -236,7 +259,9 @@ def third_cluster(local_stack: devstack.Stack) -> Iterator[dict[str, str]]:
 
 
 def test_a_group_fails_over_exactly_over_two_hops_of_renamed_topics(
-    fleet: Fleet, third_cluster: dict[str, str], topic_name: Callable[[str], str],
+    fleet: Fleet,
+    third_cluster: dict[str, str],
+    topic_name: Callable[[str], str],
 ) -> None:
     """src -> dst -> c, prefix naming (<t> on src is src.<t> on dst and dst.src.<t> on c), both routes
     with group patterns. The first hop commits the group's translated offset on dst (it is idle there);
@@ -249,8 +274,10 @@ def test_a_group_fails_over_exactly_over_two_hops_of_renamed_topics(
     # the job about a second per route.
     fleet.extra = {
         "clusters": {"c": third_cluster},
-        "routes": [{"source": "src", "destination": "dst", "naming": "prefix", "include": [topic], "groups": [group]},
-                   {"source": "dst", "destination": "c", "naming": "prefix", "include": [on_dst], "groups": [group]}],
+        "routes": [
+            {"source": "src", "destination": "dst", "naming": "prefix", "include": [topic], "groups": [group]},
+            {"source": "dst", "destination": "c", "naming": "prefix", "include": [on_dst], "groups": [group]},
+        ],
         "controller": {"checkpoint_interval_s": 1, "observer_interval_s": 1},  # src.<t> appears on dst later
     }
     fleet.write_config()
@@ -263,10 +290,16 @@ def test_a_group_fails_over_exactly_over_two_hops_of_renamed_topics(
     wait_until(lambda: at_c.end_offsets(third_cluster).get(0, 0) >= 3_000, 120, "3,000 records on c after two hops")
     commit_offset(ledger.src, group, topic, 1_200)
 
-    wait_until(lambda: committed_offset(third_cluster, group, on_c) == 1_200, 60, "the group's offset on c, through dst")
+    wait_until(
+        lambda: committed_offset(third_cluster, group, on_c) == 1_200, 60, "the group's offset on c, through dst"
+    )
     assert committed_offset(ledger.dst, group, on_dst) == 1_200
-    entries = {p["route"]: p for g in requests.get(f"{controller.url}/groups/{group}", timeout=5).json()["groups"]
-               for p in g["partitions"]}
-    assert {route: (e["topic"], e["destinationTopic"], e["method"], e["destinationOffset"]) for route, e in entries.items()} == {
-        "src.dst": (topic, on_dst, "exact", 1_200), "dst.c": (on_dst, on_c, "exact", 1_200)}, entries
+    entries = {
+        p["route"]: p
+        for g in requests.get(f"{controller.url}/groups/{group}", timeout=5).json()["groups"]
+        for p in g["partitions"]
+    }
+    assert {
+        route: (e["topic"], e["destinationTopic"], e["method"], e["destinationOffset"]) for route, e in entries.items()
+    } == {"src.dst": (topic, on_dst, "exact", 1_200), "dst.c": (on_dst, on_c, "exact", 1_200)}, entries
     assert _read_rest(third_cluster, group, on_c, 3_000) == list(range(1_200, 3_000))

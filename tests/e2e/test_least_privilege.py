@@ -49,8 +49,9 @@ def guarded(local_stack: devstack.Stack, monkeypatch: pytest.MonkeyPatch) -> Ite
         pytest.fail(f"the clusters with an authorizer do not start: {exc}", pytrace=False)
     for name in (SOURCE, DESTINATION):
         if devstack.AUTHORIZER_CLASS not in stack.cluster(name).config_file.read_text():
-            pytest.fail(f"cluster {name} runs without an authorizer (started earlier without it): stop it first",
-                        pytrace=False)
+            pytest.fail(
+                f"cluster {name} runs without an authorizer (started earlier without it): stop it first", pytrace=False
+            )
     yield stack
     if started:
         devstack.down(stack, names=started)
@@ -73,8 +74,9 @@ def _revoke_everything(stack: devstack.Stack) -> None:
 
     from ferry.common.kafka import clients as kafka_clients
 
-    every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:ferry", None,
-                             AclOperation.ANY, AclPermissionType.ANY)
+    every = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, "User:ferry", None, AclOperation.ANY, AclPermissionType.ANY
+    )
     for cluster in (SOURCE, DESTINATION):
         admin = kafka_clients.admin(_super(stack, cluster))
         for future in admin.delete_acls([every]).values():
@@ -89,8 +91,17 @@ def _apply(stack: devstack.Stack, lines: list[str]) -> None:
         words = shlex.split(line)
         assert words[0] == "kafka-acls.sh" and words[1] == "--bootstrap-server", line
         words[2] = addresses[words[2]]
-        commands.append(["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-cp", f"{devstack.jars_dir('kafka')}/*",
-                         "org.apache.kafka.tools.AclCommand", *words[1:]])
+        commands.append(
+            [
+                "java",
+                "-Xmx128m",
+                "-XX:TieredStopAtLevel=1",
+                "-cp",
+                f"{devstack.jars_dir('kafka')}/*",
+                "org.apache.kafka.tools.AclCommand",
+                *words[1:],
+            ]
+        )
 
     def run(command: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(command, capture_output=True, text=True, timeout=180)
@@ -101,7 +112,9 @@ def _apply(stack: devstack.Stack, lines: list[str]) -> None:
 
 
 def test_ferry_mirrors_with_exactly_the_acls_it_prints(
-    fleet: Fleet, guarded: devstack.Stack, topic_name: Callable[[str], str],
+    fleet: Fleet,
+    guarded: devstack.Stack,
+    topic_name: Callable[[str], str],
 ) -> None:
     topic = topic_name("acl")
     group = f"app-{topic[-8:]}"
@@ -114,8 +127,12 @@ def test_ferry_mirrors_with_exactly_the_acls_it_prints(
     }
     fleet.write_config()
     config = load_config(fleet.config_path)
-    printed = subprocess.run([sys.executable, "-m", "ferry.cli", "acls", "--config", str(fleet.config_path)],
-                             capture_output=True, text=True, timeout=60)
+    printed = subprocess.run(
+        [sys.executable, "-m", "ferry.cli", "acls", "--config", str(fleet.config_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert printed.returncode == 0, printed.stderr
     lines = [line for line in printed.stdout.splitlines() if line.startswith("kafka-acls.sh")]
     assert lines == [line for line in acls.command_lines(config) if not line.startswith("#")]
@@ -124,7 +141,8 @@ def test_ferry_mirrors_with_exactly_the_acls_it_prints(
     admins = {name: _super(guarded, name) for name in (SOURCE, DESTINATION)}
     before = check_granted(config, admin_clusters=admins)
     assert {name: len(answer.missing) for name, answer in before.items()} == {
-        name: sum(1 for acl in acls.required_acls(config) if acl.cluster == name) for name in (SOURCE, DESTINATION)}
+        name: sum(1 for acl in acls.required_acls(config) if acl.cluster == name) for name in (SOURCE, DESTINATION)
+    }
     # Ferry's own principal may not describe ACLs (it needs no Describe on the cluster): one line, no exception.
     assert all("may not describe ACLs" in (answer.error or "") for answer in check_granted(config).values())
     _apply(guarded, lines)
@@ -149,12 +167,23 @@ def test_ferry_mirrors_with_exactly_the_acls_it_prints(
         fleet.stop_all()  # before the clusters stop: a client of a stopping broker takes long to close
 
 
-def _mirror_and_check(fleet: Fleet, controller: FerryProcess, ledger: RecordLedger, group: str, topic: str,
-                      admins: dict[str, dict[str, str]], logs: dict[str, Path], log_sizes: dict[str, int]) -> None:
+def _mirror_and_check(
+    fleet: Fleet,
+    controller: FerryProcess,
+    ledger: RecordLedger,
+    group: str,
+    topic: str,
+    admins: dict[str, dict[str, str]],
+    logs: dict[str, Path],
+    log_sizes: dict[str, int],
+) -> None:
     ledger.wait_for_destination(timeout=180)
     assert ledger.check(allow_duplicates=False)["records"] == RECORDS
-    wait_until(lambda: committed_offset(admins[DESTINATION], group, topic) == 700, 90,
-               "the group's offset translated and committed on the destination")
+    wait_until(
+        lambda: committed_offset(admins[DESTINATION], group, topic) == 700,
+        90,
+        "the group's offset translated and committed on the destination",
+    )
 
     def heartbeat_latency() -> float | None:
         answer = requests.get(f"{controller.url}/heartbeats", timeout=5).json()
@@ -167,6 +196,9 @@ def _mirror_and_check(fleet: Fleet, controller: FerryProcess, ledger: RecordLedg
     for name, path in logs.items():
         with path.open("rb") as log:
             log.seek(log_sizes[name])
-            denied = [line for line in log.read().decode(errors="replace").splitlines()
-                      if "User:ferry" in line and "Denied" in line]
+            denied = [
+                line
+                for line in log.read().decode(errors="replace").splitlines()
+                if "User:ferry" in line and "Denied" in line
+            ]
         assert not denied, f"{name}: {denied[:5]}"

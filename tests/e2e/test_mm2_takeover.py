@@ -116,7 +116,8 @@ def _delete_mm2_topics(stack: devstack.Stack, token: str) -> None:
 
 
 def test_ferry_continues_a_mirrormaker2_mirror_copying_again_only_what_it_reports(
-        fleet: Fleet, local_stack: devstack.Stack, tmp_path: Path) -> None:
+    fleet: Fleet, local_stack: devstack.Stack, tmp_path: Path
+) -> None:
     token = uuid.uuid4().hex[:8]
     try:
         _takeover(fleet, local_stack, tmp_path, token)
@@ -138,10 +139,23 @@ def _takeover(fleet: Fleet, local_stack: devstack.Stack, tmp_path: Path, token: 
         commit_offset(src, group, topic, GROUP_AT, partition)
 
     properties = tmp_path / "mm2.properties"
-    properties.write_text("".join(f"{k} = {v}\n" for k, v in _mm2_properties(local_stack, source, target, topic, group).items()))
-    mm2 = spawn("mm2", ["java", "-Xmx512m", f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
-                        f"-Dferry.log.file={tmp_path / 'mm2.log'}", "-cp", f"{jars_dir('kafka')}/*",
-                        "org.apache.kafka.connect.mirror.MirrorMaker", str(properties)], tmp_path / "mm2-stdout.log")
+    properties.write_text(
+        "".join(f"{k} = {v}\n" for k, v in _mm2_properties(local_stack, source, target, topic, group).items())
+    )
+    mm2 = spawn(
+        "mm2",
+        [
+            "java",
+            "-Xmx512m",
+            f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
+            f"-Dferry.log.file={tmp_path / 'mm2.log'}",
+            "-cp",
+            f"{jars_dir('kafka')}/*",
+            "org.apache.kafka.connect.mirror.MirrorMaker",
+            str(properties),
+        ],
+        tmp_path / "mm2-stdout.log",
+    )
     admin = kafka_clients.admin(dst)
 
     def copied(count: int) -> bool:
@@ -149,8 +163,11 @@ def _takeover(fleet: Fleet, local_stack: devstack.Stack, tmp_path: Path, token: 
 
     try:
         wait_until(lambda: copied(200), 120, "MirrorMaker 2 to copy the first 200 records")
-        wait_until(lambda: all(committed_offset(dst, group, mirrored, p) is not None for p in range(PARTITIONS)), 60,
-                   "MirrorMaker 2 to sync the group's offsets to the destination")
+        wait_until(
+            lambda: all(committed_offset(dst, group, mirrored, p) is not None for p in range(PARTITIONS)),
+            60,
+            "MirrorMaker 2 to sync the group's offsets to the destination",
+        )
         wait_until(lambda: _flushed(dst, source, topic) == {0: 99, 1: 99}, 60, "MirrorMaker 2 to flush its offsets")
         ledger.produce(50)  # copied by MirrorMaker 2, maybe not flushed before it dies
         wait_until(lambda: copied(250), 60, "MirrorMaker 2 to copy 250 records")
@@ -159,21 +176,29 @@ def _takeover(fleet: Fleet, local_stack: devstack.Stack, tmp_path: Path, token: 
         stop_all([mm2], timeout=10)
     group_on_destination = {p: committed_offset(dst, group, mirrored, p) for p in range(PARTITIONS)}
 
-    converted = subprocess.run(ferry_command("import-mm2", "--takeover", str(properties)), capture_output=True, text=True,
-                               timeout=60)
+    converted = subprocess.run(
+        ferry_command("import-mm2", "--takeover", str(properties)), capture_output=True, text=True, timeout=60
+    )
     assert converted.returncode == 0, converted.stderr
     assert "ferry import-mm2: not converted: replication.factor=1 (" in converted.stderr
     imported: dict[str, Any] = yaml.safe_load(converted.stdout)
-    assert imported["routes"][0]["naming"] == "prefix" and imported["routes"][0]["mirrormaker2"]["source_alias"] == source
-    fleet.extra = {"clusters": imported["clusters"], "routes": imported["routes"],
-                   "controller": {**imported["controller"], "observer_interval_s": 1.0, "checkpoint_interval_s": 1.0}}
+    assert (
+        imported["routes"][0]["naming"] == "prefix" and imported["routes"][0]["mirrormaker2"]["source_alias"] == source
+    )
+    fleet.extra = {
+        "clusters": imported["clusters"],
+        "routes": imported["routes"],
+        "controller": {**imported["controller"], "observer_interval_s": 1.0, "checkpoint_interval_s": 1.0},
+    }
     fleet.write_config()
     controller = fleet.start_controller("c1")
     worker = fleet.start_worker("w1")
     fleet.wait_for_leader(controller)
 
     ledger.produce(50)  # after the takeover: Ferry's alone
-    recopied: dict[int, int] = wait_until(lambda: _recopied(worker.url, topic), 60, "the worker to report what it copies again")
+    recopied: dict[int, int] = wait_until(
+        lambda: _recopied(worker.url, topic), 60, "the worker to report what it copies again"
+    )
     wait_until(lambda: copied(300 + sum(recopied.values())), 60, "Ferry to copy the rest")
 
     on_source = _seqs(src, topic)
@@ -194,5 +219,7 @@ def _takeover(fleet: Fleet, local_stack: devstack.Stack, tmp_path: Path, token: 
     assert {p: committed_offset(dst, group, mirrored, p) for p in range(PARTITIONS)} == group_on_destination
     read_on = _seqs(dst, mirrored, start={p: int(group_on_destination[p] or 0) for p in range(PARTITIONS)})
     for partition in range(PARTITIONS):
-        assert set(on_source[partition][GROUP_AT:]) <= set(read_on[partition]), "the group skipped records on the destination"
+        assert set(on_source[partition][GROUP_AT:]) <= set(read_on[partition]), (
+            "the group skipped records on the destination"
+        )
     print(f"MirrorMaker 2 takeover: re-copied {recopied}, {time.monotonic() - began:.1f} s")

@@ -23,17 +23,27 @@ def test_observer_whitelists_expands_follows_configs_and_remembers_removals(
     topic, skipped = topic_name("auto"), topic_name("auto.skip")
     fleet.extra = {
         # Other tests' topics live on the same cluster: include only this test's two.
-        "routes": [{"source": "src", "destination": "dst", "include": [re.escape(topic), re.escape(skipped)],
-                    "exclude": [r"auto\.skip\..*"], "config_exclude": ["max.message.bytes"]}],
+        "routes": [
+            {
+                "source": "src",
+                "destination": "dst",
+                "include": [re.escape(topic), re.escape(skipped)],
+                "exclude": [r"auto\.skip\..*"],
+                "config_exclude": ["max.message.bytes"],
+            }
+        ],
         "controller": {"observer_interval_s": 1, "lag_interval_s": 1, "noprogress_after_s": 2},
     }
     fleet.write_config()
     src_admin = kafka_clients.admin({"bootstrap.servers": fleet.stack.bootstrap("src")})
     dst_admin = kafka_clients.admin({"bootstrap.servers": fleet.stack.bootstrap("dst")})
-    create_topics(src_admin, [
-        NewTopic(topic, 2, 1, config={"retention.ms": "123456789", "max.message.bytes": "500000"}),
-        NewTopic(skipped, 1, 1),
-    ])
+    create_topics(
+        src_admin,
+        [
+            NewTopic(topic, 2, 1, config={"retention.ms": "123456789", "max.message.bytes": "500000"}),
+            NewTopic(skipped, 1, 1),
+        ],
+    )
 
     controller = fleet.start_controller("c1")
     fleet.start_worker("w1")
@@ -55,15 +65,20 @@ def test_observer_whitelists_expands_follows_configs_and_remembers_removals(
         entries = dst_admin.describe_configs([resource])[resource].result(10)
         return {name: entry.value for name, entry in entries.items()}
 
-    wait_until(lambda: destination_configs().get("retention.ms") == "123456789", 15, "retention.ms to follow the source")
+    wait_until(
+        lambda: destination_configs().get("retention.ms") == "123456789", 15, "retention.ms to follow the source"
+    )
     assert destination_configs().get("max.message.bytes") != "500000"
 
     # Partitions added at the source are mirrored from their beginning.
     src_admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
     wait_until(lambda: requests.get(f"{url}/topics/{topic}", timeout=2).json()["partitions"] == 4, 15, "the expansion")
     ledger.partitions = 4
-    wait_until(lambda: len(ledger._producer.list_topics(topic, timeout=5).topics[topic].partitions) == 4, 15,
-               "the producer to see the new partitions")
+    wait_until(
+        lambda: len(ledger._producer.list_topics(topic, timeout=5).topics[topic].partitions) == 4,
+        15,
+        "the producer to see the new partitions",
+    )
     ledger.produce(400)
     ledger.wait_for_destination(timeout=30)
     assert ledger.check(allow_duplicates=False)["records"] == 600
@@ -90,7 +105,9 @@ def test_observer_whitelists_expands_follows_configs_and_remembers_removals(
 
 
 @pytest.mark.timeout(420)
-def test_the_leader_runs_the_spark_validation_and_serves_its_result(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
+def test_the_leader_runs_the_spark_validation_and_serves_its_result(
+    fleet: Fleet, topic_name: Callable[[str], str]
+) -> None:
     fleet.extra = {"controller": {"validation_interval_s": 3}}
     fleet.write_config()
     topic = topic_name("validated")
@@ -109,7 +126,7 @@ def test_the_leader_runs_the_spark_validation_and_serves_its_result(fleet: Fleet
     # A first run can take minutes on a loaded machine: starting Spark's JVM is most of it.
     spark = wait_until(validated_after_online, 280, "a clean Spark validation result")
     assert spark["checkedAt"] > 0 and spark["problems"] == []
-    assert 'ferry_controller_validation_problems 0.0' in requests.get(f"{controller.url}/metrics", timeout=5).text
+    assert "ferry_controller_validation_problems 0.0" in requests.get(f"{controller.url}/metrics", timeout=5).text
     assert requests.get(f"{controller.url}/validation/srcKafka", timeout=10).json()["spark"]["srcKafka"] == []
 
 

@@ -35,7 +35,8 @@ def test_100k_records_arrive_identical_and_in_order(fleet: Fleet, topic_name: Ca
 
 
 def test_a_topic_posted_with_a_start_time_is_copied_from_the_first_record_at_or_after_it(
-        fleet: Fleet, topic_name: Callable[[str], str]) -> None:
+    fleet: Fleet, topic_name: Callable[[str], str]
+) -> None:
     topic = topic_name("start")
     ledger = RecordLedger(fleet.stack, topic, PARTITIONS)
     ledger.create_source_topic()
@@ -44,8 +45,9 @@ def test_a_topic_posted_with_a_start_time_is_copied_from_the_first_record_at_or_
     fleet.start_worker("w1")
     fleet.wait_for_leader(controller)
     fleet.wait_for_workers(controller, {"w1"})
-    response = requests.post(f"{controller.url}/topics", json={"topic": topic, "start": ledger.base_timestamp_ms + 1000},
-                             timeout=10)
+    response = requests.post(
+        f"{controller.url}/topics", json={"topic": topic, "start": ledger.base_timestamp_ms + 1000}, timeout=10
+    )
     assert response.status_code == 201, response.text
 
     def caught_up() -> bool:
@@ -53,12 +55,15 @@ def test_a_topic_posted_with_a_start_time_is_copied_from_the_first_record_at_or_
         return len(offsets) == PARTITIONS and all(o["lag"] == 0 for o in offsets)
 
     wait_until(caught_up, 60, "the worker to commit up to the source's log end")
-    copied = sorted(int(key.decode().removeprefix("key-")) for records in ledger.read(ledger.dst).values()
-                    for key, *_ in records)
+    copied = sorted(
+        int(key.decode().removeprefix("key-")) for records in ledger.read(ledger.dst).values() for key, *_ in records
+    )
     assert copied == list(range(1000, 2000)), "from the start on, each record once; nothing before it"
 
 
-def test_kill_9_of_a_worker_loses_nothing_duplicates_nothing_and_fails_over_in_time(fleet: Fleet, topic_name: Callable[[str], str]) -> None:
+def test_kill_9_of_a_worker_loses_nothing_duplicates_nothing_and_fails_over_in_time(
+    fleet: Fleet, topic_name: Callable[[str], str]
+) -> None:
     topic = topic_name("kill9")
     run = mirror_with_two_workers(fleet, topic)
     ledger, controller, victim, survivor = run.ledger, run.controller, run.w1, run.w2
@@ -69,9 +74,12 @@ def test_kill_9_of_a_worker_loses_nothing_duplicates_nothing_and_fails_over_in_t
     killed_at = time.monotonic()
     bound = fleet.session_timeout_s + fleet.failover_delay_s + 5
     wait_until(
-        lambda: set(fleet.online_by_worker(controller, topic).values()) == {"w2"}
-        and len(fleet.online_by_worker(controller, topic)) == PARTITIONS,
-        bound + 10, "the survivor to hold every partition",
+        lambda: (
+            set(fleet.online_by_worker(controller, topic).values()) == {"w2"}
+            and len(fleet.online_by_worker(controller, topic)) == PARTITIONS
+        ),
+        bound + 10,
+        "the survivor to hold every partition",
     )
     resumed_after = time.monotonic() - killed_at
     time.sleep(1)
@@ -80,7 +88,9 @@ def test_kill_9_of_a_worker_loses_nothing_duplicates_nothing_and_fails_over_in_t
     # The survivor resumes from the destination's own record of progress (exact offsets): the records
     # the victim wrote after its last commit are found by the look-back and not copied again.
     result = ledger.check(allow_duplicates=False)
-    print(f"kill -9: {result['records']} records, {result['duplicates']} duplicates, resumed after {resumed_after:.1f}s (bound {bound:.0f}s)")
+    print(
+        f"kill -9: {result['records']} records, {result['duplicates']} duplicates, resumed after {resumed_after:.1f}s (bound {bound:.0f}s)"
+    )
     assert resumed_after <= bound
     assert survivor.alive()
 
@@ -151,9 +161,12 @@ def test_sigterm_of_a_worker_moves_its_partitions_with_no_duplicates(
     leaving.signal(signal.SIGTERM)
     assert leaving.wait(30) == 0
     wait_until(
-        lambda: set(fleet.online_by_worker(controller, topic).values()) == {"w2"}
-        and len(fleet.online_by_worker(controller, topic)) == PARTITIONS,
-        15, "w2 to hold every partition",
+        lambda: (
+            set(fleet.online_by_worker(controller, topic).values()) == {"w2"}
+            and len(fleet.online_by_worker(controller, topic)) == PARTITIONS
+        ),
+        15,
+        "w2 to hold every partition",
     )
     ledger.stop_producing()
     ledger.wait_for_destination(timeout=60)

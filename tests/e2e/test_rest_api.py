@@ -41,8 +41,13 @@ WRONG_TOKEN = "e2e-wrong-token-000000000000"
 POSITIVE_EXAMPLES = 60
 NEGATIVE_EXAMPLES = 25
 OPERATIONS_TESTED = 36
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
-          response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -53,9 +58,11 @@ def url_of(process: FerryProcess, scheme: str = "http") -> str:
     return f"{scheme}://127.0.0.1:{process.port}"
 
 
-def wait_for_roles(fleet: Fleet, leader: FerryProcess, standby: FerryProcess, scheme: str = "http",
-                   verify: Any = True) -> None:
+def wait_for_roles(
+    fleet: Fleet, leader: FerryProcess, standby: FerryProcess, scheme: str = "http", verify: Any = True
+) -> None:
     """Until ``leader`` leads and ``standby`` knows it (it forwards writes to it)."""
+
     def ready() -> bool:
         lead = requests.get(f"{url_of(leader, scheme)}/health", timeout=2, verify=verify).json()
         other = requests.get(f"{url_of(standby, scheme)}/health", timeout=2, verify=verify).json()
@@ -67,12 +74,18 @@ def wait_for_roles(fleet: Fleet, leader: FerryProcess, standby: FerryProcess, sc
 @pytest.fixture
 def pair(fleet: Fleet) -> Callable[[dict[str, Any]], tuple[FerryProcess, FerryProcess]]:
     """Starts a leader, then a standby, with ``controller`` settings merged into the config."""
-    def start(controller: dict[str, Any], scheme: str = "http", verify: Any = True) -> tuple[FerryProcess, FerryProcess]:
+
+    def start(
+        controller: dict[str, Any], scheme: str = "http", verify: Any = True
+    ) -> tuple[FerryProcess, FerryProcess]:
         fleet.extra = {"controller": controller}
         fleet.write_config()
         leader = fleet.start_controller("c1")
-        wait_until(lambda: requests.get(f"{url_of(leader, scheme)}/health", timeout=2, verify=verify).json()["leader"],
-                   30, "c1 to lead")
+        wait_until(
+            lambda: requests.get(f"{url_of(leader, scheme)}/health", timeout=2, verify=verify).json()["leader"],
+            30,
+            "c1 to lead",
+        )
         standby = fleet.start_controller("c2")
         wait_for_roles(fleet, leader, standby, scheme, verify)
         return leader, standby
@@ -101,12 +114,24 @@ def assert_dot_topics_are_400(base_url: str, headers: dict[str, str]) -> None:
                 assert response.headers["X-Request-Id"]
 
 
-def _exercise(operation: Any, mode: GenerationMode, examples: int, base_url: str,
-              headers: dict[str, str], session: requests.Session, counts: dict[str, int]) -> None:
+def _exercise(
+    operation: Any,
+    mode: GenerationMode,
+    examples: int,
+    base_url: str,
+    headers: dict[str, str],
+    session: requests.Session,
+    counts: dict[str, int],
+) -> None:
     checks = CHECKS + ([negative_data_rejection] if mode is GenerationMode.NEGATIVE else [])
 
-    @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=operation.as_strategy(generation_mode=mode))
     def call(case: schemathesis.Case) -> None:
         response = case.call(base_url=base_url, session=session, headers=headers, timeout=15)
@@ -129,17 +154,20 @@ def run_schemathesis(base_url: str, headers: dict[str, str]) -> dict[str, int]:
             _exercise(operation, GenerationMode.POSITIVE, POSITIVE_EXAMPLES, base_url, headers, session, counts)
             raw = operation.definition.raw
             if raw.get("parameters") or raw.get("requestBody"):  # else no data can be invalid
-                _exercise(operation, GenerationMode.NEGATIVE, NEGATIVE_EXAMPLES, base_url, headers, session,
-                          counts)
+                _exercise(operation, GenerationMode.NEGATIVE, NEGATIVE_EXAMPLES, base_url, headers, session, counts)
     return counts
 
 
 def test_schemathesis_finds_no_5xx_and_conforming_answers_on_a_leader_and_a_standby(
-    fleet: Fleet, pair: Callable[..., tuple[FerryProcess, FerryProcess]], tmp_path: Path,
+    fleet: Fleet,
+    pair: Callable[..., tuple[FerryProcess, FerryProcess]],
+    tmp_path: Path,
 ) -> None:
     token_file = tmp_path / "write.token"
     token_file.write_text(WRITE_TOKEN + "\n")
-    leader, standby = pair({"auth": {"open_reads": True, "tokens": [{"name": "ops", "value": f"${{file:{token_file}}}"}]}})
+    leader, standby = pair(
+        {"auth": {"open_reads": True, "tokens": [{"name": "ops", "value": f"${{file:{token_file}}}"}]}}
+    )
     assert requests.get(f"{leader.url}/topics", timeout=5).status_code == 200  # open reads: no token
     for process in (leader, standby):
         assert_dot_topics_are_400(process.url, bearer(WRITE_TOKEN))
@@ -150,8 +178,10 @@ def test_schemathesis_finds_no_5xx_and_conforming_answers_on_a_leader_and_a_stan
         print(f"schemathesis on {process.name}: {counts}")
         for key, value in counts.items():
             totals[key] = totals.get(key, 0) + value
-    print(f"schemathesis: {totals['requests']} requests in {time.monotonic() - started:.0f}s, "
-          f"{totals.get('5xx', 0)} 5xx, {totals}")
+    print(
+        f"schemathesis: {totals['requests']} requests in {time.monotonic() - started:.0f}s, "
+        f"{totals.get('5xx', 0)} 5xx, {totals}"
+    )
     assert totals["operations"] == 2 * OPERATIONS_TESTED
     assert totals["requests"] >= 1000
     assert totals.get("5xx", 0) == 0
@@ -160,14 +190,24 @@ def test_schemathesis_finds_no_5xx_and_conforming_answers_on_a_leader_and_a_stan
 
 
 def test_tokens_guard_reads_and_writes_and_follow_a_forwarded_write(
-    fleet: Fleet, pair: Callable[..., tuple[FerryProcess, FerryProcess]],
-    create_topic: Callable[..., None], topic_name: Callable[[str], str], monkeypatch: pytest.MonkeyPatch,
+    fleet: Fleet,
+    pair: Callable[..., tuple[FerryProcess, FerryProcess]],
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("FERRY_E2E_WRITE_TOKEN", WRITE_TOKEN)
-    leader, standby = pair({"auth": {"open_reads": False, "tokens": [
-        {"name": "ops", "role": "write", "value": "${env:FERRY_E2E_WRITE_TOKEN}"},
-        {"name": "dashboard", "role": "read", "value": READ_TOKEN},
-    ]}})
+    leader, standby = pair(
+        {
+            "auth": {
+                "open_reads": False,
+                "tokens": [
+                    {"name": "ops", "role": "write", "value": "${env:FERRY_E2E_WRITE_TOKEN}"},
+                    {"name": "dashboard", "role": "read", "value": READ_TOKEN},
+                ],
+            }
+        }
+    )
     first, second = topic_name("auth-a"), topic_name("auth-b")
     create_topic("src", first, 2)
     create_topic("src", second, 2)
@@ -184,12 +224,21 @@ def test_tokens_guard_reads_and_writes_and_follow_a_forwarded_write(
 
         body = {"topic": first, "numPartitions": 2}
         assert requests.post(f"{process.url}/topics", json=body, timeout=10).status_code == 401
-        assert requests.post(f"{process.url}/topics", json=body, headers=bearer(WRONG_TOKEN), timeout=10).status_code == 401
-        assert requests.post(f"{process.url}/topics", json=body, headers=bearer(READ_TOKEN), timeout=10).status_code == 403
+        assert (
+            requests.post(f"{process.url}/topics", json=body, headers=bearer(WRONG_TOKEN), timeout=10).status_code
+            == 401
+        )
+        assert (
+            requests.post(f"{process.url}/topics", json=body, headers=bearer(READ_TOKEN), timeout=10).status_code == 403
+        )
 
     # The standby forwards the write with the caller's token; the leader checks it again.
-    created = requests.post(f"{standby.url}/topics", json={"topic": first, "numPartitions": 2},
-                            headers={**bearer(WRITE_TOKEN), "X-Request-Id": "e2e-forwarded-1"}, timeout=15)
+    created = requests.post(
+        f"{standby.url}/topics",
+        json={"topic": first, "numPartitions": 2},
+        headers={**bearer(WRITE_TOKEN), "X-Request-Id": "e2e-forwarded-1"},
+        timeout=15,
+    )
     assert created.status_code == 201, created.text
     assert created.headers["X-Request-Id"] == "e2e-forwarded-1"
     created = requests.post(f"{leader.url}/topics", json={"topic": second}, headers=bearer(WRITE_TOKEN), timeout=15)
@@ -207,22 +256,46 @@ def test_tokens_guard_reads_and_writes_and_follow_a_forwarded_write(
 def self_signed(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     cert, key = tmp_path / "rest.crt", tmp_path / "rest.key"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ferry-e2e",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=ferry-e2e",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
     )
     yield cert, key
 
 
 def test_tls_serves_https_and_a_standby_forwards_over_it(
-    fleet: Fleet, pair: Callable[..., tuple[FerryProcess, FerryProcess]], self_signed: tuple[Path, Path],
-    create_topic: Callable[..., None], topic_name: Callable[[str], str],
+    fleet: Fleet,
+    pair: Callable[..., tuple[FerryProcess, FerryProcess]],
+    self_signed: tuple[Path, Path],
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
 ) -> None:
     cert, key = self_signed
     leader, standby = pair(
-        {"tls": {"cert_file": str(cert), "key_file": str(key)},
-         "auth": {"open_reads": True, "tokens": [{"name": "ops", "value": WRITE_TOKEN}]}},
-        scheme="https", verify=str(cert),
+        {
+            "tls": {"cert_file": str(cert), "key_file": str(key)},
+            "auth": {"open_reads": True, "tokens": [{"name": "ops", "value": WRITE_TOKEN}]},
+        },
+        scheme="https",
+        verify=str(cert),
     )
     health = requests.get(f"{url_of(leader, 'https')}/health", timeout=5, verify=str(cert)).json()
     assert health["leaderUrl"] == url_of(leader, "https")
@@ -235,25 +308,50 @@ def test_tls_serves_https_and_a_standby_forwards_over_it(
     create_topic("src", topic, 1)
     denied = requests.post(f"{url_of(standby, 'https')}/topics", json={"topic": topic}, timeout=15, verify=str(cert))
     assert denied.status_code == 401
-    created = requests.post(f"{url_of(standby, 'https')}/topics", json={"topic": topic}, headers=bearer(WRITE_TOKEN),
-                            timeout=15, verify=str(cert))
+    created = requests.post(
+        f"{url_of(standby, 'https')}/topics",
+        json={"topic": topic},
+        headers=bearer(WRITE_TOKEN),
+        timeout=15,
+        verify=str(cert),
+    )
     assert created.status_code == 201, created.text
     assert created.json()["topic"] == topic
     assert_no_token_in_logs(fleet, WRITE_TOKEN)
 
 
-@pytest.mark.parametrize(("controller", "env", "problem"), [
-    ({"auth": {"tokens": [{"name": "ops", "value": "${env:FERRY_E2E_UNSET_TOKEN}"}]}}, {},
-     "controller.auth.tokens.0.value: ${env:FERRY_E2E_UNSET_TOKEN}: the environment variable FERRY_E2E_UNSET_TOKEN is not set"),
-    ({"auth": {"tokens": [{"name": "ops", "value": "${env:FERRY_E2E_SHORT_TOKEN}"}]}}, {"FERRY_E2E_SHORT_TOKEN": "tiny-secret"},
-     "token 'ops' must be at least 16 characters"),
-    ({"tls": {"cert_file": "/nonexistent/rest.crt", "key_file": "/nonexistent/rest.key"}}, {},
-     "controller.tls: /nonexistent/rest.crt is not a readable file"),
-    ({"tls": {"cert_file": "{tmp}/garbage.pem", "key_file": "{tmp}/garbage.pem"}}, {},
-     "controller.tls: cannot use"),
-], ids=["unset-env", "short-token", "missing-cert", "garbage-cert"])
+@pytest.mark.parametrize(
+    ("controller", "env", "problem"),
+    [
+        (
+            {"auth": {"tokens": [{"name": "ops", "value": "${env:FERRY_E2E_UNSET_TOKEN}"}]}},
+            {},
+            "controller.auth.tokens.0.value: ${env:FERRY_E2E_UNSET_TOKEN}: the environment variable FERRY_E2E_UNSET_TOKEN is not set",
+        ),
+        (
+            {"auth": {"tokens": [{"name": "ops", "value": "${env:FERRY_E2E_SHORT_TOKEN}"}]}},
+            {"FERRY_E2E_SHORT_TOKEN": "tiny-secret"},
+            "token 'ops' must be at least 16 characters",
+        ),
+        (
+            {"tls": {"cert_file": "/nonexistent/rest.crt", "key_file": "/nonexistent/rest.key"}},
+            {},
+            "controller.tls: /nonexistent/rest.crt is not a readable file",
+        ),
+        (
+            {"tls": {"cert_file": "{tmp}/garbage.pem", "key_file": "{tmp}/garbage.pem"}},
+            {},
+            "controller.tls: cannot use",
+        ),
+    ],
+    ids=["unset-env", "short-token", "missing-cert", "garbage-cert"],
+)
 def test_a_controller_with_unusable_auth_or_tls_settings_exits_with_one_line(
-    fleet: Fleet, tmp_path: Path, controller: dict[str, Any], env: dict[str, str], problem: str,
+    fleet: Fleet,
+    tmp_path: Path,
+    controller: dict[str, Any],
+    env: dict[str, str],
+    problem: str,
 ) -> None:
     (tmp_path / "garbage.pem").write_text("not a certificate\n")
     tls = controller.get("tls")
@@ -263,7 +361,10 @@ def test_a_controller_with_unusable_auth_or_tls_settings_exits_with_one_line(
     fleet.write_config()
     result = subprocess.run(
         [sys.executable, "-m", "ferry.cli", "controller", "--config", str(fleet.config_path)],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("ferry: ") and problem in result.stderr
@@ -277,9 +378,19 @@ def test_a_controller_whose_rest_port_is_taken_exits_with_one_line(fleet: Fleet)
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [sys.executable, "-m", "ferry.cli", "controller", "--config", str(fleet.config_path),
-             "--rest-port", str(port)],
-            capture_output=True, text=True, timeout=60,
+            [
+                sys.executable,
+                "-m",
+                "ferry.cli",
+                "controller",
+                "--config",
+                str(fleet.config_path),
+                "--rest-port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     assert result.returncode == 2, result.stderr
     assert f"ferry: cannot serve REST on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr

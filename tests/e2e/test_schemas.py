@@ -27,11 +27,16 @@ ORDER = """{"type": "record", "name": "Order", "namespace": "ferry.test",
 
 def _schemas(stack: devstack.Stack, include: str) -> dict[str, Any]:
     return {
-        "primary": "src", "include": [include], "interval_s": 1,
+        "primary": "src",
+        "include": [include],
+        "interval_s": 1,
         "registries": {
             "src": {"url": stack.registry_url("src")},
-            "dst": {"url": stack.registry_url("dst"), "subject_format": "{tenant}-{env}-{topic}-value",
-                    "subject_vars": {"tenant": "acme", "env": "prod"}},
+            "dst": {
+                "url": stack.registry_url("dst"),
+                "subject_format": "{tenant}-{env}-{topic}-value",
+                "subject_vars": {"tenant": "acme", "env": "prod"},
+            },
         },
     }
 
@@ -44,8 +49,8 @@ def _schema_report(url: str) -> dict[str, Any]:
 
 
 def test_avro_records_mirrored_by_ferry_decode_against_the_target_registry(
-        fleet: Fleet, registry_stack: devstack.Stack, topic_name: Callable[[str], str],
-        create_topic: Callable[..., None]) -> None:
+    fleet: Fleet, registry_stack: devstack.Stack, topic_name: Callable[[str], str], create_topic: Callable[..., None]
+) -> None:
     topic = topic_name("orders")
     fleet.extra = {"schemas": _schemas(registry_stack, f"{topic}-value")}
     fleet.write_config()
@@ -64,18 +69,32 @@ def test_avro_records_mirrored_by_ferry_decode_against_the_target_registry(
     fleet.wait_for_leader(controller)
     fleet.wait_for_workers(controller, {"w1"})
     assert requests.post(f"{controller.url}/topics", json={"topic": topic}, timeout=10).status_code == 201
-    report = wait_until(lambda: (r := _schema_report(controller.url))["inSync"] and r["subjects"] and r, 30,
-                        "the subject in sync on dst")
+    report = wait_until(
+        lambda: (r := _schema_report(controller.url))["inSync"] and r["subjects"] and r,
+        30,
+        "the subject in sync on dst",
+    )
     assert report["subjects"][0]["targets"]["dst"] == {
-        "subject": f"acme-prod-{topic}-value", "state": "in_sync", "syncedVersions": [1], "missingVersions": [],
-        "conflict": None}
+        "subject": f"acme-prod-{topic}-value",
+        "state": "in_sync",
+        "syncedVersions": [1],
+        "missingVersions": [],
+        "conflict": None,
+    }
 
     deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry_stack.registry_url("dst") + CCOMPAT}))
-    consumer = Consumer({"bootstrap.servers": registry_stack.bootstrap("dst"), "group.id": f"check-{topic}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": registry_stack.bootstrap("dst"),
+            "group.id": f"check-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
     received: list[Any] = []
     try:
+
         def more() -> bool:
             message = consumer.poll(1.0)
             if message is not None and message.error() is None:
@@ -89,24 +108,60 @@ def test_avro_records_mirrored_by_ferry_decode_against_the_target_registry(
         consumer.close()
     assert received == sent
 
-    cli = subprocess.run([sys.executable, "-m", "ferry.cli", "schemas", "--config", str(fleet.config_path),
-                          "--url", controller.url, "status"], capture_output=True, text=True, timeout=60)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ferry.cli",
+            "schemas",
+            "--config",
+            str(fleet.config_path),
+            "--url",
+            controller.url,
+            "status",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert cli.returncode == 0, cli.stderr
     assert f"acme-prod-{topic}-value" in cli.stdout and "in_sync" in cli.stdout
-    diff = subprocess.run([sys.executable, "-m", "ferry.cli", "schemas", "--config", str(fleet.config_path),
-                           "--url", controller.url, "diff"], capture_output=True, text=True, timeout=60)
+    diff = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ferry.cli",
+            "schemas",
+            "--config",
+            str(fleet.config_path),
+            "--url",
+            controller.url,
+            "diff",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert diff.returncode == 0 and "is in sync on dst" in diff.stdout, diff.stdout + diff.stderr
 
 
 def test_a_controller_restart_mid_distribution_leaves_every_subject_in_sync_once(
-        fleet: Fleet, registry_stack: devstack.Stack, topic_name: Callable[[str], str]) -> None:
+    fleet: Fleet, registry_stack: devstack.Stack, topic_name: Callable[[str], str]
+) -> None:
     base = topic_name("many")
     src, dst = registry_stack.registry_url("src"), registry_stack.registry_url("dst")
     subjects = [f"{base}.{n}-value" for n in range(25)]
     for n, subject in enumerate(subjects):
         register(src, subject, {"type": "record", "name": f"M{n}", "fields": [{"name": "a", "type": "int"}]})
-        register(src, subject, {"type": "record", "name": f"M{n}", "fields": [
-            {"name": "a", "type": "int"}, {"name": "b", "type": "int", "default": 0}]})
+        register(
+            src,
+            subject,
+            {
+                "type": "record",
+                "name": f"M{n}",
+                "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": "int", "default": 0}],
+            },
+        )
     # Two versions per import request: 25 requests, each read back before the next.
     fleet.extra = {"schemas": {**_schemas(registry_stack, rf"{base}\..*-value"), "import_batch": 2}}
     fleet.write_config()
@@ -124,8 +179,14 @@ def test_a_controller_restart_mid_distribution_leaves_every_subject_in_sync_once
     fleet.wait_for_leader(second)
     wait_until(lambda: _schema_report(second.url)["inSync"], 60, "every subject in sync after the restart")
     copied_after = requests.get(f"{second.url}/metrics", timeout=10).text
-    print("after the restart:", [line for line in copied_after.splitlines()
-                                 if line.startswith("ferry_controller_schema_versions_copied_total")])
+    print(
+        "after the restart:",
+        [
+            line
+            for line in copied_after.splitlines()
+            if line.startswith("ferry_controller_schema_versions_copied_total")
+        ],
+    )
     sync = requests.post(f"{second.url}/schemas/sync", timeout=60).json()
     assert sync["copied"] == [] and sync["inSync"] and sync["outOfSync"] == {"dst": 0}
     assert len(sync["subjects"]) == len(subjects)

@@ -26,7 +26,9 @@ RECORDS = 5_000
 
 
 def test_secured_fleet_mirrors_everything_and_nobody_else_touches_its_state(
-    fleet: Fleet, topic_name: Callable[[str], str], monkeypatch: pytest.MonkeyPatch,
+    fleet: Fleet,
+    topic_name: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Credentials from environment variables: the config file holds no secret.
     monkeypatch.setenv("FERRY_E2E_ZK_DIGEST", "ferry:e2e-zk-s3cret")
@@ -36,7 +38,10 @@ def test_secured_fleet_mirrors_everything_and_nobody_else_touches_its_state(
     fleet.zk_root = chain_top + "/prod"
     fleet.extra = {
         "zookeeper": {"auth": {"digest": "${env:FERRY_E2E_ZK_DIGEST}", "others": "none"}},
-        "clusters": {"src": {**fleet.stack.secured("src"), **from_env}, "dst": {**fleet.stack.secured("dst"), **from_env}},
+        "clusters": {
+            "src": {**fleet.stack.secured("src"), **from_env},
+            "dst": {**fleet.stack.secured("dst"), **from_env},
+        },
     }
     fleet.write_config()
     assert devstack.SASL_PASSWORD not in fleet.config_path.read_text()
@@ -48,7 +53,9 @@ def test_secured_fleet_mirrors_everything_and_nobody_else_touches_its_state(
     anonymous.start(timeout=15)
     try:
         topic = topic_name("secured")
-        ledger = RecordLedger(fleet.stack, topic, PARTITIONS, src=fleet.stack.secured("src"), dst=fleet.stack.secured("dst"))
+        ledger = RecordLedger(
+            fleet.stack, topic, PARTITIONS, src=fleet.stack.secured("src"), dst=fleet.stack.secured("dst")
+        )
         ledger.create_source_topic()
         ledger.produce(RECORDS)
         controller = fleet.start_controller("c1")
@@ -86,7 +93,9 @@ def test_secured_fleet_mirrors_everything_and_nobody_else_touches_its_state(
         # `ferry zk` with the credentials (from the same environment variable) reads it all.
         inspected = subprocess.run(
             [sys.executable, "-m", "ferry.cli", "zk", "external", topic, "--config", str(fleet.config_path), "--json"],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert inspected.returncode == 0, inspected.stderr
         states = {entry["state"] for entry in json.loads(inspected.stdout)["external"].values()}

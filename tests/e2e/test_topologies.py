@@ -151,8 +151,12 @@ class Topology:
             counts = {name: len(self.read(name)) for name in self.names}
             return all(n >= expected_per_cluster for n in counts.values()) and self.settled()
 
-        wait_until(done, timeout, f"{expected_per_cluster} records on each of {self.names} and every route settled",
-                   interval=1.0)
+        wait_until(
+            done,
+            timeout,
+            f"{expected_per_cluster} records on each of {self.names} and every route settled",
+            interval=1.0,
+        )
 
     def assert_each_record_once_everywhere(self) -> dict[str, Counter[str]]:
         everything = [seq for seqs in self.produced.values() for seq in seqs]
@@ -162,7 +166,8 @@ class Topology:
             counts = Counter(seq for seq, _, _ in records)
             assert counts == Counter(everything), (
                 f"{name}: missing {sorted(set(everything) - set(counts))[:5]}, "
-                f"twice or more {[s for s, n in counts.items() if n > 1][:5]}")
+                f"twice or more {[s for s, n in counts.items() if n > 1][:5]}"
+            )
             for seq, prov, others in records:
                 assert others == [(SEQ, seq.encode()), ("app", b"kept")]  # application headers untouched
                 home = seq.rsplit("-", 1)[0]
@@ -174,7 +179,9 @@ class Topology:
 
 
 @pytest.fixture
-def topology(clusters: devstack.Stack, fleet: Fleet, topic_name: Callable[[str], str]) -> Callable[[list[str]], Topology]:
+def topology(
+    clusters: devstack.Stack, fleet: Fleet, topic_name: Callable[[str], str]
+) -> Callable[[list[str]], Topology]:
     return lambda names: Topology(clusters, fleet, names, topic_name("mc"))
 
 
@@ -182,8 +189,12 @@ def test_active_active_with_identity_naming(topology: Callable[[list[str]], Topo
     top = topology(["src", "dst"])
     for name in top.names:
         top.create(name)
-    top.start(routes=[{"source": "src", "destination": "dst", "include": [top.topic], "loop_prevention": True},
-                      {"source": "dst", "destination": "src", "include": [top.topic], "loop_prevention": True}])
+    top.start(
+        routes=[
+            {"source": "src", "destination": "dst", "include": [top.topic], "loop_prevention": True},
+            {"source": "dst", "destination": "src", "include": [top.topic], "loop_prevention": True},
+        ]
+    )
     top.produce()
     top.wait_settled(2 * PER_CLUSTER)
     top.produce(10)  # a second round after the routes are running
@@ -196,12 +207,19 @@ def test_active_active_with_prefix_naming(topology: Callable[[list[str]], Topolo
     for name in top.names:
         top.create(name)
     include = [rf"(src\.|dst\.)*{top.topic}"]  # would match src.dst.t too: the prefix rule must refuse it
-    top.start(routes=[{"source": "src", "destination": "dst", "include": include, "naming": "prefix"},
-                      {"source": "dst", "destination": "src", "include": include, "naming": "prefix"}])
+    top.start(
+        routes=[
+            {"source": "src", "destination": "dst", "include": include, "naming": "prefix"},
+            {"source": "dst", "destination": "src", "include": include, "naming": "prefix"},
+        ]
+    )
     top.produce()
 
     def copies_arrived() -> bool:
-        return len(top.read("dst", f"src.{top.topic}")) >= PER_CLUSTER and len(top.read("src", f"dst.{top.topic}")) >= PER_CLUSTER
+        return (
+            len(top.read("dst", f"src.{top.topic}")) >= PER_CLUSTER
+            and len(top.read("src", f"dst.{top.topic}")) >= PER_CLUSTER
+        )
 
     wait_until(copies_arrived, 120, "src.t on dst and dst.t on src", interval=1.0)
     wait_until(top.settled, 60, "every route settled", interval=1.0)
@@ -217,8 +235,14 @@ def test_three_cluster_full_mesh_with_identity_naming(topology: Callable[[list[s
     top = topology(["src", "dst", "c"])
     for name in top.names:
         top.create(name)
-    top.start(routes=[{"source": s, "destination": d, "include": [top.topic], "loop_prevention": True}
-                      for s in top.names for d in top.names if s != d])
+    top.start(
+        routes=[
+            {"source": s, "destination": d, "include": [top.topic], "loop_prevention": True}
+            for s in top.names
+            for d in top.names
+            if s != d
+        ]
+    )
     top.produce()
     top.wait_settled(3 * PER_CLUSTER)
     top.assert_each_record_once_everywhere()
@@ -232,8 +256,10 @@ def test_axuals_four_cluster_tree_with_its_copy_flags(topology: Callable[[list[s
     top.produce()
     top.wait_settled(4 * PER_CLUSTER)
     top.assert_each_record_once_everywhere()
-    flags = {name: {tree.format_flags(p.flags) for seq, p, _ in top.read(name) if p is not None and seq.startswith("src-")}
-             for name in ("dst", "c", "d")}
+    flags = {
+        name: {tree.format_flags(p.flags) for seq, p, _ in top.read(name) if p is not None and seq.startswith("src-")}
+        for name in ("dst", "c", "d")
+    }
     assert flags == {"dst": {"0001"}, "c": {"0100"}, "d": {"0101"}}  # Axual's walk-through from cluster 1
 
 
@@ -256,8 +282,12 @@ def test_the_issues_looping_config_is_refused_at_start(tmp_path: Path, local_sta
         "routes:\n  - {source: src, destination: dst, include: [t]}\n  - {source: dst, destination: src, include: [t]}\n"
     )
     for kind in ("controller", "worker"):
-        done = subprocess.run([sys.executable, "-m", "ferry.cli", kind, "--config", str(config)],
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "ferry.cli", kind, "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 2, done.stderr
         assert "routes src.dst, dst.src form a cycle (src -> dst -> src) with identity naming" in done.stderr
         assert "Traceback" not in done.stderr
@@ -270,8 +300,9 @@ def test_a_subtree_switch_when_the_target_broker_stops(topology: Callable[[list[
     top = topology(["src", "dst", "c", "d"])
     for name in top.names:
         top.create(name)
-    top.start(tree_={"layout": "3(1(src,dst),1(c,d))", "include": [top.topic], "switch_after_s": 4,
-                     "probe_interval_s": 1})
+    top.start(
+        tree_={"layout": "3(1(src,dst),1(c,d))", "include": [top.topic], "switch_after_s": 4, "probe_interval_s": 1}
+    )
     top.produce(20)
     top.wait_settled(4 * 20)
     view = requests.get(f"{top.controller.url}/tree", timeout=10).json()
@@ -279,6 +310,7 @@ def test_a_subtree_switch_when_the_target_broker_stops(topology: Callable[[list[
 
     devstack.down(top.stack, names=["c"])
     try:
+
         def switched() -> bool:
             rows = {d["name"]: d for d in requests.get(f"{top.controller.url}/tree", timeout=10).json()["distributors"]}
             return rows["src.L3"]["target"] == "d" and rows["dst.L3"]["target"] == "d" and rows["src.L3"]["switched"]
@@ -293,10 +325,27 @@ def test_a_subtree_switch_when_the_target_broker_stops(topology: Callable[[list[
             assert producer.flush(30) == 0
             top.produced[name].extend(seqs)
         late = sum(20 for _ in up_names)
-        wait_until(lambda: all(len(top.read(n)) >= 80 + late for n in up_names), 120,
-                   "the late records on src, dst and d", interval=1.0)
-        table = subprocess.run([sys.executable, "-m", "ferry.cli", "tree", "--config", str(top.fleet.config_path),
-                                "--url", top.controller.url], capture_output=True, text=True, timeout=60)
+        wait_until(
+            lambda: all(len(top.read(n)) >= 80 + late for n in up_names),
+            120,
+            "the late records on src, dst and d",
+            interval=1.0,
+        )
+        table = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ferry.cli",
+                "tree",
+                "--config",
+                str(top.fleet.config_path),
+                "--url",
+                top.controller.url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert table.returncode == 0, table.stderr
         print(table.stdout)
         assert [line.split()[6] for line in table.stdout.splitlines() if line.startswith("src.L3")] == ["d"]
@@ -316,11 +365,16 @@ def test_a_subtree_switch_when_the_target_broker_stops(topology: Callable[[list[
 
 
 def test_heartbeats_over_a_chain_report_latency_per_route_and_end_to_end(
-        topology: Callable[[list[str]], Topology]) -> None:
+    topology: Callable[[list[str]], Topology],
+) -> None:
     top = topology(["src", "dst", "c"])
     top.fleet.extra = {"heartbeats": {"interval_s": 1.0}}
-    top.start(routes=[{"source": "src", "destination": "dst", "loop_prevention": True},
-                      {"source": "dst", "destination": "c", "loop_prevention": True}])
+    top.start(
+        routes=[
+            {"source": "src", "destination": "dst", "loop_prevention": True},
+            {"source": "dst", "destination": "c", "loop_prevention": True},
+        ]
+    )
 
     def both_hops() -> dict[str, Any] | None:
         view: dict[str, Any] = requests.get(f"{top.controller.url}/heartbeats", timeout=10).json()
@@ -339,7 +393,9 @@ def test_heartbeats_over_a_chain_report_latency_per_route_and_end_to_end(
 
     def in_metrics() -> bool:  # the gauges follow the book at the end of each heartbeat tick
         metrics = requests.get(f"{top.controller.url}/metrics", timeout=10).text
-        return ('ferry_controller_heartbeat_latency_seconds{cluster="c",hops="2",origin="src"}' in metrics
-                and 'ferry_controller_route_heartbeat_age_seconds{route="dst.c"}' in metrics)
+        return (
+            'ferry_controller_heartbeat_latency_seconds{cluster="c",hops="2",origin="src"}' in metrics
+            and 'ferry_controller_route_heartbeat_age_seconds{route="dst.c"}' in metrics
+        )
 
     wait_until(in_metrics, 30, "the heartbeat gauges", interval=1.0)

@@ -6,6 +6,7 @@ none of them, and ``ferry validate`` says what to install), ``ferry --help`` wor
 documented ``FERRY_JARS_DIR`` and keeps its state under ``FERRY_DEV_DIR``, and ``ferry controller``
 leads against that stack. Its own stack runs on ports of its own, next to the shared local stack.
 """
+
 from __future__ import annotations
 
 import os
@@ -71,14 +72,21 @@ def test_the_installed_wheel_runs_help_dev_up_and_a_controller_without_the_check
     assert "COMMAND" in _run([ferry, "--help"], cwd=elsewhere)
     # The plain install is a worker's and a controller's: no extra came with it, and a command that
     # needs one says which.
-    absent = _run([python, "-c", "import importlib.util as u; print([m for m in ('pyspark', 'docker', 'matplotlib') "
-                   "if u.find_spec(m)])"], cwd=elsewhere)
+    absent = _run(
+        [
+            python,
+            "-c",
+            "import importlib.util as u; print([m for m in ('pyspark', 'docker', 'matplotlib') if u.find_spec(m)])",
+        ],
+        cwd=elsewhere,
+    )
     assert absent.strip() == "[]", absent
-    validate = subprocess.run([ferry, "validate", "--config", "none.yaml"], cwd=elsewhere, capture_output=True, text=True)
+    validate = subprocess.run(
+        [ferry, "validate", "--config", "none.yaml"], cwd=elsewhere, capture_output=True, text=True
+    )
     assert validate.returncode == 2 and validate.stderr.strip().endswith("pip install 'kafka-ferry[spark]'"), validate
 
-    env = {**os.environ, **PORTS, "FERRY_DEV_DIR": str(installed / "dev"),
-           "FERRY_JARS_DIR": str(devstack.jars_dir())}
+    env = {**os.environ, **PORTS, "FERRY_DEV_DIR": str(installed / "dev"), "FERRY_JARS_DIR": str(devstack.jars_dir())}
     env.pop("FERRY_DEV_CLUSTERS", None)
     env.pop("FERRY_DEV_REGISTRIES", None)
     try:
@@ -95,14 +103,21 @@ def test_the_installed_wheel_runs_help_dev_up_and_a_controller_without_the_check
             f"controller: {{rest_host: 127.0.0.1, rest_port: {REST_PORT}}}\n"
         )
         with open(installed / "controller.log", "w") as log:
-            controller = subprocess.Popen([ferry, "controller", "--config", str(config)], cwd=elsewhere, env=env,
-                                          stdout=log, stderr=subprocess.STDOUT)
+            controller = subprocess.Popen(
+                [ferry, "controller", "--config", str(config)],
+                cwd=elsewhere,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         try:
+
             def leads() -> bool:
                 try:
                     return bool(requests.get(f"http://127.0.0.1:{REST_PORT}/health", timeout=2).json()["leader"])
                 except (requests.RequestException, ValueError, KeyError):
                     return False
+
             wait_until(leads, 60, "the installed controller to lead")
         finally:
             controller.terminate()

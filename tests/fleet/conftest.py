@@ -73,10 +73,15 @@ def fleet_config(local_stack: devstack.Stack, zk_chroot: str, tmp_path: Path) ->
     its controller section."""
     chroot = "/" + zk_chroot.split("/", 1)[1]
 
-    def write(suffix: str, route: dict[str, Any] | None = None, sections: dict[str, Any] | None = None,
-              **controller: Any) -> Path:
+    def write(
+        suffix: str, route: dict[str, Any] | None = None, sections: dict[str, Any] | None = None, **controller: Any
+    ) -> Path:
         config = {
-            "zookeeper": {"connect": local_stack.zookeeper.address, "root": f"{chroot}/{suffix}", "session_timeout_s": 6},
+            "zookeeper": {
+                "connect": local_stack.zookeeper.address,
+                "root": f"{chroot}/{suffix}",
+                "session_timeout_s": 6,
+            },
             "clusters": {
                 "src": {"bootstrap.servers": local_stack.bootstrap("src")},
                 "dst": {"bootstrap.servers": local_stack.bootstrap("dst")},
@@ -95,8 +100,9 @@ def fleet_config(local_stack: devstack.Stack, zk_chroot: str, tmp_path: Path) ->
 
 
 @pytest.fixture
-def make_fleet(docker_client: Any, ferry_image: str, fleet_config: Callable[..., Path],
-               request: pytest.FixtureRequest) -> Iterator[Callable[[str], FleetManager]]:
+def make_fleet(
+    docker_client: Any, ferry_image: str, fleet_config: Callable[..., Path], request: pytest.FixtureRequest
+) -> Iterator[Callable[[str], FleetManager]]:
     """``make_fleet("a")``: a FleetManager for a fleet named after this test; every fleet made is
     taken down afterwards (its containers' logs printed first when the test failed). Depends on
     ``fleet_config`` so that the fleets go down before the test's ZooKeeper chroot is removed."""
@@ -104,7 +110,9 @@ def make_fleet(docker_client: Any, ferry_image: str, fleet_config: Callable[...,
     run = uuid.uuid4().hex[:6]
 
     def make(suffix: str) -> FleetManager:
-        manager = FleetManager(docker_client, f"t{run}-{suffix}", log=lambda line: print(f"{time.strftime('%X')} {line}"))
+        manager = FleetManager(
+            docker_client, f"t{run}-{suffix}", log=lambda line: print(f"{time.strftime('%X')} {line}")
+        )
         made.append(manager)
         return manager
 

@@ -29,14 +29,50 @@ def labelled(client: Any, fleet: str) -> tuple[list[Any], list[Any]]:
 
 
 def test_up_mirrors_100k_records_and_down_leaves_nothing_while_another_fleet_runs(
-    engine_url: str, ferry_image: str, docker_client: Any, make_fleet: MakeFleet, fleet_config: Callable[..., Path],
-    local_stack: devstack.Stack, topic_name: Callable[[str], str], capsys: pytest.CaptureFixture[str],
+    engine_url: str,
+    ferry_image: str,
+    docker_client: Any,
+    make_fleet: MakeFleet,
+    fleet_config: Callable[..., Path],
+    local_stack: devstack.Stack,
+    topic_name: Callable[[str], str],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     a, b = make_fleet("a"), make_fleet("b")
-    assert ferry(engine_url, "up", "--name", a.name, "--config", str(fleet_config("a")), "--controllers", "2",
-                 "--workers", "3", "--image", ferry_image) == 0
-    assert ferry(engine_url, "up", "--name", b.name, "--config", str(fleet_config("b")), "--controllers", "1",
-                 "--workers", "1", "--image", ferry_image) == 0
+    assert (
+        ferry(
+            engine_url,
+            "up",
+            "--name",
+            a.name,
+            "--config",
+            str(fleet_config("a")),
+            "--controllers",
+            "2",
+            "--workers",
+            "3",
+            "--image",
+            ferry_image,
+        )
+        == 0
+    )
+    assert (
+        ferry(
+            engine_url,
+            "up",
+            "--name",
+            b.name,
+            "--config",
+            str(fleet_config("b")),
+            "--controllers",
+            "1",
+            "--workers",
+            "1",
+            "--image",
+            ferry_image,
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"fleet {a.name}: leader ferry-{a.name}-controller-" in out and f"fleet {b.name}: leader" in out
 
@@ -66,8 +102,13 @@ def test_up_mirrors_100k_records_and_down_leaves_nothing_while_another_fleet_run
 
 
 def test_bad_input_is_one_line_and_exit_status_2(
-    engine_url: str, ferry_image: str, docker_client: Any, make_fleet: MakeFleet, fleet_config: Callable[..., Path],
-    capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    engine_url: str,
+    ferry_image: str,
+    docker_client: Any,
+    make_fleet: MakeFleet,
+    fleet_config: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     name = make_fleet("none").name
     config = str(fleet_config("none"))
@@ -93,8 +134,13 @@ def test_bad_input_is_one_line_and_exit_status_2(
 
 
 def test_scale_to_5_then_2_workers_while_records_flow_loses_and_duplicates_nothing(
-    engine_url: str, ferry_image: str, make_fleet: MakeFleet, fleet_config: Callable[..., Path],
-    local_stack: devstack.Stack, topic_name: Callable[[str], str], capsys: pytest.CaptureFixture[str],
+    engine_url: str,
+    ferry_image: str,
+    make_fleet: MakeFleet,
+    fleet_config: Callable[..., Path],
+    local_stack: devstack.Stack,
+    topic_name: Callable[[str], str],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     fleet = make_fleet("scale")
     fleet.up(fleet_config("scale"), controllers=1, workers=3, image=ferry_image)
@@ -117,7 +163,9 @@ def test_scale_to_5_then_2_workers_while_records_flow_loses_and_duplicates_nothi
     finally:
         ledger.stop_producing()
     assert {m.name for m in fleet.members() if m.role == "worker"} == {
-        f"ferry-{fleet.name}-worker-1", f"ferry-{fleet.name}-worker-2"}
+        f"ferry-{fleet.name}-worker-1",
+        f"ferry-{fleet.name}-worker-2",
+    }
     ledger.wait_for_destination(timeout=120)
     result = ledger.check(allow_duplicates=False)
     assert result["duplicates"] == 0 and result["records"] == ledger.produced
@@ -136,8 +184,10 @@ class LeadershipProbe:
         self.election_sizes: list[int] = []
         self.rest: list[tuple[float, str | None]] = []
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._zk_loop, daemon=True),
-                         threading.Thread(target=self._rest_loop, daemon=True)]
+        self._threads = [
+            threading.Thread(target=self._zk_loop, daemon=True),
+            threading.Thread(target=self._rest_loop, daemon=True),
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -179,8 +229,12 @@ class LeadershipProbe:
 
 
 def test_rolling_restart_while_records_flow_keeps_a_leader_and_loses_and_duplicates_nothing(
-    ferry_image: str, make_fleet: MakeFleet, fleet_config: Callable[..., Path], local_stack: devstack.Stack,
-    zk_chroot: str, topic_name: Callable[[str], str],
+    ferry_image: str,
+    make_fleet: MakeFleet,
+    fleet_config: Callable[..., Path],
+    local_stack: devstack.Stack,
+    zk_chroot: str,
+    topic_name: Callable[[str], str],
 ) -> None:
     fleet = make_fleet("roll")
     fleet.up(fleet_config("roll"), controllers=2, workers=2, image=ferry_image)
@@ -202,8 +256,10 @@ def test_rolling_restart_while_records_flow_keeps_a_leader_and_loses_and_duplica
     assert probe.election_sizes and min(probe.election_sizes) >= 1
     # REST: no controller said it leads only while the lead passed (once), never for good.
     gaps = probe.leaderless_gaps()
-    print(f"election samples {len(probe.election_sizes)}, min contenders {min(probe.election_sizes)}; "
-          f"REST samples {len(probe.rest)}, leaderless stretches {[f'{g:.2f}s' for g in gaps]}")
+    print(
+        f"election samples {len(probe.election_sizes)}, min contenders {min(probe.election_sizes)}; "
+        f"REST samples {len(probe.rest)}, leaderless stretches {[f'{g:.2f}s' for g in gaps]}"
+    )
     assert len(gaps) <= 1 and all(g != float("inf") for g in gaps)
     assert fleet.leader() is not None
 

@@ -51,7 +51,10 @@ def warm_group_coordinator(stack: devstack.Stack, name: str) -> None:
     """
     consumer = kafka_clients.consumer({"bootstrap.servers": stack.bootstrap(name)}, group_id="ferry-tests-warmup")
     try:
-        wait_until(lambda: consumer.committed([TopicPartition("ferry-tests-warmup", 0)], timeout=5) is not None,
-                   120, f"the group coordinator of {name}")
+        wait_until(
+            lambda: consumer.committed([TopicPartition("ferry-tests-warmup", 0)], timeout=5) is not None,
+            120,
+            f"the group coordinator of {name}",
+        )
     finally:
         consumer.close()

@@ -88,10 +88,12 @@ class Fleet:
         }
         return fleet_config(self.stack, self.zk_root, own, self.extra)
 
-    def _spawn(self, kind: str, name: str, args: list[str], port: int,
-               env: dict[str, str] | None = None) -> FerryProcess:
-        started = spawn(name, ferry_command(kind, "--config", str(self.config_path), *args), self.workdir / f"{name}.log",
-                        env=env)
+    def _spawn(
+        self, kind: str, name: str, args: list[str], port: int, env: dict[str, str] | None = None
+    ) -> FerryProcess:
+        started = spawn(
+            name, ferry_command(kind, "--config", str(self.config_path), *args), self.workdir / f"{name}.log", env=env
+        )
         process = FerryProcess(started.name, started.popen, started.log, kind, port)
         self.processes.append(process)
         return process
@@ -155,8 +157,12 @@ class RecordLedger:
     """
 
     def __init__(
-        self, stack: Stack, topic: str, partitions: int,
-        src: dict[str, str] | None = None, dst: dict[str, str] | None = None,
+        self,
+        stack: Stack,
+        topic: str,
+        partitions: int,
+        src: dict[str, str] | None = None,
+        dst: dict[str, str] | None = None,
     ) -> None:
         self.stack = stack
         self.topic = topic
@@ -179,8 +185,12 @@ class RecordLedger:
 
     def _produce_one(self, seq: int) -> None:
         produce_blocking(
-            self._producer, self.topic, partition=seq % self.partitions, key=f"key-{seq}".encode(),
-            value=f"value-{seq}-".encode() * 3, timestamp=self.base_timestamp_ms + seq,
+            self._producer,
+            self.topic,
+            partition=seq % self.partitions,
+            key=f"key-{seq}".encode(),
+            value=f"value-{seq}-".encode() * 3,
+            timestamp=self.base_timestamp_ms + seq,
             headers=[(HEADER_SEQ, str(seq).encode()), ("origin", b"e2e")],
         )
 
@@ -236,7 +246,9 @@ class RecordLedger:
             for m in consumer.consume(min(10_000, remaining), timeout=1.0):
                 if m.error() is not None:
                     continue
-                records[m.partition()].append((m.key(), m.value(), tuple(provenance.split(m.headers())[0]), m.timestamp()))
+                records[m.partition()].append(
+                    (m.key(), m.value(), tuple(provenance.split(m.headers())[0]), m.timestamp())
+                )
                 remaining -= 1
         consumer.close()
         return records
@@ -270,4 +282,3 @@ class RecordLedger:
         if not allow_duplicates:
             assert duplicates == 0, f"{duplicates} duplicated records at the destination"
         return {"records": sum(len(r) for r in source.values()), "duplicates": duplicates}
-

@@ -11,8 +11,12 @@ CT = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 
 
 def register(url: str, subject: str, schema: Any) -> int:
-    answer = requests.post(f"{url}/apis/ccompat/v7/subjects/{subject}/versions", headers=CT,
-                           data=json.dumps({"schema": json.dumps(schema)}), timeout=10)
+    answer = requests.post(
+        f"{url}/apis/ccompat/v7/subjects/{subject}/versions",
+        headers=CT,
+        data=json.dumps({"schema": json.dumps(schema)}),
+        timeout=10,
+    )
     answer.raise_for_status()
     return int(answer.json()["id"])
 

@@ -60,8 +60,12 @@ def produce_source(cluster: dict[str, str], topic: str, base: int) -> None:
     for i in range(RECORDS):
         headers = [("trace", f"t{i}".encode()), ("empty", b"")] if i % 3 == 0 else None
         producer.produce(
-            topic, key=f"k{i}".encode(), value=f"value {i}".encode(), partition=i % PARTITIONS,
-            timestamp=base + i * 1000, headers=headers,
+            topic,
+            key=f"k{i}".encode(),
+            value=f"value {i}".encode(),
+            partition=i % PARTITIONS,
+            timestamp=base + i * 1000,
+            headers=headers,
         )
     assert producer.flush(30) == 0
 
@@ -89,15 +93,21 @@ def copy(destination: dict[str, str], topic: str, records: list[Message]) -> Non
     producer = kafka_clients.producer(destination)
     for message in records:
         producer.produce(
-            topic, key=message.key(), value=message.value(), partition=message.partition(),
-            timestamp=message.timestamp()[1], headers=message.headers(),
+            topic,
+            key=message.key(),
+            value=message.value(),
+            partition=message.partition(),
+            timestamp=message.timestamp()[1],
+            headers=message.headers(),
         )
     assert producer.flush(30) == 0
 
 
 @pytest.fixture
 def mirrored(
-    cluster_conf: Callable[[str], dict[str, str]], create_topic: Callable[..., None], topic_name: Callable[[str], str],
+    cluster_conf: Callable[[str], dict[str, str]],
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
 ) -> Callable[[], tuple[str, int, list[Message]]]:
     """Makes a topic on both clusters with RECORDS source records; returns (topic, base_ms, records)."""
 
@@ -113,7 +123,9 @@ def mirrored(
 
 
 def test_a_faithful_copy_is_ok(
-    spark: Any, config: FerryConfig, cluster_conf: Callable[[str], dict[str, str]],
+    spark: Any,
+    config: FerryConfig,
+    cluster_conf: Callable[[str], dict[str, str]],
     mirrored: Callable[[], tuple[str, int, list[Message]]],
 ) -> None:
     topic, base, records = mirrored()
@@ -129,13 +141,18 @@ def test_a_faithful_copy_is_ok(
     ]
     # One record a second from a bucket boundary: 10 per 10-second bucket.
     assert [(b["startMs"], b["source"], b["destination"]) for b in report["buckets"]] == [
-        (base, 10, 10), (base + 10_000, 10, 10)
+        (base, 10, 10),
+        (base + 10_000, 10, 10),
     ]
 
 
 def test_missing_duplicated_and_extra_records_are_counted(
-    spark: Any, config: FerryConfig, config_data: dict[str, Any], tmp_path: Path,
-    cluster_conf: Callable[[str], dict[str, str]], mirrored: Callable[[], tuple[str, int, list[Message]]],
+    spark: Any,
+    config: FerryConfig,
+    config_data: dict[str, Any],
+    tmp_path: Path,
+    cluster_conf: Callable[[str], dict[str, str]],
+    mirrored: Callable[[], tuple[str, int, list[Message]]],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     topic, base, records = mirrored()
@@ -167,22 +184,40 @@ def test_missing_duplicated_and_extra_records_are_counted(
     # The CLI, in-process (same JVM): JSON, exit 1, and a chart.
     config_file, chart = tmp_path / "ferry.yaml", tmp_path / "audit.png"
     config_file.write_text(yaml.safe_dump(config_data))
-    status = cli.main([
-        "audit", "--config", str(config_file), "--topic", topic, "--bucket", str(BUCKET_S),
-        "--json", "--chart", str(chart),
-    ])
+    status = cli.main(
+        [
+            "audit",
+            "--config",
+            str(config_file),
+            "--topic",
+            topic,
+            "--bucket",
+            str(BUCKET_S),
+            "--json",
+            "--chart",
+            str(chart),
+        ]
+    )
     assert status == 1
     printed = json.loads(capsys.readouterr().out)
     assert {k: printed[k] for k in ("topic", "source", "destination", "missing", "duplicated", "extra", "ok")} == {
-        "topic": topic, "source": RECORDS, "destination": RECORDS + 1,
-        "missing": 1, "duplicated": 1, "extra": 1, "ok": False,
+        "topic": topic,
+        "source": RECORDS,
+        "destination": RECORDS + 1,
+        "missing": 1,
+        "duplicated": 1,
+        "extra": 1,
+        "ok": False,
     }
     assert chart.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and chart.stat().st_size > 1000
 
 
 def test_a_topic_never_created_on_the_destination_is_all_missing(
-    spark: Any, config: FerryConfig, cluster_conf: Callable[[str], dict[str, str]],
-    create_topic: Callable[..., None], topic_name: Callable[[str], str],
+    spark: Any,
+    config: FerryConfig,
+    cluster_conf: Callable[[str], dict[str, str]],
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
 ) -> None:
     topic = topic_name("uncopied")
     create_topic("src", topic, PARTITIONS)
@@ -201,14 +236,18 @@ def test_the_spark_rule_is_classify(spark: Any) -> None:
     compared = compare_identities(
         spark.createDataFrame(source, schema), spark.createDataFrame(destination, schema), BUCKET_S
     ).collect()
-    found = {r["record_id"]: (r["source"], r["destination"], r["missing"], r["duplicated"], r["extra"]) for r in compared}
+    found = {
+        r["record_id"]: (r["source"], r["destination"], r["missing"], r["duplicated"], r["extra"]) for r in compared
+    }
     assert found == {
         f"id{s}-{d}": (s, d, *(classify(s, d)[k] for k in ("missing", "duplicated", "extra"))) for s, d in counts
     }
 
 
 def test_identity_active_active_counts_only_the_routes_own_copies(
-    spark: Any, config_data: dict[str, Any], cluster_conf: Callable[[str], dict[str, str]],
+    spark: Any,
+    config_data: dict[str, Any],
+    cluster_conf: Callable[[str], dict[str, str]],
     mirrored: Callable[[], tuple[str, int, list[Message]]],
 ) -> None:
     # Active-active: routes src -> dst and dst -> src share the topic `t` on both sides. The audit of
@@ -217,10 +256,13 @@ def test_identity_active_active_counts_only_the_routes_own_copies(
     # route (from c) wrote are reported apart, not as extra or missing.
     from ferry.common.core import provenance
 
-    looped = {**config_data, "routes": [
-        {"source": "src", "destination": "dst", "loop_prevention": True},
-        {"source": "dst", "destination": "src", "loop_prevention": True},
-    ]}
+    looped = {
+        **config_data,
+        "routes": [
+            {"source": "src", "destination": "dst", "loop_prevention": True},
+            {"source": "dst", "destination": "src", "loop_prevention": True},
+        ],
+    }
     config = parse_config(looped)
     topic, base, src_records = mirrored()
     src, dst = cluster_conf("src"), cluster_conf("dst")
@@ -231,17 +273,27 @@ def test_identity_active_active_counts_only_the_routes_own_copies(
     # src.dst's copies, stamped as the worker stamps them; record 0 is lost on the way.
     for offset, message in enumerate(src_records[1:], start=1):
         producer.produce(
-            topic, key=message.key(), value=message.value(), partition=message.partition(),
-            timestamp=message.timestamp()[1], headers=provenance.stamp(message.headers(), "src", offset),
+            topic,
+            key=message.key(),
+            value=message.value(),
+            partition=message.partition(),
+            timestamp=message.timestamp()[1],
+            headers=provenance.stamp(message.headers(), "src", offset),
         )
-    producer.produce(topic, value=b"from c", partition=0, timestamp=base + 700,
-                     headers=[(provenance.HEADER, provenance.encode(("c",), 0, 3))])
+    producer.produce(
+        topic,
+        value=b"from c",
+        partition=0,
+        timestamp=base + 700,
+        headers=[(provenance.HEADER, provenance.encode(("c",), 0, 3))],
+    )
     assert producer.flush(30) == 0
     # dst.src's copies of dst's local records, on src: src.dst must skip them.
     producer = kafka_clients.producer(src)
     for offset, (value, partition, ts) in enumerate(local):
-        producer.produce(topic, value=value, partition=partition, timestamp=ts,
-                         headers=provenance.stamp(None, "dst", offset))
+        producer.produce(
+            topic, value=value, partition=partition, timestamp=ts, headers=provenance.stamp(None, "dst", offset)
+        )
     assert producer.flush(30) == 0
 
     report = run_audit(config, topic, route="src.dst", bucket_s=BUCKET_S, spark=spark)

@@ -18,18 +18,48 @@ from ferry.common.kafka import clients as kafka_clients
 from ferry.devstack import stack as devstack
 
 RUN_KEYS = {
-    "workload", "value_bytes", "system", "label", "records", "processes", "status", "problems", "window", "seconds",
-    "records_per_s", "mb_per_s", "cpu_s_per_million", "cpu_s_total", "peak_rss_mb", "destination_bytes_per_record",
-    "latency", "ratios", "logs",
+    "workload",
+    "value_bytes",
+    "system",
+    "label",
+    "records",
+    "processes",
+    "status",
+    "problems",
+    "window",
+    "seconds",
+    "records_per_s",
+    "mb_per_s",
+    "cpu_s_per_million",
+    "cpu_s_total",
+    "peak_rss_mb",
+    "destination_bytes_per_record",
+    "latency",
+    "ratios",
+    "logs",
 }
 
 
 def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: devstack.Stack, tmp_path: Path) -> None:
     report_path = tmp_path / "bench.json"
-    status = main([
-        "--records", "2000", "--workloads", "100", "--systems", "ceiling,stamped-copy,acked-copy,ferry-1w,ferry-2w", "--latency-rate", "500", "--latency-seconds", "1",
-        "--json", str(report_path), "--workdir", str(tmp_path / "work"),
-    ])
+    status = main(
+        [
+            "--records",
+            "2000",
+            "--workloads",
+            "100",
+            "--systems",
+            "ceiling,stamped-copy,acked-copy,ferry-1w,ferry-2w",
+            "--latency-rate",
+            "500",
+            "--latency-seconds",
+            "1",
+            "--json",
+            str(report_path),
+            "--workdir",
+            str(tmp_path / "work"),
+        ]
+    )
     report = json.loads(report_path.read_text())
     failed = [(r["system"], r["problems"]) for r in report["runs"] if r["status"] != "OK"]
     assert status == 0 and report["ok"], failed
@@ -37,7 +67,13 @@ def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: dev
     assert report["options"]["systems"] == ["ceiling", "stamped-copy", "acked-copy", "ferry-1w", "ferry-2w"]
     assert report["machine"]["nproc"] >= 1
     [load] = report["workloads"]
-    assert (load["name"], load["records"], load["partitions"], load["value_bytes"], load["headers"]) == ("8x100B", 2000, 8, 100, 2)
+    assert (load["name"], load["records"], load["partitions"], load["value_bytes"], load["headers"]) == (
+        "8x100B",
+        2000,
+        8,
+        100,
+        2,
+    )
 
     runs = {r["system"]: r for r in report["runs"]}
     assert set(runs) == {"ceiling", "stamped-copy", "acked-copy", "ferry-1w", "ferry-2w"}
@@ -59,7 +95,9 @@ def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: dev
 
 
 def test_the_check_fails_a_lossy_or_reordered_copy(
-    local_stack: devstack.Stack, topic_name: Callable[[str], str], create_topic: Callable[..., None],
+    local_stack: devstack.Stack,
+    topic_name: Callable[[str], str],
+    create_topic: Callable[..., None],
 ) -> None:
     cluster = {"bootstrap.servers": local_stack.bootstrap("dst")}
     load = Workload(value_bytes=100, partitions=2, records=1000)
@@ -70,7 +108,9 @@ def test_the_check_fails_a_lossy_or_reordered_copy(
     assert workload.verify(cluster, good, load, "r1") == []
 
     workload.fill(cluster, lossy, Workload(100, 2, 999), "r1")  # partition 1 lacks its last record
-    assert workload.verify(cluster, lossy, load, "r1") == ["partition 1: offsets 0..499 at the destination, expected 0..500"]
+    assert workload.verify(cluster, lossy, load, "r1") == [
+        "partition 1: offsets 0..499 at the destination, expected 0..500"
+    ]
 
     # Partition 0 with records 250 and 251 swapped (the middle window starts at 150).
     producer = kafka_clients.producer(cluster)
@@ -79,20 +119,37 @@ def test_the_check_fails_a_lossy_or_reordered_copy(
     for partition, order in orders.items():
         for seq in order:
             key = workload.record_key(seq)
-            producer.produce(reordered, value, key, partition, headers=[(workload.HEADER_RUN, b"r1"), (workload.HEADER_SEQ, key)])
+            producer.produce(
+                reordered, value, key, partition, headers=[(workload.HEADER_RUN, b"r1"), (workload.HEADER_SEQ, key)]
+            )
     assert producer.flush(30) == 0
     problems = workload.verify(cluster, reordered, load, "r1")
     assert len(problems) == 1 and problems[0].startswith("partition 0: offset 250 holds key b'0000000251'"), problems
 
 
 def test_bench_runs_the_broker_limits_a_hot_partition_and_the_idle_measurement(
-    local_stack: devstack.Stack, tmp_path: Path,
+    local_stack: devstack.Stack,
+    tmp_path: Path,
 ) -> None:
     report_path = tmp_path / "bench.json"
-    status = main([
-        "--workloads", "1x100:500", "--systems", "limit-produce,limit-consume,ceiling-1,ferry-1w", "--latency-seconds", "0",
-        "--idle-partitions", "4", "--idle-seconds", "1", "--json", str(report_path), "--workdir", str(tmp_path / "work"),
-    ])
+    status = main(
+        [
+            "--workloads",
+            "1x100:500",
+            "--systems",
+            "limit-produce,limit-consume,ceiling-1,ferry-1w",
+            "--latency-seconds",
+            "0",
+            "--idle-partitions",
+            "4",
+            "--idle-seconds",
+            "1",
+            "--json",
+            str(report_path),
+            "--workdir",
+            str(tmp_path / "work"),
+        ]
+    )
     report = json.loads(report_path.read_text())
     failed = [(r["system"], r["problems"]) for r in report["runs"] if r["status"] != "OK"]
     assert status == 0 and report["ok"], failed

@@ -22,14 +22,20 @@ ZK_DIGEST = "ferry:check-zk-s3cret"
 
 
 @pytest.fixture
-def config_data(zk_chroot: str, local_stack: devstack.Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+def config_data(
+    zk_chroot: str, local_stack: devstack.Stack, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, Any]]:
     connect, chroot = zk_chroot.split("/", 1)
     monkeypatch.setenv("FERRY_TEST_KAFKA_PASSWORD", PASSWORD)
     monkeypatch.setenv("FERRY_TEST_ZK_DIGEST", ZK_DIGEST)
     src = {**local_stack.secured("src"), "sasl.password": "${env:FERRY_TEST_KAFKA_PASSWORD}"}
     data = {
-        "zookeeper": {"connect": connect, "root": f"/{chroot}/ferry", "retry_deadline_s": 10,
-                      "auth": {"digest": "${env:FERRY_TEST_ZK_DIGEST}", "others": "none"}},
+        "zookeeper": {
+            "connect": connect,
+            "root": f"/{chroot}/ferry",
+            "retry_deadline_s": 10,
+            "auth": {"digest": "${env:FERRY_TEST_ZK_DIGEST}", "others": "none"},
+        },
         "clusters": {"src": src, "dst": {"bootstrap.servers": local_stack.bootstrap("dst")}},
         "routes": [{"source": "src", "destination": "dst"}],
     }
@@ -54,7 +60,10 @@ def _check(data: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_every_endpoint_is_ok_with_a_kafka_password_from_the_environment(
-    config_data: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
+    config_data: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     status, lines, err = _check(config_data, tmp_path, capsys)
@@ -65,7 +74,9 @@ def test_every_endpoint_is_ok_with_a_kafka_password_from_the_environment(
         f"ok    zookeeper {config_data['zookeeper']['connect']} ({config_data['zookeeper']['root']}",
     ]
     # The SASL cluster's ACLs: this broker has no authorizer, so they cannot be described (no failure).
-    assert lines[3:] == [line for line in lines[3:] if line.startswith("----  kafka src ACLs of User:ferry: not checked")]
+    assert lines[3:] == [
+        line for line in lines[3:] if line.startswith("----  kafka src ACLs of User:ferry: not checked")
+    ]
     assert len(lines) == 4, lines
     assert "authenticated as 'ferry'; the ACL on" in lines[2]
     everything = "\n".join([*lines, err, caplog.text])
@@ -73,7 +84,10 @@ def test_every_endpoint_is_ok_with_a_kafka_password_from_the_environment(
 
 
 def test_refusals_and_unreachable_endpoints_get_one_line_each_with_the_reason(
-    config_data: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    config_data: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
@@ -96,11 +110,14 @@ def test_refusals_and_unreachable_endpoints_get_one_line_each_with_the_reason(
 
 
 def test_an_unreachable_zookeeper_is_one_line(
-    config_data: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    config_data: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     config_data["zookeeper"] = {"connect": "127.0.0.1:1", "root": "/ferry"}
     status, lines, err = _check(config_data, tmp_path, capsys)
     assert status == 1
     assert [line for line in lines if "zookeeper" in line] == [
-        "FAIL  zookeeper 127.0.0.1:1 (/ferry): no session within 5s (KazooTimeoutError)"]
+        "FAIL  zookeeper 127.0.0.1:1 (/ferry): no session within 5s (KazooTimeoutError)"
+    ]
     assert "Traceback" not in err

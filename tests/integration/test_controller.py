@@ -66,20 +66,24 @@ class Cluster:
         self.clients.append(self.admin)
 
     def config(self, failover_delay_s: float = 1.5, naming: str = "identity") -> FerryConfig:
-        return parse_config({
-            "zookeeper": {"connect": self.chroot, "root": "/", "session_timeout_s": SESSION_TIMEOUT_S},
-            "clusters": {name: {"bootstrap.servers": self.stack.bootstrap(name)} for name in ("src", "dst")},
-            "routes": [{"source": "src", "destination": "dst", "naming": naming}],
-            # Rebalance is tested in the planner; here it must not move anything by itself.
-            "controller": {"failover_delay_s": failover_delay_s, "rebalance_delay_s": 600},
-        })
+        return parse_config(
+            {
+                "zookeeper": {"connect": self.chroot, "root": "/", "session_timeout_s": SESSION_TIMEOUT_S},
+                "clusters": {name: {"bootstrap.servers": self.stack.bootstrap(name)} for name in ("src", "dst")},
+                "routes": [{"source": "src", "destination": "dst", "naming": naming}],
+                # Rebalance is tested in the planner; here it must not move anything by itself.
+                "controller": {"failover_delay_s": failover_delay_s, "rebalance_delay_s": 600},
+            }
+        )
 
-    def controller(self, controller_id: str, failover_delay_s: float = 1.5,
-                   naming: str = "identity") -> tuple[Controller, KazooClient]:
+    def controller(
+        self, controller_id: str, failover_delay_s: float = 1.5, naming: str = "identity"
+    ) -> tuple[Controller, KazooClient]:
         zk = connect(self.chroot)
         self.clients.append(zk)
-        controller = Controller(self.config(failover_delay_s, naming), controller_id, f"http://{controller_id}.invalid:9000",
-                                zk=zk)
+        controller = Controller(
+            self.config(failover_delay_s, naming), controller_id, f"http://{controller_id}.invalid:9000", zk=zk
+        )
         self.controllers.append(controller)
         controller.start()
         return controller, zk
@@ -147,8 +151,9 @@ def test_a_single_controller_leads_and_publishes_the_leader_node(cluster: Cluste
         assert cluster.admin.exists(path), path
 
 
-def test_topic_requests_are_validated(cluster: Cluster, source_topic: Callable[[int], str],
-                                      topic_name: Callable[[str], str]) -> None:
+def test_topic_requests_are_validated(
+    cluster: Cluster, source_topic: Callable[[int], str], topic_name: Callable[[str], str]
+) -> None:
     controller = cluster.leader()
     with pytest.raises(NotFound, match="does not exist on the source"):
         controller.topics.add_topic(topic_name("missing"))
@@ -179,7 +184,9 @@ def test_topic_requests_are_validated(cluster: Cluster, source_topic: Callable[[
         controller.topics.expand_topic(topic_name("unknown"), 2)
     with pytest.raises(NotFound):
         controller.topics.delete_topic(topic_name("unknown"))
-    assert topics_json(controller.reads.list_topics()) == {"topics": [{"topic": topic, "route": ROUTE, "partitions": 3}]}
+    assert topics_json(controller.reads.list_topics()) == {
+        "topics": [{"topic": topic, "route": ROUTE, "partitions": 3}]
+    }
 
     assert deleted_json(controller.topics.delete_topic(topic)) == {"topic": topic, "deleted": True}
     assert cluster.ideal(topic) is None
@@ -188,7 +195,8 @@ def test_topic_requests_are_validated(cluster: Cluster, source_topic: Callable[[
 
 
 def test_a_topic_added_with_a_start_keeps_it_for_the_workers_until_it_is_deleted(
-        cluster: Cluster, create_topic: Callable[..., None], topic_name: Callable[[str], str]) -> None:
+    cluster: Cluster, create_topic: Callable[..., None], topic_name: Callable[[str], str]
+) -> None:
     controller = cluster.leader()
     topic, other = topic_name("one"), topic_name("other")
     for name in (topic, other):
@@ -235,7 +243,8 @@ def test_partitions_wait_for_a_worker_then_all_go_to_it(cluster: Cluster, source
 
 
 def test_a_bulk_post_does_not_wait_behind_a_reconcile_and_its_topics_get_assigned(
-        cluster: Cluster, create_topic: Callable[..., None], topic_name: Callable[[str], str]) -> None:
+    cluster: Cluster, create_topic: Callable[..., None], topic_name: Callable[[str], str]
+) -> None:
     controller = cluster.leader()
     cluster.worker("w1")
     first, *bulk = (topic_name(f"bulk{i}") for i in range(4))
@@ -260,7 +269,9 @@ def test_a_bulk_post_does_not_wait_behind_a_reconcile_and_its_topics_get_assigne
         with pytest.raises(Conflict):
             controller.topics.add_topics([{"topic": bulk[0], "numPartitions": 2}])
     wanted = keys(first, range(2)).union(*(keys(t, range(2)) for t in bulk))
-    wait_for(lambda: (a := cluster.assignment("w1")) is not None and a.partitions == wanted, 10, "the bulk topics assigned")
+    wait_for(
+        lambda: (a := cluster.assignment("w1")) is not None and a.partitions == wanted, 10, "the bulk topics assigned"
+    )
     with pytest.raises(Conflict):
         controller.topics.add_topic(bulk[1])
     controller.topics.delete_topic(bulk[2])  # the model has it: it can be deleted
@@ -297,8 +308,11 @@ def test_exactly_one_of_two_controllers_leads_and_a_fenced_out_leader_cannot_wri
 
     wait_for(new.leadership.is_leader, SESSION_TIMEOUT_S + 5, f"{new.controller_id} to take over")
     wait_for(lambda: not old.leadership.is_leader(), SESSION_TIMEOUT_S + 5, f"{old.controller_id} to step down")
-    wait_for(lambda: (decode(cluster.admin.get(LAYOUT.leader)[0]) or {}).get("id") == new.controller_id,
-             5, "the leader node to name the new leader")
+    wait_for(
+        lambda: (decode(cluster.admin.get(LAYOUT.leader)[0]) or {}).get("id") == new.controller_id,
+        5,
+        "the leader node to name the new leader",
+    )
     assert not cluster.admin.exists(old_fence)
 
     # kazoo opens a new session for the old leader's client; its old election node stays gone.
@@ -374,10 +388,16 @@ def test_a_leaving_worker_loses_its_partitions_at_once(cluster: Cluster, source_
     leaving = WorkerStatus(1, {p: PartitionStatus(PartitionState.OFFLINE) for p in held_by_w2}, leaving=True)
     w2.create(LAYOUT.worker_state("w2"), leaving.to_bytes(), ephemeral=True)
 
-    wait_for(lambda: cluster.ideal(topic) == IdealState(ROUTE, topic, 4, dict.fromkeys(range(4), "w1")),
-             5, "w2's partitions to move to w1")
-    w1 = wait_for(lambda: (a := cluster.assignment("w1")) and a.partitions == keys(topic, range(4)) and a,
-                  5, "w1 to be assigned everything")
+    wait_for(
+        lambda: cluster.ideal(topic) == IdealState(ROUTE, topic, 4, dict.fromkeys(range(4), "w1")),
+        5,
+        "w2's partitions to move to w1",
+    )
+    w1 = wait_for(
+        lambda: (a := cluster.assignment("w1")) and a.partitions == keys(topic, range(4)) and a,
+        5,
+        "w1 to be assigned everything",
+    )
     w2_assignment = cluster.assignment("w2")
     assert w2_assignment is not None and w2_assignment.partitions == frozenset()
     assert w2_assignment.generation <= w1.generation

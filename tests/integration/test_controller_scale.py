@@ -77,13 +77,20 @@ def fleet(zk_chroot: str) -> Iterator[Fleet]:
 
 @pytest.fixture
 def controller(zk_chroot: str, local_stack: Stack) -> Iterator[Controller]:
-    config = parse_config({
-        "zookeeper": {"connect": zk_chroot, "root": "/", "session_timeout_s": 6.0},
-        "clusters": {name: {"bootstrap.servers": local_stack.bootstrap(name)} for name in ("src", "dst")},
-        "routes": [{"source": "src", "destination": "dst"}],
-        "controller": {"failover_delay_s": 1.0, "rebalance_delay_s": 1.0, "observer_interval_s": 1.0,
-                       "lag_interval_s": 1.0, "check_source_topics": False},
-    })
+    config = parse_config(
+        {
+            "zookeeper": {"connect": zk_chroot, "root": "/", "session_timeout_s": 6.0},
+            "clusters": {name: {"bootstrap.servers": local_stack.bootstrap(name)} for name in ("src", "dst")},
+            "routes": [{"source": "src", "destination": "dst"}],
+            "controller": {
+                "failover_delay_s": 1.0,
+                "rebalance_delay_s": 1.0,
+                "observer_interval_s": 1.0,
+                "lag_interval_s": 1.0,
+                "check_source_topics": False,
+            },
+        }
+    )
     running = Controller(config, "c1", "http://c1.invalid:9000")
     running.start()
     try:
@@ -125,9 +132,9 @@ def test_two_thousand_partitions_on_fifty_workers_keep_the_invariants(
     fleet.start(ids)
     names = [f"scale-{i:04d}" for i in range(TOPICS)]
     for start in range(0, TOPICS - 10, 60):  # bulk, as the bench does, then single topics
-        batch = names[start:min(start + 60, TOPICS - 10)]
+        batch = names[start : min(start + 60, TOPICS - 10)]
         controller.topics.add_topics([{"topic": t, "numPartitions": PER_TOPIC} for t in batch])
-    for topic in names[TOPICS - 10:]:
+    for topic in names[TOPICS - 10 :]:
         controller.topics.add_topic(topic, PER_TOPIC)
     wait_for(lambda: fleet.total() == PARTITIONS, 120, "every partition ONLINE")
 
@@ -135,14 +142,20 @@ def test_two_thousand_partitions_on_fifty_workers_keep_the_invariants(
     wait_for(lambda: fleet.total() == PARTITIONS, 120, "the dead worker's partitions ONLINE elsewhere")
 
     fleet.start(["fake-joiner"])  # a rebalance onto a joining worker
-    wait_for(lambda: fleet.online.get("fake-joiner", 0) >= PARTITIONS // WORKERS and fleet.total() == PARTITIONS,
-             120, "the joiner's share ONLINE")
+    wait_for(
+        lambda: fleet.online.get("fake-joiner", 0) >= PARTITIONS // WORKERS and fleet.total() == PARTITIONS,
+        120,
+        "the joiner's share ONLINE",
+    )
     live = set(ids[1:]) | {"fake-joiner"}
     wait_for(lambda: validation_json(controller.reads.validation())["ok"], 60, "the validation to be clean")
     check_invariants(zk_chroot, live)
 
-    wait_for(lambda: all(controller.metrics.job_counts().get(j, {}).get("runs", 0) >= 2 for j in ("observe", "lag")), 30,
-             "the observer and lag jobs to run")
+    wait_for(
+        lambda: all(controller.metrics.job_counts().get(j, {}).get("runs", 0) >= 2 for j in ("observe", "lag")),
+        30,
+        "the observer and lag jobs to run",
+    )
     counts = controller.metrics.job_counts()
     assert all(c["skips"] == 0 and c["failures"] == 0 for c in counts.values()), counts
     store: Store = controller.store

@@ -46,12 +46,15 @@ def _commit(kafka: Kafka, topic: str, partition: int, offset: int) -> None:
 
 def _lost_metric(running: RunningWorker, topic: str) -> float:
     value = running.worker.metrics.registry.get_sample_value(
-        "ferry_worker_records_lost_total", {"route": ROUTE, "topic": topic})
+        "ferry_worker_records_lost_total", {"route": ROUTE, "topic": topic}
+    )
     return value or 0.0
 
 
 def test_records_deleted_before_they_were_copied_are_reported_as_the_exact_range_and_copying_goes_on(
-    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    start_worker: Callable[..., RunningWorker],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
 ) -> None:
     topic = topic_name("lost")
@@ -66,8 +69,10 @@ def test_records_deleted_before_they_were_copied_are_reported_as_the_exact_range
     running = start_worker()
     generation = running.assign(topic, [0])
     key = PartitionKey(ROUTE, topic, 0)
-    status = running.wait_status(lambda s: s.generation == generation and key in s.partitions
-                                 and bool(s.partitions[key].reason), "the lost range in the status")
+    status = running.wait_status(
+        lambda s: s.generation == generation and key in s.partitions and bool(s.partitions[key].reason),
+        "the lost range in the status",
+    )
     entry = status.partitions[key]
     assert entry.state == "ONLINE"
     assert entry.reason is not None and "[10, 25) (15 records)" in entry.reason, entry.reason
@@ -77,7 +82,9 @@ def test_records_deleted_before_they_were_copied_are_reported_as_the_exact_range
 
 
 def test_a_source_topic_shorter_than_what_was_copied_stops_its_partition_with_the_reason(
-    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    start_worker: Callable[..., RunningWorker],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
 ) -> None:
     topic = topic_name("recreated")
@@ -89,16 +96,21 @@ def test_a_source_topic_shorter_than_what_was_copied_stops_its_partition_with_th
     running = start_worker()
     generation = running.assign(topic, [0])
     key = PartitionKey(ROUTE, topic, 0)
-    status = running.wait_status(lambda s: s.generation == generation and key in s.partitions
-                                 and s.partitions[key].state == "ERROR", "the partition in ERROR")
+    status = running.wait_status(
+        lambda s: s.generation == generation and key in s.partitions and s.partitions[key].state == "ERROR",
+        "the partition in ERROR",
+    )
     reason = status.partitions[key].reason or ""
     assert "ends at offset 5, below Ferry's position 20" in reason and "re-created" in reason, reason
     assert kafka.end_offset("dst", topic, 0) == 0, "nothing of the new topic copied under the old offsets"
 
 
 def test_start_latest_and_start_time_apply_to_a_partition_nothing_of_the_route_reached(
-    start_worker: Callable[..., RunningWorker], make_config: Callable[..., FerryConfig], kafka: Kafka,
-    create_topic: Callable[..., None], topic_name: Callable[[str], str],
+    start_worker: Callable[..., RunningWorker],
+    make_config: Callable[..., FerryConfig],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
 ) -> None:
     latest, timed = topic_name("latest"), topic_name("timed")
     for topic in (latest, timed):
@@ -136,7 +148,9 @@ def test_start_latest_and_start_time_apply_to_a_partition_nothing_of_the_route_r
 
 
 def test_a_topics_own_start_stands_in_for_the_routes(
-    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    start_worker: Callable[..., RunningWorker],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
 ) -> None:
     topic = topic_name("ownstart")
@@ -153,8 +167,12 @@ def test_a_topics_own_start_stands_in_for_the_routes(
 
 
 def test_translate_is_exact_both_ways_on_a_mirrored_partition(
-    start_worker: Callable[..., RunningWorker], make_config: Callable[..., FerryConfig], kafka: Kafka,
-    create_topic: Callable[..., None], topic_name: Callable[[str], str], tmp_path: Path,
+    start_worker: Callable[..., RunningWorker],
+    make_config: Callable[..., FerryConfig],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+    tmp_path: Path,
 ) -> None:
     from ferry.controller.groups.translate import OffsetTranslator
 
@@ -181,19 +199,69 @@ def test_translate_is_exact_both_ways_on_a_mirrored_partition(
         translator.close()
     # The same from the command line, with no controller.
     path = tmp_path / "ferry.yaml"
-    path.write_text(yaml.safe_dump({"zookeeper": {"connect": "127.0.0.1:1"},
-                                    "clusters": {"src": kafka.conf("src"), "dst": kafka.conf("dst")},
-                                    "routes": [{"source": "src", "destination": "dst"}]}))
-    out = subprocess.run([sys.executable, "-m", "ferry.cli", "offsets", "translate", "--config", str(path),
-                          "--topic", topic, "--partition", "0", "--offset", "7", "--reverse", "--json"],
-                         capture_output=True, text=True, timeout=60)
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "zookeeper": {"connect": "127.0.0.1:1"},
+                "clusters": {"src": kafka.conf("src"), "dst": kafka.conf("dst")},
+                "routes": [{"source": "src", "destination": "dst"}],
+            }
+        )
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ferry.cli",
+            "offsets",
+            "translate",
+            "--config",
+            str(path),
+            "--topic",
+            topic,
+            "--partition",
+            "0",
+            "--offset",
+            "7",
+            "--reverse",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == {"route": ROUTE, "topic": topic, "destinationTopic": topic, "partition": 0,
-                                      "direction": "reverse", "offset": 7, "translatedOffset": 4, "exact": True,
-                                      "method": "exact"}
-    unknown = subprocess.run([sys.executable, "-m", "ferry.cli", "offsets", "translate", "--config", str(path),
-                              "--topic", "no-such-topic-here", "--partition", "0", "--offset", "0"],
-                             capture_output=True, text=True, timeout=60)
+    assert json.loads(out.stdout) == {
+        "route": ROUTE,
+        "topic": topic,
+        "destinationTopic": topic,
+        "partition": 0,
+        "direction": "reverse",
+        "offset": 7,
+        "translatedOffset": 4,
+        "exact": True,
+        "method": "exact",
+    }
+    unknown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ferry.cli",
+            "offsets",
+            "translate",
+            "--config",
+            str(path),
+            "--topic",
+            "no-such-topic-here",
+            "--partition",
+            "0",
+            "--offset",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert unknown.returncode == 2 and "does not exist" in unknown.stderr and "Traceback" not in unknown.stderr
 
 
@@ -217,7 +285,9 @@ def _recreate(admin: AdminClient, topic: str) -> None:
 
 
 def test_a_source_topic_re_created_with_more_records_is_detected_and_its_partition_stops(
-    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    start_worker: Callable[..., RunningWorker],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
 ) -> None:
     topic = topic_name("recreated-longer")
@@ -234,8 +304,10 @@ def test_a_source_topic_re_created_with_more_records_is_detected_and_its_partiti
     wait_until(lambda: _produced(kafka, topic, records("new", 8)), 30, "records on the new topic", interval=0.5)
     generation = running.assign(topic, [0])
     key = PartitionKey(ROUTE, topic, 0)
-    status = running.wait_status(lambda s: s.generation == generation and key in s.partitions
-                                 and s.partitions[key].state == "ERROR", "the partition in ERROR")
+    status = running.wait_status(
+        lambda s: s.generation == generation and key in s.partitions and s.partitions[key].state == "ERROR",
+        "the partition in ERROR",
+    )
     reason = status.partitions[key].reason or ""
     assert "the source topic was re-created" in reason and "offset 4" in reason, reason
     assert kafka.end_offset("dst", topic, 0) == 5, "nothing of the new topic copied under the old offsets"
@@ -250,7 +322,9 @@ def _produced(kafka: Kafka, topic: str, batch: list[Any]) -> bool:
 
 
 def test_a_destination_topic_deleted_under_ferry_is_copied_again_from_the_source_log_start(
-    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    start_worker: Callable[..., RunningWorker],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
 ) -> None:
     topic = topic_name("dst-deleted")
@@ -270,8 +344,11 @@ def test_a_destination_topic_deleted_under_ferry_is_copied_again_from_the_source
 
     generation = running.assign(topic, [0])
     key = PartitionKey(ROUTE, topic, 0)
-    status = running.wait_status(lambda s: s.generation == generation and key in s.partitions
-                                 and bool(s.partitions[key].reason), "the re-creation in the status", timeout=40)
+    status = running.wait_status(
+        lambda s: s.generation == generation and key in s.partitions and bool(s.partitions[key].reason),
+        "the re-creation in the status",
+        timeout=40,
+    )
     assert status.partitions[key].state == "ONLINE"
     assert "destination topic was deleted under Ferry" in (status.partitions[key].reason or "")
     assert kafka.wait_arrived(topic, 0, 6) == sent, "copied again from the source's log start"

@@ -104,5 +104,7 @@ def test_up_after_kill_9_of_zookeeper_starts_it_once_and_keeps_its_pid_file(stac
         thread.join(180)
     errors = [r for r in results.values() if isinstance(r, Exception)]
     assert not errors, errors
-    assert sorted(tuple(r) for r in results.values() if isinstance(r, list)) == [*[()] * (ups - 1), ("zookeeper",)], results
+    assert sorted(tuple(r) for r in results.values() if isinstance(r, list)) == [*[()] * (ups - 1), ("zookeeper",)], (
+        results
+    )
     _assert_running_with_fresh_pid_files(stack, {"zookeeper": old})

@@ -53,9 +53,7 @@ def test_records_round_trip_with_keys_headers_and_timestamps(
         if len(got) >= len(sent):
             break
     consumer.close()
-    received = sorted(
-        (m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in got
-    )
+    received = sorted((m.key(), m.value(), m.headers(), m.timestamp()[1]) for m in got)
     assert received == sorted(sent)
 
 

@@ -29,13 +29,17 @@ RAW_LIBRDKAFKA_LINE = re.compile(r"^%\d\|")
 
 def _write_config(path: Path, zk_chroot: str, config_format: str) -> None:
     closed = f"127.0.0.1:{free_port()}"  # nothing listens there: every connection is refused
-    path.write_text(yaml.safe_dump({
-        "zookeeper": {"connect": zk_chroot, "root": "/"},
-        "clusters": {"src": {"bootstrap.servers": closed}, "dst": {"bootstrap.servers": closed}},
-        "routes": [{"source": "src", "destination": "dst"}],
-        "worker": {"metrics_port": 0},
-        "logging": {"format": config_format},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "zookeeper": {"connect": zk_chroot, "root": "/"},
+                "clusters": {"src": {"bootstrap.servers": closed}, "dst": {"bootstrap.servers": closed}},
+                "routes": [{"source": "src", "destination": "dst"}],
+                "worker": {"metrics_port": 0},
+                "logging": {"format": config_format},
+            }
+        )
+    )
 
 
 def _json_lines(text: str) -> list[dict[str, Any]]:
@@ -66,15 +70,24 @@ def test_librdkafka_messages_come_out_in_the_log_format(log_format: str, zk_chro
     zk.start(timeout=15)
     # Both places of the flag: after the subcommand (json), before it (text).
     flag = ["--log-format", log_format]
-    command = (["worker", *flag] if log_format == "json" else [*flag, "worker"]) + ["--config", str(config), "--id", worker_id]
+    command = (["worker", *flag] if log_format == "json" else [*flag, "worker"]) + [
+        "--config",
+        str(config),
+        "--id",
+        worker_id,
+    ]
     worker = spawn("worker", ferry_command(*command), log)
     try:
         assignment = WorkerAssignment(1, frozenset({PartitionKey(ROUTE, f"orders-{worker_id}", 0)}))
         zk.create(LAYOUT.assignment(worker_id), assignment.to_bytes(), makepath=True)
         if log_format == "json":
-            poll_until(lambda: _librdkafka_records(log), 60, lambda: f"librdkafka's messages as JSON:\n{worker.log_tail()}")
+            poll_until(
+                lambda: _librdkafka_records(log), 60, lambda: f"librdkafka's messages as JSON:\n{worker.log_tail()}"
+            )
         else:
-            poll_until(lambda: " librdkafka: " in log.read_text(), 60, lambda: f"librdkafka's messages:\n{worker.log_tail()}")
+            poll_until(
+                lambda: " librdkafka: " in log.read_text(), 60, lambda: f"librdkafka's messages:\n{worker.log_tail()}"
+            )
         zk.set(LAYOUT.assignment(worker_id), WorkerAssignment(2).to_bytes())  # the controller's part of a drain
         worker.stop(timeout=60)
     finally:
@@ -83,7 +96,9 @@ def test_librdkafka_messages_come_out_in_the_log_format(log_format: str, zk_chro
         zk.close()
     assert worker.returncode == 0, worker.log_tail()
     text = log.read_text()
-    assert not [line for line in text.splitlines() if RAW_LIBRDKAFKA_LINE.match(line)], "librdkafka wrote to stderr itself"
+    assert not [line for line in text.splitlines() if RAW_LIBRDKAFKA_LINE.match(line)], (
+        "librdkafka wrote to stderr itself"
+    )
     if log_format == "text":
         assert all(TEXT_LINE.match(line) for line in text.splitlines()), text
         return

@@ -22,8 +22,11 @@ from ferry.devstack import stack as devstack
 from tests.harness.registry import register, version, versions
 
 ORDER_V1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
-ORDER_V2 = {"type": "record", "name": "Order", "fields": [
-    {"name": "id", "type": "long"}, {"name": "note", "type": ["null", "string"], "default": None}]}
+ORDER_V2 = {
+    "type": "record",
+    "name": "Order",
+    "fields": [{"name": "id", "type": "long"}, {"name": "note", "type": ["null", "string"], "default": None}],
+}
 
 
 def schema_at(url: str, schema_id: int) -> dict[str, Any] | None:
@@ -32,15 +35,20 @@ def schema_at(url: str, schema_id: int) -> dict[str, Any] | None:
 
 
 def schemas_config(stack: devstack.Stack, include: str) -> SchemasConfig:
-    return SchemasConfig.model_validate({
-        "primary": "src",
-        "include": [include],
-        "registries": {
-            "src": {"url": stack.registry_url("src")},
-            "dst": {"url": stack.registry_url("dst"), "subject_format": "{tenant}-{env}-{topic}-value",
-                    "subject_vars": {"tenant": "acme", "env": "prod"}},
-        },
-    })
+    return SchemasConfig.model_validate(
+        {
+            "primary": "src",
+            "include": [include],
+            "registries": {
+                "src": {"url": stack.registry_url("src")},
+                "dst": {
+                    "url": stack.registry_url("dst"),
+                    "subject_format": "{tenant}-{env}-{topic}-value",
+                    "subject_vars": {"tenant": "acme", "env": "prod"},
+                },
+            },
+        }
+    )
 
 
 @pytest.fixture
@@ -53,8 +61,9 @@ def distributor(registry_stack: devstack.Stack, topic: str) -> SchemaDistributor
     return SchemaDistributor(schemas_config(registry_stack, f"{topic}-value"), CollectorRegistry())
 
 
-def test_ids_carry_over_and_a_second_version_follows_in_order(registry_stack: devstack.Stack, topic: str,
-                                                              distributor: SchemaDistributor) -> None:
+def test_ids_carry_over_and_a_second_version_follows_in_order(
+    registry_stack: devstack.Stack, topic: str, distributor: SchemaDistributor
+) -> None:
     src, dst = registry_stack.registry_url("src"), registry_stack.registry_url("dst")
     subject, translated = f"{topic}-value", f"acme-prod-{topic}-value"
     first = register(src, subject, ORDER_V1)
@@ -76,20 +85,27 @@ def test_ids_carry_over_and_a_second_version_follows_in_order(registry_stack: de
     again = schema_report_json(distributor.run())  # idempotent: nothing to copy, nothing copied twice
     assert again["copied"] == [] and again["inSync"]
     assert versions(dst, translated) == [1, 2]
-    assert 'ferry_controller_schema_subjects_out_of_sync{target="dst"} 0.0' in generate_latest(
-        _metrics(distributor)).decode()
+    assert (
+        'ferry_controller_schema_subjects_out_of_sync{target="dst"} 0.0'
+        in generate_latest(_metrics(distributor)).decode()
+    )
 
 
 def _metrics(distributor: SchemaDistributor) -> CollectorRegistry:
     return distributor.metrics
 
 
-def test_a_conflicting_id_is_reported_and_the_target_is_left_alone(registry_stack: devstack.Stack, topic: str,
-                                                                    distributor: SchemaDistributor) -> None:
+def test_a_conflicting_id_is_reported_and_the_target_is_left_alone(
+    registry_stack: devstack.Stack, topic: str, distributor: SchemaDistributor
+) -> None:
     src, dst = registry_stack.registry_url("src"), registry_stack.registry_url("dst")
     subject, translated = f"{topic}-value", f"acme-prod-{topic}-value"
-    unique = {"type": "record", "name": "Conflicted", "namespace": topic.replace(".", "_").replace("-", "_"),
-              "fields": [{"name": "id", "type": "long"}]}
+    unique = {
+        "type": "record",
+        "name": "Conflicted",
+        "namespace": topic.replace(".", "_").replace("-", "_"),
+        "fields": [{"name": "id", "type": "long"}],
+    }
     taken_id = register(src, subject, unique)
     # Make the target use that ID for something else: its own registrations take IDs in order.
     filler = 0
@@ -109,29 +125,41 @@ def test_a_conflicting_id_is_reported_and_the_target_is_left_alone(registry_stac
     assert schema_at(dst, taken_id) == there
     assert versions(dst, translated) == []
     assert requests.get(f"{dst}/apis/ccompat/v7/subjects", timeout=10).json() == before_subjects
-    assert schema_report_json(distributor.run())["conflicts"] == report["conflicts"]  # still reported, still not written
+    assert (
+        schema_report_json(distributor.run())["conflicts"] == report["conflicts"]
+    )  # still reported, still not written
 
 
-def test_the_same_schema_under_another_id_on_the_target_is_a_conflict(registry_stack: devstack.Stack, topic: str,
-                                                                       distributor: SchemaDistributor) -> None:
+def test_the_same_schema_under_another_id_on_the_target_is_a_conflict(
+    registry_stack: devstack.Stack, topic: str, distributor: SchemaDistributor
+) -> None:
     src, dst = registry_stack.registry_url("src"), registry_stack.registry_url("dst")
     subject, translated = f"{topic}-value", f"acme-prod-{topic}-value"
-    schema = {"type": "record", "name": "Twice", "namespace": topic.replace(".", "_").replace("-", "_"),
-              "fields": [{"name": "id", "type": "long"}]}
+    schema = {
+        "type": "record",
+        "name": "Twice",
+        "namespace": topic.replace(".", "_").replace("-", "_"),
+        "fields": [{"name": "id", "type": "long"}],
+    }
     there = register(dst, f"local-{topic}-value", schema)  # registered on the target first, by itself
     # The primary's IDs come from its own counter: step it past `there` so the IDs differ.
-    filler = register(src, f"pad-{topic}-value", {"type": "enum", "name": "Pad", "symbols": ["A"],
-                                                   "namespace": schema["namespace"]})
+    filler = register(
+        src, f"pad-{topic}-value", {"type": "enum", "name": "Pad", "symbols": ["A"], "namespace": schema["namespace"]}
+    )
     if filler + 1 == there:
-        register(src, f"pad-{topic}-value", {"type": "enum", "name": "Pad2", "symbols": ["A"],
-                                             "namespace": schema["namespace"]})
+        register(
+            src,
+            f"pad-{topic}-value",
+            {"type": "enum", "name": "Pad2", "symbols": ["A"], "namespace": schema["namespace"]},
+        )
     here = register(src, subject, schema)
     assert here != there
     report = schema_report_json(distributor.run())
     assert report["copied"] == []
     [conflict] = report["conflicts"]
-    assert conflict["reason"] == (f"dst already holds the schema of {subject} version 1 under another ID, "
-                                  f"so it cannot take ID {here}")
+    assert conflict["reason"] == (
+        f"dst already holds the schema of {subject} version 1 under another ID, so it cannot take ID {here}"
+    )
     assert versions(dst, translated) == [] and schema_at(dst, here) is None  # nothing written
 
 
@@ -141,8 +169,9 @@ def _state(url: str, subject: str, number: int) -> str:
     return next(str(e["state"]) for e in answer.json()["versions"] if e["version"] == str(number))
 
 
-def test_soft_deletes_follow_the_primary_and_hard_deletes_do_not(registry_stack: devstack.Stack, topic: str,
-                                                                 distributor: SchemaDistributor) -> None:
+def test_soft_deletes_follow_the_primary_and_hard_deletes_do_not(
+    registry_stack: devstack.Stack, topic: str, distributor: SchemaDistributor
+) -> None:
     src, dst = registry_stack.registry_url("src"), registry_stack.registry_url("dst")
     subject, translated = f"{topic}-value", f"acme-prod-{topic}-value"
     first, second = register(src, subject, ORDER_V1), register(src, subject, ORDER_V2)
@@ -159,7 +188,9 @@ def test_soft_deletes_follow_the_primary_and_hard_deletes_do_not(registry_stack:
     assert [(c["version"], c["state"]) for c in report["stateChanged"]] == [(2, "DISABLED")]
     assert report["inSync"] and schema_report_json(distributor.run())["stateChanged"] == []
 
-    requests.delete(f"{src}/apis/ccompat/v7/subjects/{subject}/versions/2?permanent=true", timeout=10).raise_for_status()
+    requests.delete(
+        f"{src}/apis/ccompat/v7/subjects/{subject}/versions/2?permanent=true", timeout=10
+    ).raise_for_status()
     report = schema_report_json(distributor.run())
     assert report["copied"] == [] and report["stateChanged"] == []
     assert versions(dst, translated) == [1, 2] and schema_at(dst, second) is not None  # kept on the target
@@ -173,18 +204,31 @@ class CrashAfterImport(RegistryClient):
         raise SystemExit("controller killed mid-distribution")
 
 
-def test_a_restart_mid_distribution_copies_each_version_exactly_once(registry_stack: devstack.Stack,
-                                                                     topic: str) -> None:
+def test_a_restart_mid_distribution_copies_each_version_exactly_once(
+    registry_stack: devstack.Stack, topic: str
+) -> None:
     src, dst = registry_stack.registry_url("src"), registry_stack.registry_url("dst")
     config = schemas_config(registry_stack, f"{topic}.*-value")
     subjects = [f"{topic}.{n}-value" for n in range(4)]
     for n, subject in enumerate(subjects):
         register(src, subject, {"type": "record", "name": f"R{n}", "fields": [{"name": "a", "type": "int"}]})
-        register(src, subject, {"type": "record", "name": f"R{n}", "fields": [
-            {"name": "a", "type": "int"}, {"name": "b", "type": "int", "default": 0}]})
-    crashing = SchemaDistributor(config, CollectorRegistry(), clients={
-        "src": RegistryClient("src", config.registries["src"]),
-        "dst": CrashAfterImport("dst", config.registries["dst"])})
+        register(
+            src,
+            subject,
+            {
+                "type": "record",
+                "name": f"R{n}",
+                "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": "int", "default": 0}],
+            },
+        )
+    crashing = SchemaDistributor(
+        config,
+        CollectorRegistry(),
+        clients={
+            "src": RegistryClient("src", config.registries["src"]),
+            "dst": CrashAfterImport("dst", config.registries["dst"]),
+        },
+    )
     with pytest.raises(SystemExit):
         crashing.run()
 

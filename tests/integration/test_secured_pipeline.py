@@ -41,17 +41,24 @@ def spark() -> Iterator[Any]:
 
 
 @pytest.fixture
-def secured_config(zk_chroot: str, local_stack: devstack.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+def secured_config(
+    zk_chroot: str, local_stack: devstack.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, Any]]:
     connect, chroot = zk_chroot.split("/", 1)
     monkeypatch.setenv("FERRY_TEST_ZK_DIGEST", "ferry:zk-s3cret")
     monkeypatch.setenv("FERRY_TEST_KAFKA_PASSWORD", devstack.SASL_PASSWORD)
     from_env = {"sasl.password": "${env:FERRY_TEST_KAFKA_PASSWORD}"}
     data = {
         "zookeeper": {
-            "connect": connect, "root": f"/{chroot}/ferry", "retry_deadline_s": 15,
+            "connect": connect,
+            "root": f"/{chroot}/ferry",
+            "retry_deadline_s": 15,
             "auth": {"digest": "${env:FERRY_TEST_ZK_DIGEST}", "others": "none"},
         },
-        "clusters": {"src": {**local_stack.secured("src"), **from_env}, "dst": {**local_stack.secured("dst"), **from_env}},
+        "clusters": {
+            "src": {**local_stack.secured("src"), **from_env},
+            "dst": {**local_stack.secured("dst"), **from_env},
+        },
         "routes": [{"source": "src", "destination": "dst"}],
     }
     (tmp_path / "ferry.yaml").write_text(yaml.safe_dump(data))
@@ -64,8 +71,13 @@ def secured_config(zk_chroot: str, local_stack: devstack.Stack, tmp_path: Path, 
 
 
 def test_validate_audit_and_zk_with_sasl_ssl_kafka_and_zookeeper_acls(
-    spark: Any, secured_config: dict[str, Any], tmp_path: Path, topic_name: Callable[[str], str],
-    zk_chroot: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
+    spark: Any,
+    secured_config: dict[str, Any],
+    tmp_path: Path,
+    topic_name: Callable[[str], str],
+    zk_chroot: str,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     config = parse_config(secured_config)
@@ -80,8 +92,14 @@ def test_validate_audit_and_zk_with_sasl_ssl_kafka_and_zookeeper_acls(
     for cluster in (src, dst):
         producer = kafka_clients.producer(cluster)
         for i in range(RECORDS):
-            producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % PARTITIONS,
-                             timestamp=base_ms + i, headers=[("h", str(i).encode())])
+            producer.produce(
+                topic,
+                key=f"k{i}".encode(),
+                value=f"v{i}".encode(),
+                partition=i % PARTITIONS,
+                timestamp=base_ms + i,
+                headers=[("h", str(i).encode())],
+            )
         assert producer.flush(30) == 0
     # Ferry's state, written with Ferry's credentials: ideal = external, one live worker.
     layout = ZkLayout(config.zookeeper.root)
@@ -90,7 +108,11 @@ def test_validate_audit_and_zk_with_sasl_ssl_kafka_and_zookeeper_acls(
     try:
         route = "src.dst"
         ferry.create(layout.live_worker("w1"), WorkerInfo("w1", "localhost", 1).to_bytes(), makepath=True)
-        ferry.create(layout.topic(route, topic), IdealState(route, topic, PARTITIONS, dict.fromkeys(range(PARTITIONS), "w1")).to_bytes(), makepath=True)
+        ferry.create(
+            layout.topic(route, topic),
+            IdealState(route, topic, PARTITIONS, dict.fromkeys(range(PARTITIONS), "w1")).to_bytes(),
+            makepath=True,
+        )
         view = {p: {"worker": "w1", "state": PartitionState.ONLINE} for p in range(PARTITIONS)}
         ferry.create(layout.external_topic(route, topic), ExternalView(route, topic, view).to_bytes(), makepath=True)
     finally:

@@ -81,7 +81,10 @@ def problems_of(result: dict[str, Any]) -> set[tuple[str, int | None, str]]:
 
 
 def test_a_consistent_state_is_clean(
-    spark: Any, zk: KazooClient, config: FerryConfig, topic_name: Callable[[str], str],
+    spark: Any,
+    zk: KazooClient,
+    config: FerryConfig,
+    topic_name: Callable[[str], str],
     create_topic: Callable[..., None],
 ) -> None:
     topic = topic_name("clean")
@@ -100,20 +103,27 @@ def test_a_consistent_state_is_clean(
 
 
 def test_partition_problems_are_each_found(
-    spark: Any, zk: KazooClient, config: FerryConfig, topic_name: Callable[[str], str],
+    spark: Any,
+    zk: KazooClient,
+    config: FerryConfig,
+    topic_name: Callable[[str], str],
     create_topic: Callable[..., None],
 ) -> None:
     topic = topic_name("broken")
     create_topic("src", topic, 6)
     create_topic("dst", topic, 6)
     ideal = IdealState(ROUTE, topic, 6, {0: "w1", 1: "w1", 2: "gone", 4: "w1", 5: "w1"})  # 3: unassigned
-    view = ExternalView(ROUTE, topic, {
-        0: {"worker": "w1", "state": PartitionState.ONLINE},
-        1: {"worker": "w1", "state": PartitionState.ERROR, "reason": "MSG_SIZE_TOO_LARGE"},
-        2: {"worker": "gone", "state": PartitionState.ONLINE},
-        4: {"worker": "w2", "state": PartitionState.ONLINE},
-        5: {"worker": "w1", "state": PartitionState.OFFLINE},
-    })
+    view = ExternalView(
+        ROUTE,
+        topic,
+        {
+            0: {"worker": "w1", "state": PartitionState.ONLINE},
+            1: {"worker": "w1", "state": PartitionState.ERROR, "reason": "MSG_SIZE_TOO_LARGE"},
+            2: {"worker": "gone", "state": PartitionState.ONLINE},
+            4: {"worker": "w2", "state": PartitionState.ONLINE},
+            5: {"worker": "w1", "state": PartitionState.OFFLINE},
+        },
+    )
     write_state(zk, [ideal], [view], ["w1", "w2"])
 
     result = run_validation(config, spark=spark)
@@ -136,7 +146,10 @@ def test_partition_problems_are_each_found(
 
 
 def test_partition_count_mismatches_between_source_destination_and_ideal_state(
-    spark: Any, zk: KazooClient, config: FerryConfig, topic_name: Callable[[str], str],
+    spark: Any,
+    zk: KazooClient,
+    config: FerryConfig,
+    topic_name: Callable[[str], str],
     create_topic: Callable[..., None],
 ) -> None:
     shrunk_dst, grown_src, absent = topic_name("dst-fewer"), topic_name("src-more"), topic_name("absent")
@@ -156,16 +169,22 @@ def test_partition_count_mismatches_between_source_destination_and_ideal_state(
         (absent, None, TopicProblem.SOURCE_TOPIC_MISSING),
         (absent, None, TopicProblem.DESTINATION_TOPIC_MISSING),
     }
-    assert sorted(result["srcKafka"], key=lambda r: r["topic"]) == sorted([
-        {"route": ROUTE, "topic": grown_src, "sourcePartitions": 3, "idealPartitions": 2},
-        {"route": ROUTE, "topic": absent, "sourcePartitions": None, "idealPartitions": 1},
-    ], key=lambda r: r["topic"])
+    assert sorted(result["srcKafka"], key=lambda r: r["topic"]) == sorted(
+        [
+            {"route": ROUTE, "topic": grown_src, "sourcePartitions": 3, "idealPartitions": 2},
+            {"route": ROUTE, "topic": absent, "sourcePartitions": None, "idealPartitions": 1},
+        ],
+        key=lambda r: r["topic"],
+    )
     detail = next(p["detail"] for p in result["problems"] if p["topic"] == shrunk_dst)
     assert "destination has 1" in detail and "source 2" in detail
 
 
 def test_store_creates_then_replaces_the_validation_node(
-    spark: Any, zk: KazooClient, config: FerryConfig, topic_name: Callable[[str], str],
+    spark: Any,
+    zk: KazooClient,
+    config: FerryConfig,
+    topic_name: Callable[[str], str],
     create_topic: Callable[..., None],
 ) -> None:
     topic = topic_name("stored")
@@ -185,7 +204,9 @@ def test_store_creates_then_replaces_the_validation_node(
 
 
 def test_store_keeps_a_large_result_under_the_node_limit(
-    zk: KazooClient, config: FerryConfig, monkeypatch: pytest.MonkeyPatch,
+    zk: KazooClient,
+    config: FerryConfig,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(validate, "MAX_STORED_BYTES", 2_000)
     problems = [
@@ -200,8 +221,12 @@ def test_store_keeps_a_large_result_under_the_node_limit(
 
 
 def test_cli_exit_status_and_json(
-    spark: Any, zk: KazooClient, config_file: Path, topic_name: Callable[[str], str],
-    create_topic: Callable[..., None], capsys: pytest.CaptureFixture[str],
+    spark: Any,
+    zk: KazooClient,
+    config_file: Path,
+    topic_name: Callable[[str], str],
+    create_topic: Callable[..., None],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     topic = topic_name("cli")
     create_topic("src", topic, 2)
@@ -218,11 +243,18 @@ def test_cli_exit_status_and_json(
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
         [sys.executable, "-m", "ferry.cli", "validate", "--config", str(config_file), "--json", "--master", "local[1]"],
-        capture_output=True, text=True, timeout=120, cwd=REPO, env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env=env,
     )
     assert proc.returncode == 1, proc.stderr
     result = json.loads(proc.stdout)
     assert result["ok"] is False
-    assert {(p["partition"], p["problem"]) for p in result["problems"]} == {(0, Problem.WORKER_DEAD), (1, Problem.WORKER_DEAD)}
+    assert {(p["partition"], p["problem"]) for p in result["problems"]} == {
+        (0, Problem.WORKER_DEAD),
+        (1, Problem.WORKER_DEAD),
+    }
     assert set(result) == {"ok", "problems", "counts", "srcKafka"}
     assert all(set(p) == {"route", "topic", "partition", "problem", "detail"} for p in result["problems"])

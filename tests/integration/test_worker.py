@@ -53,7 +53,9 @@ UNACKED_AT_RELEASE = re.compile(r"(\d+) records still unacknowledged")
 Record = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], tuple[int, int]]
 
 
-def wait_until(condition: Callable[[], Any], timeout: float, what: str | Callable[[], str], interval: float = 0.1) -> Any:
+def wait_until(
+    condition: Callable[[], Any], timeout: float, what: str | Callable[[], str], interval: float = 0.1
+) -> Any:
     return poll_until(condition, timeout, what, interval=interval)
 
 
@@ -84,8 +86,9 @@ class Kafka:
                 failures.append(error.str())
 
         for key, value, headers, (_, timestamp) in records:
-            self._producer.produce(topic, value, key, partition, timestamp=timestamp,
-                                   headers=list(headers), on_delivery=delivered)
+            self._producer.produce(
+                topic, value, key, partition, timestamp=timestamp, headers=list(headers), on_delivery=delivered
+            )
         assert self._producer.flush(30) == 0, "the source did not acknowledge every record"
         assert not failures, failures
 
@@ -102,8 +105,12 @@ class Kafka:
             return end_offsets(self._admins[cluster], topic).get(partition, 0)
         except KafkaException as exc:
             # Not there yet, or just created and its leader not known everywhere yet.
-            if exc.args[0].code() in (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
-                                      KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE):
+            if exc.args[0].code() in (
+                KafkaError._UNKNOWN_PARTITION,
+                KafkaError.UNKNOWN_TOPIC_OR_PART,
+                KafkaError.NOT_LEADER_FOR_PARTITION,
+                KafkaError.LEADER_NOT_AVAILABLE,
+            ):
                 return 0
             raise
 
@@ -134,6 +141,7 @@ class Kafka:
 
     def wait_arrived(self, topic: str, partition: int, count: int, timeout: float = 20) -> list[Record]:
         """Waits until the destination partition holds at least ``count`` records; returns them all."""
+
         def describe() -> str:
             seqs = [dict(headers).get("seq") for _, _, headers, _ in self.read("dst", topic, partition)]
             return f"{count} records at dst {topic}/{partition} (has {len(seqs)}, seq headers {seqs})"
@@ -147,8 +155,11 @@ class Kafka:
         return int(tp.offset)
 
     def wait_committed(self, topic: str, partition: int, offset: int, timeout: float = 15) -> None:
-        wait_until(lambda: self.committed(topic, partition) == offset, timeout,
-                   lambda: f"committed offset {offset} on src {topic}/{partition} (is {self.committed(topic, partition)})")
+        wait_until(
+            lambda: self.committed(topic, partition) == offset,
+            timeout,
+            lambda: f"committed offset {offset} on src {topic}/{partition} (is {self.committed(topic, partition)})",
+        )
 
 
 def records(tag: str, count: int, start: int = 0, partition: int = 0) -> list[Record]:
@@ -179,8 +190,9 @@ def recopied_count(arrived: list[Record], sent: list[Record]) -> int:
         start = len(sent) - len(tail)
         if 0 <= start <= cut and tail == sent[start:]:
             return cut - start
-    raise AssertionError(f"destination is not a prefix plus a re-read suffix of the source "
-                         f"({len(arrived)} arrived, {len(sent)} sent)")
+    raise AssertionError(
+        f"destination is not a prefix plus a re-read suffix of the source ({len(arrived)} arrived, {len(sent)} sent)"
+    )
 
 
 def expire_session(client: KazooClient, servers: str, timeout: float = 30) -> None:
@@ -226,7 +238,9 @@ class RunningWorker:
     def assign(self, topic: str, partitions: Sequence[int]) -> int:
         """Writes a new generation of this worker's assignment; returns the generation."""
         self.generation += 1
-        data = WorkerAssignment(self.generation, frozenset(PartitionKey(ROUTE, topic, p) for p in partitions)).to_bytes()
+        data = WorkerAssignment(
+            self.generation, frozenset(PartitionKey(ROUTE, topic, p) for p in partitions)
+        ).to_bytes()
         path = LAYOUT.assignment(self.id)
         if self.zk.exists(path):
             self.zk.set(path, data)
@@ -252,9 +266,13 @@ class RunningWorker:
     def wait_online(self, topic: str, partitions: Sequence[int], generation: int, timeout: float = 20) -> WorkerStatus:
         wanted = {PartitionKey(ROUTE, topic, p) for p in partitions}
         return self.wait_status(
-            lambda s: s.generation == generation and set(s.partitions) == wanted
-            and all(v.state == "ONLINE" for v in s.partitions.values()),
-            f"generation {generation} applied with {sorted(partitions)} ONLINE", timeout,
+            lambda s: (
+                s.generation == generation
+                and set(s.partitions) == wanted
+                and all(v.state == "ONLINE" for v in s.partitions.values())
+            ),
+            f"generation {generation} applied with {sorted(partitions)} ONLINE",
+            timeout,
         )
 
     def leave(self, timeout: float = 30) -> int | BaseException:
@@ -281,12 +299,14 @@ def kafka(cluster_conf: Callable[[str], dict[str, str]]) -> Iterator[Kafka]:
 @pytest.fixture
 def make_config(zk_chroot: str, cluster_conf: Callable[[str], dict[str, str]]) -> Callable[..., FerryConfig]:
     def make(**worker: Any) -> FerryConfig:
-        return parse_config({
-            "zookeeper": {"connect": zk_chroot, "root": "/"},
-            "clusters": {"src": cluster_conf("src"), "dst": cluster_conf("dst")},
-            "routes": [{"source": "src", "destination": "dst"}],
-            "worker": {"commit_interval_s": 0.2, "metrics_port": 0, **worker},
-        })
+        return parse_config(
+            {
+                "zookeeper": {"connect": zk_chroot, "root": "/"},
+                "clusters": {"src": cluster_conf("src"), "dst": cluster_conf("dst")},
+                "routes": [{"source": "src", "destination": "dst"}],
+                "worker": {"commit_interval_s": 0.2, "metrics_port": 0, **worker},
+            }
+        )
 
     return make
 
@@ -298,7 +318,9 @@ def start_worker(zk: KazooClient, make_config: Callable[..., FerryConfig]) -> It
     # The test plays the leading controller: a draining worker waits for it to move its partitions.
     zk.create(LAYOUT.leader, b'{"id": "test"}', makepath=True)
 
-    def start(config: FerryConfig | None = None, zk_client: KazooClient | None = None, metrics_port: int | None = None) -> RunningWorker:
+    def start(
+        config: FerryConfig | None = None, zk_client: KazooClient | None = None, metrics_port: int | None = None
+    ) -> RunningWorker:
         """Runs a worker on a thread; with ``zk_client``, starts that client for it (and closes it at the end)."""
         if zk_client is not None:
             clients.append(zk_client)
@@ -312,10 +334,16 @@ def start_worker(zk: KazooClient, make_config: Callable[..., FerryConfig]) -> It
             except BaseException as exc:  # reported by join() and by this fixture's teardown
                 result.append(exc)
 
-        running = RunningWorker(worker, zk, threading.Thread(target=run, name=f"worker-{worker.worker_id}", daemon=True), result)
+        running = RunningWorker(
+            worker, zk, threading.Thread(target=run, name=f"worker-{worker.worker_id}", daemon=True), result
+        )
         started.append(running)
         running.thread.start()
-        wait_until(lambda: zk.exists(LAYOUT.live_worker(worker.worker_id)) or result, 20, f"worker {worker.worker_id} registered")
+        wait_until(
+            lambda: zk.exists(LAYOUT.live_worker(worker.worker_id)) or result,
+            20,
+            f"worker {worker.worker_id} registered",
+        )
         assert not result, f"worker.run() ended early: {result}"
         return running
 
@@ -339,7 +367,9 @@ def start_worker(zk: KazooClient, make_config: Callable[..., FerryConfig]) -> It
 
 
 def test_copies_records_identically_and_commits_to_the_end(
-    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    start_worker: Callable[..., RunningWorker],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
 ) -> None:
     topic = topic_name("copy")
@@ -366,7 +396,9 @@ def test_copies_records_identically_and_commits_to_the_end(
 
 
 def test_unassigned_partition_is_committed_and_resumes_without_duplicates(
-    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    start_worker: Callable[..., RunningWorker],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
 ) -> None:
     topic = topic_name("move")
@@ -399,8 +431,12 @@ def test_unassigned_partition_is_committed_and_resumes_without_duplicates(
 
 
 def test_a_fresh_group_on_a_new_topic_copies_with_no_coordinator_warm_up(
-    start_worker: Callable[..., RunningWorker], make_config: Callable[..., FerryConfig], kafka: Kafka,
-    create_topic: Callable[..., None], topic_name: Callable[[str], str], cluster_conf: Callable[[str], dict[str, str]],
+    start_worker: Callable[..., RunningWorker],
+    make_config: Callable[..., FerryConfig],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+    cluster_conf: Callable[[str], dict[str, str]],
 ) -> None:
     # librdkafka#5586: an assign() without an offset whose committed-offset fetch is answered
     # NOT_COORDINATOR is never fetched. The worker reads committed offsets itself and assigns
@@ -423,8 +459,14 @@ def test_a_fresh_group_on_a_new_topic_copies_with_no_coordinator_warm_up(
     assert kafka.wait_arrived(topic, 1, 10) == sent[1] + more
     reader = kafka_clients.consumer(cluster_conf("src"), group)
     try:
-        wait_until(lambda: [tp.offset for tp in reader.committed([TopicPartition(topic, p) for p in range(2)], timeout=10)]
-                   == [6, 10], 15, f"the fresh group {group} committed 6 and 10")
+        wait_until(
+            lambda: (
+                [tp.offset for tp in reader.committed([TopicPartition(topic, p) for p in range(2)], timeout=10)]
+                == [6, 10]
+            ),
+            15,
+            f"the fresh group {group} committed 6 and 10",
+        )
     finally:
         reader.close()
 
@@ -441,8 +483,12 @@ def test_a_fresh_group_on_a_new_topic_copies_with_no_coordinator_warm_up(
     ],
 )
 def test_record_too_large_for_the_destination_stops_only_its_partition(
-    start_worker: Callable[..., RunningWorker], make_config: Callable[..., FerryConfig], kafka: Kafka,
-    create_topic: Callable[..., None], topic_name: Callable[[str], str], producer_limit: int | None,
+    start_worker: Callable[..., RunningWorker],
+    make_config: Callable[..., FerryConfig],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+    producer_limit: int | None,
     copy_small_first: bool,
 ) -> None:
     topic = topic_name("large")
@@ -467,8 +513,9 @@ def test_record_too_large_for_the_destination_stops_only_its_partition(
         assert kafka.wait_arrived(topic, 0, 5) == small_before
         kafka.produce(topic, 0, [big, *small_after])
     key = PartitionKey(ROUTE, topic, 0)
-    status = running.wait_status(lambda s: key in s.partitions and s.partitions[key].state == "ERROR",
-                                 "partition 0 in ERROR")
+    status = running.wait_status(
+        lambda s: key in s.partitions and s.partitions[key].state == "ERROR", "partition 0 in ERROR"
+    )
     reason = status.partitions[key].reason or ""
     assert "offset 5" in reason, reason
     assert kafka.wait_arrived(topic, 0, 5)[:5] == small_before
@@ -491,8 +538,11 @@ def test_record_too_large_for_the_destination_stops_only_its_partition(
 
 
 def test_stop_drains_commits_and_leaves(
-    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
-    topic_name: Callable[[str], str], zk: KazooClient,
+    start_worker: Callable[..., RunningWorker],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+    zk: KazooClient,
 ) -> None:
     topic = topic_name("stop")
     create_topic("src", topic, 3)
@@ -520,8 +570,11 @@ def test_stop_drains_commits_and_leaves(
 
 
 def test_stop_while_no_controller_leads_does_not_wait_for_one(
-    start_worker: Callable[..., RunningWorker], create_topic: Callable[..., None], topic_name: Callable[[str], str],
-    zk: KazooClient, caplog: pytest.LogCaptureFixture,
+    start_worker: Callable[..., RunningWorker],
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+    zk: KazooClient,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="ferry.worker.service")
     topic = topic_name("leaderless")
@@ -536,8 +589,13 @@ def test_stop_while_no_controller_leads_does_not_wait_for_one(
 
 
 def test_session_expiry_releases_registers_again_and_resumes(
-    start_worker: Callable[..., RunningWorker], make_config: Callable[..., FerryConfig], kafka: Kafka,
-    create_topic: Callable[..., None], topic_name: Callable[[str], str], zk_chroot: str, zk: KazooClient,
+    start_worker: Callable[..., RunningWorker],
+    make_config: Callable[..., FerryConfig],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+    zk_chroot: str,
+    zk: KazooClient,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="worker")
@@ -603,7 +661,9 @@ def test_session_expiry_releases_registers_again_and_resumes(
 
 
 def test_health_and_metrics_endpoints(
-    start_worker: Callable[..., RunningWorker], kafka: Kafka, create_topic: Callable[..., None],
+    start_worker: Callable[..., RunningWorker],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
 ) -> None:
     topic = topic_name("metrics")
@@ -634,8 +694,13 @@ def test_health_and_metrics_endpoints(
     # The record age: one observation per run of a partition's records acknowledged together (at
     # least one per partition), of acknowledgement time minus CreateTime, an hour ago here.
     def record_ages() -> dict[tuple[str, str | None], float] | None:
-        samples = {(s.name, s.labels.get("le")): s.value for family in text_string_to_metric_families(get("/metrics"))
-                   if family.name == "ferry_worker_record_age_seconds" for s in family.samples if s.labels.get("route") == ROUTE}
+        samples = {
+            (s.name, s.labels.get("le")): s.value
+            for family in text_string_to_metric_families(get("/metrics"))
+            if family.name == "ferry_worker_record_age_seconds"
+            for s in family.samples
+            if s.labels.get("route") == ROUTE
+        }
         return samples if samples.get(("ferry_worker_record_age_seconds_count", None), 0) >= 3 else None
 
     ages = wait_until(record_ages, 10, "a record age per partition in /metrics")

@@ -48,7 +48,13 @@ def test_with_others_read_anyone_reads_but_only_ferry_changes(zk_chroot: str, an
         with pytest.raises(NoAuthError):
             anonymous.delete(layout.topic("src.dst", "orders"))
         # The whole chain Ferry created, /ferry included, carries the ACL.
-        for path in ("/ferry", layout.root, layout.election, layout.topic("src.dst", "orders"), layout.live_worker("w1")):
+        for path in (
+            "/ferry",
+            layout.root,
+            layout.election,
+            layout.topic("src.dst", "orders"),
+            layout.live_worker("w1"),
+        ):
             acl, _ = ferry.get_acls(path)
             assert acl == ferry.default_acl, path
         # Ferry itself changes its nodes as before.

@@ -19,8 +19,11 @@ CLOSED = ZookeeperConfig(connect="127.0.0.1:1", retry_deadline_s=30)
 def test_an_unreachable_ensemble_raises_at_the_deadline_and_leaves_the_client_closed() -> None:
     client = make_client(CLOSED)
     ticks = itertools.chain([0.0, 1.0], itertools.repeat(31.0))  # the deadline passes on the third look
-    with pytest.raises(UnreachableError, match=r"cannot reach ZooKeeper at 127\.0\.0\.1:1 within "
-                                               r"zookeeper\.retry_deadline_s \(30 s\)"):
+    with pytest.raises(
+        UnreachableError,
+        match=r"cannot reach ZooKeeper at 127\.0\.0\.1:1 within "
+        r"zookeeper\.retry_deadline_s \(30 s\)",
+    ):
         connect(client, CLOSED, clock=lambda: next(ticks))
     assert client.client_state == KeeperState.CLOSED and given_up(client)
 

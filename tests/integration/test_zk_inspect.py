@@ -39,16 +39,29 @@ def layout(zk: KazooClient) -> ZkLayout:
     for path in chrooted.persistent_paths():
         zk.ensure_path(path)
     zk.create(chrooted.live_worker("w1"), WorkerInfo("w1", "host", 1).to_bytes(), ephemeral=True)
-    zk.create(chrooted.route_topics(ROUTE) + "/orders", IdealState(ROUTE, "orders", 3, {0: "w1", 1: "w1", 2: "w2"}).to_bytes(), makepath=True)
+    zk.create(
+        chrooted.route_topics(ROUTE) + "/orders",
+        IdealState(ROUTE, "orders", 3, {0: "w1", 1: "w1", 2: "w2"}).to_bytes(),
+        makepath=True,
+    )
     zk.create(
         chrooted.route_external(ROUTE) + "/orders",
-        ExternalView(ROUTE, "orders", {0: {"worker": "w1", "state": "ONLINE"}, 1: {"worker": "w1", "state": "ERROR", "reason": "MSG_SIZE_TOO_LARGE"}}).to_bytes(),
+        ExternalView(
+            ROUTE,
+            "orders",
+            {
+                0: {"worker": "w1", "state": "ONLINE"},
+                1: {"worker": "w1", "state": "ERROR", "reason": "MSG_SIZE_TOO_LARGE"},
+            },
+        ).to_bytes(),
         makepath=True,
     )
     return chrooted
 
 
-def test_tree_shows_every_node_with_size_version_and_data(config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tree_shows_every_node_with_size_version_and_data(
+    config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["zk", "--config", str(config_file), "--json", "tree"]) == 0
     nodes = {Path(n["path"]).name: n for n in json.loads(capsys.readouterr().out)}
     assert nodes["w1"]["ephemeral"] is True
@@ -60,7 +73,9 @@ def test_tree_shows_every_node_with_size_version_and_data(config_file: Path, lay
     assert "PATH" in text and "/workers/live/w1" in text and "yes" in text
 
 
-def test_get_decodes_one_node_and_names_a_missing_one(config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]) -> None:
+def test_get_decodes_one_node_and_names_a_missing_one(
+    config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["zk", "--config", str(config_file), "get", "workers/live/w1"]) == 0
     out = capsys.readouterr().out
     assert "ephemeral" in out and '"host": "host"' in out
@@ -68,7 +83,9 @@ def test_get_decodes_one_node_and_names_a_missing_one(config_file: Path, layout:
     assert "no node at" in capsys.readouterr().err
 
 
-def test_ideal_and_external_print_per_partition(config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ideal_and_external_print_per_partition(
+    config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["zk", "--config", str(config_file), "ideal", "orders"]) == 0
     out = capsys.readouterr().out
     assert "src.dst/orders: 3 partitions" in out and "w2" in out
@@ -79,7 +96,9 @@ def test_ideal_and_external_print_per_partition(config_file: Path, layout: ZkLay
     assert "not mirrored" in capsys.readouterr().err
 
 
-def test_diff_lists_disagreements_and_exits_1(config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]) -> None:
+def test_diff_lists_disagreements_and_exits_1(
+    config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["zk", "--config", str(config_file), "--json", "diff"]) == 1
     problems = {(m["partition"], m["problem"]) for m in json.loads(capsys.readouterr().out)}
     # p1 is in ERROR; p2's worker w2 is not live.
@@ -88,13 +107,17 @@ def test_diff_lists_disagreements_and_exits_1(config_file: Path, layout: ZkLayou
     assert not any(p == "src.dst/orders/0" for p, _ in problems)
 
 
-def test_options_after_the_action_are_accepted(config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]) -> None:
+def test_options_after_the_action_are_accepted(
+    config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]
+) -> None:
     # Regression: `ferry zk ideal T --config F` was once refused (options only before the action).
     assert main(["zk", "ideal", "orders", "--config", str(config_file), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ideal"]["2"] == "w2"
 
 
-def test_a_renaming_route_shows_the_destination_topic(zk_chroot: str, tmp_path: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_renaming_route_shows_the_destination_topic(
+    zk_chroot: str, tmp_path: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]
+) -> None:
     # With prefix or template naming, every view of a route's topic names its copy too.
     connect, root = zk_chroot.split("/", 1)
     renaming = tmp_path / "renaming.yaml"
@@ -129,7 +152,9 @@ def test_a_renaming_route_shows_the_destination_topic(zk_chroot: str, tmp_path: 
     assert "DESTINATION" in header
 
 
-def test_identity_naming_adds_no_destination_column(config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]) -> None:
+def test_identity_naming_adds_no_destination_column(
+    config_file: Path, layout: ZkLayout, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["zk", "--config", str(config_file), "tree"]) == 0
     assert "DESTINATION" not in capsys.readouterr().out
     assert main(["zk", "--config", str(config_file), "ideal", "orders"]) == 0

@@ -109,7 +109,10 @@ def plan(
     holding = set(desired.values())
     departed = {w: t for w, t in departed.items() if w in holding}
     return Plan(
-        ideal=new_ideal, assignments=assignments, external=views, departed_at=departed,
+        ideal=new_ideal,
+        assignments=assignments,
+        external=views,
+        departed_at=departed,
         retained_until={w: t for w, t in retained_until.items() if w in holding},
         moved=len(assignment.moved(current, desired)),
     )

@@ -17,13 +17,21 @@ from ferry.common.preflight import acls
 from ferry.common.preflight.acls import ANY, CLUSTER, CLUSTER_NAME, GROUP, LITERAL, PREFIXED, TOPIC, Acl, Resource
 from ferry.devstack import stack as devstack
 
-SASL = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "ferry", "sasl.password": "x"}
+SASL = {
+    "security.protocol": "SASL_SSL",
+    "sasl.mechanism": "SCRAM-SHA-512",
+    "sasl.username": "ferry",
+    "sasl.password": "x",
+}
 
 
 def _config(**sections: Any) -> Any:
     data: dict[str, Any] = {
         "zookeeper": {"connect": "127.0.0.1:2181"},
-        "clusters": {"src": {"bootstrap.servers": "src:9094", **SASL}, "dst": {"bootstrap.servers": "dst:9094", **SASL}},
+        "clusters": {
+            "src": {"bootstrap.servers": "src:9094", **SASL},
+            "dst": {"bootstrap.servers": "dst:9094", **SASL},
+        },
         "routes": [{"source": "src", "destination": "dst", "include": ["orders"]}],
         "controller": {"checkpoint_interval_s": 0},
     }
@@ -35,20 +43,25 @@ def _on(found: list[Acl], cluster: str) -> set[tuple[str, str, str, str]]:
     return {(a.resource.type, a.resource.name, a.resource.pattern, a.operation) for a in found if a.cluster == cluster}
 
 
-@pytest.mark.parametrize(("regex", "expected"), [
-    ("orders", [(LITERAL, "orders")]),
-    (r"orders\.eu", [(LITERAL, "orders.eu")]),
-    ("^orders$", [(LITERAL, "orders")]),
-    ("orders-.*", [(PREFIXED, "orders-")]),
-    ("orders-(eu|us)", [(PREFIXED, "orders-")]),
-    ("orders-[0-9]+", [(PREFIXED, "orders-")]),
-    ("orderss?", [(PREFIXED, "orders")]),
-    (r"orders\d", [(PREFIXED, "orders")]),
-    ("a|b.*", [(LITERAL, "a"), (PREFIXED, "b")]),
-    (".*orders", [(LITERAL, ANY)]),
-    ("[ab]x", [(LITERAL, ANY)]),
-])
-def test_a_regular_expression_becomes_the_literal_names_or_prefixes_it_can_match(regex: str, expected: list[Any]) -> None:
+@pytest.mark.parametrize(
+    ("regex", "expected"),
+    [
+        ("orders", [(LITERAL, "orders")]),
+        (r"orders\.eu", [(LITERAL, "orders.eu")]),
+        ("^orders$", [(LITERAL, "orders")]),
+        ("orders-.*", [(PREFIXED, "orders-")]),
+        ("orders-(eu|us)", [(PREFIXED, "orders-")]),
+        ("orders-[0-9]+", [(PREFIXED, "orders-")]),
+        ("orderss?", [(PREFIXED, "orders")]),
+        (r"orders\d", [(PREFIXED, "orders")]),
+        ("a|b.*", [(LITERAL, "a"), (PREFIXED, "b")]),
+        (".*orders", [(LITERAL, ANY)]),
+        ("[ab]x", [(LITERAL, ANY)]),
+    ],
+)
+def test_a_regular_expression_becomes_the_literal_names_or_prefixes_it_can_match(
+    regex: str, expected: list[Any]
+) -> None:
     assert acls.name_patterns(regex) == expected
 
 
@@ -65,46 +78,64 @@ def test_every_name_a_regex_matches_is_covered_by_its_patterns(pieces: list[str]
     if not compiled.fullmatch(name):
         return
     patterns = acls.name_patterns(regex)
-    assert any((kind == LITERAL and value in (name, ANY)) or (kind == PREFIXED and name.startswith(value))
-               for kind, value in patterns), (regex, name, patterns)
+    assert any(
+        (kind == LITERAL and value in (name, ANY)) or (kind == PREFIXED and name.startswith(value))
+        for kind, value in patterns
+    ), (regex, name, patterns)
 
 
 def test_a_plain_route_reads_the_source_and_writes_the_destination_with_its_group() -> None:
     found = acls.required_acls(_config())
     assert _on(found, "src") == {
-        (TOPIC, "orders", LITERAL, "Read"), (TOPIC, "orders", LITERAL, "DescribeConfigs"),
-        (GROUP, "ferry.src.dst", LITERAL, "Read"), (GROUP, "ferry.src.dst.probe", LITERAL, "Describe"),
+        (TOPIC, "orders", LITERAL, "Read"),
+        (TOPIC, "orders", LITERAL, "DescribeConfigs"),
+        (GROUP, "ferry.src.dst", LITERAL, "Read"),
+        (GROUP, "ferry.src.dst.probe", LITERAL, "Describe"),
     }
     assert _on(found, "dst") == {
         *((TOPIC, "orders", LITERAL, op) for op in ("Read", "Write", "Create", "Alter", "AlterConfigs")),
         (CLUSTER, CLUSTER_NAME, LITERAL, "IdempotentWrite"),
         (GROUP, "ferry.src.dst.lookback", LITERAL, "Describe"),
-        (TOPIC, "__ferry_offset_map", LITERAL, "Write"), (TOPIC, "__ferry_offset_map", LITERAL, "Create"),
+        (TOPIC, "__ferry_offset_map", LITERAL, "Write"),
+        (TOPIC, "__ferry_offset_map", LITERAL, "Create"),
     }
 
 
 def test_renaming_routes_grant_the_destination_names() -> None:
-    routes = [{"source": "src", "destination": "dst", "naming": "prefix", "include": ["orders-.*", "pay"]},
-              {"source": "dst", "destination": "src", "naming": "{topic}.{source}-copy", "include": ["x.*"]}]
+    routes = [
+        {"source": "src", "destination": "dst", "naming": "prefix", "include": ["orders-.*", "pay"]},
+        {"source": "dst", "destination": "src", "naming": "{topic}.{source}-copy", "include": ["x.*"]},
+    ]
     found = acls.required_acls(_config(routes=routes))
-    destination_topics = {(name, pattern) for kind, name, pattern, op in _on(found, "dst") if kind == TOPIC and op == "Create"}
+    destination_topics = {
+        (name, pattern) for kind, name, pattern, op in _on(found, "dst") if kind == TOPIC and op == "Create"
+    }
     assert destination_topics >= {("src.orders-", PREFIXED), ("src.pay", LITERAL)}
     assert (TOPIC, "x", PREFIXED, "Create") in _on(found, "src")  # x<anything>.dst-copy starts with x
     assert (TOPIC, "pay.dst-copy", LITERAL, "Create") not in _on(found, "src")
 
 
 def test_checkpoints_and_group_sync_need_the_groups_on_both_sides_and_the_map_and_checkpoint_topics() -> None:
-    config = _config(routes=[{"source": "src", "destination": "dst", "include": ["orders"], "groups": ["app-.*"]}],
-                     controller={"checkpoint_interval_s": 10})
+    config = _config(
+        routes=[{"source": "src", "destination": "dst", "include": ["orders"], "groups": ["app-.*"]}],
+        controller={"checkpoint_interval_s": 10},
+    )
     found = acls.required_acls(config)
-    assert {(GROUP, "app-", PREFIXED, "Describe"), (GROUP, "ferry.checkpoints.", PREFIXED, "Describe")} <= _on(found, "src")
+    assert {(GROUP, "app-", PREFIXED, "Describe"), (GROUP, "ferry.checkpoints.", PREFIXED, "Describe")} <= _on(
+        found, "src"
+    )
     assert {
-        (GROUP, "app-", PREFIXED, "Read"), (TOPIC, "__ferry_offset_map", LITERAL, "Read"),
-        (TOPIC, "__ferry_checkpoints", LITERAL, "Write"), (TOPIC, "__ferry_checkpoints", LITERAL, "Create"),
+        (GROUP, "app-", PREFIXED, "Read"),
+        (TOPIC, "__ferry_offset_map", LITERAL, "Read"),
+        (TOPIC, "__ferry_checkpoints", LITERAL, "Write"),
+        (TOPIC, "__ferry_checkpoints", LITERAL, "Create"),
         (GROUP, "ferry-", PREFIXED, "Describe"),
     } <= _on(found, "dst")
-    no_sync = acls.required_acls(_config(routes=config.model_dump()["routes"],
-                                         controller={"checkpoint_interval_s": 10, "sync_group_offsets": False}))
+    no_sync = acls.required_acls(
+        _config(
+            routes=config.model_dump()["routes"], controller={"checkpoint_interval_s": 10, "sync_group_offsets": False}
+        )
+    )
     assert (GROUP, "app-", PREFIXED, "Read") not in _on(no_sync, "dst")
 
 
@@ -112,7 +143,10 @@ def test_heartbeats_are_created_everywhere_written_on_sources_and_read_everywher
     found = acls.required_acls(_config(heartbeats={"interval_s": 5}))
     assert {(TOPIC, "ferry.heartbeats", LITERAL, op) for op in ("Create", "Read", "Write")} <= _on(found, "src")
     assert (GROUP, "ferry.heartbeats.reader.src", LITERAL, "Describe") in _on(found, "src")
-    assert {(TOPIC, "ferry.heartbeats", LITERAL, "Read"), (GROUP, "ferry.heartbeats.reader.dst", LITERAL, "Describe")} <= _on(found, "dst")
+    assert {
+        (TOPIC, "ferry.heartbeats", LITERAL, "Read"),
+        (GROUP, "ferry.heartbeats.reader.dst", LITERAL, "Describe"),
+    } <= _on(found, "dst")
 
 
 def test_a_tree_distributor_may_write_to_every_leaf_of_its_subtree() -> None:
@@ -134,14 +168,24 @@ def test_topics_added_by_post_are_granted_when_named() -> None:
 def test_the_lines_are_kafka_acls_commands_per_cluster_with_the_sasl_user() -> None:
     lines = acls.command_lines(_config(heartbeats={"interval_s": 5}))
     assert lines[0] == "# cluster dst: principal User:ferry"
-    assert ("kafka-acls.sh --bootstrap-server dst:9094 --add --allow-principal User:ferry --operation Read --operation Write "
-            "--operation Create --operation Alter --operation AlterConfigs --topic orders --resource-pattern-type literal") in lines
-    assert ("kafka-acls.sh --bootstrap-server src:9094 --add --allow-principal User:ferry --operation IdempotentWrite "
-            "--cluster") in lines
+    assert (
+        "kafka-acls.sh --bootstrap-server dst:9094 --add --allow-principal User:ferry --operation Read --operation Write "
+        "--operation Create --operation Alter --operation AlterConfigs --topic orders --resource-pattern-type literal"
+    ) in lines
+    assert (
+        "kafka-acls.sh --bootstrap-server src:9094 --add --allow-principal User:ferry --operation IdempotentWrite "
+        "--cluster"
+    ) in lines
     for line in lines:
         if not line.startswith("#"):
-            assert shlex.split(line)[:6] == ["kafka-acls.sh", "--bootstrap-server", shlex.split(line)[2], "--add",
-                                             "--allow-principal", "User:ferry"]
+            assert shlex.split(line)[:6] == [
+                "kafka-acls.sh",
+                "--bootstrap-server",
+                shlex.split(line)[2],
+                "--add",
+                "--allow-principal",
+                "User:ferry",
+            ]
     assert acls.command_lines(_config(), principal="mirror")[0] == "# cluster dst: principal User:mirror"
 
 
@@ -153,10 +197,18 @@ def test_a_cluster_without_sasl_username_needs_principal() -> None:
 
 
 def test_missing_knows_wildcards_prefixes_and_implied_operations() -> None:
-    need = [Acl("dst", Resource(TOPIC, "src.orders"), "Write"), Acl("dst", Resource(GROUP, "g"), "Describe"),
-            Acl("dst", Resource(TOPIC, "src.", PREFIXED), "Create"), Acl("dst", Resource(TOPIC, "x"), "DescribeConfigs")]
-    granted = [Acl("dst", Resource(TOPIC, "src", PREFIXED), "Write"), Acl("dst", Resource(GROUP, ANY), "Read"),
-               Acl("dst", Resource(TOPIC, "src.o", PREFIXED), "Create"), Acl("src", Resource(TOPIC, ANY), "All")]
+    need = [
+        Acl("dst", Resource(TOPIC, "src.orders"), "Write"),
+        Acl("dst", Resource(GROUP, "g"), "Describe"),
+        Acl("dst", Resource(TOPIC, "src.", PREFIXED), "Create"),
+        Acl("dst", Resource(TOPIC, "x"), "DescribeConfigs"),
+    ]
+    granted = [
+        Acl("dst", Resource(TOPIC, "src", PREFIXED), "Write"),
+        Acl("dst", Resource(GROUP, ANY), "Read"),
+        Acl("dst", Resource(TOPIC, "src.o", PREFIXED), "Create"),
+        Acl("src", Resource(TOPIC, ANY), "All"),
+    ]
     assert acls.missing(need, granted) == [need[2], need[3]]  # a longer prefix does not cover a shorter one
     assert acls.missing(need, [*granted, Acl("dst", Resource(TOPIC, ANY), "All")]) == []
 
@@ -194,8 +246,10 @@ def test_missing_bindings_print_as_the_lines_that_grant_them() -> None:
     needed = acls.required_acls(config)
     granted = [a for a in needed if a.operation != "Create"]
     lines = acls.lines_for(config, acls.missing(needed, granted))
-    assert lines == ["# cluster dst: principal User:ferry",
-                     "kafka-acls.sh --bootstrap-server dst:9094 --add --allow-principal User:ferry --operation Create "
-                     "--topic __ferry_offset_map --resource-pattern-type literal",
-                     "kafka-acls.sh --bootstrap-server dst:9094 --add --allow-principal User:ferry --operation Create "
-                     "--topic orders --resource-pattern-type literal"]
+    assert lines == [
+        "# cluster dst: principal User:ferry",
+        "kafka-acls.sh --bootstrap-server dst:9094 --add --allow-principal User:ferry --operation Create "
+        "--topic __ferry_offset_map --resource-pattern-type literal",
+        "kafka-acls.sh --bootstrap-server dst:9094 --add --allow-principal User:ferry --operation Create "
+        "--topic orders --resource-pattern-type literal",
+    ]

@@ -86,8 +86,12 @@ assignments = st.dictionaries(st.sampled_from(ALL), st.sampled_from([*WORKERS, "
 live_sets = st.sets(st.sampled_from(WORKERS), min_size=1)
 
 
-@given(partitions=st.sets(st.sampled_from(ALL)), current=assignments, live=st.sets(st.sampled_from(WORKERS)),
-       retained=st.sets(st.sampled_from(["dead", "w4"])))
+@given(
+    partitions=st.sets(st.sampled_from(ALL)),
+    current=assignments,
+    live=st.sets(st.sampled_from(WORKERS)),
+    retained=st.sets(st.sampled_from(["dead", "w4"])),
+)
 def test_assign_places_every_partition_once_and_keeps_usable_workers(
     partitions: set[PartitionKey], current: dict[PartitionKey, str], live: set[str], retained: set[str]
 ) -> None:

@@ -1,4 +1,5 @@
 """The planner by measured load: placement, rebalance with a ratio, hot partitions, stuck partitions."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,7 +29,9 @@ def topic(name: str, count: int) -> list[PartitionKey]:
     return [PartitionKey("a.b", name, p) for p in range(count)]
 
 
-def bytes_of(assignment: dict[PartitionKey, str], rates: dict[PartitionKey, Rate], workers: list[str]) -> dict[str, int]:
+def bytes_of(
+    assignment: dict[PartitionKey, str], rates: dict[PartitionKey, Rate], workers: list[str]
+) -> dict[str, int]:
     result = dict.fromkeys(workers, 0)
     for partition, worker in assignment.items():
         if worker in result:
@@ -48,8 +51,9 @@ def test_new_partitions_go_to_the_least_loaded_worker_by_bytes() -> None:
 def test_records_then_count_break_ties() -> None:
     a = topic("a", 3)
     rates = {a[0]: Rate(100, 5), a[1]: Rate(100, 1), a[2]: Rate(0, 0)}
-    result = assign_by_load([*a, PartitionKey("a.b", "b", 0)], {a[0]: "w1", a[1]: "w2", a[2]: "w2"},
-                            {"w1", "w2", "w3"}, rates)
+    result = assign_by_load(
+        [*a, PartitionKey("a.b", "b", 0)], {a[0]: "w1", a[1]: "w2", a[2]: "w2"}, {"w1", "w2", "w3"}, rates
+    )
     assert result[PartitionKey("a.b", "b", 0)] == "w3"
     result = assign_by_load([*a, PartitionKey("a.b", "b", 0)], {a[0]: "w1", a[1]: "w2"}, {"w1", "w2"}, rates)
     assert result[a[2]] == "w2" and result[PartitionKey("a.b", "b", 0)] == "w2"
@@ -114,7 +118,9 @@ def test_with_equal_rates_placement_balances_as_the_count_planner(
     by_load = assign_by_load(partitions, current, live, rates)
     by_count = assign(partitions, current, live)
     assert set(by_load) == set(by_count)
-    assert {p: w for p, w in by_load.items() if current.get(p) == w} == {p: w for p, w in by_count.items() if current.get(p) == w}
+    assert {p: w for p, w in by_load.items() if current.get(p) == w} == {
+        p: w for p, w in by_count.items() if current.get(p) == w
+    }
     assert sorted(loads(by_load, live).values()) == sorted(loads(by_count, live).values())
     assert assign_by_load(partitions, current, live, {}) == by_count  # nothing measured: the same result
 

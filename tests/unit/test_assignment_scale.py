@@ -26,8 +26,12 @@ def _topic(p: PartitionKey) -> TopicKey:
     return TopicKey(p.route, p.topic)
 
 
-def spec_assign(partitions: Collection[PartitionKey], current: Mapping[PartitionKey, str],
-                live: Collection[str], retained: Collection[str] = ()) -> dict[PartitionKey, str]:
+def spec_assign(
+    partitions: Collection[PartitionKey],
+    current: Mapping[PartitionKey, str],
+    live: Collection[str],
+    retained: Collection[str] = (),
+) -> dict[PartitionKey, str]:
     wanted = set(partitions)
     result = {p: w for p, w in current.items() if p in wanted and w in set(live) | set(retained)}
     candidates = sorted(set(live) - set(retained))
@@ -79,17 +83,23 @@ PARTITIONS = [PartitionKey(r, t, p) for r in ("a.b", "b.a") for t in ("t1", "t2"
 
 
 @settings(max_examples=300)
-@given(partitions=st.sets(st.sampled_from(PARTITIONS)),
-       current=st.dictionaries(st.sampled_from(PARTITIONS), st.sampled_from([*WORKERS, "dead"])),
-       live=st.sets(st.sampled_from(WORKERS)), retained=st.sets(st.sampled_from(["dead", "w6"])))
-def test_assign_decides_as_its_specification(partitions: set[PartitionKey], current: dict[PartitionKey, str],
-                                             live: set[str], retained: set[str]) -> None:
+@given(
+    partitions=st.sets(st.sampled_from(PARTITIONS)),
+    current=st.dictionaries(st.sampled_from(PARTITIONS), st.sampled_from([*WORKERS, "dead"])),
+    live=st.sets(st.sampled_from(WORKERS)),
+    retained=st.sets(st.sampled_from(["dead", "w6"])),
+)
+def test_assign_decides_as_its_specification(
+    partitions: set[PartitionKey], current: dict[PartitionKey, str], live: set[str], retained: set[str]
+) -> None:
     assert assign(partitions, current, live, retained) == spec_assign(partitions, current, live, retained)
 
 
 @settings(max_examples=300)
-@given(current=st.dictionaries(st.sampled_from(PARTITIONS), st.sampled_from([*WORKERS, "dead"])),
-       live=st.sets(st.sampled_from(WORKERS)))
+@given(
+    current=st.dictionaries(st.sampled_from(PARTITIONS), st.sampled_from([*WORKERS, "dead"])),
+    live=st.sets(st.sampled_from(WORKERS)),
+)
 def test_rebalance_decides_as_its_specification(current: dict[PartitionKey, str], live: set[str]) -> None:
     assert rebalance(current, live) == spec_rebalance(current, live)
 

@@ -98,19 +98,38 @@ def test_build_report_sums_and_sorts() -> None:
 
 
 def test_a_loop_prevention_routes_other_records_are_reported_apart_not_as_problems(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Records produced on the destination of an active-active pair are not "extra".
     from ferry import cli
     from ferry.pipeline import audit
 
     counts = {"missing": 0, "duplicated": 0, "extra": 0, "sourceSkipped": 3, "destinationLocal": 4, "otherRoutes": 1}
-    report = build_report("t", "a.b", [{"partition": 0, "source": 5, "destination": 5, **counts}],
-                          [{"startMs": 0, "source": 5, "destination": 5, **counts}], 60)
-    assert report["ok"] is True and (report["sourceSkipped"], report["destinationLocal"], report["otherRoutes"]) == (3, 4, 1)
+    report = build_report(
+        "t",
+        "a.b",
+        [{"partition": 0, "source": 5, "destination": 5, **counts}],
+        [{"startMs": 0, "source": 5, "destination": 5, **counts}],
+        60,
+    )
+    assert report["ok"] is True and (report["sourceSkipped"], report["destinationLocal"], report["otherRoutes"]) == (
+        3,
+        4,
+        1,
+    )
     config = tmp_path / "ferry.yaml"
-    config.write_text(yaml.safe_dump(_config([{"source": "a", "destination": "b", "loop_prevention": True},
-                                              {"source": "b", "destination": "a", "loop_prevention": True}])))
+    config.write_text(
+        yaml.safe_dump(
+            _config(
+                [
+                    {"source": "a", "destination": "b", "loop_prevention": True},
+                    {"source": "b", "destination": "a", "loop_prevention": True},
+                ]
+            )
+        )
+    )
     monkeypatch.setattr(audit, "run_audit", lambda *args, **kwargs: report)
     assert cli.main(["audit", "--config", str(config), "--topic", "t", "--route", "a.b"]) == 0
     out = capsys.readouterr().out

@@ -19,8 +19,11 @@ def test_a_read_at_its_end_still_asks_for_one() -> None:
     assert batch_to_end({}, {}, 1000) == 1
 
 
-@given(st.dictionaries(st.integers(0, 7), st.integers(0, 10**6)), st.dictionaries(st.integers(0, 7), st.integers(-1001, 10**6)),
-       st.integers(1, 10_000))
+@given(
+    st.dictionaries(st.integers(0, 7), st.integers(0, 10**6)),
+    st.dictionaries(st.integers(0, 7), st.integers(-1001, 10**6)),
+    st.integers(1, 10_000),
+)
 def test_never_more_than_is_left_nor_than_most(ends: dict[int, int], positions: dict[int, int], most: int) -> None:
     asked = batch_to_end(ends, positions, most)
     left = sum(max(0, end - max(0, positions.get(p, 0))) for p, end in ends.items())

@@ -24,20 +24,40 @@ from ferry.devstack.stack import Server, Stack
 
 # -- names -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["ceiling", "ceiling-3", "acked-copy", "acked-copy-2", "stamped-copy", "ferry-1w", "ferry-12w", "mm2-t1", "mm2-tuned-t2",
-                                  "limit-produce", "limit-consume"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ceiling",
+        "ceiling-3",
+        "acked-copy",
+        "acked-copy-2",
+        "stamped-copy",
+        "ferry-1w",
+        "ferry-12w",
+        "mm2-t1",
+        "mm2-tuned-t2",
+        "limit-produce",
+        "limit-consume",
+    ],
+)
 def test_known_systems(name: str) -> None:
     assert known_system(name)
 
 
-@pytest.mark.parametrize("name", ["ceiling-0", "acked-copy-0", "acked", "ferry-0w", "ferry-w", "mm2-t0", "mm2-tuned", "limit", "mm2-t1 ", ""])
+@pytest.mark.parametrize(
+    "name", ["ceiling-0", "acked-copy-0", "acked", "ferry-0w", "ferry-w", "mm2-t0", "mm2-tuned", "limit", "mm2-t1 ", ""]
+)
 def test_unknown_systems(name: str) -> None:
     assert not known_system(name)
 
 
 def test_workload_specs() -> None:
     assert parse_workloads("100, 1x1024 ,8X10240:200000") == (
-        WorkloadSpec(100), WorkloadSpec(1024, 1), WorkloadSpec(10240, 8, 200_000))
+        WorkloadSpec(100),
+        WorkloadSpec(1024, 1),
+        WorkloadSpec(10240, 8, 200_000),
+    )
     assert parse_workloads("none") == ()
 
 
@@ -57,7 +77,14 @@ def test_cli_arguments() -> None:
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
     args = parser.parse_args([])
-    assert [(s.partitions, s.value_bytes) for s in args.workloads] == [(1, 100), (1, 1024), (1, 10240), (8, 100), (8, 1024), (8, 10240)]
+    assert [(s.partitions, s.value_bytes) for s in args.workloads] == [
+        (1, 100),
+        (1, 1024),
+        (1, 10240),
+        (8, 100),
+        (8, 1024),
+        (8, 10240),
+    ]
     assert "mm2-tuned-t1" in args.systems and "limit-produce" in args.systems and args.idle_partitions == 0
     args = parser.parse_args(["--systems", "ceiling-3,ferry-1w", "--workloads", "none", "--idle-partitions", "200"])
     assert args.systems == ("ceiling-3", "ferry-1w") and args.workloads == () and args.idle_partitions == 200
@@ -99,10 +126,15 @@ def test_coordinate_search_takes_the_fastest_value_beyond_the_threshold() -> Non
         return _pairs(speed(b) / speed(a))
 
     start = {"consumer": {"fetch.wait.max.ms": 10}, "producer": {"linger.ms": 5}}
-    result = search.coordinate_search(start, [WAIT, LINGER], measure, threshold=1.05,
-                                      on_trial=lambda t: seen.append((t.param, t.value)))
+    result = search.coordinate_search(
+        start, [WAIT, LINGER], measure, threshold=1.05, on_trial=lambda t: seen.append((t.param, t.value))
+    )
     assert result.best == {"consumer": {"fetch.wait.max.ms": 50}, "producer": {"linger.ms": 5}}  # 1.02x: noise
-    assert seen == [("consumer.fetch.wait.max.ms", 50), ("consumer.fetch.wait.max.ms", DEFAULT), ("producer.linger.ms", 20)]
+    assert seen == [
+        ("consumer.fetch.wait.max.ms", 50),
+        ("consumer.fetch.wait.max.ms", DEFAULT),
+        ("producer.linger.ms", 20),
+    ]
     assert [t.accepted for t in result.trials] == [True, True, False]
     assert result.start == start
 
@@ -130,7 +162,9 @@ def test_geomean() -> None:
 
 
 def test_parse_param() -> None:
-    assert search.parse_param("consumer.fetch.wait.max.ms=5|50|default") == Param("consumer", "fetch.wait.max.ms", (5, 50, DEFAULT))
+    assert search.parse_param("consumer.fetch.wait.max.ms=5|50|default") == Param(
+        "consumer", "fetch.wait.max.ms", (5, 50, DEFAULT)
+    )
     assert search.parse_param("producer.compression.type=lz4") == Param("producer", "compression.type", ("lz4",))
     for bad in ("fetch.wait.max.ms=5", "consumer.x", "worker.x=1", "consumer.x="):
         with pytest.raises(ValueError):
@@ -140,7 +174,10 @@ def test_parse_param() -> None:
 def test_trials_table() -> None:
     result = search.SearchResult(start={}, best={}, trials=[search.judge(WAIT, DEFAULT, _pairs(1.1), 1.05, 1.25)])
     lines = search.trials_table(result).splitlines()
-    assert lines[0] == "| setting | value | 8x1024B rec/s ratio | 1x1024B rec/s ratio | rec/s (geomean) | CPU/record | taken |"
+    assert (
+        lines[0]
+        == "| setting | value | 8x1024B rec/s ratio | 1x1024B rec/s ratio | rec/s (geomean) | CPU/record | taken |"
+    )
     assert lines[2] == "| `consumer.fetch.wait.max.ms` | librdkafka default | 1.10x | 1.10x | 1.10x | 1.00x | yes |"
 
 
@@ -161,7 +198,9 @@ def test_producer_output() -> None:
 
 def test_consumer_output() -> None:
     line = "2026-11-23 15:10:01:100, 2026-11-23 15:10:07:300, 976.5625, 157.5, 1000000, 161290.3, 3012, 3188, 306.3, 313676.3\n"
-    assert limits.parse_consumer_output("WARNING: something\n" + line, 1070) == limits.ToolRate(1_000_000, 313676.3, 335.63)
+    assert limits.parse_consumer_output("WARNING: something\n" + line, 1070) == limits.ToolRate(
+        1_000_000, 313676.3, 335.63
+    )
     with pytest.raises(BenchError):
         limits.parse_consumer_output("no, numbers, here", 1070)
 
@@ -174,19 +213,33 @@ def test_core_pct() -> None:
 
 # -- the report's ratios ---------------------------------------------------------------------
 
+
 def _run(system: str, rps: float, cpu: float, workload: str = "8x1024B") -> runner.RunResult:
-    return runner.RunResult(workload, 1024, system, system, 1000, 1, status="OK", records_per_s=rps, cpu_s_per_million=cpu)
+    return runner.RunResult(
+        workload, 1024, system, system, 1000, 1, status="OK", records_per_s=rps, cpu_s_per_million=cpu
+    )
 
 
 def test_ratios_use_both_mm2_rows_and_the_fastest_ceiling() -> None:
-    runs = [_run("ceiling", 200.0, 5.0), _run("ceiling-3", 250.0, 6.0), _run("ferry-1w", 150.0, 6.6),
-            _run("mm2-t1", 100.0, 20.0), _run("mm2-tuned-t1", 120.0, 16.5), _run("limit-produce", 400.0, 0.0),
-            _run("ferry-1w", 10.0, 1.0, workload="1x100B")]
+    runs = [
+        _run("ceiling", 200.0, 5.0),
+        _run("ceiling-3", 250.0, 6.0),
+        _run("ferry-1w", 150.0, 6.6),
+        _run("mm2-t1", 100.0, 20.0),
+        _run("mm2-tuned-t1", 120.0, 16.5),
+        _run("limit-produce", 400.0, 0.0),
+        _run("ferry-1w", 10.0, 1.0, workload="1x100B"),
+    ]
     runner._ratios(runs)
     ferry = runs[2].vs_baseline
-    assert ferry == {"records_per_s_vs_mm2_t1": 1.5, "records_per_cpu_s_vs_mm2_t1": 3.03,
-                     "records_per_s_vs_mm2_tuned_t1": 1.25, "records_per_cpu_s_vs_mm2_tuned_t1": 2.5,
-                     "records_per_s_vs_ceiling": 0.6, "cpu_per_record_vs_ceiling": 1.1}
+    assert ferry == {
+        "records_per_s_vs_mm2_t1": 1.5,
+        "records_per_cpu_s_vs_mm2_t1": 3.03,
+        "records_per_s_vs_mm2_tuned_t1": 1.25,
+        "records_per_cpu_s_vs_mm2_tuned_t1": 2.5,
+        "records_per_s_vs_ceiling": 0.6,
+        "cpu_per_record_vs_ceiling": 1.1,
+    }
     assert runs[5].vs_baseline == {}  # a broker limit is no copy
     assert runs[6].vs_baseline["records_per_s_vs_ceiling"] is None  # no ceiling ran for that workload
 
@@ -201,12 +254,19 @@ def test_tuned_mirrormaker_gets_the_overrides_on_its_source_consumer_and_target_
     assert props[f"{tuned.dst_alias}.producer.linger.ms"] == MM2_TUNED["producer"]["linger.ms"]
     assert not any(".consumer." in k or ".producer." in k for k in default)
     assert set(props) - set(default.keys() | {k.replace("run1", "run2") for k in default}) == {
-        f"{tuned.src_alias}.consumer.{k}" for k in MM2_TUNED["consumer"]} | {
-        f"{tuned.dst_alias}.producer.{k}" for k in MM2_TUNED["producer"]}
+        f"{tuned.src_alias}.consumer.{k}" for k in MM2_TUNED["consumer"]
+    } | {f"{tuned.dst_alias}.producer.{k}" for k in MM2_TUNED["producer"]}
 
 
-@pytest.mark.parametrize(("name", "flags", "count"), [
-    ("ceiling", [], 2), ("ceiling-3", [], 3), ("stamped-copy", ["--stamp"], 2), ("acked-copy-1", ["--stamp", "--reports"], 1)])
+@pytest.mark.parametrize(
+    ("name", "flags", "count"),
+    [
+        ("ceiling", [], 2),
+        ("ceiling-3", [], 3),
+        ("stamped-copy", ["--stamp"], 2),
+        ("acked-copy-1", ["--stamp", "--reports"], 1),
+    ],
+)
 def test_ceiling_systems_by_name(tmp_path: Path, name: str, flags: list[str], count: int) -> None:
     stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
     with mock.patch.object(os, "sched_getaffinity", return_value={0, 1}):
@@ -216,8 +276,12 @@ def test_ceiling_systems_by_name(tmp_path: Path, name: str, flags: list[str], co
 
 
 def test_the_ceilings_variants_are_never_the_ceiling() -> None:
-    runs = [_run("ceiling", 200.0, 4.0), _run("acked-copy", 300.0, 5.0), _run("ferry-1w", 100.0, 6.0),
-            _run("stamped-copy", 400.0, 4.4)]
+    runs = [
+        _run("ceiling", 200.0, 4.0),
+        _run("acked-copy", 300.0, 5.0),
+        _run("ferry-1w", 100.0, 6.0),
+        _run("stamped-copy", 400.0, 4.4),
+    ]
     runner._ratios(runs)
     assert runs[1].vs_baseline["cpu_per_record_vs_ceiling"] == 1.25
     assert runs[2].vs_baseline["records_per_s_vs_ceiling"] == 0.5

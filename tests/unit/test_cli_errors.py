@@ -39,7 +39,10 @@ def test_version_comes_from_the_package(capsys: pytest.CaptureFixture[str]) -> N
     ("message", "line"),
     [
         ("cannot reach ZooKeeper", "cannot reach ZooKeeper"),
-        ("f.yaml is invalid:\n  clusters: none\n  routes.0.source: unknown", "f.yaml is invalid: clusters: none; routes.0.source: unknown"),
+        (
+            "f.yaml is invalid:\n  clusters: none\n  routes.0.source: unknown",
+            "f.yaml is invalid: clusters: none; routes.0.source: unknown",
+        ),
         ("first\n\nsecond", "first: second"),
         ("", ""),
     ],
@@ -65,15 +68,21 @@ def test_a_config_error_reaches_the_user_as_one_line(tmp_path: Path, capsys: pyt
     assert err.count("\n") == 1 and err.startswith(f"ferry: {path} is invalid: ")
 
 
-@pytest.mark.parametrize(("extra", "line"), [
-    (["--offset", "-1"], "ferry: partition and offset must be >= 0, not 0 and -1"),
-    (["--offset", "1", "--route", "x.y"], "ferry: unknown route 'x.y' (known: ['src.dst'])"),
-])
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        (["--offset", "-1"], "ferry: partition and offset must be >= 0, not 0 and -1"),
+        (["--offset", "1", "--route", "x.y"], "ferry: unknown route 'x.y' (known: ['src.dst'])"),
+    ],
+)
 def test_a_controller_error_of_a_command_run_from_the_config_is_one_line(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], line: str) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], line: str
+) -> None:
     path = tmp_path / "ferry.yaml"
-    path.write_text("zookeeper: {connect: '127.0.0.1:1'}\n"
-                    "clusters: {src: {bootstrap.servers: '127.0.0.1:1'}, dst: {bootstrap.servers: '127.0.0.1:1'}}\n"
-                    "routes: [{source: src, destination: dst}]\n")
+    path.write_text(
+        "zookeeper: {connect: '127.0.0.1:1'}\n"
+        "clusters: {src: {bootstrap.servers: '127.0.0.1:1'}, dst: {bootstrap.servers: '127.0.0.1:1'}}\n"
+        "routes: [{source: src, destination: dst}]\n"
+    )
     assert main(["offsets", "translate", "--config", str(path), "--topic", "t", "--partition", "0", *extra]) == 2
     assert capsys.readouterr().err.splitlines() == [line]

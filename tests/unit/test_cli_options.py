@@ -38,8 +38,22 @@ def test_zk_without_config_is_a_one_line_usage_error(capsys: pytest.CaptureFixtu
     [
         (["groups", "--config", "f.yaml", "--json", "--route", "a.b", "translate", "g"], "a.b"),
         (["groups", "translate", "g", "--route", "a.b", "--config", "f.yaml", "--json"], "a.b"),
-        (["offsets", "--json", "translate", "--topic", "t", "--partition", "0", "--offset", "5", "--config", "f.yaml"],
-         None),
+        (
+            [
+                "offsets",
+                "--json",
+                "translate",
+                "--topic",
+                "t",
+                "--partition",
+                "0",
+                "--offset",
+                "5",
+                "--config",
+                "f.yaml",
+            ],
+            None,
+        ),
     ],
 )
 def test_groups_and_offsets_take_config_and_json_before_or_after_the_action(argv: list[str], route: str | None) -> None:
@@ -47,10 +61,12 @@ def test_groups_and_offsets_take_config_and_json_before_or_after_the_action(argv
     assert (args.config, args.json, getattr(args, "route", None)) == ("f.yaml", True, route)
 
 
-@pytest.mark.parametrize("command", [["groups", "list"], ["offsets", "translate", "--topic", "t", "--partition", "0",
-                                                          "--offset", "5"]])
+@pytest.mark.parametrize(
+    "command", [["groups", "list"], ["offsets", "translate", "--topic", "t", "--partition", "0", "--offset", "5"]]
+)
 def test_groups_and_offsets_without_config_are_a_one_line_usage_error(
-        command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(command)
     assert exit_info.value.code == 2

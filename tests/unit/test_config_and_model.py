@@ -181,8 +181,11 @@ def test_worker_status_round_trip() -> None:
 
 
 def test_external_view_round_trip() -> None:
-    view = ExternalView("src.dst", "orders", {0: {"worker": "w1", "state": "ONLINE"},
-                                              1: {"worker": "w2", "state": "ERROR", "reason": "x"}})
+    view = ExternalView(
+        "src.dst",
+        "orders",
+        {0: {"worker": "w1", "state": "ONLINE"}, 1: {"worker": "w2", "state": "ERROR", "reason": "x"}},
+    )
     assert ExternalView.from_bytes(view.to_bytes()) == view
 
 
@@ -225,8 +228,14 @@ def test_invalid_topic_names(name: object, fragment: str) -> None:
 
 
 def test_a_route_compresses_with_lz4_unless_it_says_otherwise() -> None:
-    config = parse_config(minimal(routes=[{"source": "src", "destination": "dst"},
-                                          {"source": "dst", "destination": "src", "naming": "prefix", "compression": "zstd"}]))
+    config = parse_config(
+        minimal(
+            routes=[
+                {"source": "src", "destination": "dst"},
+                {"source": "dst", "destination": "src", "naming": "prefix", "compression": "zstd"},
+            ]
+        )
+    )
     assert [route.compression for route in config.routes] == ["lz4", "zstd"]
     with pytest.raises(ConfigError, match=r"routes\.0\.compression"):
         parse_config(minimal(routes=[{"source": "src", "destination": "dst", "compression": "brotli"}]))

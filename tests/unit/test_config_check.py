@@ -43,7 +43,7 @@ def _example_file(path: str) -> str:
 def _fenced_yaml(path: Path) -> Iterator[tuple[str, Any]]:
     text = path.read_text()
     for match in re.finditer(r"```ya?ml\n(.*?)```", text, re.S):
-        yield f"{path.relative_to(REPO)}:{text[:match.start()].count(chr(10)) + 1}", yaml.safe_load(match.group(1))
+        yield f"{path.relative_to(REPO)}:{text[: match.start()].count(chr(10)) + 1}", yaml.safe_load(match.group(1))
 
 
 def _completed(fragment: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +64,9 @@ def _examples() -> Iterator[Any]:
         for where, data in _fenced_yaml(doc):
             full = isinstance(data, dict) and {"zookeeper", "clusters"} <= set(data)
             yield pytest.param(data if full else _completed(data), id=where + ("" if full else " (fragment)"))
-    yield pytest.param(yaml.safe_load((REPO / "deploy" / "ferry.example.yaml").read_text()), id="deploy/ferry.example.yaml")
+    yield pytest.param(
+        yaml.safe_load((REPO / "deploy" / "ferry.example.yaml").read_text()), id="deploy/ferry.example.yaml"
+    )
     configmap = yaml.safe_load((REPO / "deploy" / "kubernetes" / "configmap.yaml").read_text())
     pod_ip = configmap["data"]["ferry.yaml"].replace("__POD_IP__", "10.0.0.7")
     yield pytest.param(yaml.safe_load(pod_ip), id="deploy/kubernetes/configmap.yaml")
@@ -85,14 +87,19 @@ def test_the_full_examples_are_there() -> None:
 
 
 def test_check_reports_a_librdkafka_typo_a_bad_regex_and_an_unknown_cluster_together(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     bad = {
         **BASE,
-        "clusters": {"src": {"bootstrap.servers": "a:9092", "securty.protocol": "SSL"},
-                     "dst": {"bootstrap.servers": "b:9092", "compresion.type": "gzip", "linger.ms": "soon"}},
-        "routes": [{"source": "src", "destination": "dst", "include": ["(unclosed"]},
-                   {"source": "src", "destination": "elsewhere"}],
+        "clusters": {
+            "src": {"bootstrap.servers": "a:9092", "securty.protocol": "SSL"},
+            "dst": {"bootstrap.servers": "b:9092", "compresion.type": "gzip", "linger.ms": "soon"},
+        },
+        "routes": [
+            {"source": "src", "destination": "dst", "include": ["(unclosed"]},
+            {"source": "src", "destination": "elsewhere"},
+        ],
         "worker": {"producer": {"acks": "most"}},
     }
     path = tmp_path / "bad.yaml"
@@ -120,38 +127,80 @@ def test_a_valid_config_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_a_refused_combination_names_the_cluster_and_the_role() -> None:
-    config, problems = check_data({**BASE, "clusters": {**BASE["clusters"], "dst": {
-        "bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512"}}})
+    config, problems = check_data(
+        {
+            **BASE,
+            "clusters": {
+                **BASE["clusters"],
+                "dst": {
+                    "bootstrap.servers": "b:9092",
+                    "security.protocol": "SASL_SSL",
+                    "sasl.mechanism": "SCRAM-SHA-512",
+                },
+            },
+        }
+    )
     assert config is None
     assert "clusters.dst: as a producer: sasl.username and sasl.password must be set" in problems
 
 
 def test_a_cluster_in_no_route_is_checked_as_an_admin_client() -> None:
-    _, problems = check_data({**BASE, "clusters": {**BASE["clusters"], "reg": {
-        "bootstrap.servers": "r:9092", "auto.commit.interval.ms": "x", "acks": "all"}}})
+    _, problems = check_data(
+        {
+            **BASE,
+            "clusters": {
+                **BASE["clusters"],
+                "reg": {"bootstrap.servers": "r:9092", "auto.commit.interval.ms": "x", "acks": "all"},
+            },
+        }
+    )
     assert problems == ["clusters.reg.auto.commit.interval.ms: Invalid value 'x'"]
 
 
 def test_cross_field_problems_are_all_reported() -> None:
-    _, problems = check_data({**BASE, "routes": [
-        {"source": "nowhere", "destination": "dst"}, {"source": "src", "destination": "gone"}],
-        "tree": {"layout": "(src,far)", "include": [".*"]},
-        "schemas": {"primary": "src", "registries": {"src": {"url": "http://r:1"}, "remote": {"url": "http://r:2"}}}})
+    _, problems = check_data(
+        {
+            **BASE,
+            "routes": [{"source": "nowhere", "destination": "dst"}, {"source": "src", "destination": "gone"}],
+            "tree": {"layout": "(src,far)", "include": [".*"]},
+            "schemas": {
+                "primary": "src",
+                "registries": {"src": {"url": "http://r:1"}, "remote": {"url": "http://r:2"}},
+            },
+        }
+    )
     assert [p.split(":")[0] for p in problems] == [
-        "routes.0.source", "routes.1.destination", "tree.layout", "schemas.registries"]
+        "routes.0.source",
+        "routes.1.destination",
+        "tree.layout",
+        "schemas.registries",
+    ]
 
 
 def test_an_invalid_secret_value_is_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FERRY_TEST_MECHANISM", "HIDDEN-SECRET-VALUE")
-    _, problems = check_data({**BASE, "clusters": {**BASE["clusters"], "dst": {
-        "bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "${env:FERRY_TEST_MECHANISM}",
-        "compression.type": "${env:FERRY_TEST_MECHANISM}"}}})
+    _, problems = check_data(
+        {
+            **BASE,
+            "clusters": {
+                **BASE["clusters"],
+                "dst": {
+                    "bootstrap.servers": "b:9092",
+                    "security.protocol": "SASL_SSL",
+                    "sasl.mechanism": "${env:FERRY_TEST_MECHANISM}",
+                    "compression.type": "${env:FERRY_TEST_MECHANISM}",
+                },
+            },
+        }
+    )
     assert problems and not any("HIDDEN-SECRET-VALUE" in p for p in problems)
 
 
 def test_a_token_the_controller_would_refuse_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "tokens.yaml"
-    path.write_text(yaml.safe_dump({**BASE, "controller": {"auth": {"tokens": [{"name": "ops", "value": "tiny-secret"}]}}}))
+    path.write_text(
+        yaml.safe_dump({**BASE, "controller": {"auth": {"tokens": [{"name": "ops", "value": "tiny-secret"}]}}})
+    )
     assert cli.main(["check", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert "controller.auth: token 'ops' must be at least 16 characters" in err and "tiny-secret" not in err

@@ -29,8 +29,9 @@ from tests.fakes import TOPIC, FakeAdmin, FakeClock, FakeConsumer, FakeMessage, 
 @pytest.fixture
 def rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     calls: list[tuple[str, Any]] = []
-    rig = SimpleNamespace(calls=calls, clock=FakeClock(1000.0), admin=FakeAdmin(destination_partitions=None),
-                          metrics=WorkerMetrics())
+    rig = SimpleNamespace(
+        calls=calls, clock=FakeClock(1000.0), admin=FakeAdmin(destination_partitions=None), metrics=WorkerMetrics()
+    )
     # Wall-clock time: 2 s after the FakeMessage timestamps (1_700_000_000_000 ms + the offset).
     rig.wall = 1_700_000_002.0
     rig.consumer = FakeConsumer(calls)
@@ -44,7 +45,13 @@ def rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     monkeypatch.setattr(copier_module.kafka_clients, "producer", make_producer)
     monkeypatch.setattr(copier_module.kafka_clients, "admin", lambda cluster, **kw: rig.admin)
     rig.copier = RouteCopier(
-        RouteConfig(source="src", destination="dst"), {}, {}, WorkerConfig(), rig.metrics, "test", clock=rig.clock,
+        RouteConfig(source="src", destination="dst"),
+        {},
+        {},
+        WorkerConfig(),
+        rig.metrics,
+        "test",
+        clock=rig.clock,
         wall_clock=lambda: rig.wall,
     )
     return rig
@@ -122,7 +129,8 @@ def test_release_flushes_then_commits_then_unassigns(rig: SimpleNamespace) -> No
 
 
 def test_records_acknowledged_while_the_map_is_written_are_committed_with_the_next_map_write(
-        rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Delivery reports are applied in runs (_settle_deliveries), not while commit() waits for its
     # offset-map segments: a commit never passes what the segments it just wrote describe.
     rig.copier.acquire([(TOPIC, 0)])
@@ -140,7 +148,8 @@ def test_records_acknowledged_while_the_map_is_written_are_committed_with_the_ne
 
 
 def test_a_failure_reported_while_the_map_is_written_holds_the_watermark_and_stops_the_partition_after(
-        rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     rig.copier.acquire([(TOPIC, 0)])
     _feed(rig, 0, range(0, 3))
     rig.copier.copy_batch(0.1)  # 0..2 acknowledged
@@ -191,8 +200,9 @@ def test_a_new_owner_resumes_from_the_destination_skipping_what_is_there(rig: Si
     """Committed 3; the destination holds 0-4 and 6 of this route (5 lost to a producer timeout
     gap) and another writer's record: 3, 4 and 6 are not copied again, 5 and 7 are."""
     rig.consumer.committed_offsets = {0: 3}
-    rig.consumer.destination = {0: [_copy_of(0), _copy_of(1), _copy_of(2), _copy_of(3), _copy_of(9, "other"),
-                                    _copy_of(4), _copy_of(6)]}
+    rig.consumer.destination = {
+        0: [_copy_of(0), _copy_of(1), _copy_of(2), _copy_of(3), _copy_of(9, "other"), _copy_of(4), _copy_of(6)]
+    }
     result = rig.copier.acquire([(TOPIC, 0)])
     assert result.online == [(TOPIC, 0)]
     _feed(rig, 0, range(3, 8))
@@ -203,7 +213,9 @@ def test_a_new_owner_resumes_from_the_destination_skipping_what_is_there(rig: Si
     assert rig.copier.commit()
     assert ("commit", [(TOPIC, 0, 8)]) in rig.calls
     # The map: the look-back's own records and the two new deliveries, persisted by the commit.
-    segments = sorted((parse_segment(k, v)[2] for k, v in rig.producer.map_writes), key=lambda s: s.dst_start if s else -1)
+    segments = sorted(
+        (parse_segment(k, v)[2] for k, v in rig.producer.map_writes), key=lambda s: s.dst_start if s else -1
+    )
     assert segments == [Segment(0, 0, 4), Segment(4, 5, 1), Segment(6, 6, 1), Segment(5, 7, 1), Segment(7, 8, 1)]
 
 
@@ -213,7 +225,9 @@ def test_without_a_committed_offset_the_start_is_after_the_last_own_record(rig: 
     assert starts == {0: 12}
 
 
-def test_without_a_committed_offset_the_look_back_maps_everything_the_previous_owner_copied(rig: SimpleNamespace) -> None:
+def test_without_a_committed_offset_the_look_back_maps_everything_the_previous_owner_copied(
+    rig: SimpleNamespace,
+) -> None:
     """A previous owner copied 0-2,499 and was killed before its first commit (its map segments
     lost with it): the look-back goes on past its first window to the log start, so the new owner's
     map describes every one of them (stopping at the newest left 0-1,499 to the timestamp method)."""
@@ -245,6 +259,7 @@ def test_a_commit_never_passes_what_the_map_segments_it_wrote_describe(rig: Simp
 
 # -- multi-cluster: renamed destination, loop prevention, copy flags ------------------------------
 
+
 @dataclass
 class HeaderedMessage(FakeMessage):
     _headers: list[tuple[str, bytes]] = field(default_factory=list)
@@ -258,15 +273,19 @@ def _any_topic_metadata(partitions: int | None) -> Any:
     return SimpleNamespace(topics=SimpleNamespace(get=lambda topic: meta if partitions is not None else None))
 
 
-def _copier_for(rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, route: RouteConfig,
-                origins: frozenset[str] | None = None) -> RouteCopier:
+def _copier_for(
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, route: RouteConfig, origins: frozenset[str] | None = None
+) -> RouteCopier:
     monkeypatch.setattr(FakeProducer, "list_topics", lambda self, topic, timeout: _any_topic_metadata(2))
-    monkeypatch.setattr(FakeAdmin, "list_topics", lambda self, topic, timeout: _any_topic_metadata(self.destination_partitions))
+    monkeypatch.setattr(
+        FakeAdmin, "list_topics", lambda self, topic, timeout: _any_topic_metadata(self.destination_partitions)
+    )
     return RouteCopier(route, {}, {}, WorkerConfig(), WorkerMetrics(), "test", clock=rig.clock, origins=origins)
 
 
 def test_a_renamed_route_creates_and_writes_the_destination_name_and_commits_the_source(
-        rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     copier = _copier_for(rig, monkeypatch, RouteConfig(source="src", destination="dst", naming="prefix"))
     assert copier.acquire([(TOPIC, 0)]).online == [(TOPIC, 0)]
     assert rig.admin.created == [("src.orders", 2)]
@@ -278,38 +297,49 @@ def test_a_renamed_route_creates_and_writes_the_destination_name_and_commits_the
 
 
 def test_prefix_naming_stops_a_topic_that_came_from_the_destination(
-        rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     copier = _copier_for(rig, monkeypatch, RouteConfig(source="src", destination="dst", naming="prefix"))
     result = copier.acquire([("dst.orders", 0)])
     assert "came from dst" in result.errors[("dst.orders", 0)] and not rig.admin.created
 
 
 def test_loop_prevention_skips_what_came_through_the_destination_and_commits_past_it(
-        rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
-    copier = _copier_for(rig, monkeypatch, RouteConfig(source="src", destination="dst", loop_prevention=True),
-                         origins=frozenset({"src"}))
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copier = _copier_for(
+        rig, monkeypatch, RouteConfig(source="src", destination="dst", loop_prevention=True), origins=frozenset({"src"})
+    )
     copier.acquire([(TOPIC, 0)])
     back = [("app", b"x"), ("ferry.provenance", b"1|dst|0|7")]
-    rig.consumer.queue.extend([
-        HeaderedMessage(TOPIC, 0, 0, _headers=[("app", b"x")]),  # local: copied
-        HeaderedMessage(TOPIC, 0, 1, _headers=back),  # came from dst: skipped
-        HeaderedMessage(TOPIC, 0, 2, _headers=back),
-    ])
+    rig.consumer.queue.extend(
+        [
+            HeaderedMessage(TOPIC, 0, 0, _headers=[("app", b"x")]),  # local: copied
+            HeaderedMessage(TOPIC, 0, 1, _headers=back),  # came from dst: skipped
+            HeaderedMessage(TOPIC, 0, 2, _headers=back),
+        ]
+    )
     assert copier.copy_batch(0.1) == 1
     rig.producer.flush(0)
     assert copier.commit() and ("commit", [(TOPIC, 0, 3)]) in rig.calls  # the skips did not stall it
 
 
-def test_a_distributor_copies_by_its_level_and_sets_its_bit(rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_distributor_copies_by_its_level_and_sets_its_bit(
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     route = RouteConfig(source="c3", destination="c4", copy_level=1, distributor="c3.L1")
     copier = _copier_for(rig, monkeypatch, route)
     sent: list[Any] = []
     copier.acquire([(TOPIC, 0)])
-    monkeypatch.setattr(rig.producer, "produce", lambda topic, value, key, partition, timestamp, headers: sent.append(headers))
-    rig.consumer.queue.extend([
-        HeaderedMessage(TOPIC, 0, 0, _headers=[("ferry.provenance", b"1|c1|4|9")]),  # 0100 from level 3: copy
-        HeaderedMessage(TOPIC, 0, 1, _headers=[("ferry.provenance", b"1|c4|1|9")]),  # 0001: already done
-    ])
+    monkeypatch.setattr(
+        rig.producer, "produce", lambda topic, value, key, partition, timestamp, headers: sent.append(headers)
+    )
+    rig.consumer.queue.extend(
+        [
+            HeaderedMessage(TOPIC, 0, 0, _headers=[("ferry.provenance", b"1|c1|4|9")]),  # 0100 from level 3: copy
+            HeaderedMessage(TOPIC, 0, 1, _headers=[("ferry.provenance", b"1|c4|1|9")]),  # 0001: already done
+        ]
+    )
     assert copier.copy_batch(0.1) == 1
     assert sent == [[("ferry.provenance", b"1|c1,c3|5|0")]]  # Axual's 0101
 
@@ -325,7 +355,8 @@ def test_every_partition_is_assigned_at_an_explicit_offset(rig: SimpleNamespace)
 
 
 def test_a_destination_topic_missing_while_offsets_are_committed_is_copied_again_from_the_log_start(
-        rig: SimpleNamespace) -> None:
+    rig: SimpleNamespace,
+) -> None:
     assigned: list[TopicPartition] = []
     rig.consumer.incremental_assign = assigned.extend
     rig.consumer.committed_offsets = {1: 7}
@@ -377,17 +408,22 @@ def test_the_destination_producer_compresses_by_the_route_unless_worker_producer
     route = RouteConfig(source="src", destination="dst", compression="zstd")
     RouteCopier(route, {}, {}, WorkerConfig(), WorkerMetrics(), "test", clock=rig.clock)
     assert rig.producer_settings["compression.type"] == "zstd"
-    RouteCopier(route, {}, {}, WorkerConfig(producer={"compression.type": "gzip"}), WorkerMetrics(), "test", clock=rig.clock)
+    RouteCopier(
+        route, {}, {}, WorkerConfig(producer={"compression.type": "gzip"}), WorkerMetrics(), "test", clock=rig.clock
+    )
     assert rig.producer_settings["compression.type"] == "gzip"
 
 
 def test_a_route_taking_over_from_mirrormaker2_starts_where_it_last_flushed(
-        rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """MirrorMaker 2 flushed offset 99 of partition 0 and wrote 125 records (sync: source 49 is destination 49);
     it never copied partition 1, which starts as a new partition. Once committed, the route's own offset wins."""
     topics = {
-        "mm2-offsets.src.internal": [(b'["MirrorSourceConnector",{"cluster":"src","partition":0,"topic":"orders"}]', b'{"offset":99}'),
-                                     (b'["MirrorSourceConnector",{"cluster":"other","partition":1,"topic":"orders"}]', b'{"offset":5}')],
+        "mm2-offsets.src.internal": [
+            (b'["MirrorSourceConnector",{"cluster":"src","partition":0,"topic":"orders"}]', b'{"offset":99}'),
+            (b'["MirrorSourceConnector",{"cluster":"other","partition":1,"topic":"orders"}]', b'{"offset":5}'),
+        ],
         "mm2-offset-syncs.dst.internal": [encode_offset_sync(OffsetSync(TOPIC, 0, 49, 49))],
     }
     monkeypatch.setattr(mm2_takeover, "read_topic", lambda cluster, topic, client_id: topics.get(topic, []))

@@ -54,8 +54,10 @@ def test_a_missing_destination_topic_is_created_with_the_source_count_and_the_ma
 def test_a_smaller_destination_topic_is_expanded() -> None:
     admin = FakeAdmin(destination_partitions=1)
     expanded: list[tuple[str, int]] = []
-    admin.create_partitions = lambda new: (expanded.extend((n.topic, n.new_total_count) for n in new)  # type: ignore[attr-defined]
-                                           or {n.topic: SimpleNamespace(result=lambda timeout: None) for n in new})
+    admin.create_partitions = lambda new: (
+        expanded.extend((n.topic, n.new_total_count) for n in new)  # type: ignore[attr-defined]
+        or {n.topic: SimpleNamespace(result=lambda timeout: None) for n in new}
+    )
     _topics(admin).prepare(TOPIC, 4, lambda: _producer(4), lambda topic, limit: None)
     assert expanded == [(TOPIC, 4)] and admin.created == []
 
@@ -67,17 +69,21 @@ def test_a_producer_that_never_sees_the_new_partitions_defers_after_the_deadline
     assert clock.now > 10 and set(clock.sleeps) == {0.2}
 
 
-@pytest.mark.parametrize(("code", "failure"), [
-    (KafkaError.TOPIC_AUTHORIZATION_FAILED, PartitionStopped),
-    (KafkaError.POLICY_VIOLATION, PartitionStopped),
-    (KafkaError._TRANSPORT, PartitionDeferred),
-])
+@pytest.mark.parametrize(
+    ("code", "failure"),
+    [
+        (KafkaError.TOPIC_AUTHORIZATION_FAILED, PartitionStopped),
+        (KafkaError.POLICY_VIOLATION, PartitionStopped),
+        (KafkaError._TRANSPORT, PartitionDeferred),
+    ],
+)
 def test_a_refused_creation_stops_for_good_or_defers(code: int, failure: type[Exception]) -> None:
     admin = FakeAdmin(None)
 
     def refuse(new: list[Any]) -> dict[str, Any]:
         def result(timeout: float) -> None:
             raise KafkaException(KafkaError(code))
+
         return {n.topic: SimpleNamespace(result=result) for n in new}
 
     admin.create_topics = refuse  # type: ignore[method-assign]
@@ -91,6 +97,7 @@ def test_an_existing_map_topic_is_no_error() -> None:
     def exists(new: list[Any]) -> dict[str, Any]:
         def result(timeout: float) -> None:
             raise KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS))
+
         return {MAP_TOPIC: SimpleNamespace(result=result)}
 
     admin.create_topics = exists  # type: ignore[method-assign]

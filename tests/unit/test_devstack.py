@@ -42,9 +42,7 @@ def test_cluster_ids_are_what_kafka_accepts() -> None:
 
 def test_kafka_config_is_a_small_loopback_kraft_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
-    props = dict(
-        line.split("=", 1) for line in devstack._kafka_config(devstack.stack_from_env().src).splitlines()
-    )
+    props = dict(line.split("=", 1) for line in devstack._kafka_config(devstack.stack_from_env().src).splitlines())
     assert props["process.roles"] == "broker,controller"
     assert props["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093,SASL_SSL://127.0.0.1:19094"
     assert props["auto.create.topics.enable"] == "false"
@@ -121,7 +119,9 @@ def test_each_broker_adds_a_sasl_ssl_listener_two_ports_up(tmp_path: Path, monke
     }
 
 
-def test_a_broker_spawned_before_the_secured_listener_existed_is_recognized(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broker_spawned_before_the_secured_listener_existed_is_recognized(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # `up` must not wait for a SASL_SSL listener that a broker started by older code does not have.
     monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
     server = devstack.stack_from_env().src
@@ -134,7 +134,8 @@ def test_a_broker_spawned_before_the_secured_listener_existed_is_recognized(tmp_
 
 
 def test_extra_clusters_get_ports_by_position_or_by_name_and_are_recorded(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
     monkeypatch.setenv(devstack.EXTRA_PORT_ENV, "40000")
     monkeypatch.setenv("FERRY_DEV_PORT_E_2", "45000")

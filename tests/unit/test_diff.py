@@ -30,7 +30,11 @@ def ideal(partitions: int, **assignment: str) -> dict[TopicKey, IdealState]:
 def view(topic: TopicKey = T, **entries: tuple[str, str] | tuple[str, str, str]) -> dict[TopicKey, ExternalView]:
     parts: dict[int, dict[str, str]] = {}
     for name, entry in entries.items():
-        parts[int(name[1:])] = {"worker": entry[0], "state": entry[1], **({"reason": entry[2]} if len(entry) > 2 else {})}
+        parts[int(name[1:])] = {
+            "worker": entry[0],
+            "state": entry[1],
+            **({"reason": entry[2]} if len(entry) > 2 else {}),
+        }
     return {topic: ExternalView(topic.route, topic.topic, parts)}
 
 
@@ -72,14 +76,20 @@ def test_error_comes_first_and_carries_the_reason() -> None:
     found = one(compare(ideal(1, p0="w1"), view(p0=("w2", ERROR, "topic authorization failed")), {"w2"}))
     assert found == Mismatch(key(0), Problem.ERROR, "w1", "w2", "topic authorization failed")
     assert found.to_json() == {
-        "partition": "src.dst/orders/0", "problem": "error", "idealWorker": "w1", "reportedWorker": "w2",
+        "partition": "src.dst/orders/0",
+        "problem": "error",
+        "idealWorker": "w1",
+        "reportedWorker": "w2",
         "reason": "topic authorization failed",
     }
 
 
 def test_to_json_omits_a_missing_reason() -> None:
     assert Mismatch(key(3), Problem.MISSING, "w1", None).to_json() == {
-        "partition": "src.dst/orders/3", "problem": "missing", "idealWorker": "w1", "reportedWorker": None,
+        "partition": "src.dst/orders/3",
+        "problem": "missing",
+        "idealWorker": "w1",
+        "reportedWorker": None,
     }
 
 
@@ -96,7 +106,10 @@ def test_unexpected_partitions_and_topics() -> None:
 def test_results_are_sorted_one_per_partition() -> None:
     found = compare(ideal(4, p1="w1", p2="w9", p3="w1"), view(p3=("w1", OFFLINE), p2=("w1", ONLINE)), {"w1"})
     assert [(m.partition.partition, m.problem) for m in found] == [
-        (0, Problem.UNASSIGNED), (1, Problem.MISSING), (2, Problem.WORKER_DEAD), (3, Problem.NOT_ONLINE),
+        (0, Problem.UNASSIGNED),
+        (1, Problem.MISSING),
+        (2, Problem.WORKER_DEAD),
+        (3, Problem.NOT_ONLINE),
     ]
 
 
@@ -105,14 +118,20 @@ def test_external_views_prefer_holders_over_offline_reports() -> None:
     other = PartitionKey("dst.src", "orders", 0)
     statuses = {
         "w1": WorkerStatus(3, {p0: PartitionStatus(OFFLINE), p1: PartitionStatus(ERROR, "boom")}),
-        "w2": WorkerStatus(3, {p0: PartitionStatus(ONLINE), p1: PartitionStatus(OFFLINE), other: PartitionStatus(OFFLINE)}),
+        "w2": WorkerStatus(
+            3, {p0: PartitionStatus(ONLINE), p1: PartitionStatus(OFFLINE), other: PartitionStatus(OFFLINE)}
+        ),
     }
     views = external_views(statuses)
     assert views == {
-        T: ExternalView(T.route, T.topic, {
-            0: {"worker": "w2", "state": ONLINE},
-            1: {"worker": "w1", "state": ERROR, "reason": "boom"},
-        }),
+        T: ExternalView(
+            T.route,
+            T.topic,
+            {
+                0: {"worker": "w2", "state": ONLINE},
+                1: {"worker": "w1", "state": ERROR, "reason": "boom"},
+            },
+        ),
         TopicKey("dst.src", "orders"): ExternalView("dst.src", "orders", {0: {"worker": "w2", "state": OFFLINE}}),
     }
     assert ExternalView.from_bytes(views[T].to_bytes()) == views[T]

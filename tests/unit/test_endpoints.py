@@ -20,10 +20,13 @@ def test_the_option_wins_over_the_environment_which_wins_over_the_file() -> None
     assert endpoints.pick(None, "FERRY_REST_HOST", "0.0.0.0", "--rest-host", {"FERRY_REST_HOST": ""}) == "0.0.0.0"
 
 
-@pytest.mark.parametrize(("option", "env", "origin"), [
-    ("http://0.0.0.0:9000", {}, "--advertised-url"),
-    (None, {"FERRY_ADVERTISED_URL": "10.0.0.1:9000"}, "FERRY_ADVERTISED_URL"),
-])
+@pytest.mark.parametrize(
+    ("option", "env", "origin"),
+    [
+        ("http://0.0.0.0:9000", {}, "--advertised-url"),
+        (None, {"FERRY_ADVERTISED_URL": "10.0.0.1:9000"}, "FERRY_ADVERTISED_URL"),
+    ],
+)
 def test_a_bad_advertised_url_names_where_it_came_from(option: str | None, env: dict[str, str], origin: str) -> None:
     with pytest.raises(ConfigError, match=f"^{origin}: "):
         endpoints.pick(option, "FERRY_ADVERTISED_URL", None, "--advertised-url", env, url=True)
@@ -35,8 +38,9 @@ def test_advertised_urls_the_config_accepts(value: str) -> None:
     assert WorkerConfig(advertised_metrics_url=value).advertised_metrics_url == value
 
 
-@pytest.mark.parametrize("value", ["c1:9000", "ftp://c1:9000", "http://:9000", "http://[::]:9000",
-                                   "http://c1:port", "http://c1:9000/api"])
+@pytest.mark.parametrize(
+    "value", ["c1:9000", "ftp://c1:9000", "http://:9000", "http://[::]:9000", "http://c1:port", "http://c1:9000/api"]
+)
 def test_advertised_urls_the_config_refuses(value: str) -> None:
     assert endpoints.url_problem(value)
     with pytest.raises(ValueError):
@@ -44,8 +48,10 @@ def test_advertised_urls_the_config_refuses(value: str) -> None:
 
 
 def test_the_advertised_url_given_is_used_as_it_is() -> None:
-    assert endpoints.advertised_url("http", "0.0.0.0", 9000, "http://10.0.0.7:9000/", "x",
-                                    find_host_name=lambda: None) == "http://10.0.0.7:9000"
+    assert (
+        endpoints.advertised_url("http", "0.0.0.0", 9000, "http://10.0.0.7:9000/", "x", find_host_name=lambda: None)
+        == "http://10.0.0.7:9000"
+    )
 
 
 def test_a_specific_bind_address_is_advertised_itself() -> None:
@@ -55,8 +61,10 @@ def test_a_specific_bind_address_is_advertised_itself() -> None:
 
 @pytest.mark.parametrize("wildcard", ["0.0.0.0", "::", ""])
 def test_a_wildcard_bind_address_advertises_the_host_name(wildcard: str) -> None:
-    assert endpoints.advertised_url("http", wildcard, 9000, None, "x",
-                                    find_host_name=lambda: "c1.example") == "http://c1.example:9000"
+    assert (
+        endpoints.advertised_url("http", wildcard, 9000, None, "x", find_host_name=lambda: "c1.example")
+        == "http://c1.example:9000"
+    )
 
 
 def test_a_wildcard_without_a_resolvable_host_name_asks_for_the_advertised_url() -> None:

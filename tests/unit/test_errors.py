@@ -22,8 +22,11 @@ pytestmark = pytest.mark.unit
 
 def test_a_kafka_exception_is_unwrapped_once() -> None:
     failure = kafka_error(KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS, "Topic 'x' already exists.")))
-    assert (failure.code, failure.name, str(failure)) == (KafkaError.TOPIC_ALREADY_EXISTS, "TOPIC_ALREADY_EXISTS",
-                                                          "Topic 'x' already exists.")
+    assert (failure.code, failure.name, str(failure)) == (
+        KafkaError.TOPIC_ALREADY_EXISTS,
+        "TOPIC_ALREADY_EXISTS",
+        "Topic 'x' already exists.",
+    )
     assert not failure.fatal
 
 
@@ -58,5 +61,6 @@ def test_what_a_refused_record_means() -> None:
     fatal = delivery_failure(kafka_error(KafkaError(KafkaError._FATAL, "fenced", fatal=True)), "offset 9")
     assert isinstance(fatal, ProducerFailed) and isinstance(fatal.record, PartitionDeferred)
     fatal_and_refused = delivery_failure(
-        kafka_error(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED, "denied", fatal=True)), "offset 10")
+        kafka_error(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED, "denied", fatal=True)), "offset 10"
+    )
     assert isinstance(fatal_and_refused, ProducerFailed) and isinstance(fatal_and_refused.record, PartitionStopped)

@@ -20,6 +20,7 @@ from ferry.common.core.resume import lookback_done, lookback_windows, resume_pla
 
 # -- the resume rule -----------------------------------------------------------------------------
 
+
 @given(st.integers(0, 200), st.integers(0, 60), st.sets(st.integers(0, 400)), st.integers(0, 400))
 def test_resume_after_a_crash_copies_each_offset_once(committed: int, lost_tail: int, gaps: set[int], end: int) -> None:
     """The destination holds everything below the committed offset, then any subset above it
@@ -58,6 +59,7 @@ def test_lookback_bounds() -> None:
 
 
 # -- the offset map ------------------------------------------------------------------------------
+
 
 def test_a_one_to_one_copy_is_one_segment() -> None:
     offsets = OffsetMap()
@@ -121,7 +123,9 @@ def test_translation_is_exact_against_a_model(events: list[tuple[str, int]]) -> 
 
 
 @given(copy_events, st.data())
-def test_runs_recorded_at_once_make_the_map_recorded_one_by_one(events: list[tuple[str, int]], data: st.DataObject) -> None:
+def test_runs_recorded_at_once_make_the_map_recorded_one_by_one(
+    events: list[tuple[str, int]], data: st.DataObject
+) -> None:
     """The copier applies a partition's delivery reports per run (record_run): same segments,
     same changed segments, as record() for each, with take_changed() in between at any point."""
     pairs: list[tuple[int, int]] = []
@@ -140,7 +144,7 @@ def test_runs_recorded_at_once_make_the_map_recorded_one_by_one(events: list[tup
     position = 0
     while position < len(pairs):
         size = data.draw(st.integers(1, len(pairs) - position))
-        chunk = pairs[position:position + size]
+        chunk = pairs[position : position + size]
         position += size
         for s, d in chunk:
             one.record(s, d)

@@ -12,8 +12,10 @@ from ferry.controller.failover.workflow import translate_back
 
 
 def test_a_failover_runs_planned_or_unplanned_and_a_second_one_is_refused() -> None:
-    for path in ([fsm.ACTIVE, fsm.REQUESTED, fsm.DRAINING, fsm.SYNCING, fsm.FAILED_OVER],
-                 [fsm.ACTIVE, fsm.REQUESTED, fsm.SYNCING, fsm.FAILED_OVER, fsm.FAILING_BACK, fsm.ACTIVE]):
+    for path in (
+        [fsm.ACTIVE, fsm.REQUESTED, fsm.DRAINING, fsm.SYNCING, fsm.FAILED_OVER],
+        [fsm.ACTIVE, fsm.REQUESTED, fsm.SYNCING, fsm.FAILED_OVER, fsm.FAILING_BACK, fsm.ACTIVE],
+    ):
         for current, wanted in itertools.pairwise(path):
             fsm.check_transition(current, wanted)
     with pytest.raises(fsm.TransitionRefused):
@@ -33,8 +35,10 @@ def test_the_rpo_counts_the_records_seen_at_the_source_and_never_copied() -> Non
     assert fsm.rpo({}, {"t/0": 4})[0].lost is None  # never seen at the source: unknown, not 0
 
 
-@given(st.dictionaries(st.sampled_from(["a/0", "a/1", "b/0"]), st.integers(0, 100)),
-       st.dictionaries(st.sampled_from(["a/0", "a/1", "b/0"]), st.integers(0, 100)))
+@given(
+    st.dictionaries(st.sampled_from(["a/0", "a/1", "b/0"]), st.integers(0, 100)),
+    st.dictionaries(st.sampled_from(["a/0", "a/1", "b/0"]), st.integers(0, 100)),
+)
 def test_behind_lists_exactly_the_partitions_that_lag(ends: dict[str, int], committed: dict[str, int]) -> None:
     lagging = fsm.behind(ends, committed)
     assert all(n > 0 for n in lagging.values())

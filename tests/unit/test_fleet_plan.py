@@ -13,7 +13,9 @@ from ferry.fleet.plan import Member
 
 
 @given(st.sets(st.integers(min_value=1, max_value=40), max_size=15), st.integers(min_value=0, max_value=30))
-def test_scale_plan_reaches_the_target_removing_the_newest_and_reusing_free_indices(current: set[int], target: int) -> None:
+def test_scale_plan_reaches_the_target_removing_the_newest_and_reusing_free_indices(
+    current: set[int], target: int
+) -> None:
     decided = plan.scale_plan(current, target)
     after = (current - set(decided.remove)) | set(decided.add)
     assert len(after) == target
@@ -58,13 +60,28 @@ def test_names_labels_and_command() -> None:
 
 def test_status_table() -> None:
     status = {
-        "fleet": "prod", "leader": "ferry-prod-controller-1", "ok": True,
+        "fleet": "prod",
+        "leader": "ferry-prod-controller-1",
+        "ok": True,
         "summary": {"partitions": 8, "online": 8, "offline": 0, "error": 0},
         "members": [
-            {"name": "ferry-prod-controller-1", "role": "controller", "state": "running", "port": 9000,
-             "health": "ok", "leader": "leader"},
-            {"name": "ferry-prod-worker-1", "role": "worker", "state": "running", "port": 9100, "health": "RUNNING",
-             "partitions": 8, "states": {"ONLINE": 8, "ERROR": 0, "OFFLINE": 0}},
+            {
+                "name": "ferry-prod-controller-1",
+                "role": "controller",
+                "state": "running",
+                "port": 9000,
+                "health": "ok",
+                "leader": "leader",
+            },
+            {
+                "name": "ferry-prod-worker-1",
+                "role": "worker",
+                "state": "running",
+                "port": 9100,
+                "health": "RUNNING",
+                "partitions": 8,
+                "states": {"ONLINE": 8, "ERROR": 0, "OFFLINE": 0},
+            },
         ],
     }
     lines = format_status(status).splitlines()

@@ -38,8 +38,12 @@ def test_an_error_partition_must_be_released_too() -> None:
 
 @given(
     ideal=st.dictionaries(st.sampled_from(P), st.sampled_from(["w1", "w2", "w3"])),
-    held=st.dictionaries(st.sampled_from(["w1", "w2", "w3"]), st.dictionaries(
-        st.sampled_from(P), st.sampled_from([PartitionState.ONLINE, PartitionState.OFFLINE, PartitionState.ERROR]))),
+    held=st.dictionaries(
+        st.sampled_from(["w1", "w2", "w3"]),
+        st.dictionaries(
+            st.sampled_from(P), st.sampled_from([PartitionState.ONLINE, PartitionState.OFFLINE, PartitionState.ERROR])
+        ),
+    ),
     live=st.sets(st.sampled_from(["w1", "w2", "w3"])),
 )
 def test_no_partition_is_ever_copied_by_two_live_workers(
@@ -50,8 +54,14 @@ def test_no_partition_is_ever_copied_by_two_live_workers(
     for partition in P:
         # live workers that will copy it: the one assigned it, plus live holders not yet released
         copying = {w for w, ps in assigned.items() if partition in ps and w in live}
-        still_holding = {w for w in live if statuses.get(w) and partition in statuses[w].partitions
-                         and statuses[w].partitions[partition].state != PartitionState.OFFLINE and w != ideal.get(partition)}
+        still_holding = {
+            w
+            for w in live
+            if statuses.get(w)
+            and partition in statuses[w].partitions
+            and statuses[w].partitions[partition].state != PartitionState.OFFLINE
+            and w != ideal.get(partition)
+        }
         assert not (copying and still_holding)
         # every partition ends up assigned to its ideal worker once nobody else holds it
         if not still_holding and partition in ideal:

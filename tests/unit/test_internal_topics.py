@@ -44,7 +44,10 @@ def test_one_created_by_another_process_is_ready() -> None:
 
 
 def test_a_refusal_raises_and_is_asked_again() -> None:
-    topic, admin = InternalTopic(NewTopic("__ferry_x", num_partitions=1), 1.0), Admin(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    topic, admin = (
+        InternalTopic(NewTopic("__ferry_x", num_partitions=1), 1.0),
+        Admin(KafkaError.TOPIC_AUTHORIZATION_FAILED),
+    )
     with pytest.raises(KafkaException):
         topic.ensure("a", lambda: admin)
     assert not topic.ready("a")

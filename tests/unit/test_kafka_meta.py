@@ -19,7 +19,9 @@ class _SilentAdmin:
     def describe_configs(self, resources: list[ConfigResource], request_timeout: float) -> dict[Any, Future[Any]]:
         return {resource: Future() for resource in resources}
 
-    def incremental_alter_configs(self, resources: list[ConfigResource], request_timeout: float) -> dict[Any, Future[Any]]:
+    def incremental_alter_configs(
+        self, resources: list[ConfigResource], request_timeout: float
+    ) -> dict[Any, Future[Any]]:
         return {resource: Future() for resource in resources}
 
     def list_offsets(self, request: dict[Any, Any], request_timeout: float) -> dict[Any, Future[Any]]:

@@ -58,8 +58,10 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
 
 
-@pytest.mark.parametrize(("name", "variable", "port"), [
-    ("ferry-controller", "FERRY_ADVERTISED_URL", "rest"), ("ferry-worker", "FERRY_ADVERTISED_METRICS_URL", "metrics")])
+@pytest.mark.parametrize(
+    ("name", "variable", "port"),
+    [("ferry-controller", "FERRY_ADVERTISED_URL", "rest"), ("ferry-worker", "FERRY_ADVERTISED_METRICS_URL", "metrics")],
+)
 def test_each_pod_advertises_its_own_ip_without_rewriting_the_config(name: str, variable: str, port: str) -> None:
     container = by_kind("Deployment", name)["spec"]["template"]["spec"]["containers"][0]
     env = _env(container)

@@ -78,25 +78,60 @@ def same(zk: Zk, model: LeaderState) -> None:
 
 events = st.lists(
     st.tuples(
-        st.sampled_from(["join", "die", "live_gone", "report", "report_mixed", "leave", "add", "expand", "delete",
-                         "tick", "rebalance"]),
-        st.sampled_from(WORKERS), st.sampled_from(TOPICS), st.integers(1, 6), st.floats(0, 15),
+        st.sampled_from(
+            [
+                "join",
+                "die",
+                "live_gone",
+                "report",
+                "report_mixed",
+                "leave",
+                "add",
+                "expand",
+                "delete",
+                "tick",
+                "rebalance",
+            ]
+        ),
+        st.sampled_from(WORKERS),
+        st.sampled_from(TOPICS),
+        st.integers(1, 6),
+        st.floats(0, 15),
     ),
     max_size=25,
 )
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sets(st.sampled_from(WORKERS), max_size=4), st.dictionaries(st.sampled_from(TOPICS), st.integers(1, 6)),
-       events)
+@given(
+    st.sets(st.sampled_from(WORKERS), max_size=4), st.dictionaries(st.sampled_from(TOPICS), st.integers(1, 6)), events
+)
 # A retained worker whose partition is withheld (another live worker still copies it) gets no
 # node: neither at the plans after it died, nor when only its live node vanished and it reports again.
-@example({"w1"}, {"t0": 1, "t1": 1}, [("join", "w0", "t0", 1, 0.0), ("report", "w1", "t0", 1, 0.0),
-                                      ("rebalance", "w0", "t0", 1, 0.0), ("die", "w0", "t0", 1, 0.0),
-                                      ("tick", "w0", "t0", 1, 0.0), ("tick", "w0", "t0", 1, 0.0)])
-@example({"w1"}, {"t0": 1, "t1": 1}, [("join", "w0", "t0", 1, 0.0), ("report", "w1", "t0", 1, 0.0),
-                                      ("rebalance", "w0", "t0", 1, 0.0), ("live_gone", "w0", "t0", 1, 0.0),
-                                      ("report", "w0", "t0", 1, 0.0), ("tick", "w0", "t0", 1, 0.0)])
+@example(
+    {"w1"},
+    {"t0": 1, "t1": 1},
+    [
+        ("join", "w0", "t0", 1, 0.0),
+        ("report", "w1", "t0", 1, 0.0),
+        ("rebalance", "w0", "t0", 1, 0.0),
+        ("die", "w0", "t0", 1, 0.0),
+        ("tick", "w0", "t0", 1, 0.0),
+        ("tick", "w0", "t0", 1, 0.0),
+    ],
+)
+@example(
+    {"w1"},
+    {"t0": 1, "t1": 1},
+    [
+        ("join", "w0", "t0", 1, 0.0),
+        ("report", "w1", "t0", 1, 0.0),
+        ("rebalance", "w0", "t0", 1, 0.0),
+        ("live_gone", "w0", "t0", 1, 0.0),
+        ("report", "w0", "t0", 1, 0.0),
+        ("tick", "w0", "t0", 1, 0.0),
+    ],
+)
 def test_the_incremental_planner_decides_as_the_whole_state_plan(
     workers: set[str], topics: dict[str, int], steps: list[tuple[str, str, str, int, float]]
 ) -> None:
@@ -108,8 +143,9 @@ def test_the_incremental_planner_decides_as_the_whole_state_plan(
         zk.ideal[TopicKey(ROUTE, topic)] = IdealState(ROUTE, topic, count)
     now = 1000.0
     departed: dict[str, float] = {}
-    snapshot = Snapshot(live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal),
-                        ideal_versions={k: 0 for k in zk.ideal})
+    snapshot = Snapshot(
+        live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal), ideal_versions={k: 0 for k in zk.ideal}
+    )
     model = LeaderState(snapshot)
     assert spec_step(zk, departed, now, False) == model_step(model, now, False)
     same(zk, model)
@@ -132,11 +168,16 @@ def test_the_incremental_planner_decides_as_the_whole_state_plan(
         elif kind in ("report", "report_mixed") and worker in zk.statuses:
             assigned = sorted(zk.assignments.get(worker, frozenset()))
             states = [PartitionState.ONLINE, PartitionState.ERROR, PartitionState.OFFLINE]
-            zk.statuses[worker] = WorkerStatus(1, {
-                p: PartitionStatus(states[(i + number) % 3] if kind == "report_mixed" else PartitionState.ONLINE,
-                                   "why" if kind == "report_mixed" and (i + number) % 3 == 1 else None)
-                for i, p in enumerate(assigned)
-            })
+            zk.statuses[worker] = WorkerStatus(
+                1,
+                {
+                    p: PartitionStatus(
+                        states[(i + number) % 3] if kind == "report_mixed" else PartitionState.ONLINE,
+                        "why" if kind == "report_mixed" and (i + number) % 3 == 1 else None,
+                    )
+                    for i, p in enumerate(assigned)
+                },
+            )
             model.set_status(worker, zk.statuses[worker])
         elif kind == "leave" and worker in zk.statuses:
             zk.statuses[worker] = WorkerStatus(0, {}, leaving=True)
@@ -163,12 +204,17 @@ def test_a_partition_held_by_a_worker_whose_live_node_vanished_goes_to_its_new_o
     """Rebalance moves p from w0 to w1 while w0 reports it: withheld; w0's live node goes: w1 gets it."""
     topic = TopicKey(ROUTE, "t0")
     held = {PartitionKey(ROUTE, "t0", p) for p in range(4)}
-    zk = Zk(ideal={topic: IdealState(ROUTE, "t0", 4, dict.fromkeys(range(4), "w0"))},
-            live={w: WorkerInfo(w, "h", 1) for w in ("w0", "w1")},
-            statuses={"w0": WorkerStatus(1, {p: PartitionStatus(PartitionState.ONLINE) for p in held}),
-                      "w1": WorkerStatus(0)})
-    model = LeaderState(Snapshot(live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal),
-                                 ideal_versions={topic: 0}))
+    zk = Zk(
+        ideal={topic: IdealState(ROUTE, "t0", 4, dict.fromkeys(range(4), "w0"))},
+        live={w: WorkerInfo(w, "h", 1) for w in ("w0", "w1")},
+        statuses={
+            "w0": WorkerStatus(1, {p: PartitionStatus(PartitionState.ONLINE) for p in held}),
+            "w1": WorkerStatus(0),
+        },
+    )
+    model = LeaderState(
+        Snapshot(live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal), ideal_versions={topic: 0})
+    )
     departed: dict[str, float] = {}
     assert spec_step(zk, departed, 1000.0, True) == model_step(model, 1000.0, True)
     same(zk, model)
@@ -186,10 +232,19 @@ def test_a_retained_worker_whose_partition_is_withheld_gets_no_assignment_node()
     A worker reads an absent node as an empty one; one that is not live is never given an empty
     node (else the whole-state plan would create it and delete it at alternate plans)."""
     t0, t1 = TopicKey(ROUTE, "t0"), TopicKey(ROUTE, "t1")
-    zk = Zk(ideal={t0: IdealState(ROUTE, "t0", 1), t1: IdealState(ROUTE, "t1", 1)},
-            live={"w1": WorkerInfo("w1", "h", 1)}, statuses={"w1": WorkerStatus(0)})
-    model = LeaderState(Snapshot(live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal),
-                                 ideal_versions=dict.fromkeys(zk.ideal, 0)))
+    zk = Zk(
+        ideal={t0: IdealState(ROUTE, "t0", 1), t1: IdealState(ROUTE, "t1", 1)},
+        live={"w1": WorkerInfo("w1", "h", 1)},
+        statuses={"w1": WorkerStatus(0)},
+    )
+    model = LeaderState(
+        Snapshot(
+            live=dict(zk.live),
+            statuses=dict(zk.statuses),
+            ideal=dict(zk.ideal),
+            ideal_versions=dict.fromkeys(zk.ideal, 0),
+        )
+    )
     departed: dict[str, float] = {}
 
     def step(now: float, rebalance: bool = False) -> None:
@@ -215,8 +270,13 @@ def test_a_retained_worker_whose_partition_is_withheld_gets_no_assignment_node()
         step(now)
         assert "w0" not in zk.assignments and model.holding()["w0"] == given_to_w0
     # Once w1 released it, the retained w0 is granted it: its node is created then.
-    zk.statuses["w1"] = WorkerStatus(2, {p: PartitionStatus(PartitionState.OFFLINE if p in given_to_w0 else
-                                                            PartitionState.ONLINE) for p in zk.statuses["w1"].partitions})
+    zk.statuses["w1"] = WorkerStatus(
+        2,
+        {
+            p: PartitionStatus(PartitionState.OFFLINE if p in given_to_w0 else PartitionState.ONLINE)
+            for p in zk.statuses["w1"].partitions
+        },
+    )
     model.set_status("w1", zk.statuses["w1"])
     step(1004.0)
     assert zk.assignments["w0"] == frozenset(given_to_w0)
@@ -226,8 +286,9 @@ def test_a_batch_of_several_transactions_never_names_a_partition_in_two_assignme
     """A rebalance onto new workers, written in small transactions: every prefix is safe."""
     topics = {TopicKey(ROUTE, f"t{i}"): IdealState(ROUTE, f"t{i}", 8) for i in range(30)}
     first = [f"w{i}" for i in range(4)]
-    model = LeaderState(Snapshot(live={w: WorkerInfo(w, "h", 1) for w in first}, ideal=topics,
-                                 ideal_versions=dict.fromkeys(topics, 0)))
+    model = LeaderState(
+        Snapshot(live={w: WorkerInfo(w, "h", 1) for w in first}, ideal=topics, ideal_versions=dict.fromkeys(topics, 0))
+    )
     model.applied(model.plan(1000.0, DELAY), 1)
     stored = {w: a.partitions for w, a in model.assignments.items()}
     # The new workers sort before the old ones: in plain order their gains would come first.
@@ -255,8 +316,14 @@ def test_a_batch_of_several_transactions_never_names_a_partition_in_two_assignme
 
 def test_views_not_read_at_takeover_are_written_once_or_deleted() -> None:
     topic, gone = TopicKey(ROUTE, "t0"), TopicKey(ROUTE, "old")
-    model = LeaderState(Snapshot(live={"w0": WorkerInfo("w0", "h", 1)}, ideal={topic: IdealState(ROUTE, "t0", 2)},
-                                 ideal_versions={topic: 0}, unread_views={topic, gone}))
+    model = LeaderState(
+        Snapshot(
+            live={"w0": WorkerInfo("w0", "h", 1)},
+            ideal={topic: IdealState(ROUTE, "t0", 2)},
+            ideal_versions={topic: 0},
+            unread_views={topic, gone},
+        )
+    )
     changes = model.plan(1000.0, DELAY)
     assert set(changes.views) == {topic} and changes.delete_views == {gone}
     ops = {op.path: op.kind for op in writes(ZkLayout("/"), model, changes, 1)}
@@ -273,10 +340,19 @@ def test_at_a_larger_size_the_incremental_planner_still_decides_as_the_whole_sta
 
     rng = random.Random(seed)
     workers = [f"w{i:02d}" for i in range(40)]
-    zk = Zk(live={w: WorkerInfo(w, "h", 1) for w in workers[:30]}, statuses={w: WorkerStatus(0) for w in workers[:30]},
-            ideal={TopicKey(ROUTE, f"t{i}"): IdealState(ROUTE, f"t{i}", rng.randint(1, 12)) for i in range(300)})
-    model = LeaderState(Snapshot(live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal),
-                                 ideal_versions=dict.fromkeys(zk.ideal, 0)))
+    zk = Zk(
+        live={w: WorkerInfo(w, "h", 1) for w in workers[:30]},
+        statuses={w: WorkerStatus(0) for w in workers[:30]},
+        ideal={TopicKey(ROUTE, f"t{i}"): IdealState(ROUTE, f"t{i}", rng.randint(1, 12)) for i in range(300)},
+    )
+    model = LeaderState(
+        Snapshot(
+            live=dict(zk.live),
+            statuses=dict(zk.statuses),
+            ideal=dict(zk.ideal),
+            ideal_versions=dict.fromkeys(zk.ideal, 0),
+        )
+    )
     departed: dict[str, float] = {}
     now = 1000.0
     for step in range(12):
@@ -303,8 +379,9 @@ def test_at_a_larger_size_the_incremental_planner_still_decides_as_the_whole_sta
             now += rng.choice([1.0, 20.0])
         if kind in ("report", "join", "tick"):  # every live worker reports what it was assigned
             for w in zk.statuses:
-                zk.statuses[w] = WorkerStatus(1, {p: PartitionStatus(PartitionState.ONLINE)
-                                                  for p in zk.assignments.get(w, frozenset())})
+                zk.statuses[w] = WorkerStatus(
+                    1, {p: PartitionStatus(PartitionState.ONLINE) for p in zk.assignments.get(w, frozenset())}
+                )
                 model.set_status(w, zk.statuses[w])
         rebalance = kind == "rebalance"
         assert spec_step(zk, departed, now, rebalance) == model_step(model, now, rebalance), kind

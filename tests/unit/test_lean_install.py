@@ -52,18 +52,22 @@ print(attempts, loaded)
     assert done.stdout.strip() == "[] []"
 
 
-@pytest.mark.parametrize(("argv", "extra"), [
-    (["validate", "--config", "ferry.yaml"], "spark"),
-    (["audit", "--config", "ferry.yaml", "--topic", "t"], "spark"),
-    (["fleet", "ls"], "fleet"),
-    (["fleet", "engine", "status"], "fleet"),
-])
+@pytest.mark.parametrize(
+    ("argv", "extra"),
+    [
+        (["validate", "--config", "ferry.yaml"], "spark"),
+        (["audit", "--config", "ferry.yaml", "--topic", "t"], "spark"),
+        (["fleet", "ls"], "fleet"),
+        (["fleet", "engine", "status"], "fleet"),
+    ],
+)
 def test_a_command_without_its_extra_says_what_to_install(argv: list[str], extra: str) -> None:
     done = _python(f"from ferry.cli import main\nsys.exit(main({argv!r}))")
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    assert line.endswith(f"needs the {extra} extra ({extras.EXTRAS[extra][0]} is not installed): "
-                         f"pip install 'kafka-ferry[{extra}]'"), line
+    assert line.endswith(
+        f"needs the {extra} extra ({extras.EXTRAS[extra][0]} is not installed): pip install 'kafka-ferry[{extra}]'"
+    ), line
 
 
 def test_the_audit_chart_needs_the_chart_extra_even_with_spark_there() -> None:
@@ -75,11 +79,15 @@ def test_the_audit_chart_needs_the_chart_extra_even_with_spark_there() -> None:
 
 def test_a_controller_asked_to_run_the_spark_validation_needs_the_spark_extra(tmp_path: Path) -> None:
     config = tmp_path / "ferry.yaml"
-    config.write_text('zookeeper: {connect: "127.0.0.1:1"}\n'
-                      'clusters: {src: {bootstrap.servers: "127.0.0.1:1"}, dst: {bootstrap.servers: "127.0.0.1:2"}}\n'
-                      "routes: [{source: src, destination: dst}]\n"
-                      "controller: {validation_interval_s: 60}\n")
+    config.write_text(
+        'zookeeper: {connect: "127.0.0.1:1"}\n'
+        'clusters: {src: {bootstrap.servers: "127.0.0.1:1"}, dst: {bootstrap.servers: "127.0.0.1:2"}}\n'
+        "routes: [{source: src, destination: dst}]\n"
+        "controller: {validation_interval_s: 60}\n"
+    )
     done = _python(f"from ferry.cli import main\nsys.exit(main(['controller', '--config', {str(config)!r}]))")
     assert done.returncode == 2
-    assert done.stderr.strip() == ("ferry: controller.validation_interval_s > 0 (ferry validate) needs the spark extra "
-                                   "(pyspark is not installed): pip install 'kafka-ferry[spark]'")
+    assert done.stderr.strip() == (
+        "ferry: controller.validation_interval_s > 0 (ferry validate) needs the spark extra "
+        "(pyspark is not installed): pip install 'kafka-ferry[spark]'"
+    )

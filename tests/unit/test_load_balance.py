@@ -1,4 +1,5 @@
 """The leader's balance by load: load reports in the status, lag watches, stuck partitions, the moves."""
+
 from __future__ import annotations
 
 import pytest
@@ -53,8 +54,12 @@ def test_a_partition_whose_lag_grows_on_a_saturated_worker_is_stuck_after_the_de
     assert lb.stuck(90) == set()  # its new owner's reports start again
 
 
-@pytest.mark.parametrize(("busy", "lags"), [(0.5, [10, 20, 30, 40]), (0.95, [10, 20, 15, 40]), (None, [10, 20, 30, 40])])
-def test_no_stuck_partition_without_saturation_or_with_a_pause_in_the_growth(busy: float | None, lags: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("busy", "lags"), [(0.5, [10, 20, 30, 40]), (0.95, [10, 20, 15, 40]), (None, [10, 20, 30, 40])]
+)
+def test_no_stuck_partition_without_saturation_or_with_a_pause_in_the_growth(
+    busy: float | None, lags: list[int]
+) -> None:
     lb = balancer()
     for t, lag in zip([0, 30, 60, 90], lags, strict=True):
         lb.observe("w1", status({P[0]: PartitionLoad(1000, 10, lag)}, busy), t)
@@ -94,8 +99,9 @@ def test_little_traffic_is_not_rebalanced() -> None:
 def test_the_leaders_model_places_by_rates_and_applies_moves_onto_active_workers_only() -> None:
     hot, new = TopicKey("a.b", "hot"), TopicKey("a.b", "new")
     live = {w: WorkerInfo(w, "h", 1) for w in ("w1", "w2")}
-    model = LeaderState(Snapshot(live=live, ideal={hot: IdealState("a.b", "hot", 2, {0: "w1", 1: "w1"})},
-                                 ideal_versions={hot: 0}))
+    model = LeaderState(
+        Snapshot(live=live, ideal={hot: IdealState("a.b", "hot", 2, {0: "w1", 1: "w1"})}, ideal_versions={hot: 0})
+    )
     model.applied(model.plan(0.0, 10.0), 1)
     rates = {PartitionKey("a.b", "hot", 0): Rate(9000, 9), PartitionKey("a.b", "hot", 1): Rate(9000, 9)}
     model.put_topic(new, IdealState("a.b", "new", 2), 1)

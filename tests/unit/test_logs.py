@@ -42,9 +42,17 @@ def _records(out: io.StringIO) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.getvalue().splitlines()]
 
 
-def test_a_json_line_has_time_level_logger_message_and_extra_fields(json_logger: tuple[logging.Logger, io.StringIO]) -> None:
+def test_a_json_line_has_time_level_logger_message_and_extra_fields(
+    json_logger: tuple[logging.Logger, io.StringIO],
+) -> None:
     logger, out = json_logger
-    logger.warning("route %s: %s/%s\nstopped", "src.dst", "orders", 3, extra={"route": "src.dst", "topic": "orders", "partition": 3})
+    logger.warning(
+        "route %s: %s/%s\nstopped",
+        "src.dst",
+        "orders",
+        3,
+        extra={"route": "src.dst", "topic": "orders", "partition": 3},
+    )
     assert len(out.getvalue().splitlines()) == 1, "a newline in the message stays inside the JSON string"
     [record] = _records(out)
     assert record["level"] == "WARNING"
@@ -101,7 +109,8 @@ def test_context_fields_apply_inside_the_block_and_extra_wins(json_logger: tuple
 
 
 def test_a_logger_with_fields_adds_them_to_each_record_and_a_calls_extra_adds_more(
-        json_logger: tuple[logging.Logger, io.StringIO]) -> None:
+    json_logger: tuple[logging.Logger, io.StringIO],
+) -> None:
     logger, out = json_logger
     copier_log = logs.with_fields(logger, route="src.dst")
     copier_log.info("batch")
@@ -120,7 +129,8 @@ def test_the_text_format_is_time_level_logger_message() -> None:
 
 
 def test_librdkafkas_messages_are_records_of_the_librdkafka_logger_with_the_clients_fields(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     bridge = logs.LibrdkafkaLog({"route": "src.dst", "worker": "w1"})
     with caplog.at_level(logging.INFO, logger=logs.LIBRDKAFKA_LOGGER):
         # What confluent-kafka calls: the level already mapped (librdkafka's 3 is ERROR), then
@@ -172,12 +182,15 @@ def test_the_admin_log_server_polls_every_live_client_without_waiting(caplog: py
 # -- choosing the format ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [
-    ["--log-format", "json", "worker", "--config", "f.yaml"],
-    ["worker", "--config", "f.yaml", "--log-format", "json"],
-    ["zk", "--log-format", "json", "--config", "f.yaml", "tree"],
-    ["zk", "tree", "--config", "f.yaml", "--log-format", "json"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--log-format", "json", "worker", "--config", "f.yaml"],
+        ["worker", "--config", "f.yaml", "--log-format", "json"],
+        ["zk", "--log-format", "json", "--config", "f.yaml", "tree"],
+        ["zk", "tree", "--config", "f.yaml", "--log-format", "json"],
+    ],
+)
 def test_log_format_is_accepted_before_and_after_the_subcommand(argv: list[str]) -> None:
     assert build_parser().parse_args(argv).log_format == "json"
 
@@ -207,13 +220,17 @@ def test_the_configs_logging_format_is_read_leniently(tmp_path: Path) -> None:
     assert logs.configured_format(None) is None
 
 
-@pytest.mark.parametrize(("flag", "in_config", "chosen"), [
-    ("text", "json", "text"),  # the flag wins
-    (None, "json", "json"),
-    (None, None, "text"),
-])
+@pytest.mark.parametrize(
+    ("flag", "in_config", "chosen"),
+    [
+        ("text", "json", "text"),  # the flag wins
+        (None, "json", "json"),
+        (None, None, "text"),
+    ],
+)
 def test_the_flag_wins_over_the_config_and_text_is_the_default(
-        flag: str | None, in_config: str | None, chosen: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    flag: str | None, in_config: str | None, chosen: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "ferry.yaml"
     config.write_text(f"logging: {{format: {in_config}}}\n" if in_config else "zookeeper: {connect: z}\n")
     configured: list[tuple[str, str]] = []
@@ -223,8 +240,11 @@ def test_the_flag_wins_over_the_config_and_text_is_the_default(
 
 
 def test_the_config_key_takes_text_or_json_only() -> None:
-    base = {"zookeeper": {"connect": "z:2181"}, "clusters": {"a": {"bootstrap.servers": "a:9092"},
-            "b": {"bootstrap.servers": "b:9092"}}, "routes": [{"source": "a", "destination": "b"}]}
+    base = {
+        "zookeeper": {"connect": "z:2181"},
+        "clusters": {"a": {"bootstrap.servers": "a:9092"}, "b": {"bootstrap.servers": "b:9092"}},
+        "routes": [{"source": "a", "destination": "b"}],
+    }
     assert parse_config(base).logging.format == "text"
     assert parse_config({**base, "logging": {"format": "json"}}).logging.format == "json"
     with pytest.raises(ConfigError, match=r"logging\.format: Input should be 'text' or 'json'"):
@@ -235,6 +255,7 @@ def test_the_config_key_takes_text_or_json_only() -> None:
 def fresh_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], None]]:
     """Makes the root logger as in a fresh process, when called in the test (pytest adds its own
     handlers after the fixtures); everything is restored afterwards."""
+
     def clear() -> None:
         root = logging.getLogger()
         monkeypatch.setattr(root, "handlers", [])
@@ -287,7 +308,8 @@ def test_configure_leaves_a_configured_root_logger_alone(monkeypatch: pytest.Mon
 
 
 def test_process_fields_apply_to_every_thread_under_the_contexts(
-        json_logger: tuple[logging.Logger, io.StringIO], monkeypatch: pytest.MonkeyPatch) -> None:
+    json_logger: tuple[logging.Logger, io.StringIO], monkeypatch: pytest.MonkeyPatch
+) -> None:
     logger, out = json_logger
     monkeypatch.setattr(logs, "_process_fields", logs._NO_FIELDS)
     logs.set_process_fields(worker="w1")

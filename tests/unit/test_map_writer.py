@@ -31,7 +31,9 @@ def test_changed_segments_are_written_keyed_by_the_destination_topic_and_acknowl
     writer = _writer((range(0, 3), range(0, 3)), (range(5, 8), range(3, 6)))
     assert writer.write_and_wait(producer, None)
     assert [(where, segment) for where, _, segment in _segments(producer)] == [
-        (("src.dst", f"dst-{TOPIC}", 0), Segment(0, 0, 3)), (("src.dst", f"dst-{TOPIC}", 0), Segment(5, 3, 3))]
+        (("src.dst", f"dst-{TOPIC}", 0), Segment(0, 0, 3)),
+        (("src.dst", f"dst-{TOPIC}", 0), Segment(5, 3, 3)),
+    ]
     assert writer.write_and_wait(producer, None) and len(producer.map_writes) == 2  # nothing changed since
 
 
@@ -62,8 +64,13 @@ def test_a_failed_delivery_is_counted_and_written_again() -> None:
     writer = OffsetMapWriter("src.dst", lambda topic: topic, metrics)
     writer.maps[KEY] = OffsetMap()
     writer.maps[KEY].record_run([0, 1], [0, 1])
-    producer.poll = lambda timeout: [cb(KafkaError(KafkaError._MSG_TIMED_OUT), None)  # type: ignore[method-assign]
-                                     for cb in producer.map_pending] and 0
+    producer.poll = lambda timeout: (
+        [
+            cb(KafkaError(KafkaError._MSG_TIMED_OUT), None)  # type: ignore[method-assign]
+            for cb in producer.map_pending
+        ]
+        and 0
+    )
     assert not writer.write_and_wait(producer, None)
     assert metrics.errors.labels("src.dst", "offset_map")._value.get() == 1
     del producer.poll

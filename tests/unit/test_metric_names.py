@@ -19,8 +19,9 @@ from ferry.worker.metrics import WorkerMetrics
 
 pytestmark = pytest.mark.unit
 
-SCHEMAS = SchemasConfig.model_validate({"primary": "src", "registries": {"src": {"url": "http://src"},
-                                                                           "dst": {"url": "http://dst"}}})
+SCHEMAS = SchemasConfig.model_validate(
+    {"primary": "src", "registries": {"src": {"url": "http://src"}, "dst": {"url": "http://dst"}}}
+)
 
 
 def _controller_registry() -> CollectorRegistry:
@@ -83,8 +84,12 @@ def test_zookeeper_traffic_is_counted_and_the_biggest_sizes_are_gauges() -> None
 
 def test_heartbeat_metrics_sit_under_the_controller_prefix() -> None:
     families = _families(_controller_registry())
-    assert {"ferry_controller_heartbeat_latency_seconds", "ferry_controller_heartbeat_age_seconds",
-            "ferry_controller_route_heartbeat_latency_seconds", "ferry_controller_route_heartbeat_age_seconds"} <= set(families)
+    assert {
+        "ferry_controller_heartbeat_latency_seconds",
+        "ferry_controller_heartbeat_age_seconds",
+        "ferry_controller_route_heartbeat_latency_seconds",
+        "ferry_controller_route_heartbeat_age_seconds",
+    } <= set(families)
 
 
 def test_the_record_age_is_a_histogram_by_route() -> None:

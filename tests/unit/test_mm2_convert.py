@@ -15,8 +15,12 @@ from ferry.common.mm2 import clients, properties
 from ferry.common.mm2.convert import Mm2Error, convert
 
 KAFKA_EXAMPLE = Path(__file__).parent / "fixtures" / "connect-mirror-maker.properties"
-BASE = {"clusters": "A, B", "A.bootstrap.servers": "a1:9092, a2:9092", "B.bootstrap.servers": "b:9092",
-        "A->B.enabled": "true"}
+BASE = {
+    "clusters": "A, B",
+    "A.bootstrap.servers": "a1:9092, a2:9092",
+    "B.bootstrap.servers": "b:9092",
+    "A->B.enabled": "true",
+}
 
 
 def _convert(extra: dict[str, str], **kwargs: Any) -> tuple[dict[str, Any], dict[str, str]]:
@@ -40,14 +44,26 @@ def test_kafkas_own_example_converts_to_a_config_ferry_accepts(tmp_path: Path) -
     assert loaded.heartbeats.interval_s == 1.0  # MirrorMaker 2 emits heartbeats every second by default
     assert loaded.clusters["A"]["bootstrap.servers"] == "A_host1:9092,A_host2:9092,A_host3:9092"
     reported = sorted(item.key for item in result.not_converted)
-    assert reported == sorted(["replication.factor", "checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
-                               "offset-syncs.topic.replication.factor", "offset.storage.replication.factor",
-                               "status.storage.replication.factor", "config.storage.replication.factor"])
+    assert reported == sorted(
+        [
+            "replication.factor",
+            "checkpoints.topic.replication.factor",
+            "heartbeats.topic.replication.factor",
+            "offset-syncs.topic.replication.factor",
+            "offset.storage.replication.factor",
+            "status.storage.replication.factor",
+            "config.storage.replication.factor",
+        ]
+    )
 
 
 def test_the_command_prints_yaml_on_stdout_and_one_line_per_unconverted_setting_on_stderr(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "ferry.cli", "import-mm2", str(KAFKA_EXAMPLE)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "ferry.cli", "import-mm2", str(KAFKA_EXAMPLE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     (tmp_path / "ferry.yaml").write_text(done.stdout)
     load_config(tmp_path / "ferry.yaml")
@@ -60,8 +76,9 @@ def test_the_command_prints_yaml_on_stdout_and_one_line_per_unconverted_setting_
 def test_the_command_refuses_a_file_without_clusters_in_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "mm2.properties"
     bad.write_text("A.bootstrap.servers = a:9092\n")
-    done = subprocess.run([sys.executable, "-m", "ferry.cli", "import-mm2", str(bad)], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "ferry.cli", "import-mm2", str(bad)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("ferry: ") and "no clusters" in done.stderr and len(done.stderr.splitlines()) == 1
 
@@ -80,7 +97,11 @@ def test_topic_filters_and_the_deprecated_blacklist() -> None:
     config, _ = _convert({"topics": ".*", "A->B.topics": "only", "A->B.topics.exclude": "x, y"})
     assert _route(config)["include"] == ["only"] and _route(config)["exclude"] == ["x", "y"]
     config, _ = _convert({})
-    assert _route(config)["include"] == [".*"] and _route(config)["exclude"] == [r".*[\-\.]internal", r".*\.replica", "__.*"]
+    assert _route(config)["include"] == [".*"] and _route(config)["exclude"] == [
+        r".*[\-\.]internal",
+        r".*\.replica",
+        "__.*",
+    ]
 
 
 def test_a_java_regex_python_cannot_read_is_reported() -> None:
@@ -94,8 +115,13 @@ def test_group_filters_and_checkpoints() -> None:
     assert _route(config)["groups"] == ["app-.*"] and _route(config)["groups_exclude"] == ["app-test"]
     config, _ = _convert({"emit.checkpoints.enabled": "false", "groups": "app-.*"})
     assert "groups" not in _route(config)
-    config, _ = _convert({"sync.group.offsets.enabled": "true", "sync.group.offsets.interval.seconds": "5",
-                          "emit.checkpoints.interval.seconds": "20"})
+    config, _ = _convert(
+        {
+            "sync.group.offsets.enabled": "true",
+            "sync.group.offsets.interval.seconds": "5",
+            "emit.checkpoints.interval.seconds": "20",
+        }
+    )
     assert config["controller"]["sync_group_offsets"] is True and config["controller"]["checkpoint_interval_s"] == 5.0
     config, _ = _convert({})
     assert config["controller"]["sync_group_offsets"] is False  # MirrorMaker 2's default
@@ -114,11 +140,24 @@ def test_replication_policies() -> None:
 
 
 def test_identity_routes_on_a_cycle_get_loop_prevention() -> None:
-    config, _ = _convert({"clusters": "A, B, C", "C.bootstrap.servers": "c:9092", "B->C.enabled": "true",
-                          "C->A.enabled": "true", "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"})
+    config, _ = _convert(
+        {
+            "clusters": "A, B, C",
+            "C.bootstrap.servers": "c:9092",
+            "B->C.enabled": "true",
+            "C->A.enabled": "true",
+            "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+        }
+    )
     assert all(r["loop_prevention"] for r in config["routes"])
-    config, _ = _convert({"clusters": "A, B, C", "C.bootstrap.servers": "c:9092", "B->C.enabled": "true",
-                          "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"})
+    config, _ = _convert(
+        {
+            "clusters": "A, B, C",
+            "C.bootstrap.servers": "c:9092",
+            "B->C.enabled": "true",
+            "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
+        }
+    )
     assert not any(r.get("loop_prevention") for r in config["routes"])  # a chain, no cycle
 
 
@@ -151,13 +190,18 @@ def test_topic_configs() -> None:
 
 
 def test_client_security_settings() -> None:
-    config, skipped = _convert({
-        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="ferry" password="s3cret";',
-        "B.security.protocol": "SASL_PLAINTEXT",
-        "A.ssl.truststore.type": "PEM", "A.ssl.truststore.location": "/ca.pem",
-        "B.ssl.truststore.location": "/trust.jks", "B.ssl.truststore.password": "pw",
-    })
+    config, skipped = _convert(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="ferry" password="s3cret";',
+            "B.security.protocol": "SASL_PLAINTEXT",
+            "A.ssl.truststore.type": "PEM",
+            "A.ssl.truststore.location": "/ca.pem",
+            "B.ssl.truststore.location": "/trust.jks",
+            "B.ssl.truststore.password": "pw",
+        }
+    )
     a, b = config["clusters"]["A"], config["clusters"]["B"]
     assert a["security.protocol"] == "SASL_SSL" and b["security.protocol"] == "SASL_PLAINTEXT"
     assert a["sasl.username"] == b["sasl.username"] == "ferry" and a["sasl.password"] == "s3cret"
@@ -166,11 +210,21 @@ def test_client_security_settings() -> None:
 
 
 def test_consumer_producer_and_admin_settings() -> None:
-    config, skipped = _convert({"A.consumer.fetch.max.wait.ms": "100", "A.consumer.max.poll.records": "1000",
-                                "B.producer.linger.ms": "20", "B.producer.compression.type": "zstd",
-                                "B.producer.max.request.size": "2000000", "B.admin.request.timeout.ms": "5000",
-                                "A.consumer.isolation.level": "read_committed"})
-    assert config["clusters"]["A"]["fetch.wait.max.ms"] == "100" and config["clusters"]["A"]["isolation.level"] == "read_committed"
+    config, skipped = _convert(
+        {
+            "A.consumer.fetch.max.wait.ms": "100",
+            "A.consumer.max.poll.records": "1000",
+            "B.producer.linger.ms": "20",
+            "B.producer.compression.type": "zstd",
+            "B.producer.max.request.size": "2000000",
+            "B.admin.request.timeout.ms": "5000",
+            "A.consumer.isolation.level": "read_committed",
+        }
+    )
+    assert (
+        config["clusters"]["A"]["fetch.wait.max.ms"] == "100"
+        and config["clusters"]["A"]["isolation.level"] == "read_committed"
+    )
     assert config["clusters"]["B"]["linger.ms"] == "20" and config["clusters"]["B"]["message.max.bytes"] == "2000000"
     assert _route(config)["compression"] == "zstd"
     assert "consume_batch" in skipped["A.consumer.max.poll.records"]
@@ -178,8 +232,16 @@ def test_consumer_producer_and_admin_settings() -> None:
 
 
 def test_everything_without_a_counterpart_is_reported_with_its_reason() -> None:
-    result = convert({**BASE, "tasks.max": "4", "offset.lag.max": "10", "key.converter": "x", "made.up": "1",
-                      "B.offset.flush.interval.ms": "1000"})
+    result = convert(
+        {
+            **BASE,
+            "tasks.max": "4",
+            "offset.lag.max": "10",
+            "key.converter": "x",
+            "made.up": "1",
+            "B.offset.flush.interval.ms": "1000",
+        }
+    )
     why = {item.key: item.why for item in result.not_converted}
     assert set(why) == {"tasks.max", "offset.lag.max", "key.converter", "made.up", "B.offset.flush.interval.ms"}
     assert "workers" in why["tasks.max"] and why["made.up"] == "no Ferry counterpart"
@@ -190,9 +252,13 @@ def test_everything_without_a_counterpart_is_reported_with_its_reason() -> None:
 def test_takeover_names_mirrormaker2s_topics() -> None:
     config, _ = _convert({"offset-syncs.topic.location": "target"}, takeover=True)
     assert _route(config)["mirrormaker2"] == {
-        "source_alias": "A", "target_alias": "B", "offsets_topic": "mm2-offsets.A.internal",
-        "offset_syncs_topic": "mm2-offset-syncs.B.internal", "offset_syncs_on": "destination",
-        "checkpoints_topic": "A.checkpoints.internal"}
+        "source_alias": "A",
+        "target_alias": "B",
+        "offsets_topic": "mm2-offsets.A.internal",
+        "offset_syncs_topic": "mm2-offset-syncs.B.internal",
+        "offset_syncs_on": "destination",
+        "checkpoints_topic": "A.checkpoints.internal",
+    }
     config, _ = _convert({"replication.policy.separator": "_", "offset.storage.topic": "my-offsets"}, takeover=True)
     assert _route(config)["mirrormaker2"]["offset_syncs_topic"] == "mm2-offset-syncs_B_internal"
     assert _route(config)["mirrormaker2"]["offsets_topic"] == "my-offsets"
@@ -207,14 +273,27 @@ def test_bad_inputs() -> None:
         convert({"clusters": "A.1", "A.1.bootstrap.servers": "a"})
 
 
-@pytest.mark.parametrize(("jaas", "expected"), [
-    ('org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";',
-     {"sasl.username": "u", "sasl.password": "p"}),
-    ('com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab="/k.keytab" principal="ferry@EX";',
-     {"sasl.kerberos.principal": "ferry@EX", "sasl.kerberos.keytab": "/k.keytab"}),
-    ('org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="c" clientSecret="s";',
-     {"sasl.oauthbearer.client.id": "c", "sasl.oauthbearer.client.secret": "s", "sasl.oauthbearer.method": "oidc"}),
-])
+@pytest.mark.parametrize(
+    ("jaas", "expected"),
+    [
+        (
+            'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";',
+            {"sasl.username": "u", "sasl.password": "p"},
+        ),
+        (
+            'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab="/k.keytab" principal="ferry@EX";',
+            {"sasl.kerberos.principal": "ferry@EX", "sasl.kerberos.keytab": "/k.keytab"},
+        ),
+        (
+            'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="c" clientSecret="s";',
+            {
+                "sasl.oauthbearer.client.id": "c",
+                "sasl.oauthbearer.client.secret": "s",
+                "sasl.oauthbearer.method": "oidc",
+            },
+        ),
+    ],
+)
 def test_jaas_lines(jaas: str, expected: dict[str, str]) -> None:
     assert clients.translate("sasl.jaas.config", jaas, "common", {}) == expected
 

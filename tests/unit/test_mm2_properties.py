@@ -10,10 +10,19 @@ from ferry.common.mm2.properties import PropertiesError, dumps, loads
 
 
 def test_separators_blanks_and_comments() -> None:
-    text = ("# a comment\n! another\n\n   \nclusters = A, B\nA.bootstrap.servers:a:9092\nkey value with spaces\n"
-            "  indented=1\nempty=\nalone\n\t tabbed \t=\t x \n")
-    assert loads(text) == {"clusters": "A, B", "A.bootstrap.servers": "a:9092", "key": "value with spaces",
-                           "indented": "1", "empty": "", "alone": "", "tabbed": "x "}
+    text = (
+        "# a comment\n! another\n\n   \nclusters = A, B\nA.bootstrap.servers:a:9092\nkey value with spaces\n"
+        "  indented=1\nempty=\nalone\n\t tabbed \t=\t x \n"
+    )
+    assert loads(text) == {
+        "clusters": "A, B",
+        "A.bootstrap.servers": "a:9092",
+        "key": "value with spaces",
+        "indented": "1",
+        "empty": "",
+        "alone": "",
+        "tabbed": "x ",
+    }
 
 
 def test_continuation_lines_drop_the_next_lines_leading_blanks() -> None:
@@ -35,7 +44,7 @@ def test_a_continuation_at_the_end_of_the_file() -> None:
 
 def test_escapes() -> None:
     text = "a\\=b\\:c\\ d = x\\ty\\nz\\u00e9\\\\\\q\nunicode = \\uD83D\\uDE00\n"
-    assert loads(text) == {"a=b:c d": "x\ty\nzé\\q", "unicode": "\U0001F600"}
+    assert loads(text) == {"a=b:c d": "x\ty\nzé\\q", "unicode": "\U0001f600"}
 
 
 def test_crlf_and_cr_line_ends() -> None:

@@ -22,7 +22,10 @@ from ferry.common.mm2.records import (
 )
 
 # As MirrorMaker 2 (Kafka 4.1) wrote them on the local stack.
-SYNC_KEY, SYNC_VALUE = b"\x00\nmmx-61757e\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00\x001\x00\x00\x00\x00\x00\x00\x001"
+SYNC_KEY, SYNC_VALUE = (
+    b"\x00\nmmx-61757e\x00\x00\x00\x01",
+    b"\x00\x00\x00\x00\x00\x00\x001\x00\x00\x00\x00\x00\x00\x001",
+)
 CHECKPOINT_KEY = b"\x00\x07g61757e\x00\x12a61757e.mmx-61757e\x00\x00\x00\x01"
 CHECKPOINT_VALUE = b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\n\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00"
 
@@ -32,7 +35,12 @@ _OFFSETS = st.integers(0, 2**62)
 
 def test_connects_offsets_topic_records() -> None:
     key = source_offset_key(b'["MirrorSourceConnector",{"cluster":"A","partition":1,"topic":"orders"}]')
-    assert key is not None and (key.connector, key.cluster, key.topic, key.partition) == ("MirrorSourceConnector", "A", "orders", 1)
+    assert key is not None and (key.connector, key.cluster, key.topic, key.partition) == (
+        "MirrorSourceConnector",
+        "A",
+        "orders",
+        1,
+    )
     assert source_offset_value(b'{"offset":49}') == 49
     assert source_offset_value(None) is None  # a tombstone
     assert source_offset_key(b'["MirrorCheckpointConnector",{"partition":1,"topic":"A.t","group":"g"}]') is None
@@ -61,9 +69,13 @@ def test_checkpoints_round_trip(group: str, topic: str, partition: int, upstream
 def test_a_topic_decodes_to_its_records_in_order_past_tombstones_and_foreign_records() -> None:
     later = encode_offset_sync(OffsetSync("mmx-61757e", 1, 60, 60))
     found = [(SYNC_KEY, SYNC_VALUE), (SYNC_KEY, None), (None, SYNC_VALUE), (b"\x00", b"?"), later]
-    assert list(decoded(found, offset_sync)) == [OffsetSync("mmx-61757e", 1, 49, 49), OffsetSync("mmx-61757e", 1, 60, 60)]
+    assert list(decoded(found, offset_sync)) == [
+        OffsetSync("mmx-61757e", 1, 49, 49),
+        OffsetSync("mmx-61757e", 1, 60, 60),
+    ]
     assert list(decoded([(CHECKPOINT_KEY, CHECKPOINT_VALUE), (SYNC_KEY, SYNC_VALUE)], checkpoint)) == [
-        checkpoint(CHECKPOINT_KEY, CHECKPOINT_VALUE)]
+        checkpoint(CHECKPOINT_KEY, CHECKPOINT_VALUE)
+    ]
 
 
 def test_a_takeover_starts_after_the_last_flushed_record_and_counts_what_mirrormaker2_copied_since() -> None:
@@ -88,7 +100,8 @@ def test_without_any_record_of_mirrormaker2_the_partition_starts_as_a_new_one() 
 
 @given(st.integers(0, 10_000), st.integers(0, 10_000), st.integers(0, 10_000), st.integers(0, 10_000))
 def test_the_recopied_count_is_what_lies_between_the_start_and_mirrormaker2s_last_copy(
-        sync_at: int, offset_shift: int, flushed_behind: int, written_after_sync: int) -> None:
+    sync_at: int, offset_shift: int, flushed_behind: int, written_after_sync: int
+) -> None:
     # Contiguous source offsets: destination d holds source d - offset_shift.
     last_written = sync_at + written_after_sync  # the source offset of MirrorMaker 2's last copy
     flushed = max(0, last_written - flushed_behind)

@@ -45,6 +45,10 @@ def test_ferry_offsets_translate_has_its_help():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "ferry.cli", "offsets", "translate", "--help"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "ferry.cli", "offsets", "translate", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and "--reverse" in out.stdout, out.stderr

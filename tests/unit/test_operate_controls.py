@@ -36,7 +36,10 @@ def key(topic: str, partition: int, route: str = ROUTE) -> PartitionKey:
 def test_pausing_some_partitions_and_a_whole_topic() -> None:
     controls = Controls().pause(ROUTE, "a", [1, 2]).pause(ROUTE, "b", None)
     assert controls.paused_among([key("a", 0), key("a", 1), key("a", 2), key("b", 7)]) == {
-        key("a", 1), key("a", 2), key("b", 7)}
+        key("a", 1),
+        key("a", 2),
+        key("b", 7),
+    }
     assert not controls.is_paused(key("a", 1, route="x.y"))
     resumed = controls.resume(ROUTE, "a", [1]).resume(ROUTE, "b", None)
     assert resumed.paused == {ROUTE: {"a": frozenset({2})}}
@@ -51,8 +54,14 @@ def test_a_topic_paused_whole_is_resumed_whole() -> None:
 
 
 def test_controls_round_trip_through_their_payload() -> None:
-    controls = (Controls().pause(ROUTE, "a", [0]).cordon("w1", CORDON).cordon("w2", DRAIN)
-                .with_autobalancing(False).throttle(ROUTE, Throttle(None, 100.0)))
+    controls = (
+        Controls()
+        .pause(ROUTE, "a", [0])
+        .cordon("w1", CORDON)
+        .cordon("w2", DRAIN)
+        .with_autobalancing(False)
+        .throttle(ROUTE, Throttle(None, 100.0))
+    )
     assert Controls.from_bytes(controls.to_bytes()) == controls
     assert controls.drained() == {"w2"}
     assert controls.uncordon("w2").drained() == set()
@@ -63,16 +72,20 @@ def test_controls_round_trip_through_their_payload() -> None:
 
 
 def test_a_routes_budget_splits_by_each_workers_share_of_its_partitions() -> None:
-    assignment = {key("a", 0): "w1", key("a", 1): "w1", key("a", 2): "w1", key("a", 3): "w2",
-                  key("a", 0, route="x.y"): "w3"}
+    assignment = {
+        key("a", 0): "w1",
+        key("a", 1): "w1",
+        key("a", 2): "w1",
+        key("a", 3): "w2",
+        key("a", 0, route="x.y"): "w3",
+    }
     split = shares({ROUTE: Throttle(1000.0, 100.0)}, assignment)
     assert split == {"w1": {ROUTE: Throttle(750.0, 75.0)}, "w2": {ROUTE: Throttle(250.0, 25.0)}}
     assert shares_from_bytes(shares_to_bytes(split)) == split
     assert shares({}, assignment) == {}
 
 
-@given(st.dictionaries(st.integers(0, 50), st.sampled_from(["w1", "w2", "w3"]), min_size=1),
-       st.floats(1, 1e6))
+@given(st.dictionaries(st.integers(0, 50), st.sampled_from(["w1", "w2", "w3"]), min_size=1), st.floats(1, 1e6))
 def test_the_shares_add_up_to_the_budget(placement: dict[int, str], rate: float) -> None:
     split = shares({ROUTE: Throttle(None, rate)}, {key("t", p): w for p, w in placement.items()})
     total = sum(t[ROUTE].max_records_per_s or 0 for t in split.values())
@@ -114,7 +127,8 @@ def test_a_new_rate_keeps_what_was_saved_up_to_the_new_capacity() -> None:
 @settings(max_examples=30, deadline=None)
 @given(st.floats(5, 500), st.integers(1, 2000), st.lists(st.floats(0.00001, 0.0001), min_size=1, max_size=30))
 def test_batches_that_take_what_the_bucket_allows_hold_the_rate_over_30_seconds(
-        rate: float, batch: int, steps: list[float]) -> None:
+    rate: float, batch: int, steps: list[float]
+) -> None:
     """A copy loop taking, per batch, min(batch, allowance) records holds the rate within 10 % over 30 s."""
     throttle = RouteThrottle(None, rate)
     now, taken, i = 0.0, 0, 0
@@ -145,9 +159,14 @@ def test_a_byte_budget_spent_stops_the_next_batch() -> None:
 
 def _model(assignment: dict[int, str], workers: list[str], partitions: int = 8) -> LeaderState:
     topic = TopicKey(ROUTE, "t")
-    return LeaderState(Snapshot(
-        live={w: WorkerInfo(w, "h", 1) for w in workers}, statuses={w: WorkerStatus(0) for w in workers},
-        ideal={topic: IdealState(ROUTE, "t", partitions, assignment)}, ideal_versions={topic: 0}))
+    return LeaderState(
+        Snapshot(
+            live={w: WorkerInfo(w, "h", 1) for w in workers},
+            statuses={w: WorkerStatus(0) for w in workers},
+            ideal={topic: IdealState(ROUTE, "t", partitions, assignment)},
+            ideal_versions={topic: 0},
+        )
+    )
 
 
 def _holding(model: LeaderState) -> dict[str, int]:

@@ -26,7 +26,9 @@ class ControlsFake(FakeController):
     def operate(self) -> ControlsFake:
         return self
 
-    def pause(self, topic: str, partitions: list[int] | None, route: str | None, resume: bool = False) -> dict[str, Any]:
+    def pause(
+        self, topic: str, partitions: list[int] | None, route: str | None, resume: bool = False
+    ) -> dict[str, Any]:
         self._call("pause", topic, partitions, route, resume)
         return {"topic": topic, "paused": {}}
 
@@ -59,36 +61,43 @@ def client(fake: ControlsFake) -> FlaskClient:
     return create_app(as_controller_api(fake)).test_client()
 
 
-@pytest.mark.parametrize(("path", "body"), [
-    ("/topics/../pause", {}),
-    ("/topics/orders/pause", {"partitions": []}),
-    ("/topics/orders/pause", {"partitions": [-1]}),
-    ("/topics/orders/pause", {"partitions": ["0"]}),
-    ("/topics/orders/pause", {"partitions": [True]}),
-    ("/topics/orders/resume", {"route": "nodot"}),
-    ("/topics/orders/resume", {"unknown": 1}),
-    ("/topics/orders/resume", [1]),
-    ("/workers/..bad/drain", None),
-    ("/workers/%20/cordon", None),
-])
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/topics/../pause", {}),
+        ("/topics/orders/pause", {"partitions": []}),
+        ("/topics/orders/pause", {"partitions": [-1]}),
+        ("/topics/orders/pause", {"partitions": ["0"]}),
+        ("/topics/orders/pause", {"partitions": [True]}),
+        ("/topics/orders/resume", {"route": "nodot"}),
+        ("/topics/orders/resume", {"unknown": 1}),
+        ("/topics/orders/resume", [1]),
+        ("/workers/..bad/drain", None),
+        ("/workers/%20/cordon", None),
+    ],
+)
 def test_bad_pause_and_worker_requests_are_a_400(client: FlaskClient, fake: ControlsFake, path: str, body: Any) -> None:
     assert_json_error(client.post(path, json=body), 400)
     assert fake.calls == []
 
 
-@pytest.mark.parametrize(("method", "path", "body"), [
-    ("PUT", "/autobalancing", {"enabled": "yes"}),
-    ("PUT", "/autobalancing", {"enabled": True, "more": 1}),
-    ("PUT", "/autobalancing", None),
-    ("PUT", "/routes/src.dst/throttle", {"max_records_per_s": 0}),
-    ("PUT", "/routes/src.dst/throttle", {"max_records_per_s": -5}),
-    ("PUT", "/routes/src.dst/throttle", {"max_records_per_s": "5"}),
-    ("PUT", "/routes/src.dst/throttle", {"max_bytes_per_s": True}),
-    ("PUT", "/routes/src.dst/throttle", {"rate": 5}),
-    ("PUT", "/routes/nodot/throttle", {"max_records_per_s": 5}),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("PUT", "/autobalancing", {"enabled": "yes"}),
+        ("PUT", "/autobalancing", {"enabled": True, "more": 1}),
+        ("PUT", "/autobalancing", None),
+        ("PUT", "/routes/src.dst/throttle", {"max_records_per_s": 0}),
+        ("PUT", "/routes/src.dst/throttle", {"max_records_per_s": -5}),
+        ("PUT", "/routes/src.dst/throttle", {"max_records_per_s": "5"}),
+        ("PUT", "/routes/src.dst/throttle", {"max_bytes_per_s": True}),
+        ("PUT", "/routes/src.dst/throttle", {"rate": 5}),
+        ("PUT", "/routes/nodot/throttle", {"max_records_per_s": 5}),
+    ],
+)
 def test_bad_switch_and_throttle_requests_are_a_400(
-        client: FlaskClient, fake: ControlsFake, method: str, path: str, body: Any) -> None:
+    client: FlaskClient, fake: ControlsFake, method: str, path: str, body: Any
+) -> None:
     assert_json_error(client.open(path, method=method, json=body), 400)
     assert fake.calls == []
 
@@ -103,8 +112,11 @@ def test_good_requests_reach_the_controls(client: FlaskClient, fake: ControlsFak
     assert client.get("/autobalancing").get_json() == {"enabled": True}
     assert client.put("/routes/src.dst/throttle", json={"max_records_per_s": 100}).status_code == 200
     assert fake.calls == [
-        ("pause", ("orders", [0, 2], None, False)), ("pause", ("orders", None, None, True)),
-        ("cordon", ("w-1", "drain")), ("cordon", ("w-1", None)), ("autobalancing", (False,)),
+        ("pause", ("orders", [0, 2], None, False)),
+        ("pause", ("orders", None, None, True)),
+        ("cordon", ("w-1", "drain")),
+        ("cordon", ("w-1", None)),
+        ("autobalancing", (False,)),
         ("throttle", ("src.dst", Throttle(None, 100.0))),
     ]
 

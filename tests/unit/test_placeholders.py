@@ -27,6 +27,7 @@ def files(contents: dict[str, str]) -> Any:
         if path not in contents:
             raise FileNotFoundError(2, "No such file or directory")
         return contents[path]
+
     return read
 
 
@@ -54,15 +55,18 @@ def test_a_file_gives_its_content_without_trailing_line_breaks() -> None:
     assert resolve_text("${file:/s/user}:${file:/s/pw}", env={}, read_file=read) == "ferry:p@ss word"
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("${env:UNSET_ONE}", "${env:UNSET_ONE}: the environment variable UNSET_ONE is not set"),
-    ("${file:/nowhere}", "${file:/nowhere}: cannot read /nowhere: No such file or directory"),
-    ("${vault:secret/x}", "unknown placeholder '${vault:secret/x}'"),
-    ("${HOME}", "unknown placeholder '${HOME}'"),
-    ("${env:not-a-name}", "'not-a-name' is not an environment variable name"),
-    ("${file:}", "no file named"),
-    ("price: ${env:X", "without a closing '}'"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("${env:UNSET_ONE}", "${env:UNSET_ONE}: the environment variable UNSET_ONE is not set"),
+        ("${file:/nowhere}", "${file:/nowhere}: cannot read /nowhere: No such file or directory"),
+        ("${vault:secret/x}", "unknown placeholder '${vault:secret/x}'"),
+        ("${HOME}", "unknown placeholder '${HOME}'"),
+        ("${env:not-a-name}", "'not-a-name' is not an environment variable name"),
+        ("${file:}", "no file named"),
+        ("price: ${env:X", "without a closing '}'"),
+    ],
+)
 def test_what_cannot_be_resolved_is_named(text: str, problem: str) -> None:
     with pytest.raises(PlaceholderError) as raised:
         resolve_text(text, env={"X": "1"}, read_file=files({}))
@@ -78,10 +82,15 @@ def test_resolve_walks_values_not_keys_and_names_each_problem_by_its_path() -> N
 
 def test_a_cluster_password_from_the_environment_is_resolved_and_masked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FERRY_TEST_KAFKA_PASSWORD", "kafka-pw-0123")
-    config = parse_config({**BASE, "clusters": {
-        "src": {"bootstrap.servers": "a:9092", "sasl.password": "${env:FERRY_TEST_KAFKA_PASSWORD}"},
-        "dst": {"bootstrap.servers": "b:9092", "ssl.key.password": "written-in-the-file"},
-    }})
+    config = parse_config(
+        {
+            **BASE,
+            "clusters": {
+                "src": {"bootstrap.servers": "a:9092", "sasl.password": "${env:FERRY_TEST_KAFKA_PASSWORD}"},
+                "dst": {"bootstrap.servers": "b:9092", "ssl.key.password": "written-in-the-file"},
+            },
+        }
+    )
     assert config.clusters["src"]["sasl.password"] == "kafka-pw-0123"
     assert isinstance(config.clusters["src"]["sasl.password"], Secret)
     for shown in (repr(config), str(config), repr(config.clusters), repr(config.model_dump())):
@@ -91,17 +100,36 @@ def test_a_cluster_password_from_the_environment_is_resolved_and_masked(monkeypa
 def test_every_unresolvable_placeholder_is_a_config_error_naming_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FERRY_TEST_UNSET", raising=False)
     with pytest.raises(ConfigError) as raised:
-        parse_config({**BASE, "clusters": {
-            "src": {"bootstrap.servers": "a:9092", "sasl.password": "${env:FERRY_TEST_UNSET}"},
-            "dst": {"bootstrap.servers": "b:9092", "ssl.key.password": "${file:/nonexistent/key-password}"},
-        }})
+        parse_config(
+            {
+                **BASE,
+                "clusters": {
+                    "src": {"bootstrap.servers": "a:9092", "sasl.password": "${env:FERRY_TEST_UNSET}"},
+                    "dst": {"bootstrap.servers": "b:9092", "ssl.key.password": "${file:/nonexistent/key-password}"},
+                },
+            }
+        )
     message = str(raised.value)
-    assert "clusters.src.sasl.password: ${env:FERRY_TEST_UNSET}: the environment variable FERRY_TEST_UNSET is not set" in message
+    assert (
+        "clusters.src.sasl.password: ${env:FERRY_TEST_UNSET}: the environment variable FERRY_TEST_UNSET is not set"
+        in message
+    )
     assert "clusters.dst.ssl.key.password: ${file:/nonexistent/key-password}: cannot read" in message
 
 
 def test_a_literal_dollar_brace_is_written_doubled() -> None:
-    config = parse_config({**BASE, "clusters": {**BASE["clusters"], "src": {
-        "bootstrap.servers": "a:9092", "sasl.username": "$${env:NOT_A_PLACEHOLDER}", "client.id": "costs $$5"}}})
+    config = parse_config(
+        {
+            **BASE,
+            "clusters": {
+                **BASE["clusters"],
+                "src": {
+                    "bootstrap.servers": "a:9092",
+                    "sasl.username": "$${env:NOT_A_PLACEHOLDER}",
+                    "client.id": "costs $$5",
+                },
+            },
+        }
+    )
     assert config.clusters["src"]["sasl.username"] == "${env:NOT_A_PLACEHOLDER}"
     assert config.clusters["src"]["client.id"] == "costs $$5"  # only $${ is an escape

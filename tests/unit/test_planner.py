@@ -30,12 +30,18 @@ def live(*workers: str) -> dict[str, WorkerInfo]:
     return {w: WorkerInfo(w, "host", 1) for w in workers}
 
 
-def status(partitions: Iterable[PartitionKey] = (), state: str = PartitionState.ONLINE, leaving: bool = False,
-           generation: int = 1) -> WorkerStatus:
+def status(
+    partitions: Iterable[PartitionKey] = (),
+    state: str = PartitionState.ONLINE,
+    leaving: bool = False,
+    generation: int = 1,
+) -> WorkerStatus:
     return WorkerStatus(generation, {p: PartitionStatus(state) for p in partitions}, leaving=leaving)
 
 
-def ideal(count: int, assignment: Mapping[int, str] | None = None, topic: TopicKey = ORDERS) -> dict[TopicKey, IdealState]:
+def ideal(
+    count: int, assignment: Mapping[int, str] | None = None, topic: TopicKey = ORDERS
+) -> dict[TopicKey, IdealState]:
     return {topic: IdealState(topic.route, topic.topic, count, dict(assignment or {}))}
 
 
@@ -178,10 +184,15 @@ def test_a_move_from_a_live_worker_waits_until_it_released_the_partition() -> No
     assert step1.assignments["b"] == frozenset()
 
     # a reported the moved partitions OFFLINE: now b is told to copy them.
-    released = {"a": WorkerStatus(2, {
-        **{p: PartitionStatus(PartitionState.ONLINE) for p in staying},
-        **{p: PartitionStatus(PartitionState.OFFLINE) for p in moving},
-    })}
+    released = {
+        "a": WorkerStatus(
+            2,
+            {
+                **{p: PartitionStatus(PartitionState.ONLINE) for p in staying},
+                **{p: PartitionStatus(PartitionState.OFFLINE) for p in moving},
+            },
+        )
+    }
     step2 = run(step1.ideal, live("a", "b"), released, written=step1.assignments)
     assert step2.ideal[ORDERS].assignment == step1.ideal[ORDERS].assignment
     assert step2.assignments == {"a": frozenset(staying), "b": frozenset(moving)}
@@ -234,7 +245,9 @@ def test_a_retained_worker_whose_partitions_are_withheld_gets_no_node() -> None:
     assert again.assignments == {"w1": frozenset()}
     # Once w1 released it, the partition is granted to w0 (still retained): its node is created then.
     released = {"w1": status([key(0)], PartitionState.OFFLINE)}
-    granted = run(again.ideal, live("w1"), released, written=again.assignments, departed_at=again.departed_at, now=1002.0)
+    granted = run(
+        again.ideal, live("w1"), released, written=again.assignments, departed_at=again.departed_at, now=1002.0
+    )
     assert granted.assignments == {"w1": frozenset(), "w0": frozenset({key(0)})}
 
 
@@ -250,16 +263,21 @@ def test_external_views_are_built_for_every_ideal_topic() -> None:
     deleted = TopicKey(ROUTE, "deleted")
     states = {**ideal(2, {0: "w1", 1: "w2"}), **ideal(1, topic=clicks), **ideal(1, topic=other_route)}
     statuses = {
-        "w1": WorkerStatus(1, {key(0): PartitionStatus(PartitionState.ONLINE),
-                               key(0, deleted): PartitionStatus(PartitionState.ONLINE)}),
+        "w1": WorkerStatus(
+            1, {key(0): PartitionStatus(PartitionState.ONLINE), key(0, deleted): PartitionStatus(PartitionState.ONLINE)}
+        ),
         "w2": WorkerStatus(1, {key(1): PartitionStatus(PartitionState.ERROR, "MSG_SIZE_TOO_LARGE")}),
     }
     result = run(states, live("w1", "w2"), statuses)
     assert set(result.external) == {ORDERS, clicks, other_route}  # not the deleted topic a worker still reports
-    assert result.external[ORDERS] == ExternalView(ROUTE, "orders", {
-        0: {"worker": "w1", "state": "ONLINE"},
-        1: {"worker": "w2", "state": "ERROR", "reason": "MSG_SIZE_TOO_LARGE"},
-    })
+    assert result.external[ORDERS] == ExternalView(
+        ROUTE,
+        "orders",
+        {
+            0: {"worker": "w1", "state": "ONLINE"},
+            1: {"worker": "w2", "state": "ERROR", "reason": "MSG_SIZE_TOO_LARGE"},
+        },
+    )
     assert result.external[clicks] == ExternalView(ROUTE, "clicks")
     assert result.external[other_route] == ExternalView("dst.src", "orders")
 

@@ -44,8 +44,9 @@ def test_a_second_hop_extends_the_path_keeps_the_flags_and_replaces_the_header()
     assert stamp(once, "b", 7, flags=5)[-1] == (HEADER, b"1|a,b|5|7")
 
 
-@pytest.mark.parametrize("value", [b"", b"2|a|0|1", b"1|a|0", b"1||0|1", b"1|a|x|1", b"1|a|0|-1", b"1|a,,b|0|1",
-                                   b"1|a|0|1|9", None])
+@pytest.mark.parametrize(
+    "value", [b"", b"2|a|0|1", b"1|a|0", b"1||0|1", b"1|a|x|1", b"1|a|0|-1", b"1|a,,b|0|1", b"1|a|0|1|9", None]
+)
 def test_malformed_or_unknown_headers_are_refused(value: bytes | None) -> None:
     with pytest.raises(ProvenanceError):
         decode(value)
@@ -68,26 +69,41 @@ def test_application_headers_survive_any_number_of_hops(headers: list[tuple[str,
 # -- Stamper: the copier's per-record form of stamp() and the route's copy decision ---------------
 
 # Few clusters and flags, so records share heads and hit the stamper's cache.
-_valid_values = st.builds(encode, st.lists(st.sampled_from(["a", "b", "src", "dst"]), min_size=1, max_size=3),
-                          st.integers(0, 7), st.integers(0, 2**40))
+_valid_values = st.builds(
+    encode,
+    st.lists(st.sampled_from(["a", "b", "src", "dst"]), min_size=1, max_size=3),
+    st.integers(0, 7),
+    st.integers(0, 2**40),
+)
 _any_values = st.one_of(
-    _valid_values, st.none(), st.binary(max_size=12),
+    _valid_values,
+    st.none(),
+    st.binary(max_size=12),
     st.sampled_from([b"", b"1|a|0|", b"1|a|0|-1", b"1|a|0| 7", b"1|a|0|x", b"1|a|0|1_0", b"2|a|0|1", b"1|a|0|1|2"]),
     # a valid head with any tail: the cached head must not let a bad offset through
     st.builds(lambda v, tail: v.rpartition(b"|")[0] + b"|" + tail, _valid_values, st.binary(max_size=6)),
 )
 # A record's headers: None, or any mix of application headers and Ferry's (none, one, or several).
-_record_headers = st.one_of(st.none(), st.lists(st.one_of(
-    st.tuples(st.sampled_from(["a", "b", "trace"]), st.one_of(st.none(), st.binary(max_size=4))),
-    st.tuples(st.just(HEADER), st.one_of(st.none(), _any_values)),
-    st.tuples(st.just(HEADER), _valid_values)), max_size=4))
+_record_headers = st.one_of(
+    st.none(),
+    st.lists(
+        st.one_of(
+            st.tuples(st.sampled_from(["a", "b", "trace"]), st.one_of(st.none(), st.binary(max_size=4))),
+            st.tuples(st.just(HEADER), st.one_of(st.none(), _any_values)),
+            st.tuples(st.just(HEADER), _valid_values),
+        ),
+        max_size=4,
+    ),
+)
 
 
 def _decisions() -> st.SearchStrategy[Any]:
     """None (copy all, keep flags), loop prevention, or a tree level: the route's decision."""
-    loop = st.builds(lambda origins: (lambda p: copy_flags(p, "dst", frozenset(origins), None)),
-                     st.sets(st.sampled_from(["a", "b", "src", "dst"])))
-    level = st.builds(lambda n: (lambda p: copy_flags(p, "dst", None, n)), st.integers(1, 4))
+    loop = st.builds(
+        lambda origins: lambda p: copy_flags(p, "dst", frozenset(origins), None),
+        st.sets(st.sampled_from(["a", "b", "src", "dst"])),
+    )
+    level = st.builds(lambda n: lambda p: copy_flags(p, "dst", None, n), st.integers(1, 4))
     return st.one_of(st.none(), loop, level)
 
 
@@ -102,10 +118,14 @@ def _reference(headers: list[tuple[str, bytes | None]] | None, offset: int, deci
     return [*others, (HEADER, encode(path, flags, offset))]
 
 
-@given(st.lists(st.tuples(_record_headers, st.integers(0, 2**63 - 1)), min_size=1, max_size=12), _decisions(),
-       st.integers(1, 3))
+@given(
+    st.lists(st.tuples(_record_headers, st.integers(0, 2**63 - 1)), min_size=1, max_size=12),
+    _decisions(),
+    st.integers(1, 3),
+)
 def test_the_stamper_is_byte_identical_to_stamp_with_the_decision(
-        records: list[Any], decide: Any, cache_size: int) -> None:
+    records: list[Any], decide: Any, cache_size: int
+) -> None:
     # Several records through one stamper, so later ones hit its cache (also when it overflows).
     stamper = Stamper("src", decide)
     stamper.MAX_CACHED = cache_size

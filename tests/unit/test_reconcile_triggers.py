@@ -44,13 +44,26 @@ def wait_for(condition: Callable[[], Any], timeout_s: float, what: str) -> None:
 
 @pytest.fixture
 def parts() -> Iterator[tuple[Reconciler, ControllerMetrics]]:
-    config = parse_config({"zookeeper": {"connect": "127.0.0.1:1"}, "clusters": {name: {"bootstrap.servers": "127.0.0.1:1"} for name in ("src", "dst")},
-                           "routes": [{"source": "src", "destination": "dst"}]})
+    config = parse_config(
+        {
+            "zookeeper": {"connect": "127.0.0.1:1"},
+            "clusters": {name: {"bootstrap.servers": "127.0.0.1:1"} for name in ("src", "dst")},
+            "routes": [{"source": "src", "destination": "dst"}],
+        }
+    )
     metrics = ControllerMetrics(cast(Any, StubStore()), lambda: 0)
     scheduler = make_scheduler(metrics)
     scheduler.start()
-    reconciler = Reconciler(config, cast(Any, None), ZkLayout("/"), cast(Any, StubStore()),
-                            cast(Any, StubLeadership()), scheduler, metrics, time.time)
+    reconciler = Reconciler(
+        config,
+        cast(Any, None),
+        ZkLayout("/"),
+        cast(Any, StubStore()),
+        cast(Any, StubLeadership()),
+        scheduler,
+        metrics,
+        time.time,
+    )
     try:
         yield reconciler, metrics
     finally:

@@ -45,12 +45,22 @@ def test_post_topics_passes_a_topics_own_start_and_put_refuses_one(client: Flask
     assert bulk.status_code == 201, bulk.get_json()
     assert fake.calls == [
         ("add_topic", ("orders", None, None, 1769860800000)),
-        ("add_topics", ([{"topic": "a", "numPartitions": None, "start": "latest"},
-                         {"topic": "b", "numPartitions": None, "start": None}], None)),
+        (
+            "add_topics",
+            (
+                [
+                    {"topic": "a", "numPartitions": None, "start": "latest"},
+                    {"topic": "b", "numPartitions": None, "start": None},
+                ],
+                None,
+            ),
+        ),
     ]
-    for body, wrong in (({"topic": "orders", "start": "soon"}, "start: must be earliest, latest"),
-                        ({"topic": "orders", "start": True}, "start"),
-                        ({"topics": [{"topic": "a", "start": -5.5}]}, "topics.0.start")):
+    for body, wrong in (
+        ({"topic": "orders", "start": "soon"}, "start: must be earliest, latest"),
+        ({"topic": "orders", "start": True}, "start"),
+        ({"topics": [{"topic": "a", "start": -5.5}]}, "topics.0.start"),
+    ):
         answer = client.post("/topics", json=body)
         assert answer.status_code == 400 and wrong in answer.get_json()["error"], answer.get_json()
     refused = client.put("/topics", json={"topic": "orders", "numPartitions": 9, "start": "latest"})
@@ -66,10 +76,22 @@ def test_reads_and_other_writes_answer_200(client: FlaskClient, fake: FakeContro
     assert client.delete("/topics/orders").get_json() == {"topic": "orders", "deleted": True}
     assert client.get("/instances").status_code == 200
     assert client.post("/instances").get_json() == {"rebalanced": True, "moved": 0}
-    assert client.get("/validation").get_json() == {"ok": True, "summary": {}, "mismatches": [], "spark": None, "failover": {},
-                                                     "notices": []}
+    assert client.get("/validation").get_json() == {
+        "ok": True,
+        "summary": {},
+        "mismatches": [],
+        "spark": None,
+        "failover": {},
+        "notices": [],
+    }
     assert [name for name, _ in fake.calls] == [
-        "list_topics", "topic_view", "expand_topic", "delete_topic", "instances", "rebalance_now", "validation",
+        "list_topics",
+        "topic_view",
+        "expand_topic",
+        "delete_topic",
+        "instances",
+        "rebalance_now",
+        "validation",
     ]
 
 
@@ -151,8 +173,16 @@ def test_an_unknown_url_is_a_404_json_answer(client: FlaskClient) -> None:
     assert_json_error(client.get("/no/such/thing"), 404)
 
 
-@pytest.mark.parametrize(("method", "url"), [("PATCH", "/topics"), ("DELETE", "/topics"), ("PUT", "/instances"),
-                                             ("POST", "/health"), ("POST", "/topics/orders")])
+@pytest.mark.parametrize(
+    ("method", "url"),
+    [
+        ("PATCH", "/topics"),
+        ("DELETE", "/topics"),
+        ("PUT", "/instances"),
+        ("POST", "/health"),
+        ("POST", "/topics/orders"),
+    ],
+)
 def test_a_wrong_method_is_a_405_json_answer(client: FlaskClient, method: str, url: str) -> None:
     assert_json_error(client.open(url, method=method, json={}), 405)
 
@@ -233,9 +263,14 @@ def test_two_standbys_naming_each_other_do_not_loop(serve: Callable[[Flask], str
     # Both believe the other leads (a stale leader node): one hop, then 503, relayed back.
     a = FakeController("a", leading=False)
     b = FakeController("b", leading=False)
-    a_url, b_url = serve(create_app(as_controller_api(a), forward_timeout_s=5)), serve(create_app(as_controller_api(b), forward_timeout_s=5))
+    a_url, b_url = (
+        serve(create_app(as_controller_api(a), forward_timeout_s=5)),
+        serve(create_app(as_controller_api(b), forward_timeout_s=5)),
+    )
     a.leader_info, b.leader_info = {"id": "b", "rest_url": b_url}, {"id": "a", "rest_url": a_url}
-    response = create_app(as_controller_api(a), forward_timeout_s=5).test_client().post("/topics", json={"topic": "orders"})
+    response = (
+        create_app(as_controller_api(a), forward_timeout_s=5).test_client().post("/topics", json={"topic": "orders"})
+    )
     assert_json_error(response, 503)
     assert a.calls == [] and b.calls == []
 
@@ -245,7 +280,9 @@ def test_a_leader_that_does_not_answer_is_a_503(fake: FakeController) -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     fake.leading, fake.leader_info = False, {"id": "c2", "rest_url": f"http://127.0.0.1:{port}"}
-    body = assert_json_error(create_app(as_controller_api(fake), forward_timeout_s=2).test_client().post("/instances"), 503)
+    body = assert_json_error(
+        create_app(as_controller_api(fake), forward_timeout_s=2).test_client().post("/instances"), 503
+    )
     assert "c2" in body["error"]
 
 
@@ -269,8 +306,12 @@ def test_switching_a_target_is_checked_at_the_edge(client: FlaskClient, fake: Fa
     answer = client.post("/tree/a.L1/target", json={"target": "b"})
     assert answer.status_code == 200 and answer.get_json() == {"a.L1": "b"}
     assert fake.calls[-1] == ("switch_target", ("a.L1", "b"))
-    for path, body in [("/tree/a.b/target", {"target": "b"}), ("/tree/a.L1/target", {"target": "b/c"}),
-                       ("/tree/a.L1/target", {"leaf": "b"}), ("/tree/a.L1/target", ["b"])]:
+    for path, body in [
+        ("/tree/a.b/target", {"target": "b"}),
+        ("/tree/a.L1/target", {"target": "b/c"}),
+        ("/tree/a.L1/target", {"leaf": "b"}),
+        ("/tree/a.L1/target", ["b"]),
+    ]:
         response = client.post(path, json=body)
         assert response.status_code == 400, (path, body)
         assert "error" in response.get_json()
@@ -283,24 +324,39 @@ def test_switching_a_target_is_checked_at_the_edge(client: FlaskClient, fake: Fa
 def test_translate_answers_on_any_controller_both_ways(fake: FakeController) -> None:
     standby = create_app(as_controller_api(FakeController("c2", leading=False))).test_client()
     body = standby.get("/translate?route=src.dst&topic=orders&partition=1&offset=5").get_json()
-    assert body == {"route": "src.dst", "topic": "orders", "destinationTopic": "orders", "partition": 1,
-                    "direction": "forward", "offset": 5, "translatedOffset": 8, "exact": True, "method": "exact"}
+    assert body == {
+        "route": "src.dst",
+        "topic": "orders",
+        "destinationTopic": "orders",
+        "partition": 1,
+        "direction": "forward",
+        "offset": 5,
+        "translatedOffset": 8,
+        "exact": True,
+        "method": "exact",
+    }
     client = create_app(as_controller_api(fake)).test_client()
-    assert client.get("/translate?topic=orders&partition=0&offset=8&direction=reverse").get_json()["direction"] == "reverse"
+    assert (
+        client.get("/translate?topic=orders&partition=0&offset=8&direction=reverse").get_json()["direction"]
+        == "reverse"
+    )
     assert fake.calls == [("translate_offset", (None, "orders", 0, 8, True))]
 
 
-@pytest.mark.parametrize("query", [
-    "topic=orders&partition=0",  # no offset
-    "topic=orders&partition=-1&offset=0",
-    "topic=orders&partition=0&offset=abc",
-    "topic=orders&partition=0&offset=99999999999999999999",
-    "topic=orders&partition=2147483647&offset=0",
-    "topic=..&partition=0&offset=0",
-    "topic=orders&partition=0&offset=0&direction=sideways",
-    "topic=orders&partition=0&offset=0&route=nodot",
-    "topic=orders&partition=0&offset=0&group=g",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "topic=orders&partition=0",  # no offset
+        "topic=orders&partition=-1&offset=0",
+        "topic=orders&partition=0&offset=abc",
+        "topic=orders&partition=0&offset=99999999999999999999",
+        "topic=orders&partition=2147483647&offset=0",
+        "topic=..&partition=0&offset=0",
+        "topic=orders&partition=0&offset=0&direction=sideways",
+        "topic=orders&partition=0&offset=0&route=nodot",
+        "topic=orders&partition=0&offset=0&group=g",
+    ],
+)
 def test_translate_refuses_bad_input_with_a_400(client: FlaskClient, fake: FakeController, query: str) -> None:
     assert_json_error(client.get(f"/translate?{query}"), 400)
     assert fake.calls == []

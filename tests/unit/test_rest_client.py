@@ -35,8 +35,14 @@ def _controller(seen: list[dict[str, Any]]) -> Flask:
 
     @app.route("/<path:path>", methods=["GET", "POST", "PUT"])
     def answer(path: str) -> Any:
-        seen.append({"method": request.method, "path": f"/{path}", "body": request.get_json(silent=True),
-                     "authorization": request.headers.get("Authorization")})
+        seen.append(
+            {
+                "method": request.method,
+                "path": f"/{path}",
+                "body": request.get_json(silent=True),
+                "authorization": request.headers.get("Authorization"),
+            }
+        )
         if path == "topics/unknown/pause":
             return jsonify(error="topic unknown is not mirrored"), 404
         if path == "broken":
@@ -56,11 +62,16 @@ def _args(*argv: str) -> argparse.Namespace:
 
 def _config(tmp_path: Path, controller: dict[str, Any]) -> str:
     path = tmp_path / "ferry.yaml"
-    path.write_text(yaml.safe_dump({"zookeeper": {"connect": "127.0.0.1:1"},
-                                    "clusters": {"src": {"bootstrap.servers": "127.0.0.1:1"},
-                                                 "dst": {"bootstrap.servers": "127.0.0.1:1"}},
-                                    "routes": [{"source": "src", "destination": "dst"}],
-                                    "controller": controller}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "zookeeper": {"connect": "127.0.0.1:1"},
+                "clusters": {"src": {"bootstrap.servers": "127.0.0.1:1"}, "dst": {"bootstrap.servers": "127.0.0.1:1"}},
+                "routes": [{"source": "src", "destination": "dst"}],
+                "controller": controller,
+            }
+        )
+    )
     return str(path)
 
 
@@ -80,9 +91,17 @@ def test_without_url_the_controller_is_the_configs_and_a_wildcard_host_the_loopb
 def test_a_controller_with_tls_is_asked_over_https_verified_with_its_ca(tmp_path: Path) -> None:
     for name in ("ca.pem", "cert.pem", "key.pem"):
         (tmp_path / name).write_text("-")
-    path = _config(tmp_path, {"rest_port": 9443, "tls": {"cert_file": str(tmp_path / "cert.pem"),
-                                                         "key_file": str(tmp_path / "key.pem"),
-                                                         "ca_file": str(tmp_path / "ca.pem")}})
+    path = _config(
+        tmp_path,
+        {
+            "rest_port": 9443,
+            "tls": {
+                "cert_file": str(tmp_path / "cert.pem"),
+                "key_file": str(tmp_path / "key.pem"),
+                "ca_file": str(tmp_path / "ca.pem"),
+            },
+        },
+    )
     client = ControllerClient.from_args(_args("--config", path), environ={})
     assert client.url == "https://127.0.0.1:9443" and client.verify == str(tmp_path / "ca.pem")
 
@@ -95,11 +114,16 @@ def test_neither_url_nor_config_is_a_config_error() -> None:
 def test_the_token_comes_from_the_named_environment_variable(serve: Callable[[Flask], str]) -> None:
     seen: list[dict[str, Any]] = []
     url = serve(_controller(seen))
-    client = ControllerClient.from_args(_args("--url", url, "--token-env", "OPS_TOKEN"), environ={"OPS_TOKEN": "s3cret"})
-    assert client.call("PUT", "/autobalancing", {"enabled": False}) == {"path": "/autobalancing",
-                                                                       "body": {"enabled": False}}
-    assert seen == [{"method": "PUT", "path": "/autobalancing", "body": {"enabled": False},
-                     "authorization": "Bearer s3cret"}]
+    client = ControllerClient.from_args(
+        _args("--url", url, "--token-env", "OPS_TOKEN"), environ={"OPS_TOKEN": "s3cret"}
+    )
+    assert client.call("PUT", "/autobalancing", {"enabled": False}) == {
+        "path": "/autobalancing",
+        "body": {"enabled": False},
+    }
+    assert seen == [
+        {"method": "PUT", "path": "/autobalancing", "body": {"enabled": False}, "authorization": "Bearer s3cret"}
+    ]
 
 
 def test_a_refusal_names_the_status_and_the_controllers_error(serve: Callable[[Flask], str]) -> None:
@@ -124,7 +148,9 @@ def test_no_controller_is_named_with_its_url() -> None:
     assert isinstance(unreachable.value, ControllerCallError)
 
 
-def test_a_control_prints_the_controllers_answer(serve: Callable[[Flask], str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_control_prints_the_controllers_answer(
+    serve: Callable[[Flask], str], capsys: pytest.CaptureFixture[str]
+) -> None:
     seen: list[dict[str, Any]] = []
     url = serve(_controller(seen))
     assert main(["pause", "--url", url, "orders", "0", "2", "--route", "src.dst"]) == 0
@@ -132,13 +158,17 @@ def test_a_control_prints_the_controllers_answer(serve: Callable[[Flask], str], 
     assert '"path": "/topics/orders/pause"' in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("argv", "line"), [
-    (["pause", "unknown"], "ferry: the controller answered 404: topic unknown is not mirrored"),
-    (["workers", "drain", "w1", "--url", CLOSED], f"ferry: no controller at {CLOSED}: ConnectionError"),
-    (["autobalancing"], "ferry: give the controller as --url URL or --config FILE"),
-])
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["pause", "unknown"], "ferry: the controller answered 404: topic unknown is not mirrored"),
+        (["workers", "drain", "w1", "--url", CLOSED], f"ferry: no controller at {CLOSED}: ConnectionError"),
+        (["autobalancing"], "ferry: give the controller as --url URL or --config FILE"),
+    ],
+)
 def test_a_control_that_fails_is_one_line_and_exit_status_2(
-        serve: Callable[[Flask], str], capsys: pytest.CaptureFixture[str], argv: list[str], line: str) -> None:
+    serve: Callable[[Flask], str], capsys: pytest.CaptureFixture[str], argv: list[str], line: str
+) -> None:
     url = serve(_controller([]))
     given = argv if "--url" in argv or argv == ["autobalancing"] else [*argv, "--url", url]
     assert main(given) == 2
@@ -146,31 +176,44 @@ def test_a_control_that_fails_is_one_line_and_exit_status_2(
 
 
 def test_schemas_keeps_its_own_words_for_a_controller_that_does_not_answer(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _config(tmp_path, {"rest_port": 1})
     assert main(["schemas", "--config", path, "status"]) == 2
-    assert capsys.readouterr().err.splitlines() == [f"ferry: the controller at {CLOSED} did not answer: ConnectionError"]
+    assert capsys.readouterr().err.splitlines() == [
+        f"ferry: the controller at {CLOSED} did not answer: ConnectionError"
+    ]
 
 
-def test_schemas_reads_the_controllers_report(serve: Callable[[Flask], str], tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_schemas_reads_the_controllers_report(
+    serve: Callable[[Flask], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = serve(_controller([]))
     assert main(["schemas", "--config", _config(tmp_path, {}), "--url", url, "diff"]) == 0
     assert capsys.readouterr().out.strip() == "every subject of src is in sync on dst"
 
 
 def test_tree_without_a_controller_prints_the_configured_tree_and_exits_1(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "tree.yaml"
-    path.write_text(yaml.safe_dump({"zookeeper": {"connect": "127.0.0.1:1"},
-                                    "clusters": {"a": {"bootstrap.servers": "127.0.0.1:1"},
-                                                 "b": {"bootstrap.servers": "127.0.0.1:1"}},
-                                    "routes": [], "tree": {"layout": "(a,b)", "include": [".*"]},
-                                    "controller": {"rest_port": 1}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "zookeeper": {"connect": "127.0.0.1:1"},
+                "clusters": {"a": {"bootstrap.servers": "127.0.0.1:1"}, "b": {"bootstrap.servers": "127.0.0.1:1"}},
+                "routes": [],
+                "tree": {"layout": "(a,b)", "include": [".*"]},
+                "controller": {"rest_port": 1},
+            }
+        )
+    )
     assert main(["tree", "--config", str(path)]) == 1
     out, err = capsys.readouterr()
     assert "a.L1" in out
-    assert err.splitlines() == [f"ferry: no controller at {CLOSED} (ConnectionError): the tree above has the targets "
-                                "as configured, state unknown"]
+    assert err.splitlines() == [
+        f"ferry: no controller at {CLOSED} (ConnectionError): the tree above has the targets "
+        "as configured, state unknown"
+    ]
     assert main(["tree", "--config", str(path), "switch", "a.L1", "b"]) == 2
     assert capsys.readouterr().err.splitlines() == [f"ferry: no controller at {CLOSED}: ConnectionError"]

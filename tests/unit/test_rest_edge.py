@@ -70,12 +70,19 @@ def client(fake: ZkLikeFake) -> FlaskClient:
 
 
 @pytest.mark.parametrize("topic", [".", "..", "orders%0A"])
-@pytest.mark.parametrize(("method", "template"), [
-    ("GET", "/topics/{}"), ("HEAD", "/topics/{}"), ("DELETE", "/topics/{}"),
-    ("GET", "/offset/{}"), ("GET", "/offset/{}/0"),
-])
-def test_dot_topics_are_a_400_not_a_500(client: FlaskClient, fake: ZkLikeFake, method: str, template: str,
-                                         topic: str) -> None:
+@pytest.mark.parametrize(
+    ("method", "template"),
+    [
+        ("GET", "/topics/{}"),
+        ("HEAD", "/topics/{}"),
+        ("DELETE", "/topics/{}"),
+        ("GET", "/offset/{}"),
+        ("GET", "/offset/{}/0"),
+    ],
+)
+def test_dot_topics_are_a_400_not_a_500(
+    client: FlaskClient, fake: ZkLikeFake, method: str, template: str, topic: str
+) -> None:
     # kazoo raises "relative paths not allowed"; unchecked, the API answered 500. Werkzeug's
     # test client, like curl --path-as-is, sends the dots as they are.
     response = client.open(template.format(topic), method=method)
@@ -86,10 +93,12 @@ def test_dot_topics_are_a_400_not_a_500(client: FlaskClient, fake: ZkLikeFake, m
 
 
 @settings(max_examples=150, deadline=None)
-@given(topic=st.text(min_size=1, max_size=300), method=st.sampled_from(["GET", "DELETE", "HEAD"]),
-       prefix=st.sampled_from(["/topics/", "/offset/"]))
-def test_no_topic_in_a_path_makes_a_5xx_or_reaches_the_controller_invalid(topic: str, method: str,
-                                                                          prefix: str) -> None:
+@given(
+    topic=st.text(min_size=1, max_size=300),
+    method=st.sampled_from(["GET", "DELETE", "HEAD"]),
+    prefix=st.sampled_from(["/topics/", "/offset/"]),
+)
+def test_no_topic_in_a_path_makes_a_5xx_or_reaches_the_controller_invalid(topic: str, method: str, prefix: str) -> None:
     fake = ZkLikeFake()
     client = create_app(as_controller_api(fake)).test_client()
     if prefix == "/offset/" and method == "DELETE":
@@ -107,52 +116,71 @@ def test_a_malformed_route_query_is_a_400(client: FlaskClient, fake: ZkLikeFake,
     assert fake.calls == []
 
 
-@pytest.mark.parametrize("body", [
-    {"numPartitions": 2},
-    {"topic": "."},
-    {"topic": ".."},
-    {"topic": "a/b"},
-    {"topic": "x" * 250},
-    {"topic": "orders\n"},
-    {"topic": 7},
-    {"topic": "orders", "numPartitions": True},
-    {"topic": "orders", "numPartitions": "8"},
-    {"topic": "orders", "numPartitions": 0},
-    {"topic": "orders", "numPartitions": 2**31},
-    {"topic": "orders", "numPartitions": 2.0},
-    {"topic": "orders", "route": "nope"},
-    {"topic": "orders", "route": ["src.dst"]},
-    {"topic": "orders", "partitions": 3},
-], ids=repr)
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"numPartitions": 2},
+        {"topic": "."},
+        {"topic": ".."},
+        {"topic": "a/b"},
+        {"topic": "x" * 250},
+        {"topic": "orders\n"},
+        {"topic": 7},
+        {"topic": "orders", "numPartitions": True},
+        {"topic": "orders", "numPartitions": "8"},
+        {"topic": "orders", "numPartitions": 0},
+        {"topic": "orders", "numPartitions": 2**31},
+        {"topic": "orders", "numPartitions": 2.0},
+        {"topic": "orders", "route": "nope"},
+        {"topic": "orders", "route": ["src.dst"]},
+        {"topic": "orders", "partitions": 3},
+    ],
+    ids=repr,
+)
 @pytest.mark.parametrize("method", ["POST", "PUT"])
 def test_a_bad_body_field_is_a_400(client: FlaskClient, fake: ZkLikeFake, method: str, body: dict[str, Any]) -> None:
     assert_json_error(client.open("/topics", method=method, json=body), 400)
     assert fake.calls == []
 
 
-@pytest.mark.parametrize("body", [
-    {"topics": []},
-    {"topics": "orders"},
-    {"topics": ["orders"]},
-    {"topics": [{"topic": "."}]},
-    {"topics": [{"topic": "orders", "numPartitions": 0}]},
-    {"topics": [{"topic": "orders", "partitions": 8}]},
-    {"topics": [{"numPartitions": 8}]},
-    {"topics": [{"topic": "orders"}], "topic": "orders"},
-    {"topics": [{"topic": "orders"}], "route": "nope"},
-    {"topics": [{"topic": f"t{i}"} for i in range(1001)]},
-], ids=lambda body: repr(body)[:60])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"topics": []},
+        {"topics": "orders"},
+        {"topics": ["orders"]},
+        {"topics": [{"topic": "."}]},
+        {"topics": [{"topic": "orders", "numPartitions": 0}]},
+        {"topics": [{"topic": "orders", "partitions": 8}]},
+        {"topics": [{"numPartitions": 8}]},
+        {"topics": [{"topic": "orders"}], "topic": "orders"},
+        {"topics": [{"topic": "orders"}], "route": "nope"},
+        {"topics": [{"topic": f"t{i}"} for i in range(1001)]},
+    ],
+    ids=lambda body: repr(body)[:60],
+)
 def test_a_bad_bulk_body_is_a_400(client: FlaskClient, fake: ZkLikeFake, body: dict[str, Any]) -> None:
     assert_json_error(client.post("/topics", json=body), 400)
     assert fake.calls == []
 
 
 def test_a_bulk_post_is_one_call_with_every_topic(client: FlaskClient, fake: ZkLikeFake) -> None:
-    answer = client.post("/topics", json={"topics": [{"topic": "a", "numPartitions": 8}, {"topic": "b"}],
-                                          "route": "src.dst"})
+    answer = client.post(
+        "/topics", json={"topics": [{"topic": "a", "numPartitions": 8}, {"topic": "b"}], "route": "src.dst"}
+    )
     assert answer.status_code == 201
-    assert fake.calls == [("add_topics", ([{"topic": "a", "numPartitions": 8, "start": None},
-                                           {"topic": "b", "numPartitions": None, "start": None}], "src.dst"))]
+    assert fake.calls == [
+        (
+            "add_topics",
+            (
+                [
+                    {"topic": "a", "numPartitions": 8, "start": None},
+                    {"topic": "b", "numPartitions": None, "start": None},
+                ],
+                "src.dst",
+            ),
+        )
+    ]
     assert [t["topic"] for t in answer.get_json()["topics"]] == ["a", "b"]
 
 
@@ -162,8 +190,9 @@ def test_put_needs_num_partitions(client: FlaskClient, fake: ZkLikeFake) -> None
 
 
 def test_a_huge_body_is_a_json_413(client: FlaskClient, fake: ZkLikeFake) -> None:
-    assert_json_error(client.post("/topics", data='{"topic": "' + "x" * 100_000 + '"}',
-                                  content_type="application/json"), 413)
+    assert_json_error(
+        client.post("/topics", data='{"topic": "' + "x" * 100_000 + '"}', content_type="application/json"), 413
+    )
     assert fake.calls == []
 
 
@@ -177,8 +206,15 @@ def test_a_partition_beyond_int32_is_a_404_not_a_500(client: FlaskClient, fake: 
 
 def test_every_answer_carries_a_request_id(client: FlaskClient) -> None:
     ids = set()
-    for method, url in [("GET", "/health"), ("GET", "/topics"), ("GET", "/nowhere"), ("POST", "/topics"),
-                        ("PATCH", "/topics"), ("GET", "/openapi.json"), ("GET", "/metrics")]:
+    for method, url in [
+        ("GET", "/health"),
+        ("GET", "/topics"),
+        ("GET", "/nowhere"),
+        ("POST", "/topics"),
+        ("PATCH", "/topics"),
+        ("GET", "/openapi.json"),
+        ("GET", "/metrics"),
+    ]:
         response = client.open(url, method=method)
         ids.add(response.headers[REQUEST_ID_HEADER])
         if response.status_code >= 400:
@@ -186,10 +222,19 @@ def test_every_answer_carries_a_request_id(client: FlaskClient) -> None:
     assert len(ids) == 7
 
 
-@pytest.mark.parametrize(("offered", "kept"), [
-    ("abc-123", True), ("a" * 128, True), ("trace:1.2_3", True),
-    ("a" * 129, False), ("bad id", False), ("-starts-with-dash", False), ("x\u00e9", False), ("", False),
-])
+@pytest.mark.parametrize(
+    ("offered", "kept"),
+    [
+        ("abc-123", True),
+        ("a" * 128, True),
+        ("trace:1.2_3", True),
+        ("a" * 129, False),
+        ("bad id", False),
+        ("-starts-with-dash", False),
+        ("x\u00e9", False),
+        ("", False),
+    ],
+)
 def test_a_callers_request_id_is_kept_only_when_sane(client: FlaskClient, offered: str, kept: bool) -> None:
     got = client.get("/health", headers={REQUEST_ID_HEADER: offered}).headers[REQUEST_ID_HEADER]
     assert (got == offered) is kept
@@ -200,10 +245,15 @@ def test_a_callers_request_id_is_kept_only_when_sane(client: FlaskClient, offere
 
 
 def checker(open_reads: bool = False) -> TokenChecker:
-    return TokenChecker.from_config(RestAuthConfig(open_reads=open_reads, tokens=[
-        RestTokenConfig(name="ops", role="write", value=WRITE_TOKEN),
-        RestTokenConfig(name="dash", role="read", value=READ_TOKEN),
-    ]))
+    return TokenChecker.from_config(
+        RestAuthConfig(
+            open_reads=open_reads,
+            tokens=[
+                RestTokenConfig(name="ops", role="write", value=WRITE_TOKEN),
+                RestTokenConfig(name="dash", role="read", value=READ_TOKEN),
+            ],
+        )
+    )
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -226,8 +276,10 @@ def test_closed_reads_need_a_token_and_writes_a_write_token(fake: ZkLikeFake) ->
 
     assert_json_error(client.post("/topics", json={"topic": "orders"}), 401)
     assert_json_error(client.post("/topics", json={"topic": "orders"}, headers=bearer("x" * 20)), 401)
-    assert "only read" in assert_json_error(
-        client.post("/topics", json={"topic": "orders"}, headers=bearer(READ_TOKEN)), 403)["error"]
+    assert (
+        "only read"
+        in assert_json_error(client.post("/topics", json={"topic": "orders"}, headers=bearer(READ_TOKEN)), 403)["error"]
+    )
     assert_json_error(client.delete("/topics/orders", headers=bearer(READ_TOKEN)), 403)
     assert_json_error(client.post("/instances", headers=bearer(READ_TOKEN)), 403)
     assert len(fake.calls) == 2
@@ -283,23 +335,37 @@ def test_a_standby_forwards_the_callers_token_and_request_id(serve: Callable[[Fl
 def test_tokens_come_from_a_value_a_file_or_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "token").write_text("file-secret-0123456789\n")
     monkeypatch.setenv("FERRY_TEST_TOKEN", "env-secret-0123456789")
-    config = parse_config({**CONFIG_BASE, "controller": {"auth": {"tokens": [
-        {"name": "a", "value": "value-secret-0123456789"},
-        {"name": "b", "value": f"${{file:{tmp_path / 'token'}}}", "role": "read"},
-        {"name": "c", "value": "${env:FERRY_TEST_TOKEN}"},
-    ]}}})
+    config = parse_config(
+        {
+            **CONFIG_BASE,
+            "controller": {
+                "auth": {
+                    "tokens": [
+                        {"name": "a", "value": "value-secret-0123456789"},
+                        {"name": "b", "value": f"${{file:{tmp_path / 'token'}}}", "role": "read"},
+                        {"name": "c", "value": "${env:FERRY_TEST_TOKEN}"},
+                    ]
+                }
+            },
+        }
+    )
     assert config.controller.auth is not None
     tokens = load_tokens(config.controller.auth)
     assert [(t.name, t.role, t.secret) for t in tokens] == [
-        ("a", "write", b"value-secret-0123456789"), ("b", "read", b"file-secret-0123456789"),
-        ("c", "write", b"env-secret-0123456789")]
+        ("a", "write", b"value-secret-0123456789"),
+        ("b", "read", b"file-secret-0123456789"),
+        ("c", "write", b"env-secret-0123456789"),
+    ]
     assert "secret" not in repr(tokens) and "secret-0123456789" not in repr(config)
 
 
-@pytest.mark.parametrize(("value", "problem"), [
-    ("${env:FERRY_TEST_UNSET_VARIABLE}", "controller.auth.tokens.0.value: .*is not set"),
-    ("${file:/nonexistent/token}", "controller.auth.tokens.0.value: .*cannot read"),
-])
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("${env:FERRY_TEST_UNSET_VARIABLE}", "controller.auth.tokens.0.value: .*is not set"),
+        ("${file:/nonexistent/token}", "controller.auth.tokens.0.value: .*cannot read"),
+    ],
+)
 def test_an_unusable_token_placeholder_is_a_config_error_naming_the_key(value: str, problem: str) -> None:
     with pytest.raises(ConfigError, match=problem):
         parse_config({**CONFIG_BASE, "controller": {"auth": {"tokens": [{"name": "a", "value": value}]}}})
@@ -315,7 +381,8 @@ def test_an_unusable_token_is_a_config_error_that_does_not_show_it(value: str) -
 CONFIG_BASE: dict[str, Any] = {
     "zookeeper": {"connect": "zk:2181"},
     "clusters": {"a": {"bootstrap.servers": "a:9092"}, "b": {"bootstrap.servers": "b:9092"}},
-    "routes": [{"source": "a", "destination": "b"}]}
+    "routes": [{"source": "a", "destination": "b"}],
+}
 
 
 def test_the_config_wants_a_value_per_token_and_hides_values() -> None:
@@ -323,7 +390,14 @@ def test_the_config_wants_a_value_per_token_and_hides_values() -> None:
     with pytest.raises(ConfigError, match=r"tokens.0.value: Field required"):
         parse_config({**base, "controller": {"auth": {"tokens": [{"name": "x"}]}}})
     with pytest.raises(ConfigError, match="unique"):
-        parse_config({**base, "controller": {"auth": {"tokens": [{"name": "x", "value": "A" * 20}, {"name": "x", "value": "B" * 20}]}}})
+        parse_config(
+            {
+                **base,
+                "controller": {
+                    "auth": {"tokens": [{"name": "x", "value": "A" * 20}, {"name": "x", "value": "B" * 20}]}
+                },
+            }
+        )
     config = parse_config({**base, "controller": {"auth": {"tokens": [{"name": "x", "value": "hidden-0123456789"}]}}})
     assert "hidden-0123456789" not in repr(config)
     assert config.controller.auth is not None and config.controller.auth.open_reads is False
@@ -342,9 +416,14 @@ def test_the_openapi_document_lists_every_route_and_method(fake: ZkLikeFake) -> 
     for rule in app.url_map.iter_rules():
         if rule.endpoint == "static":
             continue
-        path = (rule.rule.replace("<topic>", "{topic}").replace("<group>", "{group}").replace("<distributor>", "{distributor}")
-                .replace("<worker>", "{worker}").replace("<route>", "{route}")
-                .replace(f"<int(max={2**31 - 2}):partition>", "{partition}"))
+        path = (
+            rule.rule.replace("<topic>", "{topic}")
+            .replace("<group>", "{group}")
+            .replace("<distributor>", "{distributor}")
+            .replace("<worker>", "{worker}")
+            .replace("<route>", "{route}")
+            .replace(f"<int(max={2**31 - 2}):partition>", "{partition}")
+        )
         served |= {(path, m) for m in rule.methods or () if m not in ("HEAD", "OPTIONS")}
     assert documented == served
     for ops in document["paths"].values():
@@ -358,10 +437,20 @@ def test_the_openapi_document_is_valid_openapi_3(auth: bool, open_reads: bool) -
 
 
 def test_the_openapi_document_follows_the_auth_settings(fake: ZkLikeFake) -> None:
-    closed = create_app(as_controller_api(fake), auth=checker(open_reads=False)).test_client().get("/openapi.json").get_json()
-    opened = create_app(as_controller_api(fake), auth=checker(open_reads=True)).test_client().get("/openapi.json").get_json()
+    closed = (
+        create_app(as_controller_api(fake), auth=checker(open_reads=False))
+        .test_client()
+        .get("/openapi.json")
+        .get_json()
+    )
+    opened = (
+        create_app(as_controller_api(fake), auth=checker(open_reads=True)).test_client().get("/openapi.json").get_json()
+    )
     assert closed["components"]["securitySchemes"]["bearerAuth"] == {
-        "type": "http", "scheme": "bearer", "description": "a token from controller.auth.tokens"}
+        "type": "http",
+        "scheme": "bearer",
+        "description": "a token from controller.auth.tokens",
+    }
     for document, reads_need in ((closed, True), (opened, False)):
         paths = document["paths"]
         assert paths["/topics"]["post"]["security"] == [{"bearerAuth": []}]

@@ -51,19 +51,34 @@ def _destination(route: str, topic: str) -> str:
 
 
 def _route_topic(route: str, destination: str) -> RouteTopic:
-    external = ExternalView(route, "orders", {0: {"worker": "w1", "state": PartitionState.ONLINE},
-                                              1: {"worker": "w2", "state": PartitionState.ERROR, "reason": "boom"}})
-    return RouteTopic(IdealState(route, "orders", 2, {0: "w1", 1: "w2"}), external, destination, f"{destination}.orders")
+    external = ExternalView(
+        route,
+        "orders",
+        {
+            0: {"worker": "w1", "state": PartitionState.ONLINE},
+            1: {"worker": "w2", "state": PartitionState.ERROR, "reason": "boom"},
+        },
+    )
+    return RouteTopic(
+        IdealState(route, "orders", 2, {0: "w1", 1: "w2"}), external, destination, f"{destination}.orders"
+    )
 
 
 def _schema_report() -> SchemaReport:
     versions = [SchemaVersion("orders-value", 1, 7, "f1"), SchemaVersion("orders-value", 2, 8, "f2")]
     status = SubjectStatus("dst", "dr-orders-value", TargetState.CONFLICT, (1,), (2,), "taken")
     return SchemaReport(
-        "src", ["dst"], 12.5, [SubjectReport("orders-value", versions, {1: "ENABLED"}, {"dst": status})],
-        False, {"dst": 1}, [ConflictReport("dst", "x-value", 1, 9, "dr-x-value", "taken")],
+        "src",
+        ["dst"],
+        12.5,
+        [SubjectReport("orders-value", versions, {1: "ENABLED"}, {"dst": status})],
+        False,
+        {"dst": 1},
+        [ConflictReport("dst", "x-value", 1, 9, "dr-x-value", "taken")],
         [Copy("dst", "orders-value", 1, 7, "dr-orders-value")],
-        [StateChange("dst", "orders-value", 2, "dr-orders-value", "DISABLED")], {"dr": "down"})
+        [StateChange("dst", "orders-value", 2, "dr-orders-value", "DISABLED")],
+        {"dr": "down"},
+    )
 
 
 def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
@@ -72,51 +87,113 @@ def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
     yield answers.Health, rest_json.health_json(Health(True, "c1", ControllerState.STANDBY, True, "c1", None))
     yield answers.TopicList, rest_json.topics_json([IdealState("a.b", "orders", 3)])
     yield answers.TopicView, rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b")}))
-    yield answers.TopicView, rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b"),
-                                                                       "a.c": _route_topic("a.c", "c")}))
+    yield (
+        answers.TopicView,
+        rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b"), "a.c": _route_topic("a.c", "c")})),
+    )
     yield answers.Deleted, rest_json.deleted_json(TopicDeleted("orders", ("a.b",)))
     yield answers.Rebalanced, rest_json.rebalanced_json(Rebalanced(3))
-    yield answers.Instances, rest_json.instances_json(Instances(
-        [Instance("w1", WorkerInfo("w1", "h", 7, "http://h:9"), ["a.b/orders/0"], 1, 0, None, True)], {"w9": ["a.b/orders/1"]}))
+    yield (
+        answers.Instances,
+        rest_json.instances_json(
+            Instances(
+                [Instance("w1", WorkerInfo("w1", "h", 7, "http://h:9"), ["a.b/orders/0"], 1, 0, None, True)],
+                {"w9": ["a.b/orders/1"]},
+            )
+        ),
+    )
     mismatches = [Mismatch(KEY, Problem.ERROR, "w1", "w1", "boom"), Mismatch(KEY, Problem.UNASSIGNED, None, None)]
     notice = {"route": "a.b", "topic": "orders", "partition": 0, "worker": None, "reason": "records deleted"}
-    yield answers.Validation, rest_json.validation_json(Validation(mismatches, {"ONLINE": 1}, {"checkedAt": 1.0},
-                                                                   {"a.b": "SYNCING"}, [notice]))
+    yield (
+        answers.Validation,
+        rest_json.validation_json(
+            Validation(mismatches, {"ONLINE": 1}, {"checkedAt": 1.0}, {"a.b": "SYNCING"}, [notice])
+        ),
+    )
     yield answers.Validation, rest_json.validation_json(Validation([], {}, None))
-    yield answers.SourceValidation, rest_json.source_validation_json(SourceValidation(
-        1, [SourceMismatch("a.b", "gone", 4, None, SourceProblem.MISSING)], {"checkedAt": 5.0, "srcKafka": {"ok": True}}))
+    yield (
+        answers.SourceValidation,
+        rest_json.source_validation_json(
+            SourceValidation(
+                1,
+                [SourceMismatch("a.b", "gone", 4, None, SourceProblem.MISSING)],
+                {"checkedAt": 5.0, "srcKafka": {"ok": True}},
+            )
+        ),
+    )
     yield answers.SourceValidation, rest_json.source_validation_json(SourceValidation(0, [], None))
     yield answers.Offsets, rest_json.offsets_json({KEY: OffsetSample(None, 4)}, _destination)
-    yield answers.NoProgress, rest_json.noprogress_json(NoProgress({KEY: 61.0}, {KEY: OffsetSample(1, 4)}, 60.0),
-                                                        _destination)
-    yield answers.Heartbeats, rest_json.heartbeats_json(HeartbeatView([Latency("a", "c", 2, 0.5, 1.0)],
-                                                                      {"a.b": None, "a.c": Latency("a", "c", 1, 0.1, 0.2)}))
+    yield (
+        answers.NoProgress,
+        rest_json.noprogress_json(NoProgress({KEY: 61.0}, {KEY: OffsetSample(1, 4)}, 60.0), _destination),
+    )
+    yield (
+        answers.Heartbeats,
+        rest_json.heartbeats_json(
+            HeartbeatView([Latency("a", "c", 2, 0.5, 1.0)], {"a.b": None, "a.c": Latency("a", "c", 1, 0.1, 0.2)})
+        ),
+    )
     translation = Translation("a.b", "app", "orders", 0, 5, 9, "b.orders", 7, "exact")
     yield answers.Groups, rest_json.groups_json(GroupCheckpoints({"app": [translation]}, {("a.b", "app"): 1.5}))
     yield answers.GroupSynced, rest_json.sync_json(SyncResult("app", 3))
     yield answers.GroupSynced, rest_json.sync_json(SyncResult("app", 0, "busy"))
-    yield answers.Translation, rest_json.offset_translation_json(
-        OffsetTranslation("a.b", "orders", "b.orders", 0, "reverse", 5, None, "pending"))
+    yield (
+        answers.Translation,
+        rest_json.offset_translation_json(
+            OffsetTranslation("a.b", "orders", "b.orders", 0, "reverse", 5, None, "pending")
+        ),
+    )
     yield answers.SchemaReport, rest_json.schema_report_json(_schema_report())
     yield answers.SchemaStatus, rest_json.schema_status_json(SchemaStatus(_schema_report(), None))
     derived = tree.distributors(tree.parse("1(a,b)"))
-    yield answers.TreeView, rest_json.tree_json(TreeView("1(a,b)", 60.0, [DistributorRow(derived[0], "b", True, COPYING)],
-                                                         ["a"], "TABLE"))
+    yield (
+        answers.TreeView,
+        rest_json.tree_json(TreeView("1(a,b)", 60.0, [DistributorRow(derived[0], "b", True, COPYING)], ["a"], "TABLE")),
+    )
     yield answers.TargetSwitched, rest_json.target_switched_json({"a.L1": "b"})
     yield answers.PausedPartitions, rest_json.paused_json({"topic": "orders", "paused": {"a.b": [0, 2], "a.c": None}})
     yield answers.WorkerControl, rest_json.worker_control_json("w1", "drain", 4)
     yield answers.WorkerControl, rest_json.worker_control_json("w1", None, 0)
     yield asked.Autobalancing, rest_json.autobalancing_json(False)
-    yield answers.ThrottleAnswer, rest_json.throttle_json({"route": "a.b", "max_bytes_per_s": 1e6, "max_records_per_s": None})
-    yield answers.Controls, rest_json.controls_json({
-        "paused": {"a.b": {"orders": [1], "audit": None}}, "cordoned": {"w1": "cordon"}, "autobalancing": True,
-        "throttles": {"a.b": {"max_bytes_per_s": None, "max_records_per_s": 10.0, "runtime": True}}})
-    planned = {"route": "a.b", "state": "FAILED_OVER", "planned": True, "groups": None, "topics": None,
-               "partitions": {"orders": 2}, "requestedAt": 1.0, "updatedAt": 2.0, "drain": {"sourceEnds": {}},
-               "report": {"partitions": [], "groups": []}, "failback": {"reverseRoute": "b.a"}, "later": 1}
+    yield (
+        answers.ThrottleAnswer,
+        rest_json.throttle_json({"route": "a.b", "max_bytes_per_s": 1e6, "max_records_per_s": None}),
+    )
+    yield (
+        answers.Controls,
+        rest_json.controls_json(
+            {
+                "paused": {"a.b": {"orders": [1], "audit": None}},
+                "cordoned": {"w1": "cordon"},
+                "autobalancing": True,
+                "throttles": {"a.b": {"max_bytes_per_s": None, "max_records_per_s": 10.0, "runtime": True}},
+            }
+        ),
+    )
+    planned = {
+        "route": "a.b",
+        "state": "FAILED_OVER",
+        "planned": True,
+        "groups": None,
+        "topics": None,
+        "partitions": {"orders": 2},
+        "requestedAt": 1.0,
+        "updatedAt": 2.0,
+        "drain": {"sourceEnds": {}},
+        "report": {"partitions": [], "groups": []},
+        "failback": {"reverseRoute": "b.a"},
+        "later": 1,
+    }
     yield answers.RouteState, rest_json.route_state_json(planned)
-    yield answers.Routes, rest_json.routes_json([{"route": "a.b", "source": "a", "destination": "b", "state": "ACTIVE"},
-                                                 {"route": "b.a", "source": "b", "destination": "a", **planned}])
+    yield (
+        answers.Routes,
+        rest_json.routes_json(
+            [
+                {"route": "a.b", "source": "a", "destination": "b", "state": "ACTIVE"},
+                {"route": "b.a", "source": "b", "destination": "a", **planned},
+            ]
+        ),
+    )
 
 
 def _ordered(value: Any) -> str:
@@ -133,13 +210,25 @@ def test_every_response_model_has_an_answer_in_the_round_trip() -> None:
 
 
 def test_absent_parts_stay_absent_and_nulls_stay_null() -> None:
-    several = rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b"), "a.c": _route_topic("a.c", "c")}))
+    several = rest_json.topic_json(
+        TopicView("orders", {"a.b": _route_topic("a.b", "b"), "a.c": _route_topic("a.c", "c")})
+    )
     assert list(several) == ["topic", "idealState", "externalView", "workers", "routes"]
     one = rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b")}))
-    assert list(one) == ["topic", "partitions", "idealState", "externalView", "workers", "destination",
-                         "destinationTopic", "routes"]
-    assert one["externalView"] == {"0": {"worker": "w1", "state": "ONLINE"},
-                                   "1": {"worker": "w2", "state": "ERROR", "reason": "boom"}}
+    assert list(one) == [
+        "topic",
+        "partitions",
+        "idealState",
+        "externalView",
+        "workers",
+        "destination",
+        "destinationTopic",
+        "routes",
+    ]
+    assert one["externalView"] == {
+        "0": {"worker": "w1", "state": "ONLINE"},
+        "1": {"worker": "w2", "state": "ERROR", "reason": "boom"},
+    }
     assert "lastError" in rest_json.schema_status_json(SchemaStatus(_schema_report(), None))
     assert rest_json.route_state_json({"route": "a.b", "state": "ACTIVE"}) == {"route": "a.b", "state": "ACTIVE"}
     state = rest_json.route_state_json({"route": "a.b", "state": "SYNCING", "planned": False, "groups": None, "x": 1})
@@ -152,54 +241,84 @@ def test_a_mismatch_has_the_keys_ferry_zk_shows() -> None:
 
 
 def test_a_topic_view_built_as_plain_dicts_is_what_its_model_writes() -> None:
-    for routes in ({"a.b": _route_topic("a.b", "b")}, {"a.b": _route_topic("a.b", "b"), "a.c": _route_topic("a.c", "c")}):
+    for routes in (
+        {"a.b": _route_topic("a.b", "b")},
+        {"a.b": _route_topic("a.b", "b"), "a.c": _route_topic("a.c", "c")},
+    ):
         shaped = rest_json.topic_json(TopicView("orders", routes))
-        per_route = {name: answers.RouteTopicView(
-            partitions=one.ideal.partitions, ideal_state={str(p): w for p, w in sorted(one.ideal.assignment.items())},
-            external_view={str(p): answers.PartitionReport(**entry) for p, entry in sorted(one.external.partitions.items())},
-            workers={"w1": [0], "w2": [1]}, destination=one.destination, destination_topic=one.destination_topic)
-            for name, one in routes.items()}
+        per_route = {
+            name: answers.RouteTopicView(
+                partitions=one.ideal.partitions,
+                ideal_state={str(p): w for p, w in sorted(one.ideal.assignment.items())},
+                external_view={
+                    str(p): answers.PartitionReport(**entry) for p, entry in sorted(one.external.partitions.items())
+                },
+                workers={"w1": [0], "w2": [1]},
+                destination=one.destination,
+                destination_topic=one.destination_topic,
+            )
+            for name, one in routes.items()
+        }
         if len(routes) == 1:
             (only,) = per_route.values()
-            model = answers.TopicView(topic="orders", partitions=2, ideal_state=only.ideal_state,
-                                      external_view=only.external_view, workers=only.workers,
-                                      destination=only.destination, destination_topic=only.destination_topic,
-                                      routes=per_route)
+            model = answers.TopicView(
+                topic="orders",
+                partitions=2,
+                ideal_state=only.ideal_state,
+                external_view=only.external_view,
+                workers=only.workers,
+                destination=only.destination,
+                destination_topic=only.destination_topic,
+                routes=per_route,
+            )
         else:
             model = answers.TopicView(
-                topic="orders", ideal_state={f"{n}/{p}": w for n, r in per_route.items() for p, w in r.ideal_state.items()},
+                topic="orders",
+                ideal_state={f"{n}/{p}": w for n, r in per_route.items() for p, w in r.ideal_state.items()},
                 external_view={f"{n}/{p}": e for n, r in per_route.items() for p, e in r.external_view.items()},
-                workers={"w1": ["a.b/0", "a.c/0"], "w2": ["a.b/1", "a.c/1"]}, routes=per_route)
+                workers={"w1": ["a.b/0", "a.c/0"], "w2": ["a.b/1", "a.c/1"]},
+                routes=per_route,
+            )
         assert _ordered(model.to_json()) == _ordered(shaped)
 
 
 # -- requests ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("model", "body", "problem"), [
-    (asked.PauseRequest, {"partitions": []}, "partitions: List should have at least 1 item"),
-    (asked.PauseRequest, {"partitions": [-1]}, "partitions.0: Input should be greater than or equal to 0"),
-    (asked.PauseRequest, {"partitions": [True]}, "partitions.0: Input should be a valid integer"),
-    (asked.PauseRequest, {"route": "nodot"}, "route: must be a route name like source.destination, not 'nodot'"),
-    (asked.PauseRequest, {"unknown": 1}, "unknown: unknown field"),
-    (asked.Autobalancing, {"enabled": "yes"}, "enabled: Input should be a valid boolean"),
-    (asked.Autobalancing, {}, "enabled: is required"),
-    (asked.Throttle, {"max_records_per_s": 0}, "max_records_per_s: Input should be greater than 0"),
-    (asked.Throttle, {"max_bytes_per_s": True}, "max_bytes_per_s: Input should be a valid number"),
-    (asked.Throttle, {"maxBytesPerS": 5}, "maxBytesPerS: unknown field"),
-    (asked.FailoverRequest, {"planned": "yes"}, "planned: Input should be a valid boolean"),
-    (asked.FailoverRequest, {"groups": "("}, "groups: '(' is not a regular expression"),
-    (asked.FailoverRequest, {"quietS": 3601}, "quietS: Input should be less than or equal to 3600"),
-    (asked.FailoverRequest, {"timeout_s": 5}, "timeout_s: unknown field"),
-    (asked.TopicRequest, {"topic": "orders", "num_partitions": 5}, "num_partitions: unknown field"),
-    (asked.TranslateQuery, {"topic": "orders", "partition": "-1", "offset": "0"},
-     "partition: must be a whole number from 0 to 2147483646, not '-1'"),
-    (asked.TranslateQuery, {"topic": "orders", "partition": "0"}, "offset: is required"),
-    (asked.TranslateQuery, {"topic": "orders", "partition": "0", "offset": "0", "direction": "up"},
-     "direction: Input should be 'forward' or 'reverse'"),
-])
-def test_a_bad_request_is_one_line_naming_the_field(model: type[models.RequestModel], body: dict[str, Any],
-                                                    problem: str) -> None:
+@pytest.mark.parametrize(
+    ("model", "body", "problem"),
+    [
+        (asked.PauseRequest, {"partitions": []}, "partitions: List should have at least 1 item"),
+        (asked.PauseRequest, {"partitions": [-1]}, "partitions.0: Input should be greater than or equal to 0"),
+        (asked.PauseRequest, {"partitions": [True]}, "partitions.0: Input should be a valid integer"),
+        (asked.PauseRequest, {"route": "nodot"}, "route: must be a route name like source.destination, not 'nodot'"),
+        (asked.PauseRequest, {"unknown": 1}, "unknown: unknown field"),
+        (asked.Autobalancing, {"enabled": "yes"}, "enabled: Input should be a valid boolean"),
+        (asked.Autobalancing, {}, "enabled: is required"),
+        (asked.Throttle, {"max_records_per_s": 0}, "max_records_per_s: Input should be greater than 0"),
+        (asked.Throttle, {"max_bytes_per_s": True}, "max_bytes_per_s: Input should be a valid number"),
+        (asked.Throttle, {"maxBytesPerS": 5}, "maxBytesPerS: unknown field"),
+        (asked.FailoverRequest, {"planned": "yes"}, "planned: Input should be a valid boolean"),
+        (asked.FailoverRequest, {"groups": "("}, "groups: '(' is not a regular expression"),
+        (asked.FailoverRequest, {"quietS": 3601}, "quietS: Input should be less than or equal to 3600"),
+        (asked.FailoverRequest, {"timeout_s": 5}, "timeout_s: unknown field"),
+        (asked.TopicRequest, {"topic": "orders", "num_partitions": 5}, "num_partitions: unknown field"),
+        (
+            asked.TranslateQuery,
+            {"topic": "orders", "partition": "-1", "offset": "0"},
+            "partition: must be a whole number from 0 to 2147483646, not '-1'",
+        ),
+        (asked.TranslateQuery, {"topic": "orders", "partition": "0"}, "offset: is required"),
+        (
+            asked.TranslateQuery,
+            {"topic": "orders", "partition": "0", "offset": "0", "direction": "up"},
+            "direction: Input should be 'forward' or 'reverse'",
+        ),
+    ],
+)
+def test_a_bad_request_is_one_line_naming_the_field(
+    model: type[models.RequestModel], body: dict[str, Any], problem: str
+) -> None:
     with pytest.raises(ValueError) as caught:
         models.parsed(model, body, "{}")
     assert str(caught.value).startswith(problem) and "\n" not in str(caught.value)
@@ -273,19 +392,23 @@ class FailoverFake(FakeController):
     def routes(self) -> list[dict[str, Any]]:
         return [{"route": "src.dst", "source": "src", "destination": "dst", "state": "ACTIVE"}]
 
-    def fail_over(self, route: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float,
-                  timeout_s: float) -> dict[str, Any]:
+    def fail_over(
+        self, route: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
+    ) -> dict[str, Any]:
         self._call("fail_over", route, planned, groups, topics, quiet_s, timeout_s)
         return {"route": route, "state": "FAILED_OVER", "planned": planned, "groups": groups, "report": {"rpo": []}}
 
 
-@pytest.mark.parametrize(("body", "problem"), [
-    ({"planned": 1}, "planned: Input should be a valid boolean"),
-    ({"quietS": -1}, "quietS: Input should be greater than or equal to 0"),
-    ({"topics": "(("}, "topics: '((' is not a regular expression"),
-    ({"quiet_s": 1}, "quiet_s: unknown field"),
-    ([1], "the body must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ({"planned": 1}, "planned: Input should be a valid boolean"),
+        ({"quietS": -1}, "quietS: Input should be greater than or equal to 0"),
+        ({"topics": "(("}, "topics: '((' is not a regular expression"),
+        ({"quiet_s": 1}, "quiet_s: unknown field"),
+        ([1], "the body must be a JSON object"),
+    ],
+)
 def test_a_bad_failover_body_is_a_400_naming_the_field(body: Any, problem: str) -> None:
     fake = FailoverFake()
     response = create_app(as_controller_api(fake)).test_client().post("/routes/src.dst/failover", json=body)
@@ -298,18 +421,25 @@ def test_a_failover_without_a_body_takes_the_defaults_and_answers_the_routes_sta
     client = create_app(as_controller_api(fake)).test_client()
     answer = client.post("/routes/src.dst/failover")
     assert answer.status_code == 200
-    assert _ordered(answer.get_json()) == _ordered({"route": "src.dst", "state": "FAILED_OVER", "planned": False,
-                                                    "groups": None, "report": {"rpo": []}})
+    assert _ordered(answer.get_json()) == _ordered(
+        {"route": "src.dst", "state": "FAILED_OVER", "planned": False, "groups": None, "report": {"rpo": []}}
+    )
     assert fake.calls == [("fail_over", ("src.dst", False, None, None, 5.0, 300.0))]
     assert client.get("/routes").get_json() == {"routes": fake.routes()}
 
 
-@pytest.mark.parametrize(("query", "problem"), [
-    ("topic=orders&partition=0&offset=abc", "offset: must be a whole number from 0 to 9223372036854775807, not 'abc'"),
-    ("topic=orders&partition=0&offset=0&group=g", "group: unknown field"),
-    ("topic=orders&partition=0&offset=0&route=nodot", "route: must be a route name like source.destination"),
-    ("partition=0&offset=0", "topic: is required"),
-])
+@pytest.mark.parametrize(
+    ("query", "problem"),
+    [
+        (
+            "topic=orders&partition=0&offset=abc",
+            "offset: must be a whole number from 0 to 9223372036854775807, not 'abc'",
+        ),
+        ("topic=orders&partition=0&offset=0&group=g", "group: unknown field"),
+        ("topic=orders&partition=0&offset=0&route=nodot", "route: must be a route name like source.destination"),
+        ("partition=0&offset=0", "topic: is required"),
+    ],
+)
 def test_a_bad_translate_query_is_a_400_naming_the_argument(query: str, problem: str) -> None:
     client = create_app(as_controller_api(FakeController())).test_client()
     assert assert_json_error(client.get(f"/translate?{query}"), 400)["error"].startswith(problem)

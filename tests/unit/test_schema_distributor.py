@@ -13,8 +13,15 @@ from ferry.controller.api.rest_json import schema_report_json, schema_status_jso
 from ferry.controller.schemas.distributor import SchemaDistributor
 from ferry.controller.schemas.registry import RegisteredVersion, RegistryClient, RegistryUnavailable
 
-CONFIG = SchemasConfig.model_validate({"primary": "src", "registries": {
-    "src": {"url": "http://src"}, "dst": {"url": "http://dst", "subject_format": "dr-{topic}-value"}}})
+CONFIG = SchemasConfig.model_validate(
+    {
+        "primary": "src",
+        "registries": {
+            "src": {"url": "http://src"},
+            "dst": {"url": "http://dst", "subject_format": "dr-{topic}-value"},
+        },
+    }
+)
 
 
 class FakeRegistry(RegistryClient):
@@ -112,12 +119,19 @@ def test_imports_go_in_batches_and_stop_for_a_subject_whose_version_did_not_land
     # other-value v1 and orders-value v1 each in a request of their own; orders-value v2 waits
     # behind its version 1, which did not land (it would be out of order).
     assert len(dst.imported) == 2
-    assert sorted((c["subject"], c["version"]) for c in report["conflicts"]) == [("orders-value", 1), ("other-value", 1)]
+    assert sorted((c["subject"], c["version"]) for c in report["conflicts"]) == [
+        ("orders-value", 1),
+        ("other-value", 1),
+    ]
 
 
 def test_an_unreachable_target_is_left_out_and_the_others_go_on() -> None:
-    config = SchemasConfig.model_validate({"primary": "src", "registries": {
-        "src": {"url": "http://src"}, "dst": {"url": "http://dst"}, "dr": {"url": "http://dr"}}})
+    config = SchemasConfig.model_validate(
+        {
+            "primary": "src",
+            "registries": {"src": {"url": "http://src"}, "dst": {"url": "http://dst"}, "dr": {"url": "http://dr"}},
+        }
+    )
     src = FakeRegistry("src", {"orders-value": [(7, '"string"')]})
     dst = FakeRegistry("dst", {"orders-value": [(7, '"string"')]})
     dr = FakeRegistry("dr", {})
@@ -125,8 +139,15 @@ def test_an_unreachable_target_is_left_out_and_the_others_go_on() -> None:
     distributor = SchemaDistributor(config, CollectorRegistry(), clients={"src": src, "dst": dst, "dr": dr})
     report = schema_report_json(distributor.run())
     assert report["unreachable"] == {"dr": "registry of dr did not answer"}
-    assert report["subjects"][0]["targets"] == {"dst": {
-        "subject": "orders-value", "state": "in_sync", "syncedVersions": [1], "missingVersions": [], "conflict": None}}
+    assert report["subjects"][0]["targets"] == {
+        "dst": {
+            "subject": "orders-value",
+            "state": "in_sync",
+            "syncedVersions": [1],
+            "missingVersions": [],
+            "conflict": None,
+        }
+    }
     assert report["outOfSync"] == {"dr": 1, "dst": 0} and not report["inSync"]
     metrics = generate_latest(distributor.metrics).decode()
     assert 'ferry_controller_schema_target_up{target="dr"} 0.0' in metrics

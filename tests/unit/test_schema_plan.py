@@ -34,7 +34,10 @@ def test_translation_examples() -> None:
     assert translate_subject("a-value-value", PLAIN, TENANT) == "acme-prod-a-value-value"
     assert translate_subject("orders-key", PLAIN, TENANT) is None  # not the primary's format
     assert translate_subject("other-prod-orders-value", TENANT, PLAIN) is None
-    assert translate_subject("orders-value", PLAIN, TENANT, rename_topic=lambda t: f"dr.{t}") == "acme-prod-dr.orders-value"
+    assert (
+        translate_subject("orders-value", PLAIN, TENANT, rename_topic=lambda t: f"dr.{t}")
+        == "acme-prod-dr.orders-value"
+    )
 
 
 def test_a_format_needs_topic_once_and_its_variables() -> None:
@@ -71,7 +74,9 @@ def test_new_versions_are_copied_in_order_with_their_ids() -> None:
     primary = {"orders-value": [v("orders-value", 2, 7, "b"), v("orders-value", 1, 5, "a")]}
     result = plan(primary, ["dst"], {}, {"dst": {5: None, 7: None}}, _translate)
     assert [(c.version, c.schema_id, c.target_subject) for c in result.copies] == [
-        (1, 5, "acme-prod-orders-value"), (2, 7, "acme-prod-orders-value")]
+        (1, 5, "acme-prod-orders-value"),
+        (2, 7, "acme-prod-orders-value"),
+    ]
     assert result.statuses["orders-value"]["dst"].state == TargetState.PENDING
 
 
@@ -132,14 +137,17 @@ def worlds(draw: st.DrawFn) -> tuple[dict[str, list[SchemaVersion]], dict[int, s
     primary: dict[str, list[SchemaVersion]] = {}
     for subject in draw(st.lists(topics.map(PLAIN.subject), max_size=4, unique=True)):
         contents = draw(st.lists(fps, min_size=1, max_size=4, unique=True))
-        primary[subject] = [v(subject, n, ids_of.setdefault(c, len(ids_of) + 1), c)
-                            for n, c in enumerate(contents, start=1)]
+        primary[subject] = [
+            v(subject, n, ids_of.setdefault(c, len(ids_of) + 1), c) for n, c in enumerate(contents, start=1)
+        ]
     taken = draw(st.dictionaries(st.integers(1, 8), st.one_of(st.none(), fps), max_size=6))
     return primary, taken
 
 
 @given(worlds())
-def test_plan_never_overwrites_and_applying_it_converges(world: tuple[dict[str, list[SchemaVersion]], dict[int, str | None]]) -> None:
+def test_plan_never_overwrites_and_applying_it_converges(
+    world: tuple[dict[str, list[SchemaVersion]], dict[int, str | None]],
+) -> None:
     primary, taken = world
     ids = {i: taken.get(i) for vs in primary.values() for version in vs for i in [version.schema_id]}
     first = plan(primary, ["dst"], {}, {"dst": ids}, _translate)
@@ -164,12 +172,18 @@ def test_plan_never_overwrites_and_applying_it_converges(world: tuple[dict[str, 
 
 # -- the schemas config section ---------------------------------------------------------------
 
+
 def _config(**schemas: Any) -> dict[str, Any]:
-    return {"zookeeper": {"connect": "zk:2181"},
-            "clusters": {"src": {"bootstrap.servers": "s:9092"}, "dst": {"bootstrap.servers": "d:9092"}},
-            "routes": [{"source": "src", "destination": "dst"}],
-            "schemas": {"primary": "src", "registries": {"src": {"url": "http://s:8080"}, "dst": {"url": "http://d:8080"}},
-                        **schemas}}
+    return {
+        "zookeeper": {"connect": "zk:2181"},
+        "clusters": {"src": {"bootstrap.servers": "s:9092"}, "dst": {"bootstrap.servers": "d:9092"}},
+        "routes": [{"source": "src", "destination": "dst"}],
+        "schemas": {
+            "primary": "src",
+            "registries": {"src": {"url": "http://s:8080"}, "dst": {"url": "http://d:8080"}},
+            **schemas,
+        },
+    }
 
 
 def test_a_valid_schemas_section() -> None:
@@ -179,17 +193,26 @@ def test_a_valid_schemas_section() -> None:
     assert parse_config(_config()).schemas.registries["dst"].subject_format == "{topic}-value"  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize(("change", "problem"), [
-    ({"primary": "nowhere"}, "primary 'nowhere' has no entry in registries"),
-    ({"targets": ["src"]}, "is the primary"),
-    ({"registries": {"src": {"url": "http://s"}, "elsewhere": {"url": "http://e"}}}, "unknown clusters ['elsewhere']"),
-    ({"registries": {"src": {"url": "ftp://s"}}}, "schemas.registries.src.url"),
-    ({"registries": {"src": {"url": "http://s", "subject_format": "{tenant}-{topic}"}}}, "subject_vars does not define"),
-    ({"registries": {"src": {"url": "http://s", "subject_format": "static"}}}, "exactly once"),
-    ({"registries": {"src": {"url": "http://s", "auth": {"username": "u"}}}}, "password: Field required"),
-    ({"include": ["("]}, "not a valid regular expression"),
-    ({"interval_s": 0}, "schemas.interval_s"),
-])
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"primary": "nowhere"}, "primary 'nowhere' has no entry in registries"),
+        ({"targets": ["src"]}, "is the primary"),
+        (
+            {"registries": {"src": {"url": "http://s"}, "elsewhere": {"url": "http://e"}}},
+            "unknown clusters ['elsewhere']",
+        ),
+        ({"registries": {"src": {"url": "ftp://s"}}}, "schemas.registries.src.url"),
+        (
+            {"registries": {"src": {"url": "http://s", "subject_format": "{tenant}-{topic}"}}},
+            "subject_vars does not define",
+        ),
+        ({"registries": {"src": {"url": "http://s", "subject_format": "static"}}}, "exactly once"),
+        ({"registries": {"src": {"url": "http://s", "auth": {"username": "u"}}}}, "password: Field required"),
+        ({"include": ["("]}, "not a valid regular expression"),
+        ({"interval_s": 0}, "schemas.interval_s"),
+    ],
+)
 def test_a_bad_schemas_section_names_the_problem(change: dict[str, Any], problem: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(problem)):
         parse_config(_config(**change))

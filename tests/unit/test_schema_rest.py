@@ -35,12 +35,18 @@ def test_status_and_sync_reach_the_leader(client: FlaskClient, fake: FakeControl
     assert [name for name, _ in fake.calls] == ["schema_status", "schema_sync", "schema_sync"]
 
 
-@pytest.mark.parametrize(("method", "path", "body"), [
-    ("GET", "/schemas?subject=x", None), ("POST", "/schemas/sync?now=1", None),
-    ("POST", "/schemas/sync", {"subject": "x"}), ("POST", "/schemas/sync", [1]),
-])
-def test_unexpected_input_is_a_400(client: FlaskClient, fake: FakeController, method: str, path: str,
-                                   body: object) -> None:
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/schemas?subject=x", None),
+        ("POST", "/schemas/sync?now=1", None),
+        ("POST", "/schemas/sync", {"subject": "x"}),
+        ("POST", "/schemas/sync", [1]),
+    ],
+)
+def test_unexpected_input_is_a_400(
+    client: FlaskClient, fake: FakeController, method: str, path: str, body: object
+) -> None:
     response = client.open(path, method=method, json=body) if body is not None else client.open(path, method=method)
     assert_json_error(response, 400)
     assert fake.calls == []
@@ -74,8 +80,10 @@ def _export() -> bytes:
             z.writestr(f"content/h{cid}.Content.json", json.dumps({"contentId": cid, "contentHash": f"h{cid}"}))
             z.writestr(f"content/h{cid}.Content.data", text)
         for version, cid in ((1, 1), (2, 2)):
-            z.writestr(f"groups/default/artifacts/orders-value/versions/{version}.ArtifactVersion.json",
-                       json.dumps({"artifactId": "orders-value", "version": str(version), "contentId": cid}))
+            z.writestr(
+                f"groups/default/artifacts/orders-value/versions/{version}.ArtifactVersion.json",
+                json.dumps({"artifactId": "orders-value", "version": str(version), "contentId": cid}),
+            )
     return out.getvalue()
 
 
@@ -83,8 +91,12 @@ def test_the_import_file_holds_only_the_copies_renamed() -> None:
     data = import_zip_for(_export(), [VersionCopy("orders-value", 2, "acme-orders-value")])
     with zipfile.ZipFile(io.BytesIO(data)) as z:
         names = set(z.namelist())
-        assert names == {"manifest-1.Manifest.json", "content/h2.Content.json", "content/h2.Content.data",
-                         "groups/default/artifacts/acme-orders-value/versions/2.ArtifactVersion.json"}
+        assert names == {
+            "manifest-1.Manifest.json",
+            "content/h2.Content.json",
+            "content/h2.Content.data",
+            "groups/default/artifacts/acme-orders-value/versions/2.ArtifactVersion.json",
+        }
         entry = json.loads(z.read("groups/default/artifacts/acme-orders-value/versions/2.ArtifactVersion.json"))
         assert entry["artifactId"] == "acme-orders-value" and entry["contentId"] == 2
     with pytest.raises(RegistryRefused, match="version 3"):

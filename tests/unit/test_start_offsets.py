@@ -28,10 +28,20 @@ class Coordinator:
             raise KafkaException(error)
         out = []
         for tp in partitions:
-            failed = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS) if error == "per-partition" and tp.partition == 0 else None
+            failed = (
+                KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+                if error == "per-partition" and tp.partition == 0
+                else None
+            )
             # TopicPartition's error is read-only: a look-alike carries a per-partition error.
-            out.append(SimpleNamespace(topic=tp.topic, partition=tp.partition,
-                                       offset=self.committed_offsets.get(tp.partition, -1001), error=failed))
+            out.append(
+                SimpleNamespace(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    offset=self.committed_offsets.get(tp.partition, -1001),
+                    error=failed,
+                )
+            )
         return out
 
 
@@ -40,8 +50,10 @@ PARTITIONS = [TopicPartition("t", 0), TopicPartition("t", 1)]
 
 def test_not_coordinator_is_retried_with_backoff_until_the_coordinator_answers() -> None:
     fake = FakeClock()
-    coordinator = Coordinator([KafkaError(KafkaError.NOT_COORDINATOR), KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE),
-                               "per-partition"], {1: 41})
+    coordinator = Coordinator(
+        [KafkaError(KafkaError.NOT_COORDINATOR), KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE), "per-partition"],
+        {1: 41},
+    )
     found = committed_offsets(coordinator, PARTITIONS, deadline_s=10, clock=fake, sleep=fake.sleep)
     assert found == {0: None, 1: 41}
     assert coordinator.calls == 4 and fake.sleeps == [0.2, 0.4, 0.8]

@@ -85,7 +85,9 @@ def test_spawn_appends_output_to_its_log_and_stop_terminates(tmp_path: Path) -> 
 
 
 def test_stop_kills_what_ignores_sigterm(tmp_path: Path) -> None:
-    script = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    script = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    )
     child = support.spawn("stubborn", [sys.executable, "-c", script], tmp_path / "stubborn.log")
     support.poll_until(lambda: "ready" in child.log_tail(), 10, "the child to ignore SIGTERM", interval=0.02)
     support.stop_all([child], timeout=0.5)
@@ -97,8 +99,10 @@ def test_tail_of_a_missing_log() -> None:
 
 
 def test_fleet_config_merges_sections_one_level_deep() -> None:
-    stack = SimpleNamespace(zookeeper=SimpleNamespace(address="127.0.0.1:2181"),
-                            bootstrap=lambda name: {"src": "127.0.0.1:1", "dst": "127.0.0.1:2"}[name])
+    stack = SimpleNamespace(
+        zookeeper=SimpleNamespace(address="127.0.0.1:2181"),
+        bootstrap=lambda name: {"src": "127.0.0.1:1", "dst": "127.0.0.1:2"}[name],
+    )
     config = support.fleet_config(
         stack,  # type: ignore[arg-type]
         "/ferry/x",

@@ -10,8 +10,11 @@ from ferry.common.tables import print_table
 def test_a_piped_table_keeps_its_columns_one_line_per_row_without_colour() -> None:
     out = io.StringIO()
     long_path = "/ferry/" + "x" * 150
-    print_table([{"name": "src", "pid": None, "log": long_path}, {"name": "zookeeper", "pid": 42, "log": "/z"}],
-                ["name", "pid", "log"], file=out)
+    print_table(
+        [{"name": "src", "pid": None, "log": long_path}, {"name": "zookeeper", "pid": 42, "log": "/z"}],
+        ["name", "pid", "log"],
+        file=out,
+    )
     lines = out.getvalue().splitlines()
     assert lines[0].split() == ["NAME", "PID", "LOG"]
     assert set(lines[1].strip()) == {"─"}

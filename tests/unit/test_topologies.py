@@ -36,9 +36,15 @@ def _route(source: str = "a", destination: str = "b", **kw: Any) -> RouteConfig:
 
 # -- naming -----------------------------------------------------------------------------------
 
-@given(source=clusters, destination=clusters, topic=topics,
-       naming_=st.sampled_from(["identity", "prefix", "{source}.{topic}", "prod-{topic}", "{topic}.from-{source}",
-                                "{destination}_{topic}_x"]))
+
+@given(
+    source=clusters,
+    destination=clusters,
+    topic=topics,
+    naming_=st.sampled_from(
+        ["identity", "prefix", "{source}.{topic}", "prod-{topic}", "{topic}.from-{source}", "{destination}_{topic}_x"]
+    ),
+)
 def test_every_naming_is_reversible(source: str, destination: str, topic: str, naming_: str) -> None:
     route = _route(source, destination, naming=naming_)
     name = naming.destination_topic(route, topic)
@@ -72,6 +78,7 @@ def test_bad_namings_are_refused_by_the_config(bad: str) -> None:
 
 # -- loop prevention: forwarding trees ----------------------------------------------------------
 
+
 def _simulate_paths(routes: list[RouteConfig], produced_on: str) -> Counter[str]:
     """Where one record produced on ``produced_on`` ends up, copying as the copiers decide."""
     config_routes = routes
@@ -83,8 +90,13 @@ def _simulate_paths(routes: list[RouteConfig], produced_on: str) -> Counter[str]
         for route in config_routes:
             if route.source != cluster:
                 continue
-            origins = topology.copied_origins([r for r in config_routes if r.loop_prevention], route.source,
-                                              route.destination) if route.loop_prevention else None
+            origins = (
+                topology.copied_origins(
+                    [r for r in config_routes if r.loop_prevention], route.source, route.destination
+                )
+                if route.loop_prevention
+                else None
+            )
             flags = topology.copy_flags(read(headers), route.destination, origins, route.copy_level)
             if flags is None:
                 continue
@@ -129,8 +141,12 @@ def test_a_chain_forwards() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sets(st.tuples(st.sampled_from("abcde"), st.sampled_from("abcde")).filter(lambda e: e[0] != e[1]), min_size=1))
-def test_any_graph_with_loop_prevention_delivers_each_record_once_to_each_reachable_cluster(edges: set[tuple[str, str]]) -> None:
+@given(
+    st.sets(st.tuples(st.sampled_from("abcde"), st.sampled_from("abcde")).filter(lambda e: e[0] != e[1]), min_size=1)
+)
+def test_any_graph_with_loop_prevention_delivers_each_record_once_to_each_reachable_cluster(
+    edges: set[tuple[str, str]],
+) -> None:
     routes = [_route(s, d, loop_prevention=True) for s, d in sorted(edges)]
     for origin in {s for s, _ in edges}:
         arrivals = _simulate_paths(routes, origin)
@@ -146,10 +162,14 @@ AXUAL_UNBALANCED = "((c1,(c2,c3)),(c4,c5))"
 def test_axuals_balanced_example_derives_its_distributors_masks_and_flags() -> None:
     derived = tree.distributors(tree.parse(AXUAL_BALANCED))
     assert [(d.name, tree.format_flags(d.mask), d.subtree) for d in derived] == [
-        ("c1.L1", "0001", ("c2",)), ("c1.L3", "0111", ("c3", "c4")),
-        ("c2.L1", "0001", ("c1",)), ("c2.L3", "0111", ("c3", "c4")),
-        ("c3.L1", "0001", ("c4",)), ("c3.L3", "0111", ("c1", "c2")),
-        ("c4.L1", "0001", ("c3",)), ("c4.L3", "0111", ("c1", "c2")),
+        ("c1.L1", "0001", ("c2",)),
+        ("c1.L3", "0111", ("c3", "c4")),
+        ("c2.L1", "0001", ("c1",)),
+        ("c2.L3", "0111", ("c3", "c4")),
+        ("c3.L1", "0001", ("c4",)),
+        ("c3.L3", "0111", ("c1", "c2")),
+        ("c4.L1", "0001", ("c3",)),
+        ("c4.L3", "0111", ("c1", "c2")),
     ]
     # Axual's walk-through: a fresh record on cluster 1.
     assert tree.copy_flags(0, 1) == 0b0001 and tree.copy_flags(0, 3) == 0b0100
@@ -211,10 +231,20 @@ def test_axuals_example_flags_arrive_on_the_copies() -> None:
     assert {c: tree.format_flags(f) for c, f in seen.items()} == {"c2": "0001", "c3": "0100", "c4": "0101"}
 
 
-@pytest.mark.parametrize(("layout", "problem"), [
-    ("(a,", "ends too early"), ("(a,b", "found 'the end'"), ("(a,b,c)", "expected ')'"), ("a", "at least two"), ("(a,a)", "more than once"),
-    ("1(2(a,b),c)", "must be lower"), ("(a,b))", "unexpected"), ("(a;b)", "cannot read"), ("70(a,b)", "outside"),
-])
+@pytest.mark.parametrize(
+    ("layout", "problem"),
+    [
+        ("(a,", "ends too early"),
+        ("(a,b", "found 'the end'"),
+        ("(a,b,c)", "expected ')'"),
+        ("a", "at least two"),
+        ("(a,a)", "more than once"),
+        ("1(2(a,b),c)", "must be lower"),
+        ("(a,b))", "unexpected"),
+        ("(a;b)", "cannot read"),
+        ("70(a,b)", "outside"),
+    ],
+)
 def test_bad_layouts_are_named(layout: str, problem: str) -> None:
     with pytest.raises(tree.TreeError, match=re.escape(problem)):
         tree.parse(layout)
@@ -237,8 +267,10 @@ def test_the_table_and_the_drawing_are_readable() -> None:
 
 BASE: dict[str, Any] = {
     "zookeeper": {"connect": "127.0.0.1:2181"},
-    "clusters": {name: {"bootstrap.servers": f"127.0.0.1:{port}"}
-                 for name, port in (("src", 1), ("dst", 2), ("c1", 3), ("c2", 4), ("c3", 5), ("c4", 6))},
+    "clusters": {
+        name: {"bootstrap.servers": f"127.0.0.1:{port}"}
+        for name, port in (("src", 1), ("dst", 2), ("c1", 3), ("c2", 4), ("c3", 5), ("c4", 6))
+    },
 }
 
 
@@ -247,8 +279,10 @@ def _config(**extra: Any) -> FerryConfig:
 
 
 def test_the_issues_looping_config_is_refused_with_the_cycle_named() -> None:
-    routes = [{"source": "src", "destination": "dst", "include": ["t"]},
-              {"source": "dst", "destination": "src", "include": ["t"]}]
+    routes = [
+        {"source": "src", "destination": "dst", "include": ["t"]},
+        {"source": "dst", "destination": "src", "include": ["t"]},
+    ]
     with pytest.raises(ConfigError) as caught:
         _config(routes=routes)
     message = str(caught.value)
@@ -258,9 +292,11 @@ def test_the_issues_looping_config_is_refused_with_the_cycle_named() -> None:
 
 
 def test_a_longer_cycle_is_named_and_one_unprotected_route_is_enough_to_refuse() -> None:
-    routes = [{"source": "c1", "destination": "c2", "loop_prevention": True},
-              {"source": "c2", "destination": "c3", "loop_prevention": True},
-              {"source": "c3", "destination": "c1"}]
+    routes = [
+        {"source": "c1", "destination": "c2", "loop_prevention": True},
+        {"source": "c2", "destination": "c3", "loop_prevention": True},
+        {"source": "c3", "destination": "c1"},
+    ]
     with pytest.raises(ConfigError, match=r"c3.c1, c1.c2, c2.c3 form a cycle \(c3 -> c1 -> c2 -> c3\).*c3.c1 has no"):
         _config(routes=routes)
 
@@ -285,12 +321,15 @@ def test_a_tree_derives_its_routes_with_stable_names_and_groups() -> None:
     assert config.copied_origins(by_name["c1.L1"]) is None
 
 
-@pytest.mark.parametrize(("tree_", "problem"), [
-    ({"layout": "(c1,zz)", "include": [".*"]}, "unknown cluster 'zz'"),
-    ({"layout": "(c1,", "include": [".*"]}, "ends too early"),
-    ({"layout": "(c1,c2)", "include": [".*"], "targets": {"c1.L1": "c3"}}, "not a leaf of its subtree"),
-    ({"layout": "(c1,c2)", "include": [".*"], "targets": {"c9.L1": "c3"}}, "name no distributor"),
-])
+@pytest.mark.parametrize(
+    ("tree_", "problem"),
+    [
+        ({"layout": "(c1,zz)", "include": [".*"]}, "unknown cluster 'zz'"),
+        ({"layout": "(c1,", "include": [".*"]}, "ends too early"),
+        ({"layout": "(c1,c2)", "include": [".*"], "targets": {"c1.L1": "c3"}}, "not a leaf of its subtree"),
+        ({"layout": "(c1,c2)", "include": [".*"], "targets": {"c9.L1": "c3"}}, "name no distributor"),
+    ],
+)
 def test_bad_trees_are_refused(tree_: dict[str, Any], problem: str) -> None:
     with pytest.raises(ConfigError, match=problem):
         _config(tree=tree_)
@@ -302,6 +341,7 @@ def test_no_routes_and_no_tree_is_refused() -> None:
 
 
 # -- the watermark passes skipped records -------------------------------------------------------
+
 
 def test_a_skipped_record_never_holds_commits_back() -> None:
     marks: OffsetWatermarks[str] = OffsetWatermarks()
@@ -325,8 +365,8 @@ def test_the_watermark_reaches_the_end_whatever_mix_of_copies_and_skips(skips: l
     assert marks.committables().get("p") == len(skips)
 
 
-
 # -- switching a subtree's target ---------------------------------------------------------------
+
 
 def test_a_target_unreachable_long_enough_switches_to_a_reachable_leaf_of_the_same_subtree() -> None:
     derived = tree.distributors(tree.parse("3(1(c1,c2),1(c3,c4))"))
@@ -339,16 +379,17 @@ def test_a_target_unreachable_long_enough_switches_to_a_reachable_leaf_of_the_sa
 
 
 def test_switched_targets_apply_to_the_distributors_routes_only_inside_their_subtree() -> None:
-    config = _config(tree={"layout": "3(1(c1,c2),1(c3,c4))", "include": ["t"]},
-                     routes=[{"source": "src", "destination": "dst"}])
+    config = _config(
+        tree={"layout": "3(1(c1,c2),1(c3,c4))", "include": ["t"]}, routes=[{"source": "src", "destination": "dst"}]
+    )
     routes = {r.name: r for r in config.with_targets({"c1.L3": "c4", "c2.L3": "c1", "src.dst": "c1"})}
     assert routes["c1.L3"].destination == "c4" and routes["c1.L3"].group_id == "ferry.c1.L3"
     assert routes["c2.L3"].destination == "c3"  # c1 is not in c2.L3's subtree: ignored
     assert routes["src.dst"].destination == "dst"
 
 
-
 # -- heartbeats ---------------------------------------------------------------------------------
+
 
 def test_heartbeats_give_latency_per_route_and_end_to_end() -> None:
     book = heartbeat.HeartbeatBook()
@@ -363,14 +404,23 @@ def test_heartbeats_give_latency_per_route_and_end_to_end() -> None:
         {"origin": "a", "cluster": "b", "hops": 1, "latencyS": 0.25, "sinceLastS": 2.35},
         {"origin": "a", "cluster": "c", "hops": 2, "latencyS": 0.6, "sinceLastS": 2.0},
     ]
-    assert view["routes"] == {"a.b": {"latencyS": 0.25, "sinceLastS": 2.35}, "b.c": {"latencyS": None, "sinceLastS": None}}
+    assert view["routes"] == {
+        "a.b": {"latencyS": 0.25, "sinceLastS": 2.35},
+        "b.c": {"latencyS": None, "sinceLastS": None},
+    }
 
 
 def test_heartbeats_on_make_every_route_mirror_the_heartbeat_topic() -> None:
-    config = _config(routes=[{"source": "src", "destination": "dst", "include": ["orders"]},
-                             {"source": "dst", "destination": "c1"}], heartbeats={"interval_s": 1})
+    config = _config(
+        routes=[{"source": "src", "destination": "dst", "include": ["orders"]}, {"source": "dst", "destination": "c1"}],
+        heartbeats={"interval_s": 1},
+    )
     assert all(r.wants(heartbeat.TOPIC) for r in config.routes)
-    assert not _config(routes=[{"source": "src", "destination": "dst", "include": [".*x"]}]).routes[0].wants(heartbeat.TOPIC)
+    assert (
+        not _config(routes=[{"source": "src", "destination": "dst", "include": [".*x"]}])
+        .routes[0]
+        .wants(heartbeat.TOPIC)
+    )
 
 
 def test_the_header_cost_bench_counts_the_bytes_kafka_stores() -> None:

@@ -36,12 +36,16 @@ P11 = PartitionKey("src.dst", "orders.v2", 11)
 # processes share a tree, so the models must read and write exactly these bytes.
 OLD_IDEAL = b'{"assignment":{"0":"w1","10":"w1","2":"w2"},"partitions":12,"route":"src.dst","topic":"orders"}'
 OLD_ASSIGNMENT = b'{"generation":7,"partitions":["src.dst/orders.v2/11","src.dst/orders/0"]}'
-OLD_STATUS = (b'{"generation":4,"leaving":true,"partitions":{"src.dst/orders.v2/11":{"reason":"MSG_SIZE_TOO_LARGE",'
-              b'"state":"ERROR"},"src.dst/orders/0":{"state":"ONLINE"}}}')
+OLD_STATUS = (
+    b'{"generation":4,"leaving":true,"partitions":{"src.dst/orders.v2/11":{"reason":"MSG_SIZE_TOO_LARGE",'
+    b'"state":"ERROR"},"src.dst/orders/0":{"state":"ONLINE"}}}'
+)
 OLD_INFO = b'{"host":"host-a","id":"w1","metrics_url":"http://host-a:9100/metrics","pid":1234}'
 OLD_INFO_BARE = b'{"host":"host-b","id":"w2","metrics_url":null,"pid":5}'
-OLD_VIEW = (b'{"partitions":{"0":{"state":"ONLINE","worker":"w1"},"1":{"reason":"x","state":"ERROR","worker":"w2"},'
-            b'"2":{"state":"OFFLINE","worker":"w2"}},"route":"src.dst","topic":"orders"}')
+OLD_VIEW = (
+    b'{"partitions":{"0":{"state":"ONLINE","worker":"w1"},"1":{"reason":"x","state":"ERROR","worker":"w2"},'
+    b'"2":{"state":"OFFLINE","worker":"w2"}},"route":"src.dst","topic":"orders"}'
+)
 
 
 def test_old_payloads_decode_and_encode_to_the_same_bytes() -> None:
@@ -50,16 +54,25 @@ def test_old_payloads_decode_and_encode_to_the_same_bytes() -> None:
     assignment = WorkerAssignment.from_bytes(OLD_ASSIGNMENT)
     assert assignment == WorkerAssignment(7, frozenset({P0, P11}))
     status = WorkerStatus.from_bytes(OLD_STATUS)
-    assert status == WorkerStatus(4, {P0: PartitionStatus(PartitionState.ONLINE),
-                                      P11: PartitionStatus(PartitionState.ERROR, "MSG_SIZE_TOO_LARGE")}, leaving=True)
+    assert status == WorkerStatus(
+        4,
+        {P0: PartitionStatus(PartitionState.ONLINE), P11: PartitionStatus(PartitionState.ERROR, "MSG_SIZE_TOO_LARGE")},
+        leaving=True,
+    )
     info = WorkerInfo.from_bytes(OLD_INFO)
     assert info == WorkerInfo("w1", "host-a", 1234, "http://host-a:9100/metrics")
     bare = WorkerInfo.from_bytes(OLD_INFO_BARE)
     assert bare == WorkerInfo("w2", "host-b", 5)
     view = ExternalView.from_bytes(OLD_VIEW)
     assert view.partitions[1] == {"worker": "w2", "state": "ERROR", "reason": "x"}
-    for value, old in [(ideal, OLD_IDEAL), (assignment, OLD_ASSIGNMENT), (status, OLD_STATUS), (info, OLD_INFO),
-                       (bare, OLD_INFO_BARE), (view, OLD_VIEW)]:
+    for value, old in [
+        (ideal, OLD_IDEAL),
+        (assignment, OLD_ASSIGNMENT),
+        (status, OLD_STATUS),
+        (info, OLD_INFO),
+        (bare, OLD_INFO_BARE),
+        (view, OLD_VIEW),
+    ]:
         assert value is not None
         assert value.to_bytes() == old, type(value).__name__
 
@@ -76,12 +89,15 @@ def test_a_newer_payloads_extra_fields_are_ignored() -> None:
     assert WorkerStatus.from_bytes(json.dumps(newer).encode()) == WorkerStatus.from_bytes(OLD_STATUS)
 
 
-@pytest.mark.parametrize(("cls", "data", "field"), [
-    (IdealState, b'{"route":"r","topic":"t"}', "partitions"),
-    (WorkerStatus, b'{"generation":1,"partitions":{"r/t/0":{"state":"ASLEEP"}}}', "state"),
-    (WorkerInfo, b'{"id":"w1","host":"h","pid":"many"}', "pid"),
-    (ExternalView, b'{"route":"r","topic":"t","partitions":{"x":{"worker":"w","state":"ONLINE"}}}', "partitions"),
-])
+@pytest.mark.parametrize(
+    ("cls", "data", "field"),
+    [
+        (IdealState, b'{"route":"r","topic":"t"}', "partitions"),
+        (WorkerStatus, b'{"generation":1,"partitions":{"r/t/0":{"state":"ASLEEP"}}}', "state"),
+        (WorkerInfo, b'{"id":"w1","host":"h","pid":"many"}', "pid"),
+        (ExternalView, b'{"route":"r","topic":"t","partitions":{"x":{"worker":"w","state":"ONLINE"}}}', "partitions"),
+    ],
+)
 def test_a_malformed_payload_names_its_field(cls: type, data: bytes, field: str) -> None:
     with pytest.raises(ValidationError, match=field):
         cls.from_bytes(data)
@@ -90,7 +106,12 @@ def test_a_malformed_payload_names_its_field(cls: type, data: bytes, field: str)
 
 def test_external_view_counts_states() -> None:
     view = ExternalView.from_bytes(OLD_VIEW)
-    assert view.state_counts(4) == {"ONLINE": 1, "ERROR": 1, "OFFLINE": 2, "PAUSED": 0}  # partition 3: nobody reports it
+    assert view.state_counts(4) == {
+        "ONLINE": 1,
+        "ERROR": 1,
+        "OFFLINE": 2,
+        "PAUSED": 0,
+    }  # partition 3: nobody reports it
     assert count_states([]) == {"ONLINE": 0, "OFFLINE": 0, "ERROR": 0, "PAUSED": 0}
     assert WorkerStatus.from_bytes(OLD_STATUS).state_counts()[PartitionState.ERROR] == 1
 
@@ -103,12 +124,16 @@ def test_enum_members_are_their_words(enum: type) -> None:
         assert enum(member.value) is member
 
 
-@given(st.dictionaries(st.integers(0, 10_000), st.sampled_from(["w1", "w2", "worker-3"])),
-       st.sampled_from(list(PartitionState)))
+@given(
+    st.dictionaries(st.integers(0, 10_000), st.sampled_from(["w1", "w2", "worker-3"])),
+    st.sampled_from(list(PartitionState)),
+)
 def test_payload_round_trips(assignment: dict[int, str], state: PartitionState) -> None:
     ideal = IdealState("a.b", "t", len(assignment), assignment)
     assert IdealState.from_bytes(ideal.to_bytes()) == ideal
-    status = WorkerStatus(3, {PartitionKey("a.b", "t", p): PartitionStatus(state, "why" if p % 2 else None) for p in assignment})
+    status = WorkerStatus(
+        3, {PartitionKey("a.b", "t", p): PartitionStatus(state, "why" if p % 2 else None) for p in assignment}
+    )
     assert WorkerStatus.from_bytes(status.to_bytes()) == status
 
 

@@ -188,7 +188,7 @@ def test_runs_sent_at_once_track_as_sent_one_by_one(gaps: list[int], data: st.Da
     position = 0
     while position < len(offsets):
         size = data.draw(st.integers(1, len(offsets) - position))
-        chunk = offsets[position:position + size]
+        chunk = offsets[position : position + size]
         position += size
         for offset in chunk:
             one.sent("k", offset)

@@ -1,4 +1,5 @@
 """The worker's load windows: rates per held partition from the copier's counters, lag, busy share."""
+
 from __future__ import annotations
 
 from typing import Any, cast
@@ -12,8 +13,12 @@ pytestmark = pytest.mark.unit
 
 
 class FakeCopier:
-    def __init__(self, held: set[tuple[str, int]], copied: dict[tuple[str, int], tuple[int, int]],
-                 lags: dict[tuple[str, int], int]) -> None:
+    def __init__(
+        self,
+        held: set[tuple[str, int]],
+        copied: dict[tuple[str, int], tuple[int, int]],
+        lags: dict[tuple[str, int], int],
+    ) -> None:
         self._held, self._copied, self._lags = held, copied, lags
 
     def held(self) -> set[tuple[str, int]]:
@@ -34,8 +39,10 @@ def test_a_window_reports_rates_per_held_partition_and_the_busy_share() -> None:
     meter.busy(2.5)
     assert not meter.due(109.9) and meter.due(110.0)
     load, busy = meter.report(110.0, cast(Any, {"a.b": copier}))
-    assert load == {PartitionKey("a.b", "t", 0): PartitionLoad(51_200, 100, 42),
-                    PartitionKey("a.b", "t", 1): PartitionLoad(0, 0, 0)}
+    assert load == {
+        PartitionKey("a.b", "t", 0): PartitionLoad(51_200, 100, 42),
+        PartitionKey("a.b", "t", 1): PartitionLoad(0, 0, 0),
+    }
     assert busy == 0.5
     load, busy = meter.report(120.0, cast(Any, {"a.b": copier}))  # the next window starts from zero
     assert load[PartitionKey("a.b", "t", 0)] == PartitionLoad(0, 0, 42) and busy == 0.0

@@ -31,17 +31,21 @@ class FakeZk:
 
 
 def _worker(zk: FakeZk, clock: FakeClock) -> Worker:
-    config = parse_config({
-        "zookeeper": {"connect": "127.0.0.1:1", "session_timeout_s": 4},
-        "clusters": {"a": {"bootstrap.servers": "127.0.0.1:1"}, "b": {"bootstrap.servers": "127.0.0.1:1"}},
-        "routes": [{"source": "a", "destination": "b"}],
-    })
+    config = parse_config(
+        {
+            "zookeeper": {"connect": "127.0.0.1:1", "session_timeout_s": 4},
+            "clusters": {"a": {"bootstrap.servers": "127.0.0.1:1"}, "b": {"bootstrap.servers": "127.0.0.1:1"}},
+            "routes": [{"source": "a", "destination": "b"}],
+        }
+    )
     worker = Worker(config, "w1", metrics_port=0, zk=zk, clock=clock)  # type: ignore[arg-type]
     worker.state = WorkerState.RUNNING
     return worker
 
 
-@pytest.mark.parametrize(("owner", "fails", "lost"), [(7, False, False), (8, False, True), (None, False, True), (7, True, True)])
+@pytest.mark.parametrize(
+    ("owner", "fails", "lost"), [(7, False, False), (8, False, True), (None, False, True), (7, True, True)]
+)
 def test_a_standstill_past_the_session_timeout_asks_zookeeper_once(owner: int | None, fails: bool, lost: bool) -> None:
     zk, clock = FakeZk(owner, fails), FakeClock(100.0)
     worker = _worker(zk, clock)

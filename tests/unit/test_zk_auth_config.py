@@ -67,7 +67,9 @@ def test_bad_auth_sections_are_named(auth: dict[str, Any], message: str) -> None
     assert "no-colon" not in str(raised.value)
 
 
-def test_unusable_placeholders_are_config_errors_naming_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unusable_placeholders_are_config_errors_naming_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("FERRY_TEST_UNSET", raising=False)
     with pytest.raises(ConfigError, match=r"zookeeper.auth.digest: .*FERRY_TEST_UNSET is not set"):
         zk({"digest": "${env:FERRY_TEST_UNSET}"})

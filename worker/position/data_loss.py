@@ -50,17 +50,23 @@ def out_of_range(position: int, log_start: int, log_end: int) -> OutOfRange:
     if position < log_start:
         return OutOfRange(resume_at=log_start, lost=(position, log_start))
     if position > log_end:
-        return OutOfRange(resume_at=None, stop_reason=(
-            f"the source partition ends at offset {log_end}, below Ferry's position {position}: the topic was "
-            f"deleted and re-created (or truncated) at the source. Ferry does not copy the new topic's records "
-            f"under the old one's offsets; to mirror the new topic, delete the destination topic and "
-            f"DELETE then POST the topic again"))
+        return OutOfRange(
+            resume_at=None,
+            stop_reason=(
+                f"the source partition ends at offset {log_end}, below Ferry's position {position}: the topic was "
+                f"deleted and re-created (or truncated) at the source. Ferry does not copy the new topic's records "
+                f"under the old one's offsets; to mirror the new topic, delete the destination topic and "
+                f"DELETE then POST the topic again"
+            ),
+        )
     return OutOfRange(resume_at=position)
 
 
 def describe(lost: tuple[int, int]) -> str:
-    return (f"lost source records [{lost[0]}, {lost[1]}) ({lost[1] - lost[0]} records): deleted at the source "
-            f"(retention or deleteRecords) before Ferry copied them; copying went on from {lost[1]}")
+    return (
+        f"lost source records [{lost[0]}, {lost[1]}) ({lost[1] - lost[0]} records): deleted at the source "
+        f"(retention or deleteRecords) before Ferry copied them; copying went on from {lost[1]}"
+    )
 
 
 @dataclass
@@ -89,12 +95,15 @@ class Losses:
 
 
 def destination_recreated(committed: int) -> str:
-    return (f"the destination topic was deleted under Ferry (the route had copied up to source offset {committed}) "
-            f"and created again: copying again from the source's log start")
+    return (
+        f"the destination topic was deleted under Ferry (the route had copied up to source offset {committed}) "
+        f"and created again: copying again from the source's log start"
+    )
 
 
-def recreated_reason(source_offset: int, copied: tuple[int | None, bytes | None],
-                     found: tuple[int, bytes | None] | None) -> str | None:
+def recreated_reason(
+    source_offset: int, copied: tuple[int | None, bytes | None], found: tuple[int, bytes | None] | None
+) -> str | None:
     """Why a partition must stop because its source topic is not the one its copies came from, or None (pure).
 
     ``copied``: the (timestamp, key) of the destination's newest copy of source offset ``source_offset``
@@ -102,10 +111,12 @@ def recreated_reason(source_offset: int, copied: tuple[int | None, bytes | None]
     record at that offset now (None: not there any more, nothing to compare)."""
     if found is None or (found[1] == copied[1] and copied[0] in (None, found[0])):
         return None
-    return (f"the source topic was re-created: its record at offset {source_offset} is not the one Ferry copied "
-            f"from there (timestamp {found[0]}, copied {copied[0]}). Ferry does not copy the new topic's records "
-            f"under the old one's offsets; to mirror the new topic, delete the destination topic and DELETE then "
-            f"POST the topic again")
+    return (
+        f"the source topic was re-created: its record at offset {source_offset} is not the one Ferry copied "
+        f"from there (timestamp {found[0]}, copied {copied[0]}). Ferry does not copy the new topic's records "
+        f"under the old one's offsets; to mirror the new topic, delete the destination topic and DELETE then "
+        f"POST the topic again"
+    )
 
 
 class SourceProbe:
@@ -119,11 +130,15 @@ class SourceProbe:
         self._settings = (source, f"{group_id}.probe", client_id)
         self._consumer: Any = None
 
-    def record(self, topic: str, partition: int, offset: int, timeout_s: float = 10.0) -> tuple[int, bytes | None] | None:
+    def record(
+        self, topic: str, partition: int, offset: int, timeout_s: float = 10.0
+    ) -> tuple[int, bytes | None] | None:
         """(timestamp, key) of the record at ``offset``, or None when the source no longer has it."""
         if self._consumer is None:
             source, group, client_id = self._settings
-            self._consumer = kafka_clients.consumer(source, group, **{"client.id": client_id, "auto.offset.reset": "error"})
+            self._consumer = kafka_clients.consumer(
+                source, group, **{"client.id": client_id, "auto.offset.reset": "error"}
+            )
         self._consumer.assign([TopicPartition(topic, partition, offset)])
         try:
             # Counted polls, not a clock: each waits at most POLL_S, so this gives up after about timeout_s.

@@ -29,9 +29,13 @@ FIRST_WINDOW = 1_000  # records; each next window is twice as large, up to LARGE
 LARGEST_WINDOW = 64_000
 _READ_TIMEOUT_S = 30.0
 _LEADER_WAIT_S = 10.0
-_NO_LEADER_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
-                  # A partition added a moment ago: this long-lived client's cached metadata predates it.
-                  KafkaError._UNKNOWN_PARTITION}
+_NO_LEADER_YET = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    # A partition added a moment ago: this long-lived client's cached metadata predates it.
+    KafkaError._UNKNOWN_PARTITION,
+}
 
 
 class LookBackTimeout(WorkerError):
@@ -58,11 +62,13 @@ class LookBack:
 class DestinationReader:
     """One assign()-only consumer on the destination, reused for every look-back of a route."""
 
-    def __init__(self, destination: Mapping[str, Any], group_id: str, client_id: str,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, destination: Mapping[str, Any], group_id: str, client_id: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         # The group id is never committed to (auto commit off, no commit calls); librdkafka wants one.
-        self._consumer = kafka_clients.consumer(destination, f"{group_id}.lookback",
-                                                **{"client.id": client_id, "auto.offset.reset": "earliest"})
+        self._consumer = kafka_clients.consumer(
+            destination, f"{group_id}.lookback", **{"client.id": client_id, "auto.offset.reset": "earliest"}
+        )
         self._clock = clock
 
     def look_back(self, topic: str, partition: int, source_cluster: str, committed: int | None, limit: int) -> LookBack:
@@ -89,7 +95,9 @@ class DestinationReader:
         deadline = self._clock() + _LEADER_WAIT_S
         while True:
             try:
-                low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_READ_TIMEOUT_S)
+                low, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=_READ_TIMEOUT_S
+                )
                 return int(low), int(high)
             except KafkaException as exc:
                 if kafka_error(exc).code not in _NO_LEADER_YET or self._clock() > deadline:
@@ -99,8 +107,9 @@ class DestinationReader:
             # count until the next periodic refresh (minutes), and the partition would stay unknown.
             self._consumer.list_topics(topic, timeout=_READ_TIMEOUT_S)
 
-    def _read(self, topic: str, partition: int, start: int, end: int, source_cluster: str,
-              result: LookBack) -> list[tuple[int, int]]:
+    def _read(
+        self, topic: str, partition: int, start: int, end: int, source_cluster: str, result: LookBack
+    ) -> list[tuple[int, int]]:
         tp = TopicPartition(topic, partition, start)
         self._consumer.assign([tp])
         own: list[tuple[int, int]] = []
@@ -110,8 +119,16 @@ class DestinationReader:
         finally:
             self._consumer.unassign()
 
-    def _read_window(self, topic: str, partition: int, start: int, end: int, source_cluster: str,
-                     result: LookBack, own: list[tuple[int, int]]) -> None:
+    def _read_window(
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        source_cluster: str,
+        result: LookBack,
+        own: list[tuple[int, int]],
+    ) -> None:
         last: int | None = None  # the newest offset read in this window
         newest: Any = None  # this window's newest own record
         deadline = self._clock() + _READ_TIMEOUT_S
@@ -144,8 +161,11 @@ class DestinationReader:
                 if newest is not None and result.newest is None:
                     timestamp_type, timestamp = newest[1].timestamp()
                     # A destination topic with LogAppendTime stamps its own time: then only the key can tell.
-                    result.newest = (newest[0], timestamp if timestamp_type == TIMESTAMP_CREATE_TIME else None,
-                                     newest[1].key())
+                    result.newest = (
+                        newest[0],
+                        timestamp if timestamp_type == TIMESTAMP_CREATE_TIME else None,
+                        newest[1].key(),
+                    )
                 return
         raise LookBackTimeout(f"reading back {topic}/{partition} [{start}, {end}) on the destination timed out")
 

@@ -29,6 +29,7 @@ from ferry.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
 
+
 class Mm2Unavailable(WorkerError):
     """MirrorMaker 2's topics could not be read now (a temporary reason: the partitions wait and retry)."""
 
@@ -36,8 +37,14 @@ class Mm2Unavailable(WorkerError):
 class Mm2Takeover:
     """MirrorMaker 2's progress on one route, read once, and the start of each partition it mirrored."""
 
-    def __init__(self, route: RouteConfig, source: Mapping[str, Any], destination: Mapping[str, Any],
-                 metrics: WorkerMetrics, client_id: str) -> None:
+    def __init__(
+        self,
+        route: RouteConfig,
+        source: Mapping[str, Any],
+        destination: Mapping[str, Any],
+        metrics: WorkerMetrics,
+        client_id: str,
+    ) -> None:
         assert route.mirrormaker2 is not None
         self._route = route
         self._names: MirrorMaker2Config = route.mirrormaker2.names(route.source, route.destination)
@@ -59,7 +66,11 @@ class Mm2Takeover:
         last: dict[tuple[str, int], int] = {}
         for key, value in read_topic(self._destination, str(names.offsets_topic), self._client_id):
             offset_key = records.source_offset_key(key or b"")
-            if offset_key is None or offset_key.connector != names.connector or offset_key.cluster != names.source_alias:
+            if (
+                offset_key is None
+                or offset_key.connector != names.connector
+                or offset_key.cluster != names.source_alias
+            ):
                 continue
             offset = records.source_offset_value(value)
             if offset is None:
@@ -71,16 +82,30 @@ class Mm2Takeover:
         syncs = {(sync.topic, sync.partition): sync for sync in records.decoded(found, records.offset_sync)}
         self._last_copied, self._syncs = last, syncs
         if not last and not syncs:
-            log.warning("route %s: nothing of MirrorMaker 2's found in %s (destination) nor %s (%s): its partitions start "
-                        "as new ones; check the route's mirrormaker2 names (aliases %s -> %s, connector %s)",
-                        self._route.name, names.offsets_topic, names.offset_syncs_topic, names.offset_syncs_on,
-                        names.source_alias, names.target_alias, names.connector)
+            log.warning(
+                "route %s: nothing of MirrorMaker 2's found in %s (destination) nor %s (%s): its partitions start "
+                "as new ones; check the route's mirrormaker2 names (aliases %s -> %s, connector %s)",
+                self._route.name,
+                names.offsets_topic,
+                names.offset_syncs_topic,
+                names.offset_syncs_on,
+                names.source_alias,
+                names.target_alias,
+                names.connector,
+            )
             return
-        log.info("route %s: MirrorMaker 2's progress read: %d partitions in %s, %d offset syncs in %s",
-                 self._route.name, len(last), names.offsets_topic, len(syncs), names.offset_syncs_topic)
+        log.info(
+            "route %s: MirrorMaker 2's progress read: %d partitions in %s, %d offset syncs in %s",
+            self._route.name,
+            len(last),
+            names.offsets_topic,
+            len(syncs),
+            names.offset_syncs_topic,
+        )
 
-    def start(self, topic: str, partition: int, destination_topic: str,
-              end_offset: Callable[[str, int], int]) -> int | None:
+    def start(
+        self, topic: str, partition: int, destination_topic: str, end_offset: Callable[[str, int], int]
+    ) -> int | None:
         """Where ``topic``/``partition`` starts (None: MirrorMaker 2 never copied it; the reset policy
         decides); logs and exports how many records MirrorMaker 2 wrote that are copied again.
         Raises :class:`Mm2Unavailable` when MirrorMaker 2's topics cannot be read now."""
@@ -89,8 +114,13 @@ class Mm2Takeover:
         assert self._last_copied is not None
         key = (topic, partition)
         if key not in self._last_copied and key not in self._syncs:
-            log.info("route %s: %s/%s: MirrorMaker 2 left no record of it; starting as a new partition",
-                     self._route.name, topic, partition, extra={"topic": topic, "partition": partition})
+            log.info(
+                "route %s: %s/%s: MirrorMaker 2 left no record of it; starting as a new partition",
+                self._route.name,
+                topic,
+                partition,
+                extra={"topic": topic, "partition": partition},
+            )
             return None
         try:
             end = end_offset(destination_topic, partition)
@@ -99,9 +129,15 @@ class Mm2Takeover:
         plan = records.takeover_start(self._last_copied.get(key), self._syncs.get(key), end)
         if plan.recopied is not None:
             self._metrics.mm2_recopied.labels(self._route.name, topic, str(partition)).set(plan.recopied)
-        log.info("route %s: %s/%s takes over from MirrorMaker 2 at source offset %s (from its %s); records "
-                 "MirrorMaker 2 copied after its last flush, copied again: %s",
-                 self._route.name, topic, partition, plan.start, plan.basis,
-                 "unknown (no offset sync)" if plan.recopied is None else plan.recopied,
-                 extra={"topic": topic, "partition": partition})
+        log.info(
+            "route %s: %s/%s takes over from MirrorMaker 2 at source offset %s (from its %s); records "
+            "MirrorMaker 2 copied after its last flush, copied again: %s",
+            self._route.name,
+            topic,
+            partition,
+            plan.start,
+            plan.basis,
+            "unknown (no offset sync)" if plan.recopied is None else plan.recopied,
+            extra={"topic": topic, "partition": partition},
+        )
         return plan.start

@@ -35,21 +35,29 @@ from ferry.worker.errors import PartitionDeferred
 log = logging.getLogger(__name__)
 
 # The group coordinator's temporary answers: it moved, is loading, or is not there yet.
-RETRIABLE = frozenset({
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError._WAIT_COORD,
-    KafkaError._TIMED_OUT,
-    KafkaError._TRANSPORT,
-})
+RETRIABLE = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._WAIT_COORD,
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+    }
+)
 FIRST_BACKOFF_S = 0.2
 LARGEST_BACKOFF_S = 2.0
 
 # librdkafka's auto.offset.reset values (and their aliases) as explicit logical offsets.
-_RESET = {"earliest": OFFSET_BEGINNING, "smallest": OFFSET_BEGINNING, "beginning": OFFSET_BEGINNING,
-          "latest": OFFSET_END, "largest": OFFSET_END, "end": OFFSET_END}
+_RESET = {
+    "earliest": OFFSET_BEGINNING,
+    "smallest": OFFSET_BEGINNING,
+    "beginning": OFFSET_BEGINNING,
+    "latest": OFFSET_END,
+    "largest": OFFSET_END,
+    "end": OFFSET_END,
+}
 
 
 class CommittedReader(Protocol):
@@ -63,12 +71,14 @@ def reset_offset(auto_offset_reset: str) -> int:
     try:
         return _RESET[auto_offset_reset.strip().lower()]
     except KeyError:
-        raise ValueError(f"auto.offset.reset {auto_offset_reset!r} has no start offset "
-                         f"(one of {', '.join(sorted(_RESET))})") from None
+        raise ValueError(
+            f"auto.offset.reset {auto_offset_reset!r} has no start offset (one of {', '.join(sorted(_RESET))})"
+        ) from None
 
 
-def route_start(consumer: Any, topic: str, partitions: Sequence[int], start: str | int | None, reset: int,
-                timeout_s: float) -> dict[int, int]:
+def route_start(
+    consumer: Any, topic: str, partitions: Sequence[int], start: str | int | None, reset: int, timeout_s: float
+) -> dict[int, int]:
     """Where each of ``partitions`` (nothing of the route committed or on the destination) starts: the
     route's ``start`` (earliest, latest, or epoch ms: the first record at or after it, the log end when
     none is), else ``reset`` (worker.auto_offset_reset). Raises KafkaException when the source does not answer."""
@@ -133,7 +143,12 @@ def committed_offsets(
         except KafkaException as exc:
             if not _retriable(exc) or clock() + backoff > give_up:
                 raise
-            log.info("committed offsets of %s (attempt %d): %s; retrying in %.1fs",
-                     sorted({tp.topic for tp in partitions}), attempt, kafka_error(exc), backoff)
+            log.info(
+                "committed offsets of %s (attempt %d): %s; retrying in %.1fs",
+                sorted({tp.topic for tp in partitions}),
+                attempt,
+                kafka_error(exc),
+                backoff,
+            )
             sleep(backoff)
             backoff = min(LARGEST_BACKOFF_S, backoff * 2)

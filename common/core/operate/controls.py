@@ -130,14 +130,23 @@ class Controls:
         return self._with(throttles=throttles)
 
     def _with(self, **changed: Any) -> Controls:
-        values = {"paused": self.paused, "cordoned": self.cordoned, "autobalancing": self.autobalancing,
-                  "throttles": self.throttles, **changed}
+        values = {
+            "paused": self.paused,
+            "cordoned": self.cordoned,
+            "autobalancing": self.autobalancing,
+            "throttles": self.throttles,
+            **changed,
+        }
         return Controls(**values)
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "paused": {route: {topic: None if numbers is None else sorted(numbers) for topic, numbers in sorted(topics.items())}
-                       for route, topics in sorted(self.paused.items())},
+            "paused": {
+                route: {
+                    topic: None if numbers is None else sorted(numbers) for topic, numbers in sorted(topics.items())
+                }
+                for route, topics in sorted(self.paused.items())
+            },
             "cordoned": dict(sorted(self.cordoned.items())),
             "autobalancing": self.autobalancing,
             "throttles": {route: t.to_json() for route, t in sorted(self.throttles.items())},
@@ -151,8 +160,10 @@ class Controls:
         if not raw:
             return cls()
         paused = {
-            str(route): {str(topic): None if numbers is None else frozenset(int(n) for n in numbers)
-                         for topic, numbers in topics.items()}
+            str(route): {
+                str(topic): None if numbers is None else frozenset(int(n) for n in numbers)
+                for topic, numbers in topics.items()
+            }
             for route, topics in (raw.get("paused") or {}).items()
         }
         cordoned = {str(w): str(how) for w, how in (raw.get("cordoned") or {}).items() if how in (CORDON, DRAIN)}

@@ -76,8 +76,9 @@ class RouteThrottle:
     charges what a batch took.
     """
 
-    def __init__(self, max_bytes_per_s: float | None, max_records_per_s: float | None,
-                 burst_s: float = DEFAULT_BURST_S) -> None:
+    def __init__(
+        self, max_bytes_per_s: float | None, max_records_per_s: float | None, burst_s: float = DEFAULT_BURST_S
+    ) -> None:
         self.records = TokenBucket(max_records_per_s, burst_s)
         self.bytes = TokenBucket(max_bytes_per_s, burst_s)
 

@@ -10,8 +10,8 @@ States::
     any     -> STOPPED   :meth:`Leadership.stop` (the composition root marks it STOPPED)
 
 The *fence* is this controller's own election node: every write of the lead is a transaction that
-``check``s it (:meth:`controller.lead.store.Store.commit`), so a controller whose session expired
-cannot write. The *epoch* counts leads (and their ends): a watch or a follower started in one
+``check``s it (:meth:`Leadership.commit`, :meth:`controller.lead.store.Store.commit`), so a controller
+whose session expired cannot write. The *epoch* counts leads (and their ends): a watch or a follower started in one
 epoch stops itself once the epoch changed, so nothing of a former lead acts in the next one.
 """
 
@@ -21,6 +21,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from typing import Protocol
 
 from kazoo.client import KazooClient, KazooState
@@ -31,7 +32,7 @@ from ferry.common.model import encode
 from ferry.common.vocabulary import ControllerState
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import NotLeader
-from ferry.controller.lead.store import Store
+from ferry.controller.lead.store import Op, Store
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,15 @@ class Leadership:
     def require_leader(self) -> None:
         if not self.is_leader():
             raise NotLeader(f"controller {self.controller_id} does not lead")
+
+    def commit(self, ops: Sequence[Op]) -> None:
+        """Writes ``ops`` fenced by this lead's election node (:meth:`controller.lead.store.Store.commit`).
+
+        Raises :class:`NotLeader` when this controller does not lead or its fence is gone."""
+        fence = self.fence
+        if fence is None or self.state != LEADING:
+            raise NotLeader(f"controller {self.controller_id} does not lead")
+        self._store.commit(fence, ops)
 
     def lose_lead(self) -> None:
         """A fenced write found the lead gone: end this lead now (any thread)."""

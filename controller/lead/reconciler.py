@@ -346,11 +346,9 @@ class Reconciler:
 
     def commit(self, ops: list[Op]) -> None:
         """Writes ``ops`` fenced by this lead's election node; any failure drops the model."""
-        fence = self._leadership.fence
-        if fence is None or self._leadership.state != LEADING:
-            raise NotLeader(f"controller {self._leadership.controller_id} does not lead")
+        self._leadership.require_leader()
         try:
-            self.store.commit(fence, ops)
+            self._leadership.commit(ops)
         except BaseException:
             self._model = None  # some transactions may have committed: the next reconcile reads everything
             raise

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import RolledBackError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
+from ferry.common.errors import TransientError
 from ferry.common.model import ExternalView, IdealState, TopicKey, WorkerAssignment, WorkerInfo, WorkerStatus, decode
 from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
@@ -25,6 +26,17 @@ MAX_OPS_PER_TRANSACTION = 200
 MAX_BYTES_PER_TRANSACTION = 512 * 1024
 # What one op costs in a multi request beyond its path and data: header, version, ACL of a create.
 OP_OVERHEAD_BYTES = 64
+
+
+class WriteConflict(ControllerError, TransientError):
+    """A node changed under a fenced write: a version check failed, a node to create exists or one to
+    change is gone. Whoever wrote read a stale state: it reads again and retries (503)."""
+
+    status = 503
+
+
+# What ZooKeeper answers an op whose node changed under the writer (:class:`WriteConflict`).
+_CONFLICTS = (BadVersionError, NodeExistsError, NoNodeError)
 
 
 @dataclass
@@ -149,8 +161,9 @@ class Store(StateReader):
         Transactions are bounded in ops and bytes (:func:`chunks`); each is atomic, the whole list
         is not, so callers order ``ops`` so that every prefix is a safe state.
 
-        Raises :class:`NotLeader` when the fence is gone (this controller lost the lead) and
-        :class:`ControllerError` when a node changed under us (the caller reconciles again).
+        Raises :class:`NotLeader` when the fence is gone (this controller lost the lead),
+        :class:`WriteConflict` when a node changed under us (the caller reads again and retries) and
+        :class:`ControllerError` when ZooKeeper refused an op for another reason.
         """
         for chunk in chunks(ops):
             self.transactions += 1
@@ -167,10 +180,11 @@ class Store(StateReader):
                 else:
                     transaction.delete(op.path, op.version)
             results = transaction.commit()
-            if results and isinstance(results[0], Exception):
-                raise NotLeader(f"the fence {fence} is gone: this controller no longer leads")
             # kazoo answers every op of a failed transaction with an exception: the one that failed
-            # with its own, the others with RolledBackError.
+            # with its own, those before it with RolledBackError, those after it with
+            # RuntimeInconsistency. The fence's check failed on its own only when the fence is gone.
+            if results and isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+                raise NotLeader(f"the fence {fence} is gone: this controller no longer leads")
             failures = [
                 (op, r)
                 for op, r in zip(chunk, results[1:], strict=False)
@@ -178,4 +192,5 @@ class Store(StateReader):
             ]
             if failures:
                 op, error = failures[0]
-                raise ControllerError(f"ZooKeeper refused {op.kind} {op.path}: {type(error).__name__}")
+                refused = WriteConflict if isinstance(error, _CONFLICTS) else ControllerError
+                raise refused(f"ZooKeeper refused {op.kind} {op.path}: {type(error).__name__}")

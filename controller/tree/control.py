@@ -1,7 +1,9 @@
 """The distribution tree's control (:mod:`common.core.tree`): targets, switches, probes and the view.
 
-Owns ``tree/targets`` (distributor -> leaf, written by compare-and-set: the leader's own switches
-and an operator's may race) and, on the leader, when each leaf was first seen unreachable.
+Owns ``tree/targets`` (distributor -> leaf) and, on the leader, when each leaf was first seen
+unreachable. The leader writes ``tree/targets`` as it writes everything, in a fenced transaction
+(:meth:`controller.lead.leadership.Leadership.commit`) that also checks the node's version: its own
+switches and an operator's may race, and a controller that lost the lead must not write at all.
 Per leaf: ``reachable -> unreachable`` (a probe failed; remembered with the time) ->
 ``reachable`` (a probe answered). A distributor whose target stayed unreachable for
 ``tree.switch_after_s`` is switched to another leaf of its subtree (:func:`common.core.tree.switches`).
@@ -15,15 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core import tree
 from ferry.common.model import decode, encode
+from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, Conflict, NotFound
 from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.lead.leadership import Leadership
+from ferry.controller.lead.store import Op, WriteConflict
 
 log = logging.getLogger(__name__)
 
@@ -97,15 +101,17 @@ class TreeControl:
             raise NotFound(f"no distributor {distributor!r} (distributors: {sorted(derived)})")
         if leaf not in derived[distributor].subtree:
             raise BadRequest(f"{leaf!r} is not a leaf of {distributor}'s subtree {list(derived[distributor].subtree)}")
-        for _ in range(5):  # compare-and-set: the leader's own switches and an operator's may race
+        self._leadership.require_leader()  # a standby's REST forwards the switch to the leader
+        path = self._layout.tree_targets
+        self._zk.ensure_path(path.rsplit("/", 1)[0])
+        for _ in range(5):  # the leader's own switches and an operator's may race: read again, retry
             switched, version = self.switched_targets()
             updated = {**switched, distributor: leaf}
+            data = encode(updated)
+            op = Op(OpKind.CREATE, path, data) if version is None else Op(OpKind.SET, path, data, version)
             try:
-                if version is None:
-                    self._zk.create(self._layout.tree_targets, encode(updated), makepath=True)
-                else:
-                    self._zk.set(self._layout.tree_targets, encode(updated), version=version)
-            except (NodeExistsError, BadVersionError):
+                self._leadership.commit([op])  # NotLeader when this controller does not lead (any more)
+            except WriteConflict:
                 continue
             log.warning("distributor %s now copies to %s (%s)", distributor, leaf, why)
             return updated

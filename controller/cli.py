@@ -23,11 +23,11 @@ from ferry.common.config import load_config
 from ferry.common.errors import ConfigError
 from ferry.common.zk.layout import lost
 
-# The leader's model holds millions of small objects at 160,000 partitions (partition keys,
+# The leader state holds millions of small objects at 160,000 partitions (partition keys,
 # statuses, indexes), and a bulk POST allocates hundreds of thousands more. With CPython's default
 # thresholds (a young collection every 700 allocations, an older one every 10 of those) the cyclic
 # collector runs thousands of times per bulk POST and walks the survivors again and again:
-# in a replay of 20 bulk POSTs of 8,000 partitions onto 2,000 workers (model, writes and status
+# in a replay of 20 bulk POSTs of 8,000 partitions onto 2,000 workers (leader state, writes and status
 # decoding only, no ZooKeeper) it was a fifth of the leader's CPU. Reference counting frees
 # almost everything the controller drops; the collector only finds cycles, so it can run rarely.
 GC_THRESHOLDS = (50_000, 20, 100)

@@ -4,7 +4,7 @@ One of several controllers leads (:mod:`controller.lead.leadership`: STANDBY -> 
 any -> STOPPED). The parts, each in a module of its own:
 
 - ``leadership`` (:mod:`controller.lead.leadership`): the campaign, the fence, the leader node, the epoch;
-- ``reconciler`` (:mod:`controller.lead.reconciler`): the leader's model, the watches feeding it, the
+- ``reconciler`` (:mod:`controller.lead.reconciler`): the leader state, the watches feeding it, the
   fenced writes of assignments and views;
 - ``topics`` (:mod:`controller.topics.admin`): the fenced topic commands and the observer's writes;
 - ``jobs`` (:mod:`controller.jobs.scheduler`): the scheduler's periodic leader jobs and their results;
@@ -16,7 +16,7 @@ any -> STOPPED). The parts, each in a module of its own:
 The REST layer (:mod:`controller.api.rest`) takes this object and uses the parts by name; the parts
 answer with typed data, which :mod:`controller.api.rest_json` shapes as JSON. When the
 lead starts, the reconciler forgets the former lead, then (LEADING) its watches and the jobs
-start; when the lead ends, every job is removed and the model dropped.
+start; when the lead ends, every job is removed and the leader state dropped.
 """
 
 from __future__ import annotations
@@ -155,5 +155,5 @@ class Controller:
 
     def lead_ended(self) -> None:
         self.metrics.leader.set(0)
-        self.reconciler.drop_model()
+        self.reconciler.drop_state()
         self.jobs.stop()

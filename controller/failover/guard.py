@@ -25,6 +25,7 @@ from ferry.controller.failover import states as fsm
 from ferry.controller.failover.states import partition_key
 from ferry.controller.lead.reconciler import Reconciler
 from ferry.controller.lead.store import Op
+from ferry.controller.lead.topic_writes import TopicChange
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +54,10 @@ def stop_routes(zk: KazooClient, layout: ZkLayout, reconciler: Reconciler) -> se
     doomed = [key for key in reconciler.ideal_states() if key.route in stopped]
     if not doomed:
         return stopped
-    with reconciler.writing(beside_bulk=True) as writer:  # a reconcile follows: the workers let go
-        writer.write(
+    with reconciler.topic_writer(beside_bulk=True) as writer:  # a reconcile follows: the workers let go
+        writer.commit(
             [Op(OpKind.DELETE, layout.topic(k.route, k.topic)) for k in doomed],
-            [(TopicKey(k.route, k.topic), None, 0) for k in doomed],
+            [TopicChange(TopicKey(k.route, k.topic), None, 0) for k in doomed],
         )
     log.info("failover: stopped copying %d topics of routes %s", len(doomed), sorted(stopped))
     return stopped

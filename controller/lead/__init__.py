@@ -1,1 +1,2 @@
-"""The lead: the election and its fence, the leader's model of ZooKeeper state, the reconciler and its fenced, byte-bounded writes."""
+"""The lead: the election and its fence, the leader state (the leader's copy of ZooKeeper's), the reconciler
+and its fenced, byte-bounded writes."""

@@ -1,5 +1,5 @@
 """The operator's controls as the leader reads them: the desired controls and the throttle shares
-last written (one read at each model read), and each throttled route's budget.
+last written (one read at each read of the leader state), and each throttled route's budget.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from ferry.controller.lead.leadership import Leadership
 
 
 class LeadWatches:
-    """What the watches saw since the last reconcile. ``lock`` guards what they recorded (and the
-    reconciler's queued flag); ``reads`` counts the data they brought (each a read at the server).
+    """What the watches saw since the last reconcile (a lock of its own guards it); ``reads`` counts
+    the data they brought (each a read at the server).
 
     ``on_change`` wakes the reconciler; ``on_membership`` gets the workers that joined and left
     when the live set changed after the first event of a lead.
@@ -34,7 +34,7 @@ class LeadWatches:
         on_change: Callable[[], None],
         on_membership: Callable[[list[str], list[str]], None],
     ) -> None:
-        self.lock = threading.Lock()
+        self._lock = threading.Lock()
         self.reads = 0
         self._zk = zk
         self._layout = layout
@@ -58,13 +58,13 @@ class LeadWatches:
         ChildrenWatch(self._zk, self._layout.worker_states, lambda children: self._on_states(epoch, children))
 
     def forget(self) -> None:
-        """Drops what was recorded (a model read from ZooKeeper has it already)."""
-        with self.lock:
+        """Drops what was recorded (a leader state read from ZooKeeper has it already)."""
+        with self._lock:
             self._seen_live, self._seen_statuses = None, {}
 
     def take(self) -> tuple[set[str] | None, dict[str, bytes | None]]:
         """The newest live set (None: no change seen) and status bytes (None: node gone) since the last take."""
-        with self.lock:
+        with self._lock:
             live, statuses = self._seen_live, self._seen_statuses
             self._seen_live, self._seen_statuses = None, {}
         return live, statuses
@@ -77,7 +77,7 @@ class LeadWatches:
             joined, left = sorted(live - self._live_seen), sorted(self._live_seen - live)
             self._on_membership(joined, left)
         self._live_seen = live
-        with self.lock:
+        with self._lock:
             self._seen_live = live
             self.reads += 1
         self._on_change()
@@ -88,7 +88,7 @@ class LeadWatches:
         epoch gets no second one (each would fire on every later change of that node)."""
         if epoch != self._leadership.epoch:
             return False
-        with self.lock:
+        with self._lock:
             self.reads += 1
         for worker in children:
             if worker not in self._state_watched:
@@ -101,7 +101,7 @@ class LeadWatches:
         """Follows one worker's status node for this lead, pipelined (:func:`common.zk.watches.follow_pipelined`)."""
 
         def record(data: bytes | None) -> None:
-            with self.lock:
+            with self._lock:
                 self._seen_statuses[worker] = data  # None: the node is gone
                 self.reads += 1
             self._on_change()

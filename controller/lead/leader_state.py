@@ -1,11 +1,11 @@
-"""The leader's in-memory model of Ferry's ZooKeeper state, and the incremental planner over it.
+"""The leader state: the leader's in-memory copy of Ferry's ZooKeeper state, and the incremental planner over it.
 
 Pure: no I/O, no clock (``now`` comes in as a number). The reconciler
 (:class:`controller.lead.reconciler.Reconciler`) builds it from one snapshot of ZooKeeper at the
 first reconcile of a lead (``LeaderState(store.snapshot(), departed_at)``), feeds it what the
 watches saw (:meth:`set_live`, :meth:`set_status`) and what the lead wrote itself
 (:meth:`put_topic`), asks :meth:`plan` for the writes, and records them with :meth:`applied` once
-ZooKeeper took them. A failed write makes the reconciler drop the model and build it again.
+ZooKeeper took them. A failed write makes the reconciler drop the leader state and build it again.
 
 States (no state field: what an event touched is kept in ``_touched``, ``_touched_topics`` and
 ``_check_workers``)::
@@ -27,7 +27,7 @@ the events since the last one touched, not the whole state:
 - a rebalance runs :func:`common.core.assignment.rebalance` over every partition (O(P log P));
 - with ``rates`` (balance by load: :mod:`controller.lead.load_balance`), placement is
   :func:`common.core.assignment.assign_by_load` (the workers' loads summed over their reports, O(P)),
-  and ``moves`` computed from the model are applied as given.
+  and ``moves`` computed from the leader state are applied as given.
 """
 
 from __future__ import annotations

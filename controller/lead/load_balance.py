@@ -2,8 +2,8 @@
 
 The workers write, every ``worker.load_report_interval_s``, per partition the bytes/s and
 records/s they copy and its lag, and how busy their copy loop was (:class:`common.model.WorkerStatus`).
-:class:`LoadBalancer` follows those reports (:meth:`observe`, for every status the reconciler feeds
-the model), and, at most every ``controller.load_rebalance_interval_s``, plans moves with the pure
+:class:`LoadBalancer` follows those reports (:meth:`LoadBalancer.observe`, for every status the reconciler
+feeds the leader state), and, at most every ``controller.load_rebalance_interval_s``, plans moves with the pure
 planner (:func:`common.core.assignment.relieve_stuck` then :func:`common.core.assignment.rebalance_by_load`).
 Its per-worker load gauges (``ferry_controller_worker_bytes_per_second``,
 ``ferry_controller_worker_records_per_second``) show the balance.
@@ -58,7 +58,7 @@ class LoadBalancer:
         self._watch, self._reports = {}, {}
 
     def observe(self, worker: str, status: WorkerStatus | None, now: float) -> None:
-        """A worker's status as the reconciler feeds it to the model (None: its node is gone)."""
+        """A worker's status as the reconciler feeds it to the leader state (None: its node is gone)."""
         if status is None or not status.load:
             if self._reports.pop(worker, None) is not None:
                 self._forget_gauges(worker)

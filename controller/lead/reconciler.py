@@ -1,18 +1,20 @@
-"""The reconciler: the leader's model of Ferry's state, the watches that feed it, and its writes.
+"""The reconciler: the leader state (the leader's copy of Ferry's state), the watches that feed it, its writes.
 
-Level-triggered, from a model. At the first reconcile of a lead it reads Ferry's state once
+Level-triggered, from the leader state. At the first reconcile of a lead it reads Ferry's state once
 (pipelined) into a :class:`controller.lead.leader_state.LeaderState`. ZooKeeper watch callbacks (all
 on kazoo's one event thread) only record what they saw (the newest live set, each worker's
 newest status bytes) and *queue* the job ``reconcile``; the job feeds what was recorded to the
-model, which plans only what those changes touched (deciding exactly as
+leader state, which plans only what those changes touched (deciding exactly as
 ``plan`` of ``tests/oracles/planner.py``), and writes what differs in fenced transactions, stamping
-changed assignments with a new generation. The leader's own writes (topic commands, observer)
-go to the model once ZooKeeper took them (:meth:`Reconciler.put_topic`); a failed write drops
-the model and the next reconcile reads everything again. A bulk ``POST /topics`` writes its
-topics under ``adding`` instead of ``lock`` (it does not wait behind a reconcile); the next
-holder of ``lock`` hands them to the model first (:class:`ModelLock`, :meth:`Reconciler.whitelisted`).
+changed assignments with a new generation. The leader's own topic writes (topic commands,
+observer) go through the topic writers it hands out (:mod:`controller.lead.topic_writes`,
+:meth:`Reconciler.topic_writer`), and into the leader state once ZooKeeper took them; a failed write drops
+the leader state and the next reconcile reads everything again. A bulk ``POST /topics`` writes its
+topics holding the bulk lock instead of ``lock`` (:meth:`Reconciler.bulk_topic_writer`: it does not
+wait behind a reconcile); they wait as pending topics until the next holder of ``lock`` hands them to
+the leader state (:class:`controller.lead.state_lock.LeaderStateLock`).
 
-States of the model: ``None`` (read it at the next reconcile) -> read -> ``None`` again after a
+States of the leader state: ``None`` (read it at the next reconcile) -> read -> ``None`` again after a
 failed write or at the end of a lead.
 
 Triggers (APScheduler one-shot jobs, all on the one ``default`` executor thread, so runs never
@@ -21,7 +23,8 @@ for the running one: no trigger is dropped and APScheduler never refuses one), `
 (``rebalance_delay_s`` after the last membership change, debounced by ``replace_existing``),
 ``failover-<worker>`` (when a departed worker's retention ends), ``load-balance`` (with
 ``controller.balance: load``, every ``load_rebalance_interval_s``: :mod:`controller.lead.load_balance`
-plans moves from the workers' load reports), ``retry`` (1 s after a failed run) and ``resync`` (every 5 s on the ``timer`` thread, it only queues a reconcile: a safety net).
+plans moves from the workers' load reports), ``retry`` (1 s after a failed run) and ``resync``
+(every 5 s on the ``timer`` thread, it only queues a reconcile: a safety net).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import partial
@@ -51,10 +54,10 @@ from ferry.controller.lead.lead_watches import LeadWatches
 from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.leadership import LEADING, Leadership
 from ferry.controller.lead.load_balance import LoadBalancer
-from ferry.controller.lead.model_lock import ModelLock
+from ferry.controller.lead.state_lock import LeaderStateLock
 from ferry.controller.lead.store import Op, Store
-from ferry.controller.lead.topic_writes import TopicWriter
-from ferry.controller.lead.write_order import writes
+from ferry.controller.lead.topic_writes import TopicChange, TopicWriter
+from ferry.controller.lead.write_order import ordered_ops
 from ferry.controller.metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)
@@ -66,9 +69,9 @@ MAX_PARSED_KEYS = 2_000_000
 
 class Reconciler:
     """See the module docstring. ``lock`` serializes the leader's writes (reconcile and commands);
-    ``adding`` serializes bulk whitelisting, which does not wait for ``lock`` (:meth:`whitelisted`).
-    Topic commands take them only through :meth:`writing` and :meth:`writing_without_lock`, which
-    keep the order (``lock`` before ``adding``)."""
+    the bulk lock, its own, serializes bulk whitelisting, which does not wait for ``lock``. Topic
+    commands take them only through :meth:`topic_writer` and :meth:`bulk_topic_writer`, which keep
+    the order (``lock`` before the bulk lock, never the reverse)."""
 
     def __init__(
         self,
@@ -84,24 +87,24 @@ class Reconciler:
         self.config = config
         self.layout = layout
         self.store = store
-        self.lock = ModelLock(self._take_whitelisted)
-        # Bulk POST /topics writes its topic nodes under ``adding`` only, not behind a running
-        # reconcile; what it wrote waits in _whitelisted until the next holder of ``lock`` takes it.
-        # Lock order: ``lock`` before ``adding``, never the reverse.
-        self.adding = threading.RLock()
-        self._whitelisted: dict[TopicKey, IdealState] = {}
+        self.lock = LeaderStateLock(self._take_pending)
+        # Bulk POST /topics writes its topic nodes holding the bulk lock only, not behind a running
+        # reconcile; what it wrote waits in _pending until the next holder of ``lock`` takes it.
+        # Lock order: ``lock`` before the bulk lock, never the reverse.
+        self._bulk_lock = threading.RLock()
+        self._pending: dict[TopicKey, IdealState] = {}
         self.departed_at: dict[str, float] = {}  # worker -> when the leader first saw it gone
         self._zk = zk
         self._leadership = leadership
         self._scheduler = scheduler
         self._metrics = metrics
         self._clock = clock
-        self._model: LeaderState | None = None
+        self._state: LeaderState | None = None
         self._ideal_published: Mapping[TopicKey, IdealState] | None = None
         # What the watches saw since the last reconcile (kazoo's thread writes, the job reads);
         # request_reconcile is looked up at each call (tests replace it on the instance).
         self._watches = LeadWatches(zk, layout, leadership, lambda: self.request_reconcile(), self._membership_changed)
-        self._seen_lock = self._watches.lock  # also guards _reconcile_queued
+        self._queue_lock = threading.Lock()  # guards _reconcile_queued (watch callbacks and the job set it)
         self._reconcile_queued = False
         # Partition keys parsed from the workers' statuses (a status repeats its keys at every report).
         self._parsed_keys: dict[str, PartitionKey] = {}
@@ -119,14 +122,14 @@ class Reconciler:
     def reset(self) -> None:
         """Forgets everything of a former lead (before LEADING)."""
         self.departed_at = {}
-        self._model = None
+        self._state = None
         self._watches.reset()
         self._reconcile_queued = False
         self._ensured_paths = set()
         self.balancer.reset()
         self._shares = None
-        with self.adding:
-            self._whitelisted = {}
+        with self._bulk_lock:
+            self._pending = {}
 
     def watch(self, epoch: int) -> None:
         """Starts this lead's watches, the resync safety net and a first reconcile."""
@@ -150,9 +153,9 @@ class Reconciler:
                 executor="timer",
             )
 
-    def drop_model(self) -> None:
+    def drop_state(self) -> None:
         """The next reconcile reads everything again (a failed write, or the lead ended)."""
-        self._model = None
+        self._state = None
 
     @property
     def watch_reads(self) -> int:
@@ -174,12 +177,12 @@ class Reconciler:
         is lost (the queued run starts after the trigger was recorded, so it sees its data), and
         none is ever refused by APScheduler (a refused run would count as a skip).
         """
-        with self._seen_lock:
+        with self._queue_lock:
             if self._reconcile_queued:
                 return
             self._reconcile_queued = True
         if not self._schedule("reconcile", 0.0, queued=True):
-            with self._seen_lock:
+            with self._queue_lock:
                 self._reconcile_queued = False
 
     def _schedule(
@@ -207,7 +210,7 @@ class Reconciler:
     def _run(self, rebalance: bool = False, queued: bool = False, by_load: bool = False) -> None:
         """The scheduler's job: one reconcile. A trigger that arrives during it has queued the next run."""
         if queued:
-            with self._seen_lock:
+            with self._queue_lock:
                 self._reconcile_queued = False  # a trigger from now on queues the next run
         if self._leadership.state != LEADING:
             return
@@ -226,34 +229,34 @@ class Reconciler:
     # -- reconciliation ---------------------------------------------------------------------
 
     def reconcile(self, rebalance: bool = False, by_load: bool = False) -> Changes:
-        """Feeds the model what the watches saw, plans what that touched, writes what differs (fenced).
+        """Feeds the leader state what the watches saw, plans what that touched, writes what differs (fenced).
 
         ``by_load``: also the moves of the balance by load (:meth:`LoadBalancer.plan`)."""
         with self.lock:
             self._leadership.require_leader()
             started = time.perf_counter()
-            model = self._leader_state()
+            leader_state = self._fed_state()
             now = self._clock()
             plan_started = time.perf_counter()
-            moves = self._load_moves(model, now) if by_load and self._by_load else None
+            moves = self._load_moves(leader_state, now) if by_load and self._by_load else None
             rates = (lambda: self.balancer.rates()) if self._by_load else None
-            changes = model.plan(
+            changes = leader_state.plan(
                 now, self.config.controller.failover_delay_s, rebalance=rebalance, rates=rates, moves=moves
             )
             self._metrics.plan_seconds.observe(time.perf_counter() - plan_started)
-            generation = model.generation + 1
+            generation = leader_state.generation + 1
             for key in changes.views:
                 self.ensure_path(self.layout.route_external(key.route))
-            ops = writes(self.layout, model, changes, generation)  # in a safe order
+            ops = ordered_ops(self.layout, leader_state, changes, generation)
             if ops:
                 self.commit(ops)
-            model.applied(changes, generation)
+            leader_state.applied(changes, generation)
             if changes.ideal:
                 self.publish_ideal()
             if changes.ideal or self._shares is None or self.budgets():
-                self._write_shares(model)
-            self.departed_at = dict(model.departed_at)
-            for state, count in model.state_counts.items():
+                self._write_shares(leader_state)
+            self.departed_at = dict(leader_state.departed_at)
+            for state, count in leader_state.state_counts.items():
                 self._metrics.partitions.labels(state).set(count)
             for worker, until in changes.retained_until.items():
                 self._schedule(f"failover-{worker}", max(0.0, until - now) + 0.05)
@@ -266,50 +269,50 @@ class Reconciler:
             self._metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return changes
 
-    def _load_moves(self, model: LeaderState, now: float) -> dict[PartitionKey, str]:
+    def _load_moves(self, leader_state: LeaderState, now: float) -> dict[PartitionKey, str]:
         """The balance by load's moves among the active workers (live, not leaving)."""
-        leaving = {w for w, status in model.statuses.items() if status.leaving}
-        eligible = set(model.live) - leaving
-        holding = {p: w for w, partitions in model.holding().items() for p in partitions}
+        leaving = {w for w, status in leader_state.statuses.items() if status.leaving}
+        eligible = set(leader_state.live) - leaving
+        holding = {p: w for w, partitions in leader_state.holding().items() for p in partitions}
         return self.balancer.plan(holding, eligible, now)
 
-    def _leader_state(self) -> LeaderState:
-        """The model, read from ZooKeeper when there is none, with what the watches saw since."""
-        if self._model is None:
+    def _fed_state(self) -> LeaderState:
+        """The leader state, read from ZooKeeper when there is none, with what the watches saw since."""
+        if self._state is None:
             self._watches.forget()
             started = time.perf_counter()
             # The views are the leader's own function of the statuses: rewritten at the first
             # reconcile rather than read (half the nodes of a takeover read).
-            self._model = LeaderState(self.store.snapshot(read_views=False), self.departed_at)
-            for worker, reported in self._model.statuses.items():
+            self._state = LeaderState(self.store.snapshot(read_views=False), self.departed_at)
+            for worker, reported in self._state.statuses.items():
                 self.balancer.observe(worker, reported, self._clock())
             self._read_controls()
-            self._model.set_cordoned(frozenset(self.controls.cordoned), frozenset(self.controls.drained()))
+            self._state.set_cordoned(frozenset(self.controls.cordoned), frozenset(self.controls.drained()))
             self.publish_ideal()
             log.info(
                 "read the state: %d topics, %d workers in %.2fs",
-                len(self._model.ideal),
-                len(self._model.live),
+                len(self._state.ideal),
+                len(self._state.live),
                 time.perf_counter() - started,
             )
-        model = self._model
+        leader_state = self._state
         live, statuses = self._watches.take()
-        if live is not None and live != set(model.live):
-            infos = {w: info for w, info in model.live.items() if w in live}
+        if live is not None and live != set(leader_state.live):
+            infos = {w: info for w, info in leader_state.live.items() if w in live}
             new = self.store.data_many(self.layout.live_worker(w) for w in live - set(infos))
             for worker in live - set(infos):
                 got = new.get(self.layout.live_worker(worker))
                 if got is not None:
                     infos[worker] = WorkerInfo.from_bytes(got[0]) or WorkerInfo(worker, "?", 0)
-            model.set_live(infos)
+            leader_state.set_live(infos)
         if len(self._parsed_keys) > MAX_PARSED_KEYS:
             self._parsed_keys = {}  # topics came and went: start over rather than grow forever
         now = self._clock()
         for worker, data in statuses.items():
             status = None if data is None else WorkerStatus.from_bytes(data, self._parsed_keys)
-            model.set_status(worker, status)
+            leader_state.set_status(worker, status)
             self.balancer.observe(worker, status, now)
-        return model
+        return leader_state
 
     # -- an operator's controls ----------------------------------------------------------------
 
@@ -324,16 +327,16 @@ class Reconciler:
     def set_controls(self, controls: Controls) -> None:
         """The controls this controller just wrote (call with the lock); the next reconcile applies them."""
         self.controls = controls
-        if self._model is not None:
-            self._model.set_cordoned(frozenset(controls.cordoned), frozenset(controls.drained()))
+        if self._state is not None:
+            self._state.set_cordoned(frozenset(controls.cordoned), frozenset(controls.drained()))
 
     def _read_controls(self) -> None:
         self.controls, self._shares, self._shares_exist = lead_controls.read_controls(self.store, self.layout)
 
-    def _write_shares(self, model: LeaderState) -> None:
+    def _write_shares(self, leader_state: LeaderState) -> None:
         """Writes each worker's part of the throttled routes' budgets when it changed (fenced)."""
         budgets = self.budgets()
-        holding = {p: w for w, held in model.holding().items() for p in held} if budgets else {}
+        holding = {p: w for w, held in leader_state.holding().items() for p in held} if budgets else {}
         wanted = fleet_controls.shares(budgets, holding)
         if wanted == self._shares and (self._shares_exist or not wanted):
             return
@@ -344,13 +347,13 @@ class Reconciler:
 
     # -- the leader's writes ------------------------------------------------------------------
 
-    def commit(self, ops: list[Op]) -> None:
-        """Writes ``ops`` fenced by this lead's election node; any failure drops the model."""
+    def commit(self, ops: Sequence[Op]) -> None:
+        """Writes ``ops`` fenced by this lead's election node; any failure drops the leader state."""
         self._leadership.require_leader()
         try:
             self._leadership.commit(ops)
         except BaseException:
-            self._model = None  # some transactions may have committed: the next reconcile reads everything
+            self._state = None  # some transactions may have committed: the next reconcile reads everything
             raise
 
     def ensure_path(self, path: str) -> None:
@@ -359,126 +362,165 @@ class Reconciler:
             self._zk.ensure_path(path)
             self._ensured_paths.add(path)
 
-    def put_topic(self, key: TopicKey, state: IdealState | None, version: int = 0) -> None:
-        """Tells the model about a topic node this controller just wrote (no model: read at the next reconcile)."""
-        if self._model is not None:
-            self._model.put_topic(key, state, version)
-
     def publish_ideal(self) -> None:
-        """A fresh read-only copy of the model's ideal states and the topics whitelisted without the
-        lock (call with the lock, after each change)."""
-        with self.adding:  # so no bulk request's topics go missing from it meanwhile
+        """A fresh read-only copy of the leader state's ideal states and the pending topics (call with the
+        lock, after each change)."""
+        with self._bulk_lock:  # so no bulk request's topics go missing from it meanwhile
             self._ideal_published = (
-                None if self._model is None else MappingProxyType({**self._model.ideal, **self._whitelisted})
+                None if self._state is None else MappingProxyType({**self._state.ideal, **self._pending})
             )
 
-    # -- the lock protocol for topic writes (controller.lead.topic_writes) ----------------------
+    # -- topic writers (controller.lead.topic_writes) and the lock order -----------------------
 
     @contextmanager
-    def writing(self, reconcile: bool = True, beside_bulk: bool = False) -> Iterator[TopicWriter]:
-        """Topic writes through the model, with ``lock`` held; a reconcile follows when they wrote
-        and ``reconcile``. ``beside_bulk`` holds ``adding`` too (after ``lock``) while the block runs,
-        so no bulk request writes between what the block read and what it writes."""
+    def topic_writer(self, reconcile: bool = True, beside_bulk: bool = False) -> Iterator[TopicWriter]:
+        """Topic writes through the leader state, with ``lock`` held; a reconcile follows when they committed
+        and ``reconcile``. ``beside_bulk`` holds the bulk lock too (after ``lock``) while the block
+        runs, so no bulk request writes between what the block read and what it writes."""
         with self.lock:
-            writer = TopicWriter(self, through_model=True)
+            writer = TopicWriter(_StateLedger(self))
             if beside_bulk:
-                with self.adding:
+                with self._bulk_lock:
                     yield writer
             else:
                 yield writer
-            if writer.wrote and reconcile:
+            if writer.committed and reconcile:
                 self.reconcile()
 
     @contextmanager
-    def writing_without_lock(self) -> Iterator[TopicWriter | None]:
-        """Bulk topic writes with ``adding`` only: a running reconcile does not hold them up. None
-        when this leader has no model yet (then :meth:`writing` with ``reconcile=False`` reads it)."""
-        with self.adding:
-            yield TopicWriter(self, through_model=False) if self.has_model() else None
+    def bulk_topic_writer(self) -> Iterator[TopicWriter | None]:
+        """Bulk topic writes holding the bulk lock only: a running reconcile does not hold them up.
+        None when this leader has no leader state yet (then :meth:`topic_writer` with ``reconcile=False``
+        reads it)."""
+        with self._bulk_lock:
+            yield TopicWriter(_BulkLedger(self)) if self.has_state() else None
 
-    # -- bulk whitelisting without the model's lock --------------------------------------------
+    def has_state(self) -> bool:
+        """Whether this leader has its leader state (then bulk whitelisting need not take ``lock``)."""
+        return self._ideal_published is not None and self._state is not None
 
-    def has_model(self) -> bool:
-        """Whether this leader has its model (then bulk whitelisting need not take ``lock``)."""
-        return self._ideal_published is not None and self._model is not None
+    def _record_in_state(self, changes: Sequence[TopicChange]) -> None:
+        """Topic writes just committed with ``lock`` held go into the leader state (none: read at the next
+        reconcile) and out to the readers."""
+        if self._state is not None:
+            for key, state, version in changes:
+                self._state.put_topic(key, state, version)
+        self.publish_ideal()
 
-    def known_topic(self, key: TopicKey) -> IdealState | None:
-        """For bulk whitelisting (with ``adding`` held, after :meth:`has_model`): the topic's ideal state
-        as the leader knows it, None when it is not mirrored."""
+    def _known_in_bulk(self, key: TopicKey) -> IdealState | None:
+        """With the bulk lock held, after :meth:`has_state`: the topic's ideal state as the leader
+        knows it, None when it is not mirrored."""
         published = self._ideal_published
         if published is None:
-            raise Unavailable("the leader lost its model during the request; try again")
-        if key in self._whitelisted:
-            return self._whitelisted[key]
+            raise Unavailable("the leader is reading its state again; try again")
+        if key in self._pending:
+            return self._pending[key]
         return published.get(key)
 
-    def whitelisted(self, states: list[IdealState]) -> None:
-        """Topics just created in ZooKeeper (with ``adding`` held, after :meth:`commit`): the next holder
-        of ``lock`` gives them to the model; until then reads of the ideal states show them already."""
+    def _add_pending(self, states: list[IdealState]) -> None:
+        """Topics just created in ZooKeeper with the bulk lock held: the next holder of ``lock`` gives
+        them to the leader state; until then reads of the ideal states show them already."""
         added = {TopicKey(state.route, state.topic): state for state in states}
         # A new dict, never changed in place: publish_ideal may be reading the old one.
-        self._whitelisted = {**self._whitelisted, **added}
+        self._pending = {**self._pending, **added}
         published = self._ideal_published
         if published is not None:
             self._ideal_published = MappingProxyType({**published, **added})
 
-    def _take_whitelisted(self) -> None:
-        """With ``lock`` just taken: the model gets the topics bulk whitelisting wrote since."""
-        if not self._whitelisted:
+    def _take_pending(self) -> None:
+        """With ``lock`` just taken: the leader state gets the topics bulk whitelisting wrote since."""
+        if not self._pending:
             return
-        with self.adding:
-            taken, self._whitelisted = self._whitelisted, {}
-        model = self._model
-        if model is None:
+        with self._bulk_lock:
+            taken, self._pending = self._pending, {}
+        leader_state = self._state
+        if leader_state is None:
             return  # the next reconcile reads ZooKeeper, where they are
         for key, state in taken.items():
-            # A key the model has already came from a read of ZooKeeper after the write: newer.
-            if key not in model.ideal:
-                model.put_topic(key, state, 0)
+            # A key the leader state has already came from a read of ZooKeeper after the write: newer.
+            if key not in leader_state.ideal:
+                leader_state.put_topic(key, state, 0)
         self.publish_ideal()  # they stay visible (a duplicate bulk request must see them)
 
-    # -- reads: the model on the leader, ZooKeeper elsewhere -----------------------------------
+    def _removed_of(self, route: str) -> set[str]:
+        """The topics of ``route`` removed through ``DELETE`` (their markers)."""
+        return set(self.store.children(f"{self.layout.removed}/{route}"))
 
-    def model(self) -> LeaderState | None:
-        """The model when this controller leads and has read it (call with the lock held), else None."""
-        return self._model if self._leadership.state == LEADING else None
+    # -- reads: the leader state on the leader, ZooKeeper elsewhere ----------------------------
+
+    def leader_state(self) -> LeaderState | None:
+        """The leader state when this controller leads and has read it (call with the lock held), else None."""
+        return self._state if self._leadership.state == LEADING else None
 
     def ideal_state(self, route: str, topic: str) -> IdealState | None:
         with self.lock:
-            model = self.model()
-            if model is not None:
-                return model.ideal.get(TopicKey(route, topic))
+            leader_state = self.leader_state()
+            if leader_state is not None:
+                return leader_state.ideal.get(TopicKey(route, topic))
         state: IdealState | None = self.store.ideal_state(route, topic)
         return state
 
     def ideal_version(self, key: TopicKey) -> int:
-        model = self.model()
-        if model is not None and key in model.ideal_versions:
-            return model.ideal_versions[key]
+        leader_state = self.leader_state()
+        if leader_state is not None and key in leader_state.ideal_versions:
+            return leader_state.ideal_versions[key]
         got = self.store.data(self.layout.topic(key.route, key.topic))
         return -1 if got is None else int(got[1])
 
     def ideal_states(self) -> Mapping[TopicKey, IdealState]:
-        """Every ideal state; on the leader the model's as of its last change, without waiting for
+        """Every ideal state; on the leader the leader state's as of its last change, without waiting for
         the lock (the observer, the lag job and GET /topics never wait behind a long reconcile)."""
         published = self._ideal_published
-        if published is not None and self._leadership.state == LEADING and self._model is not None:
+        if published is not None and self._leadership.state == LEADING and self._state is not None:
             return published
         ideal, _ = self.store.ideal_states()
         return dict(ideal)
 
     def external_view(self, route: str, topic: str) -> ExternalView | None:
         with self.lock:
-            model = self.model()
-            if model is not None:
-                return model.external.get(TopicKey(route, topic))
+            leader_state = self.leader_state()
+            if leader_state is not None:
+                return leader_state.external.get(TopicKey(route, topic))
         stored: ExternalView | None = self.store.external_view(route, topic)
         return stored
 
     def removed_topics(self) -> set[TopicKey]:
         """Topics removed through ``DELETE`` (the observer does not whitelist them again)."""
-        return {
-            TopicKey(route.name, topic)
-            for route in self.config.routes
-            for topic in self.store.children(f"{self.layout.removed}/{route.name}")
-        }
+        return {TopicKey(route.name, topic) for route in self.config.routes for topic in self._removed_of(route.name)}
+
+
+class _StateLedger:
+    """The :class:`controller.lead.topic_writes.TopicLedger` of topic writes with the reconciler's ``lock``
+    held: each commit goes into the leader state at once."""
+
+    def __init__(self, reconciler: Reconciler) -> None:
+        self._reconciler = reconciler
+
+    def known(self, key: TopicKey) -> IdealState | None:
+        return self._reconciler.ideal_state(key.route, key.topic)
+
+    def version(self, key: TopicKey) -> int:
+        return self._reconciler.ideal_version(key)
+
+    def removed(self, route: str) -> set[str]:
+        return self._reconciler._removed_of(route)
+
+    def ensure_route(self, route: str) -> None:
+        self._reconciler.ensure_path(self._reconciler.layout.route_topics(route))
+
+    def commit(self, ops: Sequence[Op]) -> None:
+        self._reconciler.commit(ops)
+
+    def record(self, changes: Sequence[TopicChange]) -> None:
+        self._reconciler._record_in_state(changes)
+
+
+class _BulkLedger(_StateLedger):
+    """The :class:`controller.lead.topic_writes.TopicLedger` of bulk whitelisting, with only the bulk lock
+    held: its topics wait as pending topics for the next holder of ``lock``."""
+
+    def known(self, key: TopicKey) -> IdealState | None:
+        return self._reconciler._known_in_bulk(key)
+
+    def record(self, changes: Sequence[TopicChange]) -> None:
+        self._reconciler._add_pending([change.state for change in changes if change.state is not None])

@@ -1,68 +1,91 @@
-"""The leader's writes of topic nodes: the one write sequence, under the reconciler's locks.
+"""The leader's writes of topic nodes: one sequence for every command, whichever lock it holds.
 
-A :class:`TopicWriter` is handed out by the reconciler (:meth:`Reconciler.writing`,
-:meth:`Reconciler.writing_beside_bulk`), which owns the lock protocol: ``lock`` (the model's) before
-``adding`` (bulk whitelisting's), never the reverse. With ``lock`` held the model takes each write
-at once (``through_model``); with only ``adding`` held, the topics wait for the next holder of
-``lock`` (:meth:`Reconciler.whitelisted`). Either way one :meth:`TopicWriter.write` commits the
-fenced transaction, then tells the model, then publishes the ideal states for the readers.
+The vocabulary of the leader's writes, used throughout :mod:`controller.lead`:
 
-States: a writer is open while its ``with`` block runs; ``wrote`` says whether it committed
-anything (the reconciler then reconciles, when asked to).
+- an *op* (:class:`controller.lead.store.Op`): one ZooKeeper create, set or delete; ops are committed
+  in transactions fenced by the leader's election node (:meth:`controller.lead.store.Store.commit`);
+- the *changes* of a plan (:class:`controller.lead.leader_state.Changes`): what the leader state wants
+  written; :func:`controller.lead.write_order.ordered_ops` turns them into ops in a safe order;
+- a *topic change* (:class:`TopicChange`): what a committed topic write did to one topic;
+- a *topic writer* (:class:`TopicWriter`): a command's topic writes; :meth:`TopicWriter.commit` commits
+  its ops and records their topic changes, through a :class:`TopicLedger`.
+
+The reconciler hands out topic writers (:meth:`controller.lead.reconciler.Reconciler.topic_writer`,
+:meth:`controller.lead.reconciler.Reconciler.bulk_topic_writer`) over the ledger that fits the lock
+the command holds: with the reconciler's lock, each commit goes into the leader state at once; with
+only the bulk lock, the topics wait for the next holder of the reconciler's lock. Either way one
+:meth:`TopicWriter.commit` commits the fenced transaction, then records what it did.
+
+States of a writer: open while its ``with`` block runs; ``committed`` once a commit wrote something
+(the reconciler then reconciles, when asked to).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple, Protocol
 
 from ferry.common.model import IdealState, TopicKey
 from ferry.controller.lead.store import Op
 
-if TYPE_CHECKING:
-    from ferry.controller.lead.reconciler import Reconciler
 
-TopicWrite = tuple[TopicKey, "IdealState | None", int]
-"""What a write did to a topic: its key, its new ideal state (None: deleted), the node's new version."""
+class TopicChange(NamedTuple):
+    """What a committed write did to a topic."""
+
+    key: TopicKey
+    state: IdealState | None  # its new ideal state; None: deleted
+    version: int  # its node's version after the write
 
 
-class TopicWriter:
-    """Topic writes under the reconciler's locks (see the module docstring)."""
-
-    def __init__(self, reconciler: Reconciler, through_model: bool) -> None:
-        self._reconciler = reconciler
-        self._through_model = through_model
-        self.wrote = False
+class TopicLedger(Protocol):
+    """What a :class:`TopicWriter` reads and records through: the leader's topics as one lock sees them."""
 
     def known(self, key: TopicKey) -> IdealState | None:
         """The topic's ideal state as the leader knows it now; None when it is not mirrored."""
-        if self._through_model:
-            return self._reconciler.ideal_state(key.route, key.topic)
-        return self._reconciler.known_topic(key)
 
     def version(self, key: TopicKey) -> int:
         """The topic node's version (for a conditional set); -1 when there is none."""
-        return self._reconciler.ideal_version(key)
 
     def removed(self, route: str) -> set[str]:
         """The topics of ``route`` removed through ``DELETE`` (their markers)."""
-        reconciler = self._reconciler
-        return set(reconciler.store.children(f"{reconciler.layout.removed}/{route}"))
+
+    def ensure_route(self, route: str) -> None:
+        """The route's folder of topic nodes exists."""
+
+    def commit(self, ops: Sequence[Op]) -> None:
+        """Commits ``ops`` in transactions fenced by the lead's election node."""
+
+    def record(self, changes: Sequence[TopicChange]) -> None:
+        """What a commit just did to the topics, for the leader's reads and its next plan."""
+
+
+class TopicWriter:
+    """A command's topic writes through a :class:`TopicLedger` (see the module docstring)."""
+
+    def __init__(self, ledger: TopicLedger) -> None:
+        self._ledger = ledger
+        self.committed = False
+
+    def known(self, key: TopicKey) -> IdealState | None:
+        """The topic's ideal state as the leader knows it now; None when it is not mirrored."""
+        return self._ledger.known(key)
+
+    def version(self, key: TopicKey) -> int:
+        """The topic node's version (for a conditional set); -1 when there is none."""
+        return self._ledger.version(key)
+
+    def removed(self, route: str) -> set[str]:
+        """The topics of ``route`` removed through ``DELETE`` (their markers)."""
+        return self._ledger.removed(route)
 
     def ensure_route(self, route: str) -> None:
         """The route's folder of topic nodes exists (once per lead)."""
-        self._reconciler.ensure_path(self._reconciler.layout.route_topics(route))
+        self._ledger.ensure_route(route)
 
-    def write(self, ops: list[Op], writes: Iterable[TopicWrite]) -> None:
-        """Commits ``ops`` (fenced), then tells the model what they did to the topics and publishes it."""
+    def commit(self, ops: list[Op], changes: Iterable[TopicChange]) -> None:
+        """Commits ``ops`` (fenced), then records ``changes``, what they did to the topics."""
         if not ops:
             return
-        reconciler = self._reconciler
-        reconciler.commit(ops)
-        self.wrote = True
-        if self._through_model:
-            for key, state, version in writes:
-                reconciler.put_topic(key, state, version)
-            reconciler.publish_ideal()
-        else:
-            reconciler.whitelisted([state for _, state, _ in writes if state is not None])
+        self._ledger.commit(ops)
+        self.committed = True
+        self._ledger.record(list(changes))

@@ -1,7 +1,7 @@
-"""The ZooKeeper writes of a plan (:class:`controller.lead.leader_state.Changes`), in an order
-where every prefix a worker may see is safe.
+"""The ops of a plan's changes (:class:`controller.lead.leader_state.Changes`), in an order where
+every prefix a worker may see is safe (the leader's write vocabulary: :mod:`controller.lead.topic_writes`).
 
-Pure: no I/O; the reconciler commits the ops through :class:`controller.lead.store.Store`.
+Pure: no I/O; the reconciler commits the ops (:meth:`controller.lead.store.Store.commit`).
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.store import MAX_BYTES_PER_TRANSACTION, MAX_OPS_PER_TRANSACTION, Op, chunks
 
 
-def writes(
+def ordered_ops(
     layout: ZkLayout,
-    model: LeaderState,
+    leader_state: LeaderState,
     changes: Changes,
     generation: int,
     max_bytes: int = MAX_BYTES_PER_TRANSACTION,
     max_ops: int = MAX_OPS_PER_TRANSACTION,
 ) -> list[Op]:
-    """The ZooKeeper writes of ``changes`` (against ``model``'s mirrors), in an order where every prefix is safe.
+    """The ops of ``changes`` (against ``leader_state``'s mirrors), in an order where every prefix is safe.
 
     ZooKeeper applies each transaction atomically, but a batch bigger than one transaction
     (:func:`controller.lead.store.chunks`) takes several, and a worker may see any prefix of them. So
@@ -33,12 +33,12 @@ def writes(
     prefix names it in two assignments. A batch that fits in one transaction is written as it is.
     """
     ideal_ops = [
-        Op(OpKind.SET, layout.topic(key.route, key.topic), state.to_bytes(), model.ideal_versions[key])
+        Op(OpKind.SET, layout.topic(key.route, key.topic), state.to_bytes(), leader_state.ideal_versions[key])
         for key, state in sorted(changes.ideal.items())
     ]
     assignment_ops, shrink_ops, grow_ops = [], [], []
     for worker, partitions in sorted(changes.assignments.items()):
-        old = model.assignments.get(worker)
+        old = leader_state.assignments.get(worker)
         path = layout.assignment(worker)
         final = Op(
             OpKind.CREATE if old is None else OpKind.SET, path, WorkerAssignment(generation, partitions).to_bytes()
@@ -58,11 +58,11 @@ def writes(
     generation_ops = []
     if changes.assignments:
         generation_ops.append(
-            Op(OpKind.SET if model.generation_exists else OpKind.CREATE, layout.generation, encode(generation))
+            Op(OpKind.SET if leader_state.generation_exists else OpKind.CREATE, layout.generation, encode(generation))
         )
     view_ops = [
         Op(
-            OpKind.SET if key in model.external or key in model.unread_views else OpKind.CREATE,
+            OpKind.SET if key in leader_state.external or key in leader_state.unread_views else OpKind.CREATE,
             layout.external_topic(key.route, key.topic),
             view.to_bytes(),
         )

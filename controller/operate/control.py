@@ -2,7 +2,7 @@
 
 Owns ``controls/desired``: every change is read-modify-write under the reconciler's lock on the
 leader (standbys forward the REST writes), written fenced with the node's version, handed to the
-reconciler's model, and applied by the next reconcile (cordons and drains move partitions; the
+reconciler's leader state, and applied by the next reconcile (cordons and drains move partitions; the
 throttle shares are written again). Workers watch the node and apply the pauses themselves.
 
 No state of its own: the node is the state; reads come from ZooKeeper (any controller answers).

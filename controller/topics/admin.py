@@ -2,12 +2,13 @@
 
 Owns no state: every command checks its input (:class:`BadRequest` for a bad name or count,
 :class:`Conflict`, :class:`NotFound`), takes the reconciler's lock, requires the lead, writes its
-ideal-state nodes in one fenced batch, tells the model, and reconciles once, so the new
+ideal-state nodes in one fenced batch, tells the leader state, and reconciles once, so the new
 partitions are assigned before the command answers. A bulk ``POST /topics`` is the exception:
-it takes only the reconciler's ``adding`` lock, never waits behind a running reconcile, and
+it takes only the reconciler's bulk lock, never waits behind a running reconcile, and
 queues the reconcile that assigns its topics, so bulk requests sent one after another share
-reconciles (the model takes its topics when the next reconcile takes the lock). ``POST /topics``, ``PUT /topics``,
-``DELETE /topics/<t>``, ``POST /instances`` (rebalance) and the ``observe`` job come here.
+reconciles (the leader state takes its topics when the next reconcile takes the lock).
+``POST /topics``, ``PUT /topics``, ``DELETE /topics/<t>``, ``POST /instances`` (rebalance) and the
+``observe`` job come here.
 Every command answers with data (:class:`controller.topics.reads.TopicView`, the ideal states it
 created, :class:`TopicDeleted`, :class:`Rebalanced`); :mod:`controller.api.rest_json`
 shapes the JSON.
@@ -31,7 +32,7 @@ from ferry.controller.kafka_meta import ClusterMetadata
 from ferry.controller.lead.leadership import Leadership
 from ferry.controller.lead.reconciler import Reconciler
 from ferry.controller.lead.store import Op
-from ferry.controller.lead.topic_writes import TopicWrite, TopicWriter
+from ferry.controller.lead.topic_writes import TopicChange, TopicWriter
 from ferry.controller.topics import observer
 from ferry.controller.topics.progress import OffsetSample
 from ferry.controller.topics.reads import ReadSide, TopicView, select_routes
@@ -118,14 +119,14 @@ class TopicAdmin:
         counts = self._mirrored_counts(routes, wanted_counts)  # before any lock: it may ask the source
         reconciler = self._reconciler
         if assign_now:
-            with reconciler.writing() as writer:
+            with reconciler.topic_writer() as writer:
                 return self._whitelist(writer, routes, counts, starts)
         written: list[IdealState] | None = None
-        with reconciler.writing_without_lock() as bulk:  # a running reconcile does not hold the request up
+        with reconciler.bulk_topic_writer() as bulk:  # a running reconcile does not hold the request up
             if bulk is not None:
                 written = self._whitelist(bulk, routes, counts, starts)
-        if written is None:  # no model yet (a lead's first moments): take the lock; the model gets read
-            with reconciler.writing(reconcile=False) as writer:
+        if written is None:  # no leader state yet (a lead's first moments): take the lock; it gets read
+            with reconciler.topic_writer(reconcile=False) as writer:
                 written = self._whitelist(writer, routes, counts, starts)
         reconciler.request_reconcile()
         return written
@@ -179,7 +180,7 @@ class TopicAdmin:
                 if topic in removed:
                     ops.append(Op(OpKind.DELETE, layout.removed_topic(r.name, topic)))
             ops.extend(self._start_ops(r.name, {t: s for t, s in starts.items() if t in counts[r.name]}))
-        writer.write(ops, [(TopicKey(state.route, state.topic), state, 0) for state in created])
+        writer.commit(ops, [TopicChange(TopicKey(state.route, state.topic), state, 0) for state in created])
         topics = {state.topic for state in created}
         if len(topics) == 1:
             log.info("whitelisted topic %s on %s", next(iter(topics)), [r.name for r in routes])
@@ -205,10 +206,10 @@ class TopicAdmin:
         _check_topic(topic)
         count = _check_count(num_partitions, required=True)
         assert count is not None
-        with self._reconciler.writing() as writer:
+        with self._reconciler.topic_writer() as writer:
             self._leadership.require_leader()
             ops = []
-            grown: list[TopicWrite] = []
+            grown: list[TopicChange] = []
             mirrored = False
             for r in select_routes(self.config, route):
                 key = TopicKey(r.name, topic)
@@ -225,16 +226,16 @@ class TopicAdmin:
                     expanded = IdealState(r.name, topic, count, dict(state.assignment))
                     version = writer.version(key)
                     ops.append(Op(OpKind.SET, self._layout.topic(r.name, topic), expanded.to_bytes(), version))
-                    grown.append((key, expanded, version + 1))
+                    grown.append(TopicChange(key, expanded, version + 1))
             if not mirrored:
                 raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
-            writer.write(ops, grown)
+            writer.commit(ops, grown)
         return self._reads.topic_view(topic, route)
 
     def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted:
         """Stops mirroring ``topic``; workers release its partitions. The destination topic stays."""
         layout = self._layout
-        with self._reconciler.writing() as writer:
+        with self._reconciler.topic_writer() as writer:
             self._leadership.require_leader()
             ops = []
             deleted = []
@@ -251,7 +252,7 @@ class TopicAdmin:
                         ops.append(Op(OpKind.DELETE, layout.topic_start(r.name, topic)))
             if not ops:
                 raise NotFound(f"topic {topic!r} is not mirrored by Ferry")
-            writer.write(ops, [(key, None, 0) for key in deleted])
+            writer.commit(ops, [TopicChange(key, None, 0) for key in deleted])
             log.info("stopped mirroring topic %s", topic)
         return TopicDeleted(topic, tuple(key.route for key in deleted))
 
@@ -286,25 +287,25 @@ class TopicAdmin:
         if not decisions.add and not decisions.expand:  # the usual case: no need to wait for the lock
             self._follow_configs(set(ideal) & at_source)
             return decisions
-        # Beside bulk POST /topics, which creates topic nodes without the model's lock.
-        with reconciler.writing(beside_bulk=True) as writer:
+        # Beside bulk POST /topics, which creates topic nodes without the reconciler's lock.
+        with reconciler.topic_writer(beside_bulk=True) as writer:
             self._leadership.require_leader()
             ideal = reconciler.ideal_states()  # again, under the locks: what the writes start from
             decisions = observer.decide(routes, source_topics, ideal, removed)
             ops: list[Op] = []
-            written: list[TopicWrite] = []
+            written: list[TopicChange] = []
             for key, partitions in sorted(decisions.add.items()):
                 writer.ensure_route(key.route)
                 state = IdealState(key.route, key.topic, partitions)
                 ops.append(Op(OpKind.CREATE, layout.topic(key.route, key.topic), state.to_bytes()))
-                written.append((key, state, 0))
+                written.append(TopicChange(key, state, 0))
             for key, partitions in sorted(decisions.expand.items()):
                 old = ideal[key]
                 grown = IdealState(key.route, key.topic, partitions, dict(old.assignment))
                 version = writer.version(key)
                 ops.append(Op(OpKind.SET, layout.topic(key.route, key.topic), grown.to_bytes(), version))
-                written.append((key, grown, version + 1))
-            writer.write(ops, written)
+                written.append(TopicChange(key, grown, version + 1))
+            writer.commit(ops, written)
             if ops:
                 log.info(
                     "observer: whitelisted %d topics %s, expanded %s",

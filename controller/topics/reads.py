@@ -1,6 +1,6 @@
 """The read side: what any controller (leader or standby) answers about Ferry's state.
 
-Owns no state. On the leader it reads the reconciler's model (never waiting behind a long
+Owns no state. On the leader it reads the reconciler's leader state (never waiting behind a long
 reconcile for the ideal states), on a standby ZooKeeper; an unreachable ZooKeeper is
 :class:`Unavailable` (503). Offsets are read from Kafka now, at the source. Every answer is data
 (the frozen types below, model types, :class:`controller.topics.progress.OffsetSample` per partition);
@@ -198,10 +198,10 @@ class ReadSide:
     def instances(self) -> Instances:
         reconciler = self._reconciler
         with reconciler.lock:
-            model = reconciler.model()
-            if model is not None:
-                live, statuses = dict(model.live), dict(model.statuses)
-                holding = {w: [str(p) for p in held] for w, held in model.holding().items()}
+            leader_state = reconciler.leader_state()
+            if leader_state is not None:
+                live, statuses = dict(leader_state.live), dict(leader_state.statuses)
+                holding = {w: [str(p) for p in held] for w, held in leader_state.holding().items()}
                 return _instances(live, statuses, holding)
         store = reconciler.store
         live = store.live_workers()
@@ -216,10 +216,10 @@ class ReadSide:
     def validation(self) -> Validation:
         reconciler = self._reconciler
         with reconciler.lock:
-            model = reconciler.model()
-            if model is not None:
-                mismatches, summary = model.validation()
-                external = dict(model.external)
+            leader_state = reconciler.leader_state()
+            if leader_state is not None:
+                mismatches, summary = leader_state.validation()
+                external = dict(leader_state.external)
             else:
                 store = reconciler.store
                 ideal, _ = store.ideal_states()

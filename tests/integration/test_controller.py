@@ -250,7 +250,7 @@ def test_a_bulk_post_does_not_wait_behind_a_reconcile_and_its_topics_get_assigne
     first, *bulk = (topic_name(f"bulk{i}") for i in range(4))
     for name in (first, *bulk):
         create_topic("src", name, 2)
-    controller.topics.add_topic(first, 2)  # the leader has its model now
+    controller.topics.add_topic(first, 2)  # the leader has its leader state now
     wait_for(lambda: cluster.assignment("w1"), 10, "w1's assignment")
     # One metadata request for the whole list; a missing topic or a count over the source's still
     # refuses the whole request, and nothing is written.
@@ -274,7 +274,7 @@ def test_a_bulk_post_does_not_wait_behind_a_reconcile_and_its_topics_get_assigne
     )
     with pytest.raises(Conflict):
         controller.topics.add_topic(bulk[1])
-    controller.topics.delete_topic(bulk[2])  # the model has it: it can be deleted
+    controller.topics.delete_topic(bulk[2])  # the leader state has it: it can be deleted
     assert cluster.ideal(bulk[2]) is None
 
 

@@ -1,4 +1,5 @@
-"""ferry.controller.lead.leader_state.LeaderState decides exactly as the planner oracle (tests/oracles/planner.py), after any events.
+"""ferry.controller.lead.leader_state.LeaderState decides exactly as the planner oracle
+(tests/oracles/planner.py), after any events.
 
 The specification side keeps ZooKeeper's content as plain dicts, runs the whole-state
 ``plan`` of ``tests/oracles/planner.py`` at every step and writes what it returns (deleting the
@@ -31,7 +32,7 @@ from ferry.common.model import (
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.lead.leader_state import LeaderState
 from ferry.controller.lead.store import Snapshot, chunks
-from ferry.controller.lead.write_order import writes
+from ferry.controller.lead.write_order import ordered_ops
 from tests.oracles.planner import plan
 
 pytestmark = pytest.mark.unit
@@ -63,17 +64,17 @@ def spec_step(zk: Zk, departed: dict[str, float], now: float, rebalance: bool) -
     return result.moved, result.retained_until
 
 
-def model_step(model: LeaderState, now: float, rebalance: bool) -> tuple[int, dict[str, float]]:
-    changes = model.plan(now, DELAY, rebalance=rebalance)
-    model.applied(changes, model.generation + 1)
+def state_step(leader_state: LeaderState, now: float, rebalance: bool) -> tuple[int, dict[str, float]]:
+    changes = leader_state.plan(now, DELAY, rebalance=rebalance)
+    leader_state.applied(changes, leader_state.generation + 1)
     return changes.moved, changes.retained_until
 
 
-def same(zk: Zk, model: LeaderState) -> None:
-    assert model.ideal == zk.ideal
-    assert {w: a.partitions for w, a in model.assignments.items()} == zk.assignments
-    assert model.external == zk.external
-    assert model.validation() == (compare(zk.ideal, zk.external, set(zk.live)), summarize(zk.ideal, zk.external))
+def same(zk: Zk, leader_state: LeaderState) -> None:
+    assert leader_state.ideal == zk.ideal
+    assert {w: a.partitions for w, a in leader_state.assignments.items()} == zk.assignments
+    assert leader_state.external == zk.external
+    assert leader_state.validation() == (compare(zk.ideal, zk.external, set(zk.live)), summarize(zk.ideal, zk.external))
 
 
 events = st.lists(
@@ -146,25 +147,25 @@ def test_the_incremental_planner_decides_as_the_whole_state_plan(
     snapshot = Snapshot(
         live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal), ideal_versions={k: 0 for k in zk.ideal}
     )
-    model = LeaderState(snapshot)
-    assert spec_step(zk, departed, now, False) == model_step(model, now, False)
-    same(zk, model)
+    leader_state = LeaderState(snapshot)
+    assert spec_step(zk, departed, now, False) == state_step(leader_state, now, False)
+    same(zk, leader_state)
     for kind, worker, topic, number, seconds in steps:
         key = TopicKey(ROUTE, topic)
         rebalance = False
         if kind == "join" and worker not in zk.live:
             zk.live[worker] = WorkerInfo(worker, "h", 1)
             zk.statuses[worker] = WorkerStatus(0)
-            model.set_live(zk.live)
-            model.set_status(worker, zk.statuses[worker])
+            leader_state.set_live(zk.live)
+            leader_state.set_status(worker, zk.statuses[worker])
         elif kind == "die" and worker in zk.live:
             del zk.live[worker]
             zk.statuses.pop(worker, None)
-            model.set_live(zk.live)
-            model.set_status(worker, None)
+            leader_state.set_live(zk.live)
+            leader_state.set_status(worker, None)
         elif kind == "live_gone" and worker in zk.live:
             del zk.live[worker]
-            model.set_live(zk.live)
+            leader_state.set_live(zk.live)
         elif kind in ("report", "report_mixed") and worker in zk.statuses:
             assigned = sorted(zk.assignments.get(worker, frozenset()))
             states = [PartitionState.ONLINE, PartitionState.ERROR, PartitionState.OFFLINE]
@@ -178,26 +179,26 @@ def test_the_incremental_planner_decides_as_the_whole_state_plan(
                     for i, p in enumerate(assigned)
                 },
             )
-            model.set_status(worker, zk.statuses[worker])
+            leader_state.set_status(worker, zk.statuses[worker])
         elif kind == "leave" and worker in zk.statuses:
             zk.statuses[worker] = WorkerStatus(0, {}, leaving=True)
-            model.set_status(worker, zk.statuses[worker])
+            leader_state.set_status(worker, zk.statuses[worker])
         elif kind == "add" and key not in zk.ideal:
             zk.ideal[key] = IdealState(ROUTE, topic, number)
-            model.put_topic(key, zk.ideal[key])
+            leader_state.put_topic(key, zk.ideal[key])
         elif kind == "expand" and key in zk.ideal:
             old = zk.ideal[key]
             zk.ideal[key] = IdealState(ROUTE, topic, old.partitions + number, dict(old.assignment))
-            model.put_topic(key, zk.ideal[key])
+            leader_state.put_topic(key, zk.ideal[key])
         elif kind == "delete" and key in zk.ideal:
             del zk.ideal[key]
-            model.put_topic(key, None)
+            leader_state.put_topic(key, None)
         elif kind == "tick":
             now += seconds
         elif kind == "rebalance":
             rebalance = True
-        assert spec_step(zk, departed, now, rebalance) == model_step(model, now, rebalance), kind
-        same(zk, model)
+        assert spec_step(zk, departed, now, rebalance) == state_step(leader_state, now, rebalance), kind
+        same(zk, leader_state)
 
 
 def test_a_partition_held_by_a_worker_whose_live_node_vanished_goes_to_its_new_owner_at_once() -> None:
@@ -212,17 +213,17 @@ def test_a_partition_held_by_a_worker_whose_live_node_vanished_goes_to_its_new_o
             "w1": WorkerStatus(0),
         },
     )
-    model = LeaderState(
+    leader_state = LeaderState(
         Snapshot(live=dict(zk.live), statuses=dict(zk.statuses), ideal=dict(zk.ideal), ideal_versions={topic: 0})
     )
     departed: dict[str, float] = {}
-    assert spec_step(zk, departed, 1000.0, True) == model_step(model, 1000.0, True)
-    same(zk, model)
+    assert spec_step(zk, departed, 1000.0, True) == state_step(leader_state, 1000.0, True)
+    same(zk, leader_state)
     assert zk.assignments["w1"] == frozenset()  # withheld while w0 still holds them
     del zk.live["w0"]
-    model.set_live(zk.live)
-    assert spec_step(zk, departed, 1001.0, False) == model_step(model, 1001.0, False)
-    same(zk, model)
+    leader_state.set_live(zk.live)
+    assert spec_step(zk, departed, 1001.0, False) == state_step(leader_state, 1001.0, False)
+    same(zk, leader_state)
     assert len(zk.assignments["w1"]) == 2
 
 
@@ -237,7 +238,7 @@ def test_a_retained_worker_whose_partition_is_withheld_gets_no_assignment_node()
         live={"w1": WorkerInfo("w1", "h", 1)},
         statuses={"w1": WorkerStatus(0)},
     )
-    model = LeaderState(
+    leader_state = LeaderState(
         Snapshot(
             live=dict(zk.live),
             statuses=dict(zk.statuses),
@@ -248,27 +249,27 @@ def test_a_retained_worker_whose_partition_is_withheld_gets_no_assignment_node()
     departed: dict[str, float] = {}
 
     def step(now: float, rebalance: bool = False) -> None:
-        assert spec_step(zk, departed, now, rebalance) == model_step(model, now, rebalance)
-        same(zk, model)
+        assert spec_step(zk, departed, now, rebalance) == state_step(leader_state, now, rebalance)
+        same(zk, leader_state)
 
     step(1000.0)
     zk.live["w0"], zk.statuses["w0"] = WorkerInfo("w0", "h", 1), WorkerStatus(0)
-    model.set_live(zk.live)
-    model.set_status("w0", zk.statuses["w0"])
+    leader_state.set_live(zk.live)
+    leader_state.set_status("w0", zk.statuses["w0"])
     step(1000.0)
     zk.statuses["w1"] = WorkerStatus(1, {p: PartitionStatus(PartitionState.ONLINE) for p in zk.assignments["w1"]})
-    model.set_status("w1", zk.statuses["w1"])
+    leader_state.set_status("w1", zk.statuses["w1"])
     step(1000.0, rebalance=True)
-    given_to_w0 = model.holding()["w0"]
+    given_to_w0 = leader_state.holding()["w0"]
     assert len(given_to_w0) == 1 and zk.assignments["w0"] == frozenset()  # withheld: w1 still reports it
     del zk.live["w0"], zk.statuses["w0"]
-    model.set_live(zk.live)
-    model.set_status("w0", None)
+    leader_state.set_live(zk.live)
+    leader_state.set_status("w0", None)
     step(1001.0)
     assert "w0" not in zk.assignments  # its empty node is deleted
     for now in (1002.0, 1003.0):  # and never created again while retained and granted nothing
         step(now)
-        assert "w0" not in zk.assignments and model.holding()["w0"] == given_to_w0
+        assert "w0" not in zk.assignments and leader_state.holding()["w0"] == given_to_w0
     # Once w1 released it, the retained w0 is granted it: its node is created then.
     zk.statuses["w1"] = WorkerStatus(
         2,
@@ -277,7 +278,7 @@ def test_a_retained_worker_whose_partition_is_withheld_gets_no_assignment_node()
             for p in zk.statuses["w1"].partitions
         },
     )
-    model.set_status("w1", zk.statuses["w1"])
+    leader_state.set_status("w1", zk.statuses["w1"])
     step(1004.0)
     assert zk.assignments["w0"] == frozenset(given_to_w0)
 
@@ -286,17 +287,17 @@ def test_a_batch_of_several_transactions_never_names_a_partition_in_two_assignme
     """A rebalance onto new workers, written in small transactions: every prefix is safe."""
     topics = {TopicKey(ROUTE, f"t{i}"): IdealState(ROUTE, f"t{i}", 8) for i in range(30)}
     first = [f"w{i}" for i in range(4)]
-    model = LeaderState(
+    leader_state = LeaderState(
         Snapshot(live={w: WorkerInfo(w, "h", 1) for w in first}, ideal=topics, ideal_versions=dict.fromkeys(topics, 0))
     )
-    model.applied(model.plan(1000.0, DELAY), 1)
-    stored = {w: a.partitions for w, a in model.assignments.items()}
+    leader_state.applied(leader_state.plan(1000.0, DELAY), 1)
+    stored = {w: a.partitions for w, a in leader_state.assignments.items()}
     # The new workers sort before the old ones: in plain order their gains would come first.
-    model.set_live({w: WorkerInfo(w, "h", 1) for w in [*first, "a4", "a5", "a6"]})
-    changes = model.plan(1001.0, DELAY, rebalance=True)
+    leader_state.set_live({w: WorkerInfo(w, "h", 1) for w in [*first, "a4", "a5", "a6"]})
+    changes = leader_state.plan(1001.0, DELAY, rebalance=True)
     assert changes.moved > 0
     layout = ZkLayout("/")
-    ops = writes(layout, model, changes, 2, max_bytes=3000)
+    ops = ordered_ops(layout, leader_state, changes, 2, max_bytes=3000)
     transactions = chunks(ops, 3000)
     assert len(transactions) > 3
     for transaction in transactions:
@@ -310,13 +311,13 @@ def test_a_batch_of_several_transactions_never_names_a_partition_in_two_assignme
         named = Counter(p for partitions in stored.values() for p in partitions)
         assert not [p for p, n in named.items() if n > 1]  # after every transaction
     assert stored == {w: frozenset(p) for w, p in changes.assignments.items()} | {
-        w: a.partitions for w, a in model.assignments.items() if w not in changes.assignments
+        w: a.partitions for w, a in leader_state.assignments.items() if w not in changes.assignments
     }
 
 
 def test_views_not_read_at_takeover_are_written_once_or_deleted() -> None:
     topic, gone = TopicKey(ROUTE, "t0"), TopicKey(ROUTE, "old")
-    model = LeaderState(
+    leader_state = LeaderState(
         Snapshot(
             live={"w0": WorkerInfo("w0", "h", 1)},
             ideal={topic: IdealState(ROUTE, "t0", 2)},
@@ -324,12 +325,12 @@ def test_views_not_read_at_takeover_are_written_once_or_deleted() -> None:
             unread_views={topic, gone},
         )
     )
-    changes = model.plan(1000.0, DELAY)
+    changes = leader_state.plan(1000.0, DELAY)
     assert set(changes.views) == {topic} and changes.delete_views == {gone}
-    ops = {op.path: op.kind for op in writes(ZkLayout("/"), model, changes, 1)}
+    ops = {op.path: op.kind for op in ordered_ops(ZkLayout("/"), leader_state, changes, 1)}
     assert ops["/external/src.dst/t0"] == "set" and ops["/external/src.dst/old"] == "delete"
-    model.applied(changes, 1)
-    assert not model.unread_views and model.plan(1001.0, DELAY).empty()
+    leader_state.applied(changes, 1)
+    assert not leader_state.unread_views and leader_state.plan(1001.0, DELAY).empty()
 
 
 @settings(max_examples=5, deadline=None)
@@ -345,7 +346,7 @@ def test_at_a_larger_size_the_incremental_planner_still_decides_as_the_whole_sta
         statuses={w: WorkerStatus(0) for w in workers[:30]},
         ideal={TopicKey(ROUTE, f"t{i}"): IdealState(ROUTE, f"t{i}", rng.randint(1, 12)) for i in range(300)},
     )
-    model = LeaderState(
+    leader_state = LeaderState(
         Snapshot(
             live=dict(zk.live),
             statuses=dict(zk.statuses),
@@ -360,21 +361,21 @@ def test_at_a_larger_size_the_incremental_planner_still_decides_as_the_whole_sta
         worker = rng.choice(workers)
         if kind == "join" and worker not in zk.live:
             zk.live[worker], zk.statuses[worker] = WorkerInfo(worker, "h", 1), WorkerStatus(0)
-            model.set_live(zk.live)
-            model.set_status(worker, zk.statuses[worker])
+            leader_state.set_live(zk.live)
+            leader_state.set_status(worker, zk.statuses[worker])
         elif kind == "die" and worker in zk.live:
             del zk.live[worker]
             zk.statuses.pop(worker, None)
-            model.set_live(zk.live)
-            model.set_status(worker, None)
+            leader_state.set_live(zk.live)
+            leader_state.set_status(worker, None)
         elif kind == "add":
             key = TopicKey(ROUTE, f"n{step}")
             zk.ideal[key] = IdealState(ROUTE, key.topic, rng.randint(1, 12))
-            model.put_topic(key, zk.ideal[key])
+            leader_state.put_topic(key, zk.ideal[key])
         elif kind == "delete":
             key = rng.choice(sorted(zk.ideal))
             del zk.ideal[key]
-            model.put_topic(key, None)
+            leader_state.put_topic(key, None)
         elif kind == "tick":
             now += rng.choice([1.0, 20.0])
         if kind in ("report", "join", "tick"):  # every live worker reports what it was assigned
@@ -382,7 +383,7 @@ def test_at_a_larger_size_the_incremental_planner_still_decides_as_the_whole_sta
                 zk.statuses[w] = WorkerStatus(
                     1, {p: PartitionStatus(PartitionState.ONLINE) for p in zk.assignments.get(w, frozenset())}
                 )
-                model.set_status(w, zk.statuses[w])
+                leader_state.set_status(w, zk.statuses[w])
         rebalance = kind == "rebalance"
-        assert spec_step(zk, departed, now, rebalance) == model_step(model, now, rebalance), kind
-        same(zk, model)
+        assert spec_step(zk, departed, now, rebalance) == state_step(leader_state, now, rebalance), kind
+        same(zk, leader_state)

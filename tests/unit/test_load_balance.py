@@ -96,17 +96,19 @@ def test_little_traffic_is_not_rebalanced() -> None:
     assert lb.plan({P[0]: "w1", P[1]: "w1"}, {"w1", "w2"}, 0) == {}
 
 
-def test_the_leaders_model_places_by_rates_and_applies_moves_onto_active_workers_only() -> None:
+def test_the_leader_state_places_by_rates_and_applies_moves_onto_active_workers_only() -> None:
     hot, new = TopicKey("a.b", "hot"), TopicKey("a.b", "new")
     live = {w: WorkerInfo(w, "h", 1) for w in ("w1", "w2")}
-    model = LeaderState(
+    leader_state = LeaderState(
         Snapshot(live=live, ideal={hot: IdealState("a.b", "hot", 2, {0: "w1", 1: "w1"})}, ideal_versions={hot: 0})
     )
-    model.applied(model.plan(0.0, 10.0), 1)
+    leader_state.applied(leader_state.plan(0.0, 10.0), 1)
     rates = {PartitionKey("a.b", "hot", 0): Rate(9000, 9), PartitionKey("a.b", "hot", 1): Rate(9000, 9)}
-    model.put_topic(new, IdealState("a.b", "new", 2), 1)
-    changes = model.plan(1.0, 10.0, rates=lambda: rates)
+    leader_state.put_topic(new, IdealState("a.b", "new", 2), 1)
+    changes = leader_state.plan(1.0, 10.0, rates=lambda: rates)
     assert changes.ideal[new].assignment == {0: "w2", 1: "w2"}  # w1 copies 18,000 B/s, w2 nothing
-    model.applied(changes, 2)
-    changes = model.plan(2.0, 10.0, moves={PartitionKey("a.b", "hot", 1): "w2", PartitionKey("a.b", "hot", 0): "gone"})
+    leader_state.applied(changes, 2)
+    changes = leader_state.plan(
+        2.0, 10.0, moves={PartitionKey("a.b", "hot", 1): "w2", PartitionKey("a.b", "hot", 0): "gone"}
+    )
     assert changes.ideal[hot].assignment == {0: "w1", 1: "w2"} and changes.moved == 1

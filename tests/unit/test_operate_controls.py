@@ -157,7 +157,7 @@ def test_a_byte_budget_spent_stops_the_next_batch() -> None:
 # -- the planner with cordoned and drained workers -------------------------------------------------
 
 
-def _model(assignment: dict[int, str], workers: list[str], partitions: int = 8) -> LeaderState:
+def _leader_state(assignment: dict[int, str], workers: list[str], partitions: int = 8) -> LeaderState:
     topic = TopicKey(ROUTE, "t")
     return LeaderState(
         Snapshot(
@@ -169,28 +169,28 @@ def _model(assignment: dict[int, str], workers: list[str], partitions: int = 8) 
     )
 
 
-def _holding(model: LeaderState) -> dict[str, int]:
-    return {w: len(held) for w, held in model.holding().items()}
+def _holding(leader_state: LeaderState) -> dict[str, int]:
+    return {w: len(held) for w, held in leader_state.holding().items()}
 
 
 def test_a_cordoned_worker_keeps_its_partitions_and_receives_nothing_new() -> None:
-    model = _model({}, ["w1", "w2"])
-    model.set_cordoned(frozenset({"w1"}), frozenset())
-    model.plan(0.0, 10.0)
-    assert _holding(model) == {"w2": 8}
-    model.set_cordoned(frozenset(), frozenset())
-    model.plan(1.0, 10.0, rebalance=True)
-    assert _holding(model) == {"w1": 4, "w2": 4}
-    model.set_cordoned(frozenset({"w1"}), frozenset())
-    model.plan(2.0, 10.0, rebalance=True)  # neither moves nor counts
-    assert _holding(model) == {"w1": 4, "w2": 4}
+    leader_state = _leader_state({}, ["w1", "w2"])
+    leader_state.set_cordoned(frozenset({"w1"}), frozenset())
+    leader_state.plan(0.0, 10.0)
+    assert _holding(leader_state) == {"w2": 8}
+    leader_state.set_cordoned(frozenset(), frozenset())
+    leader_state.plan(1.0, 10.0, rebalance=True)
+    assert _holding(leader_state) == {"w1": 4, "w2": 4}
+    leader_state.set_cordoned(frozenset({"w1"}), frozenset())
+    leader_state.plan(2.0, 10.0, rebalance=True)  # neither moves nor counts
+    assert _holding(leader_state) == {"w1": 4, "w2": 4}
 
 
 def test_a_drained_worker_gives_its_partitions_to_the_others() -> None:
-    model = _model({p: ("w1" if p < 4 else "w2") for p in range(8)}, ["w1", "w2", "w3"])
-    model.set_cordoned(frozenset({"w1"}), frozenset({"w1"}))
-    changes = model.plan(0.0, 10.0)
-    assert _holding(model) == {"w2": 4, "w3": 4}  # placed on the least loaded
+    leader_state = _leader_state({p: ("w1" if p < 4 else "w2") for p in range(8)}, ["w1", "w2", "w3"])
+    leader_state.set_cordoned(frozenset({"w1"}), frozenset({"w1"}))
+    changes = leader_state.plan(0.0, 10.0)
+    assert _holding(leader_state) == {"w2": 4, "w3": 4}  # placed on the least loaded
     assert changes.moved == 4
-    model.plan(1.0, 10.0, rebalance=True)
-    assert _holding(model) == {"w2": 4, "w3": 4}  # and it receives nothing from a rebalance
+    leader_state.plan(1.0, 10.0, rebalance=True)
+    assert _holding(leader_state) == {"w2": 4, "w3": 4}  # and it receives nothing from a rebalance

@@ -13,7 +13,8 @@ from ferry.common.config import parse_config
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.jobs.scheduler import make_scheduler
 from ferry.controller.lead.leadership import LEADING
-from ferry.controller.lead.reconciler import ModelLock, Reconciler
+from ferry.controller.lead.reconciler import Reconciler
+from ferry.controller.lead.state_lock import LeaderStateLock
 from ferry.controller.metrics import ControllerMetrics
 
 
@@ -97,9 +98,9 @@ def test_a_trigger_during_a_run_queues_one_run_that_waits_and_is_never_skipped(
     assert metrics.job_counts()["reconcile"] == {"runs": 2, "failures": 0, "skips": 0}
 
 
-def test_the_model_lock_hands_over_what_was_whitelisted_only_when_first_taken() -> None:
+def test_the_leader_state_lock_hands_over_what_was_whitelisted_only_when_first_taken() -> None:
     taken: list[str] = []
-    lock = ModelLock(lambda: taken.append("taken"))
+    lock = LeaderStateLock(lambda: taken.append("taken"))
     with lock:
         assert taken == ["taken"]
         with lock:  # inside a holder's work (a reconcile between its plan and its writes): nothing
@@ -110,7 +111,7 @@ def test_the_model_lock_hands_over_what_was_whitelisted_only_when_first_taken() 
     def failing() -> None:
         raise RuntimeError("boom")
 
-    broken = ModelLock(failing)
+    broken = LeaderStateLock(failing)
     with pytest.raises(RuntimeError), broken:
         pass
     free: list[bool] = []

@@ -3,9 +3,10 @@
 Pure: no I/O, no clock (``now`` comes in as a number). The reconciler
 (:class:`controller.lead.reconciler.Reconciler`) builds it from one snapshot of ZooKeeper at the
 first reconcile of a lead (``LeaderState(store.snapshot(), departed_at)``), feeds it what the
-watches saw (:meth:`set_live`, :meth:`set_status`) and what the lead wrote itself
-(:meth:`put_topic`), asks :meth:`plan` for the writes, and records them with :meth:`applied` once
-ZooKeeper took them. A failed write makes the reconciler drop the leader state and build it again.
+watches saw (:meth:`LeaderState.set_live`, :meth:`LeaderState.set_status`) and what the lead wrote
+itself (:meth:`LeaderState.put_topic`), asks :meth:`LeaderState.plan` for the changes to write, and
+records them with :meth:`LeaderState.applied` once ZooKeeper took them. A failed write makes the
+reconciler drop the leader state and build it again.
 
 States (no state field: what an event touched is kept in ``_touched``, ``_touched_topics`` and
 ``_check_workers``)::

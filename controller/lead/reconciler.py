@@ -11,8 +11,8 @@ observer) go through the topic writers it hands out (:mod:`controller.lead.topic
 :meth:`Reconciler.topic_writer`), and into the leader state once ZooKeeper took them; a failed write drops
 the leader state and the next reconcile reads everything again. A bulk ``POST /topics`` writes its
 topics holding the bulk lock instead of ``lock`` (:meth:`Reconciler.bulk_topic_writer`: it does not
-wait behind a reconcile); they wait as pending topics until the next holder of ``lock`` hands them to
-the leader state (:class:`controller.lead.state_lock.LeaderStateLock`).
+wait behind a reconcile); they wait as pending topics (:mod:`controller.lead.bulk_topics`) until the
+next holder of ``lock`` hands them to the leader state (:class:`controller.lead.state_lock.LeaderStateLock`).
 
 States of the leader state: ``None`` (read it at the next reconcile) -> read -> ``None`` again after a
 failed write or at the end of a lead.
@@ -36,7 +36,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import partial
-from types import MappingProxyType
 
 from apscheduler.schedulers.base import BaseScheduler
 from kazoo.client import KazooClient
@@ -48,8 +47,9 @@ from ferry.common.core.operate.controls import Controls
 from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
 from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
-from ferry.controller.errors import ControllerError, NotLeader, Unavailable
+from ferry.controller.errors import ControllerError, NotLeader
 from ferry.controller.lead import lead_controls
+from ferry.controller.lead.bulk_topics import BulkLedger, BulkTopics
 from ferry.controller.lead.lead_watches import LeadWatches
 from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.leadership import LEADING, Leadership
@@ -69,9 +69,11 @@ MAX_PARSED_KEYS = 2_000_000
 
 class Reconciler:
     """See the module docstring. ``lock`` serializes the leader's writes (reconcile and commands);
-    the bulk lock, its own, serializes bulk whitelisting, which does not wait for ``lock``. Topic
-    commands take them only through :meth:`topic_writer` and :meth:`bulk_topic_writer`, which keep
-    the order (``lock`` before the bulk lock, never the reverse)."""
+    the bulk lock (:class:`controller.lead.bulk_topics.BulkTopics`) serializes bulk whitelisting,
+    which does not wait for ``lock``. Topic commands take them only through :meth:`topic_writer` and
+    :meth:`bulk_topic_writer`, which keep the order (``lock`` before the bulk lock, never the reverse).
+    With ``lock`` held the reconciler itself is the writers'
+    :class:`controller.lead.topic_writes.TopicLedger` (:meth:`known_topic` ... :meth:`record_topics`)."""
 
     def __init__(
         self,
@@ -89,10 +91,8 @@ class Reconciler:
         self.store = store
         self.lock = LeaderStateLock(self._take_pending)
         # Bulk POST /topics writes its topic nodes holding the bulk lock only, not behind a running
-        # reconcile; what it wrote waits in _pending until the next holder of ``lock`` takes it.
-        # Lock order: ``lock`` before the bulk lock, never the reverse.
-        self._bulk_lock = threading.RLock()
-        self._pending: dict[TopicKey, IdealState] = {}
+        # reconcile; what it wrote is pending until the next holder of ``lock`` takes it.
+        self._bulk = BulkTopics()
         self.departed_at: dict[str, float] = {}  # worker -> when the leader first saw it gone
         self._zk = zk
         self._leadership = leadership
@@ -100,7 +100,6 @@ class Reconciler:
         self._metrics = metrics
         self._clock = clock
         self._state: LeaderState | None = None
-        self._ideal_published: Mapping[TopicKey, IdealState] | None = None
         # What the watches saw since the last reconcile (kazoo's thread writes, the job reads);
         # request_reconcile is looked up at each call (tests replace it on the instance).
         self._watches = LeadWatches(zk, layout, leadership, lambda: self.request_reconcile(), self._membership_changed)
@@ -128,8 +127,7 @@ class Reconciler:
         self._ensured_paths = set()
         self.balancer.reset()
         self._shares = None
-        with self._bulk_lock:
-            self._pending = {}
+        self._bulk.forget_pending()
 
     def watch(self, epoch: int) -> None:
         """Starts this lead's watches, the resync safety net and a first reconcile."""
@@ -363,24 +361,20 @@ class Reconciler:
             self._ensured_paths.add(path)
 
     def publish_ideal(self) -> None:
-        """A fresh read-only copy of the leader state's ideal states and the pending topics (call with the
-        lock, after each change)."""
-        with self._bulk_lock:  # so no bulk request's topics go missing from it meanwhile
-            self._ideal_published = (
-                None if self._state is None else MappingProxyType({**self._state.ideal, **self._pending})
-            )
+        """Publishes the leader state's ideal states to the readers (call with the lock, after each change)."""
+        self._bulk.publish(None if self._state is None else self._state.ideal)
 
     # -- topic writers (controller.lead.topic_writes) and the lock order -----------------------
 
     @contextmanager
     def topic_writer(self, reconcile: bool = True, beside_bulk: bool = False) -> Iterator[TopicWriter]:
-        """Topic writes through the leader state, with ``lock`` held; a reconcile follows when they committed
-        and ``reconcile``. ``beside_bulk`` holds the bulk lock too (after ``lock``) while the block
-        runs, so no bulk request writes between what the block read and what it writes."""
+        """Topic writes through the leader state, with ``lock`` held; a reconcile follows when they
+        committed and ``reconcile``. ``beside_bulk`` holds the bulk lock too (after ``lock``) while the
+        block runs, so no bulk request writes between what the block read and what it writes."""
         with self.lock:
-            writer = TopicWriter(_StateLedger(self))
+            writer = TopicWriter(self)
             if beside_bulk:
-                with self._bulk_lock:
+                with self._bulk.holding():
                     yield writer
             else:
                 yield writer
@@ -390,49 +384,20 @@ class Reconciler:
     @contextmanager
     def bulk_topic_writer(self) -> Iterator[TopicWriter | None]:
         """Bulk topic writes holding the bulk lock only: a running reconcile does not hold them up.
-        None when this leader has no leader state yet (then :meth:`topic_writer` with ``reconcile=False``
-        reads it)."""
-        with self._bulk_lock:
-            yield TopicWriter(_BulkLedger(self)) if self.has_state() else None
+        None when this leader has no leader state yet (then :meth:`topic_writer` with
+        ``reconcile=False`` reads it)."""
+        with self._bulk.holding():
+            yield TopicWriter(BulkLedger(self, self._bulk)) if self.has_state() else None
 
     def has_state(self) -> bool:
         """Whether this leader has its leader state (then bulk whitelisting need not take ``lock``)."""
-        return self._ideal_published is not None and self._state is not None
-
-    def _record_in_state(self, changes: Sequence[TopicChange]) -> None:
-        """Topic writes just committed with ``lock`` held go into the leader state (none: read at the next
-        reconcile) and out to the readers."""
-        if self._state is not None:
-            for key, state, version in changes:
-                self._state.put_topic(key, state, version)
-        self.publish_ideal()
-
-    def _known_in_bulk(self, key: TopicKey) -> IdealState | None:
-        """With the bulk lock held, after :meth:`has_state`: the topic's ideal state as the leader
-        knows it, None when it is not mirrored."""
-        published = self._ideal_published
-        if published is None:
-            raise Unavailable("the leader is reading its state again; try again")
-        if key in self._pending:
-            return self._pending[key]
-        return published.get(key)
-
-    def _add_pending(self, states: list[IdealState]) -> None:
-        """Topics just created in ZooKeeper with the bulk lock held: the next holder of ``lock`` gives
-        them to the leader state; until then reads of the ideal states show them already."""
-        added = {TopicKey(state.route, state.topic): state for state in states}
-        # A new dict, never changed in place: publish_ideal may be reading the old one.
-        self._pending = {**self._pending, **added}
-        published = self._ideal_published
-        if published is not None:
-            self._ideal_published = MappingProxyType({**published, **added})
+        return self._bulk.published() is not None and self._state is not None
 
     def _take_pending(self) -> None:
         """With ``lock`` just taken: the leader state gets the topics bulk whitelisting wrote since."""
-        if not self._pending:
+        taken = self._bulk.take_pending()
+        if not taken:
             return
-        with self._bulk_lock:
-            taken, self._pending = self._pending, {}
         leader_state = self._state
         if leader_state is None:
             return  # the next reconcile reads ZooKeeper, where they are
@@ -442,9 +407,35 @@ class Reconciler:
                 leader_state.put_topic(key, state, 0)
         self.publish_ideal()  # they stay visible (a duplicate bulk request must see them)
 
-    def _removed_of(self, route: str) -> set[str]:
+    # -- the topic ledger of writes with ``lock`` held (controller.lead.topic_writes.TopicLedger) --
+
+    def known_topic(self, key: TopicKey) -> IdealState | None:
+        """The topic's ideal state as the leader knows it now; None when it is not mirrored."""
+        return self.ideal_state(key.route, key.topic)
+
+    def topic_version(self, key: TopicKey) -> int:
+        """The topic node's version (for a conditional set); -1 when there is none."""
+        leader_state = self.leader_state()
+        if leader_state is not None and key in leader_state.ideal_versions:
+            return leader_state.ideal_versions[key]
+        got = self.store.data(self.layout.topic(key.route, key.topic))
+        return -1 if got is None else int(got[1])
+
+    def removed_topics_of(self, route: str) -> set[str]:
         """The topics of ``route`` removed through ``DELETE`` (their markers)."""
         return set(self.store.children(f"{self.layout.removed}/{route}"))
+
+    def ensure_route(self, route: str) -> None:
+        """The route's folder of topic nodes exists (once per lead)."""
+        self.ensure_path(self.layout.route_topics(route))
+
+    def record_topics(self, changes: Sequence[TopicChange]) -> None:
+        """Topic writes just committed with ``lock`` held go into the leader state (none: read at the
+        next reconcile) and out to the readers."""
+        if self._state is not None:
+            for key, state, version in changes:
+                self._state.put_topic(key, state, version)
+        self.publish_ideal()
 
     # -- reads: the leader state on the leader, ZooKeeper elsewhere ----------------------------
 
@@ -460,17 +451,10 @@ class Reconciler:
         state: IdealState | None = self.store.ideal_state(route, topic)
         return state
 
-    def ideal_version(self, key: TopicKey) -> int:
-        leader_state = self.leader_state()
-        if leader_state is not None and key in leader_state.ideal_versions:
-            return leader_state.ideal_versions[key]
-        got = self.store.data(self.layout.topic(key.route, key.topic))
-        return -1 if got is None else int(got[1])
-
     def ideal_states(self) -> Mapping[TopicKey, IdealState]:
         """Every ideal state; on the leader the leader state's as of its last change, without waiting for
         the lock (the observer, the lag job and GET /topics never wait behind a long reconcile)."""
-        published = self._ideal_published
+        published = self._bulk.published()
         if published is not None and self._leadership.state == LEADING and self._state is not None:
             return published
         ideal, _ = self.store.ideal_states()
@@ -486,41 +470,6 @@ class Reconciler:
 
     def removed_topics(self) -> set[TopicKey]:
         """Topics removed through ``DELETE`` (the observer does not whitelist them again)."""
-        return {TopicKey(route.name, topic) for route in self.config.routes for topic in self._removed_of(route.name)}
-
-
-class _StateLedger:
-    """The :class:`controller.lead.topic_writes.TopicLedger` of topic writes with the reconciler's ``lock``
-    held: each commit goes into the leader state at once."""
-
-    def __init__(self, reconciler: Reconciler) -> None:
-        self._reconciler = reconciler
-
-    def known(self, key: TopicKey) -> IdealState | None:
-        return self._reconciler.ideal_state(key.route, key.topic)
-
-    def version(self, key: TopicKey) -> int:
-        return self._reconciler.ideal_version(key)
-
-    def removed(self, route: str) -> set[str]:
-        return self._reconciler._removed_of(route)
-
-    def ensure_route(self, route: str) -> None:
-        self._reconciler.ensure_path(self._reconciler.layout.route_topics(route))
-
-    def commit(self, ops: Sequence[Op]) -> None:
-        self._reconciler.commit(ops)
-
-    def record(self, changes: Sequence[TopicChange]) -> None:
-        self._reconciler._record_in_state(changes)
-
-
-class _BulkLedger(_StateLedger):
-    """The :class:`controller.lead.topic_writes.TopicLedger` of bulk whitelisting, with only the bulk lock
-    held: its topics wait as pending topics for the next holder of ``lock``."""
-
-    def known(self, key: TopicKey) -> IdealState | None:
-        return self._reconciler._known_in_bulk(key)
-
-    def record(self, changes: Sequence[TopicChange]) -> None:
-        self._reconciler._add_pending([change.state for change in changes if change.state is not None])
+        return {
+            TopicKey(route.name, topic) for route in self.config.routes for topic in self.removed_topics_of(route.name)
+        }

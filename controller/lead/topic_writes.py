@@ -10,11 +10,13 @@ The vocabulary of the leader's writes, used throughout :mod:`controller.lead`:
 - a *topic writer* (:class:`TopicWriter`): a command's topic writes; :meth:`TopicWriter.commit` commits
   its ops and records their topic changes, through a :class:`TopicLedger`.
 
-The reconciler hands out topic writers (:meth:`controller.lead.reconciler.Reconciler.topic_writer`,
-:meth:`controller.lead.reconciler.Reconciler.bulk_topic_writer`) over the ledger that fits the lock
-the command holds: with the reconciler's lock, each commit goes into the leader state at once; with
-only the bulk lock, the topics wait for the next holder of the reconciler's lock. Either way one
-:meth:`TopicWriter.commit` commits the fenced transaction, then records what it did.
+The reconciler hands out topic writers over the ledger that fits the lock the command holds: with
+the reconciler's lock (:meth:`controller.lead.reconciler.Reconciler.topic_writer`), the reconciler
+itself, and each commit goes into the leader state at once; with only the bulk lock
+(:meth:`controller.lead.reconciler.Reconciler.bulk_topic_writer`), a
+:class:`controller.lead.bulk_topics.BulkLedger`, and the topics wait as pending topics for the next
+holder of the reconciler's lock. Either way one :meth:`TopicWriter.commit` commits the fenced
+transaction, then records what it did.
 
 States of a writer: open while its ``with`` block runs; ``committed`` once a commit wrote something
 (the reconciler then reconciles, when asked to).
@@ -40,13 +42,13 @@ class TopicChange(NamedTuple):
 class TopicLedger(Protocol):
     """What a :class:`TopicWriter` reads and records through: the leader's topics as one lock sees them."""
 
-    def known(self, key: TopicKey) -> IdealState | None:
+    def known_topic(self, key: TopicKey) -> IdealState | None:
         """The topic's ideal state as the leader knows it now; None when it is not mirrored."""
 
-    def version(self, key: TopicKey) -> int:
+    def topic_version(self, key: TopicKey) -> int:
         """The topic node's version (for a conditional set); -1 when there is none."""
 
-    def removed(self, route: str) -> set[str]:
+    def removed_topics_of(self, route: str) -> set[str]:
         """The topics of ``route`` removed through ``DELETE`` (their markers)."""
 
     def ensure_route(self, route: str) -> None:
@@ -55,7 +57,7 @@ class TopicLedger(Protocol):
     def commit(self, ops: Sequence[Op]) -> None:
         """Commits ``ops`` in transactions fenced by the lead's election node."""
 
-    def record(self, changes: Sequence[TopicChange]) -> None:
+    def record_topics(self, changes: Sequence[TopicChange]) -> None:
         """What a commit just did to the topics, for the leader's reads and its next plan."""
 
 
@@ -68,15 +70,15 @@ class TopicWriter:
 
     def known(self, key: TopicKey) -> IdealState | None:
         """The topic's ideal state as the leader knows it now; None when it is not mirrored."""
-        return self._ledger.known(key)
+        return self._ledger.known_topic(key)
 
     def version(self, key: TopicKey) -> int:
         """The topic node's version (for a conditional set); -1 when there is none."""
-        return self._ledger.version(key)
+        return self._ledger.topic_version(key)
 
     def removed(self, route: str) -> set[str]:
         """The topics of ``route`` removed through ``DELETE`` (their markers)."""
-        return self._ledger.removed(route)
+        return self._ledger.removed_topics_of(route)
 
     def ensure_route(self, route: str) -> None:
         """The route's folder of topic nodes exists (once per lead)."""
@@ -88,4 +90,4 @@ class TopicWriter:
             return
         self._ledger.commit(ops)
         self.committed = True
-        self._ledger.record(list(changes))
+        self._ledger.record_topics(list(changes))

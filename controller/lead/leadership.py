@@ -10,9 +10,10 @@ States::
     any     -> STOPPED   :meth:`Leadership.stop` (the composition root marks it STOPPED)
 
 The *fence* is this controller's own election node: every write of the lead is a transaction that
-``check``s it (:meth:`Leadership.commit`, :meth:`controller.lead.store.Store.commit`), so a controller
-whose session expired cannot write. The *epoch* counts leads (and their ends): a watch or a follower started in one
-epoch stops itself once the epoch changed, so nothing of a former lead acts in the next one.
+``check``s it (:meth:`Leadership.commit`, :meth:`controller.lead.store.Store.commit`), so a
+controller whose session expired cannot write. The *epoch* counts leads (and their ends): a watch
+or a follower started in one epoch stops itself once the epoch changed, so nothing of a former
+lead acts in the next one.
 """
 
 from __future__ import annotations

@@ -3,12 +3,16 @@
 The vocabulary of the leader's writes, used throughout :mod:`controller.lead`:
 
 - an *op* (:class:`controller.lead.store.Op`): one ZooKeeper create, set or delete; ops are committed
-  in transactions fenced by the leader's election node (:meth:`controller.lead.store.Store.commit`);
+  in transactions fenced by the leader's election node (:meth:`controller.lead.leadership.Leadership.commit`,
+  :meth:`controller.lead.store.Store.commit`); a commit that finds a node changed under it raises a
+  *write conflict* (:class:`controller.lead.store.WriteConflict`: read again, retry);
 - the *changes* of a plan (:class:`controller.lead.leader_state.Changes`): what the leader state wants
   written; :func:`controller.lead.write_order.ordered_ops` turns them into ops in a safe order;
 - a *topic change* (:class:`TopicChange`): what a committed topic write did to one topic;
 - a *topic writer* (:class:`TopicWriter`): a command's topic writes; :meth:`TopicWriter.commit` commits
-  its ops and records their topic changes, through a :class:`TopicLedger`.
+  its ops and records their topic changes;
+- a *topic ledger* (:class:`TopicLedger`): what a topic writer reads the known topics from, commits
+  through and records in.
 
 The reconciler hands out topic writers over the ledger that fits the lock the command holds: with
 the reconciler's lock (:meth:`controller.lead.reconciler.Reconciler.topic_writer`), the reconciler

@@ -42,9 +42,9 @@ def topic_name(value: str) -> str:
     return value
 
 
-def route_name(value: Any, where: str) -> str:
+def route_name(value: str, where: str) -> str:
     """A route name (``source.destination``) from ``where`` (e.g. "the path's")."""
-    if not isinstance(value, str) or not ROUTE_NAME.fullmatch(value):
+    if not ROUTE_NAME.fullmatch(value):
         raise BadRequest(f"{where} route must be a route name like source.destination, not {value!r}"[:300])
     return value
 

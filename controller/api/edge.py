@@ -17,6 +17,7 @@ from typing import Any
 
 import requests
 from flask import Response, current_app, g, request
+from flask.typing import ResponseReturnValue
 
 from ferry.controller.api.auth import TokenChecker
 from ferry.controller.api.ports import ControllerApi
@@ -118,7 +119,7 @@ def forward_if_standby() -> Response | None:
     return response
 
 
-View = Callable[..., Any]
+View = Callable[..., ResponseReturnValue]
 
 
 def leader_only(check: Callable[..., dict[str, Any]] | None = None) -> Callable[[View], View]:
@@ -133,7 +134,7 @@ def leader_only(check: Callable[..., dict[str, Any]] | None = None) -> Callable[
 
     def decorate(view: View) -> View:
         @functools.wraps(view)
-        def guarded(**kwargs: Any) -> Any:
+        def guarded(**kwargs: Any) -> ResponseReturnValue:
             checked = check(**kwargs) if check is not None else kwargs
             forwarded = forward_if_standby()
             if forwarded is not None:

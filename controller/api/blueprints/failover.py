@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, jsonify
+from flask.typing import ResponseReturnValue
 
 from ferry.controller.api import checks, rest_json, wire_requests
 from ferry.controller.api.edge import current_controller, leader_only
@@ -33,12 +34,12 @@ def _failover_request(route: str) -> dict[str, Any]:
 
 
 @failover_api.get("/routes")
-def routes() -> Any:
+def routes() -> ResponseReturnValue:
     return jsonify(rest_json.routes_json(current_controller().failover.routes()))
 
 
 @failover_api.get("/routes/<route>")
-def route(route: str) -> Any:
+def route(route: str) -> ResponseReturnValue:
     state = current_controller().failover.route(checks.route_name(route, "the path's"))
     return jsonify(rest_json.route_state_json(state))
 
@@ -47,6 +48,6 @@ def route(route: str) -> Any:
 @leader_only(_failover_request)
 def failover(
     route: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
-) -> Any:
+) -> ResponseReturnValue:
     state = current_controller().failover.fail_over(route, planned, groups, topics, quiet_s, timeout_s)
     return jsonify(rest_json.route_state_json(state))

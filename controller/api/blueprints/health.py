@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, Response, current_app, jsonify
+from flask.typing import ResponseReturnValue
 
 from ferry.controller.api import rest_json
 from ferry.controller.api.edge import current_controller
@@ -13,15 +12,15 @@ health_api = Blueprint("health", __name__)
 
 
 @health_api.get("/health")
-def health() -> Any:
+def health() -> ResponseReturnValue:
     return jsonify(rest_json.health_json(current_controller().reads.health()))
 
 
 @health_api.get("/openapi.json")
-def openapi() -> Any:
+def openapi() -> ResponseReturnValue:
     return jsonify(current_app.extensions["ferry.openapi"])
 
 
 @health_api.get("/metrics")
-def metrics() -> Any:
+def metrics() -> ResponseReturnValue:
     return Response(current_controller().reads.metrics_text(), content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
+from flask.typing import ResponseReturnValue
 
 from ferry.common.vocabulary import DISTRIBUTOR_NAME
 from ferry.controller.api import checks, rest_json, wire_requests
@@ -16,18 +17,18 @@ instances_api = Blueprint("instances", __name__)
 
 
 @instances_api.get("/instances")
-def instances() -> Any:
+def instances() -> ResponseReturnValue:
     return jsonify(rest_json.instances_json(current_controller().reads.instances()))
 
 
 @instances_api.post("/instances")
 @leader_only()
-def rebalance() -> Any:
+def rebalance() -> ResponseReturnValue:
     return jsonify(rest_json.rebalanced_json(current_controller().topics.rebalance_now()))
 
 
 @instances_api.get("/tree")
-def tree_view() -> Any:
+def tree_view() -> ResponseReturnValue:
     form = request.args.get("format", "json")
     if form not in ("json", "text"):
         raise BadRequest(f"format must be json or text, not {form[:20]!r}")
@@ -48,16 +49,16 @@ def _switch_request(distributor: str) -> dict[str, Any]:
 
 @instances_api.post("/tree/<distributor>/target")
 @leader_only(_switch_request)
-def switch_target(distributor: str, target: str) -> Any:
+def switch_target(distributor: str, target: str) -> ResponseReturnValue:
     switched = current_controller().tree.switch_target(distributor, target, "operator's request")
     return jsonify(rest_json.target_switched_json(switched))
 
 
 @instances_api.get("/validation")
-def validation() -> Any:
+def validation() -> ResponseReturnValue:
     return jsonify(rest_json.validation_json(current_controller().reads.validation()))
 
 
 @instances_api.get("/validation/srcKafka")
-def source_validation() -> Any:
+def source_validation() -> ResponseReturnValue:
     return jsonify(rest_json.source_validation_json(current_controller().reads.source_validation()))

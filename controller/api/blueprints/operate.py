@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from flask import Blueprint, jsonify
+from flask.typing import ResponseReturnValue
 
 from ferry.common.core.operate.controls import CORDON, DRAIN, Throttle
 from ferry.controller.api import checks, rest_json, wire_requests
@@ -32,13 +33,13 @@ def _pause_request(topic: str) -> dict[str, Any]:
 
 @operate_api.post("/topics/<topic>/pause")
 @leader_only(_pause_request)
-def pause(topic: str, partitions: list[int] | None, route: str | None) -> Any:
+def pause(topic: str, partitions: list[int] | None, route: str | None) -> ResponseReturnValue:
     return jsonify(rest_json.paused_json(current_controller().operate.pause(topic, partitions, route)))
 
 
 @operate_api.post("/topics/<topic>/resume")
 @leader_only(_pause_request)
-def resume(topic: str, partitions: list[int] | None, route: str | None) -> Any:
+def resume(topic: str, partitions: list[int] | None, route: str | None) -> ResponseReturnValue:
     return jsonify(rest_json.paused_json(current_controller().operate.pause(topic, partitions, route, resume=True)))
 
 
@@ -53,41 +54,41 @@ def _worker_json(control: WorkerControl) -> dict[str, Any]:
 
 
 @operate_api.get("/workers/<worker>")
-def worker(worker: str) -> Any:
+def worker(worker: str) -> ResponseReturnValue:
     return jsonify(_worker_json(current_controller().operate.worker(_worker(worker)["worker"])))
 
 
 @operate_api.post("/workers/<worker>/cordon")
 @leader_only(_worker)
-def cordon(worker: str) -> Any:
+def cordon(worker: str) -> ResponseReturnValue:
     return jsonify(_worker_json(current_controller().operate.cordon(worker, CORDON)))
 
 
 @operate_api.post("/workers/<worker>/drain")
 @leader_only(_worker)
-def drain(worker: str) -> Any:
+def drain(worker: str) -> ResponseReturnValue:
     return jsonify(_worker_json(current_controller().operate.cordon(worker, DRAIN)))
 
 
 @operate_api.post("/workers/<worker>/uncordon")
 @leader_only(_worker)
-def uncordon(worker: str) -> Any:
+def uncordon(worker: str) -> ResponseReturnValue:
     return jsonify(_worker_json(current_controller().operate.cordon(worker, None)))
 
 
 @operate_api.get("/controls")
-def controls() -> Any:
+def controls() -> ResponseReturnValue:
     return jsonify(rest_json.controls_json(current_controller().operate.view()))
 
 
 @operate_api.get("/autobalancing")
-def autobalancing() -> Any:
+def autobalancing() -> ResponseReturnValue:
     return jsonify(rest_json.autobalancing_json(current_controller().operate.view()["autobalancing"]))
 
 
 @operate_api.put("/autobalancing")
 @leader_only(lambda: {"enabled": checks.body(wire_requests.Autobalancing, '{"enabled": false}').enabled})
-def set_autobalancing(enabled: bool) -> Any:
+def set_autobalancing(enabled: bool) -> ResponseReturnValue:
     return jsonify(rest_json.autobalancing_json(current_controller().operate.set_autobalancing(enabled)["enabled"]))
 
 
@@ -99,5 +100,5 @@ def _throttle_request(route: str) -> dict[str, Any]:
 
 @operate_api.put("/routes/<route>/throttle")
 @leader_only(_throttle_request)
-def set_throttle(route: str, throttle: Throttle) -> Any:
+def set_throttle(route: str, throttle: Throttle) -> ResponseReturnValue:
     return jsonify(rest_json.throttle_json(current_controller().operate.set_throttle(route, throttle)))

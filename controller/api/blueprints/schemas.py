@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, jsonify, request
+from flask.typing import ResponseReturnValue
 
 from ferry.controller.api import checks, rest_json, wire_requests
 from ferry.controller.api.edge import current_controller, leader_only
@@ -21,11 +22,11 @@ def _sync_request() -> dict[str, Any]:
 
 @schemas_api.get("/schemas")
 @leader_only(lambda: checks.no_arguments("GET /schemas"))  # the leader runs the distributor and holds its report
-def schema_status() -> Any:
+def schema_status() -> ResponseReturnValue:
     return jsonify(rest_json.schema_status_json(current_controller().jobs.schema_status()))
 
 
 @schemas_api.post("/schemas/sync")
 @leader_only(_sync_request)
-def schema_sync() -> Any:
+def schema_sync() -> ResponseReturnValue:
     return jsonify(rest_json.schema_report_json(current_controller().jobs.schema_sync()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, jsonify, request
+from flask.typing import ResponseReturnValue
 
 from ferry.controller.api import checks, rest_json, wire_requests
 from ferry.controller.api.edge import current_controller, leader_only
@@ -21,12 +22,12 @@ _TOPIC_EXAMPLE = '{"topic": "orders", "numPartitions": 8}'
 
 
 @topics_api.get("/topics")
-def list_topics() -> Any:
+def list_topics() -> ResponseReturnValue:
     return jsonify(rest_json.topics_json(current_controller().reads.list_topics()))
 
 
 @topics_api.get("/topics/<topic>")
-def get_topic(topic: str) -> Any:
+def get_topic(topic: str) -> ResponseReturnValue:
     view = current_controller().reads.topic_view(checks.topic_name(topic), checks.route_arg())
     return jsonify(rest_json.topic_json(view))
 
@@ -44,7 +45,7 @@ def _add_request() -> dict[str, Any]:
 
 @topics_api.post("/topics")
 @leader_only(_add_request)
-def add_topic(specs: list[TopicSpec], bulk: bool, route: str | None) -> Any:
+def add_topic(specs: list[TopicSpec], bulk: bool, route: str | None) -> ResponseReturnValue:
     commands = current_controller().topics
     if bulk:
         return jsonify(rest_json.topics_json(commands.add_topics(specs, route))), 201
@@ -62,11 +63,11 @@ def _expand_request() -> dict[str, Any]:
 
 @topics_api.put("/topics")
 @leader_only(_expand_request)
-def expand_topic(topic: str, num_partitions: int, route: str | None) -> Any:
+def expand_topic(topic: str, num_partitions: int, route: str | None) -> ResponseReturnValue:
     return jsonify(rest_json.topic_json(current_controller().topics.expand_topic(topic, num_partitions, route)))
 
 
 @topics_api.delete("/topics/<topic>")
 @leader_only(lambda topic: {"topic": checks.topic_name(topic), "route": checks.route_arg()})
-def delete_topic(topic: str, route: str | None) -> Any:
+def delete_topic(topic: str, route: str | None) -> ResponseReturnValue:
     return jsonify(rest_json.deleted_json(current_controller().topics.delete_topic(topic, route)))

@@ -11,9 +11,11 @@ any -> STOPPED). The parts, each in a module of its own:
 - ``tree`` (:mod:`controller.tree.control`): the distribution tree's targets and probes;
 - ``metrics`` (:mod:`controller.metrics`): the Prometheus registry;
 - ``reads`` (:mod:`controller.topics.reads`): what any controller answers (REST reads);
+- ``operate`` (:mod:`controller.operate.control`): an operator's controls (pause, cordon, throttles);
 - ``failover`` (:mod:`controller.failover.control`): routes' failover states and the failover command.
 
-The REST layer (:mod:`controller.api.rest`) takes this object and uses the parts by name; the parts
+The REST edge (:func:`controller.api.rest.create_app`) takes this object as a
+:class:`controller.api.ports.ControllerApi` and uses the parts by name; the parts
 answer with typed data, which :mod:`controller.api.rest_json` shapes as JSON. When the
 lead starts, the reconciler forgets the former lead, then (LEADING) its watches and the jobs
 start; when the lead ends, every job is removed and the leader state dropped.

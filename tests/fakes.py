@@ -7,6 +7,7 @@ reports so the copy path, the watermark and the ERROR states can be checked with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -15,16 +16,19 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from ferry.common.core.heartbeat import HeartbeatView
 from ferry.common.core.offset_map import MAP_TOPIC
+from ferry.common.core.operate.controls import Throttle
 from ferry.common.model import ExternalView, IdealState, PartitionKey
 from ferry.common.vocabulary import ControllerState
 from ferry.controller.api.ports import ControllerApi
 from ferry.controller.errors import NotFound
 from ferry.controller.groups.checkpoints import GroupCheckpoints
 from ferry.controller.groups.translate import OffsetTranslation
+from ferry.controller.operate.control import WorkerControl
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
 from ferry.controller.topics.admin import Rebalanced, TopicDeleted
 from ferry.controller.topics.progress import NoProgress, OffsetSample
 from ferry.controller.topics.reads import Health, Instances, RouteTopic, SourceValidation, TopicView, Validation
+from ferry.controller.topics.spec import TopicSpec
 from ferry.controller.tree.control import TreeView
 
 TOPIC = "orders"
@@ -237,7 +241,7 @@ class FakeAdmin:
 
 
 class FakeController:
-    """Implements :class:`controller.api.rest.ControllerApi`, every part in one object; records calls,
+    """Implements :class:`controller.api.ports.ControllerApi`, every part in one object; records calls,
     raises ``fail`` when set. A topic view names this controller as its route's destination, and a
     schema report as its target, so a test sees which controller answered."""
 
@@ -248,7 +252,7 @@ class FakeController:
         self.fail: Exception | None = None
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
 
-    # The parts the REST layer asks for (controller.api.rest.ControllerApi): all this one object.
+    # The parts the REST edge asks for (controller.api.ports.ControllerApi): all this one object.
     @property
     def leadership(self) -> FakeController:
         return self
@@ -267,6 +271,14 @@ class FakeController:
 
     @property
     def tree(self) -> FakeController:
+        return self
+
+    @property
+    def operate(self) -> FakeController:
+        return self
+
+    @property
+    def failover(self) -> FakeController:
         return self
 
     def _call(self, name: str, *args: Any) -> None:
@@ -297,17 +309,15 @@ class FakeController:
         self._call("topic_view", topic, route)
         return self._view(topic, 1, route)
 
-    def add_topic(
-        self, topic: Any, num_partitions: Any = None, route: str | None = None, start: Any = None
-    ) -> TopicView:
-        self._call("add_topic", topic, num_partitions, route, start)
-        return self._view(topic, num_partitions or 1, route)
+    def add_topic(self, spec: TopicSpec, route: str | None = None) -> TopicView:
+        self._call("add_topic", spec, route)
+        return self._view(spec.topic, spec.num_partitions or 1, route)
 
-    def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]:
-        self._call("add_topics", topics, route)
-        return [IdealState(route or "src.dst", t["topic"], t["numPartitions"] or 1) for t in topics]
+    def add_topics(self, specs: Sequence[TopicSpec], route: str | None = None) -> list[IdealState]:
+        self._call("add_topics", list(specs), route)
+        return [IdealState(route or "src.dst", spec.topic, spec.num_partitions or 1) for spec in specs]
 
-    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView:
+    def expand_topic(self, topic: str, num_partitions: int, route: str | None = None) -> TopicView:
         self._call("expand_topic", topic, num_partitions, route)
         return self._view(topic, num_partitions, route)
 
@@ -390,6 +400,48 @@ class FakeController:
     def schema_sync(self) -> SchemaReport:
         self._call("schema_sync")
         return self._schema_report()
+
+    # -- an operator's controls
+
+    def view(self) -> dict[str, Any]:
+        return {"autobalancing": True}
+
+    def worker(self, worker: str) -> WorkerControl:
+        return WorkerControl(worker, None, 3)
+
+    def pause(
+        self, topic: str, partitions: list[int] | None, route: str | None, resume: bool = False
+    ) -> dict[str, Any]:
+        self._call("pause", topic, partitions, route, resume)
+        return {"topic": topic, "paused": {}}
+
+    def cordon(self, worker: str, how: str | None) -> WorkerControl:
+        self._call("cordon", worker, how)
+        return WorkerControl(worker, how, 0)
+
+    def set_autobalancing(self, enabled: bool) -> dict[str, Any]:
+        self._call("autobalancing", enabled)
+        return {"enabled": enabled}
+
+    def set_throttle(self, route: str, throttle: Throttle) -> dict[str, Any]:
+        self._call("throttle", route, throttle)
+        return {"route": route, **throttle.to_json()}
+
+    # -- failover
+
+    def routes(self) -> list[dict[str, Any]]:
+        self._call("routes")
+        return [{"route": "src.dst", "source": "src", "destination": "dst", "state": "ACTIVE"}]
+
+    def route(self, name: str) -> dict[str, Any]:
+        self._call("route", name)
+        return {"route": name, "source": "src", "destination": "dst", "state": "ACTIVE"}
+
+    def fail_over(
+        self, name: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
+    ) -> dict[str, Any]:
+        self._call("fail_over", name, planned, groups, topics, quiet_s, timeout_s)
+        return {"route": name, "source": "src", "destination": "dst", "state": "FAILED_OVER"}
 
 
 def as_controller_api(fake: FakeController) -> ControllerApi:

@@ -1,1 +1,2 @@
-"""The REST edge: the Flask app, bearer-token auth, the JSON shapes (only this package and the CLIs import them), the OpenAPI document."""
+"""The REST edge: the Flask app and its blueprints, the edge's checks, bearer-token auth, the wire shapes
+and the JSON answers (only this package and the CLIs import them), the OpenAPI document."""

@@ -1,15 +1,23 @@
-"""The REST edge's request handling around every view: request ids, the token check, the audit line
-of each write, and a standby's forwarding of writes to the leader.
+"""The REST edge's request handling around every view: the current controller, request ids, the token
+check, the audit line of each write, and the leader check (:func:`leader_only`: a standby forwards to the
+leader).
+
+A leaf of the REST edge: every blueprint (:mod:`controller.api.blueprints`) and the app
+(:mod:`controller.api.rest`) import it; it imports none of them.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import requests
 from flask import Response, current_app, g, request
+from flask.typing import ResponseReturnValue
 
 from ferry.controller.api.auth import TokenChecker
 from ferry.controller.api.ports import ControllerApi
@@ -26,7 +34,8 @@ _ALWAYS_OPEN = frozenset({"/health", "/openapi.json"})
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def _controller() -> ControllerApi:
+def current_controller() -> ControllerApi:
+    """The controller this request's app was created over."""
     controller: ControllerApi = current_app.extensions["ferry.controller"]
     return controller
 
@@ -34,12 +43,13 @@ def _controller() -> ControllerApi:
 # -- request ids, authentication, forwarding --------------------------------------------------
 
 
-def _request_id() -> str:
-    request_id: str = g.get("request_id") or "-"
-    return request_id
+def request_id() -> str:
+    """This request's id (``-`` outside a request)."""
+    given: str = g.get("request_id") or "-"
+    return given
 
 
-def _before() -> None:
+def before_request() -> None:
     offered = request.headers.get(REQUEST_ID_HEADER, "")
     g.request_id = offered if _SANE_REQUEST_ID.fullmatch(offered) else uuid.uuid4().hex
     g.token_name = None
@@ -50,8 +60,8 @@ def _before() -> None:
     g.token_name = token.name if token else None
 
 
-def _after(response: Response) -> Response:
-    response.headers[REQUEST_ID_HEADER] = _request_id()
+def after_request(response: Response) -> Response:
+    response.headers[REQUEST_ID_HEADER] = request_id()
     if request.method not in _READ_METHODS:
         # An audit line per write: who (the token's name, never the token) did what.
         log.info(
@@ -60,30 +70,30 @@ def _after(response: Response) -> Response:
             request.path,
             response.status_code,
             g.get("token_name") or "-",
-            _request_id(),
+            request_id(),
         )
     return response
 
 
-def _forward_if_standby() -> Response | None:
+def forward_if_standby() -> Response | None:
     """A standby sends the write to the leader and relays its answer; None when we lead.
 
     The caller's token and request id go along, so the leader checks the same token and
     logs the same id.
     """
-    controller = _controller().leadership
-    if controller.is_leader():
+    leadership = current_controller().leadership
+    if leadership.is_leader():
         return None
     if request.headers.get(FORWARDED_HEADER):
         raise Unavailable("this controller no longer leads; retry")
-    leader = controller.leader()
+    leader = leadership.leader()
     if not leader or not leader.get("rest_url"):
         raise Unavailable("no controller leads right now; retry in a few seconds")
     timeout = current_app.config.get("FERRY_FORWARD_TIMEOUT_S", 10.0)
     headers = {
         "Content-Type": request.content_type or "application/json",
-        FORWARDED_HEADER: controller.controller_id,
-        REQUEST_ID_HEADER: _request_id(),
+        FORWARDED_HEADER: leadership.controller_id,
+        REQUEST_ID_HEADER: request_id(),
     }
     if request.headers.get("Authorization"):
         headers["Authorization"] = request.headers["Authorization"]
@@ -107,3 +117,30 @@ def _forward_if_standby() -> Response | None:
     if "WWW-Authenticate" in answer.headers:
         response.headers["WWW-Authenticate"] = answer.headers["WWW-Authenticate"]
     return response
+
+
+View = Callable[..., ResponseReturnValue]
+
+
+def leader_only(check: Callable[..., dict[str, Any]] | None = None) -> Callable[[View], View]:
+    """The leader check, registered once for every view that only the leader answers.
+
+    ``check`` (given the view's path parameters) validates the request first, so a standby
+    answers a bad request with a 400 itself, without asking the leader; then a standby forwards
+    the request to the leader (:func:`forward_if_standby`) and relays its answer; on the leader
+    the view runs with what ``check`` returned as keyword arguments (the path parameters when
+    there is no ``check``).
+    """
+
+    def decorate(view: View) -> View:
+        @functools.wraps(view)
+        def guarded(**kwargs: Any) -> ResponseReturnValue:
+            checked = check(**kwargs) if check is not None else kwargs
+            forwarded = forward_if_standby()
+            if forwarded is not None:
+                return forwarded
+            return view(**checked)
+
+        return guarded
+
+    return decorate

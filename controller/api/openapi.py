@@ -1,9 +1,9 @@
 """The REST API's OpenAPI 3 document, served at ``GET /openapi.json`` by every controller.
 
-Built once per app (no I/O). Every schema under ``components/schemas`` is a model's own
-(:mod:`controller.api.request_models`, :mod:`controller.api.response_models`), and so are the
-``GET /translate`` query's parameters; this module writes the paths, which refer to the models by
-name. The security requirements follow the controller's configuration: without ``controller.auth``
+Built once per app (no I/O). Every schema under ``components/schemas`` is a wire shape's own
+(:mod:`controller.api.wire_requests`, :mod:`controller.api.wire_answers`), and so are the
+``GET /translate`` query's parameters; this module writes the paths, which refer to the shapes by
+class name. The security requirements follow the controller's configuration: without ``controller.auth``
 no operation needs a token; with it, writes need a ``write`` token and reads need a token unless
 ``open_reads``. ``/health`` and ``/openapi.json`` never need one.
 """
@@ -21,9 +21,9 @@ from ferry.common.vocabulary import (
     TOPIC_PATTERN,
     anchored,
 )
-from ferry.controller.api.models import component_schemas
-from ferry.controller.api.request_models import REQUESTS, TranslateQuery
-from ferry.controller.api.response_models import RESPONSES
+from ferry.controller.api.wire import component_schemas
+from ferry.controller.api.wire_answers import RESPONSES
+from ferry.controller.api.wire_requests import REQUESTS, TranslateQuery
 
 _REQUEST_ID = {
     "description": "This request's id: the caller's own X-Request-Id when it is sane "
@@ -68,9 +68,9 @@ _AUTH_ERRORS = {
 _SCHEMAS: dict[str, Any] = component_schemas(REQUESTS, RESPONSES)
 
 
-def _query_parameters(model: type[TranslateQuery]) -> list[dict[str, Any]]:
-    """A query model's fields as OpenAPI query parameters (their schemas are the model's)."""
-    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+def _query_parameters(shape: type[TranslateQuery]) -> list[dict[str, Any]]:
+    """A query's wire shape's fields as OpenAPI query parameters (their schemas are the shape's)."""
+    schema = shape.model_json_schema(ref_template="#/components/schemas/{model}")
     required = set(schema.get("required", ()))
     parameters = []
     for name, field in schema["properties"].items():
@@ -287,8 +287,8 @@ _WORKER_PARAM = {
 }
 _PATHS["/topics/{topic}/pause"] = {
     "post": _op(
-        "Pause a topic, or some of its partitions: they keep their worker, which commits what was acknowledged and stops "
-        "consuming them",
+        "Pause a topic, or some of its partitions: they keep their worker, which commits what was acknowledged "
+        "and stops consuming them",
         _json("the topic's paused partitions per route", _ref("PausedPartitions")),
         write=True,
         parameters=[_TOPIC_PARAM, _ROUTE_QUERY],
@@ -390,8 +390,8 @@ def openapi_document(auth_enabled: bool, open_reads: bool) -> dict[str, Any]:
             "title": "Ferry controller",
             "version": "1",
             "description": (
-                "Any controller answers reads; a standby forwards writes (and /noprogress, /schemas, /groups) to the leader, "
-                "with the caller's token. Every response carries X-Request-Id. "
+                "Any controller answers reads; a standby forwards writes (and /noprogress, /schemas, /groups) "
+                "to the leader, with the caller's token. Every response carries X-Request-Id. "
                 + (
                     "Authentication: bearer tokens; writes need a write token; reads "
                     + ("are open." if open_reads else "need a read or write token.")

@@ -1,21 +1,25 @@
-"""What the REST layer (:mod:`controller.api.rest`) needs from a controller: its parts, as protocols.
+"""What the REST edge's blueprints (:mod:`controller.api.blueprints`) need from a controller: its parts,
+as protocols.
 
 :class:`controller.service.Controller` provides them; tests pass a fake (``tests/fakes.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ferry.common.core.heartbeat import HeartbeatView
+from ferry.common.core.operate.controls import Throttle
 from ferry.common.model import IdealState, PartitionKey
 from ferry.controller.groups.checkpoints import GroupCheckpoints
 from ferry.controller.groups.translate import OffsetTranslation
+from ferry.controller.operate.control import WorkerControl
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
 from ferry.controller.topics.admin import Rebalanced, TopicDeleted
 from ferry.controller.topics.progress import NoProgress, OffsetSample
 from ferry.controller.topics.reads import Health, Instances, SourceValidation, TopicView, Validation
+from ferry.controller.topics.spec import TopicSpec
 from ferry.controller.tree.control import TreeView
 
 
@@ -47,11 +51,9 @@ class ReadApi(Protocol):
 class TopicsApi(Protocol):
     """The leader's topic commands (:class:`controller.topics.admin.TopicAdmin`)."""
 
-    def add_topic(
-        self, topic: Any, num_partitions: Any = None, route: str | None = None, start: Any = None
-    ) -> TopicView: ...
-    def add_topics(self, topics: Any, route: str | None = None) -> list[IdealState]: ...
-    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView: ...
+    def add_topic(self, spec: TopicSpec, route: str | None = None) -> TopicView: ...
+    def add_topics(self, specs: Sequence[TopicSpec], route: str | None = None) -> list[IdealState]: ...
+    def expand_topic(self, topic: str, num_partitions: int, route: str | None = None) -> TopicView: ...
     def delete_topic(self, topic: str, route: str | None = None) -> TopicDeleted: ...
     def rebalance_now(self) -> Rebalanced: ...
 
@@ -76,8 +78,33 @@ class TreeApi(Protocol):
     def switch_target(self, distributor: str, leaf: str, why: str) -> dict[str, str]: ...
 
 
+class OperateApi(Protocol):
+    """An operator's controls (:class:`controller.operate.control.FleetControls`); a standby forwards writes."""
+
+    def view(self) -> dict[str, Any]: ...
+    def worker(self, worker: str) -> WorkerControl: ...
+    def pause(
+        self, topic: str, partitions: list[int] | None, route: str | None, resume: bool = False
+    ) -> dict[str, Any]: ...
+    def cordon(self, worker: str, how: str | None) -> WorkerControl: ...
+    def set_autobalancing(self, enabled: bool) -> dict[str, Any]: ...
+    def set_throttle(self, route: str, throttle: Throttle) -> dict[str, Any]: ...
+
+
+class FailoverApi(Protocol):
+    """Routes' failover (:class:`controller.failover.control.FailoverControl`); a standby forwards the failover.
+
+    The answers are the failover workflow's own documents (:mod:`controller.failover.workflow`)."""
+
+    def routes(self) -> list[dict[str, Any]]: ...
+    def route(self, name: str) -> dict[str, Any]: ...
+    def fail_over(
+        self, name: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
+    ) -> dict[str, Any]: ...
+
+
 class ControllerApi(Protocol):
-    """What the REST layer needs from a controller (:class:`controller.service.Controller`): its parts."""
+    """What the REST edge needs from a controller (:class:`controller.service.Controller`): its parts."""
 
     @property
     def leadership(self) -> LeaderApi: ...
@@ -90,4 +117,6 @@ class ControllerApi(Protocol):
     @property
     def tree(self) -> TreeApi: ...
     @property
-    def operate(self) -> Any: ...  # controller.operate.control.FleetControls
+    def operate(self) -> OperateApi: ...
+    @property
+    def failover(self) -> FailoverApi: ...

@@ -1,13 +1,15 @@
-"""Every answer the controller gives, built from its model: REST (:mod:`controller.api.rest`) and ``ferry groups --json``.
+"""Every answer the controller gives, built from its wire shape: REST (:mod:`controller.api.rest`) and
+``ferry groups --json``.
 
 Pure functions from the parts' typed answers (:mod:`controller.topics.reads`, :mod:`controller.topics.admin`,
-:mod:`controller.jobs.scheduler`, :mod:`controller.tree.control`, :mod:`controller.groups.checkpoints`, and model
-types) to JSON-ready dicts. Each shape is a model of :mod:`controller.api.response_models`, built with its
+:mod:`controller.jobs.scheduler`, :mod:`controller.tree.control`, :mod:`controller.groups.checkpoints`, and
+:mod:`common.model`'s types) to JSON-ready dicts. Each shape is a class of :mod:`controller.api.wire_answers`
+(written ``wire_answers.TopicView``: several share a domain class's name), built with its
 snake_case fields and written with ``to_json()``: the camelCase keys, their order and the OpenAPI schemas live
 there only. Three shapes with a row per topic or partition are the exception, for speed (160,000 partitions
-take 0.3 s so, four times longer through the models): ``GET /topics``, ``GET /offset`` and a topic's view
+take 0.3 s so, four times longer through the wire shapes): ``GET /topics``, ``GET /offset`` and a topic's view
 are built as plain dicts with the same keys, and ``tests/unit/test_rest_json.py`` checks that each equals
-what its model writes for the same data.
+what its wire shape writes for the same data.
 No Flask, no I/O, so a CLI can shape the same way; the parts never import this module (``.importlinter``).
 """
 
@@ -20,8 +22,7 @@ from ferry.common.core import tree
 from ferry.common.core.diff import Mismatch
 from ferry.common.core.heartbeat import HeartbeatView, Latency
 from ferry.common.model import IdealState, PartitionKey
-from ferry.controller.api import response_models as answers
-from ferry.controller.api.request_models import Autobalancing
+from ferry.controller.api import wire_answers, wire_requests
 from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
 from ferry.controller.groups.translate import OffsetTranslation
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
@@ -36,7 +37,7 @@ Json = dict[str, Any]
 
 
 def health_json(health: Health) -> Json:
-    return answers.Health(
+    return wire_answers.Health(
         status="ok" if health.zookeeper_connected else "zookeeper unreachable",
         id=health.controller_id,
         state=health.state,
@@ -48,7 +49,7 @@ def health_json(health: Health) -> Json:
 
 def topics_json(states: Iterable[IdealState]) -> Json:
     """``GET /topics`` and a bulk ``POST /topics``: route, topic and partition count of each."""
-    # answers.TopicList's shape, built as plain dicts (a bulk listing; see the module docstring).
+    # wire_answers.TopicList's shape, built as plain dicts (a bulk listing; see the module docstring).
     return {"topics": [{"topic": s.topic, "route": s.route, "partitions": s.partitions} for s in states]}
 
 
@@ -69,7 +70,7 @@ def _route_topic_json(one: RouteTopic) -> Json:
 def topic_json(view: TopicView) -> Json:
     """One topic: with one route, that route's view at the top level; with several, flat maps keyed
     ``<route>/<partition>``; every route's own view under ``routes`` either way."""
-    # answers.TopicView's shape, built as plain dicts (one row per partition; see the module docstring).
+    # wire_answers.TopicView's shape, built as plain dicts (one row per partition; see the module docstring).
     per_route = {name: _route_topic_json(one) for name, one in view.routes.items()}
     if len(per_route) == 1:
         flat = dict(next(iter(per_route.values())))
@@ -89,9 +90,9 @@ def topic_json(view: TopicView) -> Json:
 
 
 def instances_json(instances: Instances) -> Json:
-    return answers.Instances(
+    return wire_answers.Instances(
         instances=[
-            answers.Instance(
+            wire_answers.Instance(
                 id=i.worker_id,
                 host=i.info.host,
                 pid=i.info.pid,
@@ -104,13 +105,14 @@ def instances_json(instances: Instances) -> Json:
             )
             for i in instances.live
         ],
-        departed=[answers.Departed(id=w, partitions=parts) for w, parts in instances.departed.items()],
+        departed=[wire_answers.Departed(id=w, partitions=parts) for w, parts in instances.departed.items()],
     ).to_json()
 
 
-def mismatch(m: Mismatch) -> answers.Mismatch:
-    """A mismatch as ``/validation`` shows it (the same keys as ``ferry zk``'s, :meth:`common.core.diff.Mismatch.to_json`)."""
-    return answers.Mismatch(
+def mismatch(m: Mismatch) -> wire_answers.Mismatch:
+    """A mismatch as ``/validation`` shows it (the same keys as ``ferry zk``'s,
+    :meth:`common.core.diff.Mismatch.to_json`)."""
+    return wire_answers.Mismatch(
         partition=str(m.partition),
         problem=m.problem,
         ideal_worker=m.ideal_worker,
@@ -120,23 +122,23 @@ def mismatch(m: Mismatch) -> answers.Mismatch:
 
 
 def validation_json(validation: Validation) -> Json:
-    return answers.Validation(
+    return wire_answers.Validation(
         ok=validation.ok,
         summary=validation.summary,
         mismatches=[mismatch(m) for m in validation.mismatches],
         spark=validation.spark,  # the last `ferry validate --store`, as stored, with checkedAt
         failover=validation.failover,  # routes not ACTIVE -> their failover state
-        notices=[answers.Notice(**notice) for notice in validation.notices],
+        notices=[wire_answers.Notice(**notice) for notice in validation.notices],
     ).to_json()
 
 
 def source_validation_json(validation: SourceValidation) -> Json:
     spark = validation.spark
-    return answers.SourceValidation(
+    return wire_answers.SourceValidation(
         ok=validation.ok,
         topics=validation.topics,
         mismatches=[
-            answers.SourceMismatch(
+            wire_answers.SourceMismatch(
                 route=m.route,
                 topic=m.topic,
                 ideal_partitions=m.ideal_partitions,
@@ -147,20 +149,21 @@ def source_validation_json(validation: SourceValidation) -> Json:
         ],
         spark=None
         if spark is None
-        else answers.SparkCheck(checked_at=spark.get("checkedAt"), src_kafka=spark.get("srcKafka")),
+        else wire_answers.SparkCheck(checked_at=spark.get("checkedAt"), src_kafka=spark.get("srcKafka")),
     ).to_json()
 
 
 # -- offsets ------------------------------------------------------------------------------------
 
 DestinationTopic = Callable[[str, str], str]
-"""(route, topic) -> the topic's name on the route's destination (:meth:`controller.topics.reads.ReadSide.destination_topic`)."""
+"""(route, topic) -> the topic's name on the route's destination
+(:meth:`controller.topics.reads.ReadSide.destination_topic`)."""
 
 
-def offset_row(key: PartitionKey, sample: OffsetSample, destination_topic: DestinationTopic) -> answers.OffsetRow:
+def offset_row(key: PartitionKey, sample: OffsetSample, destination_topic: DestinationTopic) -> wire_answers.OffsetRow:
     """One partition's offsets; ``destinationTopic`` is the topic's name on the route's destination
     (the same name unless the route renames topics)."""
-    return answers.OffsetRow(
+    return wire_answers.OffsetRow(
         partition=str(key),
         route=key.route,
         topic=key.topic,
@@ -173,7 +176,7 @@ def offset_row(key: PartitionKey, sample: OffsetSample, destination_topic: Desti
 
 
 def offsets_json(samples: Mapping[PartitionKey, OffsetSample], destination_topic: DestinationTopic) -> Json:
-    """``GET /offset``: answers.Offsets' shape, built as plain dicts (a bulk listing; see the module docstring)."""
+    """``GET /offset``: wire_answers.Offsets' shape, built as plain dicts (a bulk listing; see the module docstring)."""
     rows = []
     for key, sample in sorted(samples.items()):
         rows.append(
@@ -193,23 +196,23 @@ def offsets_json(samples: Mapping[PartitionKey, OffsetSample], destination_topic
 
 def noprogress_json(report: NoProgress, destination_topic: DestinationTopic) -> Json:
     rows = [
-        answers.NoProgressRow(
+        wire_answers.NoProgressRow(
             **dict(offset_row(key, report.latest[key], destination_topic)), stalled_for_s=round(since, 1)
         )
         for key, since in sorted(report.stalled.items())
     ]
-    return answers.NoProgress(noprogress=rows, threshold_s=report.threshold_s).to_json()
+    return wire_answers.NoProgress(noprogress=rows, threshold_s=report.threshold_s).to_json()
 
 
 # -- topic commands -------------------------------------------------------------------------------
 
 
 def deleted_json(deleted: TopicDeleted) -> Json:
-    return answers.Deleted(topic=deleted.topic).to_json()
+    return wire_answers.Deleted(topic=deleted.topic).to_json()
 
 
 def rebalanced_json(rebalanced: Rebalanced) -> Json:
-    return answers.Rebalanced(moved=rebalanced.moved).to_json()
+    return wire_answers.Rebalanced(moved=rebalanced.moved).to_json()
 
 
 # -- the distribution tree ------------------------------------------------------------------------
@@ -217,7 +220,7 @@ def rebalanced_json(rebalanced: Rebalanced) -> Json:
 
 def tree_json(view: TreeView) -> Json:
     rows = [
-        answers.Distributor(
+        wire_answers.Distributor(
             name=r.distributor.name,
             cluster=r.distributor.cluster,
             level=r.distributor.level,
@@ -231,7 +234,7 @@ def tree_json(view: TreeView) -> Json:
         )
         for r in view.distributors
     ]
-    return answers.TreeView(
+    return wire_answers.TreeView(
         layout=view.layout,
         switch_after_s=view.switch_after_s,
         distributors=rows,
@@ -242,22 +245,22 @@ def tree_json(view: TreeView) -> Json:
 
 def target_switched_json(targets: Mapping[str, str]) -> dict[str, str]:
     """``POST /tree/{distributor}/target``: every switched distributor -> its leaf."""
-    return answers.TargetSwitched(dict(targets)).to_json()
+    return wire_answers.TargetSwitched(dict(targets)).to_json()
 
 
 # -- heartbeats -----------------------------------------------------------------------------------
 
 
-def _figures(latency: Latency | None) -> answers.Figures:
+def _figures(latency: Latency | None) -> wire_answers.Figures:
     if latency is None:
-        return answers.Figures(latency_s=None, since_last_s=None)
-    return answers.Figures(latency_s=round(latency.latency_s, 3), since_last_s=round(latency.since_last_s, 3))
+        return wire_answers.Figures(latency_s=None, since_last_s=None)
+    return wire_answers.Figures(latency_s=round(latency.latency_s, 3), since_last_s=round(latency.since_last_s, 3))
 
 
 def heartbeats_json(view: HeartbeatView) -> Json:
-    return answers.Heartbeats(
+    return wire_answers.Heartbeats(
         end_to_end=[
-            answers.EndToEnd(
+            wire_answers.EndToEnd(
                 origin=a.origin,
                 cluster=a.cluster,
                 hops=a.hops,
@@ -273,8 +276,8 @@ def heartbeats_json(view: HeartbeatView) -> Json:
 # -- consumer-group checkpoints (REST /groups and `ferry groups --json`) -------------------------
 
 
-def _group_partition(t: Translation) -> answers.GroupPartition:
-    return answers.GroupPartition(
+def _group_partition(t: Translation) -> wire_answers.GroupPartition:
+    return wire_answers.GroupPartition(
         route=t.route,
         group=t.group,
         topic=t.topic,
@@ -294,7 +297,7 @@ def translation_json(t: Translation) -> Json:
 
 def offset_translation_json(t: OffsetTranslation) -> Json:
     """``GET /translate`` and ``ferry offsets translate --json``."""
-    return answers.Translation(
+    return wire_answers.Translation(
         route=t.route,
         topic=t.topic,
         destination_topic=t.destination_topic,
@@ -309,9 +312,9 @@ def offset_translation_json(t: OffsetTranslation) -> Json:
 
 def groups_json(checkpoints: GroupCheckpoints) -> Json:
     ages = checkpoints.ages
-    return answers.Groups(
+    return wire_answers.Groups(
         groups=[
-            answers.GroupRow(
+            wire_answers.GroupRow(
                 group=group,
                 checkpoint_age_s={route: round(age, 3) for (route, g), age in sorted(ages.items()) if g == group},
                 partitions=[_group_partition(t) for t in translations],
@@ -322,23 +325,23 @@ def groups_json(checkpoints: GroupCheckpoints) -> Json:
 
 
 def sync_json(result: SyncResult) -> Json:
-    return answers.GroupSynced(group=result.group, synced=result.synced, skipped=result.skipped).to_json()
+    return wire_answers.GroupSynced(group=result.group, synced=result.synced, skipped=result.skipped).to_json()
 
 
 # -- schema distribution (GET /schemas, POST /schemas/sync) ---------------------------------------
 
 
 def _schema_report(report: SchemaReport) -> dict[str, Any]:
-    """The report's fields, as keyword arguments of :class:`answers.SchemaReport` (and its GET form)."""
+    """The report's fields, as keyword arguments of :class:`wire_answers.SchemaReport` (and its GET form)."""
     subjects = [
-        answers.SchemaSubject(
+        wire_answers.SchemaSubject(
             subject=s.subject,
             version=s.latest.version,
             id=s.latest.schema_id,
             versions={str(v.version): v.schema_id for v in s.versions},
             states={str(version): state for version, state in s.states.items()},
             targets={
-                target: answers.SchemaTargetStatus(
+                target: wire_answers.SchemaTargetStatus(
                     subject=status.target_subject,
                     state=status.state.value,
                     synced_versions=list(status.synced_versions),
@@ -358,7 +361,7 @@ def _schema_report(report: SchemaReport) -> dict[str, Any]:
         "in_sync": report.in_sync,
         "out_of_sync": report.out_of_sync,
         "conflicts": [
-            answers.SchemaConflict(
+            wire_answers.SchemaConflict(
                 target=c.target,
                 subject=c.subject,
                 version=c.version,
@@ -369,13 +372,13 @@ def _schema_report(report: SchemaReport) -> dict[str, Any]:
             for c in report.conflicts
         ],
         "copied": [
-            answers.SchemaCopy(
+            wire_answers.SchemaCopy(
                 target=c.target, subject=c.subject, version=c.version, id=c.schema_id, target_subject=c.target_subject
             )
             for c in report.copied
         ],
         "state_changed": [
-            answers.SchemaStateChange(
+            wire_answers.SchemaStateChange(
                 target=c.target, subject=c.subject, version=c.version, target_subject=c.target_subject, state=c.state
             )
             for c in report.state_changed
@@ -386,12 +389,12 @@ def _schema_report(report: SchemaReport) -> dict[str, Any]:
 
 def schema_report_json(report: SchemaReport) -> Json:
     """One distribution pass, as ``POST /schemas/sync`` answers it."""
-    return answers.SchemaReport(**_schema_report(report)).to_json()
+    return wire_answers.SchemaReport(**_schema_report(report)).to_json()
 
 
 def schema_status_json(status: SchemaStatus) -> Json:
     """``GET /schemas``: the last successful pass, and ``lastError`` (a later pass failed; else null)."""
-    return answers.SchemaStatus(**_schema_report(status.report), last_error=status.last_error).to_json()
+    return wire_answers.SchemaStatus(**_schema_report(status.report), last_error=status.last_error).to_json()
 
 
 # -- an operator's controls and failover ------------------------------------------------------------
@@ -399,36 +402,36 @@ def schema_status_json(status: SchemaStatus) -> Json:
 
 def controls_json(view: Mapping[str, Any]) -> Json:
     """``GET /controls``, from :meth:`controller.operate.control.FleetControls.view`."""
-    return answers.Controls(
+    return wire_answers.Controls(
         paused=view["paused"],
         cordoned=view["cordoned"],
         autobalancing=view["autobalancing"],
-        throttles={route: answers.RouteThrottle(**throttle) for route, throttle in view["throttles"].items()},
+        throttles={route: wire_answers.RouteThrottle(**throttle) for route, throttle in view["throttles"].items()},
     ).to_json()
 
 
 def paused_json(answer: Mapping[str, Any]) -> Json:
     """A pause or resume: the topic's paused partitions per route."""
-    return answers.PausedPartitions(topic=answer["topic"], paused=answer["paused"]).to_json()
+    return wire_answers.PausedPartitions(topic=answer["topic"], paused=answer["paused"]).to_json()
 
 
 def worker_control_json(worker: str, cordon: str | None, partitions: int) -> Json:
-    return answers.WorkerControl(worker=worker, cordon=cordon, partitions=partitions).to_json()
+    return wire_answers.WorkerControl(worker=worker, cordon=cordon, partitions=partitions).to_json()
 
 
 def autobalancing_json(enabled: bool) -> Json:
-    return Autobalancing(enabled=enabled).to_json()
+    return wire_requests.Autobalancing(enabled=enabled).to_json()
 
 
 def throttle_json(answer: Mapping[str, Any]) -> Json:
     """A route's throttle as set (:meth:`controller.operate.control.FleetControls.set_throttle`)."""
-    return answers.ThrottleAnswer(**answer).to_json()
+    return wire_answers.ThrottleAnswer(**answer).to_json()
 
 
 def route_state_json(state: Mapping[str, Any]) -> Json:
     """A route's failover state, as the failover workflow wrote it (:mod:`controller.failover.workflow`)."""
-    return answers.RouteState.model_validate(state).to_json()
+    return wire_answers.RouteState.model_validate(state).to_json()
 
 
 def routes_json(states: Iterable[Mapping[str, Any]]) -> Json:
-    return answers.Routes(routes=[answers.RouteState.model_validate(state) for state in states]).to_json()
+    return wire_answers.Routes(routes=[wire_answers.RouteState.model_validate(state) for state in states]).to_json()

@@ -1,8 +1,9 @@
 """Topic administration: the leader's fenced commands on the ideal state, and the observer's writes.
 
-Owns no state: every command checks its input (:class:`BadRequest` for a bad name or count,
-:class:`Conflict`, :class:`NotFound`), takes the reconciler's lock, requires the lead, writes its
-ideal-state nodes in one fenced batch, tells the leader state, and reconciles once, so the new
+Owns no state: every command takes typed requests (:class:`controller.topics.spec.TopicSpec`, well
+formed already) and checks the domain's rules (:class:`BadRequest` for an internal topic or a count the
+source does not have, :class:`Conflict`, :class:`NotFound`), takes the reconciler's lock, requires the
+lead, writes its ideal-state nodes in one fenced batch, tells the leader state, and reconciles once, so the new
 partitions are assigned before the command answers. A bulk ``POST /topics`` is the exception:
 it takes only the reconciler's bulk lock, never waits behind a running reconcile, and
 queues the reconcile that assigns its topics, so bulk requests sent one after another share
@@ -17,14 +18,14 @@ shapes the JSON.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 from kazoo.client import KazooClient
 
-from ferry.common.config import FerryConfig, RouteConfig, start_position
+from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.model import IdealState, PartitionKey, TopicKey, encode
-from ferry.common.vocabulary import MAX_PARTITIONS, OpKind, topic_name_problem
+from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, Conflict, NotFound
 from ferry.controller.failover import guard as failover_guard
@@ -36,6 +37,7 @@ from ferry.controller.lead.topic_writes import TopicChange, TopicWriter
 from ferry.controller.topics import observer
 from ferry.controller.topics.progress import OffsetSample
 from ferry.controller.topics.reads import ReadSide, TopicView, select_routes
+from ferry.controller.topics.spec import TopicSpec
 
 log = logging.getLogger(__name__)
 
@@ -76,44 +78,35 @@ class TopicAdmin:
         self._reads = reads
         self._clock = clock
 
-    def add_topic(
-        self, topic: Any, num_partitions: Any = None, route: str | None = None, start: Any = None
-    ) -> TopicView:
-        """Whitelists ``topic`` on every route (or ``route``); its partitions are assigned at once."""
-        self.add_topics([{"topic": topic, "numPartitions": num_partitions, "start": start}], route, assign_now=True)
-        return self._reads.topic_view(topic, route)
+    def add_topic(self, spec: TopicSpec, route: str | None = None) -> TopicView:
+        """Whitelists ``spec.topic`` on every route (or ``route``); its partitions are assigned at once."""
+        self.add_topics([spec], route, assign_now=True)
+        return self._reads.topic_view(spec.topic, route)
 
-    def add_topics(self, topics: Any, route: str | None = None, assign_now: bool = False) -> list[IdealState]:
-        """Whitelists many topics (``[{"topic", "numPartitions"?, "start"?}, ...]``) in one write and one reconcile.
+    def add_topics(
+        self, specs: Sequence[TopicSpec], route: str | None = None, assign_now: bool = False
+    ) -> list[IdealState]:
+        """Whitelists many topics in one write and one reconcile.
 
-        All or nothing: any bad, already mirrored or missing topic refuses the whole request.
-        A topic's ``start`` (earliest, latest, ISO 8601 time or epoch ms) stands in for the route's
-        ``start`` for this topic (:meth:`_starts`).
+        All or nothing: any internal, twice listed, already mirrored or missing topic refuses the whole
+        request. A topic's ``start`` stands in for the route's ``start`` for this topic.
         Returns the ideal states created (route by route, topics in request order), before assignment.
         The reconcile that assigns them is queued (:meth:`Reconciler.request_reconcile`), not run in
         the request: bulk requests that arrive while one runs share the next run, so whitelisting
         N topics in bulk rewrites the workers' assignments a few times, not once per request.
         ``assign_now`` (one topic, whose answer shows its assignment) runs it in the request.
         """
-        if not isinstance(topics, list) or not topics:
-            raise BadRequest('topics must be a non-empty list like [{"topic": "orders", "numPartitions": 8}]')
         wanted_counts: dict[str, int | None] = {}
         starts: dict[str, str | int] = {}
-        for item in topics:
-            if not isinstance(item, dict):
-                raise BadRequest(f'every entry of topics must be an object like {{"topic": "orders"}}, not {item!r}')
-            topic = item.get("topic")
-            _check_topic(topic)
-            assert isinstance(topic, str)  # _check_topic refused anything else
-            if topic in wanted_counts:
-                raise BadRequest(f"topic {topic!r} is listed twice")
-            wanted_counts[topic] = _check_count(item.get("numPartitions"), required=not self._checks_source)
-            try:
-                start = start_position(item.get("start"))
-            except ValueError as exc:
-                raise BadRequest(f"topic {topic!r}: {exc}") from None
-            if start is not None:
-                starts[topic] = start
+        for spec in specs:
+            _refuse_internal(spec.topic)
+            if spec.topic in wanted_counts:
+                raise BadRequest(f"topic {spec.topic!r} is listed twice")
+            if spec.num_partitions is None and not self._checks_source:
+                raise BadRequest("numPartitions is required")
+            wanted_counts[spec.topic] = spec.num_partitions
+            if spec.start is not None:
+                starts[spec.topic] = spec.start
         routes = select_routes(self.config, route)
         self._leadership.require_leader()  # a standby refuses before it asks the source anything
         counts = self._mirrored_counts(routes, wanted_counts)  # before any lock: it may ask the source
@@ -201,11 +194,10 @@ class TopicAdmin:
             ops.append(Op(OpKind.SET, path, data, -1) if self._zk.exists(path) else Op(OpKind.CREATE, path, data))
         return ops
 
-    def expand_topic(self, topic: Any, num_partitions: Any, route: str | None = None) -> TopicView:
+    def expand_topic(self, topic: str, num_partitions: int, route: str | None = None) -> TopicView:
         """Raises the partition count Ferry mirrors (never lowers it); new partitions are assigned at once."""
-        _check_topic(topic)
-        count = _check_count(num_partitions, required=True)
-        assert count is not None
+        _refuse_internal(topic)
+        count = num_partitions
         with self._reconciler.topic_writer() as writer:
             self._leadership.require_leader()
             ops = []
@@ -358,22 +350,7 @@ def _checked_count(route: RouteConfig, topic: str, count: int | None, at_source:
     return wanted
 
 
-def _check_topic(topic: Any) -> None:
-    """Kafka's name rule (the edge's too), and the domain's own: internal topics are not mirrored."""
-    problem = topic_name_problem(topic)
-    if problem:
-        raise BadRequest(problem)
+def _refuse_internal(topic: str) -> None:
+    """Internal topics (``__consumer_offsets``, ...) are Kafka's own: Ferry does not mirror them."""
     if topic.startswith("__"):
         raise BadRequest(f"{topic!r} is an internal topic; Ferry does not mirror internal topics")
-
-
-def _check_count(value: Any, required: bool) -> int | None:
-    if value is None:
-        if required:
-            raise BadRequest("numPartitions is required")
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadRequest(f"numPartitions must be a positive integer, not {value!r}"[:300])
-    if not 0 < value <= MAX_PARTITIONS:  # the REST edge's bound too (controller.api.models)
-        raise BadRequest(f"numPartitions must be from 1 to {MAX_PARTITIONS}, not {value}")
-    return value

@@ -25,6 +25,7 @@ from ferry.common.zk.state import StateReader
 from ferry.controller.api.rest_json import validation_json
 from ferry.controller.lead.store import MAX_BYTES_PER_TRANSACTION, Store
 from ferry.controller.service import Controller
+from ferry.controller.topics.spec import TopicSpec
 from ferry.devstack.stack import Stack
 from ferry.devstack.support import poll_until
 
@@ -133,9 +134,9 @@ def test_two_thousand_partitions_on_fifty_workers_keep_the_invariants(
     names = [f"scale-{i:04d}" for i in range(TOPICS)]
     for start in range(0, TOPICS - 10, 60):  # bulk, as the bench does, then single topics
         batch = names[start : min(start + 60, TOPICS - 10)]
-        controller.topics.add_topics([{"topic": t, "numPartitions": PER_TOPIC} for t in batch])
+        controller.topics.add_topics([TopicSpec(t, PER_TOPIC) for t in batch])
     for topic in names[TOPICS - 10 :]:
-        controller.topics.add_topic(topic, PER_TOPIC)
+        controller.topics.add_topic(TopicSpec(topic, PER_TOPIC))
     wait_for(lambda: fleet.total() == PARTITIONS, 120, "every partition ONLINE")
 
     fleet.kill(ids[0])  # a worker's failover

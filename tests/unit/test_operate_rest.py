@@ -12,52 +12,19 @@ from flask.testing import FlaskClient
 
 from ferry.common.core.operate.controls import Throttle
 from ferry.controller.api.rest import create_app
-from ferry.controller.operate.control import WorkerControl
 from tests.checks import assert_json_error
 from tests.fakes import FakeController, as_controller_api
 
 pytestmark = pytest.mark.unit
 
 
-class ControlsFake(FakeController):
-    """A controller whose ``operate`` part records what it was asked."""
-
-    @property
-    def operate(self) -> ControlsFake:
-        return self
-
-    def pause(
-        self, topic: str, partitions: list[int] | None, route: str | None, resume: bool = False
-    ) -> dict[str, Any]:
-        self._call("pause", topic, partitions, route, resume)
-        return {"topic": topic, "paused": {}}
-
-    def cordon(self, worker: str, how: str | None) -> WorkerControl:
-        self._call("cordon", worker, how)
-        return WorkerControl(worker, how, 0)
-
-    def worker(self, worker: str) -> WorkerControl:
-        return WorkerControl(worker, None, 3)
-
-    def view(self) -> dict[str, Any]:
-        return {"autobalancing": True}
-
-    def set_autobalancing(self, enabled: bool) -> dict[str, Any]:
-        self._call("autobalancing", enabled)
-        return {"enabled": enabled}
-
-    def set_throttle(self, route: str, throttle: Throttle) -> dict[str, Any]:
-        self._call("throttle", route, throttle)
-        return {"route": route, **throttle.to_json()}
+@pytest.fixture
+def fake() -> FakeController:
+    return FakeController()
 
 
 @pytest.fixture
-def fake() -> ControlsFake:
-    return ControlsFake()
-
-
-@pytest.fixture
-def client(fake: ControlsFake) -> FlaskClient:
+def client(fake: FakeController) -> FlaskClient:
     return create_app(as_controller_api(fake)).test_client()
 
 
@@ -76,7 +43,9 @@ def client(fake: ControlsFake) -> FlaskClient:
         ("/workers/%20/cordon", None),
     ],
 )
-def test_bad_pause_and_worker_requests_are_a_400(client: FlaskClient, fake: ControlsFake, path: str, body: Any) -> None:
+def test_bad_pause_and_worker_requests_are_a_400(
+    client: FlaskClient, fake: FakeController, path: str, body: Any
+) -> None:
     assert_json_error(client.post(path, json=body), 400)
     assert fake.calls == []
 
@@ -96,13 +65,13 @@ def test_bad_pause_and_worker_requests_are_a_400(client: FlaskClient, fake: Cont
     ],
 )
 def test_bad_switch_and_throttle_requests_are_a_400(
-    client: FlaskClient, fake: ControlsFake, method: str, path: str, body: Any
+    client: FlaskClient, fake: FakeController, method: str, path: str, body: Any
 ) -> None:
     assert_json_error(client.open(path, method=method, json=body), 400)
     assert fake.calls == []
 
 
-def test_good_requests_reach_the_controls(client: FlaskClient, fake: ControlsFake) -> None:
+def test_good_requests_reach_the_controls(client: FlaskClient, fake: FakeController) -> None:
     assert client.post("/topics/orders/pause", json={"partitions": [0, 2]}).status_code == 200
     assert client.post("/topics/orders/resume").status_code == 200
     assert client.post("/workers/w-1/drain").get_json() == {"worker": "w-1", "cordon": "drain", "partitions": 0}
@@ -130,7 +99,7 @@ def test_a_standby_forwards_a_drain_to_the_leader(serve: Callable[[Flask], str])
         seen.append(request.path)
         return {"worker": worker, "cordon": "drain", "partitions": 4}, 200
 
-    standby = ControlsFake("standby", leading=False, leader={"id": "l", "rest_url": serve(leader)})
+    standby = FakeController("standby", leading=False, leader={"id": "l", "rest_url": serve(leader)})
     response = create_app(as_controller_api(standby)).test_client().post("/workers/w1/drain")
     assert response.status_code == 200 and response.get_json()["partitions"] == 4
     assert seen == ["/workers/w1/drain"] and standby.calls == []

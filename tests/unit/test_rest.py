@@ -1,4 +1,4 @@
-"""controller.api.rest over a fake controller: status codes, JSON errors and forwarding to the leader."""
+"""The REST API over a fake controller: status codes, JSON errors and forwarding to the leader."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from kazoo.exceptions import ConnectionLoss
 
 from ferry.controller.api.rest import FORWARDED_HEADER, create_app
 from ferry.controller.errors import BadRequest, Conflict, ControllerError, NotFound, NotLeader, Unavailable
+from ferry.controller.topics.spec import TopicSpec
 from tests.checks import assert_json_error
 from tests.fakes import FakeController, as_controller_api
 
@@ -35,7 +36,7 @@ def test_post_topics_creates_with_201(client: FlaskClient, fake: FakeController)
     assert response.status_code == 201
     body = response.get_json()  # the fake's view names the answering controller as destination
     assert (body["topic"], body["partitions"], body["destination"]) == ("orders", 8, "c1")
-    assert fake.calls == [("add_topic", ("orders", 8, "src.dst", None))]
+    assert fake.calls == [("add_topic", (TopicSpec("orders", 8), "src.dst"))]
 
 
 def test_post_topics_passes_a_topics_own_start_and_put_refuses_one(client: FlaskClient, fake: FakeController) -> None:
@@ -44,17 +45,8 @@ def test_post_topics_passes_a_topics_own_start_and_put_refuses_one(client: Flask
     bulk = client.post("/topics", json={"topics": [{"topic": "a", "start": "latest"}, {"topic": "b"}]})
     assert bulk.status_code == 201, bulk.get_json()
     assert fake.calls == [
-        ("add_topic", ("orders", None, None, 1769860800000)),
-        (
-            "add_topics",
-            (
-                [
-                    {"topic": "a", "numPartitions": None, "start": "latest"},
-                    {"topic": "b", "numPartitions": None, "start": None},
-                ],
-                None,
-            ),
-        ),
+        ("add_topic", (TopicSpec("orders", None, 1769860800000), None)),
+        ("add_topics", ([TopicSpec("a", None, "latest"), TopicSpec("b")], None)),
     ]
     for body, wrong in (
         ({"topic": "orders", "start": "soon"}, "start: must be earliest, latest"),
@@ -220,7 +212,7 @@ def test_a_standby_forwards_writes_and_relays_the_leaders_answer(serve: Callable
     assert created.status_code == 201
     body = created.get_json()  # the fake's view names the answering controller as destination
     assert (body["topic"], body["partitions"], body["destination"]) == ("orders", 3, "leader")
-    assert leader.calls == [("add_topic", ("orders", 3, "src.dst", None))]
+    assert leader.calls == [("add_topic", (TopicSpec("orders", 3), "src.dst"))]
     assert standby.calls == []
 
     assert client.delete("/topics/orders?route=src.dst").get_json() == {"topic": "orders", "deleted": True}

@@ -1,4 +1,4 @@
-"""controller.api.rest at the edge: parameter validation, request ids, bearer tokens, /openapi.json.
+"""The REST edge: parameter validation, request ids, bearer tokens, /openapi.json.
 
 Over the fake controller of ``test_rest``; the fake fails like kazoo does on a relative ZooKeeper
 path, so a topic name that reaches it unchecked shows up as a 500 (as it did before the edge checked names).
@@ -28,6 +28,7 @@ from ferry.controller.api.rest import REQUEST_ID_HEADER, create_app
 from ferry.controller.topics.admin import TopicDeleted
 from ferry.controller.topics.progress import OffsetSample
 from ferry.controller.topics.reads import TopicView
+from ferry.controller.topics.spec import TopicSpec
 from tests.checks import assert_json_error
 from tests.fakes import FakeController, as_controller_api
 
@@ -169,18 +170,7 @@ def test_a_bulk_post_is_one_call_with_every_topic(client: FlaskClient, fake: ZkL
         "/topics", json={"topics": [{"topic": "a", "numPartitions": 8}, {"topic": "b"}], "route": "src.dst"}
     )
     assert answer.status_code == 201
-    assert fake.calls == [
-        (
-            "add_topics",
-            (
-                [
-                    {"topic": "a", "numPartitions": 8, "start": None},
-                    {"topic": "b", "numPartitions": None, "start": None},
-                ],
-                "src.dst",
-            ),
-        )
-    ]
+    assert fake.calls == [("add_topics", ([TopicSpec("a", 8), TopicSpec("b")], "src.dst"))]
     assert [t["topic"] for t in answer.get_json()["topics"]] == ["a", "b"]
 
 

@@ -1,5 +1,5 @@
-"""The REST API's models: every answer validates back through its model unchanged, request models
-refuse bad input in one line naming the field, and the OpenAPI document's schemas are the models' own."""
+"""The REST API's wire shapes: every answer validates back through its shape unchanged, request shapes
+refuse bad input in one line naming the field, and the OpenAPI document's schemas are the shapes' own."""
 
 from __future__ import annotations
 
@@ -16,9 +16,7 @@ from ferry.common.core.heartbeat import HeartbeatView, Latency
 from ferry.common.core.schemas import ConflictReport, Copy, SchemaVersion, StateChange, SubjectStatus, TargetState
 from ferry.common.model import ExternalView, IdealState, PartitionKey, WorkerInfo
 from ferry.common.vocabulary import ControllerState, PartitionState, Problem
-from ferry.controller.api import models, rest_json
-from ferry.controller.api import request_models as asked
-from ferry.controller.api import response_models as answers
+from ferry.controller.api import rest_json, wire, wire_answers, wire_requests
 from ferry.controller.api.openapi import openapi_document
 from ferry.controller.api.rest import create_app
 from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
@@ -82,19 +80,19 @@ def _schema_report() -> SchemaReport:
 
 
 def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
-    """(model, an answer rest_json built) for every shape, with its optional parts present and absent."""
-    yield answers.Error, answers.Error(error="no", status=400, request_id="r1").to_json()
-    yield answers.Health, rest_json.health_json(Health(True, "c1", ControllerState.STANDBY, True, "c1", None))
-    yield answers.TopicList, rest_json.topics_json([IdealState("a.b", "orders", 3)])
-    yield answers.TopicView, rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b")}))
+    """(shape, an answer rest_json built) for every shape, with its optional parts present and absent."""
+    yield wire_answers.Error, wire_answers.Error(error="no", status=400, request_id="r1").to_json()
+    yield wire_answers.Health, rest_json.health_json(Health(True, "c1", ControllerState.STANDBY, True, "c1", None))
+    yield wire_answers.TopicList, rest_json.topics_json([IdealState("a.b", "orders", 3)])
+    yield wire_answers.TopicView, rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b")}))
     yield (
-        answers.TopicView,
+        wire_answers.TopicView,
         rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b"), "a.c": _route_topic("a.c", "c")})),
     )
-    yield answers.Deleted, rest_json.deleted_json(TopicDeleted("orders", ("a.b",)))
-    yield answers.Rebalanced, rest_json.rebalanced_json(Rebalanced(3))
+    yield wire_answers.Deleted, rest_json.deleted_json(TopicDeleted("orders", ("a.b",)))
+    yield wire_answers.Rebalanced, rest_json.rebalanced_json(Rebalanced(3))
     yield (
-        answers.Instances,
+        wire_answers.Instances,
         rest_json.instances_json(
             Instances(
                 [Instance("w1", WorkerInfo("w1", "h", 7, "http://h:9"), ["a.b/orders/0"], 1, 0, None, True)],
@@ -105,14 +103,14 @@ def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
     mismatches = [Mismatch(KEY, Problem.ERROR, "w1", "w1", "boom"), Mismatch(KEY, Problem.UNASSIGNED, None, None)]
     notice = {"route": "a.b", "topic": "orders", "partition": 0, "worker": None, "reason": "records deleted"}
     yield (
-        answers.Validation,
+        wire_answers.Validation,
         rest_json.validation_json(
             Validation(mismatches, {"ONLINE": 1}, {"checkedAt": 1.0}, {"a.b": "SYNCING"}, [notice])
         ),
     )
-    yield answers.Validation, rest_json.validation_json(Validation([], {}, None))
+    yield wire_answers.Validation, rest_json.validation_json(Validation([], {}, None))
     yield (
-        answers.SourceValidation,
+        wire_answers.SourceValidation,
         rest_json.source_validation_json(
             SourceValidation(
                 1,
@@ -121,46 +119,49 @@ def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
             )
         ),
     )
-    yield answers.SourceValidation, rest_json.source_validation_json(SourceValidation(0, [], None))
-    yield answers.Offsets, rest_json.offsets_json({KEY: OffsetSample(None, 4)}, _destination)
+    yield wire_answers.SourceValidation, rest_json.source_validation_json(SourceValidation(0, [], None))
+    yield wire_answers.Offsets, rest_json.offsets_json({KEY: OffsetSample(None, 4)}, _destination)
     yield (
-        answers.NoProgress,
+        wire_answers.NoProgress,
         rest_json.noprogress_json(NoProgress({KEY: 61.0}, {KEY: OffsetSample(1, 4)}, 60.0), _destination),
     )
     yield (
-        answers.Heartbeats,
+        wire_answers.Heartbeats,
         rest_json.heartbeats_json(
             HeartbeatView([Latency("a", "c", 2, 0.5, 1.0)], {"a.b": None, "a.c": Latency("a", "c", 1, 0.1, 0.2)})
         ),
     )
     translation = Translation("a.b", "app", "orders", 0, 5, 9, "b.orders", 7, "exact")
-    yield answers.Groups, rest_json.groups_json(GroupCheckpoints({"app": [translation]}, {("a.b", "app"): 1.5}))
-    yield answers.GroupSynced, rest_json.sync_json(SyncResult("app", 3))
-    yield answers.GroupSynced, rest_json.sync_json(SyncResult("app", 0, "busy"))
+    yield wire_answers.Groups, rest_json.groups_json(GroupCheckpoints({"app": [translation]}, {("a.b", "app"): 1.5}))
+    yield wire_answers.GroupSynced, rest_json.sync_json(SyncResult("app", 3))
+    yield wire_answers.GroupSynced, rest_json.sync_json(SyncResult("app", 0, "busy"))
     yield (
-        answers.Translation,
+        wire_answers.Translation,
         rest_json.offset_translation_json(
             OffsetTranslation("a.b", "orders", "b.orders", 0, "reverse", 5, None, "pending")
         ),
     )
-    yield answers.SchemaReport, rest_json.schema_report_json(_schema_report())
-    yield answers.SchemaStatus, rest_json.schema_status_json(SchemaStatus(_schema_report(), None))
+    yield wire_answers.SchemaReport, rest_json.schema_report_json(_schema_report())
+    yield wire_answers.SchemaStatus, rest_json.schema_status_json(SchemaStatus(_schema_report(), None))
     derived = tree.distributors(tree.parse("1(a,b)"))
     yield (
-        answers.TreeView,
+        wire_answers.TreeView,
         rest_json.tree_json(TreeView("1(a,b)", 60.0, [DistributorRow(derived[0], "b", True, COPYING)], ["a"], "TABLE")),
     )
-    yield answers.TargetSwitched, rest_json.target_switched_json({"a.L1": "b"})
-    yield answers.PausedPartitions, rest_json.paused_json({"topic": "orders", "paused": {"a.b": [0, 2], "a.c": None}})
-    yield answers.WorkerControl, rest_json.worker_control_json("w1", "drain", 4)
-    yield answers.WorkerControl, rest_json.worker_control_json("w1", None, 0)
-    yield asked.Autobalancing, rest_json.autobalancing_json(False)
+    yield wire_answers.TargetSwitched, rest_json.target_switched_json({"a.L1": "b"})
     yield (
-        answers.ThrottleAnswer,
+        wire_answers.PausedPartitions,
+        rest_json.paused_json({"topic": "orders", "paused": {"a.b": [0, 2], "a.c": None}}),
+    )
+    yield wire_answers.WorkerControl, rest_json.worker_control_json("w1", "drain", 4)
+    yield wire_answers.WorkerControl, rest_json.worker_control_json("w1", None, 0)
+    yield wire_requests.Autobalancing, rest_json.autobalancing_json(False)
+    yield (
+        wire_answers.ThrottleAnswer,
         rest_json.throttle_json({"route": "a.b", "max_bytes_per_s": 1e6, "max_records_per_s": None}),
     )
     yield (
-        answers.Controls,
+        wire_answers.Controls,
         rest_json.controls_json(
             {
                 "paused": {"a.b": {"orders": [1], "audit": None}},
@@ -184,9 +185,9 @@ def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
         "failback": {"reverseRoute": "b.a"},
         "later": 1,
     }
-    yield answers.RouteState, rest_json.route_state_json(planned)
+    yield wire_answers.RouteState, rest_json.route_state_json(planned)
     yield (
-        answers.Routes,
+        wire_answers.Routes,
         rest_json.routes_json(
             [
                 {"route": "a.b", "source": "a", "destination": "b", "state": "ACTIVE"},
@@ -200,13 +201,13 @@ def _ordered(value: Any) -> str:
     return json.dumps(value)
 
 
-@pytest.mark.parametrize(("model", "shaped"), list(_answers()), ids=lambda value: getattr(value, "__name__", ""))
-def test_every_answer_validates_back_through_its_model_unchanged(model: type[BaseModel], shaped: Any) -> None:
-    assert _ordered(model.model_validate(shaped).to_json()) == _ordered(shaped)  # type: ignore[attr-defined]
+@pytest.mark.parametrize(("shape", "shaped"), list(_answers()), ids=lambda value: getattr(value, "__name__", ""))
+def test_every_answer_validates_back_through_its_wire_shape_unchanged(shape: type[BaseModel], shaped: Any) -> None:
+    assert _ordered(shape.model_validate(shaped).to_json()) == _ordered(shaped)  # type: ignore[attr-defined]
 
 
-def test_every_response_model_has_an_answer_in_the_round_trip() -> None:
-    assert set(answers.RESPONSES) - {model for model, _ in _answers()} == set()
+def test_every_answer_shape_has_an_answer_in_the_round_trip() -> None:
+    assert set(wire_answers.RESPONSES) - {shape for shape, _ in _answers()} == set()
 
 
 def test_absent_parts_stay_absent_and_nulls_stay_null() -> None:
@@ -240,18 +241,19 @@ def test_a_mismatch_has_the_keys_ferry_zk_shows() -> None:
         assert _ordered(rest_json.mismatch(mismatch).to_json()) == _ordered(mismatch.to_json())
 
 
-def test_a_topic_view_built_as_plain_dicts_is_what_its_model_writes() -> None:
+def test_a_topic_view_built_as_plain_dicts_is_what_its_wire_shape_writes() -> None:
     for routes in (
         {"a.b": _route_topic("a.b", "b")},
         {"a.b": _route_topic("a.b", "b"), "a.c": _route_topic("a.c", "c")},
     ):
         shaped = rest_json.topic_json(TopicView("orders", routes))
         per_route = {
-            name: answers.RouteTopicView(
+            name: wire_answers.RouteTopicView(
                 partitions=one.ideal.partitions,
                 ideal_state={str(p): w for p, w in sorted(one.ideal.assignment.items())},
                 external_view={
-                    str(p): answers.PartitionReport(**entry) for p, entry in sorted(one.external.partitions.items())
+                    str(p): wire_answers.PartitionReport(**entry)
+                    for p, entry in sorted(one.external.partitions.items())
                 },
                 workers={"w1": [0], "w2": [1]},
                 destination=one.destination,
@@ -261,7 +263,7 @@ def test_a_topic_view_built_as_plain_dicts_is_what_its_model_writes() -> None:
         }
         if len(routes) == 1:
             (only,) = per_route.values()
-            model = answers.TopicView(
+            shape = wire_answers.TopicView(
                 topic="orders",
                 partitions=2,
                 ideal_state=only.ideal_state,
@@ -272,63 +274,67 @@ def test_a_topic_view_built_as_plain_dicts_is_what_its_model_writes() -> None:
                 routes=per_route,
             )
         else:
-            model = answers.TopicView(
+            shape = wire_answers.TopicView(
                 topic="orders",
                 ideal_state={f"{n}/{p}": w for n, r in per_route.items() for p, w in r.ideal_state.items()},
                 external_view={f"{n}/{p}": e for n, r in per_route.items() for p, e in r.external_view.items()},
                 workers={"w1": ["a.b/0", "a.c/0"], "w2": ["a.b/1", "a.c/1"]},
                 routes=per_route,
             )
-        assert _ordered(model.to_json()) == _ordered(shaped)
+        assert _ordered(shape.to_json()) == _ordered(shaped)
 
 
 # -- requests ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("model", "body", "problem"),
+    ("shape", "body", "problem"),
     [
-        (asked.PauseRequest, {"partitions": []}, "partitions: List should have at least 1 item"),
-        (asked.PauseRequest, {"partitions": [-1]}, "partitions.0: Input should be greater than or equal to 0"),
-        (asked.PauseRequest, {"partitions": [True]}, "partitions.0: Input should be a valid integer"),
-        (asked.PauseRequest, {"route": "nodot"}, "route: must be a route name like source.destination, not 'nodot'"),
-        (asked.PauseRequest, {"unknown": 1}, "unknown: unknown field"),
-        (asked.Autobalancing, {"enabled": "yes"}, "enabled: Input should be a valid boolean"),
-        (asked.Autobalancing, {}, "enabled: is required"),
-        (asked.Throttle, {"max_records_per_s": 0}, "max_records_per_s: Input should be greater than 0"),
-        (asked.Throttle, {"max_bytes_per_s": True}, "max_bytes_per_s: Input should be a valid number"),
-        (asked.Throttle, {"maxBytesPerS": 5}, "maxBytesPerS: unknown field"),
-        (asked.FailoverRequest, {"planned": "yes"}, "planned: Input should be a valid boolean"),
-        (asked.FailoverRequest, {"groups": "("}, "groups: '(' is not a regular expression"),
-        (asked.FailoverRequest, {"quietS": 3601}, "quietS: Input should be less than or equal to 3600"),
-        (asked.FailoverRequest, {"timeout_s": 5}, "timeout_s: unknown field"),
-        (asked.TopicRequest, {"topic": "orders", "num_partitions": 5}, "num_partitions: unknown field"),
+        (wire_requests.PauseRequest, {"partitions": []}, "partitions: List should have at least 1 item"),
+        (wire_requests.PauseRequest, {"partitions": [-1]}, "partitions.0: Input should be greater than or equal to 0"),
+        (wire_requests.PauseRequest, {"partitions": [True]}, "partitions.0: Input should be a valid integer"),
         (
-            asked.TranslateQuery,
+            wire_requests.PauseRequest,
+            {"route": "nodot"},
+            "route: must be a route name like source.destination, not 'nodot'",
+        ),
+        (wire_requests.PauseRequest, {"unknown": 1}, "unknown: unknown field"),
+        (wire_requests.Autobalancing, {"enabled": "yes"}, "enabled: Input should be a valid boolean"),
+        (wire_requests.Autobalancing, {}, "enabled: is required"),
+        (wire_requests.Throttle, {"max_records_per_s": 0}, "max_records_per_s: Input should be greater than 0"),
+        (wire_requests.Throttle, {"max_bytes_per_s": True}, "max_bytes_per_s: Input should be a valid number"),
+        (wire_requests.Throttle, {"maxBytesPerS": 5}, "maxBytesPerS: unknown field"),
+        (wire_requests.FailoverRequest, {"planned": "yes"}, "planned: Input should be a valid boolean"),
+        (wire_requests.FailoverRequest, {"groups": "("}, "groups: '(' is not a regular expression"),
+        (wire_requests.FailoverRequest, {"quietS": 3601}, "quietS: Input should be less than or equal to 3600"),
+        (wire_requests.FailoverRequest, {"timeout_s": 5}, "timeout_s: unknown field"),
+        (wire_requests.TopicRequest, {"topic": "orders", "num_partitions": 5}, "num_partitions: unknown field"),
+        (
+            wire_requests.TranslateQuery,
             {"topic": "orders", "partition": "-1", "offset": "0"},
             "partition: must be a whole number from 0 to 2147483646, not '-1'",
         ),
-        (asked.TranslateQuery, {"topic": "orders", "partition": "0"}, "offset: is required"),
+        (wire_requests.TranslateQuery, {"topic": "orders", "partition": "0"}, "offset: is required"),
         (
-            asked.TranslateQuery,
+            wire_requests.TranslateQuery,
             {"topic": "orders", "partition": "0", "offset": "0", "direction": "up"},
             "direction: Input should be 'forward' or 'reverse'",
         ),
     ],
 )
 def test_a_bad_request_is_one_line_naming_the_field(
-    model: type[models.RequestModel], body: dict[str, Any], problem: str
+    shape: type[wire.WireRequest], body: dict[str, Any], problem: str
 ) -> None:
     with pytest.raises(ValueError) as caught:
-        models.parsed(model, body, "{}")
+        wire.parsed(shape, body, "{}")
     assert str(caught.value).startswith(problem) and "\n" not in str(caught.value)
 
 
 def test_good_requests_keep_their_values_and_defaults() -> None:
-    assert models.parsed(asked.FailoverRequest, {"quietS": 5}, "{}").quiet_s == 5.0
-    assert models.parsed(asked.FailoverRequest, {}, "{}").timeout_s == 300.0
-    assert models.parsed(asked.Throttle, {"max_bytes_per_s": 10}, "{}").max_bytes_per_s == 10.0
-    query = models.parsed(asked.TranslateQuery, {"topic": "orders", "partition": "3", "offset": "42"}, "{}")
+    assert wire.parsed(wire_requests.FailoverRequest, {"quietS": 5}, "{}").quiet_s == 5.0
+    assert wire.parsed(wire_requests.FailoverRequest, {}, "{}").timeout_s == 300.0
+    assert wire.parsed(wire_requests.Throttle, {"max_bytes_per_s": 10}, "{}").max_bytes_per_s == 10.0
+    query = wire.parsed(wire_requests.TranslateQuery, {"topic": "orders", "partition": "3", "offset": "42"}, "{}")
     assert (query.route, query.partition, query.offset, query.direction) == (None, 3, 42, "forward")
 
 
@@ -347,18 +353,18 @@ def _refs(value: Any) -> Iterator[str]:
             yield from _refs(inner)
 
 
-def test_every_schema_of_the_document_is_a_models_own() -> None:
+def test_every_schema_of_the_document_is_a_wire_shapes_own() -> None:
     document = openapi_document(auth_enabled=True, open_reads=False)
     schemas = document["components"]["schemas"]
-    assert schemas == models.component_schemas(asked.REQUESTS, answers.RESPONSES)
-    for model in (*asked.REQUESTS, *answers.RESPONSES):
-        assert model.__name__ in schemas
+    assert schemas == wire.component_schemas(wire_requests.REQUESTS, wire_answers.RESPONSES)
+    for shape in (*wire_requests.REQUESTS, *wire_answers.RESPONSES):
+        assert shape.__name__ in schemas
     prefix = "#/components/schemas/"
     assert {ref for ref in _refs(document) if not ref.startswith(prefix)} == set()
     assert {ref.removeprefix(prefix) for ref in _refs(document)} - set(schemas) == set()
 
 
-def test_every_json_body_and_answer_of_the_paths_refers_to_a_model() -> None:
+def test_every_json_body_and_answer_of_the_paths_refers_to_a_wire_shape() -> None:
     document = openapi_document(auth_enabled=False, open_reads=True)
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
@@ -372,10 +378,10 @@ def test_every_json_body_and_answer_of_the_paths_refers_to_a_model() -> None:
                 assert all(set(choice) == {"$ref"} for choice in choices), (method, path, schema)
 
 
-def test_the_translate_query_is_the_models() -> None:
+def test_the_translate_query_is_its_wire_shapes() -> None:
     document = openapi_document(auth_enabled=False, open_reads=True)
     parameters = document["paths"]["/translate"]["get"]["parameters"]
-    assert [p["name"] for p in parameters] == list(asked.TranslateQuery.model_fields)
+    assert [p["name"] for p in parameters] == list(wire_requests.TranslateQuery.model_fields)
     assert [p["name"] for p in parameters if p["required"]] == ["topic", "partition", "offset"]
 
 
@@ -383,7 +389,7 @@ def test_the_translate_query_is_the_models() -> None:
 
 
 class FailoverFake(FakeController):
-    """A controller whose ``failover`` part records what it was asked."""
+    """A controller whose ``failover`` part records what it was wire_requests."""
 
     @property
     def failover(self) -> FailoverFake:

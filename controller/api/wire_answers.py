@@ -1,7 +1,7 @@
 """Every JSON shape the controller answers with, declared once: its keys (camelCase aliases), their
 order, which may be null and which may be left out, and what they mean.
 
-:mod:`controller.api.rest_json` builds each answer from these models; the OpenAPI document
+:mod:`controller.api.rest_json` builds each answer from these shapes; the OpenAPI document
 (:mod:`controller.api.openapi`) takes their schemas (:data:`RESPONSES`). A field declared with
 :func:`absent_when_none` is left out of the answer (and not required by the schema) when it is None;
 every other field is always there, null or not. Pure: no I/O.
@@ -14,11 +14,11 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, RootModel
 
 from ferry.common.vocabulary import ControllerState
-from ferry.controller.api.models import WireModel, absent_when_none
+from ferry.controller.api.wire import WireShape, absent_when_none
 
 
 # -- errors, health, topics -----------------------------------------------------------------------
-class Error(WireModel):
+class Error(WireShape):
     """Every error answer; ``requestId`` is also in the ``X-Request-Id`` header."""
 
     error: str
@@ -26,7 +26,7 @@ class Error(WireModel):
     request_id: str
 
 
-class Health(WireModel):
+class Health(WireShape):
     """``GET /health``: this controller and who leads."""
 
     status: str = Field(description="ok, or why not")
@@ -37,19 +37,19 @@ class Health(WireModel):
     leader_url: str | None
 
 
-class TopicSummary(WireModel):
+class TopicSummary(WireShape):
     topic: str
     route: str
     partitions: int
 
 
-class TopicList(WireModel):
+class TopicList(WireShape):
     """``GET /topics``, and a bulk ``POST /topics`` (the topics it created)."""
 
     topics: list[TopicSummary]
 
 
-class PartitionReport(WireModel):
+class PartitionReport(WireShape):
     """What a partition's worker last reported."""
 
     worker: str
@@ -59,7 +59,7 @@ class PartitionReport(WireModel):
     )
 
 
-class RouteTopicView(WireModel):
+class RouteTopicView(WireShape):
     """A topic on one route: partitions keyed by their id."""
 
     partitions: int
@@ -70,7 +70,7 @@ class RouteTopicView(WireModel):
     destination_topic: str = Field(description="the topic's name on the destination (renaming routes)")
 
 
-class TopicView(WireModel):
+class TopicView(WireShape):
     """A topic: with one route, that route's view at the top level (partitions keyed by their id);
     with several, flat maps keyed ``<route>/<id>``; every route's own view under ``routes`` either way."""
 
@@ -84,18 +84,18 @@ class TopicView(WireModel):
     routes: dict[str, RouteTopicView] = Field(description="route -> the topic's view on it")
 
 
-class Deleted(WireModel):
+class Deleted(WireShape):
     topic: str
     deleted: bool = True
 
 
-class Rebalanced(WireModel):
+class Rebalanced(WireShape):
     rebalanced: bool = True
     moved: int = Field(description="partitions that changed worker")
 
 
 # -- workers and validation ------------------------------------------------------------------------
-class Instance(WireModel):
+class Instance(WireShape):
     """A live worker."""
 
     id: str
@@ -109,21 +109,21 @@ class Instance(WireModel):
     leaving: bool
 
 
-class Departed(WireModel):
+class Departed(WireShape):
     """A worker that left while the ideal states still give it partitions."""
 
     id: str
     partitions: list[str]
 
 
-class Instances(WireModel):
+class Instances(WireShape):
     """``GET /instances``: live workers and what they hold."""
 
     instances: list[Instance]
     departed: list[Departed]
 
 
-class Mismatch(WireModel):
+class Mismatch(WireShape):
     """A partition that is not ONLINE on its ideal worker, with its most important problem."""
 
     partition: str = Field(description="<route>/<topic>/<partition>")
@@ -133,7 +133,7 @@ class Mismatch(WireModel):
     reason: str | None = absent_when_none("what the worker reported; only when it gave a reason")
 
 
-class Notice(WireModel):
+class Notice(WireShape):
     """An ONLINE partition whose worker reports something: records deleted at the source before they
     were copied, a destination topic created again."""
 
@@ -144,7 +144,7 @@ class Notice(WireModel):
     reason: str
 
 
-class Validation(WireModel):
+class Validation(WireShape):
     """``GET /validation``: the ideal state against what workers report."""
 
     ok: bool
@@ -155,7 +155,7 @@ class Validation(WireModel):
     notices: list[Notice]
 
 
-class SourceMismatch(WireModel):
+class SourceMismatch(WireShape):
     route: str
     topic: str
     ideal_partitions: int
@@ -163,14 +163,14 @@ class SourceMismatch(WireModel):
     problem: str
 
 
-class SparkCheck(WireModel):
+class SparkCheck(WireShape):
     """The source part of the last `ferry validate --store`."""
 
     checked_at: Any = Field(description="when it ran (Unix time)")
     src_kafka: Any
 
 
-class SourceValidation(WireModel):
+class SourceValidation(WireShape):
     """``GET /validation/srcKafka``: partition counts at the source against the ideal state."""
 
     ok: bool
@@ -180,7 +180,7 @@ class SourceValidation(WireModel):
 
 
 # -- offsets and progress ---------------------------------------------------------------------------
-class OffsetRow(WireModel):
+class OffsetRow(WireShape):
     """One partition's offsets."""
 
     partition: str = Field(description="<route>/<topic>/<partition>")
@@ -193,7 +193,7 @@ class OffsetRow(WireModel):
     lag: int
 
 
-class Offsets(WireModel):
+class Offsets(WireShape):
     """``GET /offset``: committed and log-end offsets."""
 
     offsets: list[OffsetRow]
@@ -203,19 +203,19 @@ class NoProgressRow(OffsetRow):
     stalled_for_s: float = Field(description="seconds since its committed offset moved")
 
 
-class NoProgress(WireModel):
+class NoProgress(WireShape):
     """``GET /noprogress``: lagging partitions whose committed offset has not moved."""
 
     noprogress: list[NoProgressRow]
     threshold_s: float
 
 
-class Figures(WireModel):
+class Figures(WireShape):
     latency_s: float | None = Field(description="the latest heartbeat's latency; null: none yet")
     since_last_s: float | None = Field(description="seconds since the latest heartbeat arrived")
 
 
-class EndToEnd(WireModel):
+class EndToEnd(WireShape):
     origin: str
     cluster: str
     hops: int
@@ -223,7 +223,7 @@ class EndToEnd(WireModel):
     since_last_s: float
 
 
-class Heartbeats(WireModel):
+class Heartbeats(WireShape):
     """``GET /heartbeats``: latency and time since the last heartbeat, end to end and per route."""
 
     end_to_end: list[EndToEnd]
@@ -231,7 +231,7 @@ class Heartbeats(WireModel):
 
 
 # -- consumer groups ---------------------------------------------------------------------------------
-class GroupPartition(WireModel):
+class GroupPartition(WireShape):
     """One group's position on one partition, on both clusters."""
 
     route: str
@@ -246,19 +246,19 @@ class GroupPartition(WireModel):
     method: Literal["exact", "timestamp", "mirrormaker2", "pending"]
 
 
-class GroupRow(WireModel):
+class GroupRow(WireShape):
     group: str
     checkpoint_age_s: dict[str, float] = Field(description="route -> seconds since its last checkpoint")
     partitions: list[GroupPartition]
 
 
-class Groups(WireModel):
+class Groups(WireShape):
     """``GET /groups``: consumer groups' source offsets translated to the destination."""
 
     groups: list[GroupRow]
 
 
-class GroupSynced(WireModel):
+class GroupSynced(WireShape):
     """What a sync did for one group: ``synced`` offsets committed, or why none (``skipped``)."""
 
     group: str
@@ -266,7 +266,7 @@ class GroupSynced(WireModel):
     skipped: str | None = absent_when_none("why nothing was synced; only then")
 
 
-class Translation(WireModel):
+class Translation(WireShape):
     """``GET /translate``: one consumer position translated."""
 
     route: str
@@ -283,7 +283,7 @@ class Translation(WireModel):
 
 
 # -- schema distribution ---------------------------------------------------------------------------
-class SchemaTargetStatus(WireModel):
+class SchemaTargetStatus(WireShape):
     subject: str = Field(description="the translated subject on that target")
     state: Literal["in_sync", "pending", "conflict"]
     synced_versions: list[int]
@@ -291,7 +291,7 @@ class SchemaTargetStatus(WireModel):
     conflict: str | None
 
 
-class SchemaSubject(WireModel):
+class SchemaSubject(WireShape):
     subject: str
     version: int = Field(description="latest")
     id: int = Field(description="schema ID of the latest version")
@@ -300,7 +300,7 @@ class SchemaSubject(WireModel):
     targets: dict[str, SchemaTargetStatus]
 
 
-class SchemaCopy(WireModel):
+class SchemaCopy(WireShape):
     target: str
     subject: str
     version: int
@@ -312,7 +312,7 @@ class SchemaConflict(SchemaCopy):
     reason: str
 
 
-class SchemaStateChange(WireModel):
+class SchemaStateChange(WireShape):
     target: str
     subject: str
     version: int
@@ -320,7 +320,7 @@ class SchemaStateChange(WireModel):
     state: str
 
 
-class SchemaReport(WireModel):
+class SchemaReport(WireShape):
     """``POST /schemas/sync``: one distribution pass."""
 
     primary: str = Field(description="the primary registry's cluster")
@@ -344,7 +344,7 @@ class SchemaStatus(SchemaReport):
 
 
 # -- the distribution tree ------------------------------------------------------------------------
-class Distributor(WireModel):
+class Distributor(WireShape):
     name: str = Field(description="<cluster>.L<level>")
     cluster: str
     level: int
@@ -357,7 +357,7 @@ class Distributor(WireModel):
     state: str
 
 
-class TreeView(WireModel):
+class TreeView(WireShape):
     """``GET /tree``: the distribution tree's distributors."""
 
     layout: str
@@ -375,20 +375,20 @@ class TargetSwitched(RootModel[dict[str, str]]):
 
 
 # -- an operator's controls ------------------------------------------------------------------------
-class PausedPartitions(WireModel):
+class PausedPartitions(WireShape):
     """A topic's paused partitions per route (null: the whole topic)."""
 
     topic: str
     paused: dict[str, list[int] | None]
 
 
-class WorkerControl(WireModel):
+class WorkerControl(WireShape):
     worker: str
     cordon: Literal["cordon", "drain"] | None
     partitions: int = Field(description="partitions the ideal states still give it")
 
 
-class ThrottleAnswer(WireModel):
+class ThrottleAnswer(WireShape):
     """A route's throttle as set (null: no limit on that measure)."""
 
     route: str
@@ -396,13 +396,13 @@ class ThrottleAnswer(WireModel):
     max_records_per_s: float | None = Field(alias="max_records_per_s")
 
 
-class RouteThrottle(WireModel):
+class RouteThrottle(WireShape):
     max_bytes_per_s: float | None = Field(alias="max_bytes_per_s")
     max_records_per_s: float | None = Field(alias="max_records_per_s")
     runtime: bool = Field(description="set at run time (else the config's)")
 
 
-class Controls(WireModel):
+class Controls(WireShape):
     """``GET /controls``: paused partitions, cordoned workers, autobalancing and every route's throttle."""
 
     paused: dict[str, dict[str, list[int] | None]] = Field(description="route -> topic -> partitions (null: all)")
@@ -412,7 +412,7 @@ class Controls(WireModel):
 
 
 # -- failover ------------------------------------------------------------------------------------
-class RouteState(WireModel):
+class RouteState(WireShape):
     """A route's failover state, as the failover workflow wrote it (fields it has not written yet are absent)."""
 
     model_config = ConfigDict(extra="allow", json_schema_serialization_defaults_required=False)
@@ -438,7 +438,7 @@ class RouteState(WireModel):
         return out
 
 
-class Routes(WireModel):
+class Routes(WireShape):
     """``GET /routes``: every configured route and its failover state."""
 
     routes: list[RouteState]
@@ -447,7 +447,7 @@ class Routes(WireModel):
         return {"routes": [route.to_json() for route in self.routes]}
 
 
-RESPONSES: tuple[type[WireModel] | type[RootModel[Any]], ...] = (
+RESPONSES: tuple[type[WireShape] | type[RootModel[Any]], ...] = (
     Error,
     Health,
     TopicList,

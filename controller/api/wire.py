@@ -1,11 +1,13 @@
-"""The REST API's models: their base, the edge's check of a request, and their OpenAPI schemas.
+"""The REST API's wire shapes: their base, the edge's check of a request, and their OpenAPI schemas.
 
-Each request and response shape is declared once, as a :class:`WireModel` with the camelCase names
-of the wire as aliases: requests in :mod:`controller.api.request_models`, answers in
-:mod:`controller.api.response_models`. The REST layer (:mod:`controller.api.rest`) checks request
-bodies with them (:func:`parsed`: a mistake is a 400 naming the field), :mod:`controller.api.rest_json`
-builds every answer from them, and the OpenAPI document (:mod:`controller.api.openapi`) takes their
-JSON schemas (:func:`component_schemas`). Pure: no I/O.
+Each request and answer is declared once, as a :class:`WireShape` (pydantic) with the camelCase names of
+the wire as aliases: requests in :mod:`controller.api.wire_requests`, answers in
+:mod:`controller.api.wire_answers`. The edge (:mod:`controller.api.checks`) checks request bodies with
+them (:func:`parsed`: a mistake is a 400 naming the field), :mod:`controller.api.rest_json` builds every
+answer from them, and the OpenAPI document (:mod:`controller.api.openapi`) takes their JSON schemas
+(:func:`component_schemas`). Their class names are the OpenAPI document's component names; some equal a
+domain class's name (``TopicView``, ``Health``), so other modules import these modules, not their classes,
+and write ``wire_answers.TopicView``. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, JsonSchemaV
 from pydantic_core import core_schema
 
 
-class WireModel(BaseModel):
+class WireShape(BaseModel):
     """camelCase on the wire, snake_case in Python."""
 
     model_config = ConfigDict(
@@ -41,22 +43,22 @@ def absent_when_none(description: str | None = None) -> Any:
     return Field(None, exclude_if=_is_none, description=description)
 
 
-class RequestModel(WireModel):
+class WireRequest(WireShape):
     """A request body: unknown fields, the Python names of fields and loose types (``true`` for a count,
     ``"8"``) are refused."""
 
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=False, validate_by_name=False)
 
 
-Request = TypeVar("Request", bound=RequestModel)
+RequestT = TypeVar("RequestT", bound=WireRequest)
 
 
-def parsed(model: type[Request], body: Any, example: str) -> Request:
-    """``body`` (parsed JSON, or None) checked by ``model``; a ``ValueError`` says what is wrong, in one line."""
+def parsed(shape: type[RequestT], body: Any, example: str) -> RequestT:
+    """``body`` (parsed JSON, or None) checked by ``shape``; a ``ValueError`` says what is wrong, in one line."""
     if not isinstance(body, dict):
         raise ValueError(f"the body must be a JSON object, e.g. {example}")
     try:
-        return model.model_validate(body)
+        return shape.model_validate(body)
     except ValidationError as exc:
         raise ValueError(problem_text(exc)) from None
 
@@ -86,10 +88,10 @@ class _OpenApi30(GenerateJsonSchema):
 
 
 def component_schemas(requests: Iterable[type[BaseModel]], responses: Iterable[type[BaseModel]]) -> dict[str, Any]:
-    """The models' schemas for ``components/schemas``, each under its class name, referring to each other there:
+    """The shapes' schemas for ``components/schemas``, each under its class name, referring to each other there:
     ``requests`` as they are validated, ``responses`` as they are written."""
-    pairs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(model, "validation") for model in requests]
-    pairs += [(model, "serialization") for model in responses]
+    pairs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(shape, "validation") for shape in requests]
+    pairs += [(shape, "serialization") for shape in responses]
     _, document = models_json_schema(pairs, ref_template="#/components/schemas/{model}", schema_generator=_OpenApi30)
     schemas: dict[str, Any] = _openapi30(document.get("$defs", {}))
     return schemas

@@ -1,6 +1,6 @@
 """What the controller accepts, declared once: request bodies and the ``GET /translate`` query.
 
-The REST layer checks every body with these models (:func:`controller.api.models.parsed`: a mistake
+The edge checks every body with these shapes (:func:`controller.api.wire.parsed`: a mistake
 is a 400 naming the field); the OpenAPI document (:mod:`controller.api.openapi`) takes their schemas
 (:data:`REQUESTS`) and the query's parameters. Name rules come from :mod:`common.vocabulary`, the one
 definition the config and the domain use too. Pure: no I/O.
@@ -24,7 +24,7 @@ from ferry.common.vocabulary import (
     anchored,
     topic_name_problem,
 )
-from ferry.controller.api.models import RequestModel
+from ferry.controller.api.wire import WireRequest
 
 MAX_BULK_TOPICS = 1000
 MAX_PAUSED_PER_REQUEST = 100_000
@@ -33,7 +33,7 @@ MAX_WAIT_S = 3600
 MAX_OFFSET = 2**63 - 1
 
 
-def _topic(value: str) -> str:
+def _kafka_topic_name(value: str) -> str:
     problem = topic_name_problem(value)
     if problem:
         raise ValueError(problem)
@@ -70,7 +70,9 @@ def _whole_number(maximum: int) -> BeforeValidator:
     return BeforeValidator(check)
 
 
-TopicName = Annotated[str, AfterValidator(_topic), Field(json_schema_extra={"pattern": anchored(TOPIC_PATTERN)})]
+TopicName = Annotated[
+    str, AfterValidator(_kafka_topic_name), Field(json_schema_extra={"pattern": anchored(TOPIC_PATTERN)})
+]
 RouteName = Annotated[
     str,
     _named(ROUTE_NAME, "a route name like source.destination"),
@@ -101,14 +103,14 @@ StartPosition = Annotated[
     str | int,
     AfterValidator(_start),
     Field(
-        description="where the topic's partitions start when nothing of the route is on the destination yet and nothing "
-        "is committed: earliest, latest, or a time (ISO 8601, or epoch milliseconds): the first record at or "
+        description="where the topic's partitions start when nothing of the route is on the destination yet and "
+        "nothing is committed: earliest, latest, or a time (ISO 8601, or epoch milliseconds): the first record at or "
         "after it; in place of the route's start (default: the route's)"
     ),
 ]
 
 
-class TopicRequest(RequestModel):
+class TopicRequest(WireRequest):
     """``POST /topics`` (mirror one topic) and ``PUT /topics`` (mirror more of its partitions)."""
 
     topic: TopicName
@@ -119,7 +121,7 @@ class TopicRequest(RequestModel):
     start: StartPosition | None = Field(None, description="POST only: see TopicEntry.start")
 
 
-class TopicEntry(RequestModel):
+class TopicEntry(WireRequest):
     """One topic of a bulk ``POST /topics``."""
 
     topic: TopicName
@@ -127,24 +129,24 @@ class TopicEntry(RequestModel):
     start: StartPosition | None = None
 
 
-class TopicsRequest(RequestModel):
+class TopicsRequest(WireRequest):
     """Many topics in one write and one reconcile; all or nothing."""
 
     topics: list[TopicEntry] = Field(min_length=1, max_length=MAX_BULK_TOPICS)
     route: RouteName | None = Field(None, description="only this route (default: every configured route)")
 
 
-class TargetRequest(RequestModel):
+class TargetRequest(WireRequest):
     """``POST /tree/{distributor}/target``: the leaf to switch to."""
 
     target: ClusterName
 
 
-class SyncRequest(RequestModel):
+class SyncRequest(WireRequest):
     """``POST /schemas/sync``: no fields; the body may be left out."""
 
 
-class PauseRequest(RequestModel):
+class PauseRequest(WireRequest):
     """``POST /topics/{topic}/pause`` and ``.../resume``; the body may be left out."""
 
     partitions: Annotated[list[PartitionId], Field(min_length=1, max_length=MAX_PAUSED_PER_REQUEST)] | None = Field(
@@ -153,13 +155,13 @@ class PauseRequest(RequestModel):
     route: RouteName | None = Field(None, description="only this route (default: every route that mirrors the topic)")
 
 
-class Autobalancing(RequestModel):
+class Autobalancing(WireRequest):
     """``PUT /autobalancing``, and what ``GET /autobalancing`` answers."""
 
     enabled: bool = Field(description="whether workers joining trigger a rebalance")
 
 
-class Throttle(RequestModel):
+class Throttle(WireRequest):
     """``PUT /routes/{route}/throttle``: the route's budget across the fleet (null: no limit on that measure;
     both null: back to the config's). The keys are snake_case, as in the config."""
 
@@ -167,7 +169,7 @@ class Throttle(RequestModel):
     max_records_per_s: Rate | None = Field(None, alias="max_records_per_s")
 
 
-class FailoverRequest(RequestModel):
+class FailoverRequest(WireRequest):
     """``POST /routes/{route}/failover``; every field is optional and the body may be left out."""
 
     planned: bool = Field(False, description="wait until the source is quiet and everything is copied")
@@ -177,7 +179,7 @@ class FailoverRequest(RequestModel):
     timeout_s: Seconds = Field(300.0, description="planned: how long to wait for the quiet source to be copied")
 
 
-class TranslateQuery(RequestModel):
+class TranslateQuery(WireRequest):
     """``GET /translate``'s query arguments (text: the numbers are read from their digits)."""
 
     model_config = ConfigDict(strict=False)
@@ -193,7 +195,7 @@ class TranslateQuery(RequestModel):
     )
 
 
-REQUESTS: tuple[type[RequestModel], ...] = (
+REQUESTS: tuple[type[WireRequest], ...] = (
     TopicRequest,
     TopicsRequest,
     TargetRequest,

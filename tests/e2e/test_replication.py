@@ -89,7 +89,8 @@ def test_kill_9_of_a_worker_loses_nothing_duplicates_nothing_and_fails_over_in_t
     # the victim wrote after its last commit are found by the look-back and not copied again.
     result = ledger.check(allow_duplicates=False)
     print(
-        f"kill -9: {result['records']} records, {result['duplicates']} duplicates, resumed after {resumed_after:.1f}s (bound {bound:.0f}s)"
+        f"kill -9: {result['records']} records, {result['duplicates']} duplicates, "
+        f"resumed after {resumed_after:.1f}s (bound {bound:.0f}s)"
     )
     assert resumed_after <= bound
     assert survivor.alive()

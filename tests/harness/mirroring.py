@@ -1,4 +1,5 @@
-"""A topic mirrored by a small fleet (one controller, two workers), and a fresh cluster's group coordinator warmed up."""
+"""A topic mirrored by a small fleet (one controller, two workers), and a fresh cluster's group coordinator warmed
+up."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""ferry.controller.lead.leader_state.LeaderState decides exactly as the planner oracle (tests/oracles/planner.py), after any events.
+"""ferry.controller.lead.leader_state.LeaderState decides exactly as the planner oracle (tests/oracles/planner.py),
+after any events.
 
 The specification side keeps ZooKeeper's content as plain dicts, runs the whole-state
 ``plan`` of ``tests/oracles/planner.py`` at every step and writes what it returns (deleting the

@@ -53,6 +53,7 @@ demo: setup
 
 # docs/configuration.md is generated from common/config/: a stale one fails here.
 lint: setup
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy ferry
 	$(BIN)/lint-imports

@@ -5,11 +5,12 @@
 
 The bench runs one such process per CPU (``--block I/K``: the I-th of K contiguous blocks of
 partitions), so the ceiling is what these brokers take on this machine, not what one Python
-thread can push. Each process: one librdkafka consumer (``assign()`` from the beginning, no group, no commits) and one
-producer with the same delivery guarantees as Ferry's, built with Ferry's client defaults
-(``common/kafka/clients.py``, the best settings measured) plus the same overrides the bench
-gives Ferry's workers (``--consumer-config``, ``--producer-config``), copying key, value, headers and timestamp to the same partition. No offset tracking, no
-delivery callbacks, no status, no metrics, no Python call per record beyond the client's own: whatever a replicator adds costs on top of this.
+thread can push. Each process: one librdkafka consumer (``assign()`` from the beginning, no group, no commits)
+and one producer with the same delivery guarantees as Ferry's, built with Ferry's client defaults
+(``common/kafka/clients.py``, the best settings measured) plus the same overrides the bench gives Ferry's
+workers (``--consumer-config``, ``--producer-config``), copying key, value, headers and timestamp to the same
+partition. No offset tracking, no delivery callbacks, no status, no metrics, no Python call per record beyond
+the client's own: whatever a replicator adds costs on top of this.
 Runs until SIGTERM, then flushes and exits.
 
 Two variants add to the same loop what Ferry's guarantees need from the client, and nothing of

@@ -575,8 +575,10 @@ def render(results: list[dict[str, Any]]) -> str:
             f"| {_kb(zk.get('max_transaction_bytes'))} / {_kb(zk.get('max_node_bytes'))} "
             f"| {r.get('worker_failover', {}).get('beyond_failover_delay_s')} s "
             f"| {r.get('rebalance', {}).get('beyond_rebalance_delay_s')} s "
-            f"| {r.get('leader_failover', {}).get('leads_after_s')} s / {r.get('leader_failover', {}).get('consistent_after_s')} s "
-            f"| {', '.join(str(rest.get(p, {}).get('median_ms')) for p in ('/validation', '/instances', '/topics'))} ms |"
+            f"| {r.get('leader_failover', {}).get('leads_after_s')} s "
+            f"/ {r.get('leader_failover', {}).get('consistent_after_s')} s "
+            f"| {', '.join(str(rest.get(p, {}).get('median_ms')) for p in ('/validation', '/instances', '/topics'))}"
+            " ms |"
         )
     return "\n".join(lines)
 

@@ -76,7 +76,8 @@ def _load() -> list[float]:
 
 
 def measure(records: int, rounds: int = 5) -> dict[str, Any]:
-    """ns of CPU per record for each case (median and fastest of ``rounds`` interleaved rounds), and bytes per record."""
+    """ns of CPU per record for each case (median and fastest of ``rounds`` interleaved rounds), and bytes per
+    record."""
     local = list(_APP_HEADERS)
     hop = [*_APP_HEADERS, (HEADER, b"1|a|0|123456789")]
     tree_copy = [*_APP_HEADERS, (HEADER, b"1|c1|4|123456789")]

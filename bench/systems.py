@@ -154,7 +154,9 @@ class Ceiling(System):
         self.label = {
             "ceiling": f"broker ceiling ({self.count} bare librdkafka copy {processes_text.split(' ', 1)[1]})",
             "stamped-copy": f"the ceiling's loop with the provenance header ({processes_text})",
-            "acked-copy": f"the ceiling's loop with the provenance header and a delivery report per record ({processes_text})",
+            "acked-copy": (
+                f"the ceiling's loop with the provenance header and a delivery report per record ({processes_text})"
+            ),
         }[variant]
         self.flags = {"ceiling": [], "stamped-copy": ["--stamp"], "acked-copy": ["--stamp", "--reports"]}[variant]
         self.client_config = client_config or {}

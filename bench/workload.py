@@ -134,7 +134,8 @@ def _text_corpus(size: int, seed: int = 7) -> bytes:
                     "quantity": rng.randrange(1, 10),
                     "price": round(rng.uniform(1, 500), 2),
                     "currency": rng.choice(currencies),
-                    "ts": f"2026-11-24T{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}.{rng.randrange(1000):03d}Z",
+                    "ts": f"2026-11-24T{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}"
+                    f".{rng.randrange(1000):03d}Z",
                 }
             ).encode()
             + b"\n"
@@ -269,7 +270,10 @@ def _record_problem(message: Any, offset: int, value_bytes: int, run_header: byt
         return f"could not read offset {offset} back"
     key = record_key(offset)
     if message.offset() != offset or message.key() != key:
-        return f"offset {message.offset()} holds key {message.key()!r}, expected {key!r} at offset {offset} (order or loss)"
+        return (
+            f"offset {message.offset()} holds key {message.key()!r}, expected {key!r} at offset {offset} "
+            "(order or loss)"
+        )
     value = message.value()
     if value is None or len(value) != value_bytes:
         return f"offset {offset}: value of {0 if value is None else len(value)} bytes, expected {value_bytes}"

@@ -8,9 +8,9 @@ Two layers per node, on purpose:
 - the *payload* (``IdealStatePayload``, ...): a pydantic model of the JSON in the node, field by
   field, as Ferry has always written it. ``from_bytes`` validates with it (a node that is not
   what Ferry writes fails with a ``ValueError`` naming the field), ``to_bytes`` serializes with it.
-  The bytes are unchanged from the hand-written encoders these replace (sorted keys, no spaces;
-  ``tests/unit/test_vocabulary_and_payloads.py`` keeps payloads written by the old code), so
-  there is no layout version: old and new Ferry processes read each other's nodes.
+  The bytes are fixed (sorted keys, no spaces; ``tests/unit/test_vocabulary_and_payloads.py``
+  holds them as literals), so there is no layout version: Ferry processes of different releases
+  read each other's nodes.
 - the *value* (``IdealState``, ...): a frozen dataclass the pure core computes with. The leader
   builds and compares millions of them per reconcile, so they are not validated on construction
   (a pydantic dataclass costs about 1,000 times more to build: measured, 0.7 ms against 0.5 us for

@@ -14,10 +14,10 @@ by ``--timeout``; exit 1 when any fails:
   exists) must grant Ferry's identity;
 - each schema registry: its subject list, with its basic auth.
 
-- each cluster that answered, has a SASL user and that Ferry needs Kafka ACLs on: whether it grants Ferry's principal (its ``sasl.username``)
-  every ACL ``ferry acls`` prints. Describing ACLs needs ``Describe`` on the cluster, which Ferry's
-  own principal does not have under least privilege: such a cluster's line says it could not be
-  checked (``----``), which is no failure.
+- each cluster that answered, has a SASL user and that Ferry needs Kafka ACLs on: whether it grants Ferry's
+  principal (its ``sasl.username``) every ACL ``ferry acls`` prints. Describing ACLs needs ``Describe`` on the
+  cluster, which Ferry's own principal does not have under least privilege: such a cluster's line says it could
+  not be checked (``----``), which is no failure.
 """
 
 from __future__ import annotations

@@ -4,31 +4,46 @@ Every name starts with ``ferry_controller_`` (heartbeats too: the controller mea
 counters are :class:`prometheus_client.Counter` (or counter families) exposed with ``_total``.
 Owns no state of its own besides the metric values; the other parts set them. ZooKeeper traffic
 is read at scrape time from the :class:`controller.lead.store.Store` counters (and the watch reads the
-reconciler counts), through the callables given here (:class:`_ZkTraffic`). APScheduler's job events are counted by
-:meth:`ControllerMetrics.on_job_event` (the scheduler's thread; never raises).
+reconciler counts), through what is given here (:class:`ZkCounters`, :class:`_ZkTraffic`). APScheduler's job
+events are counted by :meth:`ControllerMetrics.on_job_event` (the scheduler's thread; never raises).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MISSED, JobEvent, JobExecutionEvent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ferry.controller.lead.store import Store
-
 log = logging.getLogger(__name__)
 
 _SECONDS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
+class ZkCounters(Protocol):
+    """The ZooKeeper traffic counters the metrics read at scrape time (:class:`controller.lead.store.Store`
+    keeps them; the lead imports these metrics, so they name only what they read)."""
+
+    @property
+    def reads(self) -> int: ...
+    @property
+    def writes(self) -> int: ...
+    @property
+    def transactions(self) -> int: ...
+    @property
+    def max_transaction_bytes(self) -> int: ...
+    @property
+    def max_node_bytes(self) -> int: ...
+
+
 class ControllerMetrics:
     """The metrics a controller exports on ``GET /metrics``."""
 
-    def __init__(self, store: Store, watch_reads: Callable[[], int]) -> None:
+    def __init__(self, store: ZkCounters, watch_reads: Callable[[], int]) -> None:
         self.registry = registry = CollectorRegistry()
         self.leader = Gauge("ferry_controller_leader", "1 while this controller leads", registry=registry)
         self.partitions = Gauge(
@@ -137,7 +152,7 @@ class _ZkTraffic(Collector):
     """ZooKeeper traffic read at scrape time from the store's own counters: counters (``_total``)
     for what only grows, gauges for the biggest sizes written."""
 
-    def __init__(self, store: Store, watch_reads: Callable[[], int]) -> None:
+    def __init__(self, store: ZkCounters, watch_reads: Callable[[], int]) -> None:
         self._store = store
         self._watch_reads = watch_reads
 

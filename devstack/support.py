@@ -30,15 +30,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ferry.common.errors import FerryError
 
 if TYPE_CHECKING:  # confluent_kafka is imported where used: `ferry dev` imports this module
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
-
-    from ferry.devstack.stack import Stack
 
 T = TypeVar("T")
 
@@ -189,8 +187,9 @@ def poll_until(
 
     ``condition`` is called at least once, and once more at the deadline. Exceptions of the
     ``ignoring`` types count as "not yet" (a server still starting). The timeout's message names
-    the last error, or the last falsy result other than None and False (``[]``, ``0``). After ``timeout`` s: :class:`WaitTimeout` naming ``what`` (a callable is
-    called then, so the message can show the state that was not reached).
+    the last error, or the last falsy result other than None and False (``[]``, ``0``). After
+    ``timeout`` s: :class:`WaitTimeout` naming ``what`` (a callable is called then, so the message
+    can show the state that was not reached).
     """
     deadline = clock() + timeout
     last: str | None = None
@@ -304,7 +303,22 @@ def committed_offset(cluster: Mapping[str, Any], group: str, topic: str, partiti
 # --- fleets --------------------------------------------------------------------------------
 
 
-def fleet_config(stack: Stack, zk_root: str, *overrides: Mapping[str, Any]) -> dict[str, Any]:
+class _Addressed(Protocol):
+    @property
+    def address(self) -> str: ...
+
+
+class StackAddresses(Protocol):
+    """What :func:`fleet_config` reads of a local stack (:class:`devstack.stack.Stack` has it): its ZooKeeper's
+    address and each cluster's bootstrap servers."""
+
+    @property
+    def zookeeper(self) -> _Addressed: ...
+
+    def bootstrap(self, cluster: str) -> str: ...
+
+
+def fleet_config(stack: StackAddresses, zk_root: str, *overrides: Mapping[str, Any]) -> dict[str, Any]:
     """The config of a controller + workers fleet on ``stack``: its ZooKeeper under ``zk_root``,
     clusters ``src`` and ``dst`` (PLAINTEXT listeners) and the route ``src`` -> ``dst``.
 

@@ -186,7 +186,8 @@ def provenance_path(headers: Column) -> Column:
 
 
 def copied_by_route(path: Column, source: str, destination: str, origins: frozenset[str]) -> Column:
-    """Whether a source record is one the route copies (:func:`common.core.topology.copy_flags`' rule for loop prevention).
+    """Whether a source record is one the route copies (:func:`common.core.topology.copy_flags`' rule for loop
+    prevention).
 
     A record without the header originated at ``source``; one whose path holds ``destination``
     came from or through it; one whose origin (the path's first cluster) is not among ``origins``

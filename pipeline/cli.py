@@ -1,9 +1,9 @@
 """``ferry validate`` and ``ferry audit``: the Spark jobs' command lines.
 
-The ``ferry`` CLI (``ferry/cli.py``) imports every command's ``register`` to build its parser, so this module imports nothing
-heavy at the top: pyspark and matplotlib load only when one of these commands runs. They are
-extras (``kafka-ferry[spark]``, ``[chart]`` for ``--chart``; :mod:`common.extras`): without them
-the command says in one line what to install, exit status 2.
+The ``ferry`` CLI (``ferry/cli.py``) imports every command's ``register`` to build its parser, so this module
+imports nothing heavy at the top: pyspark and matplotlib load only when one of these commands runs. They are
+extras (``kafka-ferry[spark]``, ``[chart]`` for ``--chart``; :mod:`common.extras`): without them the command
+says in one line what to install, exit status 2.
 Exit status: 0 when everything checked is fine, 1 when a problem was found, 2 on an error
 (bad arguments, unreachable ZooKeeper or cluster; :class:`common.errors.FerryError`).
 """
@@ -129,7 +129,8 @@ def _run_audit(args: argparse.Namespace) -> int:
         if any(report.get(name) for name in OTHER_FIELDS):  # a loop-prevention route's shared topics
             print(
                 f"not this route's (not counted above): {report['sourceSkipped']} source records it skips, "
-                f"{report['destinationLocal']} produced on the destination, {report['otherRoutes']} copied by other routes"
+                f"{report['destinationLocal']} produced on the destination, "
+                f"{report['otherRoutes']} copied by other routes"
             )
         if args.chart:
             print(f"chart written to {args.chart}")

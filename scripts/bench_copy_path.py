@@ -7,12 +7,11 @@ destination offset, as librdkafka would. So the figure is Ferry's own Python per
 loop, provenance header, offset tracker, offset map, delivery callback) plus the stand-in's small
 constant cost, without librdkafka's C work, which a change to the copier does not touch.
 
-Run: ``.venv/bin/python scripts/bench_copy_path.py [--records N] [--repeat R] [--case local|hop|loop]``.
-Prints the best and the median of ``--repeat`` rounds (CPU of this process, ``time.process_time``),
-in ns per record, beside the broker ceiling's loop (``bench/ceiling.py``) on the same stand-ins,
-and the difference: what Ferry's bookkeeping adds per record. Asserts nothing. ``local``: records without Ferry's header (a first copy);
-``hop``: records that carry a previous copy's header (a chain); ``loop``: the same on a route
-with loop prevention.
+Run: ``.venv/bin/python scripts/bench_copy_path.py [--records N] [--repeat R] [--case local|hop|loop]``. Prints
+the best and the median of ``--repeat`` rounds (CPU of this process, ``time.process_time``), in ns per record,
+beside the broker ceiling's loop (``bench/ceiling.py``) on the same stand-ins, and the difference: what Ferry's
+bookkeeping adds per record. Asserts nothing. ``local``: records without Ferry's header (a first copy); ``hop``:
+records that carry a previous copy's header (a chain); ``loop``: the same on a route with loop prevention.
 """
 
 from __future__ import annotations

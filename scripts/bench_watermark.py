@@ -20,7 +20,8 @@ def main() -> None:
         for _ in range(1000):
             tracker.acked_oldest(key)
     print(
-        f"{time.process_time() - started:.2f} CPU s for 1M sent + acked_oldest; committable {tracker.committables()[key]}"
+        f"{time.process_time() - started:.2f} CPU s for 1M sent + acked_oldest; "
+        f"committable {tracker.committables()[key]}"
     )
 
 

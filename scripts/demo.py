@@ -178,7 +178,8 @@ def main() -> int:
         console.print(table)
         validation = requests.get(f"{api}/validation", timeout=5).json()
         console.print(
-            f"GET /validation -> summary {validation.get('summary')}, mismatches: {len(validation.get('mismatches', []))}"
+            f"GET /validation -> summary {validation.get('summary')}, "
+            f"mismatches: {len(validation.get('mismatches', []))}"
         )
         if not identical:
             console.print("[red]the destination differs from the source[/]")

@@ -20,6 +20,7 @@ from ferry.common.core.operate.controls import Controls, Throttle, shares_from_b
 from ferry.common.core.operate.rate import RouteThrottle
 from ferry.common.model import PartitionKey, decode
 from ferry.worker.copier import RouteCopier
+from ferry.worker.mailbox import Mailbox
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +30,13 @@ class WorkerControls:
 
     def __init__(self, worker_id: str, wake: threading.Event, clock: Callable[[], float] = time.monotonic) -> None:
         self._worker_id = worker_id
-        self._wake = wake
         self._clock = clock
-        self._lock = threading.Lock()
+        self._desired: Mailbox[Controls] = Mailbox(wake)
+        self._new_shares: Mailbox[dict[str, Throttle]] = Mailbox(wake)
+        # The copy loop's own: what it last took, and the held partitions it last applied them to.
         self._controls = Controls()
         self._shares: dict[str, Throttle] = {}
-        self._version = 0  # bumped by every change the watches saw
-        self._applied: tuple[int, frozenset[PartitionKey]] | None = None
+        self._applied_to: frozenset[PartitionKey] | None = None
 
     def on_controls(self, data: bytes | None, stat: Any) -> None:
         try:
@@ -43,10 +44,7 @@ class WorkerControls:
         except ValueError as exc:
             log.error("ignoring an unreadable controls node: %s", exc)
             return
-        with self._lock:
-            self._controls = controls
-            self._version += 1
-        self._wake.set()
+        self._desired.put(controls)
 
     def on_shares(self, data: bytes | None, stat: Any) -> None:
         try:
@@ -54,19 +52,17 @@ class WorkerControls:
         except ValueError as exc:
             log.error("ignoring an unreadable throttle shares node: %s", exc)
             return
-        with self._lock:
-            self._shares = shares
-            self._version += 1
-        self._wake.set()
+        self._new_shares.put(shares)
 
     def apply(self, copiers: Mapping[str, RouteCopier], commit_deadline: float) -> bool:
         """Pauses exactly the paused held partitions and sets each route's throttle (when anything
         changed); True when it looked again (the worker then reports its statuses again)."""
         held = frozenset(PartitionKey(route, t, p) for route, copier in copiers.items() for t, p in copier.held())
-        with self._lock:
-            version, controls, shares = self._version, self._controls, self._shares
-        if self._applied == (version, held):
+        controls, shares = self._desired.take(), self._new_shares.take()
+        if controls is None and shares is None and self._applied_to == held:
             return False
+        self._controls = controls = self._controls if controls is None else controls
+        self._shares = shares = self._shares if shares is None else shares
         now = self._clock()
         for route, copier in copiers.items():
             paused = {
@@ -81,23 +77,19 @@ class WorkerControls:
                 copier.throttle = RouteThrottle(share.max_bytes_per_s, share.max_records_per_s)
             else:
                 copier.throttle.set_rates(share.max_bytes_per_s, share.max_records_per_s, now)
-        self._applied = (version, held)
+        self._applied_to = held
         return True
 
 
 class SwitchedTargets:
     """The newest switched targets of the tree's distributors (ZooKeeper ``tree/targets``: distributor
-    route name -> its target cluster), handed from kazoo's watch thread to the copy loop.
-
-    States: EMPTY (nothing new) -> PENDING (:meth:`on_targets` stored the newest targets; a later
-    call replaces them) -> EMPTY (:meth:`take` handed them to the copy loop).
+    route name -> its target cluster), handed from kazoo's watch thread to the copy loop through a
+    :class:`worker.mailbox.Mailbox` (its states: EMPTY, FULL).
     """
 
     def __init__(self, path: str, wake: threading.Event) -> None:
         self._path = path
-        self._wake = wake
-        self._pending: dict[str, str] | None = None
-        self._lock = threading.Lock()
+        self._switched: Mailbox[dict[str, str]] = Mailbox(wake)
 
     def on_targets(self, data: bytes | None, stat: Any) -> None:
         """A ``DataWatch`` callback: runs on kazoo's event thread, so it only stores and wakes."""
@@ -106,12 +98,8 @@ class SwitchedTargets:
         except ValueError:
             log.error("ignoring an unreadable %s", self._path)
             return
-        with self._lock:
-            self._pending = {str(k): str(v) for k, v in switched.items()}
-        self._wake.set()
+        self._switched.put({str(k): str(v) for k, v in switched.items()})
 
     def take(self) -> dict[str, str] | None:
         """The targets stored since the last call, or None when nothing new came."""
-        with self._lock:
-            pending, self._pending = self._pending, None
-        return pending
+        return self._switched.take()

@@ -62,6 +62,7 @@ from ferry.worker.controls import SwitchedTargets, WorkerControls
 from ferry.worker.copier import FLUSH_TIMEOUT_S, RouteCopier, TopicPartitionKey
 from ferry.worker.errors import RETRY_BACKOFF_S, RegistrationError
 from ferry.worker.load import LoadMeter
+from ferry.worker.mailbox import Mailbox
 from ferry.worker.metrics import WorkerMetrics, advertised_metrics_url, serve
 from ferry.worker.position import start_offsets
 from ferry.worker.session import ZkSession
@@ -98,10 +99,10 @@ class Worker:
         # Partitions assigned on a route this worker has no config for: reported ERROR.
         self._foreign: dict[PartitionKey, str] = {}
         self._deferred: dict[PartitionKey, tuple[float, str]] = {}  # retry at, why
-        self._assignment = WorkerAssignment(generation=0)
-        self._assignment_lock = threading.Lock()
-        self._applied: WorkerAssignment | None = None
         self._wake = threading.Event()
+        self._assignments: Mailbox[WorkerAssignment] = Mailbox(self._wake)  # from the assignment's watch
+        self._assignment = WorkerAssignment(generation=0)  # the newest the copy loop took
+        self._applied: WorkerAssignment | None = None
         self._targets = SwitchedTargets(self.layout.tree_targets, self._wake)  # tree distributors' switched leaves
         self._controls = WorkerControls(worker_id, self._wake, clock)
         self._stopping = threading.Event()
@@ -219,8 +220,7 @@ class Worker:
 
     def _reconcile(self) -> None:
         """Releases what is held but no longer assigned; acquires what is assigned but not held."""
-        with self._assignment_lock:
-            assignment = self._assignment
+        assignment = self._newest_assignment()
         now = self._clock()
         deferred_due = any(at <= now for at, _ in self._deferred.values())
         if assignment is self._applied and not deferred_due:
@@ -347,10 +347,15 @@ class Worker:
         except (ValueError, KeyError, TypeError) as exc:
             log.error("ignoring an unreadable assignment node: %s", exc)
             return
-        with self._assignment_lock:
-            if assignment.generation >= self._assignment.generation or data is None:
-                self._assignment = assignment
-        self._wake.set()
+        # A late notification of an older generation is dropped; a deleted node always counts.
+        self._assignments.put(assignment, lambda last: assignment.generation >= last.generation or data is None)
+
+    def _newest_assignment(self) -> WorkerAssignment:
+        """The copy loop's view of its assignment: the newest one a watch stored, once taken."""
+        taken = self._assignments.take()
+        if taken is not None:
+            self._assignment = taken
+        return self._assignment
 
     def _confirm_after_standstill(self) -> None:
         self._session.confirm_after_standstill(self.state == WorkerState.RUNNING)
@@ -441,9 +446,8 @@ class Worker:
         self._publish_status(leaving=True)
         deadline = self._clock() + LEAVE_WAIT_S
         while self._clock() < deadline and self._zk.connected:
-            with self._assignment_lock:
-                if not self._assignment.partitions:
-                    break
+            if not self._newest_assignment().partitions:
+                break
             if not self._session.exists(self.layout.leader):
                 # A whole fleet stopping at once: no leader is left to move them, and the next one
                 # finds this worker gone and moves them then.

@@ -8,7 +8,8 @@ Subject translation: each cluster names subjects with a format such as ``"{topic
 ``"{tenant}-{env}-{topic}-value"`` (its variables fixed per cluster). A primary subject is parsed
 back to its topic with the primary's format, the topic goes through ``rename_topic`` (identity:
 subjects follow the source topic's name, also on routes that rename topics; records decode by
-their IDs, the same on every registry), and the target's format renders the target subject. A subject that does not fit the primary's format is not distributed.
+their IDs, the same on every registry), and the target's format renders the target subject. A subject that does not
+fit the primary's format is not distributed.
 
 States of one (subject, target), computed afresh each run from what both registries hold::
 

@@ -1,4 +1,5 @@
-"""``ferry import-mm2``: a MirrorMaker 2 properties file as Ferry's YAML config (stdout), and what was not converted (stderr)."""
+"""``ferry import-mm2``: a MirrorMaker 2 properties file as Ferry's YAML config (stdout), and what was not converted
+(stderr)."""
 
 from __future__ import annotations
 

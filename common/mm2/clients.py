@@ -149,12 +149,18 @@ def translate(name: str, value: str, kind: str, settings: dict[str, str]) -> dic
         kind_of_store = settings.get("ssl.truststore.type", "JKS").upper()
         if kind_of_store == "PEM":
             return {"ssl.ca.location": value}
-        return f"a {kind_of_store} truststore: librdkafka reads PEM CA files (ssl.ca.location); export it with keytool -exportcert -rfc"
+        return (
+            f"a {kind_of_store} truststore: librdkafka reads PEM CA files (ssl.ca.location); "
+            "export it with keytool -exportcert -rfc"
+        )
     if name == "ssl.keystore.location":
         kind_of_store = settings.get("ssl.keystore.type", "JKS").upper()
         if kind_of_store == "PKCS12":
             return {"ssl.keystore.location": value}
-        return f"a {kind_of_store} keystore: librdkafka reads PKCS12 keystores; convert it with keytool -importkeystore -deststoretype PKCS12"
+        return (
+            f"a {kind_of_store} keystore: librdkafka reads PKCS12 keystores; "
+            "convert it with keytool -importkeystore -deststoretype PKCS12"
+        )
     if name in ("ssl.truststore.type", "ssl.keystore.type"):
         return {} if value.upper() in ("PEM", "PKCS12", "JKS") else f"librdkafka has no {value} store"
     if name == "ssl.truststore.password":

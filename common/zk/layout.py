@@ -15,7 +15,7 @@ Everything lives under the configured root (``zookeeper.root``)::
     <root>/controls/desired            Controls: paused partitions, cordoned workers, autobalancing, throttles
     <root>/controls/shares             worker -> route -> its part of the route's throttle (leader writes)
     <root>/failover/<route>            the route's failover state and report (controller/failover/states.py)
-    <root>/source_ends/<route>         {"at", "ends": {topic/partition: offset}}: last-seen source log ends (leader writes)
+    <root>/source_ends/<route>         {"at", "ends": {topic/partition: offset}}: the leader's last-seen source log ends
 
 ``<route>`` is ``<source>.<destination>``. Payloads are JSON (see :mod:`common.model`).
 Leader writes are fenced: they go in a transaction that also checks the leader's own election

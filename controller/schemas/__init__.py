@@ -1,1 +1,2 @@
-"""Schema distribution: the registry client, the distributor and `ferry schemas` (its pure core is ``common.core.schemas``)."""
+"""Schema distribution: the registry client, the distributor and `ferry schemas` (its pure core is
+``common.core.schemas``)."""

@@ -122,7 +122,7 @@ def _measure(workers: dict[str, FerryProcess], hot: list[tuple[str, int]], src: 
     lags: list[int] = []
     while time.monotonic() - started < WINDOW_S:
         lags.append(_hot_lag(hot, src, dst))
-        time.sleep(0.5)
+        time.sleep(0.5)  # the sampling interval of a window of fixed length, not a wait for any logic
     elapsed = time.monotonic() - started
     after = {name: _bytes_copied(w) for name, w in workers.items()}
     return Phase({name: (after[name] - before[name]) / elapsed for name in workers}, statistics.mean(lags))
@@ -195,7 +195,14 @@ def _run_phase(
             wait_until(
                 lambda: _hot_lag(hot, src, dst) < CAUGHT_UP_RECORDS, 90, "the moved partitions to catch up", interval=1
             )
-        time.sleep(5)  # let the measured window start from steady copying
+        # The measured window starts once every worker copies (each holds cold partitions).
+        copied = {name: _bytes_copied(w) for name, w in workers.items()}
+        wait_until(
+            lambda: all(_bytes_copied(w) > copied[name] for name, w in workers.items()),
+            30,
+            "every worker to copy before the measured window",
+            interval=1,
+        )
         phase = _measure(workers, hot, src, dst)
         print(
             f"balance {balance}: worker bytes/s { ({w: round(b) for w, b in phase.worker_bytes_per_s.items()}) }, "

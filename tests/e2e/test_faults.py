@@ -53,7 +53,7 @@ def test_a_destination_outage_with_producer_timeouts_and_a_kill_loses_and_duplic
         time.sleep(5)  # the fault lasts past message.timeout.ms; not waiting for any logic
         run.w1.signal(signal.SIGKILL)
     wait_until(_all_on(fleet, run.controller, topic, {"w2"}), 120, "w2 to hold every partition after the outage")
-    time.sleep(1)
+    ledger.wait_for_progress(60, "w2 to copy after the outage")
     ledger.stop_producing()
     ledger.wait_for_destination(timeout=120)
     result = ledger.check(allow_duplicates=False)
@@ -72,7 +72,7 @@ def test_a_zookeeper_outage_longer_than_the_session_loses_and_duplicates_nothing
     with _server_down(fleet.stack, "zookeeper"):
         time.sleep(fleet.session_timeout_s * 2 + 2)  # the fault outlasts the session timeout
     wait_until(_all_on(fleet, run.controller, topic, {"w1", "w2"}), 120, "every partition ONLINE again")
-    time.sleep(1)
+    ledger.wait_for_progress(60, "copying after the outage")
     ledger.stop_producing()
     ledger.wait_for_destination(timeout=120)
     result = ledger.check(allow_duplicates=False)
@@ -95,10 +95,13 @@ def test_a_paused_worker_loses_nothing_and_writes_again_only_records_from_before
     produced_before_the_pause = ledger.produced
     try:
         wait_until(_all_on(fleet, run.controller, topic, {"w2"}), 60, "w2 to hold every partition")
-        time.sleep(2)
+        time.sleep(2)  # the fault: w1 stays stopped a while after its partitions moved
     finally:
         run.w1.signal(signal.SIGCONT)
-    time.sleep(3)
+    # w1 finds its session lost, purges what its producers still hold and registers again; whatever it
+    # sent before the purge is at the destination by then.
+    fleet.wait_for_workers(run.controller, {"w1", "w2"}, timeout=60)
+    ledger.wait_for_progress(30, "copying after w1 came back")
     ledger.stop_producing()
     ledger.wait_for_destination(timeout=120)
     result = ledger.check(allow_duplicates=True)  # asserts that nothing is lost and the order holds

@@ -35,7 +35,8 @@ GROUP_AT = 40  # the group's committed offset on each source partition
 
 
 def _seqs(cluster: dict[str, str], topic: str, start: dict[int, int] | None = None) -> dict[int, list[int]]:
-    """Partition -> the sequence numbers of ``topic`` on ``cluster`` from ``start`` (default: the beginning) to the end."""
+    """Partition -> the sequence numbers of ``topic`` on ``cluster`` from ``start`` (default: the beginning) to the
+    end."""
     consumer = kafka_clients.consumer(cluster, f"mm2-takeover-read-{uuid.uuid4().hex[:6]}")
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
@@ -70,7 +71,8 @@ def _mm2_properties(stack: devstack.Stack, source: str, target: str, topic: str,
         "sync.group.offsets.interval.seconds": "1",
         "emit.checkpoints.interval.seconds": "1",
         "emit.heartbeats.enabled": "false",
-        # Connect flushes the source offsets this often: the records copied after a flush are what a takeover copies again.
+        # Connect flushes the source offsets this often: the records copied after a flush are what a takeover copies
+        # again.
         f"{target}.offset.flush.interval.ms": "3000",
         "replication.factor": "1",
         "checkpoints.topic.replication.factor": "1",
@@ -207,7 +209,8 @@ def _takeover(fleet: Fleet, local_stack: devstack.Stack, tmp_path: Path, token: 
         by_mm2 = 125  # MirrorMaker 2 copied 250 records, the first 250 of the 300, half in each partition
         ferry_start = by_mm2 - recopied[partition]
         assert 0 <= recopied[partition] <= 25  # at most what it copied after its flush at 100 per partition
-        # MirrorMaker 2's copies, then Ferry's from where MirrorMaker 2 last flushed: each record once but the reported ones.
+        # MirrorMaker 2's copies, then Ferry's from where MirrorMaker 2 last flushed: each record once but the
+        # reported ones.
         assert on_destination[partition] == on_source[partition][:by_mm2] + on_source[partition][ferry_start:]
 
     def seeded() -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Callable
 
 import pytest
@@ -97,9 +96,16 @@ def test_observer_whitelists_expands_follows_configs_and_remembers_removals(
     assert requests.get(f"{url}/validation/srcKafka", timeout=10).json()["ok"] is True
     assert "ferry_controller_partition_lag" in requests.get(f"{url}/metrics", timeout=5).text
 
-    # A topic removed through the API stays removed until someone POSTs it again.
+    # A topic removed through the API stays removed until someone POSTs it again: the observer has
+    # run twice since the removal (the first run counted may have started before it) and left it out.
+    def observer_runs() -> float:
+        text = requests.get(f"{url}/metrics", timeout=5).text
+        found = re.search(r'^ferry_controller_job_runs_total\{job="observe"\} (\S+)$', text, re.MULTILINE)
+        return float(found.group(1)) if found else 0.0
+
     assert requests.delete(f"{url}/topics/{topic}", timeout=10).status_code == 200
-    time.sleep(2.5)  # two observer intervals: it must not whitelist the topic again
+    removed_after = observer_runs()
+    wait_until(lambda: observer_runs() >= removed_after + 2, 15, "two observer runs after the removal")
     assert requests.get(f"{url}/topics/{topic}", timeout=2).status_code == 404
     assert requests.post(f"{url}/topics", json={"topic": topic}, timeout=10).status_code == 201
 

@@ -82,14 +82,15 @@ def test_kill_9_of_a_worker_loses_nothing_duplicates_nothing_and_fails_over_in_t
         "the survivor to hold every partition",
     )
     resumed_after = time.monotonic() - killed_at
-    time.sleep(1)
+    ledger.wait_for_progress(30, "the survivor to copy records after its takeover")
     ledger.stop_producing()
     ledger.wait_for_destination(timeout=60)
     # The survivor resumes from the destination's own record of progress (exact offsets): the records
     # the victim wrote after its last commit are found by the look-back and not copied again.
     result = ledger.check(allow_duplicates=False)
     print(
-        f"kill -9: {result['records']} records, {result['duplicates']} duplicates, resumed after {resumed_after:.1f}s (bound {bound:.0f}s)"
+        f"kill -9: {result['records']} records, {result['duplicates']} duplicates, "
+        f"resumed after {resumed_after:.1f}s (bound {bound:.0f}s)"
     )
     assert resumed_after <= bound
     assert survivor.alive()
@@ -114,11 +115,13 @@ def test_kill_9_of_the_leading_controller(fleet: Fleet, topic_name: Callable[[st
     leader.signal(signal.SIGKILL)
     # While no controller leads, the standby keeps answering and the workers keep copying.
     before = ledger.destination_count()
-    for _ in range(10):
+
+    def standby_answers_and_copying_goes_on() -> bool:
         assert requests.get(f"{standby.url}/health", timeout=2).status_code == 200
         assert requests.get(f"{standby.url}/topics/{topic}", timeout=2).status_code == 200
-        time.sleep(0.2)
-    assert ledger.destination_count() > before, "replication paused when the leader died"
+        return ledger.destination_count() > before
+
+    wait_until(standby_answers_and_copying_goes_on, 10, "replication to go on while no controller leads")
     fleet.wait_for_leader(standby, timeout=fleet.session_timeout_s + 15)
     ledger.stop_producing()
     ledger.wait_for_destination(timeout=60)

@@ -326,7 +326,8 @@ def test_tls_serves_https_and_a_standby_forwards_over_it(
         (
             {"auth": {"tokens": [{"name": "ops", "value": "${env:FERRY_E2E_UNSET_TOKEN}"}]}},
             {},
-            "controller.auth.tokens.0.value: ${env:FERRY_E2E_UNSET_TOKEN}: the environment variable FERRY_E2E_UNSET_TOKEN is not set",
+            "controller.auth.tokens.0.value: ${env:FERRY_E2E_UNSET_TOKEN}: "
+            "the environment variable FERRY_E2E_UNSET_TOKEN is not set",
         ),
         (
             {"auth": {"tokens": [{"name": "ops", "value": "${env:FERRY_E2E_SHORT_TOKEN}"}]}},

@@ -279,7 +279,9 @@ def test_the_issues_looping_config_is_refused_at_start(tmp_path: Path, local_sta
         f"zookeeper: {{connect: '{local_stack.zookeeper.address}'}}\n"
         f"clusters:\n  src: {{bootstrap.servers: '{local_stack.bootstrap('src')}'}}\n"
         f"  dst: {{bootstrap.servers: '{local_stack.bootstrap('dst')}'}}\n"
-        "routes:\n  - {source: src, destination: dst, include: [t]}\n  - {source: dst, destination: src, include: [t]}\n"
+        "routes:\n"
+        "  - {source: src, destination: dst, include: [t]}\n"
+        "  - {source: dst, destination: src, include: [t]}\n"
     )
     for kind in ("controller", "worker"):
         done = subprocess.run(

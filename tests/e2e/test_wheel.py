@@ -1,10 +1,10 @@
 """The wheel: built with ``pip wheel .``, installed into a fresh venv, it runs without the checkout.
 
-Every name it installs lives under ``ferry`` (nothing called ``common`` or ``worker`` lands at the
-top of site-packages), pyspark, the Docker SDK and matplotlib are extras (the plain install has
-none of them, and ``ferry validate`` says what to install), ``ferry --help`` works, ``ferry dev up`` finds the jars through the
-documented ``FERRY_JARS_DIR`` and keeps its state under ``FERRY_DEV_DIR``, and ``ferry controller``
-leads against that stack. Its own stack runs on ports of its own, next to the shared local stack.
+Every name it installs lives under ``ferry`` (nothing called ``common`` or ``worker`` lands at the top of
+site-packages), pyspark, the Docker SDK and matplotlib are extras (the plain install has none of them, and
+``ferry validate`` says what to install), ``ferry --help`` works, ``ferry dev up`` finds the jars through the
+documented ``FERRY_JARS_DIR`` and keeps its state under ``FERRY_DEV_DIR``, and ``ferry controller`` leads
+against that stack. Its own stack runs on ports of its own, next to the shared local stack.
 """
 
 from __future__ import annotations

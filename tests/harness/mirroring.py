@@ -1,4 +1,5 @@
-"""A topic mirrored by a small fleet (one controller, two workers), and a fresh cluster's group coordinator warmed up."""
+"""A topic mirrored by a small fleet (one controller, two workers), and a fresh cluster's group coordinator warmed
+up."""
 
 from __future__ import annotations
 
@@ -45,8 +46,8 @@ def warm_group_coordinator(stack: devstack.Stack, name: str) -> None:
 
     librdkafka bug (confluentinc/librdkafka#5586, open): an ``assign()`` without an offset whose
     committed-offset fetch gets a request-level NOT_COORDINATOR never starts fetching. The worker
-    no longer depends on this warm-up (it assigns explicit offsets, worker/position/start_offsets.py, and
-    tests/integration/test_worker.py copies with a fresh group and no warm-up); it stays so that a
+    does not depend on this warm-up (it assigns explicit offsets, worker/position/start_offsets.py, and
+    tests/integration/test_worker.py copies with a fresh group and no warm-up); it is here so that a
     brand-new coordinator's first "not available" answers do not defer partitions and slow the tests.
     """
     consumer = kafka_clients.consumer({"bootstrap.servers": stack.bootstrap(name)}, group_id="ferry-tests-warmup")

@@ -234,28 +234,43 @@ class RecordLedger:
             self._admins[key] = kafka_clients.admin(cluster)
         return end_offsets(self._admins[key], self.topic)
 
-    def read(self, cluster: dict[str, str]) -> dict[int, list[tuple[Any, ...]]]:
+    def read(self, cluster: dict[str, str], timeout: float = 120) -> dict[int, list[tuple[Any, ...]]]:
+        """Partition -> (key, value, headers, timestamp) of every record of the ledger's topic on ``cluster``,
+        up to the log ends seen when the read starts; fails naming the partitions not read to their end
+        within ``timeout`` s."""
         ends = self.end_offsets(cluster)
         consumer = kafka_clients.consumer(cluster, group_id=f"ledger-read-{self.topic}")
         consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in ends])
         records: dict[int, list[tuple[Any, ...]]] = {p: [] for p in ends}
         remaining = sum(ends.values())
-        deadline = time.monotonic() + 120
-        while remaining > 0 and time.monotonic() < deadline:
-            # No more than what is left: consume() waits out its timeout while it has fewer than asked.
-            for m in consumer.consume(min(10_000, remaining), timeout=1.0):
-                if m.error() is not None:
-                    continue
-                records[m.partition()].append(
-                    (m.key(), m.value(), tuple(provenance.split(m.headers())[0]), m.timestamp())
-                )
-                remaining -= 1
-        consumer.close()
+        deadline = time.monotonic() + timeout
+        try:
+            while remaining > 0 and time.monotonic() < deadline:
+                # No more than what is left: consume() waits out its timeout while it has fewer than asked.
+                for m in consumer.consume(min(10_000, remaining), timeout=1.0):
+                    if m.error() is not None:
+                        continue
+                    records[m.partition()].append(
+                        (m.key(), m.value(), tuple(provenance.split(m.headers())[0]), m.timestamp())
+                    )
+                    remaining -= 1
+        finally:
+            consumer.close()
+        short = {p: f"{len(records[p])} of {end}" for p, end in ends.items() if len(records[p]) < end}
+        assert remaining <= 0, (
+            f"{self.topic} on {cluster.get('bootstrap.servers')}: {remaining} records not read within {timeout:.0f}s; "
+            f"partition -> records read of its log end: {short}"
+        )
         return records
 
     def wait_for_destination(self, timeout: float, at_least: int | None = None) -> None:
         target = self.produced if at_least is None else at_least
         wait_until(lambda: self.destination_count() >= target, timeout, f"{target} records at the destination")
+
+    def wait_for_progress(self, timeout: float, what: str) -> None:
+        """Waits until the destination holds more records than now: copying goes on."""
+        now = self.destination_count()
+        wait_until(lambda: self.destination_count() > now, timeout, what)
 
     def check(self, allow_duplicates: bool) -> dict[str, int]:
         """Every source record is at the destination, in source order per partition.
@@ -264,6 +279,8 @@ class RecordLedger:
         ``allow_duplicates`` false there must be none. Returns {"records", "duplicates"}.
         """
         source = self.read(self.src)
+        held = sum(len(r) for r in source.values())
+        assert held >= self.produced, f"the source holds {held} records, fewer than the {self.produced} produced"
         destination = self.read(self.dst)
         duplicates = 0
         for partition, src_records in source.items():
@@ -276,8 +293,11 @@ class RecordLedger:
                     continue
                 seen.add(record)
                 first_seen.append(record)
-            missing = len(src_records) - len(set(src_records) & seen)
-            assert missing == 0, f"partition {partition}: {missing} source records missing at the destination"
+            missing = [record[0] for record in src_records if record not in seen]  # their keys
+            assert not missing, (
+                f"partition {partition}: {len(missing)} source records missing at the destination, "
+                f"keys {missing[:10]}{' ...' if len(missing) > 10 else ''}"
+            )
             assert first_seen == src_records, f"partition {partition}: destination order differs from the source"
         if not allow_duplicates:
             assert duplicates == 0, f"{duplicates} duplicated records at the destination"

@@ -169,7 +169,8 @@ def test_the_lines_are_kafka_acls_commands_per_cluster_with_the_sasl_user() -> N
     lines = acls.command_lines(_config(heartbeats={"interval_s": 5}))
     assert lines[0] == "# cluster dst: principal User:ferry"
     assert (
-        "kafka-acls.sh --bootstrap-server dst:9094 --add --allow-principal User:ferry --operation Read --operation Write "
+        "kafka-acls.sh --bootstrap-server dst:9094 --add --allow-principal User:ferry "
+        "--operation Read --operation Write "
         "--operation Create --operation Alter --operation AlterConfigs --topic orders --resource-pattern-type literal"
     ) in lines
     assert (

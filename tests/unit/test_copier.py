@@ -345,7 +345,8 @@ def test_a_distributor_copies_by_its_level_and_sets_its_bit(
 
 
 def test_every_partition_is_assigned_at_an_explicit_offset(rig: SimpleNamespace) -> None:
-    # librdkafka#5586: assign() without an offset may never fetch; nothing committed -> the reset policy's logical offset.
+    # librdkafka#5586: assign() without an offset may never fetch; nothing committed -> the reset policy's logical
+    # offset.
     assigned: list[TopicPartition] = []
     rig.consumer.incremental_assign = assigned.extend
     rig.consumer.committed_offsets = {1: 7}

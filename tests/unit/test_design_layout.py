@@ -32,10 +32,3 @@ def test_every_module_has_its_row_in_the_layout(module: str) -> None:
 def test_the_layout_names_no_module_that_is_gone() -> None:
     rows = [line.split("`")[1] for line in _layout().splitlines() if line.startswith("| `")]
     assert sorted(set(rows) - set(_modules())) == []
-
-
-@pytest.mark.parametrize("package", ("common", "controller", "worker", "pipeline", "devstack"))
-def test_no_runtime_folder_is_a_flat_list_of_more_than_twelve_modules(package: str) -> None:
-    for folder in [REPO / package, *(d for d in (REPO / package).rglob("*") if d.is_dir() and d.name != "__pycache__")]:
-        modules = [f.name for f in folder.glob("*.py") if f.name != "__init__.py"]
-        assert len(modules) <= 12, f"{folder.relative_to(REPO)} holds {len(modules)} modules: group them in folders"

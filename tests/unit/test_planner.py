@@ -1,4 +1,5 @@
-"""The planner oracle (tests/oracles/planner.py): the leader's whole desired state from plain data (time driven by ``now``)."""
+"""The planner oracle (tests/oracles/planner.py): the leader's whole desired state from plain data (time driven by
+``now``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""worker/position/start_offsets.py: committed offsets read with retries, and explicit start offsets (librdkafka#5586)."""
+"""worker/position/start_offsets.py: committed offsets read with retries, and explicit start offsets
+(librdkafka#5586)."""
 
 from __future__ import annotations
 

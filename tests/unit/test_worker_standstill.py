@@ -1,4 +1,5 @@
-"""A worker whose copy loop stood still past the session timeout (SIGSTOP) confirms its session before it copies again."""
+"""A worker whose copy loop stood still past the session timeout (SIGSTOP) confirms its session before it copies
+again."""
 
 from __future__ import annotations
 

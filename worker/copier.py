@@ -84,7 +84,8 @@ class RouteCopier:
         ``wall_clock`` (seconds since the epoch) is compared with record timestamps for the record age.
         ``topic_start``: a topic's own start (added with one), else None for the route's; asked only for
         partitions nothing of the route is on the destination for; may raise ``PartitionDeferred``.
-        ``sleep`` waits between the tries of a refused commit and of the destination's metadata."""
+        ``clock`` and ``sleep`` pace every retry: a refused commit, the committed offsets, the destination's
+        metadata, a look-back waiting for a new topic's leader."""
         self.route = route
         self.throttle: RouteThrottle | None = None  # this worker's share of the route's throttle
         self._log = logs.with_fields(log, route=route.name)
@@ -174,7 +175,7 @@ class RouteCopier:
         """Pauses exactly ``keys`` among the held partitions (level-triggered): newly paused ones are
         flushed and committed, then no longer consumed; the others consume again where they stopped."""
         states = self._states
-        keys = keys & states.online
+        keys = keys & states.assigned
         pause, resume = keys - states.paused, states.paused - keys
         if pause:
             self._committer.flush(FLUSH_TIMEOUT_S)
@@ -231,7 +232,7 @@ class RouteCopier:
         Runs every commit interval, so it also hands the librdkafka messages of the clients the copy
         loop does not poll now to the log: the look-back reader's, and a copier holding nothing's."""
         self._starter.serve_logs()
-        if not self._states.online:
+        if not self._states.assigned:
             kafka_clients.serve_logs(self._consumer)
             self._committer.poll(0)
             return

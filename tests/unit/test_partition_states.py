@@ -54,7 +54,7 @@ def test_a_stopped_partition_keeps_its_first_reason_and_a_permanent_stop_is_neve
 def test_a_partition_refused_at_acquire_is_held_in_error_without_being_assigned() -> None:
     states, calls, _ = _states()
     states.not_started((TOPIC, 9), "partition 9 does not exist at the source")
-    assert _state_of(states)[(TOPIC, 9)] == "ERROR" and (TOPIC, 9) not in states.online
+    assert _state_of(states)[(TOPIC, 9)] == "ERROR" and (TOPIC, 9) not in states.assigned
     states.release([(TOPIC, 9)])
     assert not [c for c in calls if c[0] == "unassign"] and (TOPIC, 9) not in states.held()
 

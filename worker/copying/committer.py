@@ -77,7 +77,12 @@ class Committer:
         self._sleep = sleep
         self._committed: dict[TopicPartitionKey, int] = {}
         self._failed = False
-        self.producer: Any = self._new_producer()
+        self._producer: Any = self._new_producer()
+
+    @property
+    def producer(self) -> Any:
+        """The destination producer now (a new one after :meth:`fit_batches_to` or :meth:`renew_if_failed`)."""
+        return self._producer
 
     def _new_producer(self) -> Any:
         with logs.context(route=self._route_name):  # its librdkafka messages carry the route
@@ -87,12 +92,12 @@ class Committer:
 
     def poll(self, timeout: float) -> None:
         """Serves delivery reports."""
-        self.producer.poll(timeout)
+        self._producer.poll(timeout)
         self._ledger.settle()
 
     def flush(self, timeout: float) -> int:
         """Waits for the destination to acknowledge everything sent; returns what is still in flight."""
-        remaining: int = self.producer.flush(timeout)
+        remaining: int = self._producer.flush(timeout)
         self._ledger.settle()
         return remaining
 
@@ -103,18 +108,18 @@ class Committer:
         past them; whatever of them still reached the destination is found by the next owner's
         look-back and not copied again.
         """
-        self.producer.purge(in_queue=True, in_flight=True, blocking=False)
-        self.producer.poll(0)
+        self._producer.purge(in_queue=True, in_flight=True, blocking=False)
+        self._producer.poll(0)
         self._ledger.settle()
 
     def drop_unacknowledged(self) -> None:
         """Purges what the destination has not acknowledged and serves the purged records' reports
         (each fails its offset); they are settled by the next flush or poll."""
         try:
-            self.producer.purge()
+            self._producer.purge()
         except KafkaException as exc:
             self._log.warning("route %s: purging the producer: %s", self._route_name, exc)
-        self.producer.flush(0)
+        self._producer.flush(0)
 
     @property
     def failed(self) -> bool:
@@ -132,7 +137,7 @@ class Committer:
         """FAILED -> WORKING: a new producer (call once the partitions it stopped are released)."""
         if self._failed:
             self._log.warning("route %s: building a new destination producer after a fatal error", self._route_name)
-            self.producer = self._new_producer()
+            self._producer = self._new_producer()
             self._failed = False
 
     def fit_batches_to(self, topic: str, limit: int) -> None:
@@ -159,11 +164,11 @@ class Committer:
             topic,
             limit,
         )
-        self.producer.flush(0)
+        self._producer.flush(0)
         self._ledger.settle()
         self._batch_size = fitting
         self._settings["batch.size"] = fitting
-        self.producer = self._new_producer()
+        self._producer = self._new_producer()
 
     # -- committing -------------------------------------------------------------------------
 
@@ -181,7 +186,7 @@ class Committer:
         # Deliveries acknowledged while waiting for the map's acknowledgements are queued, not
         # applied; they count from the next commit, once a segment describes them.
         committable = self._ledger.committables()
-        if not self._map_writer.write_and_wait(self.producer, keys):
+        if not self._map_writer.write_and_wait(self._producer, keys):
             self._log.warning(
                 "route %s: the offset map was not written; the commit waits for the next round", self._route_name
             )

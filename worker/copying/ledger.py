@@ -38,7 +38,7 @@ from ferry.worker.errors import PartitionDeferred, PartitionStopped, ProducerFai
 from ferry.worker.metrics import WorkerMetrics
 
 # What a failed delivery does to its partition: the copier stops it (and with a fatal error, the producer).
-Stop = Callable[[TopicPartitionKey, PartitionStopped | PartitionDeferred | ProducerFailed], None]
+StopPartition = Callable[[TopicPartitionKey, PartitionStopped | PartitionDeferred | ProducerFailed], None]
 
 
 class DeliveryLedger:
@@ -53,7 +53,7 @@ class DeliveryLedger:
         self,
         route_name: str,
         source_name: Callable[[str], str],
-        stop: Stop,
+        stop: StopPartition,
         metrics: WorkerMetrics,
         wall_clock: Callable[[], float],
     ) -> None:

@@ -49,7 +49,7 @@ class PartitionStates:
         self._consumer = consumer
         self._metrics = metrics
         self._clock = clock
-        self._online: set[TopicPartitionKey] = set()  # assigned to the consumer (stopped ones included)
+        self._assigned: set[TopicPartitionKey] = set()  # assigned to the consumer (stopped ones included)
         self._stopped: dict[TopicPartitionKey, str] = {}  # ERROR: the reason
         self._retry_at: dict[TopicPartitionKey, float] = {}  # ERROR for a temporary reason: when to retry
         self._paused: set[TopicPartitionKey] = set()  # an operator's pause
@@ -64,21 +64,21 @@ class PartitionStates:
 
     def statuses(self) -> dict[TopicPartitionKey, PartitionStatus]:
         """Every partition held: ONLINE (with what it lost, if anything), PAUSED, or ERROR with its reason."""
-        result = {key: PartitionStatus(PartitionState.ONLINE, self._losses.reason(key)) for key in self._online}
+        result = {key: PartitionStatus(PartitionState.ONLINE, self._losses.reason(key)) for key in self._assigned}
         for key in self._paused:
-            if key in self._online:
+            if key in self._assigned:
                 result[key] = PartitionStatus(PartitionState.PAUSED)
         for key, reason in self._stopped.items():
             result[key] = PartitionStatus(PartitionState.ERROR, reason)
         return result
 
     def held(self) -> set[TopicPartitionKey]:
-        return self._online | set(self._stopped)
+        return self._assigned | set(self._stopped)
 
     @property
-    def online(self) -> Set[TopicPartitionKey]:
-        """The partitions assigned to the consumer (in any state)."""
-        return self._online
+    def assigned(self) -> Set[TopicPartitionKey]:
+        """The partitions assigned to the consumer: ONLINE, PAUSED, and those stopped in ERROR since."""
+        return self._assigned
 
     @property
     def paused(self) -> Set[TopicPartitionKey]:
@@ -91,7 +91,7 @@ class PartitionStates:
 
     def running(self) -> list[TopicPartitionKey]:
         """The partitions assigned and not stopped, in order."""
-        return sorted(self._online - set(self._stopped))
+        return sorted(self._assigned - set(self._stopped))
 
     def due_retries(self) -> list[TopicPartitionKey]:
         """Partitions stopped for a temporary reason whose backoff is over."""
@@ -109,7 +109,7 @@ class PartitionStates:
         self._consumer.incremental_assign(positions)
         # A partition stopped in ERROR earlier was paused; the pause may outlive the unassign.
         self._consumer.resume(positions)
-        self._online.update((tp.topic, tp.partition) for tp in positions)
+        self._assigned.update((tp.topic, tp.partition) for tp in positions)
 
     def not_started(self, key: TopicPartitionKey, reason: str) -> None:
         """(not held) -> ERROR: the partition cannot start for good (refused at acquire)."""
@@ -139,7 +139,7 @@ class PartitionStates:
         self._log.error(
             "route %s: %s/%s stopped: %s", self._route_name, key[0], key[1], reason, extra=partition_fields(key)
         )
-        if key in self._online:
+        if key in self._assigned:
             try:
                 self._consumer.pause([TopicPartition(key[0], key[1])])
             except KafkaException as exc:  # the copy loop skips the partition's records anyway
@@ -161,11 +161,11 @@ class PartitionStates:
 
     def release(self, keys: Collection[TopicPartitionKey]) -> None:
         """Any state -> (not held): unassigns what the consumer has of ``keys``, forgets all of them."""
-        assigned = [TopicPartition(t, p) for t, p in keys if (t, p) in self._online]
+        assigned = [TopicPartition(t, p) for t, p in keys if (t, p) in self._assigned]
         if assigned:
             self._consumer.incremental_unassign(assigned)
         for key in keys:
-            self._online.discard(key)
+            self._assigned.discard(key)
             self._paused.discard(key)
             self._stopped.pop(key, None)
             self._retry_at.pop(key, None)
@@ -203,7 +203,7 @@ class PartitionStates:
     def measure_lags(self) -> None:
         """Sets the lag gauge of each assigned partition from the consumer's cached log-end offsets."""
         try:
-            positions = self._consumer.position([TopicPartition(t, p) for t, p in self._online])
+            positions = self._consumer.position([TopicPartition(t, p) for t, p in self._assigned])
         except KafkaException:
             return
         for tp in positions:
@@ -216,4 +216,4 @@ class PartitionStates:
 
     def lags(self) -> dict[TopicPartitionKey, int]:
         """The lag of each assigned partition as :meth:`measure_lags` last saw it (absent: not measured yet)."""
-        return {key: lag for key, lag in self._lags.items() if key in self._online}
+        return {key: lag for key, lag in self._lags.items() if key in self._assigned}

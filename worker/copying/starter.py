@@ -8,10 +8,10 @@ expanded first, and the producer's batches are fitted to its ``max.message.bytes
 destination topic cannot be prepared for a temporary reason (a cluster unreachable) is not acquired;
 :meth:`PartitionStarter.acquire` says so and the worker retries later.
 
-The starter keeps no state of a partition past its start: which source topics' destination topics it
-created (until their partitions resume) and which partitions it found re-created (until acquire reports
-them). The partitions' states are :mod:`worker.copying.partition_states`'. Driven by the copier's one
-thread (the worker's copy loop), so no state here needs a lock.
+The starter keeps nothing of a partition past its start but two hand-overs: the source topics whose
+destination topics it created (until their partitions resume) and the partitions it found re-created
+(until acquire reports them). A started partition's state is kept by :mod:`worker.copying.partition_states`.
+Driven by the copier's one thread (the worker's copy loop), so no state here needs a lock.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class PartitionStarter:
         the source probe, MirrorMaker 2's reads) extend. ``consumer``: the route's source consumer.
         ``topic_start``: a topic's own start (added with one), else None for the route's; asked only for
         partitions nothing of the route is on the destination for; may raise ``PartitionDeferred``."""
-        self.route = route
+        self._route = route
         self._config = config
         self._log = logs.with_fields(log, route=route.name)
         self._consumer = consumer
@@ -85,6 +85,8 @@ class PartitionStarter:
         self._ledger = ledger
         self._committer = committer
         self._metrics = metrics
+        self._clock = clock
+        self._sleep = sleep
         self._topic_start = topic_start
         try:  # where a partition nothing was committed or copied for starts, as an explicit offset
             self._reset_offset = start_offsets.reset_offset(
@@ -95,7 +97,9 @@ class PartitionStarter:
         self._probe = SourceProbe(source, route.group_id, f"{client_id}-{route.name}-probe")
         self._topics = DestinationTopics(route, kafka_clients.admin(destination), clock, sleep)
         # Exact offsets: the route's copies read back from the destination (the resume rule).
-        self._reader = DestinationReader(destination, route.group_id, f"{client_id}-{route.name}-lookback")
+        self._reader = DestinationReader(
+            destination, route.group_id, f"{client_id}-{route.name}-lookback", clock, sleep
+        )
         # Taking over a MirrorMaker 2 mirror: where a partition the route never copied starts.
         self._mm2 = (
             Mm2Takeover(route, source, destination, metrics, client_id) if route.mirrormaker2 is not None else None
@@ -116,7 +120,7 @@ class PartitionStarter:
         to_assign: list[TopicPartition] = []
         for topic, partitions in sorted(by_topic.items()):
             try:
-                refused = naming.refusal(self.route, topic)
+                refused = naming.refusal(self._route, topic)
                 if refused:
                     raise PartitionStopped(refused)
                 source_partitions = self._prepare_destination(topic)
@@ -150,7 +154,7 @@ class PartitionStarter:
                     self._consumer,
                     topic,
                     fresh,
-                    self.route.start if own_start is None else own_start,
+                    self._route.start if own_start is None else own_start,
                     self._reset_offset,
                     METADATA_TIMEOUT_S,
                 )
@@ -182,14 +186,22 @@ class PartitionStarter:
         if not partitions:
             return {}
         committed = start_offsets.committed_offsets(
-            self._consumer, [TopicPartition(topic, p) for p in partitions], deadline_s=METADATA_TIMEOUT_S
+            self._consumer,
+            [TopicPartition(topic, p) for p in partitions],
+            deadline_s=METADATA_TIMEOUT_S,
+            clock=self._clock,
+            sleep=self._sleep,
         )
         dest_topic = self._names.destination(topic)
         starts: dict[int, int | None] = {}
         for partition in partitions:
             key = (topic, partition)
             found = self._reader.look_back(
-                dest_topic, partition, self.route.source, committed.get(partition), self._config.resume_lookback_records
+                dest_topic,
+                partition,
+                self._route.source,
+                committed.get(partition),
+                self._config.resume_lookback_records,
             )
             if committed.get(partition) is None and found.newest is not None:
                 source_offset, timestamp, record_key = found.newest
@@ -203,14 +215,14 @@ class PartitionStarter:
                 topic in self._created_here
                 and committed.get(partition) is not None
                 and not found.own
-                and self.route.distributor is None
+                and self._route.distributor is None
             ):  # a tree distributor keeps its offsets across targets
                 # The route committed C, yet the destination topic did not exist: it was deleted under Ferry.
                 # Copy the partition again from the source's log start rather than leave [0, C) missing.
                 self._states.note(key, destination_recreated(committed[partition] or 0))
                 self._log.error(
                     "route %s: %s/%s: %s",
-                    self.route.name,
+                    self._route.name,
                     topic,
                     partition,
                     destination_recreated(committed[partition] or 0),
@@ -228,12 +240,12 @@ class PartitionStarter:
             starts[partition] = plan.start
             if plan.start is None and self._mm2 is not None:  # nothing of the route's yet: where MirrorMaker 2 stopped
                 starts[partition] = self._mm2.start(topic, partition, dest_topic, self._reader.end_offset)
-            self._metrics.lookback.labels(self.route.name).inc(found.read)
+            self._metrics.lookback.labels(self._route.name).inc(found.read)
             if found.bounded:
                 self._log.warning(
                     "route %s: %s/%s: the look-back stopped at %d records before passing the committed offset "
                     "%s; records between may be copied twice, and the older ones are not in the offset map",
-                    self.route.name,
+                    self._route.name,
                     topic,
                     partition,
                     found.read,
@@ -243,7 +255,7 @@ class PartitionStarter:
             if plan.skip or plan.gaps:
                 self._log.info(
                     "route %s: %s/%s resumes at %s, skipping %d records already on the destination%s",
-                    self.route.name,
+                    self._route.name,
                     topic,
                     partition,
                     plan.start,
@@ -263,7 +275,7 @@ class PartitionStarter:
         committer = self._committer
         if self._topics.prepare(destination_topic, wanted, lambda: committer.producer, committer.fit_batches_to):
             self._created_here.add(topic)
-        self._log.debug("route %s: %s is %s on the destination", self.route.name, topic, destination_topic)
+        self._log.debug("route %s: %s is %s on the destination", self._route.name, topic, destination_topic)
         return wanted
 
     # -- ONLINE, when the position leaves the source log ------------------------------------
@@ -288,14 +300,14 @@ class PartitionStarter:
         if decision.lost is not None:
             first, end = decision.lost
             self._states.lost(key, decision.lost)
-            self._metrics.lost.labels(self.route.name, key[0]).inc(end - first)
+            self._metrics.lost.labels(self._route.name, key[0]).inc(end - first)
             self._ledger.watermarks.passed(
                 key, end - 1
             )  # nothing to wait for below the log start: commits move past it
             self._log.error(
                 "route %s: %s/%s: source records [%d, %d) (%d records) were deleted at the source before "
                 "they were copied (retention or deleteRecords); copying goes on from %d",
-                self.route.name,
+                self._route.name,
                 key[0],
                 key[1],
                 first,

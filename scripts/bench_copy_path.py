@@ -7,11 +7,12 @@ destination offset, as librdkafka would. So the figure is Ferry's own Python per
 loop, provenance header, offset tracker, offset map, delivery callback) plus the stand-in's small
 constant cost, without librdkafka's C work, which a change to the copier does not touch.
 
-Run: ``.venv/bin/python scripts/bench_copy_path.py [--records N] [--repeat R] [--case local|hop|loop]``. Prints
-the best and the median of ``--repeat`` rounds (CPU of this process, ``time.process_time``), in ns per record,
-beside the broker ceiling's loop (``bench/ceiling.py``) on the same stand-ins, and the difference: what Ferry's
-bookkeeping adds per record. Asserts nothing. ``local``: records without Ferry's header (a first copy); ``hop``:
-records that carry a previous copy's header (a chain); ``loop``: the same on a route with loop prevention.
+Run: ``.venv/bin/python scripts/bench_copy_path.py [--records N] [--repeat R] [--case local|hop|loop]``.
+Prints the best and the median of ``--repeat`` rounds (CPU of this process, ``time.process_time``),
+in ns per record, beside the broker ceiling's loop (``bench/ceiling.py``) on the same stand-ins,
+and the difference: what Ferry's bookkeeping adds per record. Asserts nothing. ``local``: records
+without Ferry's header (a first copy); ``hop``: records that carry a previous copy's header (a
+chain); ``loop``: the same on a route with loop prevention.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import time
 from typing import Any
 from unittest import mock
 
-from confluent_kafka import Message
+from confluent_kafka import Message, TopicPartition
 
 from ferry.common.config import RouteConfig, WorkerConfig
-from ferry.worker import copier as copier_module
+from ferry.common.core.offset_map import OffsetMap
+from ferry.common.kafka import clients as kafka_clients
 from ferry.worker.copier import RouteCopier
+from ferry.worker.copying import starter as starter_module
 from ferry.worker.metrics import WorkerMetrics
 
 TOPIC = "bench"
@@ -43,6 +46,12 @@ class _Consumer:
 
     def poll(self, timeout: float) -> None:
         return None
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        pass
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        pass
 
 
 class _Producer:
@@ -133,10 +142,10 @@ def _round(records: int, case: str) -> float:
         return _Producer(on_delivery, reports)
 
     with (
-        mock.patch.object(copier_module.kafka_clients, "consumer", lambda *a, **k: consumer),
-        mock.patch.object(copier_module.kafka_clients, "producer", producer),
-        mock.patch.object(copier_module.kafka_clients, "admin", lambda *a, **k: None),
-        mock.patch.object(copier_module, "DestinationReader", lambda *a, **k: None),
+        mock.patch.object(kafka_clients, "consumer", lambda *a, **k: consumer),
+        mock.patch.object(kafka_clients, "producer", producer),
+        mock.patch.object(kafka_clients, "admin", lambda *a, **k: None),
+        mock.patch.object(starter_module, "DestinationReader", lambda *a, **k: None),
     ):
         copier = RouteCopier(
             route,
@@ -147,10 +156,10 @@ def _round(records: int, case: str) -> float:
             "bench",
             origins=frozenset({"origin", "src"}) if case == "loop" else None,
         )
-    # Held partitions as acquire() leaves them (without the clusters it asks).
+    # Held partitions as acquire() leaves them (without the clusters it asks): started, each with an offset map.
+    copier._states.start([TopicPartition(TOPIC, partition, 0) for partition in range(PARTITIONS)])
     for partition in range(PARTITIONS):
-        copier._assigned.add((TOPIC, partition))
-        copier._maps[(TOPIC, partition)] = copier_module.OffsetMap()
+        copier._ledger.resume((TOPIC, partition), OffsetMap())
     started = time.process_time()
     while copier.copy_batch(0):
         pass

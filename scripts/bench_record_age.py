@@ -4,8 +4,9 @@ many a worker makes at full speed, against the local stack (``ferry dev up``).
 ``python scripts/bench_record_age.py [--records 300000] [--sizes 100,1024]``
 
 1. Settles synthetic delivery reports (real ``confluent_kafka.Message`` objects, 8 partitions in
-   runs of 1, 10, 100 and 1,000 records) through ``RouteCopier._settle_successes`` with and
-   without the record-age observation, and prints the difference per record.
+   runs of 1, 10, 100 and 1,000 records) through the copier's delivery ledger (queued by its
+   ``on_delivery`` callback, as the producer calls it, then ``settle``) with and without the
+   record-age observation, and prints the difference per record.
 2. Runs one in-process ``Worker`` over a fresh 8-partition topic per value size (filled as
    ``ferry bench`` fills its workloads, then copied as a backlog) and prints how many records
    one observation stands for. The figures are in BENCHMARKS.md ("The record-age metric's cost").
@@ -27,7 +28,7 @@ from ferry.common.model import PartitionKey, WorkerAssignment
 from ferry.common.zk.layout import ZkLayout, make_client
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import poll_until
-from ferry.worker.copier import RouteCopier
+from ferry.worker.copying.ledger import DeliveryLedger
 from ferry.worker.metrics import WorkerMetrics
 from ferry.worker.service import Worker
 
@@ -39,17 +40,14 @@ class _Tracker:
         return range(count)
 
 
-def _copier(observe: bool) -> RouteCopier:
-    """A copier with only what ``_settle_successes`` touches (no clients)."""
-    copier = RouteCopier.__new__(RouteCopier)
-    copier._source_names = {}
-    copier._tracker = _Tracker()  # type: ignore[assignment]
-    copier._maps = {}
-    copier._record_age = WorkerMetrics().record_age.labels("src.dst")
-    copier._wall_clock = time.time
+def _ledger(observe: bool) -> DeliveryLedger:
+    """A route's delivery ledger over a stand-in watermark that acknowledges whatever it is told
+    (nothing was sent through it), with or without the record-age observation."""
+    ledger = DeliveryLedger("src.dst", lambda topic: topic, lambda key, failure: None, WorkerMetrics(), time.time)
+    ledger.watermarks = _Tracker()  # type: ignore[assignment]
     if not observe:
-        copier._observe_record_age = lambda run_starts: None  # type: ignore[method-assign]
-    return copier
+        ledger._observe_record_age = lambda run_starts: None  # type: ignore[method-assign]
+    return ledger
 
 
 def settle_cost(total: int = 200_000, chunk: int = 5000) -> None:
@@ -60,10 +58,13 @@ def settle_cost(total: int = 200_000, chunk: int = 5000) -> None:
         ]
         best: dict[bool, float] = {}
         for observe in (False, True) * 3:
-            copier = _copier(observe)
+            ledger = _ledger(observe)
+            on_delivery, settle = ledger.on_delivery, ledger.settle
             started = time.perf_counter()
             for i in range(0, total, chunk):
-                copier._settle_successes(messages[i : i + chunk])
+                for message in messages[i : i + chunk]:
+                    on_delivery(None, message)
+                settle()
             best[observe] = min(best.get(observe, float("inf")), time.perf_counter() - started)
         without, with_age = (best[k] / total * 1e9 for k in (False, True))
         print(

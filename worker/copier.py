@@ -6,25 +6,19 @@ Ferry's provenance header (:mod:`common.core.provenance`: the clusters it came t
 and its source offset). A route with loop prevention or a tree distributor's level skips the
 records it must not copy (:func:`common.core.topology.copy_flags`); a skipped record is settled at once
 in the watermark, so it never holds commits back. Source offsets are committed (group ``ferry.<route name>``)
-only up to the lowest offset the destination has not acknowledged yet
-(:class:`common.core.watermark.OffsetWatermarks`), so a crash copies some records again and loses none.
+only up to the lowest offset the destination has not acknowledged yet, so a crash copies some records
+again and loses none.
 
-States of a partition on this copier (the worker reports them in its status)::
-
-    (not held) --acquire--> ONLINE --release--> (not held; reported OFFLINE)
-    ONLINE --the destination rejects a record for good--> ERROR (paused; nothing committed past it)
-    ONLINE --a record fails for a temporary reason--> ERROR (paused), and after RETRY_BACKOFF_S
-        the worker releases it (committing up to the failed record) and acquires it again
-    ERROR --release--> (not held)
-    ONLINE --pause--> PAUSED (flushed, committed, consumer paused) --resume--> ONLINE (continues at
-        the next offset: nothing skipped, nothing twice);  PAUSED --release--> (not held)
+:class:`RouteCopier` owns the consumer and the copy loop, and composes the parts that own the rest
+(:mod:`worker.copying`): the partitions held and their states (:class:`PartitionStates`, where the
+states of a partition are drawn), their start (:class:`PartitionStarter`), what was sent and
+acknowledged (:class:`DeliveryLedger`), and the destination producer with the commits
+(:class:`Committer`). A failed delivery stops its partition; a fatal producer error stops every
+partition of the route, and the producer is built anew once they are released for their restart.
 
 A route's throttle (:class:`common.core.operate.rate.RouteThrottle`, this worker's share of the
 route's budget) is checked once per batch: it limits how many records the batch takes, and an
 empty bucket takes none (the loop serves delivery reports meanwhile).
-
-A partition whose destination topic cannot be prepared for a temporary reason (a cluster
-unreachable) is not acquired; :meth:`RouteCopier.acquire` says so and the worker retries later.
 
 The copier is driven by one thread (the worker's copy loop); delivery callbacks run inside
 ``poll``/``flush`` on that same thread, so no state here needs a lock.
@@ -34,49 +28,42 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 
 from ferry.common import logs
 from ferry.common.config import RouteConfig, WorkerConfig
-from ferry.common.core.offset_map import OffsetMap
 from ferry.common.core.operate.rate import RouteThrottle
 from ferry.common.core.provenance import Provenance, ProvenanceError, Stamper
 from ferry.common.core.topology import copy_flags
-from ferry.common.core.watermark import OffsetWatermarks
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
 from ferry.common.model import PartitionStatus
-from ferry.common.vocabulary import PartitionState
-from ferry.worker.commits import FLUSH_TIMEOUT_S as FLUSH_TIMEOUT_S
-from ferry.worker.commits import TopicPartitionKey as TopicPartitionKey
-from ferry.worker.destination import DestinationTopics
+from ferry.worker.copying.committer import FLUSH_TIMEOUT_S, Committer
+from ferry.worker.copying.ledger import DeliveryLedger
+from ferry.worker.copying.names import TopicNames, TopicPartitionKey
+from ferry.worker.copying.partition_states import PartitionStates
+from ferry.worker.copying.starter import AcquireResult, PartitionStarter
 from ferry.worker.errors import (
     PERMANENT_CONSUMER_ERRORS,
+    RETRY_BACKOFF_S,
+    PartitionDeferred,
     PartitionStopped,
-    WorkerError,
+    ProducerFailed,
+    delivery_failure,
 )
-from ferry.worker.errors import delivery_failure as _delivery_failure  # the copy loop's name for it
-from ferry.worker.map_writer import OffsetMapWriter
 from ferry.worker.metrics import WorkerMetrics
-from ferry.worker.partitions import AcquireResult as AcquireResult
-from ferry.worker.partitions import PartitionLifecycle
-from ferry.worker.position import start_offsets
-from ferry.worker.position.data_loss import Losses, SourceProbe
-from ferry.worker.position.lookback import DestinationReader
-from ferry.worker.position.mm2_takeover import Mm2Takeover
 
 log = logging.getLogger(__name__)
 
-LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 # librdkafka's answer when a position leaves the source log under auto.offset.reset=error.
 _OUT_OF_RANGE = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
 
 
-class RouteCopier(PartitionLifecycle):
-    """One route's consumer, producer and offset tracker. See the module docstring for states."""
+class RouteCopier:
+    """One route's consumer and copy loop, over its parts (see the module docstring)."""
 
     def __init__(
         self,
@@ -90,24 +77,22 @@ class RouteCopier(PartitionLifecycle):
         origins: frozenset[str] | None = None,
         wall_clock: Callable[[], float] = time.time,
         topic_start: Callable[[str], str | int | None] = lambda topic: None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """``origins``: with loop prevention, the origins whose records this route copies
         (``FerryConfig.copied_origins``); None copies every record (unless a tree level says otherwise).
         ``wall_clock`` (seconds since the epoch) is compared with record timestamps for the record age.
         ``topic_start``: a topic's own start (added with one), else None for the route's; asked only for
-        partitions nothing of the route is on the destination for; may raise ``PartitionDeferred``."""
+        partitions nothing of the route is on the destination for; may raise ``PartitionDeferred``.
+        ``clock`` and ``sleep`` pace every retry: a refused commit, the committed offsets, the destination's
+        metadata, a look-back waiting for a new topic's leader."""
         self.route = route
-        self._topic_start = topic_start
+        self.throttle: RouteThrottle | None = None  # this worker's share of the route's throttle
         self._log = logs.with_fields(log, route=route.name)
-        self._origins = origins
-        self._stamper = Stamper(route.source, self._copy_decision(route, origins))
-        self._destination_names: dict[str, str] = {}
-        self._source_names: dict[str, str] = {}  # the reverse, for delivery reports
-        self._config = config
+        self._consume_batch = config.consume_batch
         self._metrics = metrics
-        self._record_age = metrics.record_age.labels(route.name)
         self._clock = clock
-        self._wall_clock = wall_clock
+        self._stamper = Stamper(route.source, _copy_decision(route, origins))
         # auto.offset.reset=error: every start is an explicit offset, so a reset only means the position left
         # the source log (records deleted before they were copied, a re-created topic): worker/position/data_loss.py.
         self._consumer = kafka_clients.consumer(
@@ -115,145 +100,210 @@ class RouteCopier(PartitionLifecycle):
             route.group_id,
             **{"client.id": f"{client_id}-{route.name}", **config.consumer, "auto.offset.reset": "error"},
         )
-        self._losses = Losses()
-        self._recreated: dict[TopicPartitionKey, str] = {}  # filled by _resume_at, read by acquire
-        self._created_here: set[str] = set()  # source topics whose destination topic this copier created
-        self._probe = SourceProbe(source, route.group_id, f"{client_id}-{route.name}-probe")
-        try:  # where a partition nothing was committed or copied for starts, as an explicit offset
-            self._reset_offset = start_offsets.reset_offset(
-                str(config.consumer.get("auto.offset.reset", config.auto_offset_reset))
-            )
-        except ValueError as exc:
-            raise WorkerError(f"route {route.name}: {exc}") from None
-        self._destination = destination
-        self._producer_settings: dict[str, Any] = {
-            "client.id": f"{client_id}-{route.name}",
-            "compression.type": route.compression,
-            **config.producer,
-        }
-        self._batch_size = int(self._producer_settings.get("batch.size", LIBRDKAFKA_BATCH_SIZE))
-        self._producer = self._new_producer()
-        self._topics = DestinationTopics(route, kafka_clients.admin(destination), clock)
-        self._tracker: OffsetWatermarks[TopicPartitionKey] = OffsetWatermarks()
-        self._assigned: set[TopicPartitionKey] = set()
-        self._errors: dict[TopicPartitionKey, str] = {}
-        self._retry_at: dict[TopicPartitionKey, float] = {}
-        self._producer_fatal = False  # a fatal producer error: rebuild it at the next release
-        self._committed: dict[TopicPartitionKey, int] = {}
-        self._warned_at: dict[int, float] = {}
-        # Exact offsets: source offsets already on the destination (resume rule), and the map.
-        self._reader = DestinationReader(destination, route.group_id, f"{client_id}-{route.name}-lookback")
-        self._skip: dict[TopicPartitionKey, set[int]] = {}
-        self._skip_max: dict[TopicPartitionKey, int] = {}
-        self._map_writer = OffsetMapWriter(route.name, self._destination_name, metrics)
-        self._maps: dict[TopicPartitionKey, OffsetMap] = self._map_writer.maps  # filled here, written there
-        # Taking over a MirrorMaker 2 mirror: where a partition the route never copied starts.
-        self._mm2 = (
-            Mm2Takeover(route, source, destination, metrics, client_id) if route.mirrormaker2 is not None else None
+        self._warned_at: dict[int, float] = {}  # a consumer error's kind -> when it was last logged
+        self._names = TopicNames(route)
+        self._states = PartitionStates(route.name, self._consumer, metrics, clock)
+        self._ledger = DeliveryLedger(route.name, self._names.source, self._stop, metrics, wall_clock)
+        self._committer = Committer(
+            route.name,
+            destination,
+            {"client.id": f"{client_id}-{route.name}", "compression.type": route.compression, **config.producer},
+            self._consumer,
+            self._ledger,
+            self._names.destination,
+            metrics,
+            clock,
+            sleep,
         )
-        # Delivery reports not applied yet to the tracker and the offset map: the callback only
-        # queues them, _settle_deliveries() applies them in order, successes per run of a partition.
-        self._delivered: list[Any] = []
-        self._failures: list[tuple[int, KafkaError, Any]] = []  # (position in _delivered, error, message)
-        self.changed = False  # a partition went to ERROR since the worker last looked
-        # Per partition since the worker last took them (records, value bytes), added per run of a
-        # partition's records in copy_batch, never per record; and the lag update_lag last saw.
-        self._copied: dict[TopicPartitionKey, list[int]] = {}
-        self._lags: dict[TopicPartitionKey, int] = {}
-        self._paused: set[TopicPartitionKey] = set()  # held, consumer paused (an operator's pause)
-        self.throttle: RouteThrottle | None = None  # this worker's share of the route's throttle
+        self._starter = PartitionStarter(
+            route,
+            config,
+            source,
+            destination,
+            client_id,
+            self._consumer,
+            self._names,
+            self._states,
+            self._ledger,
+            self._committer,
+            metrics,
+            clock,
+            sleep,
+            topic_start,
+        )
 
     # -- what the worker reads --------------------------------------------------------------
 
+    @property
+    def changed(self) -> bool:
+        """A partition went to ERROR (or lost records) since the worker last looked; the worker clears it."""
+        return self._states.changed
+
+    @changed.setter
+    def changed(self, value: bool) -> None:
+        self._states.changed = value
+
     def statuses(self) -> dict[TopicPartitionKey, PartitionStatus]:
-        """Every partition this copier holds, ONLINE or ERROR with its reason."""
-        result = {key: PartitionStatus(PartitionState.ONLINE, self._losses.reason(key)) for key in self._assigned}
-        for key in self._paused:
-            if key in self._assigned:
-                result[key] = PartitionStatus(PartitionState.PAUSED)
-        for key, reason in self._errors.items():
-            result[key] = PartitionStatus(PartitionState.ERROR, reason)
-        return result
+        """Every partition this copier holds: ONLINE, PAUSED, or ERROR with its reason."""
+        return self._states.statuses()
+
+    def held(self) -> set[TopicPartitionKey]:
+        return self._states.held()
+
+    def due_retries(self) -> list[TopicPartitionKey]:
+        """Partitions stopped for a temporary reason whose backoff is over."""
+        return self._states.due_retries()
+
+    def take_copied(self) -> dict[TopicPartitionKey, tuple[int, int]]:
+        """(records, value bytes) copied per partition since the last call, and starts counting again."""
+        return self._states.take_copied()
+
+    def lags(self) -> dict[TopicPartitionKey, int]:
+        """The lag of each held partition as :meth:`update_lag` last measured it (absent: not measured yet)."""
+        return self._states.lags()
+
+    def in_flight(self) -> int:
+        return self._ledger.in_flight()
+
+    # -- acquiring, pausing, releasing ------------------------------------------------------
+
+    def acquire(self, keys: Iterable[TopicPartitionKey]) -> AcquireResult:
+        """Starts copying ``keys`` where the destination's own record of progress says."""
+        return self._starter.acquire(keys)
 
     def set_paused(self, keys: set[TopicPartitionKey], commit_deadline: float) -> None:
         """Pauses exactly ``keys`` among the held partitions (level-triggered): newly paused ones are
         flushed and committed, then no longer consumed; the others consume again where they stopped."""
-        keys = keys & self._assigned
-        pause, resume = keys - self._paused, self._paused - keys
+        states = self._states
+        keys = keys & states.assigned
+        pause, resume = keys - states.paused, states.paused - keys
         if pause:
-            self.flush(FLUSH_TIMEOUT_S)
-            deadline = self._clock() + commit_deadline
-            while not self.commit(pause) and self._clock() < deadline:
-                time.sleep(0.2)
-            self._consumer.pause([TopicPartition(t, p) for t, p in sorted(pause)])
-            self._log.info("route %s: paused %d partitions", self.route.name, len(pause))
+            self._committer.flush(FLUSH_TIMEOUT_S)
+            self._committer.commit_within(pause, commit_deadline)
+            states.pause(pause)
         if resume:
-            self._consumer.resume([TopicPartition(t, p) for t, p in sorted(resume)])
-            self._log.info("route %s: resumed %d partitions", self.route.name, len(resume))
-        self._paused = keys
+            states.resume(resume)
 
-    def held(self) -> set[TopicPartitionKey]:
-        return self._assigned | set(self._errors)
+    def release(self, keys: Collection[TopicPartitionKey], flush_timeout: float, commit_deadline: float) -> None:
+        """Flushes, commits the watermark of ``keys``, and only then unassigns them.
 
-    def take_copied(self) -> dict[TopicPartitionKey, tuple[int, int]]:
-        """(records, value bytes) copied per partition since the last call, and starts counting again."""
-        copied, self._copied = self._copied, {}
-        return {key: (records, size) for key, (records, size) in copied.items()}
+        The new owner starts at the committed offset, so nothing is copied twice; anything the
+        destination did not acknowledge stays uncommitted and is copied again, never lost.
+        """
+        if not keys:
+            return
+        self._committer.hand_over(keys, flush_timeout, commit_deadline)
+        self._states.release(keys)
+        for key in keys:
+            self._committer.forget(key)
+            self._ledger.forget(key)
+        self._committer.renew_if_failed()  # its partitions stopped with it and are released now
 
-    def lags(self) -> dict[TopicPartitionKey, int]:
-        """The lag of each held partition as :meth:`update_lag` last measured it (absent: not measured yet)."""
-        return {key: lag for key, lag in self._lags.items() if key in self._assigned}
+    def abandon(self, commit_deadline: float) -> None:
+        """Releases every partition without waiting for the destination (a tree distributor
+        switching away from an unreachable target): records not acknowledged yet are purged from
+        the producer, so the committed offsets stay below them and the next copier (to the new
+        target) copies them again. Nothing is lost; the old target may hold some of them too.
+        """
+        self._committer.drop_unacknowledged()
+        self.release(self.held(), 0, commit_deadline)
 
-    def in_flight(self) -> int:
-        self._settle_deliveries()
-        return self._tracker.in_flight()
+    # -- the producer and the commits -------------------------------------------------------
+
+    def commit(self, keys: Collection[TopicPartitionKey] | None = None) -> bool:
+        """Commits the watermark of ``keys`` (all held partitions when None); False if Kafka refused."""
+        return self._committer.commit(keys)
+
+    def purge(self) -> None:
+        """Drops everything the producer still holds (queued and in flight): this worker must stop writing now."""
+        self._committer.purge()
+
+    def poll(self, timeout: float) -> None:
+        """Serves delivery reports without consuming anything."""
+        self._committer.poll(timeout)
+
+    def flush(self, timeout: float) -> int:
+        """Waits for the destination to acknowledge everything sent; returns what is still in flight."""
+        return self._committer.flush(timeout)
+
+    def update_lag(self) -> None:
+        """Sets the lag gauge of each ONLINE partition from the consumer's cached log-end offsets.
+
+        Runs every commit interval, so it also hands the librdkafka messages of the clients the copy
+        loop does not poll now to the log: the look-back reader's, and a copier holding nothing's."""
+        self._starter.serve_logs()
+        if not self._states.assigned:
+            kafka_clients.serve_logs(self._consumer)
+            self._committer.poll(0)
+            return
+        self._states.measure_lags()
+
+    def close(self, flush_timeout: float) -> None:
+        self._committer.close(flush_timeout)
+        self._consumer.close()
+        self._starter.close()
 
     # -- copying ----------------------------------------------------------------------------
 
-    @staticmethod
-    def _copy_decision(
-        route: RouteConfig, origins: frozenset[str] | None
-    ) -> Callable[[Provenance | None], int | None] | None:
-        """The route's copy decision for the stamper (:func:`common.core.topology.copy_flags`); None: copy every record."""
-        level = route.copy_level
-        if origins is None and level is None:
-            return None
-        destination = route.destination
-        return lambda previous: copy_flags(previous, destination, origins, level)
-
     def copy_batch(self, timeout: float) -> int:
         """Consumes one batch and hands it to the producer; returns the number of records sent."""
+        messages = self._take(timeout)
+        if not messages:
+            return 0
+        copied, skipped, size = self._send(messages)
+        self._committer.poll(0)
+        self._metrics.records.labels(self.route.name).inc(copied)
+        if skipped:
+            self._metrics.skipped.labels(self.route.name).inc(skipped)
+        self._metrics.bytes.labels(self.route.name).inc(size)
+        if self.throttle is not None:
+            self.throttle.used(copied + skipped, size, self._clock())
+        return copied
+
+    def _take(self, timeout: float) -> list[Any]:
+        """The next batch, as many records as the throttle allows; none (after serving delivery
+        reports) when its budget is spent or nothing comes within ``timeout``."""
         # consume(n, timeout) waits for n records or the whole timeout: at a modest rate that adds
         # the timeout to every record's latency. Take what is fetched already; when nothing is,
         # wait for the first record only.
-        most = self._config.consume_batch
+        most = self._consume_batch
         throttle = self.throttle
         if throttle is not None:
             most = throttle.records_allowed(most, self._clock())
             if not most:  # the route's budget is spent: serve deliveries until it refills
-                self._producer.poll(min(timeout, throttle.wait_s(self._clock())))
-                self._settle_deliveries()
-                return 0
+                self._committer.poll(min(timeout, throttle.wait_s(self._clock())))
+                return []
         messages: list[Any] = self._consumer.consume(most, 0)
         if not messages:
             first = self._consumer.poll(timeout)
             if first is None:
-                self._producer.poll(0)
-                self._settle_deliveries()
-                return 0
+                self._committer.poll(0)
+                return []
             messages = [first, *self._consumer.consume(most - 1, 0)] if most > 1 else [first]
-        produce = self._producer.produce
+        return messages
+
+    def _send(self, messages: list[Any]) -> tuple[int, int, int]:
+        """Hands ``messages`` to the producer, stamped; returns (records sent, records skipped, value bytes sent).
+
+        The per-record loop: every name it calls is bound once per batch, and the ledger and the
+        load counters are told once per run of a partition's records."""
+        committer = self._committer
+        produce = committer.producer.produce
         stamp = self._stamper.stamp
-        names = self._destination_names
-        tracker = self._tracker
-        errors = self._errors
-        skips = self._skip
+        names = self._names.destinations
+        destination_name = self._names.destination
+        watermarks = self._ledger.watermarks
+        sent_run = watermarks.sent_run
+        skips = self._ledger.skips
+        settled_as_already_written = self._ledger.settled_as_already_written
+        errors = self._states.stopped
+        count_copied = self._states.count_copied
         copied = 0
         skipped = 0
         size = 0
         # librdkafka hands a partition's fetched records out in runs: per run, the key and the
         # destination topic are looked up once, and the offsets handed to the producer go to the
-        # tracker in one call (before anything that may serve delivery reports or settle the key).
+        # watermark in one call (before anything that may serve delivery reports or settle the key).
         run_topic: str | None = None
         run_partition = -1
         key: TopicPartitionKey = ("", -1)
@@ -267,34 +317,34 @@ class RouteCopier(PartitionLifecycle):
             partition = message.partition()
             if partition != run_partition or message.topic() != run_topic:
                 if run:
-                    tracker.sent_run(key, run)
+                    sent_run(key, run)
                     run = []
                 if copied != counted[0]:
-                    self._count_copied(key, copied - counted[0], size - counted[1])
+                    count_copied(key, copied - counted[0], size - counted[1])
                     counted = (copied, size)
                 run_topic, run_partition = message.topic(), partition
                 key = (run_topic, partition)
-                destination_topic = names.get(run_topic) or self._destination_name(run_topic)
+                destination_topic = names.get(run_topic) or destination_name(run_topic)
             if errors and key in errors:
                 continue  # stopped: fetched before the pause took effect; never committed past
             offset = message.offset()
             if skips and key in skips:
                 if run:
-                    tracker.sent_run(key, run)
+                    sent_run(key, run)
                     run = []
-                if self._settled_as_already_written(key, offset):
+                if settled_as_already_written(key, offset):
                     continue
             timestamp_type, timestamp = message.timestamp()
             try:
                 headers = stamp(message.headers(), offset)
             except ProvenanceError as exc:
-                self._stop(key, offset, PartitionStopped(f"offset {offset}: {exc}"))
+                self._stop(key, PartitionStopped(f"offset {offset}: {exc}"))
                 continue
             if headers is None:  # loop prevention or the tree level: not for this route's destination
                 if run:
-                    tracker.sent_run(key, run)
+                    sent_run(key, run)
                     run = []
-                tracker.passed(key, offset)
+                watermarks.passed(key, offset)
                 skipped += 1
                 continue
             while True:
@@ -311,15 +361,13 @@ class RouteCopier(PartitionLifecycle):
                 except BufferError:
                     # The producer's queue is full: wait for deliveries (back-pressure on the source).
                     if run:
-                        tracker.sent_run(key, run)
+                        sent_run(key, run)
                         run = []
-                    self._producer.poll(0.05)
-                    self._settle_deliveries()  # a failure among them stops its partition now
+                    committer.poll(0.05)  # a failure among them stops its partition now
                 except KafkaException as exc:
                     self._stop(
                         key,
-                        offset,
-                        _delivery_failure(
+                        delivery_failure(
                             kafka_error(exc), f"offset {offset}: the destination producer refused the record"
                         ),
                     )
@@ -330,134 +378,50 @@ class RouteCopier(PartitionLifecycle):
             copied += 1
             size += len(message)
         if run:
-            tracker.sent_run(key, run)
+            sent_run(key, run)
         if copied != counted[0]:
-            self._count_copied(key, copied - counted[0], size - counted[1])
-        self._producer.poll(0)
-        self._settle_deliveries()
-        self._metrics.records.labels(self.route.name).inc(copied)
-        if skipped:
-            self._metrics.skipped.labels(self.route.name).inc(skipped)
-        self._metrics.bytes.labels(self.route.name).inc(size)
-        if throttle is not None:
-            throttle.used(copied + skipped, size, self._clock())
-        return copied
+            count_copied(key, copied - counted[0], size - counted[1])
+        return copied, skipped, size
 
-    def _count_copied(self, key: TopicPartitionKey, records: int, size: int) -> None:
-        counts = self._copied.get(key)
-        if counts is None:
-            self._copied[key] = [records, size]
-        else:
-            counts[0] += records
-            counts[1] += size
-
-    def _settled_as_already_written(self, key: TopicPartitionKey, offset: int) -> bool:
-        """Settles ``offset`` as copied when the destination already has it (resume rule): marks it
-        sent and acknowledged in the watermark, counts it, and says True; else says False.
-
-        Not a pure check: it also consumes the partition's skip set (drops ``offset`` from it, and
-        the whole set once the copy passed its highest offset)."""
-        skip = self._skip[key]
-        if offset not in skip:
-            if offset > self._skip_max[key]:
-                del self._skip[key]
-            return False
-        skip.discard(offset)
-        if not skip:
-            del self._skip[key]
-        self._tracker.sent(key, offset)
-        self._tracker.acked(key, offset)
-        self._metrics.resume_skipped.labels(self.route.name).inc()
-        return True
-
-    def _on_delivery(self, error: KafkaError | None, message: Any) -> None:
-        # Runs inside poll()/flush() on the copy-loop thread, once per record: it only queues the
-        # report (a failure with its place among the successes); _settle_deliveries applies them.
-        if error is None:
-            self._delivered.append(message)
-        else:
-            self._failures.append((len(self._delivered), error, message))
-
-    def _settle_deliveries(self) -> None:
-        """Applies the queued delivery reports, in the order they arrived.
-
-        A success acknowledges its partition's oldest offset in flight (an idempotent producer
-        reports a partition's deliveries in produce order), so a run of a partition's successes
-        acknowledges that many and extends the offset map at once. A failure fails its partition's
-        oldest offset in flight and stops the partition (:meth:`_stop`).
-        Called after every poll/flush that may have served reports, before the tracker or the
-        map is read. Not between an offset-map write and the commit it guards (:meth:`commit`):
-        records acknowledged there count from the next commit on, once a segment describes them.
-        """
-        delivered, failures = self._delivered, self._failures
-        if not delivered and not failures:
-            return
-        self._delivered = []
-        if not failures:
-            self._settle_successes(delivered)
-            return
-        self._failures = []
-        start = 0
-        for position, error, message in failures:
-            self._settle_successes(delivered[start:position])
-            start = position
-            topic = message.topic()
-            key = (self._source_names.get(topic, topic), message.partition())
-            offset = self._tracker.fail_oldest(key, error.str())
-            self._stop(
-                key,
-                offset,
-                _delivery_failure(kafka_error(error), f"offset {offset}: the destination rejected the record"),
-            )
-        self._settle_successes(delivered[start:])
-
-    def _settle_successes(self, delivered: list[Any]) -> None:
-        run_topic: str | None = None
-        run_partition = -1
-        run: list[int] = []
-        run_starts: list[Any] = []  # the first record of each run, for the record age
-        for message in delivered:
-            partition = message.partition()
-            if partition != run_partition or message.topic() != run_topic:
-                if run:
-                    self._settle_run(run_topic, run_partition, run)
-                    run = []
-                run_topic, run_partition = message.topic(), partition
-                run_starts.append(message)
-            run.append(message.offset())
-        if run:
-            self._settle_run(run_topic, run_partition, run)
-            self._observe_record_age(run_starts)
-
-    def _observe_record_age(self, run_starts: list[Any]) -> None:
-        """One record-age observation per settled run, of its first record (the oldest: a
-        partition's records are acknowledged in order): acknowledged now, minus the record's
-        timestamp as the destination holds it. Per run, not per record: the copy loop's cost."""
-        now_ms = self._wall_clock() * 1000.0
-        observe = self._record_age.observe
-        for message in run_starts:
-            timestamp_type, timestamp_ms = message.timestamp()
-            if timestamp_type:  # 0: TIMESTAMP_NOT_AVAILABLE
-                observe(max(0.0, now_ms - timestamp_ms) / 1000.0)
-
-    def _settle_run(self, topic: Any, partition: int, destination_offsets: list[int]) -> None:
-        key = (self._source_names.get(topic, topic), partition)
-        source_offsets = self._tracker.acked_oldest_run(key, len(destination_offsets))
-        offsets = self._maps.get(key)
-        if offsets is not None:
-            offsets.record_run(source_offsets, destination_offsets)
+    def _stop(self, key: TopicPartitionKey, failure: PartitionStopped | PartitionDeferred | ProducerFailed) -> None:
+        """Stops ``key`` (ERROR). A :class:`ProducerFailed` leaves the producer unusable: every
+        partition of the route stops too, for a temporary reason, and the producer is built anew when
+        they are released for their restart."""
+        if isinstance(failure, ProducerFailed):
+            if self._committer.fail():
+                for other in self._states.running():
+                    if other != key:
+                        self._states.stop(
+                            other,
+                            PartitionDeferred(
+                                f"the destination producer failed for good: {failure}", retry_after_s=RETRY_BACKOFF_S
+                            ),
+                        )
+            failure = failure.record
+        self._states.stop(key, failure)
 
     def _consumer_error(self, message: Any) -> None:
         error: KafkaError = message.error()
         topic, partition = message.topic(), message.partition()
         if error.code() in _OUT_OF_RANGE and topic and partition is not None and partition >= 0:
-            self._left_the_log((topic, partition), message.offset())
+            self._starter.left_the_log((topic, partition), message.offset())
             return
         if error.code() in PERMANENT_CONSUMER_ERRORS and topic and partition is not None and partition >= 0:
-            self._stop((topic, partition), None, PartitionStopped(f"the source reports: {error.str()}"))
+            self._states.stop((topic, partition), PartitionStopped(f"the source reports: {error.str()}"))
             return
         self._metrics.errors.labels(self.route.name, "consumer").inc()
         now = self._clock()
         if now - self._warned_at.get(error.code(), -1e9) > 30:  # one line per kind per 30 s
             self._warned_at[error.code()] = now
             self._log.warning("route %s: source consumer: %s", self.route.name, error.str())
+
+
+def _copy_decision(
+    route: RouteConfig, origins: frozenset[str] | None
+) -> Callable[[Provenance | None], int | None] | None:
+    """The route's copy decision for the stamper (:func:`common.core.topology.copy_flags`); None: copy every record."""
+    level = route.copy_level
+    if origins is None and level is None:
+        return None
+    destination = route.destination
+    return lambda previous: copy_flags(previous, destination, origins, level)

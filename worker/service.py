@@ -59,7 +59,9 @@ from ferry.common.model import (
 from ferry.common.vocabulary import PartitionState, WorkerState
 from ferry.common.zk.layout import ZkLayout, connect, given_up, lost, make_client
 from ferry.worker.controls import SwitchedTargets, WorkerControls
-from ferry.worker.copier import FLUSH_TIMEOUT_S, RouteCopier, TopicPartitionKey
+from ferry.worker.copier import RouteCopier
+from ferry.worker.copying.committer import FLUSH_TIMEOUT_S
+from ferry.worker.copying.names import TopicPartitionKey
 from ferry.worker.errors import RETRY_BACKOFF_S, RegistrationError
 from ferry.worker.load import LoadMeter
 from ferry.worker.mailbox import Mailbox

@@ -47,7 +47,7 @@ from ferry.worker.service import Worker
 ROUTE = "src.dst"
 GROUP = "ferry.src.dst"
 LAYOUT = ZkLayout("/")  # the worker's config points at this test's chroot
-# What worker/commits.py logs (on the copier's logger) when it releases partitions with records still unacknowledged.
+# What worker/copying/committer.py logs when a copier releases partitions with records still unacknowledged.
 UNACKED_AT_RELEASE = re.compile(r"(\d+) records still unacknowledged")
 # key, value, headers, (timestamp type, timestamp)
 Record = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], tuple[int, int]]

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from ferry.common.config import MirrorMaker2Config, RouteConfig, WorkerConfig
 from ferry.common.core.offset_map import MAP_TOPIC, Segment, parse_segment
@@ -20,6 +20,7 @@ from ferry.common.core.provenance import encode
 from ferry.common.mm2.records import OffsetSync, encode_offset_sync
 from ferry.worker import copier as copier_module
 from ferry.worker.copier import RouteCopier
+from ferry.worker.copying.committer import COMMIT_RETRY_S
 from ferry.worker.errors import RETRY_BACKOFF_S
 from ferry.worker.metrics import WorkerMetrics
 from ferry.worker.position import mm2_takeover
@@ -53,6 +54,7 @@ def rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
         "test",
         clock=rig.clock,
         wall_clock=lambda: rig.wall,
+        sleep=rig.clock.sleep,
     )
     return rig
 
@@ -128,10 +130,43 @@ def test_release_flushes_then_commits_then_unassigns(rig: SimpleNamespace) -> No
     assert ("commit", [(TOPIC, 0, 5)]) in rig.calls
 
 
+def _refuse_every_commit(rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(offsets: Any, asynchronous: bool) -> None:
+        rig.calls.append(("commit refused", None))
+        raise KafkaException(KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE))
+
+    monkeypatch.setattr(rig.consumer, "commit", refuse)
+
+
+def test_a_release_whose_commit_keeps_failing_ends_at_its_deadline(
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig.copier.acquire([(TOPIC, 0)])
+    _feed(rig, 0, range(0, 3))
+    rig.copier.copy_batch(0.1)
+    _refuse_every_commit(rig, monkeypatch)
+    rig.copier.release([(TOPIC, 0)], flush_timeout=1, commit_deadline=3)
+    assert rig.clock.now >= 1003.0 and rig.clock.sleeps and set(rig.clock.sleeps) == {COMMIT_RETRY_S}
+    assert ("unassign", [(TOPIC, 0)]) in rig.calls and rig.copier.held() == set()  # released all the same
+
+
+def test_a_pause_whose_commit_keeps_failing_ends_at_its_deadline(
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    _feed(rig, 0, range(0, 3))
+    rig.copier.copy_batch(0.1)
+    _refuse_every_commit(rig, monkeypatch)
+    rig.copier.set_paused({(TOPIC, 0)}, commit_deadline=3)
+    assert rig.clock.now >= 1003.0 and rig.clock.sleeps and set(rig.clock.sleeps) == {COMMIT_RETRY_S}
+    assert ("pause", [(TOPIC, 0)]) in rig.calls
+    assert {k: s.state for k, s in rig.copier.statuses().items()} == {(TOPIC, 0): "PAUSED", (TOPIC, 1): "ONLINE"}
+
+
 def test_records_acknowledged_while_the_map_is_written_are_committed_with_the_next_map_write(
     rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Delivery reports are applied in runs (_settle_deliveries), not while commit() waits for its
+    # Delivery reports are applied in runs (DeliveryLedger.settle), not while commit() waits for its
     # offset-map segments: a commit never passes what the segments it just wrote describe.
     rig.copier.acquire([(TOPIC, 0)])
     _feed(rig, 0, range(0, 5))
@@ -221,7 +256,7 @@ def test_a_new_owner_resumes_from_the_destination_skipping_what_is_there(rig: Si
 
 def test_without_a_committed_offset_the_start_is_after_the_last_own_record(rig: SimpleNamespace) -> None:
     rig.consumer.destination = {0: [_copy_of(10), _copy_of(11)]}
-    starts = rig.copier._resume_at(TOPIC, [0])
+    starts = rig.copier._starter.resume_at(TOPIC, [0])
     assert starts == {0: 12}
 
 
@@ -232,8 +267,8 @@ def test_without_a_committed_offset_the_look_back_maps_everything_the_previous_o
     lost with it): the look-back goes on past its first window to the log start, so the new owner's
     map describes every one of them (stopping at the newest left 0-1,499 to the timestamp method)."""
     rig.consumer.destination = {0: [_copy_of(o) for o in range(2_500)]}
-    assert rig.copier._resume_at(TOPIC, [0]) == {0: 2_500}
-    assert rig.copier._maps[(TOPIC, 0)].segments() == [Segment(0, 0, 2_500)]
+    assert rig.copier._starter.resume_at(TOPIC, [0]) == {0: 2_500}
+    assert rig.copier._ledger.maps[(TOPIC, 0)].segments() == [Segment(0, 0, 2_500)]
 
 
 def test_a_commit_never_passes_what_the_map_segments_it_wrote_describe(rig: SimpleNamespace) -> None:
@@ -345,8 +380,8 @@ def test_a_distributor_copies_by_its_level_and_sets_its_bit(
 
 
 def test_every_partition_is_assigned_at_an_explicit_offset(rig: SimpleNamespace) -> None:
-    # librdkafka#5586: assign() without an offset may never fetch; nothing committed -> the reset policy's logical
-    # offset.
+    # librdkafka#5586: assign() without an offset may never fetch; nothing committed -> the reset
+    # policy's logical offset.
     assigned: list[TopicPartition] = []
     rig.consumer.incremental_assign = assigned.extend
     rig.consumer.committed_offsets = {1: 7}
@@ -438,7 +473,7 @@ def test_a_route_taking_over_from_mirrormaker2_starts_where_it_last_flushed(
     assert sorted((tp.partition, tp.offset) for tp in assigned) == [(0, 100), (1, OFFSET_BEGINNING)]
     assert metrics.mm2_recopied.labels("src.dst", TOPIC, "0")._value.get() == 25
     rig.consumer.committed_offsets = {0: 130}
-    assert copier._resume_at(TOPIC, [0]) == {0: 130}
+    assert copier._starter.resume_at(TOPIC, [0]) == {0: 130}
 
 
 def test_copied_records_and_bytes_are_counted_per_partition_for_the_load_report(rig: SimpleNamespace) -> None:

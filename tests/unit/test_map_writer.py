@@ -1,4 +1,4 @@
-"""worker/map_writer.py: offset-map segments written before a commit, and written again when refused."""
+"""worker/copying/map_writer.py: offset-map segments written before a commit, and written again when refused."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from ferry.common.core.offset_map import OffsetMap, Segment, parse_segment
-from ferry.worker.map_writer import OffsetMapWriter
+from ferry.worker.copying.map_writer import OffsetMapWriter
 from ferry.worker.metrics import WorkerMetrics
 from tests.fakes import TOPIC, FakeProducer
 
@@ -15,8 +15,8 @@ KEY = (TOPIC, 0)
 
 
 def _writer(*runs: tuple[range, range]) -> OffsetMapWriter:
-    writer = OffsetMapWriter("src.dst", lambda topic: f"dst-{topic}", WorkerMetrics())
-    offsets = writer.maps[KEY] = OffsetMap()
+    offsets = OffsetMap()
+    writer = OffsetMapWriter("src.dst", lambda topic: f"dst-{topic}", {KEY: offsets}, WorkerMetrics())
     for source, destination in runs:
         offsets.record_run(list(source), list(destination))
     return writer
@@ -61,9 +61,9 @@ def test_a_full_queue_leaves_every_unwritten_segment_for_the_next_round() -> Non
 def test_a_failed_delivery_is_counted_and_written_again() -> None:
     producer = FakeProducer([], on_delivery=None)
     metrics = WorkerMetrics()
-    writer = OffsetMapWriter("src.dst", lambda topic: topic, metrics)
-    writer.maps[KEY] = OffsetMap()
-    writer.maps[KEY].record_run([0, 1], [0, 1])
+    offsets = OffsetMap()
+    offsets.record_run([0, 1], [0, 1])
+    writer = OffsetMapWriter("src.dst", lambda topic: topic, {KEY: offsets}, metrics)
     producer.poll = lambda timeout: (
         [
             cb(KafkaError(KafkaError._MSG_TIMED_OUT), None)  # type: ignore[method-assign]

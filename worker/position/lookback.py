@@ -63,13 +63,19 @@ class DestinationReader:
     """One assign()-only consumer on the destination, reused for every look-back of a route."""
 
     def __init__(
-        self, destination: Mapping[str, Any], group_id: str, client_id: str, clock: Callable[[], float] = time.monotonic
+        self,
+        destination: Mapping[str, Any],
+        group_id: str,
+        client_id: str,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         # The group id is never committed to (auto commit off, no commit calls); librdkafka wants one.
         self._consumer = kafka_clients.consumer(
             destination, f"{group_id}.lookback", **{"client.id": client_id, "auto.offset.reset": "earliest"}
         )
         self._clock = clock
+        self._sleep = sleep
 
     def look_back(self, topic: str, partition: int, source_cluster: str, committed: int | None, limit: int) -> LookBack:
         """Raises KafkaException or LookBackTimeout when the destination cannot be read (the caller defers)."""
@@ -102,7 +108,7 @@ class DestinationReader:
             except KafkaException as exc:
                 if kafka_error(exc).code not in _NO_LEADER_YET or self._clock() > deadline:
                     raise
-            time.sleep(0.2)
+            self._sleep(0.2)
             # Ask for the topic's metadata again: librdkafka would otherwise keep its cached partition
             # count until the next periodic refresh (minutes), and the partition would stay unknown.
             self._consumer.list_topics(topic, timeout=_READ_TIMEOUT_S)

@@ -1,9 +1,9 @@
 """Writes a route's exact offset maps (:mod:`common.core.offset_map`) to the destination.
 
-Each held partition has an :class:`OffsetMap` (the copier's settling records what the destination
-acknowledged into it); before each commit, the changed segments are produced to the compacted
-``__ferry_offset_map`` topic on the destination, keyed by route, destination topic, partition and
-segment start, and the commit waits for them (:meth:`OffsetMapWriter.write_and_wait`). A segment
+Each held partition has an :class:`OffsetMap` (the delivery ledger, :mod:`worker.copying.ledger`,
+records what the destination acknowledged into it); before each commit, the changed segments are
+produced to the compacted ``__ferry_offset_map`` topic on the destination, keyed by route, destination
+topic, partition and segment start, and the commit waits for them (:meth:`OffsetMapWriter.write_and_wait`). A segment
 that could not be written (a full producer queue, a failed delivery) is written again at the next
 commit, and that commit waits: no committed source offset is ever described by no segment.
 
@@ -14,38 +14,44 @@ States of the writer between two commits::
     WRITING --a segment refused or not acknowledged in time--> IDLE, segments touched again
                                                           (the commit waits for the next round)
 
-Driven by the copier's one thread; delivery callbacks run inside ``poll`` on that thread.
+Driven by the copier's one thread, through its committer (:mod:`worker.copying.committer`); delivery
+callbacks run inside ``poll`` on that thread.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
 from ferry.common import logs
 from ferry.common.core.offset_map import MAP_TOPIC, OffsetMap, segment_key, segment_value
+from ferry.worker.copying.names import TopicPartitionKey
 from ferry.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
-
-TopicPartitionKey = tuple[str, int]
 
 # How long a commit waits for its offset-map segments (polls of 10 ms: 5 s at most).
 MAP_WAIT_POLLS = 500
 
 
 class OffsetMapWriter:
-    """One route's offset maps and their writes; ``maps`` is shared with the copier's settling."""
+    """The writes of one route's offset maps; ``maps`` are the delivery ledger's, which extends them."""
 
-    def __init__(self, route_name: str, destination_name: Callable[[str], str], metrics: WorkerMetrics) -> None:
+    def __init__(
+        self,
+        route_name: str,
+        destination_name: Callable[[str], str],
+        maps: Mapping[TopicPartitionKey, OffsetMap],
+        metrics: WorkerMetrics,
+    ) -> None:
         self.route_name = route_name
         self._log = logs.with_fields(log, route=route_name)
         self._destination_name = destination_name
         self._metrics = metrics
-        self.maps: dict[TopicPartitionKey, OffsetMap] = {}
+        self._maps = maps
         self._in_flight = 0  # offset-map segments produced and not yet acknowledged or failed
         self._failed = False  # a segment failed since the last commit: it is written again first
 
@@ -63,7 +69,7 @@ class OffsetMapWriter:
         return True
 
     def _write(self, producer: Any, keys: Collection[TopicPartitionKey] | None) -> None:
-        for key, offsets in self.maps.items():
+        for key, offsets in self._maps.items():
             if keys is not None and key not in keys:
                 continue
             changed = offsets.take_changed()
@@ -99,7 +105,7 @@ class OffsetMapWriter:
         if error is None:
             return
         self._failed = True
-        offsets = self.maps.get(key)
+        offsets = self._maps.get(key)
         if offsets is not None:
             offsets.touch(dst_start)  # written again at the next commit
         self._metrics.errors.labels(self.route_name, "offset_map").inc()

@@ -40,7 +40,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ferry.common import logs
-from ferry.common.config import RouteConfig, WorkerConfig
+from ferry.common.config import InternalTopicsConfig, RouteConfig, WorkerConfig
 from ferry.common.core.offset_map import OffsetMap
 from ferry.common.core.operate.rate import RouteThrottle
 from ferry.common.core.provenance import Provenance, ProvenanceError, Stamper
@@ -90,12 +90,14 @@ class RouteCopier(PartitionLifecycle):
         origins: frozenset[str] | None = None,
         wall_clock: Callable[[], float] = time.time,
         topic_start: Callable[[str], str | int | None] = lambda topic: None,
+        internal_topics: InternalTopicsConfig | None = None,
     ) -> None:
         """``origins``: with loop prevention, the origins whose records this route copies
         (``FerryConfig.copied_origins``); None copies every record (unless a tree level says otherwise).
         ``wall_clock`` (seconds since the epoch) is compared with record timestamps for the record age.
         ``topic_start``: a topic's own start (added with one), else None for the route's; asked only for
-        partitions nothing of the route is on the destination for; may raise ``PartitionDeferred``."""
+        partitions nothing of the route is on the destination for; may raise ``PartitionDeferred``.
+        ``internal_topics``: how the offset-map topic is created (default: 3 replicas, capped)."""
         self.route = route
         self._topic_start = topic_start
         self._log = logs.with_fields(log, route=route.name)
@@ -133,7 +135,9 @@ class RouteCopier(PartitionLifecycle):
         }
         self._batch_size = int(self._producer_settings.get("batch.size", LIBRDKAFKA_BATCH_SIZE))
         self._producer = self._new_producer()
-        self._topics = DestinationTopics(route, kafka_clients.admin(destination), clock)
+        self._topics = DestinationTopics(
+            route, kafka_clients.admin(destination), clock, internal_topics=internal_topics
+        )
         self._tracker: OffsetWatermarks[TopicPartitionKey] = OffsetWatermarks()
         self._assigned: set[TopicPartitionKey] = set()
         self._errors: dict[TopicPartitionKey, str] = {}

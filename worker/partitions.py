@@ -208,12 +208,12 @@ class PartitionLifecycle(PartitionCommits):
 
     def _prepare_destination(self, topic: str) -> int:
         """Creates or expands the destination topic to the source's partition count; returns that count."""
-        wanted = self._topics.source_partitions(self._consumer, topic)
+        source = self._topics.source_topic(self._consumer, topic)
         destination_topic = self._destination_name(topic)
-        if self._topics.prepare(destination_topic, wanted, lambda: self._producer, self._fit_batches_to):
+        if self._topics.prepare(destination_topic, source, lambda: self._producer, self._fit_batches_to):
             self._created_here.add(topic)
         self._log.debug("route %s: %s is %s on the destination", self.route.name, topic, destination_topic)
-        return wanted
+        return source.partitions
 
     def _destination_name(self, topic: str) -> str:
         name = self._destination_names.get(topic)

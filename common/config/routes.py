@@ -60,21 +60,32 @@ class RouteConfig(_Strict):
     destination: str
     """the cluster records are written to (a name under clusters)"""
     include: list[str] = Field(default_factory=list)
-    """auto-whitelisting by the leader's topic observer: a source topic whose full name matches one of these regular expressions (and none of exclude) is mirrored without a POST; empty: POST /topics only"""
+    """auto-whitelisting by the leader's topic observer: a source topic whose full name matches one of these regular
+    expressions (and none of exclude) is mirrored without a POST; empty: POST /topics only"""
     exclude: list[str] = Field(default_factory=list)
     """... and none of these"""
     config_exclude: list[str] = Field(default_factory=list)
     """destination topic configs that do not follow the source (e.g. retention.ms on a DR copy)"""
+    replication_factor: int | None = Field(None, ge=1)
+    """replicas of the destination topics this route creates, capped at the destination's broker count (logged); absent:
+    each source topic's own replica count (MirrorMaker 2's replication.factor); min.insync.replicas follows the
+    source's, never above the destination topic's replicas"""
     groups: list[str] = Field(default_factory=list)
-    """consumer groups whose id fully matches one of these regular expressions (and none of groups_exclude) get their committed offsets checkpointed to the destination"""
+    """consumer groups whose id fully matches one of these regular expressions (and none of groups_exclude) get their
+    committed offsets checkpointed to the destination"""
     groups_exclude: list[str] = Field(default_factory=list)
     """... except these (Ferry's own ferry.* groups never are)"""
     naming: str = topic_naming.IDENTITY
-    """destination topic name: identity, prefix (<source>.<topic>, MirrorMaker 2), or a template with {topic} once and optionally {source}/{destination}, e.g. \"prod-{topic}\""""
+    """destination topic name: identity, prefix (<source>.<topic>, MirrorMaker 2), or a template with {topic} once and
+    optionally {source}/{destination}, e.g. \"prod-{topic}\""""
     compression: Compression = "lz4"
-    """the destination producer's compression.type for this route: mirrored traffic usually crosses datacenters, and lz4 saves most of the bytes of compressible records for little CPU (BENCHMARKS.md); a compression.type in worker.producer overrides it for every route"""
+    """the destination producer's compression.type for this route: mirrored traffic usually crosses datacenters, and lz4
+    saves most of the bytes of compressible records for little CPU (BENCHMARKS.md); a compression.type in
+    worker.producer overrides it for every route"""
     loop_prevention: bool = False
-    """skip records whose provenance path holds the destination (they came from it or through it) or that are not this route's to forward: what makes identity-named active-active and meshes loop-free (docs/topologies.md); needed on identity-named cycles (refused without)"""
+    """skip records whose provenance path holds the destination (they came from it or through it) or that are not this
+    route's to forward: what makes identity-named active-active and meshes loop-free (docs/topologies.md); needed on
+    identity-named cycles (refused without)"""
     # Set on the routes derived from ``tree`` (common/core/tree.py): the distributor's level (its copy
     # flags decide what it copies) and its name, ``<cluster>.L<level>``, which names the route
     # and its consumer group so that switching its target leaf keeps its committed offsets.
@@ -83,13 +94,17 @@ class RouteConfig(_Strict):
     distributor: str | None = None
     """set by tree: the distributor this route belongs to (<cluster>.L<level>)"""
     mirrormaker2: MirrorMaker2Config | None = None
-    """take over the MirrorMaker 2 mirror of this route: start where it stopped instead of at auto_offset_reset (docs/migration-from-mirrormaker2.md)"""
+    """take over the MirrorMaker 2 mirror of this route: start where it stopped instead of at auto_offset_reset
+    (docs/migration-from-mirrormaker2.md)"""
     max_bytes_per_s: float | None = Field(None, gt=0)
-    """throttle: the route copies at most this many bytes a second across the fleet (each worker gets its share by its part of the route's partitions); PUT /routes/<route>/throttle overrides it at run time; absent: no limit"""
+    """throttle: the route copies at most this many bytes a second across the fleet (each worker gets its share by its
+    part of the route's partitions); PUT /routes/<route>/throttle overrides it at run time; absent: no limit"""
     max_records_per_s: float | None = Field(None, gt=0)
     """throttle: at most this many records a second across the fleet, as max_bytes_per_s"""
     start: Literal["earliest", "latest"] | int | None = None
-    """where a partition starts when nothing of the route is on the destination yet and nothing is committed: earliest, latest, or a time (ISO 8601, e.g. 2026-01-31T12:00:00Z, or epoch milliseconds): the first record at or after it; unset: worker.auto_offset_reset. Resuming from the destination always wins"""
+    """where a partition starts when nothing of the route is on the destination yet and nothing is committed: earliest,
+    latest, or a time (ISO 8601, e.g. 2026-01-31T12:00:00Z, or epoch milliseconds): the first record at or after it;
+    unset: worker.auto_offset_reset. Resuming from the destination always wins"""
 
     @field_validator("start", mode="before")
     @classmethod
@@ -136,7 +151,8 @@ class RouteConfig(_Strict):
 
     @property
     def name(self) -> str:
-        """``<source>.<destination>`` (a tree's distributor: ``<cluster>.L<level>``): a ZooKeeper node name, unique per route."""
+        """``<source>.<destination>`` (a tree's distributor: ``<cluster>.L<level>``): a ZooKeeper node name, unique per
+        route."""
         return self.distributor or f"{self.source}.{self.destination}"
 
     @property

@@ -15,7 +15,8 @@ from ferry.common.core.schemas import SubjectFormat
 
 class HeartbeatsConfig(_Strict):
     interval_s: float = Field(0.0, ge=0)
-    """>0: the leader writes ferry.heartbeats on every route's source this often and every route mirrors it (GET /heartbeats, ferry_controller_heartbeat_* metrics); 0: off"""
+    """>0: the leader writes ferry.heartbeats on every route's source this often and every route mirrors it (GET
+    /heartbeats, ferry_controller_heartbeat_* metrics); 0: off"""
 
 
 class RegistryAuthConfig(_Strict):
@@ -101,7 +102,8 @@ class SchemasConfig(_Strict):
 
 class LoggingConfig(_Strict):
     format: Literal["text", "json"] = "text"
-    """text: time, level, logger and message on a line; json: one JSON object per line (time, level, logger, message, exception, and the worker, route, topic, partition a line is about); `--log-format` overrides"""
+    """text: time, level, logger and message on a line; json: one JSON object per line (time, level, logger, message,
+    exception, and the worker, route, topic, partition a line is about); `--log-format` overrides"""
 
 
 # A problem for pydantic to report: where (loc), its error type, and the message.

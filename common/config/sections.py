@@ -25,7 +25,8 @@ class RestTokenConfig(_Strict):
 
 class RestAuthConfig(_Strict):
     open_reads: bool = False
-    """true: GET/HEAD need no token; false: they need a read or write token (/health and /openapi.json never do; /metrics does when reads are closed)"""
+    """true: GET/HEAD need no token; false: they need a read or write token (/health and /openapi.json never do;
+    /metrics does when reads are closed)"""
     tokens: list[RestTokenConfig] = Field(min_length=1)
     """at least one"""
 
@@ -42,7 +43,8 @@ class RestTlsConfig(_Strict):
     cert_file: str = Field(min_length=1, description="PEM certificate (chain) the REST port presents")
     key_file: str = Field(min_length=1, description="PEM private key of cert_file")
     ca_file: str | None = None
-    """what a standby trusts when it forwards a write to the leader; absent: cert_file (every controller presents the same certificate)"""
+    """what a standby trusts when it forwards a write to the leader; absent: cert_file (every controller presents the
+    same certificate)"""
 
 
 def _advertised_url(value: str | None) -> str | None:
@@ -59,17 +61,20 @@ class ControllerConfig(_Strict):
     rest_port: int = Field(9000, ge=1, lt=65536)
     """REST API port (`--rest-port` overrides)"""
     advertised_url: str | None = None
-    """the URL the other controllers reach this one at (standbys forward writes there; `--advertised-url` and $FERRY_ADVERTISED_URL override); absent: http(s)://rest_host:port, for a wildcard rest_host this host's name"""
+    """the URL the other controllers reach this one at (standbys forward writes there; `--advertised-url` and
+    $FERRY_ADVERTISED_URL override); absent: http(s)://rest_host:port, for a wildcard rest_host this host's name"""
     rebalance_delay_s: float = Field(120.0, ge=0)
     """debounce: rebalance this long after the last membership change"""
     autobalancing: bool = True
-    """rebalance after workers join (false: assignments stay where they are; new partitions and a departed worker's are still placed); PUT /autobalancing overrides it at run time"""
+    """rebalance after workers join (false: assignments stay where they are; new partitions and a departed worker's are
+    still placed); PUT /autobalancing overrides it at run time"""
     failover_delay_s: float = Field(10.0, ge=0)
     """a departed worker keeps its partitions this long"""
     forward_timeout_s: float = Field(10.0, gt=0)
     """a standby's write forwarded to the leader may take this long"""
     observer_interval_s: float = Field(30.0, gt=0)
-    """the leader's topic observer looks for new matching topics, added partitions and destination config changes this often"""
+    """the leader's topic observer looks for new matching topics, added partitions and destination config changes this
+    often"""
     lag_interval_s: float = Field(10.0, gt=0)
     """the leader samples committed and log-end offsets this often (lag, /noprogress)"""
     noprogress_after_s: float = Field(60.0, gt=0)
@@ -83,7 +88,8 @@ class ControllerConfig(_Strict):
     checkpoint_interval_s: float = Field(10.0, ge=0)
     """the leader translates the groups of every route's groups patterns this often; 0: never"""
     checkpoint_margin_s: float = Field(60.0, ge=0)
-    """Axual's timestamp method, for offsets no exact map covers: look up the committed record's timestamp minus this on the destination"""
+    """Axual's timestamp method, for offsets no exact map covers: look up the committed record's timestamp minus this on
+    the destination"""
     sync_group_offsets: bool = True
     """commit translated offsets on the destination, only while the group has no active member there, only forward"""
     auth: RestAuthConfig | None = None
@@ -91,9 +97,12 @@ class ControllerConfig(_Strict):
     tls: RestTlsConfig | None = None
     """https on the REST port; absent (the default): plain http"""
     check_source_topics: bool = True
-    """false: POST /topics trusts numPartitions (then required) instead of asking the source cluster; for benchmarks whose topics exist only in ZooKeeper (`ferry bench controller`)"""
+    """false: POST /topics trusts numPartitions (then required) instead of asking the source cluster; for benchmarks
+    whose topics exist only in ZooKeeper (`ferry bench controller`)"""
     balance: Literal["load", "count"] = "load"
-    """how the leader balances: load (new partitions to the least-loaded worker by measured bytes/s, a rebalance by load every load_rebalance_interval_s when needed, stuck partitions moved) | count (partition counts only); both rebalance counts rebalance_delay_s after workers join or leave"""
+    """how the leader balances: load (new partitions to the least-loaded worker by measured bytes/s, a rebalance by load
+    every load_rebalance_interval_s when needed, stuck partitions moved) | count (partition counts only); both rebalance
+    counts rebalance_delay_s after workers join or leave"""
     imbalance_ratio: float = Field(1.2, ge=1.0)
     """balance: load: rebalance when the most loaded worker copies more than this times the mean bytes/s"""
     load_rebalance_interval_s: float = Field(300.0, gt=0)
@@ -101,21 +110,26 @@ class ControllerConfig(_Strict):
     load_balance_min_bytes_per_s: int = Field(102_400, ge=0)
     """balance: load: no rebalance by load while the mean worker copies less than this many bytes/s (noise at idle)"""
     stuck_after_s: float = Field(120.0, gt=0)
-    """balance: load: a partition whose lag grew at every load report for this long while its worker was saturated moves to the least-loaded worker"""
+    """balance: load: a partition whose lag grew at every load report for this long while its worker was saturated moves
+    to the least-loaded worker"""
     saturated_busy_ratio: float = Field(0.9, gt=0, le=1.0)
-    """balance: load: a worker is saturated when its copy loop spent at least this share of its last load window copying (it never waited for records)"""
+    """balance: load: a worker is saturated when its copy loop spent at least this share of its last load window copying
+    (it never waited for records)"""
 
     _check_advertised_url = field_validator("advertised_url")(_advertised_url)
 
 
 class WorkerConfig(_Strict):
     metrics_host: str = "127.0.0.1"
-    """metrics and /health bind address; 0.0.0.0 or :: for every interface (`--metrics-host` and $FERRY_METRICS_HOST override)"""
+    """metrics and /health bind address; 0.0.0.0 or :: for every interface (`--metrics-host` and $FERRY_METRICS_HOST
+    override)"""
     metrics_port: int = Field(
         9100, ge=0, lt=65536, description="metrics and /health port; 0 disables them (`--metrics-port` overrides)"
     )
     advertised_metrics_url: str | None = None
-    """the metrics URL the worker registers in ZooKeeper (`GET /workers` shows it; `--advertised-metrics-url` and $FERRY_ADVERTISED_METRICS_URL override); absent: http://metrics_host:port, for a wildcard metrics_host this host's name"""
+    """the metrics URL the worker registers in ZooKeeper (`GET /workers` shows it; `--advertised-metrics-url` and
+    $FERRY_ADVERTISED_METRICS_URL override); absent: http://metrics_host:port, for a wildcard metrics_host this host's
+    name"""
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     """where a partition with no committed offset starts: earliest | latest"""
     commit_interval_s: float = Field(1.0, gt=0)
@@ -123,9 +137,11 @@ class WorkerConfig(_Strict):
     consume_batch: int = Field(1000, ge=1, le=100_000)
     """records taken from the consumer per call"""
     load_report_interval_s: float = Field(30.0, gt=0)
-    """how often the worker measures what it copies per partition (bytes/s, records/s, lag) and how busy its copy loop is, for the leader's balance by load; written in its status at most this often"""
+    """how often the worker measures what it copies per partition (bytes/s, records/s, lag) and how busy its copy loop
+    is, for the leader's balance by load; written in its status at most this often"""
     resume_lookback_records: int = Field(200_000, ge=0)
-    """taking a partition: at most this many destination records are read back to find the route's own records at or after its committed offset"""
+    """taking a partition: at most this many destination records are read back to find the route's own records at or
+    after its committed offset"""
     producer: dict[str, ClientValue] = Field(default_factory=dict)
     """librdkafka overrides for the destination producers, on top of the cluster's own properties"""
     consumer: dict[str, ClientValue] = Field(default_factory=dict)
@@ -136,4 +152,5 @@ class WorkerConfig(_Strict):
 
 class SparkConfig(_Strict):
     master: str | None = None
-    """where `ferry validate` and `ferry audit` run: a Spark master URL (spark://..., yarn, k8s://...); `--master` wins over it; absent: $FERRY_SPARK_MASTER, then local[*]"""
+    """where `ferry validate` and `ferry audit` run: a Spark master URL (spark://..., yarn, k8s://...); `--master` wins
+    over it; absent: $FERRY_SPARK_MASTER, then local[*]"""

@@ -14,19 +14,24 @@ class TreeConfig(_Strict):
     """Axual's distribution tree (:mod:`common.core.tree`): its routes are derived, one per distributor."""
 
     layout: str = Field(min_length=3)
-    """clusters as leaves of a binary tree, e.g. 3(1(a,b),1(c,d)) or ((a,(b,c)),(d,e)); [level](left,right); levels default to heights"""
+    """clusters as leaves of a binary tree, e.g. 3(1(a,b),1(c,d)) or ((a,(b,c)),(d,e)); [level](left,right); levels
+    default to heights"""
     include: list[str] = Field(min_length=1)
     """what every distributor mirrors (full-name regular expressions)"""
     exclude: list[str] = Field(default_factory=list)
     """... and not"""
     config_exclude: list[str] = Field(default_factory=list)
     """destination configs that do not follow"""
+    replication_factor: int | None = Field(None, ge=1)
+    """replicas of every distributor's destination topics (as a route's replication_factor); absent: the source
+    topic's"""
     compression: Compression = "lz4"
     """every distributor's producer compression.type (as a route's compression)"""
     targets: dict[str, str] = Field(default_factory=dict)
     """distributor (<cluster>.L<level>) -> its target leaf; a distributor not named here: its subtree's first leaf"""
     switch_after_s: float = Field(60.0, ge=0)
-    """the leader switches a distributor to another leaf of its subtree when its target has been unreachable this long; 0: never by itself (`ferry tree switch` still can)"""
+    """the leader switches a distributor to another leaf of its subtree when its target has been unreachable this long;
+    0: never by itself (`ferry tree switch` still can)"""
     probe_interval_s: float = Field(5.0, gt=0)
     """how often the leader probes every leaf"""
 
@@ -47,6 +52,7 @@ class TreeConfig(_Strict):
                 include=self.include,
                 exclude=self.exclude,
                 config_exclude=self.config_exclude,
+                replication_factor=self.replication_factor,
                 compression=self.compression,
                 copy_level=d.level,
                 distributor=d.name,

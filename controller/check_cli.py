@@ -17,9 +17,9 @@ by ``--timeout``; exit 1 when any fails:
 - each route whose clusters both answered: a warning (``WARN``, no failure) when a copy has, or would
   get, fewer replicas than its source topic (:mod:`common.preflight.replicas`);
 - each cluster that answered, has a SASL user and that Ferry needs Kafka ACLs on: whether it grants
-  Ferry's principal (its ``sasl.username``) every ACL ``ferry acls`` prints. Describing ACLs needs ``Describe`` on the cluster, which Ferry's
-  own principal does not have under least privilege: such a cluster's line says it could not be
-  checked (``----``), which is no failure.
+  Ferry's principal (its ``sasl.username``) every ACL ``ferry acls`` prints. Describing ACLs needs
+  ``Describe`` on the cluster, which Ferry's own principal does not have under least privilege: such
+  a cluster's line says it could not be checked (``----``), which is no failure.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ variable                  default  what
 Extra clusters (``ferry dev up --clusters a,b`` or ``FERRY_DEV_CLUSTERS``) are started only when
 asked; ``up`` records them in ``.dev/extra-clusters`` so that ``ferry dev status`` and ``ferry dev
 down`` know them without being told again (a later plain ``up`` starts only ``src`` and ``dst``).
-The n-th extra cluster of a list gets the n-th port: keep the order, or pin ports per name. Their names follow Ferry's cluster names
-(``[A-Za-z0-9_-]``); ``src``, ``dst`` and ``zookeeper`` are taken.
+The n-th extra cluster of a list gets the n-th port: keep the order, or pin ports per name. Their
+names follow Ferry's cluster names (``[A-Za-z0-9_-]``); ``src``, ``dst`` and ``zookeeper`` are taken.
 
 An extra cluster may have up to three brokers (``ferry dev up --clusters a:3``, or
 ``Stack.with_clusters(names, brokers=3)``), each a JVM of its own: its first broker is also the
@@ -494,7 +494,9 @@ def _kafka_config(server: Server) -> str:
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
         # The secured client listener: TLS with the stack's own CA, SCRAM-SHA-512 users.
         "sasl.enabled.mechanisms": SASL_MECHANISM,
-        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
         "ssl.keystore.type": "PKCS12",
         "ssl.keystore.location": str(keystore),
         "ssl.keystore.password": _KEYSTORE_PASSWORD,
@@ -1003,7 +1005,8 @@ def _wait_until_answers(
                 return False
             raise DevStackError(
                 f"{server.kind} '{server.label}' exited while starting; its log is {server.log_file} "
-                f"(and {server.stdout_file}):\n{support.tail(server.stdout_file, 15)}\n{support.tail(server.log_file, 15)}"
+                f"(and {server.stdout_file}):\n{support.tail(server.stdout_file, 15)}\n"
+                f"{support.tail(server.log_file, 15)}"
             )
         if _answers(server, timeout=2.0):
             return True

@@ -23,7 +23,8 @@ from ferry.common.mm2 import clients
 
 DEFAULT_POLICY = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
-# MirrorMaker 2's defaults (MirrorSourceConfig, MirrorCheckpointConfig, MirrorHeartbeatConfig, DefaultConfigPropertyFilter).
+# MirrorMaker 2's defaults (MirrorSourceConfig, MirrorCheckpointConfig, MirrorHeartbeatConfig,
+# DefaultConfigPropertyFilter).
 DEFAULTS = {
     "topics": ".*",
     "topics.exclude": r".*[\-\.]internal, .*\.replica, __.*",
@@ -87,7 +88,8 @@ _NO_COUNTERPART = [
     ),
     (
         re.compile(r"^offset-syncs\.topic\.location$"),
-        "Ferry always writes an exact offset map; `ferry import-mm2 --takeover` reads MirrorMaker 2's offset syncs from there",
+        "Ferry always writes an exact offset map; `ferry import-mm2 --takeover` reads MirrorMaker 2's offset "
+        "syncs from there",
     ),
     (re.compile(r"^emit\.offset-syncs\.enabled$"), "Ferry always writes its exact offset map (__ferry_offset_map)"),
     (re.compile(r"^consumer\.poll\.timeout\.ms$"), "Ferry's copy loop polls without a pause"),
@@ -321,7 +323,8 @@ def _on_cycle(routes: list[tuple[str, str]], route: tuple[str, str]) -> bool:
 
 
 def _global(reader: _Reader, flows: list[tuple[str, str]], key: str, pick: Callable[[list[str]], str]) -> str:
-    """A setting Ferry has once for all routes: ``pick`` of the flows' values; a flow whose value differs is reported."""
+    """A setting Ferry has once for all routes: ``pick`` of the flows' values; a flow whose value differs is
+    reported."""
     values = [reader.flow(s, t, key) for s, t in flows] or [reader.top(key)]
     chosen = pick(values)
     for (source, target), value in zip(flows, values, strict=False):

@@ -93,9 +93,9 @@ def check_granted(
     ``principal``: Ferry's (default: each cluster's ``sasl.username``). ``topics``: as for
     :func:`acls.required_acls`. ``admin_clusters``: client properties to ask a cluster with instead
     of the config's (describing ACLs needs ``Describe`` on the cluster, which Ferry itself does not
-    need). ``clusters``: ask only these (default: every cluster that needs ACLs). A cluster that cannot be asked (unreachable, no authorizer) or that reports no ACL for
-    the principal (none granted, or the asking client may not describe them) gets ``error`` set,
-    one line; nothing raises for it.
+    need). ``clusters``: ask only these (default: every cluster that needs ACLs). A cluster that cannot
+    be asked (unreachable, no authorizer) or that reports no ACL for the principal (none granted, or
+    the asking client may not describe them) gets ``error`` set, one line; nothing raises for it.
     """
     required = acls.required_acls(config, topics)
     out: dict[str, ClusterGrants] = {}

@@ -192,7 +192,9 @@ def test_client_security_settings() -> None:
         {
             "security.protocol": "SASL_SSL",
             "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="ferry" password="s3cret";',
+            "sasl.jaas.config": (
+                'org.apache.kafka.common.security.scram.ScramLoginModule required username="ferry" password="s3cret";'
+            ),
             "B.security.protocol": "SASL_PLAINTEXT",
             "A.ssl.truststore.type": "PEM",
             "A.ssl.truststore.location": "/ca.pem",
@@ -279,11 +281,13 @@ def test_bad_inputs() -> None:
             {"sasl.username": "u", "sasl.password": "p"},
         ),
         (
-            'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab="/k.keytab" principal="ferry@EX";',
+            'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true keyTab="/k.keytab" '
+            'principal="ferry@EX";',
             {"sasl.kerberos.principal": "ferry@EX", "sasl.kerberos.keytab": "/k.keytab"},
         ),
         (
-            'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="c" clientSecret="s";',
+            'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId="c" '
+            'clientSecret="s";',
             {
                 "sasl.oauthbearer.client.id": "c",
                 "sasl.oauthbearer.client.secret": "s",

@@ -177,8 +177,10 @@ def test_an_extra_cluster_of_three_brokers_is_one_controller_and_two_brokers_on_
     assert (first["process.roles"], first["node.id"]) == ("broker,controller", "1")
     assert (second["process.roles"], second["node.id"]) == ("broker", "2")
     assert second["listeners"] == "PLAINTEXT://127.0.0.1:40003,SASL_SSL://127.0.0.1:40005"
-    assert first["controller.quorum.bootstrap.servers"] == second["controller.quorum.bootstrap.servers"] == (
-        "127.0.0.1:40001"
+    assert (
+        first["controller.quorum.bootstrap.servers"]
+        == second["controller.quorum.bootstrap.servers"]
+        == ("127.0.0.1:40001")
     )
     assert second["default.replication.factor"] == "1"  # a replica count is the client's choice
     devstack._record_extra(stack)

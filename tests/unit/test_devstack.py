@@ -180,7 +180,7 @@ def test_an_extra_cluster_of_three_brokers_is_one_controller_and_two_brokers_on_
     assert (
         first["controller.quorum.bootstrap.servers"]
         == second["controller.quorum.bootstrap.servers"]
-        == ("127.0.0.1:40001")
+        == "127.0.0.1:40001"
     )
     assert second["default.replication.factor"] == "1"  # a replica count is the client's choice
     devstack._record_extra(stack)

@@ -14,10 +14,12 @@ by ``--timeout``; exit 1 when any fails:
   exists) must grant Ferry's identity;
 - each schema registry: its subject list, with its basic auth.
 
-- each cluster that answered, has a SASL user and that Ferry needs Kafka ACLs on: whether it grants Ferry's
-  principal (its ``sasl.username``) every ACL ``ferry acls`` prints. Describing ACLs needs ``Describe`` on the
-  cluster, which Ferry's own principal does not have under least privilege: such a cluster's line says it could
-  not be checked (``----``), which is no failure.
+- each route whose clusters both answered: a warning (``WARN``, no failure) when a copy has, or would
+  get, fewer replicas than its source topic (:mod:`common.preflight.replicas`);
+- each cluster that answered, has a SASL user and that Ferry needs Kafka ACLs on: whether it grants
+  Ferry's principal (its ``sasl.username``) every ACL ``ferry acls`` prints. Describing ACLs needs
+  ``Describe`` on the cluster, which Ferry's own principal does not have under least privilege: such
+  a cluster's line says it could not be checked (``----``), which is no failure.
 """
 
 from __future__ import annotations
@@ -33,10 +35,12 @@ from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.security import make_digest_acl_credential
 
 from ferry.common.config import FerryConfig, RegistryConfig, ZookeeperConfig
+from ferry.common.core.topics.replicas import replica_count
 from ferry.common.errors import ConfigError, FerryError
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.placeholders import Secret
 from ferry.common.preflight import grants as acl_check
+from ferry.common.preflight import replicas as replica_check
 from ferry.common.preflight.config_check import EndpointResult, check_file
 from ferry.common.zk.layout import make_client
 from ferry.controller.api.auth import load_tokens
@@ -86,17 +90,58 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def connect_results(config: FerryConfig, timeout_s: float) -> Iterator[EndpointResult]:
-    """One result per endpoint, as each is tried: clusters, ZooKeeper, registries, then ACLs."""
+    """One result per endpoint, as each is tried: clusters, routes' replicas (warnings only), ZooKeeper,
+    registries, then ACLs."""
     answered = []
+    reachable = []
     for name, props in config.clusters.items():
         result = kafka_result(name, props, timeout_s)
-        if result.ok and props.get("sasl.username"):
-            answered.append(name)
+        if result.ok:
+            reachable.append(name)
+            if props.get("sasl.username"):
+                answered.append(name)
         yield result
+    yield from replica_results(config, reachable, timeout_s)
     yield zookeeper_result(config.zookeeper, timeout_s)
     for name, registry in config.schemas.registries.items() if config.schemas else []:
         yield registry_result(name, registry, timeout_s)
     yield from acl_results(config, answered)
+
+
+def replica_results(config: FerryConfig, clusters: list[str], timeout_s: float) -> Iterator[EndpointResult]:
+    """A warning per route (both of whose ``clusters`` answered) where a copy has or would get fewer
+    replicas than its source topic; nothing for a route where none would."""
+    seen: dict[str, tuple[dict[str, int], int] | None] = {}
+
+    def replicas(cluster: str) -> tuple[dict[str, int], int] | None:
+        """Topic -> replica count on ``cluster``, and its broker count; None when it stopped answering."""
+        if cluster not in seen:
+            try:
+                admin = kafka_clients.admin(config.clusters[cluster], logger=_SILENT)
+                metadata = admin.list_topics(timeout=timeout_s)
+            except KafkaException:
+                seen[cluster] = None
+            else:
+                topics = {
+                    name: replica_count(len(p.replicas) for p in topic.partitions.values())
+                    for name, topic in metadata.topics.items()
+                    if topic.error is None
+                }
+                seen[cluster] = (topics, len(metadata.brokers))
+        return seen[cluster]
+
+    for route in config.routes:
+        if route.source not in clusters or route.destination not in clusters:
+            continue
+        source, destination = replicas(route.source), replicas(route.destination)
+        if source is None or destination is None:
+            continue
+        brokers = destination[1]
+        found = replica_check.fewer_replicas(route, source[0], destination[0], brokers)
+        if found:
+            yield EndpointResult(
+                f"route {route.name} replicas", True, replica_check.warning(route, found, brokers), warning=True
+            )
 
 
 def acl_results(config: FerryConfig, clusters: list[str]) -> Iterator[EndpointResult]:

@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, OffsetSpec
 
+from ferry.common.core.topics.replicas import replica_count
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
 from ferry.common.kafka.pool import ClientPool
@@ -69,6 +70,21 @@ class ClusterMetadata:
                 return None
             raise Unavailable(f"cluster {cluster!r}: {metadata.error.str()}")
         return len(metadata.partitions)
+
+    def replication_factors(self, cluster: str, topics: Iterable[str]) -> dict[str, int]:
+        """Topic -> its replica count on ``cluster``, for those of ``topics`` that exist there."""
+        wanted = set(topics)
+        if not wanted:
+            return {}
+        try:
+            metadata = self._admin(cluster).list_topics(timeout=TIMEOUT_S)
+        except KafkaException as exc:
+            raise self._unavailable(cluster, exc) from None
+        return {
+            name: replica_count(len(p.replicas) for p in t.partitions.values())
+            for name, t in metadata.topics.items()
+            if name in wanted and t.error is None
+        }
 
     def end_offsets(self, cluster: str, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """Log-end offset of each (topic, partition); partitions the cluster does not answer for are left out."""

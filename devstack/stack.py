@@ -17,9 +17,11 @@ variable                  default  what
 ``FERRY_DEV_ZK_PORT``     2181     ZooKeeper client port
 ``FERRY_DEV_SRC_PORT``    19092    cluster ``src`` broker port (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_DST_PORT``    29092    cluster ``dst`` broker port (its KRaft controller: +1, SASL_SSL: +2)
-``FERRY_DEV_CLUSTERS``    (none)   extra clusters beyond ``src`` and ``dst``, comma-separated (``a,b,c``)
+``FERRY_DEV_CLUSTERS``    (none)   extra clusters beyond ``src`` and ``dst``, comma-separated (``a,b,c``);
+                                   ``name:N`` gives one N brokers (1-3, e.g. ``a:3,b``)
 ``FERRY_DEV_EXTRA_PORT``  30092    broker port of the first extra cluster; the n-th (from 0) listens on
-                                   this + 10 n (its KRaft controller: +1, SASL_SSL: +2)
+                                   this + 10 n (its KRaft controller: +1, SASL_SSL: +2; its k-th broker
+                                   from 0: + 3 k)
 ``FERRY_DEV_PORT_<NAME>`` (above)  one extra cluster's broker port, e.g. ``FERRY_DEV_PORT_A=30192``
 ``FERRY_DEV_EXTRA_HEAP``  256m     heap of each extra cluster's JVM (Serial GC: 2 cores, many JVMs)
 ``FERRY_DEV_SRC_REGISTRY_PORT``  18081  schema registry of ``src`` (with ``--registries``)
@@ -31,6 +33,13 @@ asked; ``up`` records them in ``.dev/extra-clusters`` so that ``ferry dev status
 down`` know them without being told again (a later plain ``up`` starts only ``src`` and ``dst``).
 The n-th extra cluster of a list gets the n-th port: keep the order, or pin ports per name. Their
 names follow Ferry's cluster names (``[A-Za-z0-9_-]``); ``src``, ``dst`` and ``zookeeper`` are taken.
+
+An extra cluster may have up to three brokers (``ferry dev up --clusters a:3``, or
+``Stack.with_clusters(names, brokers=3)``), each a JVM of its own: its first broker is also the
+cluster's one KRaft controller (a quorum of one), the others are brokers only. The k-th broker (from
+0) listens on the cluster's port + 3 k (SASL_SSL: + 2 more) and keeps its state in
+``.dev/<name>.<k + 1>`` (the first: ``.dev/<name>``). Like ``src`` and ``dst`` they keep
+``default.replication.factor=1``: what a replica count other than one takes is chosen by the client.
 
 Each broker serves two client listeners: ``PLAINTEXT`` on its port, and ``SASL_SSL`` on port + 2
 (SCRAM-SHA-512, user ``ferry``, password ``ferry-dev-secret``: a local test identity, not a secret).
@@ -113,6 +122,9 @@ CLUSTERS_ENV = "FERRY_DEV_CLUSTERS"
 EXTRA_PORT_ENV = "FERRY_DEV_EXTRA_PORT"
 EXTRA_HEAP_ENV = "FERRY_DEV_EXTRA_HEAP"
 EXTRA_PORT_STEP = 10
+# A broker's ports within its cluster's: PLAINTEXT, the KRaft controller (the first broker only), SASL_SSL.
+BROKER_PORT_STEP = 3
+MAX_BROKERS = EXTRA_PORT_STEP // BROKER_PORT_STEP
 _EXTRA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 # The secured listener's identity: a fixed, documented test user of the local stack only.
@@ -165,13 +177,42 @@ def ca_file() -> Path:
 
 @dataclass(frozen=True)
 class Server:
-    """One JVM of the stack: ZooKeeper (``kind == "zookeeper"``), a Kafka cluster, or a schema
-    registry (``kind == "registry"``, named ``<cluster>-registry``)."""
+    """One JVM of the stack: ZooKeeper (``kind == "zookeeper"``), a Kafka cluster's broker, or a schema
+    registry (``kind == "registry"``, named ``<cluster>-registry``).
+
+    A Kafka cluster is named by its first broker (``node_id`` 1, which is its KRaft controller too);
+    :attr:`nodes` are all of its brokers, each with the cluster's name."""
 
     name: str
     kind: str
     port: int
     authorizer: bool = False  # a Kafka cluster that enforces ACLs (PLAINTEXT: the super user)
+    brokers: int = 1  # how many brokers the Kafka cluster has
+    node_id: int = 1  # which of them this JVM is
+
+    @property
+    def nodes(self) -> tuple[Server, ...]:
+        """Every broker of this Kafka cluster, the first (the controller) first."""
+        first = self.port - BROKER_PORT_STEP * (self.node_id - 1)
+        return tuple(
+            Server(self.name, self.kind, first + BROKER_PORT_STEP * i, self.authorizer, self.brokers, i + 1)
+            for i in range(self.brokers)
+        )
+
+    @property
+    def label(self) -> str:
+        """The name, with the broker's number for a cluster's second broker on (``a.2``)."""
+        return self.name if self.node_id == 1 else f"{self.name}.{self.node_id}"
+
+    @property
+    def bootstrap(self) -> str:
+        """A client's ``bootstrap.servers`` for the cluster: every broker's PLAINTEXT address."""
+        return ",".join(node.address for node in self.nodes)
+
+    @property
+    def quorum_port(self) -> int:
+        """The cluster's KRaft controller port (on its first broker)."""
+        return self.nodes[0].controller_port
 
     @property
     def address(self) -> str:
@@ -195,11 +236,13 @@ class Server:
         (ZooKeeper and a registry: their one port)."""
         if self.kind in ("zookeeper", "registry"):
             return (self.port,)
+        if self.node_id > 1:
+            return (self.port, self.sasl_ssl_port)
         return (self.port, self.controller_port, self.sasl_ssl_port)
 
     @property
     def home(self) -> Path:
-        return dev_dir() / self.name
+        return dev_dir() / self.label
 
     @property
     def url(self) -> str:
@@ -250,7 +293,8 @@ class Stack:
 
     @property
     def servers(self) -> tuple[Server, ...]:
-        return (self.zookeeper, self.src, self.dst, *self.extra, *self.registries)
+        """Every JVM: ZooKeeper, every broker of every cluster, the registries."""
+        return (self.zookeeper, *(node for cluster in self.kafka for node in cluster.nodes), *self.registries)
 
     def registry_url(self, cluster: str) -> str:
         for server in self.registries:
@@ -272,25 +316,26 @@ class Stack:
         )
 
     def bootstrap(self, cluster: str) -> str:
-        return self.cluster(cluster).address
+        return self.cluster(cluster).bootstrap
 
     def secured(self, cluster: str) -> dict[str, str]:
         """librdkafka properties of a client of ``cluster``'s SASL_SSL listener (SCRAM-SHA-512)."""
         return secured_client(self.cluster(cluster))
 
-    def with_clusters(self, names: Iterable[str], authorizer: bool = False) -> Stack:
+    def with_clusters(self, names: Iterable[str], authorizer: bool = False, brokers: int = 1) -> Stack:
         """This stack plus extra clusters ``names`` (ports from the environment, module docstring);
-        with ``authorizer``, those not in the stack yet enforce ACLs (module docstring)."""
+        with ``authorizer``, those not in the stack yet enforce ACLs; each with ``brokers`` brokers
+        (module docstring)."""
         known = {server.name: server for server in self.extra}
         for name in names:
             if name not in known and name not in ("src", "dst"):
-                known[name] = _extra_server(name, len(known), authorizer)
+                known[name] = _extra_server(name, len(known), authorizer, brokers)
         return Stack(self.zookeeper, self.src, self.dst, registries=self.registries, extra=tuple(known.values()))
 
 
 def secured_client(server: Server) -> dict[str, str]:
     return {
-        "bootstrap.servers": server.sasl_ssl_address,
+        "bootstrap.servers": ",".join(node.sasl_ssl_address for node in server.nodes),
         "security.protocol": "SASL_SSL",
         "sasl.mechanism": SASL_MECHANISM,
         "sasl.username": SASL_USER,
@@ -320,67 +365,92 @@ def stack_from_env(clusters: Iterable[str] = (), recorded: bool = False, registr
         if with_registries
         else (),
     )
-    recorded_ports = _recorded_extra() if recorded else {}
-    from_env = parse_cluster_names(os.environ.get(CLUSTERS_ENV, ""), CLUSTERS_ENV)
-    names = [n for n in dict.fromkeys([*recorded_ports, *from_env, *clusters]) if n not in ("src", "dst")]
+    recorded_clusters = _recorded_extra() if recorded else {}
+    from_env = parse_cluster_specs(os.environ.get(CLUSTERS_ENV, ""), CLUSTERS_ENV)
+    asked = parse_cluster_specs(",".join(clusters), "clusters")
+    wanted = {**{name: brokers for name, (_, brokers) in recorded_clusters.items()}, **from_env, **asked}
     extra = []
-    for index, name in enumerate(names):
-        server = _extra_server(name, index)
-        if name in recorded_ports and not os.environ.get(_port_env(name)):
-            server = Server(name, "kafka", recorded_ports[name])  # keep the port it was started with
+    for index, name in enumerate(n for n in wanted if n not in ("src", "dst")):
+        server = _extra_server(name, index, brokers=wanted[name])
+        if name in recorded_clusters and not os.environ.get(_port_env(name)):
+            port, brokers = recorded_clusters[name]  # keep the port and brokers it was started with
+            server = Server(name, "kafka", port, brokers=brokers)
         extra.append(server)
     return Stack(base.zookeeper, base.src, base.dst, registries=base.registries, extra=tuple(extra))
 
 
 def parse_cluster_names(text: str, where: str) -> list[str]:
-    """``a,b,c`` -> names; :class:`DevStackError` for a bad one."""
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    for name in names:
+    """``a,b:3,c`` -> names; :class:`DevStackError` for a bad one."""
+    return list(parse_cluster_specs(text, where))
+
+
+def parse_cluster_specs(text: str, where: str) -> dict[str, int]:
+    """``a,b:3,c`` -> name -> brokers (1 unless ``:N``); :class:`DevStackError` for a bad one."""
+    specs: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, _, count = item.partition(":")
         if not _EXTRA_NAME.match(name) or name == "zookeeper":
             raise DevStackError(f"{where}: {name!r} is not a usable cluster name (letters, digits, '_', '-')")
-    return names
+        if count and not (count.isdigit() and 1 <= int(count) <= MAX_BROKERS):
+            raise DevStackError(f"{where}: {item!r}: a cluster has 1 to {MAX_BROKERS} brokers")
+        specs[name] = int(count) if count else 1
+    return specs
 
 
 def _port_env(name: str) -> str:
     return "FERRY_DEV_PORT_" + name.upper().replace("-", "_")
 
 
-def _extra_server(name: str, index: int, authorizer: bool = False) -> Server:
+def _extra_server(name: str, index: int, authorizer: bool = False, brokers: int = 1) -> Server:
+    if not 1 <= brokers <= MAX_BROKERS:
+        raise DevStackError(f"cluster {name!r}: a cluster has 1 to {MAX_BROKERS} brokers, not {brokers}")
     default = _port(EXTRA_PORT_ENV, 30092) + EXTRA_PORT_STEP * index
-    return Server(name, "kafka", _port(_port_env(name), default), authorizer)
+    return Server(name, "kafka", _port(_port_env(name), default), authorizer, brokers)
 
 
 def _extra_record() -> Path:
     return dev_dir() / "extra-clusters"
 
 
-def _recorded_extra() -> dict[str, int]:
-    """name -> port of the extra clusters an earlier ``up`` started (``.dev/extra-clusters``)."""
+def _recorded_extra() -> dict[str, tuple[int, int]]:
+    """name -> (port, brokers) of the extra clusters an earlier ``up`` started (``.dev/extra-clusters``,
+    a line ``name:port[:brokers]`` each)."""
     try:
         lines = _extra_record().read_text().split()
     except OSError:
         return {}
-    recorded: dict[str, int] = {}
+    recorded: dict[str, tuple[int, int]] = {}
     for line in lines:
-        name, _, port = line.partition(":")
-        if _EXTRA_NAME.match(name) and port.isdigit():
-            recorded[name] = int(port)
+        name, _, rest = line.partition(":")
+        port, _, brokers = rest.partition(":")
+        if _EXTRA_NAME.match(name) and port.isdigit() and (not brokers or brokers.isdigit()):
+            recorded[name] = (int(port), int(brokers or 1))
     return recorded
+
+
+def _write_record(clusters: dict[str, tuple[int, int]]) -> None:
+    _extra_record().write_text(
+        "".join(
+            f"{name}:{port}" + (f":{brokers}" if brokers > 1 else "") + "\n"
+            for name, (port, brokers) in clusters.items()
+        )
+    )
 
 
 def forget_extra(names: Iterable[str]) -> None:
     """Drops stopped extra clusters from ``.dev/extra-clusters`` (``status`` and ``down`` stop looking at them)."""
     gone = set(names)
     with contextlib.suppress(OSError):
-        kept = {name: port for name, port in _recorded_extra().items() if name not in gone}
-        _extra_record().write_text("".join(f"{name}:{port}\n" for name, port in kept.items()))
+        _write_record({name: known for name, known in _recorded_extra().items() if name not in gone})
 
 
 def _record_extra(stack: Stack) -> None:
     if stack.extra:
-        ports = {**_recorded_extra(), **{s.name: s.port for s in stack.extra}}
+        clusters = {**_recorded_extra(), **{s.name: (s.port, s.brokers) for s in stack.extra}}
         dev_dir().mkdir(parents=True, exist_ok=True)
-        _extra_record().write_text("".join(f"{name}:{port}\n" for name, port in ports.items()))
+        _write_record(clusters)
 
 
 # --- configuration files -------------------------------------------------------------------
@@ -405,14 +475,18 @@ def _zookeeper_config(server: Server) -> str:
 
 
 def _kafka_config(server: Server) -> str:
-    listeners = (
-        f"PLAINTEXT://127.0.0.1:{server.port},CONTROLLER://127.0.0.1:{server.controller_port},"
-        f"SASL_SSL://{server.sasl_ssl_address}"
+    controller = server.node_id == 1  # a cluster's first broker is its KRaft controller too
+    listeners = ",".join(
+        [
+            f"PLAINTEXT://127.0.0.1:{server.port}",
+            *([f"CONTROLLER://127.0.0.1:{server.controller_port}"] if controller else []),
+            f"SASL_SSL://{server.sasl_ssl_address}",
+        ]
     )
     keystore = tls_dir() / "broker.p12"
     props = {
-        "process.roles": "broker,controller",
-        "node.id": "1",
+        "process.roles": "broker,controller" if controller else "broker",
+        "node.id": str(server.node_id),
         "listeners": listeners,
         "advertised.listeners": listeners,
         "controller.listener.names": "CONTROLLER",
@@ -427,9 +501,9 @@ def _kafka_config(server: Server) -> str:
         "ssl.keystore.location": str(keystore),
         "ssl.keystore.password": _KEYSTORE_PASSWORD,
         "ssl.key.password": _KEYSTORE_PASSWORD,
-        "controller.quorum.bootstrap.servers": f"127.0.0.1:{server.controller_port}",
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{server.quorum_port}",
         "log.dirs": str(server.home / "data"),
-        # One node: every internal topic has one replica.
+        # Kafka's own topics have one replica (on a cluster of several brokers too: it needs only one).
         "offsets.topic.replication.factor": "1",
         "offsets.topic.num.partitions": "1",
         "transaction.state.log.replication.factor": "1",
@@ -519,24 +593,43 @@ def _new_cluster_id() -> str:
             return cid
 
 
+def _cluster_id_of(server: Server) -> str | None:
+    """The cluster id ``server``'s storage was formatted with; None when it is not formatted."""
+    try:
+        text = (server.home / "data" / "meta.properties").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^cluster\.id=(.+)$", text, re.MULTILINE)
+    return found.group(1).strip() if found else None
+
+
 def _format_storage(server: Server) -> None:
+    """Formats a broker's storage once: the first broker of a cluster as its one KRaft controller with a
+    new cluster id, the others (started after it) with the first one's id."""
     if (server.home / "data" / "meta.properties").exists():
         return
+    if server.node_id == 1:
+        cluster_id, role = _new_cluster_id(), ["--standalone"]
+    else:
+        first = _cluster_id_of(server.nodes[0])
+        if first is None:
+            raise DevStackError(f"kafka '{server.label}': its cluster's first broker is not formatted yet")
+        cluster_id, role = first, []
     cmd = [
         *_jvm(server, "256m"),
         "kafka.tools.StorageTool",
         "format",
         "--ignore-formatted",
         "--cluster-id",
-        _new_cluster_id(),
+        cluster_id,
         "--config",
         str(server.config_file),
-        "--standalone",
+        *role,
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
         raise DevStackError(
-            f"formatting storage of kafka '{server.name}' failed (exit {result.returncode}):\n"
+            f"formatting storage of kafka '{server.label}' failed (exit {result.returncode}):\n"
             f"{result.stdout}{result.stderr}"
         )
 
@@ -751,7 +844,7 @@ def _spawn(server: Server, clock: Callable[[], float], sleep: Callable[[float], 
         ensure_certificates()
         _format_storage(server)
     # A session of its own: the server outlives `ferry dev up` and ignores its Ctrl-C.
-    process = support.spawn(server.name, _command(server), server.stdout_file, cwd=server.home, new_session=True)
+    process = support.spawn(server.label, _command(server), server.stdout_file, cwd=server.home, new_session=True)
     # Popen returns when the child's exec has passed the point of no return (the close-on-exec
     # pipe closed), which can be before the kernel set up its new command line: for a moment,
     # its command line is empty and the new server would look dead. Wait (briefly) for it.
@@ -759,7 +852,7 @@ def _spawn(server: Server, clock: Callable[[], float], sleep: Callable[[float], 
         support.poll_until(
             lambda: _is_ours(server, process.pid) or not process.alive(),
             10.0,
-            f"{server.name}'s command line",
+            f"{server.label}'s command line",
             interval=0.01,
             clock=clock,
             sleep=sleep,
@@ -802,7 +895,7 @@ def _answers(server: Server, timeout: float) -> bool:
     admin = AdminClient(conf)
     try:
         metadata = admin.list_topics(timeout=timeout)
-        return bool(metadata.brokers)
+        return len(metadata.brokers) >= server.brokers  # a cluster of several: all of them
     except KafkaException:
         return False
 
@@ -829,17 +922,17 @@ def up(
     """
     stack = stack or stack_from_env()
     _record_extra(stack)
-    started: list[str] = []
+    started: list[Server] = []
     with _stack_lock(deadline_s, clock, sleep):
         for server in stack.servers:
             if _pid_of(server) is None:
                 _start(server, deadline_s, clock, sleep, echo)
-                started.append(server.name)
+                started.append(server)
         for server in stack.servers:
-            while not _wait_until_answers(server, deadline_s, clock, sleep, started_it=server.name in started):
-                echo(f"{server.name} ({server.kind}) is gone (killed a moment ago?); starting it again")
+            while not _wait_until_answers(server, deadline_s, clock, sleep, started_it=server in started):
+                echo(f"{server.label} ({server.kind}) is gone (killed a moment ago?); starting it again")
                 _start(server, deadline_s, clock, sleep, echo)
-                started.append(server.name)
+                started.append(server)
         for server in stack.kafka:
             if configured_with_sasl_ssl(server):
                 ensure_scram_user(server, deadline_s, clock, sleep)
@@ -848,7 +941,7 @@ def up(
                     f"kafka '{server.name}' was started before it had a SASL_SSL listener; "
                     f"`ferry dev down` then `ferry dev up` adds {server.sasl_ssl_address}"
                 )
-    return started
+    return list(dict.fromkeys(server.name for server in started))  # a cluster's brokers: its name once
 
 
 def configured_with_sasl_ssl(server: Server) -> bool:
@@ -870,19 +963,19 @@ def _start(
     _forget_stale_pid(server)
     if _answers(server, timeout=1.0):
         raise DevStackError(
-            f"{server.kind} '{server.name}': something else already serves {server.address}; "
+            f"{server.kind} '{server.label}': something else already serves {server.address}; "
             f"stop it or pick another port with {_env_of(server)}"
         )
     give_up = clock() + deadline_s
     while not all(_port_free(port) for port in server.ports):
         if clock() > give_up:
             raise DevStackError(
-                f"{server.kind} '{server.name}': ports {', '.join(map(str, server.ports))} are still taken "
+                f"{server.kind} '{server.label}': ports {', '.join(map(str, server.ports))} are still taken "
                 f"after {deadline_s:.0f}s; stop what holds them or pick other ports with {_env_of(server)}"
             )
         sleep(0.2)
     pid = _spawn(server, clock, sleep)
-    echo(f"started {server.name} ({server.kind}) on {server.address}, pid {pid}")
+    echo(f"started {server.label} ({server.kind}) on {server.address}, pid {pid}")
 
 
 def _env_of(server: Server) -> str:
@@ -911,7 +1004,7 @@ def _wait_until_answers(
             if not started_it:
                 return False
             raise DevStackError(
-                f"{server.kind} '{server.name}' exited while starting; its log is {server.log_file} "
+                f"{server.kind} '{server.label}' exited while starting; its log is {server.log_file} "
                 f"(and {server.stdout_file}):\n{support.tail(server.stdout_file, 15)}\n"
                 f"{support.tail(server.log_file, 15)}"
             )
@@ -919,7 +1012,7 @@ def _wait_until_answers(
             return True
         if clock() > give_up:
             raise DevStackError(
-                f"{server.kind} '{server.name}' did not answer on {server.address} within {deadline_s:.0f}s; "
+                f"{server.kind} '{server.label}' did not answer on {server.address} within {deadline_s:.0f}s; "
                 f"its log is {server.log_file}:\n{support.tail(server.log_file, 15)}"
             )
         sleep(0.5)
@@ -941,7 +1034,9 @@ def down(
     stack = stack or stack_from_env(registries=True)
     wanted = set(names) if names is not None else None
     # Registries and Kafka first: a broker shutting down still talks to nobody but itself, ZooKeeper last.
-    order = [*stack.registries, *stack.kafka, stack.zookeeper]  # kafka: src, dst and the extra clusters
+    # A cluster's first broker (its KRaft controller) after its others: they shut down through it.
+    brokers = [node for cluster in stack.kafka for node in reversed(cluster.nodes)]
+    order = [*stack.registries, *brokers, stack.zookeeper]  # kafka: src, dst and the extra clusters
     stopped = []
     with _stack_lock(grace_s + 150.0, clock, sleep):
         for server in order:
@@ -959,9 +1054,9 @@ def down(
                 sleep(0.2)
             if _pid_of(server) is not None:
                 os.kill(pid, signal.SIGKILL)
-                echo(f"{server.name} did not stop within {grace_s:.0f}s; killed pid {pid}")
+                echo(f"{server.label} did not stop within {grace_s:.0f}s; killed pid {pid}")
             server.pid_file.unlink(missing_ok=True)
-            echo(f"stopped {server.name} (pid {pid})")
+            echo(f"stopped {server.label} (pid {pid})")
     return [server.name for server, _ in stopped]
 
 
@@ -981,7 +1076,7 @@ def status(stack: Stack | None = None) -> list[dict[str, object]]:
     for server in stack.servers:
         rows.append(
             {
-                "name": server.name,
+                "name": server.label,
                 "kind": server.kind,
                 "address": server.address,
                 "pid": _pid_of(server),
@@ -1003,9 +1098,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up_parser.add_argument(
         "--clusters",
         default="",
-        metavar="A,B,...",
-        help=f"extra Kafka clusters to start besides src and dst (also ${CLUSTERS_ENV}); "
-        f"ports from ${EXTRA_PORT_ENV} (30092) + 10 each, or $FERRY_DEV_PORT_<NAME>",
+        metavar="A,B:3,...",
+        help=f"extra Kafka clusters to start besides src and dst (also ${CLUSTERS_ENV}), NAME:N for N brokers "
+        f"(1-{MAX_BROKERS}); ports from ${EXTRA_PORT_ENV} (30092) + 10 each, or $FERRY_DEV_PORT_<NAME>",
     )
     up_parser.add_argument(
         "--authorizer",
@@ -1024,10 +1119,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    names = parse_cluster_names(args.clusters, "--clusters")
-    stack = stack_from_env(names, registries=True if args.registries else None)
+    specs = parse_cluster_specs(args.clusters, "--clusters")
+    stack = stack_from_env([f"{name}:{brokers}" for name, brokers in specs.items()], registries=args.registries or None)
     if args.authorizer:
-        stack = stack_from_env(registries=True if args.registries else None).with_clusters(names, authorizer=True)
+        stack = stack_from_env(registries=args.registries or None)
+        for name, brokers in specs.items():
+            stack = stack.with_clusters([name], authorizer=True, brokers=brokers)
     up(stack, deadline_s=args.timeout)
     print_table(status(stack), ["name", "address", "state"])
     return 0

@@ -88,18 +88,19 @@ class FakeMessage:
         return len(self._value)
 
 
-def metadata(partitions: int | None, topic: str = TOPIC) -> Any:
-    """Cluster metadata with ``topic`` of ``partitions`` partitions (None: no such topic)."""
-    topics = (
-        {} if partitions is None else {topic: SimpleNamespace(partitions=dict.fromkeys(range(partitions)), error=None)}
-    )
-    return SimpleNamespace(topics=topics)
+def metadata(partitions: int | None, topic: str = TOPIC, replicas: int = 1, brokers: int = 1) -> Any:
+    """Metadata of a cluster of ``brokers`` brokers with ``topic`` of ``partitions`` partitions of
+    ``replicas`` replicas each (None: no such topic)."""
+    layout = {p: SimpleNamespace(id=p, replicas=list(range(1, replicas + 1))) for p in range(partitions or 0)}
+    topics = {} if partitions is None else {topic: SimpleNamespace(partitions=layout, error=None)}
+    return SimpleNamespace(topics=topics, brokers={b: SimpleNamespace(id=b) for b in range(1, brokers + 1)})
 
 
 @dataclass
 class FakeConsumer:
     calls: list[tuple[str, Any]]
     source_partitions: int | None = 2
+    source_replicas: int = 1
     queue: list[FakeMessage] = field(default_factory=list)
     committed_offsets: dict[int, int] = field(default_factory=dict)
     destination: dict[int, list[Any]] = field(default_factory=dict)  # partition -> headers of each record
@@ -116,7 +117,7 @@ class FakeConsumer:
         return self.queue.pop(0) if self.queue else None
 
     def list_topics(self, topic: str, timeout: float) -> Any:
-        return metadata(self.source_partitions)
+        return metadata(self.source_partitions, replicas=self.source_replicas)
 
     def incremental_assign(self, tps: list[Any]) -> None:
         self.calls.append(("assign", sorted((tp.topic, tp.partition) for tp in tps)))
@@ -222,16 +223,19 @@ class FakeAdmin:
     def __init__(self, destination_partitions: int | None) -> None:
         self.destination_partitions = destination_partitions
         self.max_message_bytes = 1_048_588
+        self.brokers = 1
         self.created: list[tuple[str, int]] = []
+        self.replicas: dict[str, int] = {}  # topic -> the replication factor it was created with
 
     def list_topics(self, topic: str, timeout: float) -> Any:
-        return metadata(self.destination_partitions)
+        return metadata(self.destination_partitions, brokers=self.brokers)
 
     def describe_configs(self, resources: list[Any]) -> dict[Any, Any]:
         entries = {"max.message.bytes": SimpleNamespace(value=str(self.max_message_bytes))}
         return {r: SimpleNamespace(result=lambda timeout: entries) for r in resources}
 
     def create_topics(self, topics: list[Any]) -> dict[str, Any]:
+        self.replicas.update((t.topic, t.replication_factor) for t in topics)
         if topics[0].topic == MAP_TOPIC:
             self.map_topic_created = True
             return {MAP_TOPIC: SimpleNamespace(result=lambda timeout: None)}

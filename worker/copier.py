@@ -34,7 +34,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from ferry.common import logs
-from ferry.common.config import RouteConfig, WorkerConfig
+from ferry.common.config import InternalTopicsConfig, RouteConfig, WorkerConfig
 from ferry.common.core.operate.rate import RouteThrottle
 from ferry.common.core.provenance import Provenance, ProvenanceError, Stamper
 from ferry.common.core.topology import copy_flags
@@ -78,6 +78,7 @@ class RouteCopier:
         wall_clock: Callable[[], float] = time.time,
         topic_start: Callable[[str], str | int | None] = lambda topic: None,
         sleep: Callable[[float], None] = time.sleep,
+        internal_topics: InternalTopicsConfig | None = None,
     ) -> None:
         """``origins``: with loop prevention, the origins whose records this route copies
         (``FerryConfig.copied_origins``); None copies every record (unless a tree level says otherwise).
@@ -85,7 +86,8 @@ class RouteCopier:
         ``topic_start``: a topic's own start (added with one), else None for the route's; asked only for
         partitions nothing of the route is on the destination for; may raise ``PartitionDeferred``.
         ``clock`` and ``sleep`` pace every retry: a refused commit, the committed offsets, the destination's
-        metadata, a look-back waiting for a new topic's leader."""
+        metadata, a look-back waiting for a new topic's leader.
+        ``internal_topics``: how the offset-map topic is created (default: 3 replicas, capped)."""
         self.route = route
         self.throttle: RouteThrottle | None = None  # this worker's share of the route's throttle
         self._log = logs.with_fields(log, route=route.name)
@@ -130,6 +132,7 @@ class RouteCopier:
             clock,
             sleep,
             topic_start,
+            internal_topics,
         )
 
     # -- what the worker reads --------------------------------------------------------------

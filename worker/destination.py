@@ -1,9 +1,15 @@
 """Prepares a route's destination topics before the copier assigns their partitions.
 
-For each source topic: its partition count at the source, the destination topic created or
-expanded to that count, the producer's metadata waited for (bounded) until it shows the new
-partitions, the topic's ``max.message.bytes`` handed to the copier (which fits its producer
-batches under it), and the compacted offset-map topic created once.
+For each source topic: its partition count and replica count at the source, the destination topic
+created (with the route's ``replication_factor``, else the source's replica count, capped at the
+destination's broker count: :mod:`common.core.topics.replicas`) or expanded to that partition count, the
+producer's metadata waited for (bounded) until it shows the new partitions, the topic's
+``max.message.bytes`` handed to the copier (which fits its producer batches under it), and the
+compacted offset-map topic created once (with the destination's ``internal_topics`` replication
+factor).
+
+The destination topic's other configs, ``min.insync.replicas`` among them, follow the source's
+through the leader's topic observer.
 
 What cannot be done is classified once: a refusal that will not change (the topic is missing at
 the source, the destination forbids creating it) is :class:`PartitionStopped`; anything else (a
@@ -15,14 +21,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 
 from ferry.common import logs
-from ferry.common.config import RouteConfig
+from ferry.common.config import InternalTopicsConfig, RouteConfig
 from ferry.common.core.offset_map import MAP_TOPIC
+from ferry.common.core.topics.replicas import mirrored_replicas, replica_count
 from ferry.common.kafka.errors import kafka_error
 from ferry.common.kafka.topics import InternalTopic
 from ferry.worker.errors import PartitionDeferred, PartitionStopped
@@ -31,6 +39,14 @@ log = logging.getLogger(__name__)
 
 METADATA_TIMEOUT_S = 10.0
 ADMIN_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class SourceTopic:
+    """What the destination topic is made to match: the source topic's partition and replica counts."""
+
+    partitions: int
+    replicas: int
 
 
 class DestinationTopics:
@@ -42,18 +58,20 @@ class DestinationTopics:
         admin: Any,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        internal_topics: InternalTopicsConfig | None = None,
     ) -> None:
         self.route = route
         self._log = logs.with_fields(log, route=route.name)
         self._admin = admin
         self._clock = clock
         self._sleep = sleep
+        internal = internal_topics or InternalTopicsConfig()
         self._map_topic = InternalTopic(
-            NewTopic(MAP_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"}), ADMIN_TIMEOUT_S
+            MAP_TOPIC, ADMIN_TIMEOUT_S, internal.replication_factor_on, config={"cleanup.policy": "compact"}
         )
 
-    def source_partitions(self, consumer: Any, topic: str) -> int:
-        """How many partitions ``topic`` has at the source (read through the route's consumer)."""
+    def source_topic(self, consumer: Any, topic: str) -> SourceTopic:
+        """How many partitions and replicas ``topic`` has at the source (read through the route's consumer)."""
         try:
             source_meta = consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
         except KafkaException as exc:
@@ -63,23 +81,22 @@ class DestinationTopics:
             if code in (None, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_AUTHORIZATION_FAILED):
                 raise PartitionStopped(f"topic {topic!r} does not exist at the source (or is not readable)")
             raise PartitionDeferred(f"source metadata for {topic!r}: {source_meta.error}")
-        return len(source_meta.partitions)
+        replicas = replica_count(len(p.replicas) for p in source_meta.partitions.values())
+        return SourceTopic(len(source_meta.partitions), replicas)
 
     def prepare(
-        self, topic: str, wanted: int, producer: Callable[[], Any], fit_batches: Callable[[str, int], None]
+        self, topic: str, source: SourceTopic, producer: Callable[[], Any], fit_batches: Callable[[str, int], None]
     ) -> bool:
-        """Creates or expands destination topic ``topic`` to ``wanted`` partitions, waits until
-        ``producer()`` sees them, calls ``fit_batches(topic, max.message.bytes)`` and creates the
-        offset-map topic once. True when it created the topic."""
+        """Creates destination topic ``topic`` like ``source`` or expands it to ``source.partitions``,
+        waits until ``producer()`` sees them, calls ``fit_batches(topic, max.message.bytes)`` and
+        creates the offset-map topic once. True when it created the topic."""
         created = False
+        wanted = source.partitions
         try:
-            dest_meta = self._admin.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+            cluster = self._admin.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+            dest_meta = cluster.topics.get(topic)
             if dest_meta is None or dest_meta.error is not None:
-                future = self._admin.create_topics([NewTopic(topic, num_partitions=wanted)])[topic]
-                created = admin_result(future, KafkaError.TOPIC_ALREADY_EXISTS)
-                self._log.info(
-                    "route %s: created destination topic %s with %d partitions", self.route.name, topic, wanted
-                )
+                created = self._create(topic, source, len(cluster.brokers))
             elif len(dest_meta.partitions) < wanted:
                 future = self._admin.create_partitions([NewPartitions(topic, wanted)])[topic]
                 admin_result(future, KafkaError.INVALID_PARTITIONS)
@@ -102,6 +119,30 @@ class DestinationTopics:
             ):
                 raise PartitionStopped(f"cannot create destination topic {topic!r}: {error}") from None
             raise PartitionDeferred(f"destination cluster: {error}") from None
+
+    def _create(self, topic: str, source: SourceTopic, brokers: int) -> bool:
+        """Creates ``topic`` with the source's partitions and the route's replicas (logs a cap). True: done here."""
+        replicas = mirrored_replicas(self.route.replication_factor, source.replicas, brokers)
+        new = NewTopic(topic, num_partitions=source.partitions, replication_factor=replicas.factor)
+        created = admin_result(self._admin.create_topics([new])[topic], KafkaError.TOPIC_ALREADY_EXISTS)
+        if created:
+            self._log.info(
+                "route %s: created destination topic %s with %d partitions, %d replicas",
+                self.route.name,
+                topic,
+                source.partitions,
+                replicas.factor,
+            )
+            if replicas.capped:
+                self._log.warning(
+                    "route %s: destination topic %s has %d replicas instead of %d: the destination has %d brokers",
+                    self.route.name,
+                    topic,
+                    replicas.factor,
+                    replicas.wanted,
+                    brokers,
+                )
+        return created
 
     def max_message_bytes(self, topic: str) -> int | None:
         """The destination topic's ``max.message.bytes``; None (with a warning) when it cannot be read."""

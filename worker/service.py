@@ -329,6 +329,7 @@ class Worker:
                     topic_start=lambda topic: start_offsets.topic_start(
                         self._zk, self.layout.topic_start(route, topic)
                     ),
+                    internal_topics=self.config.internal_topics,
                 )
         return self._copiers[route]
 

@@ -7,13 +7,14 @@ whose message names each offending key and the problem, e.g.
 
 
 The models live in one module per section (``base``, ``zookeeper``, ``routes``, ``sections``, ``tree``,
-``schemas``), the whole file's model in ``model`` and reading and validating it in ``loading``; every
-public name is importable from here.
+``schemas``, ``internal_topics``), the whole file's model in ``model`` and reading and validating it in
+``loading``; every public name is importable from here.
 """
 
 from __future__ import annotations
 
 from ferry.common.config.base import ClientValue
+from ferry.common.config.internal_topics import InternalTopicsConfig
 from ferry.common.config.loading import load_config, parse_config, read_config_file, validate_config, validate_resolved
 from ferry.common.config.model import SECRET_PROPERTY, FerryConfig, Problem
 from ferry.common.config.routes import Compression, MirrorMaker2Config, RouteConfig, start_position
@@ -42,6 +43,7 @@ __all__ = [
     "ControllerConfig",
     "FerryConfig",
     "HeartbeatsConfig",
+    "InternalTopicsConfig",
     "LoggingConfig",
     "MirrorMaker2Config",
     "Problem",

@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ferry.common.config.base import ClientValue, _Strict
+from ferry.common.config.internal_topics import InternalTopicsConfig
 from ferry.common.config.routes import RouteConfig
 from ferry.common.config.schemas import HeartbeatsConfig, LoggingConfig, SchemasConfig
 from ferry.common.config.sections import ControllerConfig, SparkConfig, WorkerConfig
@@ -35,7 +36,7 @@ def _field(item: Any, key: str) -> Any:
 
 
 def _unknown_clusters(config: Any) -> list[Problem]:
-    """Routes, tree leaves and registries naming clusters that ``clusters`` does not have.
+    """Routes, tree leaves, registries and internal_topics naming clusters that ``clusters`` does not have.
 
     ``config`` is a :class:`FerryConfig` or the raw data of one that failed validation: what
     cannot be read is skipped (its own error is reported)."""
@@ -61,6 +62,11 @@ def _unknown_clusters(config: Any) -> list[Problem]:
             for leaf in leaves
             if leaf not in clusters
         ]
+    internal = _field(_field(config, "internal_topics"), "clusters")
+    if isinstance(internal, dict):
+        unknown = sorted(str(name) for name in internal if name not in clusters)
+        if unknown:
+            problems.append((("internal_topics", "clusters"), "ferry", f"unknown clusters {unknown} (known: {known})"))
     registries = _field(_field(config, "schemas"), "registries")
     if isinstance(registries, dict):
         unknown = sorted(str(name) for name in registries if name not in clusters)
@@ -90,6 +96,8 @@ class FerryConfig(_Strict):
     """what is mirrored where: at least one route, or a tree"""
     tree: TreeConfig | None = None
     """Axual's distribution tree; its routes (one per distributor) are derived"""
+    internal_topics: InternalTopicsConfig = InternalTopicsConfig()
+    """Ferry's own topics (offset map, checkpoints, heartbeats): their replication factor per cluster"""
     heartbeats: HeartbeatsConfig = HeartbeatsConfig()
     """end-to-end heartbeats over every route"""
     controller: ControllerConfig = ControllerConfig()

@@ -66,6 +66,10 @@ class RouteConfig(_Strict):
     """... and none of these"""
     config_exclude: list[str] = Field(default_factory=list)
     """destination topic configs that do not follow the source (e.g. retention.ms on a DR copy)"""
+    replication_factor: int | None = Field(None, ge=1)
+    """replicas of the destination topics this route creates, capped at the destination's broker count (logged); absent:
+    each source topic's own replica count (MirrorMaker 2's replication.factor); min.insync.replicas follows the
+    source's, never above the destination topic's replicas"""
     groups: list[str] = Field(default_factory=list)
     """consumer groups whose id fully matches one of these regular expressions (and none of groups_exclude) get their
     committed offsets checkpointed to the destination"""

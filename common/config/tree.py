@@ -22,6 +22,9 @@ class TreeConfig(_Strict):
     """... and not"""
     config_exclude: list[str] = Field(default_factory=list)
     """destination configs that do not follow"""
+    replication_factor: int | None = Field(None, ge=1)
+    """replicas of every distributor's destination topics (as a route's replication_factor); absent: the source
+    topic's"""
     compression: Compression = "lz4"
     """every distributor's producer compression.type (as a route's compression)"""
     targets: dict[str, str] = Field(default_factory=dict)
@@ -49,6 +52,7 @@ class TreeConfig(_Strict):
                 include=self.include,
                 exclude=self.exclude,
                 config_exclude=self.config_exclude,
+                replication_factor=self.replication_factor,
                 compression=self.compression,
                 copy_level=d.level,
                 distributor=d.name,

@@ -56,6 +56,13 @@ DEPRECATED = {
     "groups.blacklist": "groups.exclude",
     "config.properties.blacklist": "config.properties.exclude",
 }
+# The replication factors of MirrorMaker 2's internal topics: Ferry's own topics (offset map, checkpoints,
+# heartbeats) take one per cluster (internal_topics), the largest of those a flow to the cluster sets.
+INTERNAL_REPLICATION_FACTORS = (
+    "offset-syncs.topic.replication.factor",
+    "checkpoints.topic.replication.factor",
+    "heartbeats.topic.replication.factor",
+)
 # Client settings that apply to every cluster when given at the top level (MirrorClientConfig's CLIENT_CONFIG_DEF).
 _TOP_LEVEL_CLIENT = re.compile(r"^(security\.protocol|sasl\..+|ssl\..+)$")
 # Why MirrorMaker 2's own machinery has no counterpart in Ferry.
@@ -64,14 +71,6 @@ _NO_COUNTERPART = [
         re.compile(r"^(offset|config|status)\.storage\.(topic|replication\.factor|partitions)$"),
         "Ferry keeps no Connect offsets, config or status topics: its state is in ZooKeeper and its source offsets in "
         "the consumer group ferry.<source>.<destination>",
-    ),
-    (
-        re.compile(r"^(offset-syncs|checkpoints|heartbeats)\.topic\.replication\.factor$"),
-        "Ferry's internal topics (offset map, checkpoints, heartbeats) take the cluster's default.replication.factor",
-    ),
-    (
-        re.compile(r"^replication\.factor$"),
-        "Ferry creates destination topics with the cluster's default.replication.factor",
     ),
     (re.compile(r"^tasks\.max$"), "Ferry's parallelism is its number of workers, balanced by the controller"),
     (re.compile(r"^(key|value|header)\.converter(\..*)?$"), "Ferry copies bytes as they are"),
@@ -259,7 +258,56 @@ def _client_setting(
 
 
 def _is_mm2_setting(key: str) -> bool:
-    return key in DEFAULTS or key in DEPRECATED or any(p.match(key) for p, _ in _NO_COUNTERPART)
+    return (
+        key in DEFAULTS
+        or key in DEPRECATED
+        or key in ("replication.factor", *INTERNAL_REPLICATION_FACTORS)
+        or any(p.match(key) for p, _ in _NO_COUNTERPART)
+    )
+
+
+def _replication_factor(reader: _Reader, key: str, value: str) -> int | None:
+    """A replication factor MirrorMaker 2 was given (None: not given, or reported why not)."""
+    if not value.strip():
+        return None
+    try:
+        factor = int(value.strip())
+    except ValueError:
+        reader.problems.append(NotConverted(key, value, "not a number"))
+        return None
+    if factor < 1:
+        reader.problems.append(
+            NotConverted(
+                key,
+                value,
+                "the broker's default.replication.factor; Ferry has no such choice: a copy gets its source "
+                "topic's replica count, Ferry's own topics 3 (both at most one per broker)",
+            )
+        )
+        return None
+    return factor
+
+
+def _internal_topics(reader: _Reader, flows: list[tuple[str, str]]) -> dict[str, Any]:
+    """``internal_topics`` from MirrorMaker 2's internal topics' replication factors: the top-level ones'
+    largest for every cluster, a flow's own (``A->B.<key>``) for its target; empty when none is set."""
+    top_level = [key for key in INTERNAL_REPLICATION_FACTORS if key in reader.props]
+    given = [_replication_factor(reader, key, reader.props[key]) for key in top_level]
+    reader.used.update(top_level)
+    top = max((factor for factor in given if factor is not None), default=None)
+    section: dict[str, Any] = {} if top is None else {"replication_factor": top}
+    per_cluster: dict[str, int] = {}
+    for source, target in flows:
+        own = [f"{source}->{target}.{key}" for key in INTERNAL_REPLICATION_FACTORS]
+        factors = [_replication_factor(reader, key, reader.props[key]) for key in own if key in reader.props]
+        reader.used.update(key for key in own if key in reader.props)
+        found = [factor for factor in factors if factor is not None]
+        if found:
+            per_cluster[target] = max(per_cluster.get(target, 0), *found, top or 0)
+    clusters = {name: factor for name, factor in sorted(per_cluster.items()) if factor != top}
+    if clusters:
+        section["clusters"] = clusters
+    return section
 
 
 def _on_cycle(routes: list[tuple[str, str]], route: tuple[str, str]) -> bool:
@@ -351,6 +399,9 @@ def convert(props: dict[str, str], zookeeper: str = "localhost:2181", takeover: 
             )
         )
     config["controller"] = controller
+    internal = _internal_topics(reader, flows)
+    if internal:
+        config["internal_topics"] = internal
     if _bool(_global(reader, flows, "emit.heartbeats.enabled", _any_true)):
         interval = _global(reader, flows, "emit.heartbeats.interval.seconds", _shortest)
         config["heartbeats"] = {"interval_s": float(interval)}
@@ -421,6 +472,12 @@ def _route(
                 )
             )
     route["exclude"] = exclude
+    key = f"{source}->{target}.replication.factor"
+    factor = _replication_factor(
+        reader, key if key in reader.props else "replication.factor", reader.flow(source, target, "replication.factor")
+    )
+    if factor is not None:
+        route["replication_factor"] = factor
     if _bool(reader.flow(source, target, "emit.checkpoints.enabled")):
         route["groups"] = _patterns(reader, source, target, "groups")
         route["groups_exclude"] = _patterns(reader, source, target, "groups.exclude")

@@ -43,9 +43,10 @@ class EndpointResult:
     endpoint: str
     ok: bool | None  # None: could not be checked (said why), which is no failure
     detail: str
+    warning: bool = False  # it answered, but what it showed deserves a look (no failure)
 
     def line(self) -> str:
-        mark = "----" if self.ok is None else "ok  " if self.ok else "FAIL"
+        mark = "WARN" if self.warning else "----" if self.ok is None else "ok  " if self.ok else "FAIL"
         return f"{mark}  {self.endpoint}: {self.detail}"
 
 

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import NewTopic
 
 from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core.offset_map import (
@@ -155,7 +154,10 @@ class Checkpointer:
         self._latest: dict[str, list[Translation]] = {}  # group -> its last translations
         self._checkpointed_at: dict[tuple[str, str], float] = {}  # (route, group) -> last success
         self._checkpoint_topic = InternalTopic(
-            NewTopic(CHECKPOINT_TOPIC, num_partitions=1, config={"cleanup.policy": "compact"}), TIMEOUT_S
+            CHECKPOINT_TOPIC,
+            TIMEOUT_S,
+            config.internal_topics.replication_factor_on,
+            config={"cleanup.policy": "compact"},
         )
         self._producers: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.producer(config.clusters[cluster]))
 

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import OFFSET_END, KafkaException, TopicPartition
-from confluent_kafka.admin import NewTopic
 
 from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core import heartbeat, provenance
@@ -41,7 +40,10 @@ class HeartbeatJob:
         self.book = heartbeat.HeartbeatBook()
         self._clusters = sorted({c for r in config.routes for c in (r.source, r.destination)})
         self._topic = InternalTopic(
-            NewTopic(heartbeat.TOPIC, 1, -1, config={"message.timestamp.type": "LogAppendTime"}), _TIMEOUT_S
+            heartbeat.TOPIC,
+            _TIMEOUT_S,
+            config.internal_topics.replication_factor_on,
+            config={"message.timestamp.type": "LogAppendTime"},
         )
         self._producers: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.producer(config.clusters[cluster]))
         self._readers: dict[str, Any] = {}

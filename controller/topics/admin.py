@@ -317,11 +317,14 @@ class TopicAdmin:
             source = self._kafka.topic_configs(route.source, names)
             renamed = {topic: route.destination_topic(topic) for topic in names}  # common.core.naming
             destination = self._kafka.topic_configs(route.destination, sorted(renamed.values()))
+            replicas = self._kafka.replication_factors(route.destination, renamed.values())
             for topic in names:
                 target = renamed[topic]
                 if topic not in source or target not in destination:
                     continue  # the destination topic does not exist yet: its worker creates it
-                changes = observer.config_changes(source[topic], destination[target], route.config_exclude)
+                changes = observer.config_changes(
+                    source[topic], destination[target], route.config_exclude, replicas.get(target, 0)
+                )
                 if changes:
                     self._kafka.set_topic_configs(route.destination, target, changes)
                     log.info("observer: %s on %s now follows the source: %s", target, route.destination, changes)

@@ -9,7 +9,8 @@ the decisions.
   removed it through ``DELETE /topics/<topic>`` (until someone POSTs it again).
 - A mirrored topic whose source gained partitions is expanded to the source's count.
 - Destination topic configs follow the source's topic-level configs, except the route's
-  ``config_exclude`` keys.
+  ``config_exclude`` keys; ``min.insync.replicas`` never above the destination topic's replica
+  count (:mod:`common.core.topics.replicas`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from ferry.common.config import RouteConfig
+from ferry.common.core.topics.replicas import capped_configs
 from ferry.common.model import IdealState, TopicKey
 
 
@@ -53,7 +55,9 @@ def decide(
 
 
 def config_changes(
-    source: Mapping[str, str], destination: Mapping[str, str], exclude: Collection[str]
+    source: Mapping[str, str], destination: Mapping[str, str], exclude: Collection[str], replicas: int = 0
 ) -> dict[str, str]:
-    """The destination topic configs to set so they follow the source (excluded keys never)."""
-    return {name: value for name, value in source.items() if name not in exclude and destination.get(name) != value}
+    """The destination topic configs to set so they follow the source (excluded keys never);
+    ``replicas``: the destination topic's replica count, which caps ``min.insync.replicas`` (0: unknown)."""
+    wanted = capped_configs(source, replicas)
+    return {name: value for name, value in wanted.items() if name not in exclude and destination.get(name) != value}

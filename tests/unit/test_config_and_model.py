@@ -265,3 +265,30 @@ def test_a_routes_start_is_earliest_latest_or_a_time_in_epoch_ms() -> None:
     for bad in ("yesterday", True, "2026-13-01", -5.5):
         with _pytest.raises(ValueError):
             start_position(bad)
+
+
+def test_replication_factors_default_to_the_sources_and_three_for_ferrys_own_topics() -> None:
+    config = parse_config(minimal())
+    assert config.route().replication_factor is None
+    assert config.internal_topics.replication_factor_on("dst") == 3
+    config = parse_config(
+        minimal(
+            routes=[{"source": "src", "destination": "dst", "replication_factor": 2}],
+            internal_topics={"replication_factor": 2, "clusters": {"dst": 4}},
+        )
+    )
+    assert config.route().replication_factor == 2
+    assert [config.internal_topics.replication_factor_on(c) for c in ("src", "dst")] == [2, 4]
+    tree = TreeConfig(layout="(a,b)", include=[".*"], replication_factor=3)
+    assert {route.replication_factor for route in tree.derive_routes()} == {3}
+
+
+def test_a_bad_replication_factor_or_an_unknown_cluster_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"routes\.0\.replication_factor"):
+        parse_config(minimal(routes=[{"source": "src", "destination": "dst", "replication_factor": 0}]))
+    with pytest.raises(ConfigError, match=r"internal_topics\.replication_factor"):
+        parse_config(minimal(internal_topics={"replication_factor": 0}))
+    with pytest.raises(ConfigError, match=r"internal_topics\.clusters: .*at least 1"):
+        parse_config(minimal(internal_topics={"clusters": {"dst": 0}}))
+    with pytest.raises(ConfigError, match=r"internal_topics\.clusters: unknown clusters \['nowhere'\]"):
+        parse_config(minimal(internal_topics={"clusters": {"nowhere": 3}}))

@@ -305,7 +305,9 @@ class HeaderedMessage(FakeMessage):
 
 def _any_topic_metadata(partitions: int | None) -> Any:
     meta = SimpleNamespace(partitions=dict.fromkeys(range(partitions or 0)), error=None)
-    return SimpleNamespace(topics=SimpleNamespace(get=lambda topic: meta if partitions is not None else None))
+    return SimpleNamespace(
+        topics=SimpleNamespace(get=lambda topic: meta if partitions is not None else None), brokers={1: None}
+    )
 
 
 def _copier_for(

@@ -154,6 +154,46 @@ def test_extra_clusters_get_ports_by_position_or_by_name_and_are_recorded(
     assert "-XX:+UseSerialGC" in devstack._command(stack.extra[0]) and "-Xmx256m" in devstack._command(stack.extra[0])
 
 
+def test_an_extra_cluster_of_three_brokers_is_one_controller_and_two_brokers_on_its_ports(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(devstack.EXTRA_PORT_ENV, "40000")
+    monkeypatch.delenv(devstack.CLUSTERS_ENV, raising=False)
+    stack = devstack.stack_from_env(["big:3", "small"])
+    big = stack.cluster("big")
+    assert [(n.label, n.node_id, n.ports) for n in big.nodes] == [
+        ("big", 1, (40000, 40001, 40002)),
+        ("big.2", 2, (40003, 40005)),
+        ("big.3", 3, (40006, 40008)),
+    ]
+    assert stack.bootstrap("big") == "127.0.0.1:40000,127.0.0.1:40003,127.0.0.1:40006"
+    assert stack.bootstrap("small") == "127.0.0.1:40010"
+    assert len(stack.servers) == 1 + 2 + 3 + 1  # zookeeper, src and dst, big's brokers, small
+    assert [n.home.name for n in big.nodes] == ["big", "big.2", "big.3"]
+    first, second = (
+        dict(line.split("=", 1) for line in devstack._kafka_config(node).splitlines()) for node in big.nodes[:2]
+    )
+    assert (first["process.roles"], first["node.id"]) == ("broker,controller", "1")
+    assert (second["process.roles"], second["node.id"]) == ("broker", "2")
+    assert second["listeners"] == "PLAINTEXT://127.0.0.1:40003,SASL_SSL://127.0.0.1:40005"
+    assert (
+        first["controller.quorum.bootstrap.servers"]
+        == second["controller.quorum.bootstrap.servers"]
+        == "127.0.0.1:40001"
+    )
+    assert second["default.replication.factor"] == "1"  # a replica count is the client's choice
+    devstack._record_extra(stack)
+    recorded = devstack.stack_from_env(recorded=True)
+    assert [(s.name, s.port, s.brokers) for s in recorded.extra] == [("big", 40000, 3), ("small", 40010, 1)]
+    devstack.forget_extra(["small"])
+    assert [(s.name, s.brokers) for s in devstack.stack_from_env(recorded=True).extra] == [("big", 3)]
+    assert devstack.parse_cluster_specs("a:3, b,c:1", "--clusters") == {"a": 3, "b": 1, "c": 1}
+    for bad in ("a:4", "a:0", "a:x"):
+        with pytest.raises(devstack.DevStackError, match="1 to 3 brokers"):
+            devstack.parse_cluster_specs(bad, "--clusters")
+
+
 def test_one_jar_folder_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(devstack.JARS_DIR_ENV, str(tmp_path / "jars"))
     assert devstack.jars_dir() == tmp_path / "jars"

@@ -43,13 +43,11 @@ def test_kafkas_own_example_converts_to_a_config_ferry_accepts(tmp_path: Path) -
     assert all(r.naming == "prefix" and r.include[0] == ".*" for r in loaded.routes)
     assert loaded.heartbeats.interval_s == 1.0  # MirrorMaker 2 emits heartbeats every second by default
     assert loaded.clusters["A"]["bootstrap.servers"] == "A_host1:9092,A_host2:9092,A_host3:9092"
+    assert {r.replication_factor for r in loaded.routes} == {1}  # replication.factor=1
+    assert loaded.internal_topics.replication_factor == 1  # the internal topics' replication factors
     reported = sorted(item.key for item in result.not_converted)
     assert reported == sorted(
         [
-            "replication.factor",
-            "checkpoints.topic.replication.factor",
-            "heartbeats.topic.replication.factor",
-            "offset-syncs.topic.replication.factor",
             "offset.storage.replication.factor",
             "status.storage.replication.factor",
             "config.storage.replication.factor",
@@ -68,9 +66,9 @@ def test_the_command_prints_yaml_on_stdout_and_one_line_per_unconverted_setting_
     (tmp_path / "ferry.yaml").write_text(done.stdout)
     load_config(tmp_path / "ferry.yaml")
     lines = done.stderr.splitlines()
-    assert len(lines) == 7
+    assert len(lines) == 3
     assert all(line.startswith("ferry import-mm2: not converted: ") for line in lines)
-    assert "ferry import-mm2: not converted: replication.factor=1 (Ferry creates destination topics" in done.stderr
+    assert "ferry import-mm2: not converted: offset.storage.replication.factor=1 (Ferry keeps no Connect" in done.stderr
 
 
 def test_the_command_refuses_a_file_without_clusters_in_one_line(tmp_path: Path) -> None:
@@ -304,3 +302,29 @@ def test_jaas_lines(jaas: str, expected: dict[str, str]) -> None:
 
 def test_a_jaas_line_ferry_cannot_read_says_why() -> None:
     assert isinstance(clients.translate("sasl.jaas.config", "garbage", "common", {}), str)
+
+
+def test_replication_factors_map_to_the_routes_and_to_ferrys_own_topics() -> None:
+    config, why = _convert({"replication.factor": "3", "B->A.enabled": "true", "B->A.replication.factor": "2"})
+    assert _route(config)["replication_factor"] == 3 and _route(config, "B.A")["replication_factor"] == 2
+    assert "internal_topics" not in config and why == {}  # none set: Ferry's default (3)
+    config, why = _convert({"checkpoints.topic.replication.factor": "2", "heartbeats.topic.replication.factor": "3"})
+    assert config["internal_topics"] == {"replication_factor": 3} and "replication_factor" not in _route(config)
+    config, why = _convert(
+        {
+            "offset-syncs.topic.replication.factor": "2",
+            "A->B.checkpoints.topic.replication.factor": "4",
+            "B->A.enabled": "true",
+            "B->A.heartbeats.topic.replication.factor": "1",
+        }
+    )
+    # A flow's own goes to its target, never below the top-level one
+    assert config["internal_topics"] == {"replication_factor": 2, "clusters": {"B": 4}}
+    assert why == {}
+
+
+def test_a_replication_factor_ferry_cannot_take_is_reported() -> None:
+    config, why = _convert({"replication.factor": "-1", "checkpoints.topic.replication.factor": "x"})
+    assert "replication_factor" not in _route(config) and "internal_topics" not in config
+    assert "source topic's replica count" in why["replication.factor"]
+    assert why["checkpoints.topic.replication.factor"] == "not a number"

@@ -45,6 +45,14 @@ def test_destination_configs_follow_the_source_except_excluded_keys() -> None:
     assert config_changes(source, source, exclude=[]) == {}
 
 
+def test_min_insync_replicas_follows_the_source_but_never_above_the_destination_replicas() -> None:
+    source = {"min.insync.replicas": "2", "retention.ms": "100"}
+    assert config_changes(source, {}, exclude=[], replicas=3) == source
+    assert config_changes(source, {}, exclude=[], replicas=1) == {"min.insync.replicas": "1", "retention.ms": "100"}
+    assert config_changes(source, {"min.insync.replicas": "1", "retention.ms": "100"}, exclude=[], replicas=1) == {}
+    assert config_changes(source, {}, exclude=["min.insync.replicas"], replicas=1) == {"retention.ms": "100"}
+
+
 KEY = PartitionKey("src.dst", "orders", 0)
 OTHER = PartitionKey("src.dst", "orders", 1)
 

@@ -24,7 +24,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 
 from ferry.common import logs
-from ferry.common.config import RouteConfig, WorkerConfig
+from ferry.common.config import InternalTopicsConfig, RouteConfig, WorkerConfig
 from ferry.common.core import naming
 from ferry.common.core.offset_map import OffsetMap
 from ferry.common.core.resume import resume_plan
@@ -71,11 +71,13 @@ class PartitionStarter:
         clock: Callable[[], float],
         sleep: Callable[[float], None],
         topic_start: Callable[[str], str | int | None],
+        internal_topics: InternalTopicsConfig | None = None,
     ) -> None:
         """``client_id``: the worker's client id, which the starter's own clients (the look-back reader,
         the source probe, MirrorMaker 2's reads) extend. ``consumer``: the route's source consumer.
         ``topic_start``: a topic's own start (added with one), else None for the route's; asked only for
-        partitions nothing of the route is on the destination for; may raise ``PartitionDeferred``."""
+        partitions nothing of the route is on the destination for; may raise ``PartitionDeferred``.
+        ``internal_topics``: how the offset-map topic is created (default: 3 replicas, capped)."""
         self._route = route
         self._config = config
         self._log = logs.with_fields(log, route=route.name)
@@ -95,7 +97,7 @@ class PartitionStarter:
         except ValueError as exc:
             raise WorkerError(f"route {route.name}: {exc}") from None
         self._probe = SourceProbe(source, route.group_id, f"{client_id}-{route.name}-probe")
-        self._topics = DestinationTopics(route, kafka_clients.admin(destination), clock, sleep)
+        self._topics = DestinationTopics(route, kafka_clients.admin(destination), clock, sleep, internal_topics)
         # Exact offsets: the route's copies read back from the destination (the resume rule).
         self._reader = DestinationReader(
             destination, route.group_id, f"{client_id}-{route.name}-lookback", clock, sleep
@@ -270,13 +272,13 @@ class PartitionStarter:
 
     def _prepare_destination(self, topic: str) -> int:
         """Creates or expands the destination topic to the source's partition count; returns that count."""
-        wanted = self._topics.source_partitions(self._consumer, topic)
+        source = self._topics.source_topic(self._consumer, topic)
         destination_topic = self._names.destination(topic)
         committer = self._committer
-        if self._topics.prepare(destination_topic, wanted, lambda: committer.producer, committer.fit_batches_to):
+        if self._topics.prepare(destination_topic, source, lambda: committer.producer, committer.fit_batches_to):
             self._created_here.add(topic)
         self._log.debug("route %s: %s is %s on the destination", self._route.name, topic, destination_topic)
-        return wanted
+        return source.partitions
 
     # -- ONLINE, when the position leaves the source log ------------------------------------
 

@@ -255,6 +255,9 @@ class Reconciler:
             self.departed_at = dict(model.departed_at)
             for state, count in model.state_counts.items():
                 self._metrics.partitions.labels(state).set(count)
+            # What an operator chose, for the alerts to leave out: paused partitions, and those cordons left unassigned.
+            self._metrics.set_paused(self.controls.paused_partitions(model.ideal))
+            self._metrics.cordoned_unassigned.set(model.cordoned_unassigned)
             for worker, until in changes.retained_until.items():
                 self._schedule(f"failover-{worker}", max(0.0, until - now) + 0.05)
             if changes.moved:

@@ -68,7 +68,7 @@ class ControllerMetrics:
             "Partitions without a worker because an operator cordoned or drained every live worker",
             registry=registry,
         )
-        self._shown: dict[Gauge, set[PartitionKey]] = {self.paused: set(), self.noprogress_seconds: set()}
+        self._shown: dict[Gauge, dict[PartitionKey, float]] = {self.paused: {}, self.noprogress_seconds: {}}
         self.job_runs = Counter("ferry_controller_job_runs", "Runs of the leader's jobs", ["job"], registry=registry)
         self.job_failures = Counter(
             "ferry_controller_job_failures", "Runs of the leader's jobs that raised", ["job"], registry=registry
@@ -133,12 +133,15 @@ class ControllerMetrics:
 
     def _show(self, gauge: Gauge, values: Mapping[PartitionKey, float]) -> None:
         """Sets ``gauge`` to ``values``, one series per partition, removing the series of the
-        partitions no longer there; never clears it whole, so a scrape never sees it empty between."""
-        for key in self._shown[gauge] - values.keys():
+        partitions no longer there; never clears it whole, so a scrape never sees it empty between.
+        Only what changed is written (the reconciler calls it at every reconcile)."""
+        shown = self._shown[gauge]
+        for key in shown.keys() - values.keys():
             gauge.remove(key.route, key.topic, str(key.partition))
         for key, value in values.items():
-            gauge.labels(key.route, key.topic, str(key.partition)).set(value)
-        self._shown[gauge] = set(values)
+            if shown.get(key) != value:
+                gauge.labels(key.route, key.topic, str(key.partition)).set(value)
+        self._shown[gauge] = dict(values)
 
     def on_job_event(self, event: JobEvent) -> None:
         """Counts every run, failure and skip of a job (APScheduler's listener; never raises)."""

@@ -2,7 +2,8 @@
 
 Every name starts with ``ferry_controller_`` (heartbeats too: the controller measures them);
 counters are :class:`prometheus_client.Counter` (or counter families) exposed with ``_total``.
-Owns no state of its own besides the metric values; the other parts set them. ZooKeeper traffic
+Owns no state of its own besides the metric values (and which partitions its per-partition gauges
+show); the other parts set them. ZooKeeper traffic
 is read at scrape time from the :class:`controller.lead.store.Store` counters (and the watch reads the
 reconciler counts), through what is given here (:class:`ZkCounters`, :class:`_ZkTraffic`). APScheduler's job
 events are counted by :meth:`ControllerMetrics.on_job_event` (the scheduler's thread; never raises).
@@ -11,13 +12,15 @@ events are counted by :meth:`ControllerMetrics.on_job_event` (the scheduler's th
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MISSED, JobEvent, JobExecutionEvent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from ferry.common.model import PartitionKey
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,25 @@ class ControllerMetrics:
             "Lagging partitions whose committed offset has not moved",
             registry=registry,
         )
+        # Per partition, only those that have the property (see _show): paused, or making no progress.
+        self.paused = Gauge(
+            "ferry_controller_partition_paused",
+            "1 for each partition of the ideal state an operator paused (ferry pause)",
+            ["route", "topic", "partition"],
+            registry=registry,
+        )
+        self.noprogress_seconds = Gauge(
+            "ferry_controller_partition_noprogress_seconds",
+            "Seconds since the committed offset of a lagging partition moved, for the partitions GET /noprogress lists",
+            ["route", "topic", "partition"],
+            registry=registry,
+        )
+        self.cordoned_unassigned = Gauge(
+            "ferry_controller_cordoned_unassigned_partitions",
+            "Partitions without a worker because an operator cordoned or drained every live worker",
+            registry=registry,
+        )
+        self._shown: dict[Gauge, dict[PartitionKey, float]] = {self.paused: {}, self.noprogress_seconds: {}}
         self.job_runs = Counter("ferry_controller_job_runs", "Runs of the leader's jobs", ["job"], registry=registry)
         self.job_failures = Counter(
             "ferry_controller_job_failures", "Runs of the leader's jobs that raised", ["job"], registry=registry
@@ -116,6 +138,26 @@ class ControllerMetrics:
             ["route"],
             registry=registry,
         )
+
+    def set_paused(self, partitions: Iterable[PartitionKey]) -> None:
+        """The partitions an operator paused (the reconciler's, under its lock)."""
+        self._show(self.paused, dict.fromkeys(partitions, 1.0))
+
+    def set_noprogress(self, stalled: Mapping[PartitionKey, float]) -> None:
+        """The stalled partitions -> seconds since their committed offset moved (the lag job's)."""
+        self._show(self.noprogress_seconds, stalled)
+
+    def _show(self, gauge: Gauge, values: Mapping[PartitionKey, float]) -> None:
+        """Sets ``gauge`` to ``values``, one series per partition, removing the series of the
+        partitions no longer there; never clears it whole, so a scrape never sees it empty between.
+        Only what changed is written (the reconciler calls it at every reconcile)."""
+        shown = self._shown[gauge]
+        for key in shown.keys() - values.keys():
+            gauge.remove(key.route, key.topic, str(key.partition))
+        for key, value in values.items():
+            if shown.get(key) != value:
+                gauge.labels(key.route, key.topic, str(key.partition)).set(value)
+        self._shown[gauge] = dict(values)
 
     def on_job_event(self, event: JobEvent) -> None:
         """Counts every run, failure and skip of a job (APScheduler's listener; never raises)."""

@@ -190,7 +190,9 @@ class LeaderJobs:
         self._metrics.lag.clear()
         for key, sample in samples.items():
             self._metrics.lag.labels(key.route, key.topic, str(key.partition)).set(sample.lag)
-        self._metrics.stalled.set(len(self.progress.stalled(self._clock())))
+        stalled = self.progress.stalled(self._clock())
+        self._metrics.stalled.set(len(stalled))
+        self._metrics.set_noprogress(stalled)
 
     def noprogress(self) -> NoProgress:
         self._leadership.require_leader()  # only the leader samples; the REST layer forwards to it

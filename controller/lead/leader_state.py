@@ -98,6 +98,8 @@ class LeaderState:
         self._desired: dict[TopicKey, dict[int, str]] = {}
         self._held_by: dict[str, set[PartitionKey]] = {}
         self._unplaced: set[PartitionKey] = set()
+        # Of those, how many stay unplaced only because an operator cordoned or drained every active worker.
+        self.cordoned_unassigned = 0
         # Who reports what: partition -> workers holding it (ONLINE/ERROR); topic -> worker -> reports.
         self._holders: dict[PartitionKey, set[str]] = {}
         self._reports: dict[TopicKey, dict[str, dict[int, PartitionStatus]]] = {}
@@ -204,6 +206,7 @@ class LeaderState:
                 self._touched_topics.add(_topic(partition))
         if self._unplaced and eligible - set(retained_until):
             self._place(eligible | (fenced - self.drained), set(retained_until) | (fenced - self.drained), rates)
+        self.cordoned_unassigned = len(self._unplaced) if fenced and not eligible else 0
         for partition, worker in (moves or {}).items():  # by load: never onto a cordoned worker
             old = self._desired.get(_topic(partition), {}).get(partition.partition)
             if old is not None and old != worker and worker in eligible:

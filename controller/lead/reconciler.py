@@ -115,6 +115,8 @@ class Reconciler:
         self.controls = Controls()
         self._shares: fleet_controls.Shares | None = None
         self._shares_exist = False
+        # What the paused-partition metric was last computed from: the controls, each paused topic's partition count.
+        self._paused_from: tuple[Controls, tuple[tuple[str, str, int | None], ...]] | None = None
 
     # -- a lead's start and end -------------------------------------------------------------
 
@@ -256,6 +258,9 @@ class Reconciler:
             self.departed_at = dict(leader_state.departed_at)
             for state, count in leader_state.state_counts.items():
                 self._metrics.partitions.labels(state).set(count)
+            # What an operator chose, for the alerts to leave out: paused partitions, and those cordons left unassigned.
+            self._publish_paused(leader_state)
+            self._metrics.cordoned_unassigned.set(leader_state.cordoned_unassigned)
             for worker, until in changes.retained_until.items():
                 self._schedule(f"failover-{worker}", max(0.0, until - now) + 0.05)
             if changes.moved:
@@ -266,6 +271,19 @@ class Reconciler:
                 )
             self._metrics.reconcile_seconds.observe(time.perf_counter() - started)
             return changes
+
+    def _publish_paused(self, leader_state: LeaderState) -> None:
+        """The paused partitions to the metrics, listed again only when the controls or the partition
+        count of a paused topic changed (a whole paused topic may have many)."""
+        controls = self.controls
+        counts = tuple(
+            (route, topic, state.partitions if (state := leader_state.ideal.get(TopicKey(route, topic))) else None)
+            for route, topics in controls.paused.items()
+            for topic in topics
+        )
+        if self._paused_from is None or self._paused_from[0] is not controls or self._paused_from[1] != counts:
+            self._paused_from = (controls, counts)
+            self._metrics.set_paused(controls.paused_partitions(leader_state.ideal))
 
     def _load_moves(self, leader_state: LeaderState, now: float) -> dict[PartitionKey, str]:
         """The balance by load's moves among the active workers (live, not leaving)."""

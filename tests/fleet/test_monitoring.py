@@ -1,7 +1,9 @@
 """The monitoring kit (deploy/monitoring) against a real Prometheus (Debian's package) scraping a
 running fleet: the config and alert rules load (promtool), the rules' own unit tests pass, and
 every PromQL expression of the Grafana dashboard returns data (the fleet has heartbeats, a
-checkpointed consumer group and schema distribution, so that every panel has something to show)."""
+checkpointed consumer group and schema distribution, so that every panel has something to show).
+The kit's config scrapes a controller whose reads need a token (controller.auth) with the token
+file it names, and, with its authorization block deleted, a fleet without controller.auth."""
 
 from __future__ import annotations
 
@@ -20,9 +22,10 @@ from ferry.devstack import stack as devstack
 from ferry.devstack.support import Spawned, commit_offset, free_port, spawn, stop_all
 from ferry.fleet.manager import FleetManager
 from tests.harness.fleet_cli import ferry, mirror
-from tests.harness.processes import wait_until
+from tests.harness.processes import Fleet, wait_until
 
 KIT = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
+TOKEN = "prometheus-read-token-0123456789abcdef"
 
 
 def _tool(name: str) -> str:
@@ -39,28 +42,49 @@ def dashboard_expressions() -> list[str]:
     return [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
 
 
-def test_promtool_accepts_the_config_and_rules_and_the_rules_tests_pass() -> None:
+def kit_config(directory: Path, token: str | None) -> dict[str, Any]:
+    """The kit's prometheus.yml and alerts.yml in ``directory``, as an operator sets them up: with
+    ``token`` in the file the controller job's credentials_file names (relative to the config),
+    or, for controllers without controller.auth (token None), with that authorization block deleted."""
+    config: dict[str, Any] = yaml.safe_load((KIT / "prometheus.yml").read_text())
+    controller_job = next(job for job in config["scrape_configs"] if job["job_name"] == "ferry-controller")
+    if token is None:
+        del controller_job["authorization"]
+    else:
+        token_file = directory / controller_job["authorization"]["credentials_file"]
+        token_file.parent.mkdir(parents=True, exist_ok=True)
+        token_file.write_text(token + "\n")
+    shutil.copy(KIT / "alerts.yml", directory / "alerts.yml")
+    (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
+    return config
+
+
+def _promtool(promtool: str, args: list[str], cwd: Path) -> None:
+    result = subprocess.run([promtool, *args], cwd=cwd, capture_output=True, text=True)
+    assert result.returncode == 0, f"promtool {' '.join(args)}:\n{result.stdout}{result.stderr}"
+
+
+def test_promtool_accepts_the_config_and_rules_and_the_rules_tests_pass(tmp_path: Path) -> None:
     promtool = _tool("promtool")
-    for args in (
-        ["check", "config", "prometheus.yml"],
-        ["check", "rules", "alerts.yml"],
-        ["test", "rules", "alerts_test.yml"],
-    ):
-        result = subprocess.run([promtool, *args], cwd=KIT, capture_output=True, text=True)
-        assert result.returncode == 0, f"promtool {' '.join(args)}:\n{result.stdout}{result.stderr}"
+    for variant, token in (("with-token", TOKEN), ("without-token", None)):
+        (tmp_path / variant).mkdir()
+        kit_config(tmp_path / variant, token)
+        _promtool(promtool, ["check", "config", "prometheus.yml"], tmp_path / variant)
+    _promtool(promtool, ["check", "rules", "alerts.yml"], KIT)
+    _promtool(promtool, ["test", "rules", "alerts_test.yml"], KIT)
 
 
 @pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[Callable[[], str]]:
-    """Starts Prometheus on the kit's config (scraping every second) once the targets are written."""
+def prometheus(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """``start(token=None)`` starts Prometheus on the kit's config (:func:`kit_config`, scraping
+    every second) in tmp_path, once the targets are written to tmp_path/targets."""
     binary = _tool("prometheus")
-    config = yaml.safe_load((KIT / "prometheus.yml").read_text())
-    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
-    shutil.copy(KIT / "alerts.yml", tmp_path / "alerts.yml")
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     procs: list[Spawned] = []
 
-    def start() -> str:
+    def start(token: str | None = None) -> str:
+        config = kit_config(tmp_path, token)
+        config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
         port = free_port()
         procs.append(
             spawn(
@@ -94,7 +118,7 @@ def test_prometheus_scrapes_a_fleet_loads_every_rule_and_every_dashboard_query_r
     fleet_config: Callable[..., Path],
     registry_stack: devstack.Stack,
     topic_name: Callable[[str], str],
-    prometheus: Callable[[], str],
+    prometheus: Callable[..., str],
     tmp_path: Path,
 ) -> None:
     topic = topic_name("mon")
@@ -135,6 +159,7 @@ def test_prometheus_scrapes_a_fleet_loads_every_rule_and_every_dashboard_query_r
 
         assert {r["name"] for r in rules()} == {
             "FerryWorkerDown",
+            "FerryControllerDown",
             "FerryNoLeader",
             "FerryPartitionsInError",
             "FerryLagHigh",
@@ -159,3 +184,37 @@ def test_prometheus_scrapes_a_fleet_loads_every_rule_and_every_dashboard_query_r
         a for a in requests.get(f"{url}/api/v1/alerts", timeout=5).json()["data"]["alerts"] if a["state"] == "firing"
     ]
     assert firing == []
+
+
+def test_prometheus_scrapes_a_controller_whose_reads_need_a_token_with_the_kits_config(
+    local_stack: devstack.Stack, zk_chroot: str, prometheus: Callable[..., str], tmp_path: Path
+) -> None:
+    auth = {"tokens": [{"name": "prometheus", "role": "read", "value": TOKEN}]}  # open_reads: false
+    (tmp_path / "fleet").mkdir()
+    fleet = Fleet(
+        stack=local_stack,
+        zk_root="/" + zk_chroot.split("/", 1)[1],
+        workdir=tmp_path / "fleet",
+        extra={"controller": {"auth": auth}},
+    )
+    try:
+        controller = fleet.start_controller("c1")
+        worker = fleet.start_worker("w1")
+        fleet.wait_for_leader(controller)
+        # Without the token, the scrape is refused.
+        assert requests.get(f"{controller.url}/metrics", timeout=5).status_code == 401
+        (tmp_path / "targets").mkdir()
+        for file, process in (("ferry-controllers.json", controller), ("ferry-workers.json", worker)):
+            target = [{"targets": [f"127.0.0.1:{process.port}"], "labels": {"member": process.name}}]
+            (tmp_path / "targets" / file).write_text(json.dumps(target))
+        url = prometheus(TOKEN)
+
+        def health() -> dict[str, str]:
+            targets = requests.get(f"{url}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
+            return {t["labels"]["job"]: t["health"] for t in targets}
+
+        wait_until(lambda: health() == {"ferry-controller": "up", "ferry-worker": "up"}, 60, "both targets up")
+        leaders = _query(url, "sum(ferry_controller_leader)")
+        assert [float(r["value"][1]) for r in leaders] == [1.0]  # FerryNoLeader's expression is false
+    finally:
+        fleet.stop_all()

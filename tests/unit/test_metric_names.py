@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ferry.common.config import SchemasConfig
+from ferry.common.model import PartitionKey
 from ferry.controller.lead.store import Store
 from ferry.controller.metrics import ControllerMetrics
 from ferry.controller.schemas.distributor import SchemaDistributor
@@ -40,6 +41,8 @@ def _controller_registry() -> CollectorRegistry:
     metrics.beat_age.labels("src", "dst").set(1)
     metrics.route_latency.labels("src.dst").set(0.1)
     metrics.route_age.labels("src.dst").set(1)
+    metrics.set_paused([PartitionKey("src.dst", "t", 0)])
+    metrics.set_noprogress({PartitionKey("src.dst", "t", 1): 60.0})
     return metrics.registry
 
 

@@ -194,3 +194,33 @@ def test_a_drained_worker_gives_its_partitions_to_the_others() -> None:
     assert changes.moved == 4
     leader_state.plan(1.0, 10.0, rebalance=True)
     assert _holding(leader_state) == {"w2": 4, "w3": 4}  # and it receives nothing from a rebalance
+
+
+def test_the_paused_partitions_of_the_ideal_state_cost_what_is_paused() -> None:
+    ideal = {
+        TopicKey(ROUTE, "a"): IdealState(ROUTE, "a", 3),
+        TopicKey(ROUTE, "b"): IdealState(ROUTE, "b", 2),
+    }
+    controls = Controls().pause(ROUTE, "a", [1, 5]).pause(ROUTE, "b", None).pause(ROUTE, "gone", None)
+    # Partition 5 of a is beyond its count; the topic "gone" is not in the ideal state.
+    assert controls.paused_partitions(ideal) == {key("a", 1), key("b", 0), key("b", 1)}
+    assert Controls().paused_partitions(ideal) == set()
+
+
+def test_partitions_left_unassigned_by_cordons_are_counted_as_the_operators_choice() -> None:
+    leader_state = _leader_state({p: "w1" for p in range(8)}, ["w1", "w2"])
+    leader_state.set_cordoned(frozenset({"w1", "w2"}), frozenset({"w1"}))  # w1 drained, w2 cordoned: no taker
+    leader_state.plan(0.0, 10.0)
+    assert _holding(leader_state) == {}
+    assert leader_state.cordoned_unassigned == 8
+    leader_state.set_cordoned(frozenset({"w1"}), frozenset({"w1"}))  # w2 takes them
+    leader_state.plan(1.0, 10.0)
+    assert _holding(leader_state) == {"w2": 8}
+    assert leader_state.cordoned_unassigned == 0
+
+
+def test_partitions_without_any_live_worker_are_not_the_operators_choice() -> None:
+    leader_state = _leader_state({}, [])
+    leader_state.plan(0.0, 10.0)
+    assert _holding(leader_state) == {}
+    assert leader_state.cordoned_unassigned == 0

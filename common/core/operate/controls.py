@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferry.common.model import PartitionKey, decode, encode
+from ferry.common.model import IdealState, PartitionKey, TopicKey, decode, encode
 
 CORDON = "cordon"
 DRAIN = "drain"
@@ -73,6 +73,19 @@ class Controls:
         if not self.paused:
             return frozenset()
         return frozenset(p for p in partitions if self.is_paused(p))
+
+    def paused_partitions(self, ideal: Mapping[TopicKey, IdealState]) -> set[PartitionKey]:
+        """Every paused partition of the topics in ``ideal`` (a partition number beyond its topic's count
+        is left out); costs what is paused, not the whole ideal state."""
+        found: set[PartitionKey] = set()
+        for route, topics in self.paused.items():
+            for topic, numbers in topics.items():
+                state = ideal.get(TopicKey(route, topic))
+                if state is None:
+                    continue
+                wanted = range(state.partitions) if numbers is None else (n for n in numbers if n < state.partitions)
+                found.update(PartitionKey(route, topic, n) for n in wanted)
+        return found
 
     def drained(self) -> set[str]:
         return {w for w, how in self.cordoned.items() if how == DRAIN}

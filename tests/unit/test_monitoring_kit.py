@@ -1,0 +1,100 @@
+"""The monitoring kit (deploy/monitoring) read as files: every alert says what it means and where
+its runbook section is, every section exists, and the controller's scrape sends a token. The
+series the alerts use to leave an operator's choices out are exported as the rules expect.
+promtool's own checks and the rules' tests run in tests/fleet/test_monitoring.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+import yaml
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from ferry.common.model import PartitionKey
+from ferry.controller.lead.store import Store
+from ferry.controller.metrics import ControllerMetrics
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+KIT = ROOT / "deploy" / "monitoring"
+RUNBOOK = ROOT / "docs" / "runbook.md"
+
+
+def _rules() -> list[dict[str, Any]]:
+    groups = yaml.safe_load((KIT / "alerts.yml").read_text())["groups"]
+    return [rule for group in groups for rule in group["rules"] if "alert" in rule]
+
+
+def _anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives the headings: lower case, punctuation dropped, spaces as hyphens."""
+    anchors = set()
+    for heading in re.findall(r"^#+\s+(.+?)\s*$", markdown, re.MULTILINE):
+        anchors.add(re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-"))
+    return anchors
+
+
+def test_every_alert_has_a_summary_a_description_and_a_runbook_section_that_exists() -> None:
+    anchors = _anchors(RUNBOOK.read_text())
+    rules = _rules()
+    assert len(rules) >= 12
+    for rule in rules:
+        annotations = rule.get("annotations", {})
+        for key in ("summary", "description", "runbook_url"):
+            assert annotations.get(key, "").strip(), f"{rule['alert']} has no {key}"
+        path, _, anchor = annotations["runbook_url"].partition("#")
+        assert path == "docs/runbook.md", rule["alert"]
+        assert anchor == rule["alert"].lower(), f"{rule['alert']}: its section is named after it"
+        assert anchor in anchors, f"{rule['alert']}: docs/runbook.md has no section #{anchor}"
+
+
+def test_every_alert_is_exercised_by_the_rules_tests() -> None:
+    tests = yaml.safe_load((KIT / "alerts_test.yml").read_text())["tests"]
+    tested = {case["alertname"] for test in tests for case in test.get("alert_rule_test", [])}
+    assert {rule["alert"] for rule in _rules()} <= tested
+
+
+def test_the_controller_scrape_sends_a_bearer_token_from_a_file_and_the_worker_scrape_none() -> None:
+    jobs = {job["job_name"]: job for job in yaml.safe_load((KIT / "prometheus.yml").read_text())["scrape_configs"]}
+    assert jobs["ferry-controller"]["authorization"] == {
+        "type": "Bearer",
+        "credentials_file": "secrets/ferry-metrics-token",
+    }
+    assert "authorization" not in jobs["ferry-worker"]  # a worker's metrics port takes no token
+
+
+def _samples(metrics: ControllerMetrics, name: str) -> dict[tuple[str, str, str], float]:
+    families = text_string_to_metric_families(generate_latest(metrics.registry).decode())
+    family = next(f for f in families if f.name == name)
+    return {(s.labels["route"], s.labels["topic"], s.labels["partition"]): s.value for s in family.samples}
+
+
+def _metrics() -> ControllerMetrics:
+    store = SimpleNamespace(reads=0, writes=0, transactions=0, max_transaction_bytes=0, max_node_bytes=0)
+    return ControllerMetrics(cast(Store, store), watch_reads=lambda: 0)
+
+
+def test_paused_partitions_are_one_series_each_and_a_resumed_one_disappears() -> None:
+    metrics = _metrics()
+    metrics.set_paused([PartitionKey("src.dst", "orders", 0), PartitionKey("src.dst", "orders", 1)])
+    assert _samples(metrics, "ferry_controller_partition_paused") == {
+        ("src.dst", "orders", "0"): 1.0,
+        ("src.dst", "orders", "1"): 1.0,
+    }
+    metrics.set_paused([PartitionKey("src.dst", "orders", 1)])
+    assert _samples(metrics, "ferry_controller_partition_paused") == {("src.dst", "orders", "1"): 1.0}
+    metrics.set_paused([])
+    assert _samples(metrics, "ferry_controller_partition_paused") == {}
+
+
+def test_partitions_without_progress_show_the_seconds_since_their_offset_moved() -> None:
+    metrics = _metrics()
+    metrics.set_noprogress({PartitionKey("src.dst", "orders", 2): 90.0})
+    assert _samples(metrics, "ferry_controller_partition_noprogress_seconds") == {("src.dst", "orders", "2"): 90.0}
+    metrics.set_noprogress({PartitionKey("dst.src", "events", 0): 30.0})
+    assert _samples(metrics, "ferry_controller_partition_noprogress_seconds") == {("dst.src", "events", "0"): 30.0}

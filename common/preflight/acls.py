@@ -301,7 +301,7 @@ def principal_of(cluster: str, properties: Mapping[str, object], given: str | No
         raise ConfigError(f"cluster {cluster!r} has no sasl.username: name Ferry's principal with --principal")
     if isinstance(name, Unresolved):
         raise ConfigError(
-            f"clusters.{cluster}.sasl.username: {name.reason}: set it, or name Ferry's principal with --principal"
+            f"clusters.{cluster}.sasl.username: {name.reason} (or name Ferry's principal with --principal)"
         )
     name = str(name)
     return name if ":" in name else f"User:{name}"

@@ -306,7 +306,13 @@ def test_a_value_ferry_acls_prints_must_resolve(tmp_path: Path, capsys: pytest.C
     assert _acls_cli(tmp_path, unset_user) == 2
     assert capsys.readouterr().err == (
         "ferry: clusters.src.sasl.username: ${env:FERRY_TEST_UNSET_USER}: the environment variable "
-        "FERRY_TEST_UNSET_USER is not set: set it, or name Ferry's principal with --principal\n"
+        "FERRY_TEST_UNSET_USER is not set (or name Ferry's principal with --principal)\n"
     )
     assert _acls_cli(tmp_path, unset_user, "--principal", "mirror") == 0
     assert "--allow-principal User:mirror" in capsys.readouterr().out
+    unset_bootstrap = UNSET_SECRETS.replace('"dst:9094"', '"${env:FERRY_TEST_UNSET_BOOTSTRAP}"')
+    assert _acls_cli(tmp_path, unset_bootstrap) == 2
+    assert capsys.readouterr().err == (
+        "ferry: clusters.dst.bootstrap.servers: ${env:FERRY_TEST_UNSET_BOOTSTRAP}: the environment variable "
+        "FERRY_TEST_UNSET_BOOTSTRAP is not set\n"
+    )

@@ -1,4 +1,5 @@
-# Ferry's two commands: `make demo` and `make test`. Both run `make setup` first.
+# Ferry's two commands: `make demo` and `make test`. `make test` runs `make setup` first (everything
+# the tests use); `make demo` installs only what it runs: the package and the local stack's jars.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -48,7 +49,8 @@ $(REGISTRY)/.built: $(REGISTRY_SOURCES)
 		-Dregistry.build.dir=$(CURDIR)/$(REGISTRY) -Dregistry.local.repo=file://$(CURDIR)/$(REGISTRY_REPO)
 	touch $@
 
-demo: setup
+# The demo runs neither a schema registry nor the fleet, so it sets up neither.
+demo: $(BIN)/.installed $(JARS)/.fetched
 	$(BIN)/python scripts/demo.py
 
 # docs/configuration.md is generated from common/config/: a stale one fails here.

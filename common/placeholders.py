@@ -19,13 +19,17 @@ a resolved value.
 
 The resolver reads only through the ``env`` mapping and the ``read_file`` function it is given
 (the process's environment and the file system by default).
+
+A command that uses no secret (``ferry acls``) resolves with ``keep_unavailable``: a well-formed
+placeholder whose variable is not set or whose file cannot be read leaves its value as written, an
+:class:`Unresolved` that says why; a malformed one is still an error.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +64,38 @@ class PlaceholderError(ValueError):
     """A placeholder that cannot be resolved; the message names it, never a secret."""
 
 
+class UnavailableError(PlaceholderError):
+    """A well-formed placeholder whose value is not available here: its variable is not set, its
+    file cannot be read (or is not text)."""
+
+
+class Unresolved(Secret):
+    """A value kept as written because a placeholder in it is not available here (:func:`resolve`
+    with ``keep_unavailable``): ``str()`` is the value as written, ``reason`` why it was not
+    resolved (the :class:`UnavailableError`'s message). Masked like any :class:`Secret`."""
+
+    reason: str
+
+    def __new__(cls, written: str, reason: str = "") -> Unresolved:
+        value = super().__new__(cls, written)
+        value.reason = reason
+        return value
+
+
+class _EveryVariable(Mapping[str, str]):
+    """An environment in which every variable is set (empty): resolving against it finds only
+    the malformed placeholders."""
+
+    def __getitem__(self, name: str) -> str:
+        return ""
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
 def _read_file(path: str) -> str:
     return Path(path).read_text()
 
@@ -89,16 +125,16 @@ def resolve_text(text: str, env: Mapping[str, str] | None = None, read_file: Cal
                 raise PlaceholderError(f"{token}: {argument!r} is not an environment variable name")
             value = environment.get(argument)
             if value is None:
-                raise PlaceholderError(f"{token}: the environment variable {argument} is not set")
+                raise UnavailableError(f"{token}: the environment variable {argument} is not set")
             return value
         if not argument:
             raise PlaceholderError(f"{token}: no file named")
         try:
             content = read_file(argument)
         except OSError as exc:
-            raise PlaceholderError(f"{token}: cannot read {argument}: {exc.strerror or exc}") from None
+            raise UnavailableError(f"{token}: cannot read {argument}: {exc.strerror or exc}") from None
         except UnicodeDecodeError:
-            raise PlaceholderError(f"{token}: {argument} is not UTF-8 text") from None
+            raise UnavailableError(f"{token}: {argument} is not UTF-8 text") from None
         return content.rstrip("\r\n")
 
     result = _TOKEN.sub(replace, text)
@@ -111,20 +147,39 @@ def escape(text: str) -> str:
 
 
 def resolve(
-    data: Any, env: Mapping[str, str] | None = None, read_file: Callable[[str], str] = _read_file
+    data: Any,
+    env: Mapping[str, str] | None = None,
+    read_file: Callable[[str], str] = _read_file,
+    keep_unavailable: bool = False,
 ) -> tuple[Any, list[tuple[str, str]]]:
     """``data`` (parsed YAML) with every string value resolved (:func:`resolve_text`), and the
     problems found, each as ``(key, message)`` with the key a dotted path such as
-    ``clusters.src.sasl.password`` (list items by index). Keys are never resolved."""
+    ``clusters.src.sasl.password`` (list items by index). Keys are never resolved.
+
+    ``keep_unavailable``: a value with a placeholder that is not available here (an unset variable,
+    a file that cannot be read) but no malformed one stays as written, an :class:`Unresolved`, and
+    is no problem."""
     problems: list[tuple[str, str]] = []
 
     def walk(value: Any, path: tuple[str, ...]) -> Any:
         if isinstance(value, str):
+            key = ".".join(path) or "(top level)"
             try:
                 return resolve_text(value, env, read_file)
+            except UnavailableError as exc:
+                if not keep_unavailable:
+                    problems.append((key, str(exc)))
+                    return value
+                unavailable = str(exc)
             except PlaceholderError as exc:
-                problems.append((".".join(path) or "(top level)", str(exc)))
+                problems.append((key, str(exc)))
                 return value
+            try:  # a malformed placeholder after the unavailable one is still an error
+                resolve_text(value, _EveryVariable(), lambda path: "")
+            except PlaceholderError as exc:
+                problems.append((key, str(exc)))
+                return value
+            return Unresolved(value, unavailable)
         if isinstance(value, dict):
             return {key: walk(item, (*path, str(key))) for key, item in value.items()}
         if isinstance(value, list):

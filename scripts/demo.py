@@ -1,14 +1,16 @@
 """`make demo`: Ferry end to end on the local stack.
 
-Starts ZooKeeper and the two Kafka clusters, a controller and two workers (real `ferry`
-processes), creates a topic on `src`, whitelists it through the REST API, produces records
-with keys, headers and timestamps, shows a progress bar until `dst` caught up, checks every
-record arrived in order, and prints what was mirrored. The stack keeps running afterwards;
-the controller and workers stop.
+Starts ZooKeeper and the two Kafka clusters, waits until both hand idempotent producers their
+producer ids, starts a controller and two workers (real `ferry` processes), creates a topic on
+`src`, whitelists it through the REST API, produces records with keys, headers and timestamps,
+shows a progress bar until `dst` caught up, checks every record arrived in order, and prints
+what was mirrored. The stack keeps running afterwards; the controller and workers stop.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import sys
 import time
@@ -48,9 +50,38 @@ REST_PORT = int(os.environ.get("FERRY_DEMO_REST_PORT", "9000"))
 METRICS_PORTS = tuple(int(p) for p in os.environ.get("FERRY_DEMO_METRICS_PORTS", "9101,9102").split(","))[:2]
 console = Console()
 
+# librdkafka's own lines while the readiness probe waits (its retries of a refused producer id
+# request): the probe says what it waits for, the retries are expected.
+_PROBE_LOG = logging.getLogger("ferry.demo.readiness")
+_PROBE_LOG.setLevel(logging.CRITICAL + 1)
+_PROBE_LOG.propagate = False
+
 
 def wait_for(what: str, condition: Callable[[], Any], timeout: float = 60.0) -> Any:
     return poll_until(condition, timeout, what, interval=0.3, ignoring=(requests.RequestException,))
+
+
+def wait_for_producer_ids(cluster: dict[str, str], name: str, timeout: float = 60.0) -> None:
+    """Waits until an idempotent producer of ``cluster`` holds its producer id; writes nothing.
+
+    A broker that has just started answers an idempotent producer's id request with "Coordinator
+    load in progress" until the KRaft controller gave it a block of ids; librdkafka retries and
+    warns on each retry (``GETPID``). The producer's statistics say when it holds an id
+    (``eos.idemp_state`` ``Assigned``); its log lines go nowhere.
+    """
+    idempotence: dict[str, Any] = {}
+    producer = kafka_clients.producer(
+        cluster,
+        logger=_PROBE_LOG,
+        stats_cb=lambda stats: idempotence.update(json.loads(stats).get("eos", {})),
+        **{"statistics.interval.ms": 100},
+    )
+
+    def assigned() -> bool:
+        producer.poll(0.1)
+        return idempotence.get("idemp_state") == "Assigned"
+
+    wait_for(f"{name} to give an idempotent producer its producer id", assigned, timeout)
 
 
 def read_all(cluster: dict[str, str], admin: AdminClient, topic: str) -> dict[int, list[tuple]]:  # type: ignore[type-arg]
@@ -71,10 +102,14 @@ def read_all(cluster: dict[str, str], admin: AdminClient, topic: str) -> dict[in
 def main() -> int:
     # This process's own Kafka clients log through Python logging too (common.kafka_clients).
     logs.configure("WARNING", "text")
-    stack = devstack.stack_from_env()
+    stack = devstack.stack_from_env(registries=False)  # the demo uses no schema registry
     console.rule("[bold]Ferry demo")
     console.print("starting the local stack (ZooKeeper, Kafka [cyan]src[/], Kafka [cyan]dst[/]) ...")
     devstack.up(stack, echo=lambda line: console.print(f"  {line}"))
+    # The demo and the workers write with idempotent producers: both clusters must hand out ids.
+    for name in ("src", "dst"):
+        wait_for_producer_ids({"bootstrap.servers": stack.bootstrap(name)}, name)
+    console.print("  [cyan]src[/] and [cyan]dst[/] are ready for idempotent producers")
 
     workdir = devstack.dev_dir() / "demo"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -177,10 +212,8 @@ def main() -> int:
             )
         console.print(table)
         validation = requests.get(f"{api}/validation", timeout=5).json()
-        console.print(
-            f"GET /validation -> summary {validation.get('summary')}, "
-            f"mismatches: {len(validation.get('mismatches', []))}"
-        )
+        mismatches = len(validation.get("mismatches", []))
+        console.print(f"GET /validation -> summary {validation.get('summary')}, mismatches: {mismatches}")
         if not identical:
             console.print("[red]the destination differs from the source[/]")
             return 1

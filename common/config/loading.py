@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ferry.common.config.model import FerryConfig
 from ferry.common.errors import ConfigError
-from ferry.common.placeholders import resolve
+from ferry.common.placeholders import Unresolved, resolve
 
 
 def validate_config(
@@ -21,19 +21,51 @@ def validate_config(
     origin: str = "config",
     env: Mapping[str, str] | None = None,
     read_file: Callable[[str], str] | None = None,
+    keep_unavailable: bool = False,
 ) -> tuple[FerryConfig | None, list[str]]:
     """Resolve the placeholders of already-parsed YAML/JSON data and validate it; every problem
     at once, each as ``key: message``. The config is None when there is any problem.
-    ``env`` and ``read_file``: where placeholders read (default: the environment, the files)."""
+    ``env`` and ``read_file``: where placeholders read (default: the environment, the files).
+    ``keep_unavailable``: values whose placeholders are not available here stay as written
+    (:func:`common.placeholders.resolve`), for a command that uses none of them."""
     if not isinstance(data, dict):
         return None, ["(top level): the top level must be a mapping with zookeeper, clusters and routes"]
-    data, unresolved = resolve(data, env, read_file) if read_file else resolve(data, env)
+    if read_file:
+        data, unresolved = resolve(data, env, read_file, keep_unavailable=keep_unavailable)
+    else:
+        data, unresolved = resolve(data, env, keep_unavailable=keep_unavailable)
     return validate_resolved(data, unresolved)
+
+
+def _kept_under(data: Any, loc: tuple[int | str, ...]) -> list[tuple[str, str]]:
+    """The values kept as written (:class:`Unresolved`) at or under ``loc`` of ``data``, as
+    ``(key, why)``: a check that failed there may have failed on the placeholder's text."""
+    for part in loc:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):  # a loc of pydantic's own (a union's member, a model)
+            return []
+    found: list[tuple[str, str]] = []
+
+    def walk(value: Any, path: tuple[str, ...]) -> None:
+        if isinstance(value, Unresolved):
+            found.append((".".join(path), value.reason))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, (*path, str(key)))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, (*path, str(index)))
+
+    walk(data, tuple(str(part) for part in loc))
+    return found
 
 
 def validate_resolved(data: dict[str, Any], unresolved: list[tuple[str, str]]) -> tuple[FerryConfig | None, list[str]]:
     """Validate data whose placeholders :func:`common.placeholders.resolve` resolved, with the
-    placeholders it could not; every problem at once, as :func:`validate_config`."""
+    placeholders it could not; every problem at once, as :func:`validate_config`. A check that
+    fails where a value was kept as written (:class:`common.placeholders.Unresolved`) is reported
+    with why each such value was not resolved."""
     problems = [f"{key}: {message}" for key, message in unresolved]
     try:
         config = FerryConfig.model_validate(data)
@@ -41,8 +73,13 @@ def validate_resolved(data: dict[str, Any], unresolved: list[tuple[str, str]]) -
         reported = {key for key, _ in unresolved}
         for error in exc.errors():
             key = ".".join(str(part) for part in error["loc"]) or "(top level)"
-            if key not in reported:  # an unresolved placeholder's value fails its own checks too
+            kept = _kept_under(data, tuple(error["loc"]))
+            if key not in reported and key not in dict(kept):  # a placeholder's text fails its checks too
                 problems.append(f"{key}: {error['msg']}")
+            for kept_key, why in kept:
+                if kept_key not in reported:
+                    reported.add(kept_key)
+                    problems.append(f"{kept_key}: {why}")
         return None, problems
     return (None if problems else config), problems
 
@@ -55,10 +92,10 @@ def _yaml_problem(error: yaml.YAMLError) -> str:
     return " ".join(str(error).split())
 
 
-def parse_config(data: Any, origin: str = "config") -> FerryConfig:
+def parse_config(data: Any, origin: str = "config", keep_unavailable: bool = False) -> FerryConfig:
     """Resolve and validate already-parsed YAML/JSON data; any problem raises :class:`ConfigError`
-    naming every offending key."""
-    config, problems = validate_config(data, origin)
+    naming every offending key. ``keep_unavailable``: as for :func:`validate_config`."""
+    config, problems = validate_config(data, origin, keep_unavailable=keep_unavailable)
     if config is None:
         raise ConfigError(f"{origin} is invalid:\n" + "\n".join(f"  {problem}" for problem in problems))
     return config
@@ -77,7 +114,9 @@ def read_config_file(path: str | Path) -> Any:
         raise ConfigError(f"{path} is not valid YAML: {_yaml_problem(exc)}") from None
 
 
-def load_config(path: str | Path) -> FerryConfig:
+def load_config(path: str | Path, keep_unavailable: bool = False) -> FerryConfig:
     """Read a YAML config file, resolve its placeholders and validate it; any problem raises
-    :class:`ConfigError`."""
-    return parse_config(read_config_file(path), origin=str(path))
+    :class:`ConfigError`. ``keep_unavailable``: a value whose placeholder is not available here (an
+    unset variable, an unreadable file) stays as written, a :class:`common.placeholders.Unresolved`,
+    for a command that uses no secret (``ferry acls``)."""
+    return parse_config(read_config_file(path), origin=str(path), keep_unavailable=keep_unavailable)

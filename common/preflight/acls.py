@@ -49,6 +49,7 @@ from ferry.common.core import naming as topic_naming
 from ferry.common.core import tree as distribution_tree
 from ferry.common.core.offset_map import CHECKPOINT_TOPIC, MAP_TOPIC
 from ferry.common.errors import ConfigError
+from ferry.common.placeholders import Unresolved
 
 TOPIC, GROUP, CLUSTER = "topic", "group", "cluster"
 LITERAL, PREFIXED = "literal", "prefixed"
@@ -298,6 +299,10 @@ def principal_of(cluster: str, properties: Mapping[str, object], given: str | No
     name = given or properties.get("sasl.username")
     if not name:
         raise ConfigError(f"cluster {cluster!r} has no sasl.username: name Ferry's principal with --principal")
+    if isinstance(name, Unresolved):
+        raise ConfigError(
+            f"clusters.{cluster}.sasl.username: {name.reason} (or name Ferry's principal with --principal)"
+        )
     name = str(name)
     return name if ":" in name else f"User:{name}"
 
@@ -352,10 +357,12 @@ def lines_for(
     for cluster, resources in grouped(found).items():
         properties = dict(config.clusters[cluster])
         who = principal_of(cluster, properties, principal)
-        bootstrap = str(properties["bootstrap.servers"])
+        bootstrap = properties["bootstrap.servers"]
+        if isinstance(bootstrap, Unresolved):
+            raise ConfigError(f"clusters.{cluster}.bootstrap.servers: {bootstrap.reason}")
         lines.append(f"# cluster {cluster}: principal {who}")
         lines += [
-            command_line(bootstrap, who, resource, operations, command_config)
+            command_line(str(bootstrap), who, resource, operations, command_config)
             for resource, operations in resources.items()
         ]
     return lines

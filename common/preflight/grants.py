@@ -1,7 +1,10 @@
 """``ferry acls``: the Kafka ACLs a config needs (:mod:`common.preflight.acls`), and which of them a cluster lacks.
 
 ``ferry acls --config F [--principal P] [--topic T ...]`` prints, per cluster, the
-``kafka-acls.sh`` lines that grant Ferry's principal exactly what the config's features need.
+``kafka-acls.sh`` lines that grant Ferry's principal exactly what the config's features need. It
+connects to nothing and so needs no secret: a placeholder whose variable is not set or whose file
+cannot be read here is left as written (:func:`common.config.load_config`'s ``keep_unavailable``),
+unless it is in what the lines show (a cluster's ``bootstrap.servers``, ``sasl.username``).
 :func:`check_granted` asks each cluster (AdminClient ``describe_acls``) what it grants the principal
 and reports what is missing; ``ferry check --connect`` calls it.
 """
@@ -132,7 +135,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "acls",
         help="print the Kafka ACLs Ferry's principal needs on each cluster, as kafka-acls.sh lines",
         description="Prints, per cluster, the kafka-acls.sh command lines that grant Ferry's principal what the "
-        "config's routes, group checkpoints, heartbeats and offset map need, and nothing more.",
+        "config's routes, group checkpoints, heartbeats and offset map need, and nothing more. Connects to nothing: "
+        "the config's secrets (${env:...}, ${file:...}) need not be available.",
     )
     parser.add_argument("--config", required=True, help="Ferry's YAML config file")
     parser.add_argument(
@@ -154,7 +158,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
+    config = load_config(args.config, keep_unavailable=True)
     for route in acls.unmatched_routes(config, args.topic):
         print(f"# route {route} has no include patterns: name the topics added with POST /topics with --topic")
     for i, line in enumerate(acls.command_lines(config, args.principal, args.topic, args.command_config)):

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ferry import cli
 from ferry.common.config import parse_config
 from ferry.common.errors import ConfigError
 from ferry.common.preflight import acls
@@ -254,3 +255,64 @@ def test_missing_bindings_print_as_the_lines_that_grant_them() -> None:
         "kafka-acls.sh --bootstrap-server dst:9094 --add --allow-principal User:ferry --operation Create "
         "--topic orders --resource-pattern-type literal",
     ]
+
+
+# A config whose secrets are all placeholders that cannot be resolved where `ferry acls` runs.
+UNSET_SECRETS = """
+zookeeper:
+  connect: 127.0.0.1:2181
+  auth: {digest: "${env:FERRY_TEST_UNSET_ZK_DIGEST}"}
+clusters:
+  src: {bootstrap.servers: "src:9094", security.protocol: SASL_SSL, sasl.mechanism: SCRAM-SHA-512,
+        sasl.username: ferry, sasl.password: "${env:FERRY_TEST_UNSET_SRC_PASSWORD}"}
+  dst: {bootstrap.servers: "dst:9094", security.protocol: SASL_SSL, sasl.mechanism: SCRAM-SHA-512,
+        sasl.username: ferry, sasl.password: "${file:/nonexistent/ferry/dst.password}"}
+routes: [{source: src, destination: dst, include: [orders]}]
+controller:
+  checkpoint_interval_s: 0
+  auth: {tokens: [{name: ops, value: "${env:FERRY_TEST_UNSET_TOKEN}"}]}
+"""
+
+
+def _acls_cli(tmp_path: Path, text: str, *args: str) -> int:
+    path = tmp_path / "ferry.yaml"
+    path.write_text(text)
+    return cli.main(["acls", "--config", str(path), *args])
+
+
+def test_ferry_acls_needs_none_of_the_secrets_it_does_not_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _acls_cli(tmp_path, UNSET_SECRETS) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "# cluster dst: principal User:ferry"
+    assert "kafka-acls.sh --bootstrap-server src:9094 --add --allow-principal User:ferry --operation Read" in out
+
+
+def test_ferry_acls_still_refuses_a_malformed_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    malformed = UNSET_SECRETS.replace("destination: dst", "destination: elsewhere").replace(
+        "${file:/nonexistent", "${vault:/nonexistent"
+    )
+    assert _acls_cli(tmp_path, malformed) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ferry: {tmp_path / 'ferry.yaml'} is invalid: ")
+    assert "routes.0.destination: unknown cluster 'elsewhere'" in err
+    assert "clusters.dst.sasl.password: unknown placeholder '${vault:/nonexistent/ferry/dst.password}'" in err
+    assert "FERRY_TEST_UNSET" not in err  # what is only unavailable here is no problem
+
+
+def test_a_value_ferry_acls_prints_must_resolve(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    unset_user = UNSET_SECRETS.replace("sasl.username: ferry,", 'sasl.username: "${env:FERRY_TEST_UNSET_USER}",', 1)
+    assert _acls_cli(tmp_path, unset_user) == 2
+    assert capsys.readouterr().err == (
+        "ferry: clusters.src.sasl.username: ${env:FERRY_TEST_UNSET_USER}: the environment variable "
+        "FERRY_TEST_UNSET_USER is not set (or name Ferry's principal with --principal)\n"
+    )
+    assert _acls_cli(tmp_path, unset_user, "--principal", "mirror") == 0
+    assert "--allow-principal User:mirror" in capsys.readouterr().out
+    unset_bootstrap = UNSET_SECRETS.replace('"dst:9094"', '"${env:FERRY_TEST_UNSET_BOOTSTRAP}"')
+    assert _acls_cli(tmp_path, unset_bootstrap) == 2
+    assert capsys.readouterr().err == (
+        "ferry: clusters.dst.bootstrap.servers: ${env:FERRY_TEST_UNSET_BOOTSTRAP}: the environment variable "
+        "FERRY_TEST_UNSET_BOOTSTRAP is not set\n"
+    )

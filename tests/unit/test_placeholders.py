@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ferry.common.config import parse_config
+from ferry.common.config import parse_config, validate_config
 from ferry.common.errors import ConfigError
-from ferry.common.placeholders import MASK, PlaceholderError, Secret, escape, resolve, resolve_text
+from ferry.common.placeholders import MASK, PlaceholderError, Secret, Unresolved, escape, resolve, resolve_text
 
 BASE: dict[str, Any] = {
     "zookeeper": {"connect": "zk:2181"},
@@ -133,3 +133,26 @@ def test_a_literal_dollar_brace_is_written_doubled() -> None:
     )
     assert config.clusters["src"]["sasl.username"] == "${env:NOT_A_PLACEHOLDER}"
     assert config.clusters["src"]["client.id"] == "costs $$5"  # only $${ is an escape
+
+
+def test_keeping_what_is_unavailable_leaves_it_as_written_and_says_why() -> None:
+    data = {"a": "${env:MISSING}", "b": "${file:/nonexistent/f}", "c": "${env:K}", "d": "${env:MISSING}${oops:x}"}
+    resolved, problems = resolve(data, env={"K": "v"}, read_file=files({}), keep_unavailable=True)
+    assert isinstance(resolved["a"], Unresolved) and str(resolved["a"]) == "${env:MISSING}"
+    assert resolved["a"].reason == "${env:MISSING}: the environment variable MISSING is not set"
+    assert resolved["b"].reason == "${file:/nonexistent/f}: cannot read /nonexistent/f: No such file or directory"
+    assert repr(resolved["a"]) == MASK
+    assert resolved["c"] == "v" and not isinstance(resolved["c"], Unresolved)
+    # A malformed placeholder is a problem even behind an unavailable one.
+    assert problems == [
+        ("d", "unknown placeholder '${oops:x}': use ${env:NAME} or ${file:PATH} (write $${ for a literal ${)")
+    ]
+
+
+def test_a_check_failing_on_a_kept_placeholder_says_why_it_was_kept() -> None:
+    data = {**BASE, "controller": {"rest_port": "${env:FERRY_TEST_UNSET_PORT}"}}
+    config, problems = validate_config(data, env={}, keep_unavailable=True)
+    assert config is None
+    assert problems == [
+        "controller.rest_port: ${env:FERRY_TEST_UNSET_PORT}: the environment variable FERRY_TEST_UNSET_PORT is not set"
+    ]

@@ -64,9 +64,7 @@ def test_a_root_written_by_a_newer_ferry_is_refused_with_one_line(
 ) -> None:
     zk.create(LAYOUT.layout_marker, LayoutMarker(LAYOUT_VERSION + 1, "9.0.0").to_bytes())
     config = _config_file(tmp_path, local_stack, zk_chroot)
-    done = subprocess.run(
-        ferry_command(*command, "--config", str(config)), capture_output=True, text=True, timeout=120
-    )
+    done = subprocess.run(ferry_command(*command, "--config", str(config)), capture_output=True, text=True, timeout=120)
     lines = [line for line in done.stderr.splitlines() if line.startswith("ferry:")]
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr

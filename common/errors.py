@@ -37,6 +37,11 @@ class ConfigError(PermanentError):
     """A configuration file or value is invalid; the message names the key and the problem."""
 
 
+class NewerLayoutError(PermanentError):
+    """Ferry's state in ZooKeeper is in a layout newer than this Ferry knows: a newer release wrote it.
+    Running on would misread it; the message names both releases."""
+
+
 class UnreachableError(TransientError):
     """A server Ferry needs (ZooKeeper, a Kafka cluster, a schema registry, a controller) did not
     answer within its deadline; the message names the server and the deadline."""

@@ -8,9 +8,10 @@ Two layers per node, on purpose:
 - the *payload* (``IdealStatePayload``, ...): a pydantic model of the JSON in the node, field by
   field, as Ferry has always written it. ``from_bytes`` validates with it (a node that is not
   what Ferry writes fails with a ``ValueError`` naming the field), ``to_bytes`` serializes with it.
-  The bytes are fixed (sorted keys, no spaces; ``tests/unit/test_vocabulary_and_payloads.py``
-  holds them as literals), so there is no layout version: Ferry processes of different releases
-  read each other's nodes.
+  The bytes are stable (sorted keys, no spaces; ``tests/unit/test_vocabulary_and_payloads.py``
+  keeps payloads as earlier releases wrote them), and fields a newer Ferry adds are ignored, so old
+  and new Ferry processes read each other's nodes. A change that an older Ferry would misread
+  raises :data:`LAYOUT_VERSION`, which the root's ``layout`` node records (:class:`LayoutMarker`).
 - the *value* (``IdealState``, ...): a frozen dataclass the pure core computes with. The leader
   builds and compares millions of them per reconcile, so they are not validated on construction
   (a pydantic dataclass costs about 1,000 times more to build: measured, 0.7 ms against 0.5 us for
@@ -150,6 +151,13 @@ class WorkerInfoPayload(_Payload):
     host: str
     pid: int
     metrics_url: str | None = None  # written as null when there is none
+
+
+class LayoutMarkerPayload(_Payload):
+    """``layout``."""
+
+    version: int
+    ferry: str
 
 
 class ViewEntry(TypedDict):
@@ -345,3 +353,40 @@ class ExternalView:
         """How many of partitions ``0 .. partitions - 1`` are in each state; one nobody reports is OFFLINE."""
         entries = self.partitions
         return count_states(entry["state"] if (entry := entries.get(p)) else None for p in range(partitions))
+
+
+LAYOUT_VERSION = 1
+"""The version of the nodes' layout this Ferry reads and writes. It rises only with a change that an
+older Ferry would misread; a process refuses a root whose marker names a newer one."""
+
+
+@dataclass(frozen=True)
+class LayoutMarker:
+    """``layout``: the layout version of the nodes under Ferry's root, and the Ferry release that wrote
+    it. Written by the leading controller when it is missing or older than its own."""
+
+    version: int
+    ferry: str
+
+    def to_bytes(self) -> bytes:
+        return LayoutMarkerPayload.model_construct(version=self.version, ferry=self.ferry).to_bytes()
+
+    @classmethod
+    def from_bytes(cls, data: bytes | None) -> LayoutMarker | None:
+        if not data:
+            return None
+        raw = LayoutMarkerPayload.model_validate_json(data)
+        return cls(version=raw.version, ferry=raw.ferry)
+
+
+def newer_layout_problem(marker: LayoutMarker | None, root: str, ferry: str) -> str | None:
+    """Why this Ferry (release ``ferry``, layout :data:`LAYOUT_VERSION`) must not work under ``root``,
+    whose marker is ``marker``: it names a newer layout. None when it may (no marker: a new root, or one
+    written before markers existed; the same or an older version)."""
+    if marker is None or marker.version <= LAYOUT_VERSION:
+        return None
+    return (
+        f"ZooKeeper root {root} holds Ferry's state in layout version {marker.version} (written by Ferry "
+        f"{marker.ferry}); this Ferry {ferry} knows layout {LAYOUT_VERSION} at most: run Ferry {marker.ferry} "
+        "or newer (see docs/upgrading.md)"
+    )

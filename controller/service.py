@@ -32,6 +32,7 @@ from apscheduler.schedulers import SchedulerNotRunningError
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
+from ferry.common.cli import ferry_version
 from ferry.common.config import FerryConfig
 from ferry.common.zk.layout import ZkLayout, connect, given_up, make_client
 from ferry.controller.errors import Unavailable
@@ -117,7 +118,7 @@ class Controller:
         if self._owns_zk and not connect(self._zk, self.config.zookeeper, stop):
             return False
         try:
-            self.store.ensure_layout()
+            self.store.ensure_layout(ferry_version())
         except KazooException as exc:  # lost again at once, or refused (ACLs): one line, not a traceback
             raise Unavailable(
                 f"ZooKeeper at {self.config.zookeeper.connect}: creating Ferry's nodes failed: "

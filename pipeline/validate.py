@@ -26,6 +26,7 @@ from confluent_kafka import KafkaException
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
+from ferry.common.cli import ferry_version
 from ferry.common.config import FerryConfig
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
@@ -120,6 +121,7 @@ def _zookeeper(config: FerryConfig) -> Iterator[KazooClient]:
     client = make_client(config.zookeeper)
     connect(client, config.zookeeper)  # unreachable, refused: one line (UnreachableError, ConfigError)
     try:
+        StateReader(client, ZkLayout(config.zookeeper.root)).check_layout(ferry_version())
         yield client
     except KazooException as exc:  # the connection lost for longer than the retry deadline, or refused
         raise PipelineError(f"ZooKeeper at {config.zookeeper.connect}: {type(exc).__name__} {exc}".rstrip()) from None

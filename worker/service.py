@@ -46,6 +46,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
 from ferry.common import logs
+from ferry.common.cli import ferry_version
 from ferry.common.config import FerryConfig
 from ferry.common.errors import ConfigError
 from ferry.common.model import (
@@ -58,6 +59,7 @@ from ferry.common.model import (
 )
 from ferry.common.vocabulary import PartitionState, WorkerState
 from ferry.common.zk.layout import ZkLayout, connect, given_up, lost, make_client
+from ferry.common.zk.state import StateReader
 from ferry.worker.controls import SwitchedTargets, WorkerControls
 from ferry.worker.copier import RouteCopier
 from ferry.worker.copying.committer import FLUSH_TIMEOUT_S
@@ -166,6 +168,7 @@ class Worker:
     def _run_connected(self) -> int:
         self._zk.add_listener(self._session.on_state)
         try:
+            StateReader(self._zk, self.layout).check_layout(ferry_version())
             for path in self.layout.persistent_paths():
                 self._zk.ensure_path(path)
             if not self._register():

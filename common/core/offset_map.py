@@ -22,6 +22,11 @@ Translation of a committed source offset ``c`` (the next record the group will r
   or above the mirror's head: no exact answer (:func:`translate` returns None) and the caller uses
   the timestamp method (:func:`timestamp_lookup_ms`) or waits.
 
+A group above the mirror's head has read everything the copy holds. Its checkpoint is the end of the
+copy (:func:`copy_end`, method ``ahead``): on the destination it goes on with the next record copied,
+and re-reads only what it read at the source while the mirror caught up. Not the destination's log
+end: records copied after the map's newest segment may lie past the group's offset.
+
 "Newest" is the highest destination offset: after a rewind re-copied records, the group continues
 after their latest copy, so it reads each record once from there on.
 """
@@ -32,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 EXACT, TIMESTAMP = "exact", "timestamp"
+AHEAD = "ahead"  # the group is past what was copied: checkpointed at the copy's end
 # Compacted topics on the destination cluster: the map's segments, and checkpoints for tools.
 MAP_TOPIC = "__ferry_offset_map"
 CHECKPOINT_TOPIC = "__ferry_checkpoints"
@@ -197,6 +203,15 @@ def translate(segments: list[Segment], committed: int) -> int | None:
     below = [s for s in segments if s.src_end <= committed]
     last = max(below, key=lambda s: (s.src_end, s.dst_start))
     return last.dst_end
+
+
+def copy_end(segments: list[Segment]) -> int | None:
+    """The destination offset right after the newest copy of the highest source offset mapped: where a
+    group that read past the mirror's head goes on. None when nothing is mapped."""
+    if not segments:
+        return None
+    newest = max(segments, key=lambda s: (s.src_end, s.dst_start))
+    return newest.dst_end
 
 
 def timestamp_lookup_ms(committed_record_timestamp_ms: int, margin_s: float) -> int:

@@ -2,6 +2,7 @@
 
 Everything lives under the configured root (``zookeeper.root``)::
 
+    <root>/layout                      LayoutMarker: the layout version and the Ferry that wrote it
     <root>/controller/election/        kazoo Election contenders; the lowest holds the lead
     <root>/controller/leader           ephemeral, leader's {"id", "rest_url"}
     <root>/controller/generation       last generation the leader stamped on assignments
@@ -51,6 +52,11 @@ class ZkLayout:
     def _join(self, *parts: str) -> str:
         base = "" if self.root == "/" else self.root
         return "/".join([base, *parts])
+
+    @property
+    def layout_marker(self) -> str:
+        """The layout version of everything under the root (:class:`common.model.LayoutMarker`)."""
+        return self._join("layout")
 
     # controller
     @property

@@ -17,7 +17,16 @@ from collections.abc import Iterable
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from ferry.common.model import ExternalView, IdealState, TopicKey, WorkerInfo, WorkerStatus
+from ferry.common.errors import NewerLayoutError
+from ferry.common.model import (
+    ExternalView,
+    IdealState,
+    LayoutMarker,
+    TopicKey,
+    WorkerInfo,
+    WorkerStatus,
+    newer_layout_problem,
+)
 from ferry.common.zk.layout import ZkLayout
 
 # How many reads may be in flight at once (bounds the client's memory, not the server's work).
@@ -66,6 +75,24 @@ class StateReader:
         names = self.children(folder)
         got = self.data_many(f"{folder}/{name}" for name in names)
         return {name: got[f"{folder}/{name}"] for name in names if f"{folder}/{name}" in got}
+
+    def layout_marker(self) -> LayoutMarker | None:
+        """The root's layout marker; None when there is none yet."""
+        got = self.data(self.layout.layout_marker)
+        return LayoutMarker.from_bytes(got[0]) if got else None
+
+    def check_layout(self, ferry: str) -> LayoutMarker | None:
+        """The root's layout marker, after making sure this Ferry (release ``ferry``) may work on it.
+
+        Raises :class:`common.errors.NewerLayoutError` when a newer Ferry wrote a layout this one
+        does not know. Every process checks once it is connected, before it reads or writes anything
+        else under the root.
+        """
+        marker = self.layout_marker()
+        problem = newer_layout_problem(marker, self.layout.root, ferry)
+        if problem:
+            raise NewerLayoutError(problem)
+        return marker
 
     def live_workers(self) -> dict[str, WorkerInfo]:
         return {

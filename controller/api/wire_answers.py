@@ -243,7 +243,7 @@ class GroupPartition(WireShape):
     lag: int | None
     destination_topic: str
     destination_offset: int | None = Field(description="null: pending")
-    method: Literal["exact", "timestamp", "mirrormaker2", "pending"]
+    method: Literal["exact", "timestamp", "mirrormaker2", "ahead", "pending"]
 
 
 class GroupRow(WireShape):

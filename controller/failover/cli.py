@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from ferry.common.cli import require_option
+from ferry.common.cli import ferry_version, require_option
 from ferry.common.config import load_config
 
 
@@ -63,15 +63,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace, command: str) -> int:
     from ferry.common.zk import layout as zk_layout
+    from ferry.common.zk.state import StateReader
     from ferry.controller.failover.workflow import FailoverRun
 
     require_option(args, "config", "--config", command)
     config = load_config(args.config)
     zk = zk_layout.make_client(config.zookeeper)
     zk_layout.connect(zk, config.zookeeper)
-    run = FailoverRun(
-        config, zk, zk_layout.ZkLayout(config.zookeeper.root), say=lambda line: print(line, file=sys.stderr, flush=True)
-    )
+    layout = zk_layout.ZkLayout(config.zookeeper.root)
+    StateReader(zk, layout).check_layout(ferry_version())
+    run = FailoverRun(config, zk, layout, say=lambda line: print(line, file=sys.stderr, flush=True))
     try:
         route = config.route(args.route).name
         if command == "failover":

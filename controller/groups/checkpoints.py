@@ -13,8 +13,13 @@ Every ``checkpoint_interval_s`` the leader, for each route with ``groups`` patte
    the destination under the same group id, only while that group has no active member there and
    only forward (MirrorMaker 2's ``sync.group.offsets``).
 
-A translation says which method produced it: ``exact``, ``timestamp``, or ``pending`` (the group
-is ahead of the mirror's head: nothing to commit until the mirror catches up).
+A translation says which method produced it: ``exact``, ``timestamp``, ``mirrormaker2``, ``ahead``
+(the group read past the mirror's head: it is placed at the end of what was copied, so after a
+failover it re-reads at most what it read while the mirror lagged, and never skips a record), or
+``pending`` (no position yet: nothing of the partition is mapped and the timestamp method found none).
+
+A pass refreshes each destination's offset map once and asks each source partition's log end once,
+whatever the number of groups reading it.
 
 Why the map lives in a compacted topic on the destination: it describes destination offsets, so it
 belongs with the destination's data and is there when the source is gone (a failover is exactly
@@ -42,10 +47,12 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 
 from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core.offset_map import (
+    AHEAD,
     CHECKPOINT_TOPIC,
     EXACT,
     MAP_TOPIC,
     TIMESTAMP,
+    copy_end,
     segment_key,
     timestamp_lookup_ms,
     translate,
@@ -229,20 +236,30 @@ class Checkpointer:
             raise Unavailable(f"cluster {cluster!r}: offsets of group {group!r}: {_why(exc)}") from None
         return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or [] if tp.offset >= 0}
 
-    def translate_group(self, route: RouteConfig, group: str) -> list[Translation]:
-        """The group's committed offsets on the route's source, translated to its destination, now."""
+    def translate_group(
+        self,
+        route: RouteConfig,
+        group: str,
+        reader: OffsetMapReader | None = None,
+        source_ends: dict[tuple[str, int], int | None] | None = None,
+    ) -> list[Translation]:
+        """The group's committed offsets on the route's source, translated to its destination, now.
+
+        A checkpoint pass hands in the destination's map ``reader`` it refreshed once and the
+        ``source_ends`` it asked so far (filled here); without them the map is read to its end now.
+        """
         committed = self._committed(route.source, group)
         if not committed:
             return []
-        reader = self.fresh_map(route.destination)
-        consumer = self._consumer(route.source)
+        if reader is None:
+            reader = self.fresh_map(route.destination)
+        ends = {} if source_ends is None else source_ends
         result = []
         for (topic, partition), offset in sorted(committed.items()):
             dest_topic = route.destination_topic(topic)
-            try:
-                _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
-            except KafkaException:
-                end = None
+            if (topic, partition) not in ends:
+                ends[(topic, partition)] = self._source_end(route.source, topic, partition)
+            end = ends[(topic, partition)]
             segments = reader.segments(route.name, dest_topic, partition)
             if not segments and not self._exists(route.destination, dest_topic):
                 continue  # a topic this route does not mirror
@@ -251,7 +268,8 @@ class Checkpointer:
                 result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, exact, EXACT))
                 continue
             if segments and offset > max(s.src_end for s in segments):
-                result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, None, PENDING))
+                ahead = copy_end(segments)
+                result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, ahead, AHEAD))
                 continue
             seeded = self._mm2.translate(route, group, dest_topic, partition, offset)
             if seeded is not None:  # Ferry's map has nothing there yet: MirrorMaker 2's checkpoint
@@ -263,6 +281,13 @@ class Checkpointer:
             method = TIMESTAMP if by_time is not None else PENDING
             result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, by_time, method))
         return result
+
+    def _source_end(self, cluster: str, topic: str, partition: int) -> int | None:
+        try:
+            _, end = self._consumer(cluster).get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
+        except KafkaException:
+            return None
+        return int(end)
 
     def _exists(self, cluster: str, topic: str) -> bool:
         try:
@@ -398,9 +423,17 @@ class Checkpointer:
             except Unavailable as exc:
                 log.warning("route %s: listing its groups failed (next run retries): %s", route.name, exc)
                 continue
+            reader: OffsetMapReader | None = None
+            if groups:
+                try:
+                    reader = self.fresh_map(route.destination)  # once per pass, whatever the number of groups
+                except Unavailable as exc:
+                    log.warning("route %s: reading its offset map failed (next run retries): %s", route.name, exc)
+                    groups = []
+            source_ends: dict[tuple[str, int], int | None] = {}
             for group in groups:
                 try:
-                    translations = self.translate_group(route, group)
+                    translations = self.translate_group(route, group, reader, source_ends)
                     self.emit(route, translations)
                     if self._config.controller.sync_group_offsets:
                         self.sync(route, group, translations)

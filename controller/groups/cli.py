@@ -6,7 +6,7 @@ needed (a failover is when the controllers may be gone too); ``--json`` shapes t
 
 - ``list``: the groups each route's ``groups`` patterns select at its source;
 - ``translate GROUP``: per topic and partition, the source committed offset, the destination offset,
-  the method (exact | timestamp | pending) and the lag;
+  the method (exact | timestamp | mirrormaker2 | ahead | pending) and the lag;
 - ``sync GROUP``: translate, write the checkpoints, and commit the offsets on the destination
   when the group has no active member there (only forward).
 """

@@ -14,7 +14,17 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from ferry.common.errors import TransientError
-from ferry.common.model import ExternalView, IdealState, TopicKey, WorkerAssignment, WorkerInfo, WorkerStatus, decode
+from ferry.common.model import (
+    LAYOUT_VERSION,
+    ExternalView,
+    IdealState,
+    LayoutMarker,
+    TopicKey,
+    WorkerAssignment,
+    WorkerInfo,
+    WorkerStatus,
+    decode,
+)
 from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
 from ferry.common.zk.state import StateReader
@@ -122,9 +132,19 @@ class Store(StateReader):
         self.max_transaction_bytes = 0
         self.max_node_bytes = 0
 
-    def ensure_layout(self) -> None:
+    def ensure_layout(self, ferry: str) -> None:
+        """Makes sure this Ferry (release ``ferry``) may work under the root, then creates Ferry's folders
+        and the layout marker when there is none (:meth:`check_layout`: a newer layout raises
+        :class:`common.errors.NewerLayoutError` before anything is written)."""
+        marker = self.check_layout(ferry)
         for path in self.layout.persistent_paths():
             self.zk.ensure_path(path)
+        if marker is not None:
+            return
+        try:
+            self.zk.create(self.layout.layout_marker, LayoutMarker(LAYOUT_VERSION, ferry).to_bytes())
+        except NodeExistsError:  # another controller wrote it first: it must be one this Ferry may read
+            self.check_layout(ferry)
 
     def snapshot(self, read_views: bool = True) -> Snapshot:
         """Everything, read pipelined; with ``read_views`` false only the names of the external views."""

@@ -234,6 +234,39 @@ def test_unplanned_failover_reports_the_rpo_and_failback_brings_back_only_what_t
     )  # the RPO records stay at the source
 
 
+def test_a_group_ahead_of_the_mirror_is_checkpointed_at_the_copys_end_and_skips_nothing_after_failover(
+    fleet: Fleet,
+    pair: devstack.Stack,
+    topic_name: Callable[[str], str],
+) -> None:
+    topic, group = topic_name("ahead"), f"app-{topic_name('g')[-12:]}"
+    dst_conf = {"bootstrap.servers": pair.bootstrap(DST)}
+    _configure(fleet, pair, topic, group)
+    java_clients.produce(pair.bootstrap(SRC), topic, 300, 1)
+    controller, worker = fleet.start_controller("c1"), fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    src_conf = {"bootstrap.servers": pair.bootstrap(SRC)}
+    # The route commits only what its offset map describes: then the map covers all 300 copies.
+    wait_until(lambda: committed_offset(src_conf, f"ferry.{FORWARD}", topic) == 300, 120, "the route's commit of 300")
+
+    # The mirror stops at 300; the group, never checkpointed before, reads on at the source past the copy.
+    worker.signal(signal.SIGKILL)
+    java_clients.produce(pair.bootstrap(SRC), topic, 50, 3)
+    read_src = java_clients.consume(pair.bootstrap(SRC), group, topic, 330)
+    assert [o for o, _ in read_src] == list(range(330))
+    wait_until(lambda: committed_offset(dst_conf, group, topic) == 300, 60, "the group checkpointed at the copy's end")
+    (row,) = requests.get(f"{controller.url}/groups/{group}", timeout=10).json()["groups"][0]["partitions"]
+    assert (row["sourceOffset"], row["destinationOffset"], row["method"]) == (330, 300, "ahead")
+
+    report = _ferry(fleet, "failover", "--route", FORWARD, "--groups", group)
+    assert report["state"] == "FAILED_OVER"
+    assert committed_offset(dst_conf, group, topic) == 300
+
+    # On the destination the group goes on with the next record written there: nothing skipped.
+    java_clients.produce(pair.bootstrap(DST), topic, 20, 4)
+    assert [v for _, v in java_clients.consume(pair.bootstrap(DST), group, topic, 20)] == _values(4, 20)
+
+
 def test_a_failover_whose_leader_dies_halfway_completes_when_retried(
     fleet: Fleet,
     pair: devstack.Stack,

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from ferry.common.core.offset_map import (
     OffsetMap,
     Segment,
+    copy_end,
     merge,
     parse_segment,
     segment_key,
@@ -120,6 +121,39 @@ def test_translation_is_exact_against_a_model(events: list[tuple[str, int]]) -> 
             # in a gap: right after a copy of a record below c; no source offset between it and c was copied
             assert got > 0 and log[got - 1] is not None and log[got - 1] < committed
             assert not any(s is not None and log[got - 1] < s < committed for s in log)
+
+
+@given(copy_events, st.integers(1, 20))
+def test_a_group_ahead_of_the_mirror_goes_on_after_the_newest_copy_of_the_head(
+    events: list[tuple[str, int]], ahead_by: int
+) -> None:
+    """A group past everything copied is checkpointed where a group exactly at the mirror's head would
+    be: right after the newest copy of the highest source offset copied. It skips no copy of its route
+    made after that, and re-reads no more than the copies made after it."""
+    log: list[int | None] = []
+    offsets = OffsetMap()
+    source = 0
+    for kind, n in events:
+        if kind == "copy":
+            for _ in range(n):
+                offsets.record(source, len(log))
+                log.append(source)
+                source += 1
+        elif kind == "source_gap":
+            source += n
+        elif kind == "other_writer":
+            log.extend([None] * n)
+        elif kind == "rewind":
+            source = max(0, source - n)
+    segments = merge(offsets.segments())
+    if not segments:
+        assert copy_end(segments) is None
+        return
+    head = max(s for s in log if s is not None)
+    end = copy_end(segments)
+    assert end == translate(segments, head + 1)
+    assert end == max(d for d, s in enumerate(log) if s == head) + 1
+    assert translate(segments, head + 1 + ahead_by) is None  # no exact answer: hence the copy's end
 
 
 @given(copy_events, st.data())

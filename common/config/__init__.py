@@ -14,9 +14,9 @@ The models live in one module per section (``base``, ``zookeeper``, ``routes``, 
 from __future__ import annotations
 
 from ferry.common.config.base import ClientValue
+from ferry.common.config.ferry_config import SECRET_PROPERTY, FerryConfig, Problem
 from ferry.common.config.internal_topics import InternalTopicsConfig
 from ferry.common.config.loading import load_config, parse_config, read_config_file, validate_config, validate_resolved
-from ferry.common.config.model import SECRET_PROPERTY, FerryConfig, Problem
 from ferry.common.config.routes import Compression, MirrorMaker2Config, RouteConfig, start_position
 from ferry.common.config.schemas import (
     HeartbeatsConfig,

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from ferry.common.config.model import FerryConfig
+from ferry.common.config.ferry_config import FerryConfig
 from ferry.common.errors import ConfigError
 from ferry.common.placeholders import Unresolved, resolve
 

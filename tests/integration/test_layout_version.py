@@ -4,7 +4,6 @@ a worker or ``ferry failover`` started on a root that a newer Ferry wrote exits 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,15 +16,6 @@ from ferry.devstack.stack import Stack
 from ferry.devstack.support import ferry_command, fleet_config, free_port, poll_until, spawn, stop_all
 
 LAYOUT = ZkLayout("/")
-
-
-@pytest.fixture
-def zk(zk_chroot: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_chroot)
-    client.start(timeout=15)
-    yield client
-    client.stop()
-    client.close()
 
 
 def _config_file(tmp_path: Path, local_stack: Stack, zk_chroot: str) -> Path:

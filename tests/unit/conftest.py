@@ -7,7 +7,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from flask import Flask
+from flask.testing import FlaskClient
 from werkzeug.serving import make_server
+
+from ferry.controller.api.rest import create_app
+from tests.fakes import FakeController, as_controller_api
 
 
 @pytest.fixture
@@ -27,3 +31,15 @@ def serve() -> Iterator[Callable[[Flask], str]]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@pytest.fixture
+def fake() -> FakeController:
+    """A controller's parts as the REST layer sees them, leading, recording what it is asked."""
+    return FakeController()
+
+
+@pytest.fixture
+def client(fake: FakeController) -> FlaskClient:
+    """The REST API over ``fake``, as Flask's test client."""
+    return create_app(as_controller_api(fake)).test_client()

@@ -82,12 +82,10 @@ copy_events = st.lists(
 )
 
 
-@given(copy_events)
-def test_translation_is_exact_against_a_model(events: list[tuple[str, int]]) -> None:
-    """A destination log built from copies, other writers' records, source gaps, rewinds and new
-    owners: a group committed at c continues after the newest copy of c - 1 (or at c's), and the
-    map stays compact."""
-    log: list[int | None] = []  # destination offset -> source offset (None: another writer's record)
+def _replay(events: list[tuple[str, int]]) -> tuple[list[int | None], list[Segment], int]:
+    """The destination log that ``events`` build (destination offset -> source offset; None: another
+    writer's record), the map's segments as every owner wrote them, merged, and the next source offset."""
+    log: list[int | None] = []
     live = OffsetMap()
     persisted: list[Segment] = []
     source = 0
@@ -106,7 +104,15 @@ def test_translation_is_exact_against_a_model(events: list[tuple[str, int]]) -> 
         else:  # a new owner: the persisted segments, and a fresh map from here on
             persisted += live.segments()
             live = OffsetMap()
-    segments = merge(persisted + live.segments())
+    return log, merge(persisted + live.segments()), source
+
+
+@given(copy_events)
+def test_translation_is_exact_against_a_model(events: list[tuple[str, int]]) -> None:
+    """A destination log built from copies, other writers' records, source gaps, rewinds and new
+    owners: a group committed at c continues after the newest copy of c - 1 (or at c's), and the
+    map stays compact."""
+    log, segments, source = _replay(events)
     runs = sum(1 for d, s in enumerate(log) if s is not None and (d == 0 or log[d - 1] is None or log[d - 1] != s - 1))
     assert len(segments) == runs
     for committed in range(source + 3):
@@ -130,22 +136,7 @@ def test_a_group_ahead_of_the_mirror_goes_on_after_the_newest_copy_of_the_head(
     """A group past everything copied is checkpointed where a group exactly at the mirror's head would
     be: right after the newest copy of the highest source offset copied. It skips no copy of its route
     made after that, and re-reads no more than the copies made after it."""
-    log: list[int | None] = []
-    offsets = OffsetMap()
-    source = 0
-    for kind, n in events:
-        if kind == "copy":
-            for _ in range(n):
-                offsets.record(source, len(log))
-                log.append(source)
-                source += 1
-        elif kind == "source_gap":
-            source += n
-        elif kind == "other_writer":
-            log.extend([None] * n)
-        elif kind == "rewind":
-            source = max(0, source - n)
-    segments = merge(offsets.segments())
+    log, segments, _ = _replay(events)
     if not segments:
         assert copy_end(segments) is None
         return

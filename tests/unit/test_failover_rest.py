@@ -13,16 +13,6 @@ from tests.fakes import FakeController, as_controller_api
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def fake() -> FakeController:
-    return FakeController()
-
-
-@pytest.fixture
-def client(fake: FakeController) -> FlaskClient:
-    return create_app(as_controller_api(fake)).test_client()
-
-
 def test_the_routes_states_are_read_on_any_controller() -> None:
     standby = FakeController("standby", leading=False)
     client = create_app(as_controller_api(standby)).test_client()

@@ -18,16 +18,6 @@ from tests.fakes import FakeController, as_controller_api
 pytestmark = pytest.mark.unit
 
 
-@pytest.fixture
-def fake() -> FakeController:
-    return FakeController()
-
-
-@pytest.fixture
-def client(fake: FakeController) -> FlaskClient:
-    return create_app(as_controller_api(fake)).test_client()
-
-
 @pytest.mark.parametrize(
     ("path", "body"),
     [

@@ -17,17 +17,6 @@ from ferry.controller.topics.spec import TopicSpec
 from tests.checks import assert_json_error
 from tests.fakes import FakeController, as_controller_api
 
-
-@pytest.fixture
-def fake() -> FakeController:
-    return FakeController()
-
-
-@pytest.fixture
-def client(fake: FakeController) -> FlaskClient:
-    return create_app(as_controller_api(fake)).test_client()
-
-
 # -- happy paths ------------------------------------------------------------------------------
 
 

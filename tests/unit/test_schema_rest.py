@@ -18,16 +18,6 @@ from tests.checks import assert_json_error
 from tests.fakes import FakeController, as_controller_api
 
 
-@pytest.fixture
-def fake() -> FakeController:
-    return FakeController()
-
-
-@pytest.fixture
-def client(fake: FakeController) -> FlaskClient:
-    return create_app(as_controller_api(fake)).test_client()
-
-
 def test_status_and_sync_reach_the_leader(client: FlaskClient, fake: FakeController) -> None:
     assert client.get("/schemas").get_json()["primary"] == "src"
     assert client.post("/schemas/sync").status_code == 200

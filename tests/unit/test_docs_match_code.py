@@ -14,10 +14,11 @@ What counts as a mention, in README.md and docs/*.md:
   is ``/topics/{topic}``). The schema registries' own API, which the docs name where they say how
   schema distribution talks to them (paths starting ``/apis/``, ``/subjects``, ``/mode``,
   ``/schemas/ids/``), is not Ferry's and is skipped.
-- **A command**: a code span whose text starts with ``ferry ``, and a line of a fenced block that starts
-  with ``ferry `` or ``$ ferry `` (after an optional ``.venv/bin/``; a line ending in ``\\`` goes on on
-  the next). Not a command: a mention whose first word ends in a colon (a message Ferry printed,
-  ``ferry import-mm2: not converted: ...``) or is a placeholder in capitals (``ferry COMMAND --help``).
+- **A command**: a code span (on one line or several) whose text starts with ``ferry ``, and a line of a
+  fenced block that starts with ``ferry `` or ``$ ferry `` (after an optional ``.venv/bin/``; a line
+  ending in ``\\`` goes on on the next). Not a command: a mention whose first word ends in a colon (a
+  message Ferry printed, ``ferry import-mm2: not converted: ...``) or is a placeholder in capitals
+  (``ferry COMMAND --help``).
   Its words are walked down the root parser: the first word is a subcommand of ``ferry``, and where
   a command has subcommands, the first word that is neither an option nor an option's value is one
   of them; where a command's first positional argument has choices, its first such word is one of
@@ -50,14 +51,15 @@ from ferry.controller.api.openapi import openapi_document
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-METHODS = ("GET", "POST", "PUT", "DELETE", "HEAD", "PATCH")
+METHODS = "GET|POST|PUT|DELETE|HEAD|PATCH"
 
-_REQUEST = re.compile(r"\b(GET|POST|PUT|DELETE|HEAD|PATCH) (/[^\s`),;'\"]*)")
+_REQUEST = re.compile(rf"\b({METHODS}) (/[^\s`),;'\"]*)")
+_SPLIT_REQUEST = re.compile(rf"\b(?:{METHODS})\n\s*`?/")
 _OPTIONAL_PART = re.compile(r"\[([^\[\]]*)\]")
 _PLACEHOLDER = re.compile(r"^(<[^<>]+>|\{[^{}]+\}|\.\.\.|[A-Z][A-Z0-9_]*)$")
 REGISTRY_PATHS = ("/apis/", "/subjects", "/mode", "/schemas/ids/")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_CODE_SPAN = re.compile(r"`([^`]+)`")
 _COMMAND_LINE = re.compile(r"^\s*(?:\$\s+)?(?:\S*/)?ferry (.*)$")
 _SHELL_END = re.compile(r"\s(#|>|&&|;|2>).*$")
 
@@ -131,10 +133,10 @@ def _methods_of(path: str) -> set[str] | None:
 
 
 def test_no_request_is_split_over_two_lines() -> None:
-    split = re.compile(r"\b(?:GET|POST|PUT|DELETE|HEAD|PATCH)\n\s*`?/")
     for doc in DOCS:
-        for match in split.finditer(doc.read_text()):
-            line = doc.read_text().count("\n", 0, match.start()) + 1
+        text = doc.read_text()
+        for match in _SPLIT_REQUEST.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
             pytest.fail(f"{_where(doc)}:{line}: a method and its path on two lines: keep them on one")
 
 
@@ -164,10 +166,13 @@ def _commands_in_text(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     inside = False
     pending: tuple[int, str] | None = None
+    prose: list[str] = []  # the text outside fenced blocks, their lines blanked (line numbers stay)
     for number, line in enumerate(text.splitlines(), 1):
         if _FENCE.match(line):
             inside = not inside
+            prose.append("")
             continue
+        prose.append("" if inside else line)
         if inside:
             if pending is not None:
                 line = pending[1] + " " + line.strip()
@@ -182,10 +187,11 @@ def _commands_in_text(text: str) -> list[tuple[int, str]]:
                 pending = (start, line.rstrip()[:-1])
                 continue
             found.append((start, line))
-            continue
-        for span in _CODE_SPAN.findall(line):
-            if span.startswith("ferry "):
-                found.append((number, span[len("ferry ") :]))
+    outside = "\n".join(prose)
+    for match in _CODE_SPAN.finditer(outside):
+        span = " ".join(match.group(1).split())  # a code span may run over lines
+        if span.startswith("ferry ") and "\n\n" not in match.group(1):
+            found.append((outside.count("\n", 0, match.start()) + 1, span[len("ferry ") :]))
     return [(number, words) for number, words in found if not words.split(" ", 1)[0].endswith(":")]
 
 

@@ -127,7 +127,7 @@ class WorkerConfig(_Strict):
         9100, ge=0, lt=65536, description="metrics and /health port; 0 disables them (`--metrics-port` overrides)"
     )
     advertised_metrics_url: str | None = None
-    """the metrics URL the worker registers in ZooKeeper (`GET /workers` shows it; `--advertised-metrics-url` and
+    """the metrics URL the worker registers in ZooKeeper (`GET /instances` shows it; `--advertised-metrics-url` and
     $FERRY_ADVERTISED_METRICS_URL override); absent: http://metrics_host:port, for a wildcard metrics_host this
     host's name"""
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"

@@ -8,9 +8,10 @@ command goes on from. Prints the report as JSON. Exit status 2 with one line for
 
 ``--dry-run`` prints what the failover would do (:meth:`FailoverRun.plan`) and changes nothing. The
 unplanned failover gives up on whatever the source holds and the route has not copied, so it asks
-first: on a terminal it prints the dry run's summary and waits for the route's name to be typed;
-with stdin not a terminal it needs ``--yes`` (else it refuses, exit status 2, before connecting to
-anything). A planned failover does not ask: it loses nothing.
+first: on a terminal it prints the dry run's summary and waits for the route's name to be typed
+(any other answer does nothing, exit status 1); with stdin not a terminal it needs ``--yes`` (else it
+refuses, exit status 2, before connecting to anything). A planned failover does not ask: it loses
+nothing.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ idempotent (it reads, waits and commits offsets that are the same the second tim
   destination since; records that came from the source carry it in their provenance header and
   are never copied back. The groups are committed on the old source at their positions
   translated back. The RPO records stay where they are on the old source (see docs/runbook.md).
+- **Dry run** (:meth:`FailoverRun.plan`): what a failover would do, from the same checks and the same
+  reads (the groups' translations, the RPO), with no write at all: the state stays where it is.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ log = logging.getLogger(__name__)
 
 
 class FailoverRun:
-    """One failover or failback command (see the module docstring)."""
+    """One failover, dry run or failback command (see the module docstring)."""
 
     def __init__(
         self,

@@ -447,6 +447,10 @@ class FakeController:
         self._call("fail_over", name, planned, groups, topics, quiet_s, timeout_s)
         return {"route": name, "source": "src", "destination": "dst", "state": "FAILED_OVER"}
 
+    def plan(self, name: str, planned: bool, groups: str | None, topics: str | None) -> dict[str, Any]:
+        self._call("plan", name, planned, groups, topics)
+        return {"route": name, "state": "ACTIVE", "dryRun": True, "phases": ["REQUESTED", "SYNCING", "FAILED_OVER"]}
+
 
 def as_controller_api(fake: FakeController) -> ControllerApi:
     return fake  # mypy checks that the fake satisfies the Protocol

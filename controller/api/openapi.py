@@ -363,7 +363,8 @@ _PATHS["/routes/{route}/failover"] = {
     "post": _op(
         "Fail the route over to its destination: planned (waits until the source is quiet and everything is copied) or "
         "not (the source is gone: last checkpoints, RPO per partition); a standby forwards it to the leader; "
-        "a retry goes on from the phase reached",
+        "a retry goes on from the phase reached; with dryRun, what it would do, changing nothing. It does not ask "
+        "for a confirmation (ferry failover does, on a terminal): the request is the caller's confirmation",
         _json("the route's state and report", _ref("RouteState")),
         write=True,
         body="FailoverRequest",

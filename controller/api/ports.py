@@ -101,6 +101,7 @@ class FailoverApi(Protocol):
     def fail_over(
         self, name: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
     ) -> dict[str, Any]: ...
+    def plan(self, name: str, planned: bool, groups: str | None, topics: str | None) -> dict[str, Any]: ...
 
 
 class ControllerApi(Protocol):

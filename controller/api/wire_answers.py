@@ -432,6 +432,11 @@ class RouteState(WireShape):
     )
     report: dict[str, Any] | None = Field(None, description="per partition and per group, what the failover did")
     failback: dict[str, Any] | None = None
+    dry_run: bool | None = Field(None, description="a dry run's answer: nothing changed")
+    phases: list[str] | None = Field(None, description="dry run: the phases the failover would go through")
+    plan: dict[str, Any] | None = Field(
+        None, description="dry run: the RPO (unplanned) or what is left to copy (planned), and each group's position"
+    )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_unset=True)

@@ -177,6 +177,7 @@ class FailoverRequest(WireRequest):
     topics: Pattern | None = Field(None, description="only the topics this regular expression matches")
     quiet_s: Seconds = Field(5.0, description="planned: how long the source must be quiet")
     timeout_s: Seconds = Field(300.0, description="planned: how long to wait for the quiet source to be copied")
+    dry_run: bool = Field(False, description="answer what the failover would do (its plan) and change nothing")
 
 
 class TranslateQuery(WireRequest):

@@ -5,6 +5,13 @@ controller needed (a disaster is when the controllers may be gone too); the stat
 ZooKeeper is what the leader acts on (it stops copying a failed-over route) and what a retried
 command goes on from. Prints the report as JSON. Exit status 2 with one line for any refusal
 (a second failover of a failed-over route names its state).
+
+``--dry-run`` prints what the failover would do (:meth:`FailoverRun.plan`) and changes nothing. The
+unplanned failover gives up on whatever the source holds and the route has not copied, so it asks
+first: on a terminal it prints the dry run's summary and waits for the route's name to be typed
+(any other answer does nothing, exit status 1); with stdin not a terminal it needs ``--yes`` (else it
+refuses, exit status 2, before connecting to anything). A planned failover does not ask: it loses
+nothing.
 """
 
 from __future__ import annotations
@@ -12,9 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any, TextIO
 
 from ferry.common.cli import ferry_version, require_option
 from ferry.common.config import load_config
+from ferry.controller.errors import BadRequest
+
+PROMPT = "Type the route name to fail over without waiting for the source: "
+NOT_CONFIRMED = 1  # the exit status when the prompt's answer is not the route's name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +56,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     failover.add_argument(
         "--timeout-s", type=float, default=300.0, help="give up waiting after this long (default 300)"
     )
+    failover.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what the failover would do (phases, partitions, groups and their translation, the RPO) "
+        "and change nothing",
+    )
+    failover.add_argument(
+        "--yes",
+        action="store_true",
+        help="unplanned: do not ask for confirmation (needed when stdin is not a terminal)",
+    )
     failover.set_defaults(func=_failover)
     failback = subparsers.add_parser(
         "failback",
@@ -61,6 +86,74 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     failback.set_defaults(func=_failback)
 
 
+def needs_confirmation(args: argparse.Namespace) -> bool:
+    """Whether this ``ferry failover`` asks before it runs: the unplanned one, unless ``--yes`` or ``--dry-run``."""
+    return not (args.planned or args.dry_run or args.yes)
+
+
+def refuse_without_terminal(args: argparse.Namespace, stdin: TextIO) -> None:
+    """No one can answer the prompt: an unplanned failover without ``--yes`` is refused (exit status 2)."""
+    if needs_confirmation(args) and not stdin.isatty():
+        raise BadRequest("the unplanned failover needs --yes when not run on a terminal")
+
+
+def summary(plan: Mapping[str, Any]) -> list[str]:
+    """The dry run's report (:meth:`FailoverRun.plan`) in a few lines for a person."""
+    route, details = plan["route"], plan["plan"]
+    kind = "planned failover" if plan["planned"] else "unplanned failover (the source is not waited for)"
+    lines = [
+        f"{kind} of route {route}, {plan['source']} -> {plan['destination']}; now {plan['state']}",
+        "phases: " + " -> ".join(plan["phases"]) + "; the route stops copying at SYNCING",
+    ]
+    topics = ", ".join(f"{topic} ({count})" for topic, count in sorted(plan["partitions"].items()))
+    lines.append(f"topics (partitions): {topics or 'none'}")
+    if not plan["planned"]:
+        lines.append(
+            f"RPO: {details['notCopied']} records known at the source and not copied "
+            f"(source log ends last seen {_when(details['sourceEndsSeenAt'])})"
+        )
+        lines += [
+            f"  {row['topic']}/{row['partition']}: source end {row['sourceEnd']}, copied {row['copied']}, "
+            f"not copied {row['notCopied']}"
+            for row in details["rpo"]
+        ]
+    else:
+        lines += [
+            f"  {row['topic']}/{row['partition']}: source end {row['sourceEnd']}, copied {row['committed']}, "
+            f"still to copy {row['lag']}"
+            for row in details["partitions"]
+        ]
+    lines.append(
+        f"groups committed on {plan['destination']}: " + (", ".join(g["group"] for g in details["groups"]) or "none")
+    )
+    for group in details["groups"]:
+        lines += [
+            f"  {group['group']} {row['topic']}/{row['partition']}: {_or_none(row['committed'])} -> "
+            f"{row['destinationOffset']} ({row['method']})"
+            for row in group["partitions"]
+        ]
+    return lines
+
+
+def _or_none(value: object) -> str:
+    return "none" if value is None else str(value)
+
+
+def _when(at: float | None) -> str:
+    """A time the leader wrote (seconds since the epoch), in UTC."""
+    if at is None:
+        return "never"
+    return "at " + datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def confirmed(route: str, plan: Mapping[str, Any], stdin: TextIO, out: TextIO) -> bool:
+    """Prints the dry run's summary and the prompt on ``out``; whether the answer read is the route's name."""
+    for line in summary(plan):
+        print(line, file=out)
+    print(PROMPT, end="", file=out, flush=True)
+    return stdin.readline().strip() == route
+
+
 def _run(args: argparse.Namespace, command: str) -> int:
     from ferry.common.zk import layout as zk_layout
     from ferry.common.zk.state import StateReader
@@ -68,14 +161,24 @@ def _run(args: argparse.Namespace, command: str) -> int:
 
     require_option(args, "config", "--config", command)
     config = load_config(args.config)
+    route = config.route(args.route).name
+    if command == "failover":
+        refuse_without_terminal(args, sys.stdin)
     zk = zk_layout.make_client(config.zookeeper)
     zk_layout.connect(zk, config.zookeeper)
     layout = zk_layout.ZkLayout(config.zookeeper.root)
     StateReader(zk, layout).check_layout(ferry_version())
     run = FailoverRun(config, zk, layout, say=lambda line: print(line, file=sys.stderr, flush=True))
     try:
-        route = config.route(args.route).name
         if command == "failover":
+            if args.dry_run or needs_confirmation(args):
+                plan = run.plan(route, args.planned, args.groups, args.topics)
+                if args.dry_run:
+                    print(json.dumps(plan, indent=2))
+                    return 0
+                if not confirmed(route, plan, sys.stdin, sys.stderr):
+                    print(f"ferry: route {route}: not confirmed, nothing done", file=sys.stderr)
+                    return NOT_CONFIRMED
             result = run.failover(route, args.planned, args.groups, args.topics, args.quiet_s, args.timeout_s)
         elif args.restore:
             result = run.restore(route)

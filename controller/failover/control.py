@@ -77,6 +77,24 @@ class FailoverControl:
             raise NotLeader(f"controller {self._leadership.controller_id} does not lead")
         self._store.commit(fence, ops)
 
+    def plan(self, name: str, planned: bool, groups: str | None, topics: str | None) -> dict[str, Any]:
+        """What :meth:`fail_over` would do now, read-only (:meth:`FailoverRun.plan`); alongside a failover
+        running, since it writes nothing."""
+        from ferry.controller.failover.workflow import FailoverRun  # the Kafka clients load only when used
+
+        self.route(name)
+        run = FailoverRun(
+            self.config,
+            self._zk,
+            self._layout,
+            client_id=self._leadership.controller_id,
+            say=lambda line: log.info("failover dry run: %s", line),
+        )
+        try:
+            return run.plan(name, planned, groups, topics)
+        finally:
+            run.close()
+
     def fail_over(
         self, name: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
     ) -> dict[str, Any]:

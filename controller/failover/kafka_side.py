@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 
@@ -19,6 +19,14 @@ from ferry.controller.failover.states import partition_key
 
 TIMEOUT_S = 10.0
 READ_DEADLINE_S = 30.0
+
+
+class LastCheckpoint(NamedTuple):
+    """A group's last checkpoint on one destination partition (a ``__ferry_checkpoints`` record)."""
+
+    destination_offset: int
+    method: str | None  # how the leader translated it (exact, timestamp, ahead, ...)
+    source_offset: int | None  # the group's committed offset on the source then
 
 
 class FailoverKafka:
@@ -210,9 +218,10 @@ class FailoverKafka:
             window *= 4
         return None
 
-    def last_checkpoints(self, route: RouteConfig) -> dict[str, dict[str, int]]:
-        """From ``__ferry_checkpoints`` on the destination: group -> destination ``topic/partition`` -> offset."""
-        out: dict[str, dict[str, int]] = {}
+    def last_checkpoints(self, route: RouteConfig) -> dict[str, dict[str, LastCheckpoint]]:
+        """From ``__ferry_checkpoints`` on the destination: group -> destination ``topic/partition`` -> its
+        last checkpoint."""
+        out: dict[str, dict[str, LastCheckpoint]] = {}
         for message in self._read_to_end(route.destination, CHECKPOINT_TOPIC):
             if message.value() is None:
                 continue
@@ -222,7 +231,12 @@ class FailoverKafka:
                 continue
             if row.get("route") != route.name or row.get("destinationOffset") is None:
                 continue
-            out.setdefault(row["group"], {})[partition_key(row["destinationTopic"], int(row["partition"]))] = int(
-                row["destinationOffset"]
+            source_offset = row.get("sourceOffset")
+            out.setdefault(row["group"], {})[partition_key(row["destinationTopic"], int(row["partition"]))] = (
+                LastCheckpoint(
+                    int(row["destinationOffset"]),
+                    row.get("method"),
+                    None if source_offset is None else int(source_offset),
+                )
             )
         return out

@@ -56,6 +56,21 @@ def check_transition(current: str, wanted: str) -> None:
         raise TransitionRefused(f"the route is {current}: it cannot go to {wanted}")
 
 
+PLANNED_PATH = (REQUESTED, DRAINING, SYNCING, FAILED_OVER)
+UNPLANNED_PATH = (REQUESTED, SYNCING, FAILED_OVER)
+
+
+def phases_ahead(current: str, planned: bool) -> list[str]:
+    """The phases a failover from ``current`` goes through: all of them from ``ACTIVE``; from a phase
+    in progress, that phase again (each is idempotent, a retry runs it anew) and the ones after."""
+    path = PLANNED_PATH if planned else UNPLANNED_PATH
+    if current not in path:
+        return list(path)
+    if current == REQUESTED:
+        return list(path[1:])
+    return list(path[path.index(current) :])
+
+
 def is_stopped(state: str) -> bool:
     """Whether a route in ``state`` is copied by nobody."""
     return state in STOPPED

@@ -21,6 +21,8 @@ idempotent (it reads, waits and commits offsets that are the same the second tim
   destination since; records that came from the source carry it in their provenance header and
   are never copied back. The groups are committed on the old source at their positions
   translated back. The RPO records stay where they are on the old source (see docs/runbook.md).
+- **Dry run** (:meth:`FailoverRun.plan`): what a failover would do, from the same checks and the same
+  reads (the groups' translations, the RPO), with no write at all: the state stays where it is.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, Conflict, ControllerError, NotLeader, Unavailable
 from ferry.controller.failover import states as fsm
 from ferry.controller.failover.guard import read_state
-from ferry.controller.failover.kafka_side import FailoverKafka
+from ferry.controller.failover.kafka_side import FailoverKafka, LastCheckpoint
 from ferry.controller.groups.checkpoints import Checkpointer, Translation
 from ferry.controller.lead.store import Op
 
@@ -52,7 +54,7 @@ log = logging.getLogger(__name__)
 
 
 class FailoverRun:
-    """One failover or failback command (see the module docstring)."""
+    """One failover, dry run or failback command (see the module docstring)."""
 
     def __init__(
         self,
@@ -145,6 +147,26 @@ class FailoverRun:
     ) -> dict[str, Any]:
         """Fails the route over (or resumes a failover that stopped halfway); returns the report."""
         route = self.config.route(route_name)
+        state, version = self._opening(route, planned, groups, topics)
+        if state["state"] == fsm.ACTIVE:
+            version = self._write(state, version, fsm.REQUESTED)
+        self._kafka.set_topics(route, list(state["partitions"]))
+        if state["state"] in (fsm.REQUESTED, fsm.DRAINING) and planned:
+            if state["state"] == fsm.REQUESTED:
+                version = self._write(state, version, fsm.DRAINING)
+            state["drain"] = self._drain(route, state["partitions"], quiet_s, timeout_s)
+        if state["state"] != fsm.SYNCING:
+            version = self._write(state, version, fsm.SYNCING)  # from here on, nobody copies the route
+        state["report"] = self._planned_sync(route, state) if planned else self._unplanned_sync(route, state)
+        self._write(state, version, fsm.FAILED_OVER)
+        return state
+
+    def _opening(
+        self, route: RouteConfig, planned: bool, groups: str | None, topics: str | None
+    ) -> tuple[dict[str, Any], int]:
+        """The state a failover starts from and its node's version: a new one (still ``ACTIVE``, not
+        written) for an active route, else the one in progress. Refuses a route already failed over and
+        the resumption of a failover of the other kind."""
         for pattern in (groups, topics):
             if pattern is not None:
                 try:
@@ -170,22 +192,98 @@ class FailoverRun:
                 "partitions": partitions,
                 "requestedAt": self._clock(),
             }
-            version = self._write(state, version, fsm.REQUESTED)
         elif bool(state.get("planned")) != planned:
             raise Conflict(
                 f"route {route.name} is {state['state']} in a {'planned' if state.get('planned') else 'unplanned'}"
                 " failover: retry that one"
             )
+        return state, version
+
+    # -- dry run ----------------------------------------------------------------------------
+
+    def plan(
+        self, route_name: str, planned: bool, groups: str | None = None, topics: str | None = None
+    ) -> dict[str, Any]:
+        """What :meth:`failover` would do now, and nothing else: no ZooKeeper write, no commit, no record
+        written (only reads). Refused as the failover would be (a route already failed over, a
+        resumption of the other kind). The answer: the route's current ``state``, the ``phases`` the
+        failover would go through, the ``partitions`` concerned, and in ``plan``: for a planned one what
+        the route still has to copy and each group's translation now; for an unplanned one the RPO (as
+        its report would give it, with what is known now) and each group's last checkpoint."""
+        route = self.config.route(route_name)
+        state, _ = self._opening(route, planned, groups, topics)
         self._kafka.set_topics(route, list(state["partitions"]))
-        if state["state"] in (fsm.REQUESTED, fsm.DRAINING) and planned:
-            if state["state"] == fsm.REQUESTED:
-                version = self._write(state, version, fsm.DRAINING)
-            state["drain"] = self._drain(route, state["partitions"], quiet_s, timeout_s)
-        if state["state"] != fsm.SYNCING:
-            version = self._write(state, version, fsm.SYNCING)  # from here on, nobody copies the route
-        state["report"] = self._planned_sync(route, state) if planned else self._unplanned_sync(route, state)
-        self._write(state, version, fsm.FAILED_OVER)
-        return state
+        if planned:
+            ends = self._kafka.log_ends(route.source, state["partitions"])
+            committed = self._kafka.committed(route.source, route.group_id)
+            details: dict[str, Any] = {
+                "partitions": [
+                    {
+                        "topic": key.rpartition("/")[0],
+                        "partition": int(key.rpartition("/")[2]),
+                        "sourceEnd": end,
+                        "committed": committed.get(key, 0),
+                        "lag": max(0, end - committed.get(key, 0)),
+                    }
+                    for key, end in sorted(ends.items())
+                ],
+                "groups": self._planned_groups_plan(route, state),
+            }
+        else:
+            details = {**self._rpo_report(route, state), "groups": self._unplanned_groups_plan(route, state)}
+        return {
+            "route": route.name,
+            "source": route.source,
+            "destination": route.destination,
+            "dryRun": True,
+            "state": state["state"],
+            "planned": planned,
+            "phases": fsm.phases_ahead(state["state"], planned),
+            "groups": state.get("groups"),
+            "topics": state.get("topics"),
+            "partitions": state["partitions"],
+            "plan": details,
+        }
+
+    def _planned_groups_plan(self, route: RouteConfig, state: dict[str, Any]) -> list[dict[str, Any]]:
+        out = []
+        for group, found, _, wanted in self._planned_translations(route, state):
+            now = self._kafka.committed(route.destination, group)
+            rows = []
+            for t in found:
+                key = fsm.partition_key(t.destination_topic, t.partition)
+                if key not in wanted and t.topic not in state["partitions"]:
+                    continue
+                rows.append(
+                    {
+                        "topic": t.destination_topic,
+                        "partition": t.partition,
+                        "method": t.method,
+                        "sourceOffset": t.source_offset,
+                        "destinationOffset": wanted.get(key),
+                        "committed": now.get(key),
+                        "lag": t.lag,
+                    }
+                )
+            out.append({"group": group, "partitions": rows})
+        return out
+
+    def _unplanned_groups_plan(self, route: RouteConfig, state: dict[str, Any]) -> list[dict[str, Any]]:
+        out = []
+        for group, last, current, wanted in self._unplanned_positions(route, state):
+            rows = [
+                {
+                    "topic": key.rpartition("/")[0],
+                    "partition": int(key.rpartition("/")[2]),
+                    "method": last[key].method,
+                    "sourceOffset": last[key].source_offset,
+                    "destinationOffset": offset,
+                    "committed": current.get(key),
+                }
+                for key, offset in sorted(wanted.items())
+            ]
+            out.append({"group": group, "partitions": rows})
+        return out
 
     def _drain(
         self, route: RouteConfig, partitions: dict[str, int], quiet_s: float, timeout_s: float
@@ -242,14 +340,7 @@ class FailoverRun:
             for key, end in sorted(ends.items())
         ]
         groups = []
-        for group in self._selected_groups(route, state.get("groups"), self._checkpointer.groups(route)):
-            translations = self._checkpointer.translate_group(route, group)
-            wanted = {
-                fsm.partition_key(t.destination_topic, t.partition): t.destination_offset
-                for t in translations
-                if t.destination_offset is not None
-            }
-            translations = [self._exact_back(route, t) for t in translations if t.topic in state["partitions"]]
+        for group, _, translations, wanted in self._planned_translations(route, state):
             pending = [f"{t.topic}/{t.partition}" for t in translations if t.destination_offset is None]
             if pending:
                 raise Unavailable(f"group {group}: no exact position yet on {pending}; retry")
@@ -267,6 +358,24 @@ class FailoverRun:
                 )
             )
         return {"partitions": partitions, "groups": groups}
+
+    def _planned_translations(
+        self, route: RouteConfig, state: dict[str, Any]
+    ) -> list[tuple[str, list[Translation], list[Translation], dict[str, int]]]:
+        """Per selected group: its translations now, those of the failed-over topics made exact where the
+        opposite route's map can (the checkpoints a planned sync writes), and the destination
+        ``topic/partition -> offset`` it commits."""
+        out = []
+        for group in self._selected_groups(route, state.get("groups"), self._checkpointer.groups(route)):
+            found = self._checkpointer.translate_group(route, group)
+            wanted = {
+                fsm.partition_key(t.destination_topic, t.partition): t.destination_offset
+                for t in found
+                if t.destination_offset is not None
+            }
+            translations = [self._exact_back(route, t) for t in found if t.topic in state["partitions"]]
+            out.append((group, found, translations, wanted))
+        return out
 
     def _exact_back(self, route: RouteConfig, t: Translation) -> Translation:
         """A translation the route's own map does not make exact, made exact with the map of the opposite
@@ -322,24 +431,40 @@ class FailoverRun:
         return {"group": group, "partitions": rows}
 
     def _unplanned_sync(self, route: RouteConfig, state: dict[str, Any]) -> dict[str, Any]:
+        report = self._rpo_report(route, state)
+        groups = []
+        for group, _, _, wanted in self._unplanned_positions(route, state):
+            self._kafka.commit(route.destination, group, wanted)
+            groups.append(self._verified(route, group, wanted))
+        return {**report, "groups": groups}
+
+    def _unplanned_positions(
+        self, route: RouteConfig, state: dict[str, Any]
+    ) -> list[tuple[str, dict[str, LastCheckpoint], dict[str, int], dict[str, int]]]:
+        """Per selected group with checkpoints: its last checkpoints, its committed offsets on the
+        destination now, and the destination ``topic/partition -> offset`` an unplanned sync commits
+        (the last checkpoint, only forward)."""
+        checkpoints = self._kafka.last_checkpoints(route)
+        dest_topics = {route.destination_topic(t) for t in state["partitions"]}
+        out = []
+        for group in self._selected_groups(route, state.get("groups"), list(checkpoints)):
+            current = self._kafka.committed(route.destination, group)
+            wanted = {
+                k: max(v.destination_offset, current.get(k, -1))
+                for k, v in checkpoints[group].items()
+                if k.rpartition("/")[0] in dest_topics
+            }
+            out.append((group, checkpoints[group], current, wanted))
+        return out
+
+    def _rpo_report(self, route: RouteConfig, state: dict[str, Any]) -> dict[str, Any]:
+        """The RPO per partition: the source log ends the leader last saw against what was copied (reads only)."""
         last = self._last_source_ends(route)
         copied, at = self._kafka.copied(route)
         for key, offset in self._kafka.copied_by_headers(route, state["partitions"]).items():
             copied[key] = max(copied.get(key, 0), offset)
         wanted_topics = set(state["partitions"])
         rows = [r for r in fsm.rpo(last.get("ends", {}), copied, at) if r.topic in wanted_topics]
-        checkpoints = self._kafka.last_checkpoints(route)
-        groups = []
-        dest_topics = {route.destination_topic(t) for t in wanted_topics}
-        for group in self._selected_groups(route, state.get("groups"), list(checkpoints)):
-            current = self._kafka.committed(route.destination, group)
-            wanted = {
-                k: max(v, current.get(k, -1))
-                for k, v in checkpoints[group].items()
-                if k.rpartition("/")[0] in dest_topics
-            }
-            self._kafka.commit(route.destination, group, wanted)
-            groups.append(self._verified(route, group, wanted))
         return {
             "sourceEndsSeenAt": last.get("at"),
             "rpo": [
@@ -354,7 +479,6 @@ class FailoverRun:
                 for r in rows
             ],
             "notCopied": sum(r.lost or 0 for r in rows),
-            "groups": groups,
         }
 
     def _last_source_ends(self, route: RouteConfig) -> dict[str, Any]:

@@ -85,7 +85,7 @@ def _cases(f: dict[str, str]) -> dict[str, list[str]]:
         "worker-zookeeper": ["worker", "--config", unreachable, "--metrics-port", "0"],
         "zk-zookeeper": ["zk", "--config", unreachable, "tree"],
         "validate-zookeeper": ["validate", "--config", unreachable],
-        "failover-zookeeper": ["failover", "--config", unreachable],
+        "failover-zookeeper": ["failover", "--config", unreachable, "--yes"],
         "failback-zookeeper": ["failback", "--config", unreachable],
         # unreachable Kafka
         "groups-list-kafka": ["groups", "list", "--config", unreachable],

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import requests
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
@@ -78,12 +78,14 @@ def _configure(fleet: Fleet, pair: devstack.Stack, topic: str, group: str) -> No
 
 
 def _ferry(fleet: Fleet, *args: str, ok: bool = True) -> Any:
-    """A runbook command; its JSON report (``ok``), or the failed run (not ``ok``)."""
+    """A runbook command, as a script runs it (stdin not a terminal); its JSON report (``ok``), or the
+    failed run (not ``ok``)."""
     done = subprocess.run(
         [sys.executable, "-m", "ferry.cli", *args, "--config", str(fleet.config_path)],
         capture_output=True,
         text=True,
         timeout=240,
+        stdin=subprocess.DEVNULL,
     )
     if not ok:
         assert done.returncode != 0, done.stdout[-2000:]
@@ -200,7 +202,7 @@ def test_unplanned_failover_reports_the_rpo_and_failback_brings_back_only_what_t
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
 
-    report = _ferry(fleet, "failover", "--route", FORWARD)
+    report = _ferry(fleet, "failover", "--route", FORWARD, "--yes")
     assert report["state"] == "FAILED_OVER"
     (rpo,) = report["report"]["rpo"]
     assert (rpo["sourceEnd"], rpo["copied"], rpo["notCopied"]) == (350, 300, never_copied) == (350, 300, 50)
@@ -258,13 +260,92 @@ def test_a_group_ahead_of_the_mirror_is_checkpointed_at_the_copys_end_and_skips_
     (row,) = requests.get(f"{controller.url}/groups/{group}", timeout=10).json()["groups"][0]["partitions"]
     assert (row["sourceOffset"], row["destinationOffset"], row["method"]) == (330, 300, "ahead")
 
-    report = _ferry(fleet, "failover", "--route", FORWARD, "--groups", group)
+    report = _ferry(fleet, "failover", "--route", FORWARD, "--groups", group, "--yes")
     assert report["state"] == "FAILED_OVER"
     assert committed_offset(dst_conf, group, topic) == 300
 
     # On the destination the group goes on with the next record written there: nothing skipped.
     java_clients.produce(pair.bootstrap(DST), topic, 20, 4)
     assert [v for _, v in java_clients.consume(pair.bootstrap(DST), group, topic, 20)] == _values(4, 20)
+
+
+def _zookeeper_tree(pair: devstack.Stack, root: str) -> dict[str, tuple[bytes, int]]:
+    """Every node under ``root``: its data and version."""
+    client = KazooClient(hosts=pair.zookeeper.address)
+    client.start(timeout=10)
+    try:
+        nodes: dict[str, tuple[bytes, int]] = {}
+        todo = [root]
+        while todo:
+            path = todo.pop()
+            data, stat = client.get(path)
+            nodes[path] = (data, stat.version)
+            todo += [f"{path}/{child}" for child in client.get_children(path)]
+        return nodes
+    finally:
+        client.stop()
+        client.close()
+
+
+def _committed_groups(pair: devstack.Stack, cluster: str) -> dict[str, dict[tuple[str, int], int]]:
+    """Every consumer group of ``cluster`` with its committed offsets."""
+    admin = AdminClient({"bootstrap.servers": pair.bootstrap(cluster)})
+    listed = admin.list_consumer_groups(request_timeout=10).result(10)
+    assert not listed.errors, listed.errors
+    out = {}
+    for listing in listed.valid:
+        group = listing.group_id
+        answer = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(10)
+        out[group] = {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions or []}
+    return out
+
+
+def test_a_dry_run_and_an_unconfirmed_unplanned_failover_change_nothing(
+    fleet: Fleet,
+    pair: devstack.Stack,
+    topic_name: Callable[[str], str],
+) -> None:
+    topic, group = topic_name("dryrun"), f"app-{topic_name('g')[-12:]}"
+    src_conf, dst_conf = {"bootstrap.servers": pair.bootstrap(SRC)}, {"bootstrap.servers": pair.bootstrap(DST)}
+    _configure(fleet, pair, topic, group)
+    java_clients.produce(pair.bootstrap(SRC), topic, 300, 1)
+    controller, worker = fleet.start_controller("c1"), fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    wait_until(lambda: committed_offset(src_conf, f"ferry.{FORWARD}", topic) == 300, 120, "the route's commit of 300")
+    java_clients.consume(pair.bootstrap(SRC), group, topic, 200)
+    wait_until(lambda: committed_offset(dst_conf, group, topic) == 200, 60, "the checkpoint job to sync the group")
+
+    # The route stops at 300 of 350 records; then Ferry stops altogether, so nothing else writes its tree.
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(60) == 0
+    java_clients.produce(pair.bootstrap(SRC), topic, 50, 3)
+    wait_until(lambda: _source_end_seen(fleet, pair, topic) == 350, 60, "the leader to see the source's log end")
+    controller.signal(signal.SIGTERM)
+    assert controller.wait(60) == 0
+    before = _zookeeper_tree(pair, fleet.zk_root), _committed_groups(pair, DST)
+
+    unplanned = _ferry(fleet, "failover", "--route", FORWARD, "--dry-run")
+    planned = _ferry(fleet, "failover", "--route", FORWARD, "--planned", "--dry-run")
+    refused = _ferry(fleet, "failover", "--route", FORWARD, ok=False)
+
+    assert (_zookeeper_tree(pair, fleet.zk_root), _committed_groups(pair, DST)) == before
+    assert refused.returncode == 2
+    assert [line for line in refused.stderr.splitlines() if line.startswith("ferry")] == [
+        "ferry: the unplanned failover needs --yes when not run on a terminal"
+    ]
+    assert (unplanned["dryRun"], unplanned["state"], unplanned["partitions"]) == (True, "ACTIVE", {topic: 1})
+    assert unplanned["phases"] == ["REQUESTED", "SYNCING", "FAILED_OVER"]
+    (rpo,) = unplanned["plan"]["rpo"]
+    assert (rpo["sourceEnd"], rpo["copied"], rpo["notCopied"]) == (350, 300, 50)
+    (synced,) = unplanned["plan"]["groups"]
+    assert synced["group"] == group
+    assert [(p["topic"], p["destinationOffset"], p["committed"]) for p in synced["partitions"]] == [(topic, 200, 200)]
+    assert planned["phases"] == ["REQUESTED", "DRAINING", "SYNCING", "FAILED_OVER"]
+    assert [(p["sourceEnd"], p["committed"], p["lag"]) for p in planned["plan"]["partitions"]] == [(350, 300, 50)]
+    (translated,) = planned["plan"]["groups"]
+    assert [(p["sourceOffset"], p["destinationOffset"], p["method"]) for p in translated["partitions"]] == [
+        (200, 200, "exact")
+    ]
 
 
 def test_a_failover_whose_leader_dies_halfway_completes_when_retried(

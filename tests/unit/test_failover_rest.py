@@ -32,6 +32,7 @@ def test_the_routes_states_are_read_on_any_controller() -> None:
         ("/routes/src.dst/failover", {"groups": "("}, "groups: '(' is not a regular expression"),
         ("/routes/src.dst/failover", {"planned": "yes"}, "planned: Input should be a valid boolean"),
         ("/routes/src.dst/failover", {"unknown": 1}, "unknown: unknown field"),
+        ("/routes/src.dst/failover", {"dryRun": 1}, "dryRun: Input should be a valid boolean"),
     ],
 )
 def test_a_bad_failover_request_is_a_400(
@@ -58,3 +59,11 @@ def test_a_failover_request_reaches_the_failover_part_with_its_defaults(
         ("fail_over", ("src.dst", False, None, None, 5.0, 300.0)),
         ("fail_over", ("src.dst", True, None, "^orders$", 2.0, 300.0)),
     ]
+
+
+def test_a_dry_run_asks_the_failover_part_for_its_plan_only(client: FlaskClient, fake: FakeController) -> None:
+    response = client.post("/routes/src.dst/failover", json={"dryRun": True, "groups": "app-.*"})
+    assert response.status_code == 200
+    body = response.get_json()
+    assert (body["dryRun"], body["state"], body["phases"]) == (True, "ACTIVE", ["REQUESTED", "SYNCING", "FAILED_OVER"])
+    assert fake.calls == [("plan", ("src.dst", False, "app-.*", None))]

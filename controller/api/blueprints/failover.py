@@ -4,6 +4,9 @@ The POST's body is :class:`controller.api.wire_requests.FailoverRequest` (every 
 too). The answer is the route's failover state with its report; a route already failed over answers 409
 with its state. The state is the workflow's own document (:mod:`controller.failover.workflow`), written
 through :class:`controller.api.wire_answers.RouteState` (fields it has not written yet stay absent).
+With ``"dryRun": true`` the answer is the failover's plan (``dryRun``, ``phases``, ``plan``) and nothing
+changes. The POST does not ask for a confirmation, as ``ferry failover`` does on a terminal before an
+unplanned failover: a request without ``"planned": true`` is the caller's confirmation.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ def _failover_request(route: str) -> dict[str, Any]:
         "topics": body.topics,
         "quiet_s": body.quiet_s,
         "timeout_s": body.timeout_s,
+        "dry_run": body.dry_run,
     }
 
 
@@ -47,7 +51,16 @@ def route(route: str) -> ResponseReturnValue:
 @failover_api.post("/routes/<route>/failover")
 @leader_only(_failover_request)
 def failover(
-    route: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
+    route: str,
+    planned: bool,
+    groups: str | None,
+    topics: str | None,
+    quiet_s: float,
+    timeout_s: float,
+    dry_run: bool,
 ) -> ResponseReturnValue:
-    state = current_controller().failover.fail_over(route, planned, groups, topics, quiet_s, timeout_s)
+    part = current_controller().failover
+    if dry_run:
+        return jsonify(rest_json.route_state_json(part.plan(route, planned, groups, topics)))
+    state = part.fail_over(route, planned, groups, topics, quiet_s, timeout_s)
     return jsonify(rest_json.route_state_json(state))

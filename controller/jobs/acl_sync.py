@@ -101,6 +101,8 @@ class AclSyncJob:
         mine = acl_sync.route_bindings(route, found, topics, groups)
         self._remember(route, Remembered(self._clock(), topics, groups, mine))
         plan = acl_sync.synced(route, mine, topics, groups)
+        if not plan.bindings:
+            return AclSyncResult(route.name, skipped=plan.skipped)
         destination = self._admins[route.destination]
         try:
             lacking = acl_sync.missing(plan.bindings, kafka_acls.describe(destination, TIMEOUT_S))

@@ -144,7 +144,7 @@ class LeaderJobs:
                 self._clock,
             )
             self._every(
-                "acls", self.acl_sync.run, config.acl_sync_interval_s, "acls", datetime.now() + timedelta(seconds=1)
+                "acls", self.sync_acls, config.acl_sync_interval_s, "acls", datetime.now() + timedelta(seconds=1)
             )
 
     def stop(self) -> None:
@@ -203,6 +203,14 @@ class LeaderJobs:
             self._leadership.lose_lead()
         except (ControllerError, KazooException) as exc:
             log.warning("%s failed (next run retries): %s", getattr(job, "__name__", job), exc)
+
+    # -- ACL sync (controller/jobs/acl_sync.py) ------------------------------------------------------
+
+    def sync_acls(self) -> None:
+        """The leader's ACL sync job."""
+        job = self.acl_sync
+        if job is not None:
+            job.run()
 
     def mirrored_topics(self) -> dict[str, set[str]]:
         """Route name -> the source topics of its ideal state."""

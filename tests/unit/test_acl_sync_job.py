@@ -208,3 +208,11 @@ def test_a_failover_grants_write_from_the_source_or_else_from_what_was_remembere
     # Neither the source nor a remembered set: nothing granted, the failover goes on.
     report = acl_grant.grant_source_acls(config, config.routes[0], ["orders"], FakeZk(), ZkLayout("/t"))  # type: ignore[arg-type]
     assert report["from"] == "none" and report["granted"] == []
+
+
+def test_a_destination_that_fails_leaves_the_grant_to_the_report(admins: dict[str, FakeAdmin]) -> None:
+    config = _config()
+    admins["src"].acls = {_acl("orders", WRITE)}
+    admins["dst"].down = True
+    report = acl_grant.grant_source_acls(config, config.routes[0], ["orders"], FakeZk(), ZkLayout("/t"))  # type: ignore[arg-type]
+    assert report["granted"] == [] and "granting on destination dst" in report["errors"][0]

@@ -101,6 +101,8 @@ class Controller:
             self.reads,
             self.topics,
             self.tree,
+            self._zk,
+            layout,
             clock,
             config_path,
         )

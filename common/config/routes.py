@@ -101,6 +101,11 @@ class RouteConfig(_Strict):
     part of the route's partitions); PUT /routes/<route>/throttle overrides it at run time; absent: no limit"""
     max_records_per_s: float | None = Field(None, gt=0)
     """throttle: at most this many records a second across the fleet, as max_bytes_per_s"""
+    sync_acls: bool = True
+    """copy the source's READ and DESCRIBE ACLs on the mirrored topics and on the groups that groups selects to the
+    destination (renamed as the topics are; never WRITE, so the copy stays write-protected; nothing deleted), every
+    controller.acl_sync_interval_s, and grant the rest (WRITE included) at failover (docs/security.md, "ACL sync");
+    MirrorMaker 2's sync.topic.acls.enabled"""
     start: Literal["earliest", "latest"] | int | None = None
     """where a partition starts when nothing of the route is on the destination yet and nothing is committed: earliest,
     latest, or a time (ISO 8601, e.g. 2026-01-31T12:00:00Z, or epoch milliseconds): the first record at or after it;

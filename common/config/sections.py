@@ -90,6 +90,9 @@ class ControllerConfig(_Strict):
     checkpoint_margin_s: float = Field(60.0, ge=0)
     """Axual's timestamp method, for offsets no exact map covers: look up the committed record's timestamp minus this
     on the destination"""
+    acl_sync_interval_s: float = Field(60.0, ge=0)
+    """the leader copies the ACLs of every route with sync_acls this often (MirrorMaker 2's
+    sync.topic.acls.interval.seconds); 0: never (a failover still grants them)"""
     sync_group_offsets: bool = True
     """commit translated offsets on the destination, only while the group has no active member there, only forward"""
     auth: RestAuthConfig | None = None

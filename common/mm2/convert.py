@@ -43,6 +43,8 @@ DEFAULTS = {
     "refresh.topics.interval.seconds": "600",
     "sync.topic.configs.enabled": "true",
     "sync.topic.configs.interval.seconds": "600",
+    "sync.topic.acls.enabled": "true",
+    "sync.topic.acls.interval.seconds": "600",
     "config.properties.exclude": (
         r"follower\.replication\.throttled\.replicas, leader\.replication\.throttled\.replicas, "
         r"message\.timestamp\.difference\.max\.ms, message\.timestamp\.type, "
@@ -74,10 +76,6 @@ _NO_COUNTERPART = [
     ),
     (re.compile(r"^tasks\.max$"), "Ferry's parallelism is its number of workers, balanced by the controller"),
     (re.compile(r"^(key|value|header)\.converter(\..*)?$"), "Ferry copies bytes as they are"),
-    (
-        re.compile(r"^sync\.topic\.acls\.(enabled|interval\.seconds)$"),
-        "Ferry does not copy ACLs (`ferry acls` prints what Ferry itself needs)",
-    ),
     (
         re.compile(r"^(topic|group|config\.property)\.filter\.class$"),
         "a Java class; Ferry filters by regular expressions",
@@ -390,6 +388,12 @@ def convert(props: dict[str, str], zookeeper: str = "localhost:2181", takeover: 
         for key in ("refresh.topics.interval.seconds", "sync.topic.configs.interval.seconds")
     ]
     controller["observer_interval_s"] = min(observe)
+    acl_flows = [(s, t) for s, t in flows if _bool(reader.flow(s, t, "sync.topic.acls.enabled"))]
+    if acl_flows:
+        interval = _global(reader, acl_flows, "sync.topic.acls.interval.seconds", _shortest)
+        controller["acl_sync_interval_s"] = float(interval)
+    for source, target in flows:  # read: a flow that syncs no ACLs has no use for its interval
+        reader.flow(source, target, "sync.topic.acls.interval.seconds")
     if not _bool(_global(reader, flows, "refresh.topics.enabled", _any_true)):
         reader.problems.append(
             NotConverted(
@@ -508,6 +512,9 @@ def _route(
                 "to keep apart in config_exclude",
             )
         )
+    # MirrorMaker 2 copies topic ACLs only, without WRITE, and turns ALLOW ALL into READ; Ferry copies READ
+    # and DESCRIBE, on the route's groups too (docs/security.md).
+    route["sync_acls"] = _bool(reader.flow(source, target, "sync.topic.acls.enabled"))
     compression = producers.get(target, {}).get("compression.type")
     if compression in ("none", "gzip", "snappy", "lz4", "zstd"):
         route["compression"] = compression

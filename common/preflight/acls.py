@@ -28,6 +28,11 @@ What each feature does on Kafka, and so what it needs (Kafka's implications appl
   route, writes it on every source (``Write``, ``IdempotentWrite``), reads it and the copies on
   every cluster (``Read``; group ``ferry.heartbeats.reader.<cluster>`` ``Describe``). Every route
   mirrors it like any other topic.
+- ACL sync (a route's ``sync_acls``, the default): describes the ACLs on its source (``Describe`` on
+  the cluster) and lists its groups there (Kafka lists those the principal may describe: the
+  checkpoint job's ``Describe`` on them), describes and creates ACLs on its destination (``Alter``
+  on the cluster; a failover grants the source's there too). ``Alter`` on a cluster lets the
+  principal grant itself anything: turn ``sync_acls`` off where Ferry must not hold it.
 
 A route's topics come from its ``include`` regular expressions: Kafka's ACLs know only literal
 names and prefixes, so each expression becomes the literal name it can only match, or the longest
@@ -221,18 +226,29 @@ def required_acls(config: FerryConfig, topics: Iterable[str] = ()) -> list[Acl]:
         group_patterns = sorted(
             {Resource(GROUP, name, pattern) for regex in route.groups for pattern, name in name_patterns(regex)}
         )
-        if checkpoints:
+        if checkpoints or route.sync_acls:
             for resource in group_patterns:
-                need(route.source, resource, f"route {route.name}: list the groups to checkpoint", "Describe")
-            if group_patterns:
-                need(
-                    route.source,
-                    Resource(GROUP, "ferry.checkpoints.", PREFIXED),
-                    f"route {route.name}: the checkpoint job's reader",
-                    "Describe",
-                )
+                need(route.source, resource, f"route {route.name}: list the groups to checkpoint or sync", "Describe")
+        if checkpoints and group_patterns:
+            need(
+                route.source,
+                Resource(GROUP, "ferry.checkpoints.", PREFIXED),
+                f"route {route.name}: the checkpoint job's reader",
+                "Describe",
+            )
+        if route.sync_acls:
+            need(
+                route.source, Resource(CLUSTER, CLUSTER_NAME), f"route {route.name}: read the ACLs to sync", "Describe"
+            )
         for destination in _destinations(config, route):
             why = f"route {route.name}: copy to {destination}"
+            if route.sync_acls:
+                need(
+                    destination,
+                    Resource(CLUSTER, CLUSTER_NAME),
+                    f"route {route.name}: create the synced ACLs on {destination}",
+                    "Alter",
+                )
             for resource in source_topics:
                 need(
                     destination,

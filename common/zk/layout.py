@@ -17,6 +17,7 @@ Everything lives under the configured root (``zookeeper.root``)::
     <root>/controls/shares             worker -> route -> its part of the route's throttle (leader writes)
     <root>/failover/<route>            the route's failover state and report (controller/failover/states.py)
     <root>/source_ends/<route>         {"at", "ends": {topic/partition: offset}}: the leader's last-seen source log ends
+    <root>/acls/<route>                the route's source ACL bindings as the leader's last ACL sync read them
 
 ``<route>`` is ``<source>.<destination>``. Payloads are JSON (see :mod:`common.model`).
 Leader writes are fenced: they go in a transaction that also checks the leader's own election
@@ -142,6 +143,10 @@ class ZkLayout:
     def source_ends(self, route: str) -> str:
         """The source log-end offsets the leader last saw on the route, for an unplanned failover's RPO."""
         return self._join("source_ends", route)
+
+    def acl_bindings(self, route: str) -> str:
+        """The route's source ACL bindings the leader's ACL sync last read, for a failover with the source gone."""
+        return self._join("acls", route)
 
     # the distribution tree (common/core/tree.py)
     @property

@@ -23,6 +23,10 @@ idempotent (it reads, waits and commits offsets that are the same the second tim
   translated back. The RPO records stay where they are on the old source (see docs/runbook.md).
 - **Dry run** (:meth:`FailoverRun.plan`): what a failover would do, from the same checks and the same
   reads (the groups' translations, the RPO), with no write at all: the state stays where it is.
+
+With the route's ``sync_acls``, the step to FAILED_OVER first grants on the destination what the
+source had on the route's topics and groups, WRITE included (:mod:`controller.failover.acl_grant`,
+best effort), and the report says what (``acls``).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, Conflict, ControllerError, NotLeader, Unavailable
 from ferry.controller.failover import states as fsm
+from ferry.controller.failover.acl_grant import grant_source_acls
 from ferry.controller.failover.guard import read_state
 from ferry.controller.failover.kafka_side import FailoverKafka, LastCheckpoint
 from ferry.controller.groups.checkpoints import Checkpointer, Translation
@@ -158,6 +163,8 @@ class FailoverRun:
         if state["state"] != fsm.SYNCING:
             version = self._write(state, version, fsm.SYNCING)  # from here on, nobody copies the route
         state["report"] = self._planned_sync(route, state) if planned else self._unplanned_sync(route, state)
+        if route.sync_acls:  # nobody copies the route any more: its producers may have the destination's WRITE
+            state["report"]["acls"] = grant_source_acls(self.config, route, state["partitions"], self._zk, self._layout)
         self._write(state, version, fsm.FAILED_OVER)
         return state
 

@@ -1,5 +1,5 @@
 """The leader's periodic jobs and their results: observer, lag, Spark validation, tree probes,
-heartbeats, checkpoints and schema distribution.
+heartbeats, checkpoints, schema distribution and ACL sync.
 
 Every job has an executor (thread) of its own, so none waits behind another and none delays a
 failover (reconciliation has the ``default`` thread, :mod:`controller.lead.reconciler`). No job has a
@@ -8,7 +8,7 @@ skip is counted (:meth:`controller.metrics.ControllerMetrics.on_job_event`).
 
 States: jobs exist only while this controller leads (:meth:`LeaderJobs.start` at the start of a
 lead, :meth:`LeaderJobs.stop` at its end, which removes *every* scheduled job, the reconciler's
-included, and closes the heartbeat clients). The results the REST layer reads here (``/noprogress``,
+included, and closes the heartbeat and ACL sync clients). The results the REST layer reads here (``/noprogress``,
 ``/heartbeats``, ``/groups``, ``/schemas``) are the leader's alone: a standby forwards. They are
 data (:class:`controller.topics.progress.NoProgress`, :class:`common.core.heartbeat.HeartbeatView`,
 :class:`controller.groups.checkpoints.GroupCheckpoints`, :class:`controller.schemas.distributor.SchemaStatus`
@@ -31,13 +31,16 @@ from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MA
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
+from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from ferry.common.config import FerryConfig
 from ferry.common.core.heartbeat import HeartbeatView
+from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import ControllerError, NotFound, NotLeader
 from ferry.controller.groups.checkpoints import Checkpointer, GroupCheckpoints
 from ferry.controller.groups.translate import OffsetTranslation, OffsetTranslator
+from ferry.controller.jobs.acl_sync import AclSyncJob
 from ferry.controller.jobs.heartbeats import HeartbeatJob
 from ferry.controller.lead.leadership import Leadership
 from ferry.controller.metrics import ControllerMetrics
@@ -51,7 +54,7 @@ log = logging.getLogger(__name__)
 
 # Reconciliation (with rebalance, failover and retries) has the one "default" thread; "timer"
 # runs the resync; every periodic job has its own (registry and Kafka I/O never delay a failover).
-_EXECUTORS = ("default", "timer", "observer", "lag", "spark", "tree", "heartbeats", "checkpoints", "schemas")
+_EXECUTORS = ("default", "timer", "observer", "lag", "spark", "tree", "heartbeats", "checkpoints", "schemas", "acls")
 
 
 def make_scheduler(metrics: ControllerMetrics) -> BackgroundScheduler:
@@ -80,6 +83,8 @@ class LeaderJobs:
         reads: ReadSide,
         topics: TopicAdmin,
         tree: TreeControl,
+        zk: KazooClient,
+        layout: ZkLayout,
         clock: Callable[[], float],
         config_path: str | None,
     ) -> None:
@@ -97,6 +102,9 @@ class LeaderJobs:
         # Schema distribution (config `schemas`): see controller/schemas/distributor.py.
         self.schemas = SchemaDistributor(config.schemas, metrics.registry) if config.schemas else None
         self._heartbeats: HeartbeatJob | None = None  # the leader's, with heartbeats.interval_s
+        self._zk = zk
+        self._layout = layout
+        self.acl_sync: AclSyncJob | None = None  # the leader's, with acl_sync_interval_s and a route's sync_acls
         # GET /translate, on any controller: its own clients (the checkpoint job's are not thread-safe).
         self._translator: OffsetTranslator | None = None
         self._translator_lock = threading.Lock()
@@ -125,9 +133,22 @@ class LeaderJobs:
                 "checkpoints",
                 datetime.now() + timedelta(seconds=1),
             )
+        if config.acl_sync_interval_s and any(r.sync_acls for r in self.config.routes):
+            self.acl_sync = AclSyncJob(
+                self.config,
+                self._tree.effective_routes,
+                self.mirrored_topics,
+                self._zk,
+                self._layout,
+                self._leadership.commit,
+                self._clock,
+            )
+            self._every(
+                "acls", self.sync_acls, config.acl_sync_interval_s, "acls", datetime.now() + timedelta(seconds=1)
+            )
 
     def stop(self) -> None:
-        """Removes every scheduled job (the reconciler's too) and closes the heartbeat clients."""
+        """Removes every scheduled job (the reconciler's too) and closes the heartbeat and ACL sync clients."""
         for job in self._scheduler.get_jobs():
             with contextlib.suppress(Exception):  # a job may have ended meanwhile (APScheduler's own error type)
                 job.remove()
@@ -135,6 +156,9 @@ class LeaderJobs:
             with contextlib.suppress(Exception):
                 self._heartbeats.close()
             self._heartbeats = None
+        if self.acl_sync is not None:
+            self.acl_sync.close()
+            self.acl_sync = None
 
     def close(self) -> None:
         if self.schemas is not None:
@@ -179,6 +203,21 @@ class LeaderJobs:
             self._leadership.lose_lead()
         except (ControllerError, KazooException) as exc:
             log.warning("%s failed (next run retries): %s", getattr(job, "__name__", job), exc)
+
+    # -- ACL sync (controller/jobs/acl_sync.py) ------------------------------------------------------
+
+    def sync_acls(self) -> None:
+        """The leader's ACL sync job."""
+        job = self.acl_sync
+        if job is not None:
+            job.run()
+
+    def mirrored_topics(self) -> dict[str, set[str]]:
+        """Route name -> the source topics of its ideal state."""
+        out: dict[str, set[str]] = {}
+        for state in self._reads.list_topics():
+            out.setdefault(state.route, set()).add(state.topic)
+        return out
 
     # -- lag and progress -----------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ def _config(**sections: Any) -> Any:
             "src": {"bootstrap.servers": "src:9094", **SASL},
             "dst": {"bootstrap.servers": "dst:9094", **SASL},
         },
-        "routes": [{"source": "src", "destination": "dst", "include": ["orders"]}],
+        "routes": [{"source": "src", "destination": "dst", "include": ["orders"], "sync_acls": False}],
         "controller": {"checkpoint_interval_s": 0},
     }
     data.update(sections)
@@ -148,6 +148,15 @@ def test_heartbeats_are_created_everywhere_written_on_sources_and_read_everywher
         (TOPIC, "ferry.heartbeats", LITERAL, "Read"),
         (GROUP, "ferry.heartbeats.reader.dst", LITERAL, "Describe"),
     } <= _on(found, "dst")
+
+
+def test_acl_sync_describes_acls_on_the_source_and_alters_them_on_the_destination() -> None:
+    routes = [{"source": "src", "destination": "dst", "include": ["orders"], "groups": ["app-.*"]}]
+    found = acls.required_acls(_config(routes=routes))  # sync_acls is on by default; checkpoints are off here
+    assert {(CLUSTER, CLUSTER_NAME, LITERAL, "Describe"), (GROUP, "app-", PREFIXED, "Describe")} <= _on(found, "src")
+    assert (CLUSTER, CLUSTER_NAME, LITERAL, "Alter") in _on(found, "dst")
+    plain = acls.required_acls(_config(routes=[{**routes[0], "sync_acls": False}]))
+    assert not any(a.resource.type == CLUSTER and a.operation in ("Describe", "Alter") for a in plain)
 
 
 def test_a_tree_distributor_may_write_to_every_leaf_of_its_subtree() -> None:

@@ -183,8 +183,25 @@ def test_topic_configs() -> None:
     assert _route(config)["config_exclude"] == [] and "regular expressions" in skipped["config.properties.exclude"]
     _, skipped = _convert({"sync.topic.configs.enabled": "false"})
     assert "always follows topic configs" in skipped["sync.topic.configs.enabled"]
-    _, skipped = _convert({"sync.topic.acls.enabled": "true"})
-    assert "ACLs" in skipped["sync.topic.acls.enabled"]
+
+
+def test_acl_sync_maps_to_each_routes_sync_acls_and_the_shortest_interval() -> None:
+    config, skipped = _convert({"B->A.enabled": "true"})
+    assert [r["sync_acls"] for r in config["routes"]] == [True, True]  # MirrorMaker 2 syncs ACLs by default
+    assert config["controller"]["acl_sync_interval_s"] == 600.0 and not skipped
+    config, skipped = _convert(
+        {
+            "B->A.enabled": "true",
+            "A->B.sync.topic.acls.enabled": "false",
+            "sync.topic.acls.interval.seconds": "120",
+            "B->A.sync.topic.acls.interval.seconds": "30",
+        }
+    )
+    assert (_route(config)["sync_acls"], _route(config, "B.A")["sync_acls"]) == (False, True)
+    assert config["controller"]["acl_sync_interval_s"] == 30.0 and not skipped
+    config, skipped = _convert({"sync.topic.acls.enabled": "false", "sync.topic.acls.interval.seconds": "5"})
+    assert _route(config)["sync_acls"] is False and "acl_sync_interval_s" not in config["controller"]
+    assert not skipped
 
 
 def test_client_security_settings() -> None:

@@ -1,0 +1,90 @@
+"""Kafka ACL bindings in and out of a cluster (AdminClient ``describe_acls`` and ``create_acls``), as the
+plain :class:`common.core.acl_sync.Binding` the pure core computes with; and a cluster's group ids.
+
+Describing ACLs needs ``Describe`` on the cluster resource, creating them ``Alter`` on it. A client
+without ``Describe`` gets an empty answer, not an error (librdkafka drops the broker's
+CLUSTER_AUTHORIZATION_FAILED); a cluster without an authorizer answers with an error
+(SECURITY_DISABLED), raised as ``KafkaException`` like every other failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from ferry.common.core.acl_sync import GROUP, TOPIC, Binding
+
+# A filter's "any name", "any principal" and "any host": None, which confluent-kafka's annotations do not admit.
+_ANY: Any = None
+
+
+def describe(admin: Any, timeout_s: float, resource_types: Iterable[str] = (TOPIC, GROUP)) -> list[Binding]:
+    """Every literal and prefixed binding the cluster holds on resources of ``resource_types``."""
+    out: list[Binding] = []
+    for kind in resource_types:
+        wanted = AclBindingFilter(
+            ResourceType[kind],
+            _ANY,
+            ResourcePatternType.ANY,
+            _ANY,
+            _ANY,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        for found in admin.describe_acls(wanted, request_timeout=timeout_s).result(timeout_s):
+            if found.resource_pattern_type not in (ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED):
+                continue
+            out.append(
+                Binding(
+                    found.restype.name,
+                    found.name,
+                    found.resource_pattern_type.name,
+                    found.principal,
+                    found.host,
+                    found.operation.name,
+                    found.permission_type.name,
+                )
+            )
+    return sorted(set(out))
+
+
+def create(admin: Any, bindings: Iterable[Binding], timeout_s: float) -> dict[Binding, str | None]:
+    """Creates ``bindings`` (one that exists already stays as it is); per binding, None or why it failed."""
+    asked = {
+        AclBinding(
+            ResourceType[b.resource_type],
+            b.name,
+            ResourcePatternType[b.pattern],
+            b.principal,
+            b.host,
+            AclOperation[b.operation],
+            AclPermissionType[b.permission],
+        ): b
+        for b in bindings
+    }
+    if not asked:
+        return {}
+    out: dict[Binding, str | None] = {}
+    for acl, future in admin.create_acls(list(asked), request_timeout=timeout_s).items():
+        try:
+            future.result(timeout_s)
+            out[asked[acl]] = None
+        except KafkaException as exc:
+            out[asked[acl]] = str(exc.args[0])
+    return out
+
+
+def group_ids(admin: Any, timeout_s: float) -> list[str]:
+    """The consumer groups the cluster lists (only those the client may describe)."""
+    listed = admin.list_consumer_groups(request_timeout=timeout_s).result(timeout_s)
+    return sorted(group.group_id for group in listed.valid)

@@ -146,7 +146,8 @@ def test_a_single_controller_leads_and_publishes_the_leader_node(cluster: Cluste
     assert controller.leadership.state == LEADING
     assert decode(cluster.admin.get(LAYOUT.leader)[0]) == {"id": "c1", "rest_url": "http://c1.invalid:9000"}
     assert controller.leadership.leader() == {"id": "c1", "rest_url": "http://c1.invalid:9000"}
-    health = health_json(controller.reads.health())
+    read = controller.reads.health()
+    health = health_json(read, read.readiness())
     assert health["leader"] is True and health["leaderId"] == "c1" and health["status"] == "ok"
     for path in LAYOUT.persistent_paths():
         assert cluster.admin.exists(path), path

@@ -448,3 +448,24 @@ def test_offsets_name_the_destination_topic_next_to_the_source_topic(
         rows = [row for row in answer.get_json()["offsets"] if row["topic"] == topic]
         assert [row["partitionId"] for row in rows] == partitions, path
         assert {(row["route"], row["topic"], row["destinationTopic"]) for row in rows} == {(ROUTE, topic, destination)}
+
+
+def test_a_controller_is_not_ready_while_zookeeper_is_unreachable_and_stays_live(cluster: Cluster) -> None:
+    controller, zk = cluster.controller("c1")
+    wait_for(controller.leadership.is_leader, 15, "c1 to lead")
+    client = create_app(controller).test_client()
+    for path in ("/health", "/health/ready", "/health/live"):
+        answer = client.get(path)
+        assert answer.status_code == 200 and answer.get_json()["reasons"] == [], (path, answer.get_json())
+    # Its own ZooKeeper client stopped (the shared ZooKeeper keeps running): ZooKeeper is gone for it.
+    zk.stop()
+    wait_for(lambda: client.get("/health/ready").status_code == 503, 10, "c1 to answer 503 to /health/ready")
+    for path in ("/health", "/health/ready"):
+        answer = client.get(path)
+        assert answer.status_code == 503, path
+        body = answer.get_json()
+        assert body["status"] == "zookeeper unreachable" and body["reasons"] == ["zookeeper unreachable"], body
+        assert body["id"] == "c1"
+    # A restart would not bring ZooKeeper back: still live (its scheduler runs).
+    live = client.get("/health/live")
+    assert live.status_code == 200 and live.get_json()["status"] == "ok", live.get_json()

@@ -176,9 +176,12 @@ class ReadSide:
         self._before_scrape = before_scrape
 
     def health(self) -> Health:
-        leader = self._leadership.leader()
+        """Answers at once, whatever ZooKeeper does: the leader node is read only while connected (a
+        read while kazoo reconnects would wait until it has reconnected)."""
+        connected = bool(self._zk.connected)
+        leader = self._leadership.leader() if connected else None
         return Health(
-            zookeeper_connected=bool(self._zk.connected),
+            zookeeper_connected=connected,
             controller_id=self._leadership.controller_id,
             state=self._leadership.state,
             leading=self._leadership.is_leader(),

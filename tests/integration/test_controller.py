@@ -469,3 +469,31 @@ def test_a_controller_is_not_ready_while_zookeeper_is_unreachable_and_stays_live
     # A restart would not bring ZooKeeper back: still live (its scheduler runs).
     live = client.get("/health/live")
     assert live.status_code == 200 and live.get_json()["status"] == "ok", live.get_json()
+
+
+def test_a_controller_answers_its_probes_at_once_while_zookeeper_does_not_answer() -> None:
+    # Its client keeps trying a closed port (kazoo's CONNECTING): a read of ZooKeeper would wait
+    # until it connects, so the probes must not read it. No shared server is involved.
+    zk = KazooClient(hosts="127.0.0.1:1", timeout=SESSION_TIMEOUT_S)
+    zk.start_async()
+    config = parse_config(
+        {
+            "zookeeper": {"connect": "127.0.0.1:1", "root": "/"},
+            "clusters": {"src": {"bootstrap.servers": "127.0.0.1:1"}, "dst": {"bootstrap.servers": "127.0.0.1:2"}},
+            "routes": [{"source": "src", "destination": "dst"}],
+        }
+    )
+    controller = Controller(config, "c1", "http://c1.invalid:9000", zk=zk)
+    controller.scheduler.start()
+    try:
+        client = create_app(controller).test_client()
+        started = time.monotonic()
+        ready = client.get("/health/ready")
+        assert ready.status_code == 503 and ready.get_json()["reasons"] == ["zookeeper unreachable"]
+        assert ready.get_json()["leaderId"] is None
+        live = client.get("/health/live")
+        assert live.status_code == 200 and live.get_json()["reasons"] == []
+        assert time.monotonic() - started < 2
+    finally:
+        controller.scheduler.shutdown(wait=False)
+        close(zk)

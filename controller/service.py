@@ -87,6 +87,7 @@ class Controller:
             self.reconciler,
             self.kafka,
             self.metrics,
+            self.scheduler,
             before_scrape=self._before_scrape,
         )
         self.topics = TopicAdmin(

@@ -65,11 +65,15 @@ def _free_port(taken: set[int]) -> int:
             return port
 
 
-def _get(url: str, timeout: float = 3) -> Any | None:
-    """The JSON body of a 200 answer, or None (not answering, not 200, not JSON)."""
+# A health probe's answers: 200, or 503 with the same body saying why not ready.
+PROBE_ANSWERS = (200, 503)
+
+
+def _get(url: str, timeout: float = 3, statuses: tuple[int, ...] = (200,)) -> Any | None:
+    """The JSON body of an answer with one of ``statuses``, or None (not answering, another status, not JSON)."""
     try:
         response = requests.get(url, timeout=timeout)
-        return response.json() if response.status_code == 200 else None
+        return response.json() if response.status_code in statuses else None
     except (requests.RequestException, ValueError):
         return None
 
@@ -202,13 +206,13 @@ class FleetManager:
         for member in members:
             row: dict[str, Any] = {"name": member.name, "role": member.role, "state": member.state, "port": member.port}
             if member.role == CONTROLLER:
-                health = _get(f"{self.url(member)}/health", timeout=2) or {}
+                health = _get(f"{self.url(member)}/health", timeout=2, statuses=PROBE_ANSWERS) or {}
                 row["health"] = health.get("status", "-")
                 row["leader"] = "leader" if health.get("leader") else ("standby" if health else "-")
                 if health.get("leader"):
                     leader = member.name
             else:
-                health = _get(f"{self.url(member)}/health", timeout=2) or {}
+                health = _get(f"{self.url(member)}/health", timeout=2, statuses=PROBE_ANSWERS) or {}
                 row["health"] = health.get("status", "-")
                 instance = instances.get(member.name)
                 row["partitions"] = len(instance["partitions"]) if instance else None

@@ -255,6 +255,8 @@ class FakeController:
         self.leader_info = leader
         self.fail: Exception | None = None
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.zookeeper_connected = True  # what health() reports
+        self.scheduler_running = True
 
     # The parts the REST edge asks for (controller.api.ports.ControllerApi): all this one object.
     @property
@@ -298,7 +300,15 @@ class FakeController:
 
     def health(self) -> Health:
         state = ControllerState.LEADING if self.leading else ControllerState.STANDBY
-        return Health(True, self.controller_id, state, self.leading, None, None)
+        return Health(
+            self.zookeeper_connected,
+            self.controller_id,
+            state,
+            self.leading,
+            None,
+            None,
+            scheduler_running=self.scheduler_running,
+        )
 
     def list_topics(self) -> list[IdealState]:
         self._call("list_topics")

@@ -1,4 +1,4 @@
-"""The worker's Prometheus metrics, its small HTTP endpoint (``/metrics`` and ``/health``) and the URL it registers.
+"""The worker's Prometheus metrics, its HTTP endpoint (``/metrics``, the health probes) and the URL it registers.
 
 Each worker has its own :class:`CollectorRegistry`, so several workers (or tests) in one
 process never collide. Every name starts with ``ferry_worker_``; counters are exposed with
@@ -12,6 +12,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -115,14 +116,33 @@ Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
 
 
-def serve(metrics: WorkerMetrics, health: Callable[[], dict[str, Any]], host: str, port: int) -> _ThreadingWSGIServer:
-    """Serves ``/metrics`` and ``/health`` (JSON from ``health()``) on a daemon thread."""
+@dataclass(frozen=True)
+class HealthAnswer:
+    """One health probe's answer: 200 when ``ok``, else 503; ``body`` is its JSON."""
+
+    ok: bool
+    body: dict[str, Any]
+
+
+def serve(
+    metrics: WorkerMetrics,
+    liveness: Callable[[], HealthAnswer],
+    readiness: Callable[[], HealthAnswer],
+    host: str,
+    port: int,
+) -> _ThreadingWSGIServer:
+    """Serves ``/metrics`` and the health probes on a daemon thread: ``/health/live`` (``liveness()``),
+    ``/health/ready`` and ``/health`` (both ``readiness()``)."""
     metrics_app = make_wsgi_app(metrics.registry)
+    probes = {"/health": readiness, "/health/ready": readiness, "/health/live": liveness}
 
     def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == "/health":
-            body = json.dumps(health()).encode()
-            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        probe = probes.get(environ.get("PATH_INFO", ""))
+        if probe is not None:
+            answer = probe()
+            body = json.dumps(answer.body).encode()
+            status = "200 OK" if answer.ok else "503 Service Unavailable"
+            start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
         result: Iterable[bytes] = metrics_app(environ, start_response)
         return result

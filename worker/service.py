@@ -28,6 +28,11 @@ ZooKeeper watch callbacks (kazoo runs them all on one thread) only store the new
 and wake the copy loop. The copy loop owns every Kafka client; each pass compares the partitions
 it holds with the newest assignment and releases or acquires the difference (level-triggered),
 then copies a batch per route and, every ``commit_interval_s``, commits acknowledged offsets.
+
+The health probes (:mod:`common.core.probes`, served on the metrics port) read, on the HTTP server's
+thread, what the copy loop last wrote (its state and since when, its last pass, the assignment it
+took and the one it applied) and what kazoo last reported: live unless the copy loop stood still
+too long; ready when RUNNING, connected, and the newest assignment the loop took is applied.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from kazoo.recipe.watchers import DataWatch
 from ferry.common import logs
 from ferry.common.cli import ferry_version
 from ferry.common.config import FerryConfig
+from ferry.common.core.probes import WorkerFacts, worker_liveness, worker_readiness
 from ferry.common.errors import ConfigError
 from ferry.common.model import (
     PartitionKey,
@@ -67,7 +73,7 @@ from ferry.worker.copying.names import TopicPartitionKey
 from ferry.worker.errors import RETRY_BACKOFF_S, RegistrationError
 from ferry.worker.load import LoadMeter
 from ferry.worker.mailbox import Mailbox
-from ferry.worker.metrics import WorkerMetrics, advertised_metrics_url, serve
+from ferry.worker.metrics import HealthAnswer, WorkerMetrics, advertised_metrics_url, serve
 from ferry.worker.position import start_offsets
 from ferry.worker.session import ZkSession
 
@@ -94,6 +100,7 @@ class Worker:
         self.layout = ZkLayout(config.zookeeper.root)
         self.metrics = WorkerMetrics()
         self.state: WorkerState = WorkerState.STARTING
+        self._state_since = clock()
         self._metrics_port = config.worker.metrics_port if metrics_port is None else metrics_port
         self._zk = zk or make_client(config.zookeeper)
         self._owns_zk = zk is None
@@ -117,6 +124,7 @@ class Worker:
         self._status_dirty = True
         self._registered = False
         self._health: dict[str, Any] = {"status": WorkerState.STARTING, "worker": worker_id}
+        self._loop_passed_at: float | None = None  # the copy loop's last pass, for the liveness probe
         self._server: Any = None
         self._advertised_metrics_url: str | None = None
         self._load_meter = LoadMeter(config.worker.load_report_interval_s, clock())
@@ -131,7 +139,33 @@ class Worker:
         self._wake.set()
 
     def health(self) -> dict[str, Any]:
+        """What the status last said: state, id, generation, partitions per state, leaving."""
         return dict(self._health)
+
+    def liveness(self) -> HealthAnswer:
+        """``GET /health/live``: :func:`common.core.probes.worker_liveness`, with the reasons when not."""
+        probe = worker_liveness(self._facts(), self._clock())
+        return HealthAnswer(probe.ok, {**self.health(), "live": probe.ok, "reasons": list(probe.reasons)})
+
+    def readiness(self) -> HealthAnswer:
+        """``GET /health/ready`` and ``GET /health``: :func:`common.core.probes.worker_readiness`, with the
+        reasons when not."""
+        probe = worker_readiness(self._facts(), self._clock())
+        return HealthAnswer(probe.ok, {**self.health(), "ready": probe.ok, "reasons": list(probe.reasons)})
+
+    def _facts(self) -> WorkerFacts:
+        # Any thread (the probes'): each attribute is one reference the copy loop or kazoo replaces
+        # whole; a probe that reads them in the middle of a change answers right the next time.
+        applied = self._applied
+        return WorkerFacts(
+            state=self.state,
+            state_since=self._state_since,
+            loop_passed_at=self._loop_passed_at,
+            assigned_generation=self._assignment.generation,
+            applied_generation=None if applied is None else applied.generation,
+            zookeeper_disconnected_since=self._session.suspended_since,
+            session_lost=self._session_lost.is_set(),
+        )
 
     # -- the copy loop ----------------------------------------------------------------------
 
@@ -153,7 +187,7 @@ class Worker:
         if self._metrics_port:
             host = self.config.worker.metrics_host
             try:
-                self._server = serve(self.metrics, self.health, host, self._metrics_port)
+                self._server = serve(self.metrics, self.liveness, self.readiness, host, self._metrics_port)
             except OSError as exc:
                 raise ConfigError(
                     f"cannot serve metrics on {host}:{self._metrics_port}: {exc.strerror or exc}"
@@ -212,6 +246,7 @@ class Worker:
                 self._wake.wait(0.2)
                 self._wake.clear()
             now = self._clock()
+            self._loop_passed_at = now
             if now >= next_commit:
                 next_commit = now + interval
                 self._commit_and_measure()
@@ -439,6 +474,7 @@ class Worker:
         }
 
     def _set_state(self, state: WorkerState) -> None:
+        self._state_since = self._clock()
         self.state = state
         self._health = {**self._health, "status": state}
 

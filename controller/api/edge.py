@@ -30,7 +30,7 @@ REQUEST_ID_HEADER = "X-Request-Id"
 # A caller's request id is kept when it is this tame (it goes into logs and headers as is).
 _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")  # fullmatch
 # Probes and the API description answer without a token, even when reads are closed.
-_ALWAYS_OPEN = frozenset({"/health", "/openapi.json"})
+_ALWAYS_OPEN = frozenset({"/health", "/health/ready", "/health/live", "/openapi.json"})
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 

@@ -5,7 +5,8 @@ Built once per app (no I/O). Every schema under ``components/schemas`` is a wire
 ``GET /translate`` query's parameters; this module writes the paths, which refer to the shapes by
 class name. The security requirements follow the controller's configuration: without ``controller.auth``
 no operation needs a token; with it, writes need a ``write`` token and reads need a token unless
-``open_reads``. ``/health`` and ``/openapi.json`` never need one.
+``open_reads``. The health probes (``/health``, ``/health/ready``, ``/health/live``) and ``/openapi.json``
+never need one.
 """
 
 from __future__ import annotations
@@ -134,10 +135,28 @@ def _op(
 _REGISTRY_ERRORS = {"502": _error("A schema registry refused a request")}
 
 
+def _probe(summary: str, failing: str) -> dict[str, Any]:
+    """A health probe: 200 when it passes, 503 with the same shape (and the reasons) when not."""
+    return {
+        "get": _op(
+            f"{summary} (never needs a token)",
+            _json("passes", _ref("Health")),
+            extra={"503": _json(f"fails: {failing}; reasons says why", _ref("Health"))},
+        )
+    }
+
+
 _PATHS: dict[str, Any] = {
-    "/health": {
-        "get": _op("This controller's state and the leader (never needs a token)", _json("ok", _ref("Health")))
-    },
+    "/health": _probe(
+        "This controller's state and the leader; the readiness probe", "ZooKeeper unreachable, or not live"
+    ),
+    "/health/ready": _probe(
+        "Readiness: connected to ZooKeeper (a standby is ready too), and live", "ZooKeeper unreachable, or not live"
+    ),
+    "/health/live": _probe(
+        "Liveness: the controller answers and its scheduler runs; ZooKeeper being unreachable does not count",
+        "the scheduler stopped",
+    ),
     "/openapi.json": {"get": _op("This document (never needs a token)", _json("ok", {"type": "object"}))},
     "/metrics": {
         "get": _op(
@@ -351,7 +370,7 @@ _PATHS["/routes/{route}/throttle"] = {
     )
 }
 
-_OPEN_PATHS = ("/health", "/openapi.json")
+_OPEN_PATHS = ("/health", "/health/ready", "/health/live", "/openapi.json")
 
 
 _ROUTE_PARAM = {"name": "route", "in": "path", "required": True, "schema": {"type": "string", "pattern": ROUTE_PATTERN}}

@@ -21,6 +21,7 @@ from typing import Any
 from ferry.common.core import tree
 from ferry.common.core.diff import Mismatch
 from ferry.common.core.heartbeat import HeartbeatView, Latency
+from ferry.common.core.probes import Probe
 from ferry.common.model import IdealState, PartitionKey
 from ferry.controller.api import wire_answers, wire_requests
 from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
@@ -36,14 +37,16 @@ Json = dict[str, Any]
 # -- reads ------------------------------------------------------------------------------------
 
 
-def health_json(health: Health) -> Json:
+def health_json(health: Health, probe: Probe) -> Json:
+    """A health probe's answer (``probe``: ``health.readiness()`` or ``health.liveness()``)."""
     return wire_answers.Health(
-        status="ok" if health.zookeeper_connected else "zookeeper unreachable",
+        status=probe.reasons[0] if probe.reasons else "ok",
         id=health.controller_id,
         state=health.state,
         leader=health.leading,
         leader_id=health.leader_id,
         leader_url=health.leader_url,
+        reasons=list(probe.reasons),
     ).to_json()
 
 

@@ -27,14 +27,16 @@ class Error(WireShape):
 
 
 class Health(WireShape):
-    """``GET /health``: this controller and who leads."""
+    """``GET /health``, ``/health/ready`` and ``/health/live``: this controller, who leads, and the
+    probe's answer (503 when it fails)."""
 
-    status: str = Field(description="ok, or why not")
+    status: str = Field(description="ok, or the first reason why not")
     id: str
     state: ControllerState
     leader: bool
     leader_id: str | None
     leader_url: str | None
+    reasons: list[str] = Field(description="why the probe fails; empty when it passes")
 
 
 class TopicSummary(WireShape):

@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from apscheduler.schedulers.base import BaseScheduler
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core.diff import Mismatch, compare, summarize
+from ferry.common.core.probes import Probe, controller_liveness, controller_readiness
 from ferry.common.errors import ConfigError
 from ferry.common.model import (
     ExternalView,
@@ -45,7 +47,8 @@ StoredValidation = dict[str, Any]
 
 @dataclass(frozen=True)
 class Health:
-    """This controller, whether ZooKeeper answers, and who leads (``leader_id``/``leader_url``: None when nobody)."""
+    """This controller, whether ZooKeeper answers, who leads (``leader_id``/``leader_url``: None when
+    nobody), and whether its scheduler runs; its probes' answers (:mod:`common.core.probes`)."""
 
     zookeeper_connected: bool
     controller_id: str
@@ -53,6 +56,13 @@ class Health:
     leading: bool
     leader_id: str | None
     leader_url: str | None
+    scheduler_running: bool
+
+    def liveness(self) -> Probe:
+        return controller_liveness(self.state, self.scheduler_running)
+
+    def readiness(self) -> Probe:
+        return controller_readiness(self.state, self.scheduler_running, self.zookeeper_connected)
 
 
 @dataclass(frozen=True)
@@ -152,10 +162,12 @@ class ReadSide:
         reconciler: Reconciler,
         kafka: ClusterMetadata,
         metrics: ControllerMetrics,
+        scheduler: BaseScheduler,
         before_scrape: Callable[[], None],
     ) -> None:
         self.config = config
         self._zk = zk
+        self._scheduler = scheduler  # its jobs are the leader's; the probes ask only whether it runs
         self._layout = layout
         self._leadership = leadership
         self._reconciler = reconciler
@@ -164,14 +176,18 @@ class ReadSide:
         self._before_scrape = before_scrape
 
     def health(self) -> Health:
-        leader = self._leadership.leader()
+        """Answers at once, whatever ZooKeeper does: the leader node is read only while connected (a
+        read while kazoo reconnects would wait until it has reconnected)."""
+        connected = bool(self._zk.connected)
+        leader = self._leadership.leader() if connected else None
         return Health(
-            zookeeper_connected=bool(self._zk.connected),
+            zookeeper_connected=connected,
             controller_id=self._leadership.controller_id,
             state=self._leadership.state,
             leading=self._leadership.is_leader(),
             leader_id=leader.get("id") if leader else None,
             leader_url=leader.get("rest_url") if leader else None,
+            scheduler_running=bool(self._scheduler.running),
         )
 
     def metrics_text(self) -> bytes:

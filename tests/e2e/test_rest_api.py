@@ -34,13 +34,14 @@ from tests.harness.processes import FerryProcess, Fleet, wait_until
 WRITE_TOKEN = "e2e-write-token-5f0c1d2e3a4b"
 READ_TOKEN = "e2e-read-token-9a8b7c6d5e4f"
 WRONG_TOKEN = "e2e-wrong-token-000000000000"
-# Examples per operation per controller. The document has 37 operations (with /schemas, /schemas/sync, /groups,
-# /groups/{group}, /translate, /tree, /tree/{distributor}/target, /heartbeats, the 10 of the operator's controls
-# and the 3 of failover); schemathesis loads /openapi.json itself and leaves it out of the 36 it tests.
+# Examples per operation per controller. The document has 39 operations (with the 3 health probes, /schemas,
+# /schemas/sync, /groups, /groups/{group}, /translate, /tree, /tree/{distributor}/target, /heartbeats, the 10 of
+# the operator's controls and the 3 of failover); schemathesis loads /openapi.json itself and leaves it out of the
+# 38 it tests.
 # Operations without parameters have a single possible request, so most requests go to the ones with parameters.
 POSITIVE_EXAMPLES = 60
 NEGATIVE_EXAMPLES = 25
-OPERATIONS_TESTED = 36
+OPERATIONS_TESTED = 38
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

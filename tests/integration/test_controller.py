@@ -146,7 +146,8 @@ def test_a_single_controller_leads_and_publishes_the_leader_node(cluster: Cluste
     assert controller.leadership.state == LEADING
     assert decode(cluster.admin.get(LAYOUT.leader)[0]) == {"id": "c1", "rest_url": "http://c1.invalid:9000"}
     assert controller.leadership.leader() == {"id": "c1", "rest_url": "http://c1.invalid:9000"}
-    health = health_json(controller.reads.health())
+    read = controller.reads.health()
+    health = health_json(read, read.readiness())
     assert health["leader"] is True and health["leaderId"] == "c1" and health["status"] == "ok"
     for path in LAYOUT.persistent_paths():
         assert cluster.admin.exists(path), path
@@ -447,3 +448,52 @@ def test_offsets_name_the_destination_topic_next_to_the_source_topic(
         rows = [row for row in answer.get_json()["offsets"] if row["topic"] == topic]
         assert [row["partitionId"] for row in rows] == partitions, path
         assert {(row["route"], row["topic"], row["destinationTopic"]) for row in rows} == {(ROUTE, topic, destination)}
+
+
+def test_a_controller_is_not_ready_while_zookeeper_is_unreachable_and_stays_live(cluster: Cluster) -> None:
+    controller, zk = cluster.controller("c1")
+    wait_for(controller.leadership.is_leader, 15, "c1 to lead")
+    client = create_app(controller).test_client()
+    for path in ("/health", "/health/ready", "/health/live"):
+        answer = client.get(path)
+        assert answer.status_code == 200 and answer.get_json()["reasons"] == [], (path, answer.get_json())
+    # Its own ZooKeeper client stopped (the shared ZooKeeper keeps running): ZooKeeper is gone for it.
+    zk.stop()
+    wait_for(lambda: client.get("/health/ready").status_code == 503, 10, "c1 to answer 503 to /health/ready")
+    for path in ("/health", "/health/ready"):
+        answer = client.get(path)
+        assert answer.status_code == 503, path
+        body = answer.get_json()
+        assert body["status"] == "zookeeper unreachable" and body["reasons"] == ["zookeeper unreachable"], body
+        assert body["id"] == "c1"
+    # A restart would not bring ZooKeeper back: still live (its scheduler runs).
+    live = client.get("/health/live")
+    assert live.status_code == 200 and live.get_json()["status"] == "ok", live.get_json()
+
+
+def test_a_controller_answers_its_probes_at_once_while_zookeeper_does_not_answer() -> None:
+    # Its client keeps trying a closed port (kazoo's CONNECTING): a read of ZooKeeper would wait
+    # until it connects, so the probes must not read it. No shared server is involved.
+    zk = KazooClient(hosts="127.0.0.1:1", timeout=SESSION_TIMEOUT_S)
+    zk.start_async()
+    config = parse_config(
+        {
+            "zookeeper": {"connect": "127.0.0.1:1", "root": "/"},
+            "clusters": {"src": {"bootstrap.servers": "127.0.0.1:1"}, "dst": {"bootstrap.servers": "127.0.0.1:2"}},
+            "routes": [{"source": "src", "destination": "dst"}],
+        }
+    )
+    controller = Controller(config, "c1", "http://c1.invalid:9000", zk=zk)
+    controller.scheduler.start()
+    try:
+        client = create_app(controller).test_client()
+        started = time.monotonic()
+        ready = client.get("/health/ready")
+        assert ready.status_code == 503 and ready.get_json()["reasons"] == ["zookeeper unreachable"]
+        assert ready.get_json()["leaderId"] is None
+        live = client.get("/health/live")
+        assert live.status_code == 200 and live.get_json()["reasons"] == []
+        assert time.monotonic() - started < 2
+    finally:
+        controller.scheduler.shutdown(wait=False)
+        close(zk)

@@ -14,6 +14,7 @@ import os
 import re
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -688,6 +689,11 @@ def test_health_and_metrics_endpoints(
     assert health["worker"] == running.id
     assert health["status"] == "RUNNING"
     assert health["partitions"] == {"ONLINE": 3, "ERROR": 0, "OFFLINE": 0, "PAUSED": 0}
+    # Copying: registered, its session held, its assignment applied, its copy loop passing.
+    assert health["ready"] is True and health["reasons"] == []
+    assert json.loads(get("/health/ready")) == health
+    live = json.loads(get("/health/live"))
+    assert live["live"] is True and live["reasons"] == [] and live["status"] == "RUNNING"
     line = f'ferry_worker_records_copied_total{{route="{ROUTE}"}} 15.0'
     wait_until(lambda: line in get("/metrics"), 10, f"{line!r} in /metrics")
 
@@ -710,3 +716,51 @@ def test_health_and_metrics_endpoints(
     assert ages[("ferry_worker_record_age_seconds_bucket", "900.0")] == 0
     assert ages[("ferry_worker_record_age_seconds_bucket", "3600.0")] == 0
     assert ages[("ferry_worker_record_age_seconds_bucket", "+Inf")] == count
+
+
+def test_a_worker_that_cannot_reach_zookeeper_is_live_but_not_ready() -> None:
+    # ZooKeeper at a closed port: the worker keeps trying (until zookeeper.retry_deadline_s) and
+    # serves its probes meanwhile; the shared ZooKeeper is never touched.
+    config = parse_config(
+        {
+            "zookeeper": {"connect": "127.0.0.1:1", "retry_deadline_s": 120},
+            "clusters": {"src": {"bootstrap.servers": "127.0.0.1:1"}, "dst": {"bootstrap.servers": "127.0.0.1:2"}},
+            "routes": [{"source": "src", "destination": "dst"}],
+        }
+    )
+    port = free_port()
+    worker = Worker(config, "w-unreachable", metrics_port=port)
+    result: list[int | BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(worker.run())
+        except BaseException as exc:
+            result.append(exc)
+
+    thread = threading.Thread(target=run, name="worker-unreachable", daemon=True)
+    thread.start()
+
+    def probe(path: str) -> tuple[int, dict[str, Any]] | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+        except OSError:  # not listening yet
+            return None
+
+    try:
+        status, body = wait_until(lambda: probe("/health/ready"), 10, "the worker's readiness probe")
+        assert status == 503
+        assert body["status"] == "STARTING" and body["worker"] == "w-unreachable" and body["ready"] is False
+        assert body["reasons"] == ["not registered in ZooKeeper yet"]
+        assert probe("/health") == (status, body)
+        assert probe("/health/live") == (
+            200,
+            {"status": "STARTING", "worker": "w-unreachable", "live": True, "reasons": []},
+        )
+    finally:
+        worker.stop()  # while connecting: ends at once, status 0
+        thread.join(15)
+    assert result == [0]

@@ -278,8 +278,8 @@ def test_closed_reads_need_a_token_and_writes_a_write_token(fake: ZkLikeFake) ->
 
 def test_probes_and_the_document_never_need_a_token(fake: ZkLikeFake) -> None:
     client = create_app(as_controller_api(fake), auth=checker(open_reads=False)).test_client()
-    assert client.get("/health").status_code == 200
-    assert client.get("/openapi.json").status_code == 200
+    for path in ("/health", "/health/ready", "/health/live", "/openapi.json"):
+        assert client.get(path).status_code == 200, path
 
 
 def test_open_reads_need_no_token_but_writes_do(fake: ZkLikeFake) -> None:
@@ -445,5 +445,6 @@ def test_the_openapi_document_follows_the_auth_settings(fake: ZkLikeFake) -> Non
         paths = document["paths"]
         assert paths["/topics"]["post"]["security"] == [{"bearerAuth": []}]
         assert {"401", "403"} <= set(paths["/topics"]["post"]["responses"])
-        assert paths["/health"]["get"]["security"] == [] and paths["/openapi.json"]["get"]["security"] == []
+        for open_path in ("/health", "/health/ready", "/health/live", "/openapi.json"):
+            assert paths[open_path]["get"]["security"] == [], open_path
         assert (paths["/topics"]["get"]["security"] == [{"bearerAuth": []}]) is reads_need

@@ -71,8 +71,8 @@ def test_a_topic_on_one_route_is_flat_and_on_several_is_keyed_by_route() -> None
 
 
 def test_reads_keep_their_keys_and_order() -> None:
-    health = Health(False, "c1", ControllerState.STANDBY, False, "c2", "http://c2:9000")
-    assert _ordered(rest_json.health_json(health)) == _ordered(
+    health = Health(False, "c1", ControllerState.STANDBY, False, "c2", "http://c2:9000", scheduler_running=True)
+    assert _ordered(rest_json.health_json(health, health.readiness())) == _ordered(
         {
             "status": "zookeeper unreachable",
             "id": "c1",
@@ -80,6 +80,7 @@ def test_reads_keep_their_keys_and_order() -> None:
             "leader": False,
             "leaderId": "c2",
             "leaderUrl": "http://c2:9000",
+            "reasons": ["zookeeper unreachable"],
         }
     )
     instances = Instances(

@@ -82,7 +82,10 @@ def _schema_report() -> SchemaReport:
 def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
     """(shape, an answer rest_json built) for every shape, with its optional parts present and absent."""
     yield wire_answers.Error, wire_answers.Error(error="no", status=400, request_id="r1").to_json()
-    yield wire_answers.Health, rest_json.health_json(Health(True, "c1", ControllerState.STANDBY, True, "c1", None))
+    health = Health(True, "c1", ControllerState.STANDBY, True, "c1", None, scheduler_running=True)
+    yield wire_answers.Health, rest_json.health_json(health, health.readiness())
+    down = Health(False, "c1", ControllerState.STANDBY, False, None, None, scheduler_running=False)
+    yield wire_answers.Health, rest_json.health_json(down, down.liveness())
     yield wire_answers.TopicList, rest_json.topics_json([IdealState("a.b", "orders", 3)])
     yield wire_answers.TopicView, rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b")}))
     yield (

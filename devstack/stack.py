@@ -18,7 +18,8 @@ variable                  default  what
 ``FERRY_DEV_SRC_PORT``    19092    cluster ``src`` broker port (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_DST_PORT``    29092    cluster ``dst`` broker port (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_CLUSTERS``    (none)   extra clusters beyond ``src`` and ``dst``, comma-separated (``a,b,c``);
-                                   ``name:N`` gives one N brokers (1-3, e.g. ``a:3,b``)
+                                   ``name:N`` gives one N brokers (1-3, e.g. ``a:3,b``), ``name:VERSION``
+                                   an older Kafka (``old:kafka-2.8``, below)
 ``FERRY_DEV_EXTRA_PORT``  30092    broker port of the first extra cluster; the n-th (from 0) listens on
                                    this + 10 n (its KRaft controller: +1, SASL_SSL: +2; its k-th broker
                                    from 0: + 3 k)

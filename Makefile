@@ -31,10 +31,12 @@ $(BIN)/.installed: setup.cfg pyproject.toml
 
 # Re-runs only when the pinned Maven file changed; a second run downloads nothing.
 $(JARS)/.fetched: deploy/pom.xml
-	rm -rf $(JARS)/kafka $(JARS)/zookeeper $(JARS)/spark
+	rm -rf $(JARS)/kafka $(JARS)/zookeeper $(JARS)/spark $(JARS)/kafka-3.9 $(JARS)/kafka-2.8
 	$(MVN) -P kafka $(COPY_DEPS) -DoutputDirectory=$(CURDIR)/$(JARS)/kafka
 	$(MVN) -P zookeeper $(COPY_DEPS) -DoutputDirectory=$(CURDIR)/$(JARS)/zookeeper
 	$(MVN) -P spark $(COPY_DEPS) -DoutputDirectory=$(CURDIR)/$(JARS)/spark
+	$(MVN) -P kafka-3.9 $(COPY_DEPS) -DoutputDirectory=$(CURDIR)/$(JARS)/kafka-3.9
+	$(MVN) -P kafka-2.8 $(COPY_DEPS) -DoutputDirectory=$(CURDIR)/$(JARS)/kafka-2.8
 	touch $@
 
 # The local schema registry (Apicurio Registry 2.4.2.Final, re-packaged; see deploy/registry/pom.xml).

@@ -18,7 +18,8 @@ variable                  default  what
 ``FERRY_DEV_SRC_PORT``    19092    cluster ``src`` broker port (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_DST_PORT``    29092    cluster ``dst`` broker port (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_CLUSTERS``    (none)   extra clusters beyond ``src`` and ``dst``, comma-separated (``a,b,c``);
-                                   ``name:N`` gives one N brokers (1-3, e.g. ``a:3,b``)
+                                   ``name:N`` gives one N brokers (1-3, e.g. ``a:3,b``), ``name:VERSION``
+                                   an older Kafka (``old:kafka-2.8``, below)
 ``FERRY_DEV_EXTRA_PORT``  30092    broker port of the first extra cluster; the n-th (from 0) listens on
                                    this + 10 n (its KRaft controller: +1, SASL_SSL: +2; its k-th broker
                                    from 0: + 3 k)
@@ -40,6 +41,14 @@ cluster's one KRaft controller (a quorum of one), the others are brokers only. T
 0) listens on the cluster's port + 3 k (SASL_SSL: + 2 more) and keeps its state in
 ``.dev/<name>.<k + 1>`` (the first: ``.dev/<name>``). Like ``src`` and ``dst`` they keep
 ``default.replication.factor=1``: what a replica count other than one takes is chosen by the client.
+
+An extra cluster may run an older Kafka release (``ferry dev up --clusters old:kafka-3.9``, with
+several brokers ``old:3:kafka-3.9``, or ``Stack.with_clusters(names, version="kafka-2.8")``): the
+``deploy/pom.xml`` profile of that name, whose jars ``make setup`` fetches into ``.dev/jars/<version>``.
+``kafka-3.9`` runs in KRaft mode (a static quorum: ``controller.quorum.voters``); ``kafka-2.8`` in
+ZooKeeper mode, its metadata under ``/kafka-<name>`` in the stack's ZooKeeper (wipe ``.dev/zookeeper``
+and that cluster's folder together). Both log through log4j 1 (a ``log4j.properties`` in the broker's
+folder, the same file and format as ``log4j2.xml``). ``src`` and ``dst`` run the pinned release.
 
 Each broker serves two client listeners: ``PLAINTEXT`` on its port, and ``SASL_SSL`` on port + 2
 (SCRAM-SHA-512, user ``ferry``, password ``ferry-dev-secret``: a local test identity, not a secret).
@@ -84,6 +93,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import dataclasses
 import enum
 import errno
 import fcntl
@@ -133,12 +143,55 @@ SASL_USER = "ferry"
 SASL_PASSWORD = "ferry-dev-secret"
 # Clusters started with an authorizer: the PLAINTEXT listener's principal is the super user.
 AUTHORIZER_CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ZK_AUTHORIZER_CLASS = "kafka.security.authorizer.AclAuthorizer"  # a cluster in ZooKeeper mode
 SUPER_USER = "User:ANONYMOUS"
 # Protects only the broker keystore on this machine's disk; Kafka needs a password for PKCS12.
 _KEYSTORE_PASSWORD = "ferry-dev-keystore"
 
 # Shipped inside the package (package data), so an installed Ferry has it too.
 LOG4J2_CONFIG = Path(__file__).resolve().parent / "log4j2.xml"
+
+
+@dataclass(frozen=True)
+class KafkaVersion:
+    """A Kafka release the stack's clusters can run: its ``deploy/pom.xml`` profile, which is also the
+    name of its jar folder, and what its broker's configuration and start-up need."""
+
+    name: str
+    kraft: bool  # KRaft mode; otherwise ZooKeeper mode, its metadata under a chroot of the stack's ZooKeeper
+    dynamic_quorum: bool  # a controller formatted --standalone, found by controller.quorum.bootstrap.servers
+    log4j2: bool  # logs through log4j 2 (log4j2.xml); otherwise log4j 1 (a log4j.properties per broker)
+    authorizer: str  # the ACL authorizer of its mode
+
+
+# The pinned release (deploy/pom.xml's kafka.version), which src and dst run, and older ones for the
+# compatibility tier. An extra cluster names one with ``name:VERSION`` (``old:kafka-3.9``).
+DEFAULT_KAFKA = "kafka"
+KAFKA_VERSIONS = {
+    version.name: version
+    for version in (
+        KafkaVersion(DEFAULT_KAFKA, kraft=True, dynamic_quorum=True, log4j2=True, authorizer=AUTHORIZER_CLASS),
+        KafkaVersion("kafka-3.9", kraft=True, dynamic_quorum=False, log4j2=False, authorizer=AUTHORIZER_CLASS),
+        KafkaVersion("kafka-2.8", kraft=False, dynamic_quorum=False, log4j2=False, authorizer=ZK_AUTHORIZER_CLASS),
+    )
+}
+
+OLDER_KAFKA = tuple(name for name in KAFKA_VERSIONS if name != DEFAULT_KAFKA)
+
+# log4j 1 (Kafka 3.x, 2.x): the same file and format as log4j2.xml.
+_LOG4J1_CONFIG = """\
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=${ferry.log.file}
+log4j.appender.file.Append=true
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.state.change.logger=WARN
+log4j.logger.kafka.log.LogCleaner=WARN
+log4j.logger.org.apache.kafka.controller=INFO
+log4j.logger.org.apache.zookeeper=WARN
+"""
 
 
 # Probing a server that is still starting fails many times on purpose; say nothing about it.
@@ -189,15 +242,21 @@ class Server:
     authorizer: bool = False  # a Kafka cluster that enforces ACLs (PLAINTEXT: the super user)
     brokers: int = 1  # how many brokers the Kafka cluster has
     node_id: int = 1  # which of them this JVM is
+    version: str = DEFAULT_KAFKA  # a key of KAFKA_VERSIONS
+    # A cluster in ZooKeeper mode: where its metadata lives (``host:port/chroot`` of the stack's ZooKeeper).
+    zookeeper: str = ""
 
     @property
     def nodes(self) -> tuple[Server, ...]:
         """Every broker of this Kafka cluster, the first (the controller) first."""
         first = self.port - BROKER_PORT_STEP * (self.node_id - 1)
         return tuple(
-            Server(self.name, self.kind, first + BROKER_PORT_STEP * i, self.authorizer, self.brokers, i + 1)
-            for i in range(self.brokers)
+            dataclasses.replace(self, port=first + BROKER_PORT_STEP * i, node_id=i + 1) for i in range(self.brokers)
         )
+
+    @property
+    def kafka_version(self) -> KafkaVersion:
+        return KAFKA_VERSIONS[self.version]
 
     @property
     def label(self) -> str:
@@ -236,7 +295,7 @@ class Server:
         (ZooKeeper and a registry: their one port)."""
         if self.kind in ("zookeeper", "registry"):
             return (self.port,)
-        if self.node_id > 1:
+        if self.node_id > 1 or not self.kafka_version.kraft:
             return (self.port, self.sasl_ssl_port)
         return (self.port, self.controller_port, self.sasl_ssl_port)
 
@@ -253,6 +312,11 @@ class Server:
     def config_file(self) -> Path:
         names = {"zookeeper": "zoo.cfg", "registry": "application.properties"}
         return self.home / names.get(self.kind, "server.properties")
+
+    @property
+    def log4j1_config_file(self) -> Path:
+        """A broker's log4j 1 configuration (releases that log through log4j 1)."""
+        return self.home / "log4j.properties"
 
     @property
     def pid_file(self) -> Path:
@@ -276,7 +340,7 @@ class Server:
 
     @property
     def classpath(self) -> str:
-        folder = jars_dir("zookeeper" if self.kind == "zookeeper" else "kafka")
+        folder = jars_dir("zookeeper" if self.kind == "zookeeper" else self.kafka_version.name)
         if not any(folder.glob("*.jar")):
             raise DevStackError(f"no jars in {folder}: run `make setup` first (it fetches them with Maven)")
         return f"{folder}/*"
@@ -322,15 +386,26 @@ class Stack:
         """librdkafka properties of a client of ``cluster``'s SASL_SSL listener (SCRAM-SHA-512)."""
         return secured_client(self.cluster(cluster))
 
-    def with_clusters(self, names: Iterable[str], authorizer: bool = False, brokers: int = 1) -> Stack:
+    def with_clusters(
+        self, names: Iterable[str], authorizer: bool = False, brokers: int = 1, version: str = DEFAULT_KAFKA
+    ) -> Stack:
         """This stack plus extra clusters ``names`` (ports from the environment, module docstring);
         with ``authorizer``, those not in the stack yet enforce ACLs; each with ``brokers`` brokers
-        (module docstring)."""
+        running Kafka ``version`` (a key of ``KAFKA_VERSIONS``; module docstring)."""
         known = {server.name: server for server in self.extra}
         for name in names:
             if name not in known and name not in ("src", "dst"):
-                known[name] = _extra_server(name, len(known), authorizer, brokers)
+                spec = ClusterSpec(brokers, version)
+                known[name] = _extra_server(name, len(known), spec, self.zookeeper, authorizer)
         return Stack(self.zookeeper, self.src, self.dst, registries=self.registries, extra=tuple(known.values()))
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What an extra cluster is asked to be (``name[:N][:VERSION]``): its broker count and Kafka release."""
+
+    brokers: int = 1
+    version: str = DEFAULT_KAFKA
 
 
 def secured_client(server: Server) -> dict[str, str]:
@@ -366,15 +441,15 @@ def stack_from_env(clusters: Iterable[str] = (), recorded: bool = False, registr
         else (),
     )
     recorded_clusters = _recorded_extra() if recorded else {}
-    from_env = parse_cluster_specs(os.environ.get(CLUSTERS_ENV, ""), CLUSTERS_ENV)
-    asked = parse_cluster_specs(",".join(clusters), "clusters")
-    wanted = {**{name: brokers for name, (_, brokers) in recorded_clusters.items()}, **from_env, **asked}
+    from_env = parse_clusters(os.environ.get(CLUSTERS_ENV, ""), CLUSTERS_ENV)
+    asked = parse_clusters(",".join(clusters), "clusters")
+    wanted = {**{name: spec for name, (_, spec) in recorded_clusters.items()}, **from_env, **asked}
     extra = []
     for index, name in enumerate(n for n in wanted if n not in ("src", "dst")):
-        server = _extra_server(name, index, brokers=wanted[name])
+        server = _extra_server(name, index, wanted[name], base.zookeeper)
         if name in recorded_clusters and not os.environ.get(_port_env(name)):
-            port, brokers = recorded_clusters[name]  # keep the port and brokers it was started with
-            server = Server(name, "kafka", port, brokers=brokers)
+            port, spec = recorded_clusters[name]  # keep the port, brokers and release it was started with
+            server = dataclasses.replace(_extra_server(name, index, spec, base.zookeeper), port=port)
         extra.append(server)
     return Stack(base.zookeeper, base.src, base.dst, registries=base.registries, extra=tuple(extra))
 
@@ -386,16 +461,31 @@ def parse_cluster_names(text: str, where: str) -> list[str]:
 
 def parse_cluster_specs(text: str, where: str) -> dict[str, int]:
     """``a,b:3,c`` -> name -> brokers (1 unless ``:N``); :class:`DevStackError` for a bad one."""
-    specs: dict[str, int] = {}
+    return {name: spec.brokers for name, spec in parse_clusters(text, where).items()}
+
+
+def parse_clusters(text: str, where: str) -> dict[str, ClusterSpec]:
+    """``a,b:3,old:kafka-2.8,c:2:kafka-3.9`` -> name -> :class:`ClusterSpec` (one broker of the pinned
+    release unless ``:N`` or ``:VERSION`` say otherwise); :class:`DevStackError` for a bad one."""
+    specs: dict[str, ClusterSpec] = {}
     for item in (part.strip() for part in text.split(",")):
         if not item:
             continue
-        name, _, count = item.partition(":")
+        name, *options = item.split(":")
         if not _EXTRA_NAME.match(name) or name == "zookeeper":
             raise DevStackError(f"{where}: {name!r} is not a usable cluster name (letters, digits, '_', '-')")
-        if count and not (count.isdigit() and 1 <= int(count) <= MAX_BROKERS):
-            raise DevStackError(f"{where}: {item!r}: a cluster has 1 to {MAX_BROKERS} brokers")
-        specs[name] = int(count) if count else 1
+        spec = ClusterSpec()
+        for option in options:
+            if option in KAFKA_VERSIONS:
+                spec = dataclasses.replace(spec, version=option)
+            elif option.isdigit() and 1 <= int(option) <= MAX_BROKERS:
+                spec = dataclasses.replace(spec, brokers=int(option))
+            else:
+                raise DevStackError(
+                    f"{where}: {item!r}: a cluster has 1 to {MAX_BROKERS} brokers and runs one of the "
+                    f"Kafka releases {', '.join(KAFKA_VERSIONS)}"
+                )
+        specs[name] = spec
     return specs
 
 
@@ -403,38 +493,48 @@ def _port_env(name: str) -> str:
     return "FERRY_DEV_PORT_" + name.upper().replace("-", "_")
 
 
-def _extra_server(name: str, index: int, authorizer: bool = False, brokers: int = 1) -> Server:
-    if not 1 <= brokers <= MAX_BROKERS:
-        raise DevStackError(f"cluster {name!r}: a cluster has 1 to {MAX_BROKERS} brokers, not {brokers}")
+def _extra_server(name: str, index: int, spec: ClusterSpec, zookeeper: Server, authorizer: bool = False) -> Server:
+    if not 1 <= spec.brokers <= MAX_BROKERS:
+        raise DevStackError(f"cluster {name!r}: a cluster has 1 to {MAX_BROKERS} brokers, not {spec.brokers}")
+    if spec.version not in KAFKA_VERSIONS:
+        raise DevStackError(f"cluster {name!r}: no Kafka release {spec.version!r} (known: {', '.join(KAFKA_VERSIONS)})")
     default = _port(EXTRA_PORT_ENV, 30092) + EXTRA_PORT_STEP * index
-    return Server(name, "kafka", _port(_port_env(name), default), authorizer, brokers)
+    # A cluster in ZooKeeper mode keeps its metadata under a chroot of its own in the stack's ZooKeeper.
+    chroot = "" if KAFKA_VERSIONS[spec.version].kraft else f"{zookeeper.address}/kafka-{name}"
+    port = _port(_port_env(name), default)
+    return Server(name, "kafka", port, authorizer, spec.brokers, version=spec.version, zookeeper=chroot)
 
 
 def _extra_record() -> Path:
     return dev_dir() / "extra-clusters"
 
 
-def _recorded_extra() -> dict[str, tuple[int, int]]:
-    """name -> (port, brokers) of the extra clusters an earlier ``up`` started (``.dev/extra-clusters``,
-    a line ``name:port[:brokers]`` each)."""
+def _recorded_extra() -> dict[str, tuple[int, ClusterSpec]]:
+    """name -> (port, spec) of the extra clusters an earlier ``up`` started (``.dev/extra-clusters``,
+    a line ``name:port[:brokers][:version]`` each)."""
     try:
         lines = _extra_record().read_text().split()
     except OSError:
         return {}
-    recorded: dict[str, tuple[int, int]] = {}
+    recorded: dict[str, tuple[int, ClusterSpec]] = {}
     for line in lines:
         name, _, rest = line.partition(":")
-        port, _, brokers = rest.partition(":")
-        if _EXTRA_NAME.match(name) and port.isdigit() and (not brokers or brokers.isdigit()):
-            recorded[name] = (int(port), int(brokers or 1))
+        port, _, options = rest.partition(":")
+        if not (_EXTRA_NAME.match(name) and port.isdigit()):
+            continue
+        with contextlib.suppress(DevStackError):  # a line this Ferry cannot read: not one of its clusters
+            recorded[name] = (int(port), parse_clusters(f"{name}:{options}" if options else name, "")[name])
     return recorded
 
 
-def _write_record(clusters: dict[str, tuple[int, int]]) -> None:
+def _write_record(clusters: dict[str, tuple[int, ClusterSpec]]) -> None:
     _extra_record().write_text(
         "".join(
-            f"{name}:{port}" + (f":{brokers}" if brokers > 1 else "") + "\n"
-            for name, (port, brokers) in clusters.items()
+            f"{name}:{port}"
+            + (f":{spec.brokers}" if spec.brokers > 1 else "")
+            + (f":{spec.version}" if spec.version != DEFAULT_KAFKA else "")
+            + "\n"
+            for name, (port, spec) in clusters.items()
         )
     )
 
@@ -448,7 +548,7 @@ def forget_extra(names: Iterable[str]) -> None:
 
 def _record_extra(stack: Stack) -> None:
     if stack.extra:
-        clusters = {**_recorded_extra(), **{s.name: (s.port, s.brokers) for s in stack.extra}}
+        clusters = {**_recorded_extra(), **{s.name: (s.port, ClusterSpec(s.brokers, s.version)) for s in stack.extra}}
         dev_dir().mkdir(parents=True, exist_ok=True)
         _write_record(clusters)
 
@@ -475,7 +575,9 @@ def _zookeeper_config(server: Server) -> str:
 
 
 def _kafka_config(server: Server) -> str:
-    controller = server.node_id == 1  # a cluster's first broker is its KRaft controller too
+    version = server.kafka_version
+    # A KRaft cluster's first broker is its controller too.
+    controller = version.kraft and server.node_id == 1
     listeners = ",".join(
         [
             f"PLAINTEXT://127.0.0.1:{server.port}",
@@ -485,11 +587,9 @@ def _kafka_config(server: Server) -> str:
     )
     keystore = tls_dir() / "broker.p12"
     props = {
-        "process.roles": "broker,controller" if controller else "broker",
-        "node.id": str(server.node_id),
+        **_metadata_config(server, controller),
         "listeners": listeners,
         "advertised.listeners": listeners,
-        "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
         # The secured client listener: TLS with the stack's own CA, SCRAM-SHA-512 users.
@@ -501,7 +601,6 @@ def _kafka_config(server: Server) -> str:
         "ssl.keystore.location": str(keystore),
         "ssl.keystore.password": _KEYSTORE_PASSWORD,
         "ssl.key.password": _KEYSTORE_PASSWORD,
-        "controller.quorum.bootstrap.servers": f"127.0.0.1:{server.quorum_port}",
         "log.dirs": str(server.home / "data"),
         # Kafka's own topics have one replica (on a cluster of several brokers too: it needs only one).
         "offsets.topic.replication.factor": "1",
@@ -527,12 +626,37 @@ def _kafka_config(server: Server) -> str:
     if server.authorizer:
         props.update(
             {
-                "authorizer.class.name": AUTHORIZER_CLASS,
+                "authorizer.class.name": version.authorizer,
                 "allow.everyone.if.no.acl.found": "false",
                 "super.users": SUPER_USER,
             }
         )
     return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def _metadata_config(server: Server, controller: bool) -> dict[str, str]:
+    """Where a broker's cluster metadata lives: its KRaft quorum, or (ZooKeeper mode) its ZooKeeper chroot."""
+    version = server.kafka_version
+    if not version.kraft:
+        return {
+            "broker.id": str(server.node_id),
+            "zookeeper.connect": server.zookeeper,
+            # `up` starts ZooKeeper and the brokers together: a broker waits for ZooKeeper to answer.
+            "zookeeper.connection.timeout.ms": "60000",
+            # A broker killed with -9 holds its registration until its session expires: keep that short.
+            "zookeeper.session.timeout.ms": "6000",
+        }
+    quorum = (
+        {"controller.quorum.bootstrap.servers": f"127.0.0.1:{server.quorum_port}"}
+        if version.dynamic_quorum
+        else {"controller.quorum.voters": f"1@127.0.0.1:{server.quorum_port}"}
+    )
+    return {
+        "process.roles": "broker,controller" if controller else "broker",
+        "node.id": str(server.node_id),
+        "controller.listener.names": "CONTROLLER",
+        **quorum,
+    }
 
 
 def _registry_config(server: Server) -> str:
@@ -550,13 +674,17 @@ def _registry_config(server: Server) -> str:
 
 
 def _jvm(server: Server, heap: str) -> list[str]:
+    if server.kind == "kafka" and not server.kafka_version.log4j2:
+        logging_config = f"-Dlog4j.configuration=file:{server.log4j1_config_file}"
+    else:
+        logging_config = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}"
     return [
         "java",
         f"-Xms{heap}",
         f"-Xmx{heap}",
         f"-Dferry.log.file={server.log_file}",
         f"-Dkafka.logs.dir={server.home}",
-        f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
+        logging_config,
         "-Djava.awt.headless=true",
         "-cp",
         server.classpath,
@@ -609,7 +737,8 @@ def _format_storage(server: Server) -> None:
     if (server.home / "data" / "meta.properties").exists():
         return
     if server.node_id == 1:
-        cluster_id, role = _new_cluster_id(), ["--standalone"]
+        # A static quorum (controller.quorum.voters) is formatted without a role.
+        cluster_id, role = _new_cluster_id(), ["--standalone"] if server.kafka_version.dynamic_quorum else []
     else:
         first = _cluster_id_of(server.nodes[0])
         if first is None:
@@ -841,8 +970,11 @@ def _spawn(server: Server, clock: Callable[[], float], sleep: Callable[[float], 
     writers = {"zookeeper": _zookeeper_config, "registry": _registry_config}
     server.config_file.write_text(writers.get(server.kind, _kafka_config)(server))
     if server.kind == "kafka":
+        if not server.kafka_version.log4j2:
+            server.log4j1_config_file.write_text(_LOG4J1_CONFIG)
         ensure_certificates()
-        _format_storage(server)
+        if server.kafka_version.kraft:
+            _format_storage(server)
     # A session of its own: the server outlives `ferry dev up` and ignores its Ctrl-C.
     process = support.spawn(server.label, _command(server), server.stdout_file, cwd=server.home, new_session=True)
     # Popen returns when the child's exec has passed the point of no return (the close-on-exec
@@ -1098,9 +1230,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up_parser.add_argument(
         "--clusters",
         default="",
-        metavar="A,B:3,...",
+        metavar="A,B:3,C:kafka-2.8,...",
         help=f"extra Kafka clusters to start besides src and dst (also ${CLUSTERS_ENV}), NAME:N for N brokers "
-        f"(1-{MAX_BROKERS}); ports from ${EXTRA_PORT_ENV} (30092) + 10 each, or $FERRY_DEV_PORT_<NAME>",
+        f"(1-{MAX_BROKERS}), NAME:VERSION for an older Kafka ({', '.join(OLDER_KAFKA)}); "
+        f"ports from ${EXTRA_PORT_ENV} (30092) + 10 each, or $FERRY_DEV_PORT_<NAME>",
     )
     up_parser.add_argument(
         "--authorizer",
@@ -1119,12 +1252,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    specs = parse_cluster_specs(args.clusters, "--clusters")
-    stack = stack_from_env([f"{name}:{brokers}" for name, brokers in specs.items()], registries=args.registries or None)
+    specs = parse_clusters(args.clusters, "--clusters")
+    stack = stack_from_env(list(filter(None, args.clusters.split(","))), registries=args.registries or None)
     if args.authorizer:
         stack = stack_from_env(registries=args.registries or None)
-        for name, brokers in specs.items():
-            stack = stack.with_clusters([name], authorizer=True, brokers=brokers)
+        for name, spec in specs.items():
+            stack = stack.with_clusters([name], authorizer=True, brokers=spec.brokers, version=spec.version)
     up(stack, deadline_s=args.timeout)
     print_table(status(stack), ["name", "address", "state"])
     return 0

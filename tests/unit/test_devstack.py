@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path
 
 import pytest
@@ -192,6 +193,66 @@ def test_an_extra_cluster_of_three_brokers_is_one_controller_and_two_brokers_on_
     for bad in ("a:4", "a:0", "a:x"):
         with pytest.raises(devstack.DevStackError, match="1 to 3 brokers"):
             devstack.parse_cluster_specs(bad, "--clusters")
+
+
+def _props(server: devstack.Server) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in devstack._kafka_config(server).splitlines())
+
+
+def test_an_extra_cluster_may_run_an_older_kafka_in_kraft_or_zookeeper_mode(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(devstack.EXTRA_PORT_ENV, "40000")
+    monkeypatch.delenv(devstack.CLUSTERS_ENV, raising=False)
+    assert devstack.parse_clusters("a:kafka-3.9, b:2:kafka-2.8,c:kafka-2.8:3,d", "--clusters") == {
+        "a": devstack.ClusterSpec(1, "kafka-3.9"),
+        "b": devstack.ClusterSpec(2, "kafka-2.8"),
+        "c": devstack.ClusterSpec(3, "kafka-2.8"),
+        "d": devstack.ClusterSpec(1, devstack.DEFAULT_KAFKA),
+    }
+    with pytest.raises(devstack.DevStackError, match=re.escape("kafka-3.9, kafka-2.8")):
+        devstack.parse_clusters("a:kafka-0.8", "--clusters")
+    stack = devstack.stack_from_env(["new", "kraft:kafka-3.9", "zk:2:kafka-2.8"])
+    new, kraft, zk = (stack.cluster(name) for name in ("new", "kraft", "zk"))
+
+    # The pinned release: a dynamic quorum of one, formatted --standalone.
+    assert _props(new)["controller.quorum.bootstrap.servers"] == "127.0.0.1:40001"
+    # Kafka 3.9: KRaft with a static quorum.
+    assert (_props(kraft)["process.roles"], _props(kraft)["controller.quorum.voters"]) == (
+        "broker,controller",
+        "1@127.0.0.1:40011",
+    )
+    assert "controller.quorum.bootstrap.servers" not in _props(kraft)
+    # Kafka 2.8: ZooKeeper mode, under a chroot of the stack's ZooKeeper; no controller listener.
+    first, second = (_props(node) for node in zk.nodes)
+    assert "process.roles" not in first and "controller.listener.names" not in first
+    assert (first["broker.id"], second["broker.id"]) == ("1", "2")
+    assert first["zookeeper.connect"] == second["zookeeper.connect"] == "127.0.0.1:2181/kafka-zk"
+    assert first["listeners"] == "PLAINTEXT://127.0.0.1:40020,SASL_SSL://127.0.0.1:40022"
+    assert [node.ports for node in zk.nodes] == [(40020, 40022), (40023, 40025)]
+    guarded = stack.with_clusters(["acl"], authorizer=True, version="kafka-2.8").cluster("acl")
+    assert _props(guarded)["authorizer.class.name"] == devstack.ZK_AUTHORIZER_CLASS
+
+    # Each release from its own jar folder, logging through the log4j of its day.
+    monkeypatch.setenv(devstack.JARS_DIR_ENV, str(tmp_path / "jars"))
+    for folder in ("kafka", "kafka-3.9"):
+        (tmp_path / "jars" / folder).mkdir(parents=True)
+        (tmp_path / "jars" / folder / "k.jar").touch()
+    assert devstack._command(kraft)[-4:-2] == ["-cp", f"{tmp_path}/jars/kafka-3.9/*"]
+    assert f"-Dlog4j.configuration=file:{kraft.home}/log4j.properties" in devstack._command(kraft)
+    assert f"-Dlog4j2.configurationFile={devstack.LOG4J2_CONFIG}" in devstack._command(new)
+    with pytest.raises(devstack.DevStackError, match=re.escape("kafka-2.8: run `make setup`")):
+        devstack._command(zk)
+
+    # `status` and `down` know each cluster's release without being told again.
+    devstack._record_extra(stack)
+    recorded = devstack.stack_from_env(recorded=True)
+    assert [(s.name, s.brokers, s.version, s.zookeeper) for s in recorded.extra] == [
+        ("new", 1, devstack.DEFAULT_KAFKA, ""),
+        ("kraft", 1, "kafka-3.9", ""),
+        ("zk", 2, "kafka-2.8", "127.0.0.1:2181/kafka-zk"),
+    ]
 
 
 def test_one_jar_folder_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,10 @@ States of a partition's lag watch: CALM --lag grew, worker saturated--> GROWING(
 --lag grew again, worker saturated--> GROWING(since t) --lag did not grow, worker not saturated,
 or another worker reports it--> CALM. GROWING for ``stuck_after_s`` or more: stuck.
 
+States of a partition's demand: UNKNOWN --a report--> ESTIMATED (what it copied) --a report of the
+same worker--> ESTIMATED (what it copied plus its lag's growth since) --another worker's report-->
+ESTIMATED (the former estimate where higher); forgotten when it leaves the ideal states or the lead ends.
+
 Pure: no I/O, no clock (``now`` comes in as a number); the gauges are prometheus_client objects.
 """
 

@@ -100,7 +100,7 @@ def split(budget: float, loads: Mapping[str, float], reserve: float = RESERVE) -
         return {worker: budget / len(loads) for worker in loads}
     floor = budget * reserve / len(loads)
     rest = budget - floor * len(loads)
-    return {worker: floor + rest * load / total for worker, load in loads.items()}
+    return {worker: floor + rest * (load / total) for worker, load in loads.items()}
 
 
 def shares_by_load(

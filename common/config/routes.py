@@ -97,8 +97,9 @@ class RouteConfig(_Strict):
     """take over the MirrorMaker 2 mirror of this route: start where it stopped instead of at auto_offset_reset
     (docs/migration-from-mirrormaker2.md)"""
     max_bytes_per_s: float | None = Field(None, gt=0)
-    """throttle: the route copies at most this many bytes a second across the fleet (each worker gets its share by its
-    part of the route's partitions); PUT /routes/<route>/throttle overrides it at run time; absent: no limit"""
+    """throttle: the route copies at most this many bytes a second across the fleet (each worker gets a share: by its
+    partitions' measured demand with controller.balance: load, by its part of the route's partitions with count);
+    PUT /routes/<route>/throttle overrides it at run time; absent: no limit"""
     max_records_per_s: float | None = Field(None, gt=0)
     """throttle: at most this many records a second across the fleet, as max_bytes_per_s"""
     sync_acls: bool = True

@@ -5,7 +5,9 @@ records/s they copy and its lag, and how busy their copy loop was (:class:`commo
 :class:`LoadBalancer` follows those reports (:meth:`LoadBalancer.observe`, for every status the reconciler
 feeds the leader state), and, at most every ``controller.load_rebalance_interval_s``, plans moves with the pure
 planner (:func:`common.core.assignment.relieve_stuck` then :func:`common.core.assignment.rebalance_by_load`).
-Its per-worker load gauges (``ferry_controller_worker_bytes_per_second``,
+From the same reports it estimates each partition's demand (what it copied plus how fast its lag grew:
+:func:`common.core.operate.load_shares.next_demand`), which a throttled route's budget is split by
+(:meth:`LoadBalancer.demand`). Its per-worker load gauges (``ferry_controller_worker_bytes_per_second``,
 ``ferry_controller_worker_records_per_second``) show the balance.
 
 Stuck: a partition whose lag grew at every load report of its worker for ``controller.stuck_after_s``
@@ -16,6 +18,10 @@ where the lag did not grow, starts the count again.
 States of a partition's lag watch: CALM --lag grew, worker saturated--> GROWING(since t)
 --lag grew again, worker saturated--> GROWING(since t) --lag did not grow, worker not saturated,
 or another worker reports it--> CALM. GROWING for ``stuck_after_s`` or more: stuck.
+
+States of a partition's demand: UNKNOWN --a report--> ESTIMATED (what it copied) --a report of the
+same worker--> ESTIMATED (what it copied plus its lag's growth since) --another worker's report-->
+ESTIMATED (the former estimate where higher); forgotten when it leaves the ideal states or the lead ends.
 
 Pure: no I/O, no clock (``now`` comes in as a number); the gauges are prometheus_client objects.
 """
@@ -29,6 +35,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from ferry.common.config import ControllerConfig
 from ferry.common.core.assignment import Rate, rebalance_by_load, relieve_stuck
+from ferry.common.core.operate.load_shares import Demand, next_demand
 from ferry.common.model import PartitionKey, PartitionLoad, WorkerStatus
 
 
@@ -38,6 +45,8 @@ class LoadBalancer:
         # partition -> (worker reporting it, its last lag, growing since: None when calm)
         self._watch: dict[PartitionKey, tuple[str, int, float | None]] = {}
         self._reports: dict[str, tuple[dict[PartitionKey, PartitionLoad], float | None]] = {}
+        # partition -> its estimated demand, kept across a move (its new owner's first window is partial)
+        self._demand: dict[PartitionKey, Demand] = {}
         self.bytes_gauge = Gauge(
             "ferry_controller_worker_bytes_per_second",
             "Value bytes per second a worker copies, as it last reported (balance by load)",
@@ -55,7 +64,7 @@ class LoadBalancer:
         """Forgets every report (a new lead reads them again)."""
         for worker in self._reports:
             self._forget_gauges(worker)
-        self._watch, self._reports = {}, {}
+        self._watch, self._reports, self._demand = {}, {}, {}
 
     def observe(self, worker: str, status: WorkerStatus | None, now: float) -> None:
         """A worker's status as the reconciler feeds it to the leader state (None: its node is gone)."""
@@ -74,6 +83,7 @@ class LoadBalancer:
                 self._watch[partition] = (worker, load.lag, None)
             else:
                 self._watch[partition] = (worker, load.lag, seen[2] if seen[2] is not None else now)
+            self._demand[partition] = next_demand(self._demand.get(partition), worker, load, now)
         self.bytes_gauge.labels(worker).set(sum(load.bytes_per_s for load in status.load.values()))
         self.records_gauge.labels(worker).set(sum(load.records_per_s for load in status.load.values()))
 
@@ -86,6 +96,12 @@ class LoadBalancer:
                 if partition not in rates or (holding is not None and holding.get(partition) == worker):
                     rates[partition] = Rate(measured.bytes_per_s, measured.records_per_s)
         return rates
+
+    def demand(self, holding: Mapping[PartitionKey, str]) -> dict[PartitionKey, Rate]:
+        """Partition -> its estimated demand, for the partitions ``holding`` assigns (the others are forgotten:
+        they left the ideal states)."""
+        self._demand = {p: d for p, d in self._demand.items() if p in holding}
+        return {p: d.rate for p, d in self._demand.items()}
 
     def stuck(self, now: float) -> set[PartitionKey]:
         """Partitions whose lag has grown for ``stuck_after_s`` on a saturated worker."""

@@ -43,6 +43,7 @@ from kazoo.exceptions import KazooException
 
 from ferry.common.config import FerryConfig
 from ferry.common.core.operate import controls as fleet_controls
+from ferry.common.core.operate import load_shares
 from ferry.common.core.operate.controls import Controls
 from ferry.common.model import ExternalView, IdealState, PartitionKey, TopicKey, WorkerInfo, WorkerStatus
 from ferry.common.vocabulary import OpKind
@@ -350,10 +351,19 @@ class Reconciler:
         self.controls, self._shares, self._shares_exist = lead_controls.read_controls(self.store, self.layout)
 
     def _write_shares(self, leader_state: LeaderState) -> None:
-        """Writes each worker's part of the throttled routes' budgets when it changed (fenced)."""
+        """Writes each worker's part of the throttled routes' budgets when it changed (fenced).
+
+        With ``balance: load`` the parts follow the partitions' measured demand
+        (:mod:`common.core.operate.load_shares`), and parts within a small tolerance of those written
+        are kept: demand moves a little at every load report. With ``balance: count``, partition counts."""
         budgets = self.budgets()
         holding = {p: w for w, held in leader_state.holding().items() for p in held} if budgets else {}
-        wanted = fleet_controls.shares(budgets, holding)
+        if self._by_load:
+            wanted = load_shares.shares_by_load(budgets, holding, self.balancer.demand(holding) if budgets else {})
+            if self._shares is not None and self._shares_exist and load_shares.settled(self._shares, wanted):
+                return
+        else:
+            wanted = fleet_controls.shares(budgets, holding)
         if wanted == self._shares and (self._shares_exist or not wanted):
             return
         self.ensure_path(self.layout.throttle_shares.rsplit("/", 1)[0])

@@ -14,7 +14,8 @@ The controls are desired state (``controls/desired`` in ZooKeeper), applied whol
   the route's configured throttle.
 
 :func:`shares` splits each route's budget across the workers that serve it by their share of the
-route's partitions (``controls/shares``, written by the leader).
+route's partitions (``controls/shares``, written by the leader with ``controller.balance: count``;
+with ``load`` the split follows measured demand: :mod:`common.core.operate.load_shares`).
 """
 
 from __future__ import annotations

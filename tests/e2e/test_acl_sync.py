@@ -8,7 +8,6 @@ principals are this test's own, so ACLs left by an earlier run never count.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +26,7 @@ from confluent_kafka.admin import (
 
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import create_topics
+from tests.harness.authorizer import authorizer_pair
 from tests.harness.processes import Fleet, wait_until
 
 SOURCE, DESTINATION = "aclsyncsrc", "aclsyncdst"
@@ -40,23 +40,8 @@ _ANY: Any = None  # a filter's "any": None, which confluent-kafka's annotations 
 @pytest.fixture
 def guarded(local_stack: devstack.Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[devstack.Stack]:
     """Clusters aclsyncsrc and aclsyncdst with an authorizer; stopped again if this test started them."""
-    for name, port in PORTS.items():
-        env = "FERRY_DEV_PORT_" + name.upper()
-        monkeypatch.setenv(env, os.environ.get(env, str(port)))
-    stack = local_stack.with_clusters([SOURCE, DESTINATION], authorizer=True)
-    try:
-        started = devstack.up(stack, deadline_s=300)
-    except devstack.DevStackError as exc:
-        pytest.fail(f"the clusters with an authorizer do not start: {exc}", pytrace=False)
-    for name in (SOURCE, DESTINATION):
-        if devstack.AUTHORIZER_CLASS not in stack.cluster(name).config_file.read_text():
-            pytest.fail(
-                f"cluster {name} runs without an authorizer (started earlier without it): stop it first", pytrace=False
-            )
-    yield stack
-    if started:
-        devstack.down(stack, names=started)
-        devstack.forget_extra(started)
+    with authorizer_pair(local_stack, monkeypatch, PORTS) as stack:
+        yield stack
 
 
 def _acl(kind: ResourceType, name: str, principal: str, operation: AclOperation) -> AclBinding:

@@ -11,7 +11,6 @@ single authorization denial in the brokers' logs.
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from ferry.common.preflight import acls
 from ferry.common.preflight.grants import check_granted, granted_acls
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import commit_offset, committed_offset
+from tests.harness.authorizer import authorizer_pair
 from tests.harness.processes import FerryProcess, Fleet, RecordLedger, wait_until
 
 SOURCE, DESTINATION = "aclsrc", "acldst"
@@ -39,23 +39,8 @@ RECORDS = 3_000
 @pytest.fixture
 def guarded(local_stack: devstack.Stack, monkeypatch: pytest.MonkeyPatch) -> Iterator[devstack.Stack]:
     """Clusters aclsrc and acldst with an authorizer; stopped again if this test started them."""
-    for name, port in PORTS.items():
-        env = "FERRY_DEV_PORT_" + name.upper()
-        monkeypatch.setenv(env, os.environ.get(env, str(port)))
-    stack = local_stack.with_clusters([SOURCE, DESTINATION], authorizer=True)
-    try:
-        started = devstack.up(stack, deadline_s=300)
-    except devstack.DevStackError as exc:
-        pytest.fail(f"the clusters with an authorizer do not start: {exc}", pytrace=False)
-    for name in (SOURCE, DESTINATION):
-        if devstack.AUTHORIZER_CLASS not in stack.cluster(name).config_file.read_text():
-            pytest.fail(
-                f"cluster {name} runs without an authorizer (started earlier without it): stop it first", pytrace=False
-            )
-    yield stack
-    if started:
-        devstack.down(stack, names=started)
-        devstack.forget_extra(started)  # `ferry dev status` need not list them any more
+    with authorizer_pair(local_stack, monkeypatch, PORTS) as stack:
+        yield stack
 
 
 def _super(stack: devstack.Stack, cluster: str) -> dict[str, str]:

@@ -19,11 +19,12 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ferry.common import logs
 
@@ -103,6 +104,28 @@ def admin(cluster: Mapping[str, Any], **overrides: Any) -> AdminClient:
     client = AdminClient(merged(cluster, overrides))
     _admin_logs.add(client)
     return client
+
+
+def log_offsets(
+    admin_client: AdminClient, partitions: Iterable[tuple[str, int]], latest: bool, timeout_s: float
+) -> dict[tuple[str, int], int]:
+    """The log-end (``latest``) or log-start offset of each (topic, partition), in one ListOffsets request
+    per partition leader rather than one round trip per partition. A partition the cluster does not
+    answer for is left out; no answer at all raises ``KafkaException`` or ``TimeoutError``."""
+    spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()
+    request = {TopicPartition(topic, partition): spec for topic, partition in partitions}
+    if not request:
+        return {}
+    futures = admin_client.list_offsets(request, request_timeout=timeout_s)
+    offsets: dict[tuple[str, int], int] = {}
+    for tp, future in futures.items():
+        try:
+            offsets[(tp.topic, tp.partition)] = int(future.result(timeout_s).offset)
+        except KafkaException:
+            continue
+        except FutureTimeout:
+            raise TimeoutError(f"no answer to ListOffsets within {timeout_s:g} s") from None
+    return offsets
 
 
 def serve_logs(client: Consumer | Producer | AdminClient) -> None:

@@ -255,10 +255,11 @@ class Checkpointer:
             reader = self.fresh_map(route.destination)
         ends = {} if source_ends is None else source_ends
         result = []
+        unknown = [key for key in committed if key not in ends]
+        if unknown:
+            ends.update(self._source_ends(route.source, unknown))
         for (topic, partition), offset in sorted(committed.items()):
             dest_topic = route.destination_topic(topic)
-            if (topic, partition) not in ends:
-                ends[(topic, partition)] = self._source_end(route.source, topic, partition)
             end = ends[(topic, partition)]
             segments = reader.segments(route.name, dest_topic, partition)
             if not segments and not self._exists(route.destination, dest_topic):
@@ -282,12 +283,13 @@ class Checkpointer:
             result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, by_time, method))
         return result
 
-    def _source_end(self, cluster: str, topic: str, partition: int) -> int | None:
+    def _source_ends(self, cluster: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
+        """The log ends of ``partitions`` in one request; None for those the cluster does not answer for."""
         try:
-            _, end = self._consumer(cluster).get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
-        except KafkaException:
-            return None
-        return int(end)
+            answered = kafka_clients.log_offsets(self._admin(cluster), partitions, True, TIMEOUT_S)
+        except (KafkaException, TimeoutError):
+            answered = {}
+        return {key: answered.get(key) for key in partitions}
 
     def _exists(self, cluster: str, topic: str) -> bool:
         try:
@@ -393,15 +395,13 @@ class Checkpointer:
     def trim_map(self, route: RouteConfig) -> int:
         """Tombstones the map segments retention removed from the destination; returns how many."""
         reader = self._map(route.destination)
-        consumer = self._consumer(route.destination)
-
-        def log_start(topic: str, partition: int) -> int:
-            try:
-                return int(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)[0])
-            except KafkaException:
-                return -1  # unknown: keep everything
-
-        gone = reader.below(route.name, log_start)
+        try:  # one request for every partition the route's map describes
+            starts = kafka_clients.log_offsets(
+                self._admin(route.destination), reader.partitions(route.name), False, TIMEOUT_S
+            )
+        except (KafkaException, TimeoutError):
+            return 0  # unknown: keep everything
+        gone = reader.below(route.name, lambda topic, partition: starts.get((topic, partition), -1))
         if not gone:
             return 0
         producer = self._producers[route.destination]
@@ -447,7 +447,8 @@ class Checkpointer:
                     self._latest[group] = others + translations
                     self._checkpointed_at[(route.name, group)] = self._clock()
             try:
-                self._map(route.destination).refresh()
+                if reader is None:  # read already in this pass when the route has groups
+                    self._map(route.destination).refresh()
                 trimmed = self.trim_map(route)
                 if trimmed:
                     log.info(

@@ -29,6 +29,7 @@ class OffsetMapReader:
         self._consumer = kafka_clients.consumer(
             cluster, f"{client_id}.offset-map", **{"client.id": client_id, "auto.offset.reset": "earliest"}
         )
+        self._admin = kafka_clients.admin(cluster, **{"client.id": client_id})
         self._assigned = False
         self._segments: dict[tuple[str, str, int], dict[int, Segment]] = {}
 
@@ -44,14 +45,22 @@ class OffsetMapReader:
             raise Unavailable(f"reading {MAP_TOPIC}: {exc.args[0]}") from None
 
     def _refresh(self) -> None:
-        metadata = self._consumer.list_topics(MAP_TOPIC, timeout=TIMEOUT_S).topics.get(MAP_TOPIC)
+        metadata = self._admin.list_topics(MAP_TOPIC, timeout=TIMEOUT_S).topics.get(MAP_TOPIC)
         if metadata is None or metadata.error is not None:
             return  # no worker wrote a map yet
         tps = [TopicPartition(MAP_TOPIC, p) for p in metadata.partitions]
         if not self._assigned:
             self._consumer.assign([TopicPartition(MAP_TOPIC, p, -2) for p in metadata.partitions])  # beginning
             self._assigned = True
-        ends = {tp.partition: self._consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)[1] for tp in tps}
+        try:
+            answered = kafka_clients.log_offsets(
+                self._admin, ((MAP_TOPIC, p) for p in metadata.partitions), True, TIMEOUT_S
+            )
+        except TimeoutError as exc:
+            raise Unavailable(f"reading {MAP_TOPIC}: {exc}") from None
+        if len(answered) < len(tps):
+            raise Unavailable(f"reading {MAP_TOPIC}: no log end for {len(tps) - len(answered)} of its partitions")
+        ends = {partition: end for (_, partition), end in answered.items()}
         deadline = time.monotonic() + REFRESH_DEADLINE_S
         while time.monotonic() < deadline:
             positions = {tp.partition: tp.offset for tp in self._consumer.position(tps)}
@@ -80,6 +89,10 @@ class OffsetMapReader:
 
     def segments(self, route: str, topic: str, partition: int) -> list[Segment]:
         return merge(self._segments.get((route, topic, partition), {}).values())
+
+    def partitions(self, route: str) -> list[tuple[str, int]]:
+        """The destination (topic, partition)s the route's map describes."""
+        return sorted((topic, partition) for name, topic, partition in self._segments if name == route)
 
     def below(self, route: str, log_starts: Callable[[str, int], int]) -> list[tuple[tuple[str, str, int], int]]:
         """(key, dst_start) of the route's segments wholly below their partition's log start (retention)."""

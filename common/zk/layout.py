@@ -39,7 +39,7 @@ from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, READ_ACL_UNSAFE, make_digest_acl
 
-from ferry.common.config import ZookeeperAuthConfig, ZookeeperConfig
+from ferry.common.config import ZookeeperAuthConfig, ZookeeperConfig, ZookeeperTlsConfig
 from ferry.common.errors import ConfigError, UnreachableError
 
 # How often :func:`connect` looks at its stop event and its deadline while kazoo connects.
@@ -203,7 +203,8 @@ def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooCli
     every node it creates (``create``, ``ensure_path`` and its parents, transactions, kazoo's
     recipes) gets :func:`ferry_acl` as kazoo's ``default_acl``. This is the one place that builds
     Ferry's ZooKeeper clients, so controller, worker, ``ferry zk`` and ``ferry validate`` all do.
-    Unusable credentials raise :class:`common.errors.ConfigError`.
+    With ``zookeeper.tls`` the client speaks TLS, checking the servers' certificates against its CA.
+    Unusable credentials, and TLS files that cannot be read, raise :class:`common.errors.ConfigError`.
     """
     retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0, "deadline": config.retry_deadline_s}
     secured: dict[str, Any] = {}
@@ -216,6 +217,8 @@ def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooCli
             "auth_data": [("digest", f"{user}:{password}")],
             "default_acl": ferry_acl(config.auth, user, password),
         }
+    if config.tls is not None:
+        secured.update(_tls_options(config.tls))
     return KazooClient(
         hosts=connect or config.connect,
         timeout=config.session_timeout_s,
@@ -223,6 +226,23 @@ def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooCli
         command_retry=KazooRetry(**retry),
         **secured,
     )
+
+
+def _tls_options(tls: ZookeeperTlsConfig) -> dict[str, Any]:
+    """kazoo's TLS arguments; a file that cannot be read is a ConfigError here, because kazoo would
+    only retry it in its connection thread until the deadline."""
+    unreadable = tls.unreadable()
+    if unreadable:
+        raise ConfigError("; ".join(unreadable))
+    return {
+        "use_ssl": True,
+        "ca": tls.ca_location,
+        "certfile": tls.certificate_location,
+        "keyfile": tls.key_location,
+        "keyfile_password": tls.key_password.get_secret_value() if tls.key_password is not None else None,
+        "verify_certs": True,
+        "check_hostname": tls.check_hostname,
+    }
 
 
 def connect(

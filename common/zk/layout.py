@@ -27,6 +27,8 @@ node, so a controller that lost its session (and so its lead) cannot overwrite s
 from __future__ import annotations
 
 import logging
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.handlers.utils import create_tcp_connection
 from kazoo.protocol.serialization import Auth
 from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry
@@ -255,10 +258,14 @@ def connect(
 
     True once connected. False when ``stop`` was set first: a SIGTERM while connecting ends the
     process at once instead of after the deadline. An unreachable ensemble raises
-    :class:`common.errors.UnreachableError`, refused credentials :class:`common.errors.ConfigError`;
+    :class:`common.errors.UnreachableError`, refused credentials or a TLS handshake that fails
+    (``zookeeper.tls``: a server certificate its CA does not trust, a port that does not speak TLS)
+    :class:`common.errors.ConfigError`;
     whenever it does not return True, the client is stopped and closed (kazoo's connection thread
     ends, nothing keeps the process alive).
     """
+    if client.use_ssl:
+        _check_tls(client, config)
     live = client.start_async()
     deadline = clock() + config.retry_deadline_s
     while not live.wait(CONNECT_POLL_S):
@@ -277,6 +284,34 @@ def connect(
             f"({config.retry_deadline_s:g} s)"
         )
     return True
+
+
+def _check_tls(client: KazooClient, config: ZookeeperConfig) -> None:
+    """A TLS handshake with the first server that answers, as kazoo makes it; a failed one is a
+    ConfigError, because kazoo would only retry it until the deadline and then report the ensemble
+    as unreachable. A server that does not answer is left to kazoo."""
+    options = {
+        "use_ssl": True,
+        "ca": client.ca,
+        "certfile": client.certfile,
+        "keyfile": client.keyfile,
+        "keyfile_password": client.keyfile_password,
+        "verify_certs": client.verify_certs,
+        "check_hostname": client.check_hostname,
+    }
+    timeout = min(config.session_timeout_s, config.retry_deadline_s)
+    for host, port in client.hosts:
+        try:
+            create_tcp_connection(socket, (host, port), hostname=host, timeout=timeout, **options).close()
+            return
+        except ssl.SSLCertVerificationError as exc:
+            raise ConfigError(
+                f"ZooKeeper at {host}:{port}: its TLS certificate is refused (zookeeper.tls): {exc.verify_message}"
+            ) from None
+        except ssl.SSLError as exc:
+            raise ConfigError(f"ZooKeeper at {host}:{port}: TLS failed (zookeeper.tls): {exc.reason or exc}") from None
+        except OSError:
+            continue
 
 
 def given_up(client: KazooClient) -> bool:

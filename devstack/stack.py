@@ -14,7 +14,7 @@ a broker could not bind it then.
 ========================  =======  ============================================
 variable                  default  what
 ========================  =======  ============================================
-``FERRY_DEV_ZK_PORT``     2181     ZooKeeper client port (TLS: +1)
+``FERRY_DEV_ZK_PORT``     2181     ZooKeeper client port (TLS, with ``FERRY_DEV_ZK_TLS=1``: +1)
 ``FERRY_DEV_SRC_PORT``    19092    cluster ``src`` broker port (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_DST_PORT``    29092    cluster ``dst`` broker port (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_CLUSTERS``    (none)   extra clusters beyond ``src`` and ``dst``, comma-separated (``a,b,c``);
@@ -59,10 +59,11 @@ created by ``up`` through the PLAINTEXT listener when the broker does not know i
 formatted before the secured listener existed comes up with it too. :meth:`Stack.secured` gives a
 client's librdkafka properties for the secured listener.
 
-ZooKeeper serves TLS too, on its port + 1 (``secureClientPort``), with the same CA and a PEM copy of the
-broker's certificate and key (``zookeeper.pem``): a client trusts ``ca.pem`` (``zookeeper.tls.ca_location``);
-a client certificate signed by that CA is checked when sent, not required. The listener is written into
-``zoo.cfg`` when ZooKeeper starts: a ZooKeeper started without it keeps running without it.
+With ``FERRY_DEV_ZK_TLS=1``, ZooKeeper serves TLS too, on its port + 1 (``secureClientPort``), with the same
+CA and a PEM copy of the broker's certificate and key (``zookeeper.pem``): a client trusts ``ca.pem``
+(``zookeeper.tls.ca_location``); a client certificate signed by that CA is checked when sent, not required.
+The listener is written into ``zoo.cfg`` when ZooKeeper starts: a ZooKeeper started without it keeps running
+without it.
 
 Extra clusters may enforce ACLs (``ferry dev up --clusters a,b --authorizer``, or
 ``Stack.with_clusters(names, authorizer=True)``): KRaft's ``StandardAuthorizer`` with
@@ -128,6 +129,7 @@ from ferry.common.tables import print_table
 from ferry.devstack import support
 
 ZK_PORT_ENV = "FERRY_DEV_ZK_PORT"
+ZK_TLS_ENV = "FERRY_DEV_ZK_TLS"
 SRC_PORT_ENV = "FERRY_DEV_SRC_PORT"
 DST_PORT_ENV = "FERRY_DEV_DST_PORT"
 SRC_REGISTRY_PORT_ENV = "FERRY_DEV_SRC_REGISTRY_PORT"
@@ -255,6 +257,7 @@ class Server:
     version: str = DEFAULT_KAFKA  # a key of KAFKA_VERSIONS
     # A cluster in ZooKeeper mode: where its metadata lives (``host:port/chroot`` of the stack's ZooKeeper).
     zookeeper: str = ""
+    tls: bool = False  # ZooKeeper: also serve TLS on port + 1
 
     @property
     def nodes(self) -> tuple[Server, ...]:
@@ -313,7 +316,7 @@ class Server:
         """Every port the server binds: a Kafka node also binds its KRaft controller and SASL_SSL ports,
         ZooKeeper its TLS port (a registry: its one port)."""
         if self.kind == "zookeeper":
-            return (self.port, self.tls_port)
+            return (self.port, self.tls_port) if self.tls else (self.port,)
         if self.kind == "registry":
             return (self.port,)
         if self.node_id > 1 or not self.kafka_version.kraft:
@@ -451,7 +454,7 @@ def stack_from_env(clusters: Iterable[str] = (), recorded: bool = False, registr
     ``FERRY_DEV_REGISTRIES`` is set)."""
     with_registries = registries_wanted() if registries is None else registries
     base = Stack(
-        zookeeper=Server("zookeeper", "zookeeper", _port(ZK_PORT_ENV, 2181)),
+        zookeeper=Server("zookeeper", "zookeeper", _port(ZK_PORT_ENV, 2181), tls=os.environ.get(ZK_TLS_ENV) == "1"),
         src=Server("src", "kafka", _port(SRC_PORT_ENV, 19092)),
         dst=Server("dst", "kafka", _port(DST_PORT_ENV, 29092)),
         registries=(
@@ -590,19 +593,25 @@ def _zookeeper_config(server: Server) -> str:
             "4lw.commands.whitelist=*",
             # Tests expire sessions on purpose; let them ask for short ones.
             "minSessionTimeout=2000",
-            # TLS on a second port (Netty serves both); PEM key store and trust store (ZooKeeper 3.8+).
-            f"secureClientPort={server.tls_port}",
-            "secureClientPortAddress=127.0.0.1",
-            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
-            f"ssl.keyStore.location={zookeeper_keystore_file()}",
-            "ssl.keyStore.type=PEM",
-            f"ssl.trustStore.location={ca_file()}",
-            "ssl.trustStore.type=PEM",
-            # A client certificate is checked when sent, not required: clients may trust the server only.
-            "ssl.clientAuth=want",
+            *(_zookeeper_tls_lines(server) if server.tls else []),
             "",
         ]
     )
+
+
+def _zookeeper_tls_lines(server: Server) -> list[str]:
+    return [
+        # TLS on a second port (Netty serves both); PEM key store and trust store (ZooKeeper 3.8+).
+        f"secureClientPort={server.tls_port}",
+        "secureClientPortAddress=127.0.0.1",
+        "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+        f"ssl.keyStore.location={zookeeper_keystore_file()}",
+        "ssl.keyStore.type=PEM",
+        f"ssl.trustStore.location={ca_file()}",
+        "ssl.trustStore.type=PEM",
+        # A client certificate is checked when sent, not required: clients may trust the server only.
+        "ssl.clientAuth=want",
+    ]
 
 
 def _kafka_config(server: Server) -> str:
@@ -1010,7 +1019,7 @@ def _port_free(port: int) -> bool:
 def _spawn(server: Server, clock: Callable[[], float], sleep: Callable[[float], None]) -> int:
     """Start ``server``'s JVM and write its pid file once the process is recognisably ours."""
     server.home.mkdir(parents=True, exist_ok=True)
-    if server.kind == "zookeeper":
+    if server.kind == "zookeeper" and server.tls:
         ensure_zookeeper_keystore()
     writers = {"zookeeper": _zookeeper_config, "registry": _registry_config}
     server.config_file.write_text(writers.get(server.kind, _kafka_config)(server))

@@ -28,7 +28,9 @@ def tls_zookeeper(local_stack: devstack.Stack) -> Iterator[devstack.Server]:
     if f"secureClientPort={shared.tls_port}" in shared.config_file.read_text():
         yield shared
         return
-    own = devstack.Stack(devstack.Server("zookeeper-tls", "zookeeper", OWN_PORT), local_stack.src, local_stack.dst)
+    own = devstack.Stack(
+        devstack.Server("zookeeper-tls", "zookeeper", OWN_PORT, tls=True), local_stack.src, local_stack.dst
+    )
     started = devstack.up(own, deadline_s=120)
     try:
         yield own.zookeeper

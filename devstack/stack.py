@@ -14,7 +14,7 @@ a broker could not bind it then.
 ========================  =======  ============================================
 variable                  default  what
 ========================  =======  ============================================
-``FERRY_DEV_ZK_PORT``     2181     ZooKeeper client port
+``FERRY_DEV_ZK_PORT``     2181     ZooKeeper client port (TLS, with ``FERRY_DEV_ZK_TLS=1``: +1)
 ``FERRY_DEV_SRC_PORT``    19092    cluster ``src`` broker port (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_DST_PORT``    29092    cluster ``dst`` broker port (its KRaft controller: +1, SASL_SSL: +2)
 ``FERRY_DEV_CLUSTERS``    (none)   extra clusters beyond ``src`` and ``dst``, comma-separated (``a,b,c``);
@@ -58,6 +58,12 @@ a CA (``ca.pem``, what clients trust: ``ssl.ca.location``) and one broker certif
 created by ``up`` through the PLAINTEXT listener when the broker does not know it yet, so a stack
 formatted before the secured listener existed comes up with it too. :meth:`Stack.secured` gives a
 client's librdkafka properties for the secured listener.
+
+With ``FERRY_DEV_ZK_TLS=1``, ZooKeeper serves TLS too, on its port + 1 (``secureClientPort``), with the same
+CA and a PEM copy of the broker's certificate and key (``zookeeper.pem``): a client trusts ``ca.pem``
+(``zookeeper.tls.ca_location``); a client certificate signed by that CA is checked when sent, not required.
+The listener is written into ``zoo.cfg`` when ZooKeeper starts: a ZooKeeper started without it keeps running
+without it.
 
 Extra clusters may enforce ACLs (``ferry dev up --clusters a,b --authorizer``, or
 ``Stack.with_clusters(names, authorizer=True)``): KRaft's ``StandardAuthorizer`` with
@@ -123,6 +129,7 @@ from ferry.common.tables import print_table
 from ferry.devstack import support
 
 ZK_PORT_ENV = "FERRY_DEV_ZK_PORT"
+ZK_TLS_ENV = "FERRY_DEV_ZK_TLS"
 SRC_PORT_ENV = "FERRY_DEV_SRC_PORT"
 DST_PORT_ENV = "FERRY_DEV_DST_PORT"
 SRC_REGISTRY_PORT_ENV = "FERRY_DEV_SRC_REGISTRY_PORT"
@@ -228,6 +235,11 @@ def ca_file() -> Path:
     return tls_dir() / "ca.pem"
 
 
+def zookeeper_keystore_file() -> Path:
+    """ZooKeeper's TLS key store: the broker's key and certificate in one PEM file."""
+    return tls_dir() / "zookeeper.pem"
+
+
 @dataclass(frozen=True)
 class Server:
     """One JVM of the stack: ZooKeeper (``kind == "zookeeper"``), a Kafka cluster's broker, or a schema
@@ -245,6 +257,7 @@ class Server:
     version: str = DEFAULT_KAFKA  # a key of KAFKA_VERSIONS
     # A cluster in ZooKeeper mode: where its metadata lives (``host:port/chroot`` of the stack's ZooKeeper).
     zookeeper: str = ""
+    tls: bool = False  # ZooKeeper: also serve TLS on port + 1
 
     @property
     def nodes(self) -> tuple[Server, ...]:
@@ -290,10 +303,21 @@ class Server:
         return f"127.0.0.1:{self.sasl_ssl_port}"
 
     @property
+    def tls_port(self) -> int:
+        """ZooKeeper's TLS client port (``secureClientPort``)."""
+        return self.port + 1
+
+    @property
+    def tls_address(self) -> str:
+        return f"127.0.0.1:{self.tls_port}"
+
+    @property
     def ports(self) -> tuple[int, ...]:
-        """Every port the server binds: a Kafka node also binds its KRaft controller and SASL_SSL ports
-        (ZooKeeper and a registry: their one port)."""
-        if self.kind in ("zookeeper", "registry"):
+        """Every port the server binds: a Kafka node also binds its KRaft controller and SASL_SSL ports,
+        ZooKeeper its TLS port (a registry: its one port)."""
+        if self.kind == "zookeeper":
+            return (self.port, self.tls_port) if self.tls else (self.port,)
+        if self.kind == "registry":
             return (self.port,)
         if self.node_id > 1 or not self.kafka_version.kraft:
             return (self.port, self.sasl_ssl_port)
@@ -430,7 +454,7 @@ def stack_from_env(clusters: Iterable[str] = (), recorded: bool = False, registr
     ``FERRY_DEV_REGISTRIES`` is set)."""
     with_registries = registries_wanted() if registries is None else registries
     base = Stack(
-        zookeeper=Server("zookeeper", "zookeeper", _port(ZK_PORT_ENV, 2181)),
+        zookeeper=Server("zookeeper", "zookeeper", _port(ZK_PORT_ENV, 2181), tls=os.environ.get(ZK_TLS_ENV) == "1"),
         src=Server("src", "kafka", _port(SRC_PORT_ENV, 19092)),
         dst=Server("dst", "kafka", _port(DST_PORT_ENV, 29092)),
         registries=(
@@ -569,9 +593,25 @@ def _zookeeper_config(server: Server) -> str:
             "4lw.commands.whitelist=*",
             # Tests expire sessions on purpose; let them ask for short ones.
             "minSessionTimeout=2000",
+            *(_zookeeper_tls_lines(server) if server.tls else []),
             "",
         ]
     )
+
+
+def _zookeeper_tls_lines(server: Server) -> list[str]:
+    return [
+        # TLS on a second port (Netty serves both); PEM key store and trust store (ZooKeeper 3.8+).
+        f"secureClientPort={server.tls_port}",
+        "secureClientPortAddress=127.0.0.1",
+        "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+        f"ssl.keyStore.location={zookeeper_keystore_file()}",
+        "ssl.keyStore.type=PEM",
+        f"ssl.trustStore.location={ca_file()}",
+        "ssl.trustStore.type=PEM",
+        # A client certificate is checked when sent, not required: clients may trust the server only.
+        "ssl.clientAuth=want",
+    ]
 
 
 def _kafka_config(server: Server) -> str:
@@ -761,6 +801,18 @@ def _format_storage(server: Server) -> None:
             f"formatting storage of kafka '{server.label}' failed (exit {result.returncode}):\n"
             f"{result.stdout}{result.stderr}"
         )
+
+
+def ensure_zookeeper_keystore() -> None:
+    """:func:`zookeeper_keystore_file` from the broker's key and certificate; kept when present."""
+    ensure_certificates()
+    target = zookeeper_keystore_file()
+    if target.exists():
+        return
+    folder = tls_dir()
+    partial = target.with_suffix(".tmp")
+    partial.write_text((folder / "broker.key").read_text() + (folder / "broker.pem").read_text())
+    partial.replace(target)
 
 
 def _openssl(*args: str) -> None:
@@ -967,6 +1019,8 @@ def _port_free(port: int) -> bool:
 def _spawn(server: Server, clock: Callable[[], float], sleep: Callable[[float], None]) -> int:
     """Start ``server``'s JVM and write its pid file once the process is recognisably ours."""
     server.home.mkdir(parents=True, exist_ok=True)
+    if server.kind == "zookeeper" and server.tls:
+        ensure_zookeeper_keystore()
     writers = {"zookeeper": _zookeeper_config, "registry": _registry_config}
     server.config_file.write_text(writers.get(server.kind, _kafka_config)(server))
     if server.kind == "kafka":

@@ -34,7 +34,7 @@ from ferry.common.config.sections import (
     WorkerConfig,
 )
 from ferry.common.config.tree import TreeConfig, loop_problem
-from ferry.common.config.zookeeper import ZookeeperAuthConfig, ZookeeperConfig
+from ferry.common.config.zookeeper import ZookeeperAuthConfig, ZookeeperConfig, ZookeeperTlsConfig
 
 __all__ = [
     "SECRET_PROPERTY",
@@ -59,6 +59,7 @@ __all__ = [
     "WorkerConfig",
     "ZookeeperAuthConfig",
     "ZookeeperConfig",
+    "ZookeeperTlsConfig",
     "load_config",
     "loop_problem",
     "parse_config",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ferry.common.config.base import _Strict
 
@@ -41,6 +41,47 @@ def _split_digest(value: str) -> tuple[str, str]:
     return user, password
 
 
+class ZookeeperTlsConfig(_Strict):
+    """TLS to the ensemble's secure client port (see docs/security.md): the server's certificate is
+    checked against ``ca_location``; a client certificate is sent when the ensemble asks for one.
+    """
+
+    ca_location: str = Field(min_length=1)
+    """PEM file of the CA(s) that signed the servers' certificates"""
+    certificate_location: str | None = None
+    """PEM file of Ferry's client certificate (with key_location)"""
+    key_location: str | None = None
+    """PEM file of the client certificate's private key (with certificate_location)"""
+    key_password: SecretStr | None = None
+    """password of an encrypted key_location; e.g. ${env:FERRY_ZK_KEY_PASSWORD}"""
+    check_hostname: bool = True
+    """check that the server's certificate names the host Ferry connects to"""
+
+    @model_validator(mode="after")
+    def _certificate_with_key(self) -> ZookeeperTlsConfig:
+        if (self.certificate_location is None) != (self.key_location is None):
+            raise ValueError("certificate_location and key_location go together: give both or neither")
+        return self
+
+    def unreadable(self) -> list[str]:
+        """Each of the files that cannot be read, as ``"zookeeper.tls.<key>: cannot read <path>: <why>"``."""
+        files = {
+            "ca_location": self.ca_location,
+            "certificate_location": self.certificate_location,
+            "key_location": self.key_location,
+        }
+        problems = []
+        for key, path in files.items():
+            if path is None:
+                continue
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as exc:
+                problems.append(f"zookeeper.tls.{key}: cannot read {path}: {exc.strerror or exc}")
+        return problems
+
+
 class ZookeeperConfig(_Strict):
     connect: str = Field(min_length=1, description="host:port[,host:port...] of the ensemble")
     root: str = Field("/ferry", description="the path under which Ferry keeps all its nodes")
@@ -50,6 +91,8 @@ class ZookeeperConfig(_Strict):
     """how long an operation retries a lost connection"""
     auth: ZookeeperAuthConfig | None = None
     """digest authentication and ACLs on Ferry's nodes, see docs/security.md; absent: no authentication, open ACLs"""
+    tls: ZookeeperTlsConfig | None = None
+    """TLS to the ensemble's secure client port, see docs/security.md; absent: plaintext"""
 
     @field_validator("root")
     @classmethod

@@ -27,6 +27,8 @@ node, so a controller that lost its session (and so its lead) cannot overwrite s
 from __future__ import annotations
 
 import logging
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -34,12 +36,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.handlers.utils import create_tcp_connection
 from kazoo.protocol.serialization import Auth
 from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL, READ_ACL_UNSAFE, make_digest_acl
 
-from ferry.common.config import ZookeeperAuthConfig, ZookeeperConfig
+from ferry.common.config import ZookeeperAuthConfig, ZookeeperConfig, ZookeeperTlsConfig
 from ferry.common.errors import ConfigError, UnreachableError
 
 # How often :func:`connect` looks at its stop event and its deadline while kazoo connects.
@@ -203,7 +206,8 @@ def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooCli
     every node it creates (``create``, ``ensure_path`` and its parents, transactions, kazoo's
     recipes) gets :func:`ferry_acl` as kazoo's ``default_acl``. This is the one place that builds
     Ferry's ZooKeeper clients, so controller, worker, ``ferry zk`` and ``ferry validate`` all do.
-    Unusable credentials raise :class:`common.errors.ConfigError`.
+    With ``zookeeper.tls`` the client speaks TLS, checking the servers' certificates against its CA.
+    Unusable credentials, and TLS files that cannot be read, raise :class:`common.errors.ConfigError`.
     """
     retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0, "deadline": config.retry_deadline_s}
     secured: dict[str, Any] = {}
@@ -216,6 +220,8 @@ def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooCli
             "auth_data": [("digest", f"{user}:{password}")],
             "default_acl": ferry_acl(config.auth, user, password),
         }
+    if config.tls is not None:
+        secured.update(_tls_options(config.tls))
     return KazooClient(
         hosts=connect or config.connect,
         timeout=config.session_timeout_s,
@@ -223,6 +229,23 @@ def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooCli
         command_retry=KazooRetry(**retry),
         **secured,
     )
+
+
+def _tls_options(tls: ZookeeperTlsConfig) -> dict[str, Any]:
+    """kazoo's TLS arguments; a file that cannot be read is a ConfigError here, because kazoo would
+    only retry it in its connection thread until the deadline."""
+    unreadable = tls.unreadable()
+    if unreadable:
+        raise ConfigError("; ".join(unreadable))
+    return {
+        "use_ssl": True,
+        "ca": tls.ca_location,
+        "certfile": tls.certificate_location,
+        "keyfile": tls.key_location,
+        "keyfile_password": tls.key_password.get_secret_value() if tls.key_password is not None else None,
+        "verify_certs": True,
+        "check_hostname": tls.check_hostname,
+    }
 
 
 def connect(
@@ -235,10 +258,14 @@ def connect(
 
     True once connected. False when ``stop`` was set first: a SIGTERM while connecting ends the
     process at once instead of after the deadline. An unreachable ensemble raises
-    :class:`common.errors.UnreachableError`, refused credentials :class:`common.errors.ConfigError`;
+    :class:`common.errors.UnreachableError`, refused credentials or a TLS handshake that fails
+    (``zookeeper.tls``: a server certificate its CA does not trust, a port that does not speak TLS)
+    :class:`common.errors.ConfigError`;
     whenever it does not return True, the client is stopped and closed (kazoo's connection thread
     ends, nothing keeps the process alive).
     """
+    if client.use_ssl:
+        _check_tls(client, config)
     live = client.start_async()
     deadline = clock() + config.retry_deadline_s
     while not live.wait(CONNECT_POLL_S):
@@ -257,6 +284,34 @@ def connect(
             f"({config.retry_deadline_s:g} s)"
         )
     return True
+
+
+def _check_tls(client: KazooClient, config: ZookeeperConfig) -> None:
+    """A TLS handshake with the first server that answers, as kazoo makes it; a failed one is a
+    ConfigError, because kazoo would only retry it until the deadline and then report the ensemble
+    as unreachable. A server that does not answer is left to kazoo."""
+    options = {
+        "use_ssl": True,
+        "ca": client.ca,
+        "certfile": client.certfile,
+        "keyfile": client.keyfile,
+        "keyfile_password": client.keyfile_password,
+        "verify_certs": client.verify_certs,
+        "check_hostname": client.check_hostname,
+    }
+    timeout = min(config.session_timeout_s, config.retry_deadline_s)
+    for host, port in client.hosts:
+        try:
+            create_tcp_connection(socket, (host, port), hostname=host, timeout=timeout, **options).close()
+            return
+        except ssl.SSLCertVerificationError as exc:
+            raise ConfigError(
+                f"ZooKeeper at {host}:{port}: its TLS certificate is refused (zookeeper.tls): {exc.verify_message}"
+            ) from None
+        except ssl.SSLError as exc:
+            raise ConfigError(f"ZooKeeper at {host}:{port}: TLS failed (zookeeper.tls): {exc.reason or exc}") from None
+        except OSError:
+            continue
 
 
 def given_up(client: KazooClient) -> bool:

@@ -53,8 +53,9 @@ def _completed(fragment: dict[str, Any]) -> dict[str, Any]:
     named += re.findall(r"[A-Za-z][A-Za-z0-9_-]*", data.get("tree", {}).get("layout", ""))
     data.setdefault("clusters", {name: {"bootstrap.servers": f"{name}:9092"} for name in dict.fromkeys(named)})
     if "routes" not in data and "tree" not in data:
-        first, second = list(data["clusters"])[:2] if len(data["clusters"]) > 1 else [*data["clusters"], "other"]
-        data["clusters"].setdefault(second, {"bootstrap.servers": "other:9092"})
+        first, second = [*data["clusters"], "one", "other"][:2]  # a fragment of another section: none
+        for name in (first, second):
+            data["clusters"].setdefault(name, {"bootstrap.servers": f"{name}:9092"})
         data["routes"] = [{"source": first, "destination": second}]
     return data
 

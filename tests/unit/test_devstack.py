@@ -59,6 +59,21 @@ def test_zookeeper_binds_loopback_only(tmp_path: Path, monkeypatch: pytest.Monke
     assert "admin.enableServer=false" in cfg
 
 
+def test_zookeeper_serves_tls_one_port_up_with_the_stacks_ca_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    plain = devstack.stack_from_env().zookeeper
+    assert plain.ports == (plain.port,) and "secureClientPort" not in devstack._zookeeper_config(plain)
+    monkeypatch.setenv(devstack.ZK_TLS_ENV, "1")
+    server = devstack.stack_from_env().zookeeper
+    assert server.ports == (server.port, server.port + 1) and server.tls_address == f"127.0.0.1:{server.port + 1}"
+    lines = devstack._zookeeper_config(server).splitlines()
+    assert f"secureClientPort={server.port + 1}" in lines and "secureClientPortAddress=127.0.0.1" in lines
+    assert f"ssl.trustStore.location={tmp_path / 'tls' / 'ca.pem'}" in lines
+    assert f"ssl.keyStore.location={tmp_path / 'tls' / 'zookeeper.pem'}" in lines
+
+
 def test_a_stale_pid_file_is_not_ours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
     server = devstack.stack_from_env().src

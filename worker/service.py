@@ -8,6 +8,9 @@ States of the worker::
                             or waiting to register
     RUNNING (disconnected)  ZooKeeper unreachable: copying pauses at once (deliveries of what
                             was sent are still served); it goes on if the session survives
+    RUNNING (unregistered)  its live node deleted while the session holds (Ferry's root deleted
+                            under a running fleet): registers again at once, with the folders; the
+                            assignment node went too, so it holds nothing until the leader assigns
     RUNNING   -> SUSPENDED  ZooKeeper session lost, or unreachable for longer than the session
                             timeout, or the copy loop itself stood still that long (SIGSTOP, a
                             frozen VM) and one round trip to ZooKeeper cannot confirm the session
@@ -211,6 +214,7 @@ class Worker:
             raise RegistrationError(
                 f"ZooKeeper at {self.config.zookeeper.connect}: registering failed: {type(exc).__name__} {exc}".rstrip()
             ) from None
+        self._session.watch_live_node()
         DataWatch(self._zk, self.layout.assignment(self.worker_id), self._on_assignment)
         DataWatch(self._zk, self.layout.controls, self._controls.on_controls)
         DataWatch(self._zk, self.layout.throttle_shares, self._controls.on_shares)
@@ -417,6 +421,7 @@ class Worker:
             raise lost(self.config.zookeeper)
         if self.state == WorkerState.SUSPENDED and self._zk.connected and self._session.suspended_since is None:
             self._session_lost.clear()
+            self._session.live_node_gone.clear()  # this registration re-creates it
             try:
                 self._register()
                 data, _ = self._zk.get(self.layout.assignment(self.worker_id))
@@ -429,6 +434,16 @@ class Worker:
             self._applied = None
             self._set_state(WorkerState.RUNNING)
             log.info("registered again in ZooKeeper")
+        if self.state == WorkerState.RUNNING and self._session.live_node_gone.is_set() and self._zk.connected:
+            # The session holds but the live node was deleted (Ferry's root deleted under a running
+            # fleet): register again, or no leader would ever assign this worker anything.
+            self._session.live_node_gone.clear()
+            log.warning("this worker's live node was deleted while its session holds: registering again")
+            try:
+                self._register()
+            except Exception as exc:
+                log.warning("registering again failed (will retry): %s", exc)
+                self._session.live_node_gone.set()
 
     def _register(self) -> bool:
         """Creates the ephemeral live node, waiting out a previous incarnation's session.

@@ -8,6 +8,9 @@ States of :class:`ZkSession`::
                               session timeout and one round trip cannot confirm the live node is ours
     lost       -> connected   :meth:`ZkSession.clear` once the worker registered again
 
+Apart from these, ``live_node_gone`` is set when the live node is deleted while the session holds
+(someone deleted Ferry's root, or the node): the copy loop then registers again.
+
 kazoo's connection thread only records what happened (:meth:`ZkSession.on_state`) and wakes the
 copy loop; the copy loop asks the rest.
 """
@@ -21,6 +24,7 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import DataWatch
 
 from ferry.common.model import WorkerInfo
 from ferry.worker.errors import RegistrationError
@@ -40,6 +44,7 @@ class ZkSession:
         wake: threading.Event,
     ) -> None:
         self.lost = threading.Event()
+        self.live_node_gone = threading.Event()
         self.suspended_since: float | None = None
         self._zk = zk
         self._live_path = live_path
@@ -85,6 +90,17 @@ class ZkSession:
             )
             self.lost.set()
 
+    def watch_live_node(self) -> None:
+        """Sets ``live_node_gone`` and wakes the copy loop whenever the live node is deleted (call once registered)."""
+
+        def on_live_node(data: bytes | None, stat: object) -> None:
+            # kazoo's watch thread: only record it.
+            if stat is None:
+                self.live_node_gone.set()
+                self._wake.set()
+
+        DataWatch(self._zk, self._live_path, on_live_node)
+
     def cut_off(self) -> bool:
         """Lost, or disconnected for longer than the session timeout."""
         suspended_for = None if self.suspended_since is None else self._clock() - self.suspended_since
@@ -98,7 +114,8 @@ class ZkSession:
         deadline = self._clock() + self._timeout_s * 2 + 5
         while True:
             try:
-                self._zk.create(path, info.to_bytes(), ephemeral=True)
+                # makepath: the folders are gone too when Ferry's root was deleted under a running fleet
+                self._zk.create(path, info.to_bytes(), ephemeral=True, makepath=True)
                 return True
             except NodeExistsError:
                 stat = self._zk.exists(path)
@@ -120,7 +137,7 @@ class ZkSession:
             try:
                 self._zk.set(path, payload)
             except NoNodeError:
-                self._zk.create(path, payload, ephemeral=True)
+                self._zk.create(path, payload, ephemeral=True, makepath=True)
         except Exception as exc:
             log.debug("status not published yet: %s", exc)
             return False

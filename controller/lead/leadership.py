@@ -4,14 +4,18 @@ States::
 
     STANDBY -> LEADING   won the kazoo Election: publishes ``controller/leader`` (its REST URL),
                          then the hooks start the lead's watches and jobs
-    LEADING -> STANDBY   lost the lead (session expired, or a fenced write found the election node
-                         gone: :meth:`Leadership.lose_lead`): the hooks stop writing at once, the
-                         leader node is deleted when still ours, the campaign starts again
+    LEADING -> STANDBY   lost the lead (session expired, the election node was deleted, or a fenced
+                         write found it gone: :meth:`Leadership.lose_lead`): the hooks stop writing
+                         at once, the leader node is deleted when still ours, the campaign starts
+                         again
     any     -> STOPPED   :meth:`Leadership.stop` (the composition root marks it STOPPED)
 
 The *fence* is this controller's own election node: every write of the lead is a transaction that
 ``check``s it (:meth:`Leadership.commit`, :meth:`controller.lead.store.Store.commit`), so a
-controller whose session expired cannot write. The *epoch* counts leads (and their ends): a watch
+controller whose session expired cannot write. A watch on the fence ends the lead as soon as the node is
+deleted (its session expired, or someone deleted Ferry's root): then the campaign starts again. Each lead
+first makes sure Ferry's folders and the layout marker exist, so a lead on a root deleted under a running
+fleet has folders to watch. The *epoch* counts leads (and their ends): a watch
 or a follower started in one epoch stops itself once the epoch changed, so nothing of a former
 lead acts in the next one.
 """
@@ -28,7 +32,9 @@ from typing import Protocol
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError
 from kazoo.recipe.election import Election
+from kazoo.recipe.watchers import DataWatch
 
+from ferry.common.cli import ferry_version
 from ferry.common.model import encode
 from ferry.common.vocabulary import ControllerState
 from ferry.common.zk.layout import ZkLayout
@@ -142,7 +148,9 @@ class Leadership:
         self.fence = f"{self._layout.election}/{self._election.lock.node}"
         self.epoch += 1
         epoch = self.epoch
+        self._watch_fence(self.fence, epoch)
         try:
+            self._store.ensure_layout(ferry_version())
             self._publish_leader()
         except (KazooException, NotLeader) as exc:
             log.warning("could not publish the leader node: %s", exc)
@@ -165,6 +173,20 @@ class Leadership:
                     if leader and leader.get("id") == self.controller_id:
                         self._zk.delete(self._layout.leader)
             log.info("controller %s no longer leads", self.controller_id)
+
+    def _watch_fence(self, fence: str, epoch: int) -> None:
+        """Ends the lead of ``epoch`` when its election node is deleted (kazoo's thread: only records it)."""
+
+        def on_fence(data: bytes | None, stat: object) -> bool | None:
+            if self.epoch != epoch:
+                return False  # stops this watch: that lead is over
+            if stat is None:
+                log.warning("the election node %s is gone: giving the lead up", fence)
+                self._lead_lost.set()
+                return False
+            return None
+
+        DataWatch(self._zk, fence, on_fence)
 
     def _publish_leader(self) -> None:
         assert self.fence is not None

@@ -326,6 +326,33 @@ def test_exactly_one_of_two_controllers_leads_and_a_fenced_out_leader_cannot_wri
     assert cluster.assignment("w1") == assigned
 
 
+def test_a_leader_whose_root_is_deleted_under_it_gives_the_lead_up_and_leads_again_on_new_folders(
+    cluster: Cluster, source_topic: Callable[[int], str]
+) -> None:
+    leader = cluster.leader("c1")
+    old_fence = leader.leadership.fence
+    for child in cluster.admin.get_children("/"):
+        if child != "zookeeper":
+            cluster.admin.delete(f"/{child}", recursive=True)
+
+    def leads_again() -> bool:
+        fence = leader.leadership.fence
+        return leader.leadership.is_leader() and fence != old_fence and cluster.admin.exists(fence) is not None
+
+    wait_for(leads_again, 15, "c1 to lead again under a new election node")
+    for path in LAYOUT.persistent_paths():
+        assert cluster.admin.exists(path), path
+    assert cluster.admin.exists(LAYOUT.layout_marker)
+    wait_for(lambda: cluster.admin.exists(LAYOUT.leader), 5, "the leader node again")
+    assert decode(cluster.admin.get(LAYOUT.leader)[0])["id"] == "c1"
+    # Its watches follow the new folders: a worker that registers gets the topic it must copy.
+    topic = source_topic(2)
+    leader.topics.add_topic(TopicSpec(topic))
+    cluster.worker("w1")
+    assigned = wait_for(lambda: cluster.assignment("w1"), 10, "w1's assignment")
+    assert assigned.partitions == keys(topic, range(2))
+
+
 def test_a_vanished_workers_partitions_move_after_the_failover_delay(
     cluster: Cluster, source_topic: Callable[[int], str]
 ) -> None:

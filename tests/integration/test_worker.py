@@ -661,6 +661,36 @@ def test_session_expiry_releases_registers_again_and_resumes(
     assert running.leave() == 0
 
 
+def test_a_worker_whose_nodes_are_deleted_under_it_registers_again_and_takes_a_new_assignment(
+    start_worker: Callable[..., RunningWorker],
+    make_config: Callable[..., FerryConfig],
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+    zk: KazooClient,
+) -> None:
+    topic = topic_name("wiped")
+    create_topic("src", topic, 2)
+    config = make_config()
+    worker_zk = make_client(config.zookeeper)
+    running = start_worker(config, zk_client=worker_zk)
+    running.wait_online(topic, [0, 1], running.assign(topic, [0, 1]))
+
+    # Ferry's root deleted under a running fleet: the worker's folders, its nodes and its assignment go.
+    zk.delete("/workers", recursive=True)
+    zk.delete(LAYOUT.assignments, recursive=True)
+
+    def registered_again() -> bool:
+        stat = zk.exists(LAYOUT.live_worker(running.id))
+        return stat is not None and stat.owner_session_id == worker_zk.client_id[0]
+
+    wait_until(registered_again, 20, "the live node back under the same session")
+    running.wait_status(lambda s: not s.partitions, "every partition released (its assignment is gone)")
+    # A new leader starts its generations again: the worker takes them.
+    running.generation = 0
+    running.wait_online(topic, [0, 1], running.assign(topic, [0, 1]))
+    assert running.leave() == 0
+
+
 def test_health_and_metrics_endpoints(
     start_worker: Callable[..., RunningWorker],
     kafka: Kafka,

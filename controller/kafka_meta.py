@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, OffsetSpec
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from ferry.common.core.topics.replicas import replica_count
 from ferry.common.kafka import clients as kafka_clients
@@ -88,22 +88,12 @@ class ClusterMetadata:
 
     def end_offsets(self, cluster: str, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """Log-end offset of each (topic, partition); partitions the cluster does not answer for are left out."""
-        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}
-        if not request:
-            return {}
         try:
-            futures = self._admin(cluster).list_offsets(request, request_timeout=TIMEOUT_S)
+            return kafka_clients.log_offsets(self._admin(cluster), partitions, True, TIMEOUT_S)
         except KafkaException as exc:
             raise self._unavailable(cluster, exc) from None
-        result = {}
-        for tp, future in futures.items():
-            try:
-                result[(tp.topic, tp.partition)] = future.result(TIMEOUT_S).offset
-            except KafkaException:
-                continue
-            except FutureTimeout as exc:
-                raise self._unavailable(cluster, exc) from None
-        return result
+        except TimeoutError:
+            raise self._unavailable(cluster, FutureTimeout()) from None
 
     def committed(self, cluster: str, group: str, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """Committed offset of ``group`` for each (topic, partition) that has one."""

@@ -79,6 +79,7 @@ class RouteCopier:
         topic_start: Callable[[str], str | int | None] = lambda topic: None,
         sleep: Callable[[float], None] = time.sleep,
         internal_topics: InternalTopicsConfig | None = None,
+        transactional_id: str | None = None,
     ) -> None:
         """``origins``: with loop prevention, the origins whose records this route copies
         (``FerryConfig.copied_origins``); None copies every record (unless a tree level says otherwise).
@@ -87,7 +88,9 @@ class RouteCopier:
         partitions nothing of the route is on the destination for; may raise ``PartitionDeferred``.
         ``clock`` and ``sleep`` pace every retry: a refused commit, the committed offsets, the destination's
         metadata, a look-back waiting for a new topic's leader.
-        ``internal_topics``: how the offset-map topic is created (default: 3 replicas, capped)."""
+        ``internal_topics``: how the offset-map topic is created (default: 3 replicas, capped).
+        ``transactional_id``: write exactly once, in transactions under this id (the route's
+        ``transactional_id(worker)``, which the leader fences); None: at least once."""
         self.route = route
         self.throttle: RouteThrottle | None = None  # this worker's share of the route's throttle
         self._log = logs.with_fields(log, route=route.name)
@@ -116,6 +119,8 @@ class RouteCopier:
             metrics,
             clock,
             sleep,
+            self._stop_route,
+            transactional_id,
         )
         self._starter = PartitionStarter(
             route,
@@ -167,6 +172,16 @@ class RouteCopier:
 
     def in_flight(self) -> int:
         return self._ledger.in_flight()
+
+    @property
+    def fenced_writes(self) -> bool:
+        """The route writes in transactions the leader can fence: it may copy on while ZooKeeper is away."""
+        return self._committer.transactional
+
+    @property
+    def fenced(self) -> bool:
+        """The leader fenced this route's writer: every partition of it stopped; the worker must register again."""
+        return self._committer.fenced
 
     # -- acquiring, pausing, releasing ------------------------------------------------------
 
@@ -250,6 +265,11 @@ class RouteCopier:
 
     def copy_batch(self, timeout: float) -> int:
         """Consumes one batch and hands it to the producer; returns the number of records sent."""
+        committer = self._committer
+        if committer.transactional and not committer.in_transaction and not committer.begin():
+            # FAILED (aborted or fenced): the route's partitions are stopped until their restart.
+            committer.poll(timeout)
+            return 0
         messages = self._take(timeout)
         if not messages:
             return 0
@@ -391,7 +411,7 @@ class RouteCopier:
         partition of the route stops too, for a temporary reason, and the producer is built anew when
         they are released for their restart."""
         if isinstance(failure, ProducerFailed):
-            if self._committer.fail():
+            if self._committer.fail(failure.fenced):
                 for other in self._states.running():
                     if other != key:
                         self._states.stop(
@@ -402,6 +422,12 @@ class RouteCopier:
                         )
             failure = failure.record
         self._states.stop(key, failure)
+
+    def _stop_route(self, failure: ProducerFailed) -> None:
+        """Stops every running partition of the route for the reason ``failure`` carries (the
+        committer already FAILED: an aborted transaction, or a fenced writer)."""
+        for key in self._states.running():
+            self._states.stop(key, failure.record)
 
     def _consumer_error(self, message: Any) -> None:
         error: KafkaError = message.error()

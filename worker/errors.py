@@ -7,10 +7,10 @@ A partition that cannot be copied fails with one of three types, which decide wh
 - :class:`PartitionStopped` (permanent): it stays in ERROR, reason reported, until unassigned.
 - :class:`PartitionDeferred` (temporary): not started, or stopped in ERROR, and offered again
   after ``retry_after_s``, from its committed offset.
-- :class:`ProducerFailed`: the route's producer is unusable (librdkafka's fatal error). It carries
-  what the failure means for the record that met it (one of the two above); every other
-  partition of the route stops the temporary way, and the producer is built anew when they are
-  released.
+- :class:`ProducerFailed`: the route's producer is unusable (librdkafka's fatal error, or an
+  aborted transaction). It carries what the failure means for the record that met it (one of the
+  two above) and whether the leader fenced the writer; every other partition of the route stops
+  the temporary way, and the producer is built anew when they are released.
 """
 
 from __future__ import annotations
@@ -43,9 +43,14 @@ class ProducerFailed(WorkerError):
     ``record``: what the failure means for the record that met it.
     """
 
-    def __init__(self, record: PartitionStopped | PartitionDeferred) -> None:
+    def __init__(self, record: PartitionStopped | PartitionDeferred, fenced: bool = False) -> None:
         super().__init__(str(record))
         self.record = record
+        self.fenced = fenced
+
+
+# A transactional writer whose id another producer registered since (the leader fenced it).
+FENCED_ERRORS = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
 
 
 # Errors that mean the record (or the partition) will never be accepted as it is.
@@ -85,4 +90,5 @@ def delivery_failure(error: KafkaFailure, what: str) -> PartitionStopped | Parti
         if error.code in PERMANENT_DELIVERY_ERRORS
         else PartitionDeferred(reason, retry_after_s=RETRY_BACKOFF_S)
     )
-    return ProducerFailed(record) if error.fatal else record
+    fenced = error.code in FENCED_ERRORS
+    return ProducerFailed(record, fenced=fenced) if error.fatal or fenced else record

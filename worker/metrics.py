@@ -51,8 +51,25 @@ class WorkerMetrics:
         )
         self.errors = Counter(
             "ferry_worker_errors",
-            "Errors by kind: partition (stopped), consumer, commit, offset_map",
+            "Errors by kind: partition (stopped), consumer, commit, offset_map, transaction (aborted)",
             ["route", "kind"],
+            registry=self.registry,
+        )
+        self.transactions = Counter(
+            "ferry_worker_transactions",
+            "Transactions committed on the destination (exactly-once routes)",
+            ["route"],
+            registry=self.registry,
+        )
+        self.fenced = Counter(
+            "ferry_worker_fenced",
+            "Times the leader fenced this worker's transactional writer of a route (it then registered again)",
+            ["route"],
+            registry=self.registry,
+        )
+        self.zookeeper_unreachable = Gauge(
+            "ferry_worker_zookeeper_unreachable_seconds",
+            "How long ZooKeeper has been unreachable (0: connected); exactly-once routes copy on meanwhile",
             registry=self.registry,
         )
         self.lag = Gauge(

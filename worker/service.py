@@ -6,22 +6,29 @@ States of the worker::
     STARTING  -> STOPPED    ZooKeeper not reached within ``zookeeper.retry_deadline_s``
                             (:class:`common.errors.UnreachableError`), or SIGTERM while connecting
                             or waiting to register
-    RUNNING (disconnected)  ZooKeeper unreachable: copying pauses at once (deliveries of what
-                            was sent are still served); it goes on if the session survives
+    RUNNING (disconnected)  ZooKeeper unreachable: exactly-once routes copy on; at-least-once
+                            routes pause at once (deliveries of what was sent are still served)
+                            and go on if the session survives
     RUNNING (unregistered)  its live node deleted while the session holds (Ferry's root deleted
                             under a running fleet): registers again at once, with the folders; the
                             assignment node went too, so it holds nothing until the leader assigns
     RUNNING   -> SUSPENDED  ZooKeeper session lost, or unreachable for longer than the session
                             timeout, or the copy loop itself stood still that long (SIGSTOP, a
                             frozen VM) and one round trip to ZooKeeper cannot confirm the session
-                            is still ours: the leader may already have moved our partitions, so
-                            the producers are purged (nothing they still hold is written) and every
-                            partition is released (committed, unassigned)
-    SUSPENDED -> RUNNING    connected again: registers again (same id) and applies the assignment
-    SUSPENDED -> STOPPED    kazoo gave up reconnecting (ZooKeeper unreachable for longer than
-                            ``zookeeper.retry_deadline_s``): ends with UnreachableError, for a
-                            supervisor to start it again
-    RUNNING   -> DRAINING   SIGTERM or :meth:`Worker.stop`: releases everything, writes its status
+                            is still ours: the leader may already have moved our partitions.
+                            At-least-once routes: their producers are purged (nothing they still
+                            hold is written) and their partitions released (committed, unassigned).
+                            Exactly-once routes copy on with the assignment they hold: the leader
+                            fences their writers before it gives their partitions to another
+                            worker, so nothing written after that ever commits
+    RUNNING or SUSPENDED -> SUSPENDED (fenced)
+                            a route's writer was fenced (the leader moved its partitions away):
+                            every producer is purged, every partition released, and nothing is
+                            copied until registered again with a freshly read assignment
+    SUSPENDED -> RUNNING    connected: registers again (same id), reads its assignment and applies
+                            it, with new writers where they were fenced
+    ZooKeeper unreachable for any length of time never ends a worker: kazoo keeps reconnecting
+    any       -> DRAINING   SIGTERM or :meth:`Worker.stop`: releases everything, writes its status
                             with ``leaving: true`` so the leader moves its partitions at once, and
                             waits (bounded) until the leader emptied its assignment; not at all
                             while no controller leads
@@ -36,6 +43,8 @@ The health probes (:mod:`common.core.probes`, served on the metrics port) read, 
 thread, what the copy loop last wrote (its state and since when, its last pass, the assignment it
 took and the one it applied) and what kazoo last reported: live unless the copy loop stood still
 too long; ready when RUNNING, connected, and the newest assignment the loop took is applied.
+While ZooKeeper is unreachable, ``/health`` says since when, and so does
+``ferry_worker_zookeeper_unreachable_seconds``.
 """
 
 from __future__ import annotations
@@ -97,6 +106,7 @@ class Worker:
         metrics_port: int | None = None,
         zk: KazooClient | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self.worker_id = worker_id
@@ -105,9 +115,12 @@ class Worker:
         self.state: WorkerState = WorkerState.STARTING
         self._state_since = clock()
         self._metrics_port = config.worker.metrics_port if metrics_port is None else metrics_port
-        self._zk = zk or make_client(config.zookeeper)
+        # A worker never gives ZooKeeper up: its exactly-once routes copy on through an outage.
+        self._zk = zk or make_client(config.zookeeper, reconnect_forever=True)
         self._owns_zk = zk is None
         self._clock = clock
+        self._wall_clock = wall_clock
+        self._fenced = False  # a writer was fenced: hold nothing until registered again
         self._copiers: dict[str, RouteCopier] = {}
         self._routes = {route.name: route for route in config.routes}
         # Partitions assigned on a route this worker has no config for: reported ERROR.
@@ -142,8 +155,16 @@ class Worker:
         self._wake.set()
 
     def health(self) -> dict[str, Any]:
-        """What the status last said: state, id, generation, partitions per state, leaving."""
-        return dict(self._health)
+        """What the status last said: state, id, generation, partitions per state, leaving; and since
+        when ZooKeeper has been unreachable, if it is."""
+        health = dict(self._health)
+        since = self._session.suspended_since
+        if since is not None:
+            unreachable_at = self._wall_clock() - (self._clock() - since)
+            health["zookeeper"] = "unreachable since " + time.strftime(
+                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(unreachable_at)
+            )
+        return health
 
     def liveness(self) -> HealthAnswer:
         """``GET /health/live``: :func:`common.core.probes.worker_liveness`, with the reasons when not."""
@@ -230,23 +251,20 @@ class Worker:
             self._reconcile()
             if self._controls.apply(self._copiers, COMMIT_DEADLINE_S):
                 self._status_dirty = True
-            if self._session.suspended_since is not None and self.state == WorkerState.RUNNING:
-                # Disconnected from ZooKeeper: copy nothing more until the session is back (or
-                # lost: then everything is purged and released). The leader moves partitions
-                # only after the session expired, so this worker has stopped writing by then.
-                for copier in self._copiers.values():
-                    copier.poll(0)
-                self._wake.wait(0.1)
-                self._wake.clear()
-            elif any(copier.held() for copier in self._copiers.values()):
-                timeout = 0.1 / len(self._copiers)
+            copying = self._copying()
+            if copying:
+                timeout = 0.1 / len(copying)
                 started = self._clock()
                 copied = 0
-                for copier in self._copiers.values():
+                for copier in copying:
                     copied += copier.copy_batch(timeout)
                 if copied:
                     self._load_meter.busy(self._clock() - started)
+                if any(copier.fenced for copier in copying):
+                    self._on_fenced()
             else:
+                for copier in self._copiers.values():
+                    copier.poll(0)  # deliveries of what was sent, while paused
                 self._wake.wait(0.2)
                 self._wake.clear()
             now = self._clock()
@@ -262,6 +280,50 @@ class Worker:
         self._drain()
         return 0
 
+    def _copying(self) -> list[RouteCopier]:
+        """The copiers that copy in this pass: every one holding partitions while registered and
+        connected; without ZooKeeper, only those whose writers the leader can fence (exactly once).
+        At-least-once routes pause while disconnected: the leader moves partitions only after the
+        session expired, and by then they stopped writing."""
+        registered = self.state == WorkerState.RUNNING and self._session.suspended_since is None
+        return [
+            copier
+            for copier in self._copiers.values()
+            if (registered or (copier.fenced_writes and not self._fenced)) and copier.held()
+        ]
+
+    def _on_fenced(self) -> None:
+        """A route's writer was fenced: the leader gave its partitions to another worker while this one
+        was cut off (its session expired). Stop everything and register again (-> SUSPENDED, fenced)."""
+        routes = sorted(name for name, copier in self._copiers.items() if copier.fenced)
+        log.warning(
+            "fenced: the leader moved the partitions of route(s) %s to other workers; dropping what was queued, "
+            "releasing every partition and registering again",
+            ", ".join(routes),
+        )
+        for name in routes:
+            self.metrics.fenced.labels(name).inc()
+        for copier in self._copiers.values():
+            copier.purge()
+        self._fenced = True
+        if self.state == WorkerState.RUNNING:
+            self._set_state(WorkerState.SUSPENDED)
+        self._applied = None
+        self._reconcile()  # wanted is empty while fenced: releases everything
+
+    def _wanted(self, assignment: WorkerAssignment) -> frozenset[PartitionKey]:
+        """What the worker copies in its state: its assignment when RUNNING; while SUSPENDED (registration
+        lost, not fenced), the partitions of its exactly-once routes; else nothing."""
+        if self.state == WorkerState.RUNNING:
+            return assignment.partitions
+        if self.state == WorkerState.SUSPENDED and not self._fenced:
+            return frozenset(key for key in assignment.partitions if self._fenced_writes(key.route))
+        return frozenset()
+
+    def _fenced_writes(self, route: str) -> bool:
+        config = self._routes.get(route)
+        return config is not None and config.exactly_once
+
     def _reconcile(self) -> None:
         """Releases what is held but no longer assigned; acquires what is assigned but not held."""
         assignment = self._newest_assignment()
@@ -269,7 +331,7 @@ class Worker:
         deferred_due = any(at <= now for at, _ in self._deferred.values())
         if assignment is self._applied and not deferred_due:
             return
-        wanted = assignment.partitions if self.state == WorkerState.RUNNING else frozenset()
+        wanted = self._wanted(assignment)
         held = self._held()
         release = held - wanted
         for route, keys in _by_route(release).items():
@@ -372,6 +434,7 @@ class Worker:
                         self._zk, self.layout.topic_start(route, topic)
                     ),
                     internal_topics=self.config.internal_topics,
+                    transactional_id=config.transactional_id(self.worker_id) if config.exactly_once else None,
                 )
         return self._copiers[route]
 
@@ -382,6 +445,8 @@ class Worker:
             copier.update_lag()
             in_flight += copier.in_flight()
         self.metrics.in_flight.set(in_flight)
+        since = self._session.suspended_since
+        self.metrics.zookeeper_unreachable.set(0 if since is None else self._clock() - since)
 
     # -- ZooKeeper --------------------------------------------------------------------------
 
@@ -409,16 +474,17 @@ class Worker:
         self._confirm_after_standstill()
         if self._session.cut_off() and self.state == WorkerState.RUNNING:
             log.warning(
-                "ZooKeeper session lost: releasing every partition until registered again (producers purged first)"
+                "ZooKeeper session lost: at-least-once routes release their partitions until registered again "
+                "(producers purged first); exactly-once routes copy on"
             )
             for copier in self._copiers.values():
-                copier.purge()
+                if not copier.fenced_writes:
+                    copier.purge()
             self._set_state(WorkerState.SUSPENDED)
             self._applied = None
-            self._reconcile()  # wanted is empty while SUSPENDED: releases everything
+            self._reconcile()  # while SUSPENDED only exactly-once routes keep their partitions
         if self.state == WorkerState.SUSPENDED and given_up(self._zk):
-            # Everything is released already; nothing more can happen without ZooKeeper.
-            raise lost(self.config.zookeeper)
+            raise lost(self.config.zookeeper)  # only when the client was stopped: it reconnects forever
         if self.state == WorkerState.SUSPENDED and self._zk.connected and self._session.suspended_since is None:
             self._session_lost.clear()
             self._session.live_node_gone.clear()  # this registration re-creates it
@@ -432,6 +498,7 @@ class Worker:
                 log.warning("registering again failed (will retry): %s", exc)
                 return
             self._applied = None
+            self._fenced = False
             self._set_state(WorkerState.RUNNING)
             log.info("registered again in ZooKeeper")
         if self.state == WorkerState.RUNNING and self._session.live_node_gone.is_set() and self._zk.connected:

@@ -15,6 +15,8 @@ from ferry.common.core import naming as topic_naming
 from ferry.common.core import tree as distribution_tree
 
 Compression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
+# Kafka Streams' names for the same promises (processing.guarantee).
+DeliveryGuarantee = Literal["exactly_once", "at_least_once"]
 
 
 class MirrorMaker2Config(_Strict):
@@ -82,6 +84,12 @@ class RouteConfig(_Strict):
     """the destination producer's compression.type for this route: mirrored traffic usually crosses datacenters, and
     lz4 saves most of the bytes of compressible records for little CPU (BENCHMARKS.md); a compression.type in
     worker.producer overrides it for every route"""
+    delivery_guarantee: DeliveryGuarantee = "exactly_once"
+    """exactly_once: each worker writes the route's copies, and the offset-map segments that describe them, in Kafka
+    transactions on the destination, and the leader fences a lost worker's writer before its partitions move, so a
+    read_committed consumer of the destination sees every record once (read_uncommitted ones, Java's default, may
+    also see aborted copies); at_least_once: plain idempotent writes, so a worker that dies, or pauses past its
+    session, may leave records written twice (docs/design.md)"""
     loop_prevention: bool = False
     """skip records whose provenance path holds the destination (they came from it or through it) or that are not this
     route's to forward: what makes identity-named active-active and meshes loop-free (docs/topologies.md); needed on
@@ -165,6 +173,16 @@ class RouteConfig(_Strict):
     def group_id(self) -> str:
         """The consumer group, on the source cluster, that holds this route's committed offsets."""
         return f"ferry.{self.name}"
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == "exactly_once"
+
+    def transactional_id(self, worker_id: str) -> str:
+        """The ``transactional.id`` of ``worker_id``'s writer for this route on the destination: stable across
+        the worker's restarts, so the leader can fence it (a throwaway ``init_transactions`` with the same id)
+        before it hands the worker's partitions to another worker."""
+        return f"ferry.{self.name}.{worker_id}"
 
 
 def start_position(value: Any) -> Literal["earliest", "latest"] | int | None:

@@ -125,6 +125,9 @@ class OffsetMap:
         for source_offset, destination_offset in zip(source_offsets, destination_offsets, strict=True):
             record(source_offset, destination_offset)
 
+    def end_transaction(self) -> None:
+        """A transaction that held the newest copy committed: a marker follows it on the destination."""
+
     def segments(self) -> list[Segment]:
         if not self._len:
             return list(self._closed)

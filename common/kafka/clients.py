@@ -85,6 +85,19 @@ def producer(cluster: Mapping[str, Any], **overrides: Any) -> Producer:
     return Producer(merged(PRODUCER_DEFAULTS, cluster, overrides))
 
 
+def fence_writer(cluster: Mapping[str, Any], transactional_id: str, timeout_s: float) -> None:
+    """Fences every producer that used ``transactional_id`` on ``cluster``: a throwaway producer's
+    ``init_transactions`` bumps the id's epoch, which aborts the old producer's open transaction and
+    makes its every later write fail with a fatal ``_FENCED`` (what Kafka Connect does before a new
+    generation of tasks starts). Raises KafkaException when the cluster's transaction coordinator does
+    not answer within ``timeout_s``."""
+    fencer = Producer(merged(PRODUCER_DEFAULTS, cluster, {"transactional.id": transactional_id}))
+    try:
+        fencer.init_transactions(timeout_s)
+    finally:
+        fencer.flush(0)
+
+
 def consumer(cluster: Mapping[str, Any], group_id: str, **overrides: Any) -> Consumer:
     return Consumer(merged(CONSUMER_DEFAULTS, cluster, {"group.id": group_id}, overrides))
 

@@ -198,10 +198,11 @@ class _HideDigest(logging.Filter):
 _HIDE_DIGEST = _HideDigest()
 
 
-def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooClient:
+def make_client(config: ZookeeperConfig, connect: str | None = None, reconnect_forever: bool = False) -> KazooClient:
     """A kazoo client whose operations retry connection loss with backoff until a deadline.
 
-    Nothing retries forever: ``retry_deadline_s`` bounds both connecting and each command.
+    ``retry_deadline_s`` bounds each command and, unless ``reconnect_forever`` (a worker: its
+    exactly-once routes copy on through a ZooKeeper outage of any length), reconnecting.
     With ``zookeeper.auth`` the client authenticates with its digest on every (re)connection and
     every node it creates (``create``, ``ensure_path`` and its parents, transactions, kazoo's
     recipes) gets :func:`ferry_acl` as kazoo's ``default_acl``. This is the one place that builds
@@ -225,7 +226,7 @@ def make_client(config: ZookeeperConfig, connect: str | None = None) -> KazooCli
     return KazooClient(
         hosts=connect or config.connect,
         timeout=config.session_timeout_s,
-        connection_retry=KazooRetry(**retry),
+        connection_retry=KazooRetry(**{**retry, "deadline": None}) if reconnect_forever else KazooRetry(**retry),
         command_retry=KazooRetry(**retry),
         **secured,
     )

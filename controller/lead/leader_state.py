@@ -70,6 +70,9 @@ class Changes:
     delete_views: set[TopicKey] = field(default_factory=set)
     departed_at: dict[str, float] = field(default_factory=dict)
     retained_until: dict[str, float] = field(default_factory=dict)
+    # Worker -> routes whose transactional writers must be fenced before these changes are written:
+    # partitions a worker that is not live held or was assigned go to another worker.
+    fence: dict[str, set[str]] = field(default_factory=dict)
     moved: int = 0
 
     def empty(self) -> bool:
@@ -306,6 +309,10 @@ class LeaderState:
             old = self._grant_of.get(partition)
             if old == grant:
                 continue
+            if grant is not None:
+                for writer in {old, *self._holders.get(partition, ())}:
+                    if writer is not None and writer != grant and writer not in self.live:
+                        changes.fence.setdefault(writer, set()).add(partition.route)
             if old is not None:
                 self._granted[old].discard(partition)
                 changed.add(old)

@@ -101,14 +101,15 @@ class Leadership:
         if not self.is_leader():
             raise NotLeader(f"controller {self.controller_id} does not lead")
 
-    def commit(self, ops: Sequence[Op]) -> None:
-        """Writes ``ops`` fenced by this lead's election node (:meth:`controller.lead.store.Store.commit`).
+    def commit(self, ops: Sequence[Op], absent: Sequence[str] = ()) -> None:
+        """Writes ``ops`` fenced by this lead's election node, while none of ``absent`` exists
+        (:meth:`controller.lead.store.Store.commit`).
 
         Raises :class:`NotLeader` when this controller does not lead or its fence is gone."""
         fence = self.fence
         if fence is None or self.state != LEADING:
             raise NotLeader(f"controller {self.controller_id} does not lead")
-        self._store.commit(fence, ops)
+        self._store.commit(fence, ops, absent)
 
     def lose_lead(self) -> None:
         """A fenced write found the lead gone: end this lead now (any thread)."""

@@ -51,6 +51,7 @@ from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import ControllerError, NotLeader
 from ferry.controller.lead import lead_controls
 from ferry.controller.lead.bulk_topics import BulkLedger, BulkTopics
+from ferry.controller.lead.fencing import WriterFencer
 from ferry.controller.lead.lead_watches import LeadWatches
 from ferry.controller.lead.leader_state import Changes, LeaderState
 from ferry.controller.lead.leadership import LEADING, Leadership
@@ -110,6 +111,7 @@ class Reconciler:
         self._parsed_keys: dict[str, PartitionKey] = {}
         self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
         self.balancer = LoadBalancer(config.controller, metrics.registry)
+        self._fencer = WriterFencer(config)
         self._by_load = config.controller.balance == "load"
         # The operator's controls (controls/desired) as last read or written, and the throttle
         # shares as last written (None: not read in this lead; absent node: {} and not existing).
@@ -249,8 +251,15 @@ class Reconciler:
             for key in changes.views:
                 self.ensure_path(self.layout.route_external(key.route))
             ops = ordered_ops(self.layout, leader_state, changes, generation)
+            self._fencer.forget(leader_state.live)
+            if changes.fence:
+                try:
+                    self._fencer.fence(changes.fence)
+                except ControllerError:
+                    self._state = None  # planned but not written: the next reconcile plans again
+                    raise
             if ops:
-                self.commit(ops)
+                self.commit(ops, [self.layout.live_worker(worker) for worker in sorted(changes.fence)])
             leader_state.applied(changes, generation)
             if changes.ideal:
                 self.publish_ideal()
@@ -373,11 +382,12 @@ class Reconciler:
 
     # -- the leader's writes ------------------------------------------------------------------
 
-    def commit(self, ops: Sequence[Op]) -> None:
-        """Writes ``ops`` fenced by this lead's election node; any failure drops the leader state."""
+    def commit(self, ops: Sequence[Op], absent: Sequence[str] = ()) -> None:
+        """Writes ``ops`` fenced by this lead's election node (and while none of ``absent`` exists);
+        any failure drops the leader state."""
         self._leadership.require_leader()
         try:
-            self._leadership.commit(ops)
+            self._leadership.commit(ops, absent)
         except BaseException:
             self._state = None  # some transactions may have committed: the next reconcile reads everything
             raise

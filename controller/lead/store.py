@@ -175,8 +175,10 @@ class Store(StateReader):
         leader: dict[str, str] | None = decode(got[0]) if got else None
         return leader
 
-    def commit(self, fence: str, ops: Sequence[Op]) -> None:
-        """Applies ``ops`` in transactions that each first check the leader's election node ``fence``.
+    def commit(self, fence: str, ops: Sequence[Op], absent: Sequence[str] = ()) -> None:
+        """Applies ``ops`` in transactions that each first check the leader's election node ``fence``,
+        and that each of the ``absent`` paths does not exist (a create and a delete of it: workers
+        fenced for these ops must not have registered again meanwhile).
 
         Transactions are bounded in ops and bytes (:func:`chunks`); each is atomic, the whole list
         is not, so callers order ``ops`` so that every prefix is a safe state.
@@ -192,6 +194,9 @@ class Store(StateReader):
             self.max_node_bytes = max(self.max_node_bytes, max(len(op.data) for op in chunk))
             transaction = self.zk.transaction()
             transaction.check(fence, 0)
+            for path in absent:
+                transaction.create(path, b"")
+                transaction.delete(path)
             for op in chunk:
                 if op.kind is OpKind.CREATE:
                     transaction.create(op.path, op.data)
@@ -205,9 +210,13 @@ class Store(StateReader):
             # RuntimeInconsistency. The fence's check failed on its own only when the fence is gone.
             if results and isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
                 raise NotLeader(f"the fence {fence} is gone: this controller no longer leads")
+            guards = results[1 : 1 + 2 * len(absent)]
+            for path, result in zip(absent, guards[::2], strict=False):
+                if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                    raise WriteConflict(f"{path} exists again: the fenced worker registered again")
             failures = [
                 (op, r)
-                for op, r in zip(chunk, results[1:], strict=False)
+                for op, r in zip(chunk, results[1 + 2 * len(absent) :], strict=False)
                 if isinstance(r, Exception) and not isinstance(r, RolledBackError)
             ]
             if failures:

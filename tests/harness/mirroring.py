@@ -28,9 +28,17 @@ class Mirroring:
     w2: FerryProcess
 
 
-def mirror_with_two_workers(fleet: Fleet, topic: str) -> Mirroring:
-    """A source topic, one controller, workers w1 and w2, the topic added and every partition ONLINE."""
-    ledger = RecordLedger(fleet.stack, topic, PARTITIONS)
+def mirror_with_two_workers(fleet: Fleet, topic: str, exactly_once: bool = False) -> Mirroring:
+    """A source topic, one controller, workers w1 and w2, the topic added and every partition ONLINE.
+
+    ``exactly_once``: the route writes in transactions (``delivery_guarantee: exactly_once``)."""
+    if exactly_once:
+        fleet.extra = {
+            **fleet.extra,
+            "routes": [{"source": "src", "destination": "dst", "delivery_guarantee": "exactly_once"}],
+        }
+        fleet.write_config()
+    ledger = RecordLedger(fleet.stack, topic, PARTITIONS, transactional_destination=exactly_once)
     ledger.create_source_topic()
     controller = fleet.start_controller("c1")
     w1, w2 = fleet.start_worker("w1"), fleet.start_worker("w2")

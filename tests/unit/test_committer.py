@@ -21,7 +21,9 @@ KEY = (TOPIC, 0)
 @pytest.fixture
 def parts(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     calls: list[tuple[str, Any]] = []
-    parts = SimpleNamespace(calls=calls, clock=FakeClock(1000.0), consumer=FakeConsumer(calls), producers=[])
+    parts = SimpleNamespace(
+        calls=calls, clock=FakeClock(1000.0), consumer=FakeConsumer(calls), producers=[], route_stops=[]
+    )
 
     def make_producer(cluster: Any, on_delivery: Any, **settings: Any) -> FakeProducer:
         parts.producers.append(FakeProducer(calls, on_delivery))
@@ -40,6 +42,7 @@ def parts(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
         WorkerMetrics(),
         parts.clock,
         parts.clock.sleep,
+        parts.route_stops.append,
     )
     return parts
 

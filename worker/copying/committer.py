@@ -7,11 +7,29 @@ record (the delivery ledger's watermark, :mod:`worker.copying.ledger`), and only
 map's segments that describe those records are acknowledged too (:mod:`worker.copying.map_writer`):
 a worker killed right after a commit never leaves committed records that no segment describes.
 
+With ``transactional_id`` (a route with ``delivery_guarantee: exactly_once``) the producer is
+transactional: the copies sent since the last commit, and the map segments that describe them, commit
+in one Kafka transaction on the destination, and only then are the source offsets committed. The
+transaction opens with the first batch after a commit (:meth:`Committer.begin`); a commit flushes
+it, writes the changed segments into it and commits it. A transaction that cannot commit is aborted:
+nothing of it is visible to ``read_committed`` consumers, so every partition of the route restarts
+from what the destination holds (the resume look-back reads committed records only). A producer
+fenced by the leader (another ``init_transactions`` with its id: it lost its partitions) fails for
+good, and :attr:`Committer.fenced` tells the worker to stop and register again.
+
 States of the producer::
 
     WORKING --a fatal error (fail)--> FAILED (delivers nothing more; flushes do not wait for it)
+    WORKING --a transaction aborted (abort)--> FAILED (its copies are gone: nothing more is committed)
     FAILED --renew_if_failed (once the stopped partitions are released)--> WORKING (a new producer)
     WORKING --fit_batches_to a smaller max.message.bytes--> WORKING (flushed, a new producer with smaller batches)
+
+and of a transactional producer's transaction, while WORKING::
+
+    NONE --begin (the first batch after a commit, or a commit)--> OPEN
+    OPEN --commit: flushed, segments written, committed--> NONE (the source offsets committed next)
+    OPEN --commit_transaction refused (abortable), or segments not written--> aborted: FAILED
+    any --a fatal error (fenced: the leader moved the route's partitions away)--> FAILED, ``fenced``
 
 Every poll, flush and purge settles the delivery reports it served (:meth:`DeliveryLedger.settle`),
 except the waits inside :meth:`Committer.commit` for its map segments. Driven by the copier's one
@@ -24,7 +42,7 @@ import logging
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ferry.common import logs
 from ferry.common.kafka import clients as kafka_clients
@@ -32,6 +50,7 @@ from ferry.common.kafka.errors import kafka_error
 from ferry.worker.copying.ledger import DeliveryLedger
 from ferry.worker.copying.map_writer import OffsetMapWriter
 from ferry.worker.copying.names import TopicPartitionKey
+from ferry.worker.errors import FENCED_ERRORS, RETRY_BACKOFF_S, PartitionDeferred, ProducerFailed
 from ferry.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
@@ -45,6 +64,10 @@ COMMIT_RETRY_S = 0.2
 LIBRDKAFKA_BATCH_SIZE = 1_000_000  # librdkafka's default batch.size
 # Room for the record batch's own framing under a topic's max.message.bytes.
 BATCH_FRAMING_BYTES = 1024
+# A transactional producer: how long init_transactions, a commit's flush and commit_transaction
+# may take. The broker aborts a transaction left open longer than TRANSACTION_TIMEOUT_MS.
+TRANSACTION_CALL_TIMEOUT_S = 10.0
+TRANSACTION_TIMEOUT_MS = 60_000
 
 
 class Committer:
@@ -61,13 +84,33 @@ class Committer:
         metrics: WorkerMetrics,
         clock: Callable[[], float],
         sleep: Callable[[float], None],
+        stop_route: Callable[[ProducerFailed], None],
+        transactional_id: str | None = None,
     ) -> None:
         """``settings``: the producer's librdkafka properties. ``consumer``: the source consumer, whose
-        group the commits go to. ``destination_name``: a source topic's destination topic, for the map's keys."""
+        group the commits go to. ``destination_name``: a source topic's destination topic, for the map's keys.
+        ``stop_route``: stops every partition of the route (an aborted transaction took their copies along).
+        ``transactional_id``: write in transactions under this id (exactly once); None: plain idempotent writes."""
         self._route_name = route_name
         self._log = logs.with_fields(log, route=route_name)
         self._destination = destination
         self._settings = dict(settings)
+        self._transactional_id = transactional_id
+        if transactional_id is not None:
+            self._settings.update(
+                {
+                    "transactional.id": transactional_id,
+                    "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                    # librdkafka refuses a delivery timeout longer than the transaction's.
+                    "message.timeout.ms": min(
+                        int(self._settings.get("message.timeout.ms", TRANSACTION_TIMEOUT_MS)), TRANSACTION_TIMEOUT_MS
+                    ),
+                }
+            )
+        self._stop_route = stop_route
+        self._initialized = False  # init_transactions done for this producer
+        self._in_transaction = False
+        self._fenced = False
         self._batch_size = int(self._settings.get("batch.size", LIBRDKAFKA_BATCH_SIZE))
         self._consumer = consumer
         self._ledger = ledger
@@ -80,26 +123,136 @@ class Committer:
         self._producer: Any = self._new_producer()
 
     @property
+    def transactional(self) -> bool:
+        """The route writes exactly once: in transactions, under a writer id the leader can fence."""
+        return self._transactional_id is not None
+
+    @property
+    def fenced(self) -> bool:
+        """The leader fenced this worker's writer (it moved the route's partitions away): the worker must
+        stop copying and register again before it writes anything more."""
+        return self._fenced
+
+    @property
     def producer(self) -> Any:
         """The destination producer now (a new one after :meth:`fit_batches_to` or :meth:`renew_if_failed`)."""
         return self._producer
 
     def _new_producer(self) -> Any:
+        self._initialized = False
+        self._in_transaction = False
         with logs.context(route=self._route_name):  # its librdkafka messages carry the route
             return kafka_clients.producer(self._destination, on_delivery=self._ledger.on_delivery, **self._settings)
+
+    # -- transactions -----------------------------------------------------------------------
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_transaction
+
+    def begin(self) -> bool:
+        """Opens a transaction (NONE -> OPEN), registering the writer first when it is new; False when
+        that failed (every partition of the route is stopped: fenced, or the coordinator did not answer)."""
+        if self._in_transaction or self._failed:
+            return not self._failed
+        try:
+            if not self._initialized:
+                self._producer.init_transactions(TRANSACTION_CALL_TIMEOUT_S)
+                self._initialized = True
+            self._producer.begin_transaction()
+        except KafkaException as exc:
+            self._transaction_failed(exc, "opening a transaction on the destination")
+            return False
+        self._in_transaction = True
+        return True
+
+    def _commit_transaction(self) -> bool:
+        """Flushes the open transaction, writes its map segments into it and commits it; False (the
+        route stopped) when it was aborted or the writer was fenced."""
+        remaining = self.flush(TRANSACTION_CALL_TIMEOUT_S)
+        if self._failed:
+            return False
+        if remaining:
+            self._abort(f"{remaining} copies not acknowledged within {TRANSACTION_CALL_TIMEOUT_S:g}s")
+            return False
+        if not self._map_writer.write_and_wait(self._producer, None):
+            self._abort("the offset map's segments were not written")
+            return False
+        try:
+            self._producer.commit_transaction(TRANSACTION_CALL_TIMEOUT_S)
+        except KafkaException as exc:
+            self._transaction_failed(exc, "committing the transaction")
+            return False
+        self._in_transaction = False
+        self._ledger.transaction_committed()
+        self._metrics.transactions.labels(self._route_name).inc()
+        return True
+
+    def _transaction_failed(self, exc: KafkaException, doing: str) -> None:
+        error: KafkaError = exc.args[0]
+        if error.fatal() or error.code() in FENCED_ERRORS:
+            self._fenced = error.code() in FENCED_ERRORS
+            self._in_transaction = False
+            why = (
+                "fenced: the leader gave this worker's partitions of the route to another worker"
+                if self._fenced
+                else f"{doing}: {kafka_error(exc)}"
+            )
+            self._log.warning("route %s: the transactional writer failed for good: %s", self._route_name, why)
+            self._give_up(why)
+            return
+        self._abort(f"{doing}: {kafka_error(exc)}")
+
+    def _abort(self, why: str) -> None:
+        """Aborts the open transaction: its copies are gone, so the route restarts from the destination."""
+        self._log.warning("route %s: transaction aborted (%s); its partitions restart", self._route_name, why)
+        self._metrics.errors.labels(self._route_name, "transaction").inc()
+        if self._in_transaction:
+            try:
+                self._producer.abort_transaction(TRANSACTION_CALL_TIMEOUT_S)
+            except KafkaException as exc:  # the broker aborts it anyway after transaction.timeout.ms
+                self._log.warning("route %s: aborting the transaction: %s", self._route_name, kafka_error(exc))
+                if kafka_error(exc).code in FENCED_ERRORS:
+                    self._fenced = True
+        self._in_transaction = False
+        self._give_up(f"transaction aborted: {why}")
+
+    def _give_up(self, why: str) -> None:
+        if self.fail():
+            self._stop_route(ProducerFailed(PartitionDeferred(why, retry_after_s=RETRY_BACKOFF_S), fenced=self._fenced))
 
     # -- the producer -----------------------------------------------------------------------
 
     def poll(self, timeout: float) -> None:
         """Serves delivery reports."""
-        self._producer.poll(timeout)
+        try:
+            self._producer.poll(timeout)
+        except (KafkaException, SystemError) as exc:
+            self._fatal(exc)
         self._ledger.settle()
 
     def flush(self, timeout: float) -> int:
         """Waits for the destination to acknowledge everything sent; returns what is still in flight."""
-        remaining: int = self._producer.flush(timeout)
+        try:
+            remaining: int = self._producer.flush(timeout)
+        except (KafkaException, SystemError) as exc:
+            self._fatal(exc)
+            remaining = len(self._producer)
         self._ledger.settle()
         return remaining
+
+    def _fatal(self, exc: BaseException) -> None:
+        """A poll or flush raised librdkafka's fatal error (a fenced transactional producer raises it,
+        as a SystemError whose cause is the KafkaException, from the delivery callbacks): FAILED."""
+        cause = exc if isinstance(exc, KafkaException) else exc.__cause__
+        if not isinstance(cause, KafkaException):
+            raise exc
+        error: KafkaError = cause.args[0]
+        self._fenced = self._fenced or error.code() in FENCED_ERRORS
+        self._log.warning(
+            "route %s: the destination producer failed for good: %s", self._route_name, kafka_error(cause)
+        )
+        self._give_up(str(kafka_error(cause)))
 
     def purge(self) -> None:
         """Drops everything the producer still holds (queued and in flight): this worker must stop writing now.
@@ -108,9 +261,13 @@ class Committer:
         past them; whatever of them still reached the destination is found by the next owner's
         look-back and not copied again.
         """
-        self._producer.purge(in_queue=True, in_flight=True, blocking=False)
-        self._producer.poll(0)
-        self._ledger.settle()
+        try:
+            self._producer.purge(in_queue=True, in_flight=True, blocking=False)
+        except KafkaException as exc:
+            self._log.warning("route %s: purging the producer: %s", self._route_name, kafka_error(exc))
+        self.poll(0)
+        if self._in_transaction:
+            self._abort("this worker must stop writing now")
 
     def drop_unacknowledged(self) -> None:
         """Purges what the destination has not acknowledged and serves the purged records' reports
@@ -119,18 +276,26 @@ class Committer:
             self._producer.purge()
         except KafkaException as exc:
             self._log.warning("route %s: purging the producer: %s", self._route_name, exc)
-        self._producer.flush(0)
+        try:
+            self._producer.flush(0)
+        except (KafkaException, SystemError) as exc:
+            self._fatal(exc)
+        if self._in_transaction:
+            self._abort("the route's target is switched")
 
     @property
     def failed(self) -> bool:
         """The producer failed for good (FAILED): it delivers nothing more."""
         return self._failed
 
-    def fail(self) -> bool:
-        """WORKING -> FAILED; True when it was WORKING (the caller stops the route's partitions)."""
+    def fail(self, fenced: bool = False) -> bool:
+        """WORKING -> FAILED; True when it was WORKING (the caller stops the route's partitions).
+        ``fenced``: the failure was the leader's fencing of this writer."""
+        self._fenced = self._fenced or fenced
         if self._failed:
             return False
         self._failed = True
+        self._in_transaction = False
         return True
 
     def renew_if_failed(self) -> None:
@@ -139,6 +304,7 @@ class Committer:
             self._log.warning("route %s: building a new destination producer after a fatal error", self._route_name)
             self._producer = self._new_producer()
             self._failed = False
+            self._fenced = False
 
     def fit_batches_to(self, topic: str, limit: int) -> None:
         """Keeps producer batches under the destination topic's ``max.message.bytes`` (``limit``).
@@ -179,14 +345,23 @@ class Committer:
         only once the destination acknowledged them: a worker killed right after a commit never
         leaves committed records that no map segment describes (the next owner's look-back starts
         at the committed offset, so it could not describe them again).
+
+        A transactional producer commits its transaction first (every partition's copies, whatever
+        ``keys``), then the source offsets. A FAILED one commits nothing and says True: what it
+        acknowledged may have been aborted, so its partitions restart from the destination.
         """
+        if self._transactional_id is not None:
+            if self._failed:
+                return True
+            if self._in_transaction and not self._commit_transaction():
+                return True
         self._ledger.settle()  # and none until the commit: see DeliveryLedger.settle
         # What may be committed is fixed before the map is written: every offset below it was
         # acknowledged, so recorded in the map, so described by the segments written now.
         # Deliveries acknowledged while waiting for the map's acknowledgements are queued, not
         # applied; they count from the next commit, once a segment describes them.
         committable = self._ledger.committables()
-        if not self._map_writer.write_and_wait(self._producer, keys):
+        if self._transactional_id is None and not self._map_writer.write_and_wait(self._producer, keys):
             self._log.warning(
                 "route %s: the offset map was not written; the commit waits for the next round", self._route_name
             )
@@ -241,6 +416,8 @@ class Committer:
 
     def close(self, flush_timeout: float) -> None:
         """Flushes, commits every partition, and waits for the map segments that commit wrote."""
+        if self._failed and self._transactional_id is not None:
+            return  # aborted or fenced: nothing of it may be committed
         self.flush(flush_timeout)
         self.commit()
         self.flush(flush_timeout)

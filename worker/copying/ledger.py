@@ -74,6 +74,8 @@ class DeliveryLedger:
         # Delivery reports not applied yet: successes in order, and each failure with its place among them.
         self._delivered: list[Any] = []
         self._failures: list[tuple[int, KafkaError, Any]] = []
+        # Partitions with copies acknowledged since the last committed transaction (exactly-once routes).
+        self._copied_in_transaction: set[TopicPartitionKey] = set()
 
     # -- a partition's start and end --------------------------------------------------------
 
@@ -93,6 +95,7 @@ class DeliveryLedger:
         self._skip_max.pop(key, None)
         self.maps.pop(key, None)
         self.watermarks.forget(key)
+        self._copied_in_transaction.discard(key)
 
     # -- what the copy loop asks ------------------------------------------------------------
 
@@ -157,6 +160,15 @@ class DeliveryLedger:
             )
         self._settle_successes(delivered[start:])
 
+    def transaction_committed(self) -> None:
+        """The destination committed the open transaction: each partition it wrote copies to got a
+        transaction marker right after its newest copy, which its offset map takes into account."""
+        for key in self._copied_in_transaction:
+            offsets = self.maps.get(key)
+            if offsets is not None:
+                offsets.end_transaction()
+        self._copied_in_transaction.clear()
+
     def in_flight(self) -> int:
         """How many records the destination has not acknowledged yet (reports settled first)."""
         self.settle()
@@ -190,6 +202,7 @@ class DeliveryLedger:
         offsets = self.maps.get(key)
         if offsets is not None:
             offsets.record_run(source_offsets, destination_offsets)
+            self._copied_in_transaction.add(key)
 
     def _observe_record_age(self, run_starts: list[Any]) -> None:
         """One record-age observation per settled run, of its first record (the oldest: a

@@ -62,7 +62,11 @@ class OffsetMapWriter:
         for _ in range(MAP_WAIT_POLLS):
             if not self._in_flight:
                 break
-            producer.poll(0.01)
+            try:
+                producer.poll(0.01)
+            except (KafkaException, SystemError):  # the producer failed for good (fenced): not written
+                self._failed = True
+                break
         if self._in_flight or self._failed:
             self._failed = False
             return False

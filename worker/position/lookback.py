@@ -71,8 +71,12 @@ class DestinationReader:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         # The group id is never committed to (auto commit off, no commit calls); librdkafka wants one.
+        # read_committed: an aborted transaction's copies (a fenced or failed writer's) are not on the
+        # destination for read_committed consumers, so they must not count as copied.
         self._consumer = kafka_clients.consumer(
-            destination, f"{group_id}.lookback", **{"client.id": client_id, "auto.offset.reset": "earliest"}
+            destination,
+            f"{group_id}.lookback",
+            **{"client.id": client_id, "auto.offset.reset": "earliest", "isolation.level": "read_committed"},
         )
         self._clock = clock
         self._sleep = sleep

@@ -1,0 +1,79 @@
+"""Fences the transactional writers of workers that lost their partitions, before anyone else gets them.
+
+A worker of an exactly-once route writes through a transactional producer whose id is the route's
+``transactional_id(worker)`` (:meth:`common.config.RouteConfig.transactional_id`). Before the leader
+gives a partition that a worker no longer live held, or was assigned, to another worker, it fences
+that worker's writer of the partition's route on the route's destination
+(:func:`common.kafka.clients.fence_writer`, as Kafka Connect fences a previous generation of tasks):
+the old writer's open transaction is aborted and nothing it writes afterwards ever commits, however
+long it was paused or cut off from ZooKeeper. The ZooKeeper write that gives the partitions away then
+checks that the worker has not registered again meanwhile (:meth:`controller.lead.store.Store.commit`'s
+``absent``), so a worker that comes back reads the new assignment before it writes with a new writer.
+
+States of a (worker, route) pair::
+
+    UNFENCED --fence (the destination answered)--> FENCED (not fenced again while the worker stays away)
+    FENCED   --the worker is live again (forget)--> UNFENCED
+    UNFENCED --fence fails (the destination does not answer)--> UNFENCED; ControllerError: the
+               reconcile writes nothing and runs again (the partitions wait where they are)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from ferry.common.config import FerryConfig
+from ferry.common.kafka import clients as kafka_clients
+from ferry.common.kafka.errors import kafka_error
+from ferry.controller.errors import ControllerError
+
+log = logging.getLogger(__name__)
+
+# How long one fence may wait for the destination's transaction coordinator.
+FENCE_TIMEOUT_S = 15.0
+
+FenceWriter = Callable[[Mapping[str, Any], str, float], None]
+
+
+class WriterFencer:
+    """The leader's fencing of lost workers' writers. See the module docstring for its states."""
+
+    def __init__(
+        self,
+        config: FerryConfig,
+        fence_writer: FenceWriter = kafka_clients.fence_writer,
+        timeout_s: float = FENCE_TIMEOUT_S,
+    ) -> None:
+        self._config = config
+        self._routes = {route.name: route for route in config.routes}
+        self._fence_writer = fence_writer
+        self._timeout_s = timeout_s
+        self._fenced: set[tuple[str, str]] = set()
+
+    def fence(self, writers: Mapping[str, Collection[str]]) -> None:
+        """Fences each worker's writers of the exactly-once routes among ``writers`` (worker -> route
+        names). Raises :class:`ControllerError` when a destination does not answer."""
+        for worker, routes in sorted(writers.items()):
+            for name in sorted(routes):
+                route = self._routes.get(name)
+                if route is None or not route.exactly_once or (worker, name) in self._fenced:
+                    continue
+                try:
+                    self._fence_writer(
+                        self._config.clusters[route.destination], route.transactional_id(worker), self._timeout_s
+                    )
+                except KafkaException as exc:
+                    raise ControllerError(
+                        f"fencing worker {worker}'s writer of route {name} on {route.destination}: {kafka_error(exc)}"
+                    ) from None
+                log.info("fenced worker %s's writer of route %s before moving its partitions", worker, name)
+                self._fenced.add((worker, name))
+
+    def forget(self, live: Collection[str]) -> None:
+        """Workers live again have new writers: fence them again if they are lost again."""
+        if self._fenced:
+            self._fenced = {(worker, route) for worker, route in self._fenced if worker not in live}

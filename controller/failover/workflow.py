@@ -570,7 +570,7 @@ def translate_back(forward: list[Segment], backward: list[Segment], offset: int)
     exact = translate(backward, offset)
     if exact is not None:
         return exact
-    inverse = sorted((s.dst_start, s.src_start, s.length) for s in forward)
+    inverse = sorted((r.dst_start, r.src_start, r.length) for s in forward for r in s.runs())  # markers: gaps
     for dst_start, src_start, length in inverse:
         if dst_start <= offset <= dst_start + length:
             return src_start + offset - dst_start

@@ -48,10 +48,12 @@ class OffsetTranslation:
 
 
 def reversed_segments(segments: list[Segment]) -> list[Segment]:
-    """The map seen from the destination: each segment's sides swapped, in (source) order, so that
-    :func:`common.core.offset_map.translate` answers destination -> source positions (pure)."""
+    """The map seen from the destination: the sides of each run between transaction markers swapped, in
+    (source) order, so that :func:`common.core.offset_map.translate` answers destination -> source
+    positions (pure). A marker is a destination offset no source offset was copied to: a gap."""
     return sorted(
-        (Segment(s.dst_start, s.src_start, s.length) for s in segments), key=lambda s: (s.dst_start, -s.length)
+        (Segment(r.dst_start, r.src_start, r.length) for s in segments for r in s.runs()),
+        key=lambda s: (s.dst_start, -s.length),
     )
 
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ferry.common.core.offset_map import (
+    MAX_MARKERS_PER_SEGMENT,
     OffsetMap,
     Segment,
     copy_end,
@@ -250,3 +254,295 @@ def test_a_run_whose_endpoints_look_contiguous_but_whose_middle_is_not_is_record
     runs.record_run([4, 9, 6], [4, 5, 6])
     assert runs.segments() == one.segments()
     assert runs.segments()[0].length == 5  # 0..4 -> 0..4; 9 -> 5 and 6 -> 6 are runs of their own
+
+
+# -- the offset map across the route's own transaction markers ------------------------------------
+
+FOREIGN, MARKER = -1, -2  # destination log entries that are not copies: another writer's record, a marker
+
+transaction_events = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["copy", "copy", "commit", "commit", "source_gap", "other_writer", "rewind", "restart", "transactions"]
+        ),
+        st.integers(1, 5),
+    ),
+    max_size=60,
+)
+
+
+@dataclass
+class _Replayed:
+    """A destination log (destination offset -> source offset copied there, or FOREIGN, or MARKER), the
+    map's segments as every owner persisted them, merged, and counts for the map's size bound."""
+
+    log: list[int]
+    segments: list[Segment]
+    stored: list[Segment]  # every extent handed out by take_changed, through segment_value/parse_segment
+    next_source: int
+    transactions: int  # markers written
+    restarts: int
+
+
+def _replay_transactions(events: list[tuple[str, int]], data: st.DataObject) -> _Replayed:
+    """Copies in transactions: each commit writes a marker into the partition when the transaction copied
+    into it, then tells the map (end_transaction, also when it wrote none); other writers' records land
+    between at any time; a new owner starts a fresh map (its predecessor's last transaction committed
+    without telling the old map)."""
+    log: list[int] = []
+    live = OffsetMap()
+    persisted: list[Segment] = []
+    stored: list[Segment] = []
+    source = transactions = restarts = 0
+    copied_in_transaction = False
+
+    def persist() -> None:
+        changed = live.take_changed()
+        persisted.extend(changed)
+        for segment in changed:
+            key = segment_key("src.dst", "t", 0, segment.dst_start)
+            read = parse_segment(key, segment_value(segment))[2]
+            assert read is not None
+            stored.append(read)
+
+    def copy(n: int) -> None:
+        nonlocal source, copied_in_transaction
+        pairs = [(source + i, len(log) + i) for i in range(n)]
+        if data.draw(st.booleans()):
+            live.record_run([s for s, _ in pairs], [d for _, d in pairs])
+        else:
+            for s, d in pairs:
+                live.record(s, d)
+        log.extend(s for s, _ in pairs)
+        source += n
+        copied_in_transaction = True
+
+    def commit() -> None:
+        nonlocal transactions, copied_in_transaction
+        if copied_in_transaction:
+            log.append(MARKER)
+            transactions += 1
+            copied_in_transaction = False
+
+    for kind, n in events:
+        if kind == "copy":
+            copy(n)
+        elif kind == "commit":
+            commit()
+            live.end_transaction()
+        elif kind == "transactions":  # many short ones: past the markers one segment takes
+            for _ in range(n * 30):
+                copy(data.draw(st.integers(1, 2)))
+                commit()
+                live.end_transaction()
+        elif kind == "source_gap":
+            source += n
+        elif kind == "other_writer":
+            log.extend([FOREIGN] * n)
+        elif kind == "rewind":
+            source = max(0, source - n)
+        else:  # a new owner
+            commit()
+            persist()
+            live = OffsetMap()
+            restarts += 1
+        if data.draw(st.integers(0, 3)) == 0:
+            persist()  # a commit of the worker's: the changed segments written
+    persist()
+    return _Replayed(log, merge(persisted), stored, source, transactions, restarts)
+
+
+def _jumps(log: list[int]) -> int:
+    """Copies that do not continue the copy of the source offset before them (directly or past one marker)."""
+    jumps = 0
+    for d, s in enumerate(log):
+        if s < 0:
+            continue
+        before = log[d - 1] if d else FOREIGN
+        if before == MARKER and d >= 2:
+            before = log[d - 2]
+        if before != s - 1 or s == 0:
+            jumps += 1
+    return jumps
+
+
+@settings(deadline=None)  # a case copies up to a few thousand records
+@given(transaction_events, st.data())
+def test_translation_is_exact_across_transaction_markers(events: list[tuple[str, int]], data: st.DataObject) -> None:
+    """Copies written in transactions, each leaving a marker in the destination log, between other
+    writers' records, source gaps, rewinds and new owners: a group committed at c continues right after
+    the newest copy of c - 1 (that offset, also when it is a marker), or at c's newest copy; and the map
+    grows by one segment per MAX_MARKERS_PER_SEGMENT transactions, not one per transaction."""
+    replayed = _replay_transactions(events, data)
+    log, segments = replayed.log, replayed.segments
+    assert len(segments) <= math.ceil(replayed.transactions / MAX_MARKERS_PER_SEGMENT) + _jumps(log) + replayed.restarts
+    for segment in segments:  # markers sit where the log has them, between the segment's copies
+        assert all(log[m] == MARKER for m in segment.markers)
+        assert len(segment.markers) <= MAX_MARKERS_PER_SEGMENT
+        copies = [d for d in range(segment.dst_start, segment.dst_end) if d not in segment.markers]
+        assert [log[d] for d in copies] == list(range(segment.src_start, segment.src_end))
+    newest = {s: d for d, s in enumerate(log) if s >= 0}  # source offset -> its newest copy
+    for committed in range(replayed.next_source + 3):
+        got = translate(segments, committed)
+        if committed - 1 in newest:
+            assert got == newest[committed - 1] + 1
+        elif committed in newest:
+            assert got == newest[committed]
+        elif got is not None:
+            # in a gap: right after a copy of a record below c; no source offset between it and c was copied
+            assert got > 0 and 0 <= log[got - 1] < committed
+            assert not any(log[got - 1] < s < committed for s in newest)
+    if newest:
+        head = max(newest)
+        assert copy_end(segments) == translate(segments, head + 1) == newest[head] + 1
+
+
+@settings(deadline=None)  # a case copies up to a few thousand records
+@given(transaction_events, st.data())
+def test_the_stored_map_translates_as_the_live_one(events: list[tuple[str, int]], data: st.DataObject) -> None:
+    """Every extent of every segment, written to the map topic and read back (compaction may keep older
+    extents beside the newest), merged: the same segments, the same translations, both ways."""
+    replayed = _replay_transactions(events, data)
+    assert merge(replayed.stored) == replayed.segments
+    assert merge(reversed(replayed.stored)) == replayed.segments
+    for committed in range(replayed.next_source + 3):
+        assert translate(merge(replayed.stored), committed) == translate(replayed.segments, committed)
+
+
+def test_a_copy_right_after_a_transaction_goes_on_past_its_marker() -> None:
+    offsets = OffsetMap()
+    offsets.record_run([10, 11], [0, 1])
+    offsets.end_transaction()
+    offsets.end_transaction()  # a transaction that did not touch the partition: no second marker
+    offsets.record(12, 3)  # the marker took 2
+    offsets.record_run([13, 14], [4, 5])
+    offsets.end_transaction()
+    offsets.record_run([15, 16], [7, 8])
+    assert offsets.segments() == [Segment(10, 0, 7, (2, 6))]
+    assert offsets.take_changed() == [Segment(10, 0, 7, (2, 6))]
+    assert [offsets.translate(c) for c in range(10, 18)] == [0, 1, 2, 4, 5, 6, 8, 9]  # 2 and 6: the markers
+    assert copy_end(offsets.segments()) == 9
+
+
+def test_a_gap_that_is_not_only_the_marker_opens_a_new_segment() -> None:
+    offsets = OffsetMap()
+    offsets.record_run([0, 1], [0, 1])
+    offsets.end_transaction()
+    offsets.record(2, 4)  # another writer's record and the marker between
+    offsets.end_transaction()
+    offsets.record(4, 6)  # a source gap
+    offsets.end_transaction()
+    offsets.record(5, 8)
+    offsets.record(7, 9)  # a source gap without a transaction's end
+    offsets.record(8, 11)  # no end_transaction: not known to be a marker
+    assert offsets.segments() == [
+        Segment(0, 0, 2),
+        Segment(2, 4, 1),
+        Segment(4, 6, 2, (7,)),
+        Segment(7, 9, 1),
+        Segment(8, 11, 1),
+    ]
+
+
+def test_a_segment_takes_at_most_its_share_of_markers() -> None:
+    offsets = OffsetMap()
+    destination = 0
+    for transaction in range(1000):
+        offsets.record_run([2 * transaction, 2 * transaction + 1], [destination, destination + 1])
+        offsets.end_transaction()
+        destination += 3
+    segments = offsets.segments()
+    # each segment: 64 markers between the copies of 65 transactions
+    assert len(segments) == math.ceil(1000 / (MAX_MARKERS_PER_SEGMENT + 1))
+    assert [len(s.markers) for s in segments] == [MAX_MARKERS_PER_SEGMENT] * (len(segments) - 1) + [1000 % 65 - 1]
+    copy_of = [s // 2 * 3 + s % 2 for s in range(2000)]  # source offset -> destination offset
+    assert [translate(segments, c) for c in range(1, 2001)] == [d + 1 for d in copy_of]
+
+
+def test_markers_survive_trim_and_a_reload() -> None:
+    offsets = OffsetMap()
+    offsets.record_run([0, 1], [0, 1])
+    offsets.record_run([5, 6], [3, 4])
+    offsets.end_transaction()
+    offsets.record_run([7, 8], [6, 7])
+    assert offsets.trim(2) == [Segment(0, 0, 2)]
+    assert offsets.segments() == [Segment(5, 3, 4, (5,))]
+    offsets.end_transaction()  # still pending after a trim that kept the newest segment
+    offsets.record(9, 9)
+    assert offsets.segments() == [Segment(5, 3, 5, (5, 8))]
+    reloaded = OffsetMap(offsets.segments())
+    reloaded.record(10, 11)  # a new owner does not know of a marker at 10
+    assert reloaded.segments() == [Segment(5, 3, 5, (5, 8)), Segment(10, 11, 1)]
+
+
+def test_a_segment_with_markers_places_its_copies_past_them() -> None:
+    segment = Segment(100, 10, 5, (12, 15))  # copies at 10, 11, 13, 14, 16
+    assert [segment.destination_of(s) for s in range(99, 106)] == [None, 10, 11, 13, 14, 16, None]
+    assert segment.runs() == [Segment(100, 10, 2), Segment(102, 13, 2), Segment(104, 16, 1)]
+    assert segment.from_destination(12) == segment.from_destination(13) == Segment(102, 13, 3, (15,))
+    assert segment.from_destination(17) is None
+    assert segment.from_destination(10) == segment
+
+
+def test_merge_joins_extents_of_a_segment_with_markers() -> None:
+    newest = Segment(10, 0, 6, (2, 5))
+    assert merge([Segment(10, 0, 2), Segment(10, 0, 4, (2,)), newest]) == [newest]
+    assert merge([newest, Segment(13, 4, 4, (5,))]) == [Segment(10, 0, 7, (2, 5))]  # an overlapping extent
+    assert merge([newest, Segment(16, 8, 1)]) == [Segment(10, 0, 7, (2, 5))]
+    assert merge([newest, Segment(16, 9, 1)]) == [newest, Segment(16, 9, 1)]  # a marker between: in neither
+
+
+def test_storage_of_segments_with_markers() -> None:
+    key = segment_key("a.b", "orders", 3, 42)
+    # without markers: the value every release reads
+    assert segment_value(Segment(7, 42, 9)) == b"1|7|9"
+    assert parse_segment(key, b"1|7|9") == (("a.b", "orders", 3), 42, Segment(7, 42, 9))
+    # with: relative to dst_start
+    assert segment_value(Segment(7, 42, 9, (44, 50))) == b"2|7|9|2,8"
+    assert parse_segment(key, b"2|7|9|2,8") == (("a.b", "orders", 3), 42, Segment(7, 42, 9, (44, 50)))
+    for unreadable in (b"3|7|9", b"2|7|9", b"1|7|9|2", b"2|7|9|0", b"2|7|9|10", b"2|7|9|2,3", b"2|7|9|x"):
+        with pytest.raises(ValueError):
+            parse_segment(key, unreadable)
+
+
+@given(transaction_events, st.data())
+def test_runs_recorded_at_once_make_the_map_recorded_one_by_one_across_markers(
+    events: list[tuple[str, int]], data: st.DataObject
+) -> None:
+    """record_run over reports that go on past a marker, or not: the same segments and changed segments
+    as record() for each."""
+    steps: list[tuple[int, int] | None] = []  # a copy's (source, destination), or None: a transaction's end
+    source = destination = 0
+    for kind, n in events:
+        if kind in ("copy", "transactions"):
+            steps += [(source + i, destination + i) for i in range(n)]
+            source, destination = source + n, destination + n
+        elif kind == "commit":
+            steps.append(None)
+            destination += data.draw(st.sampled_from([0, 1, 1, 2]))  # the marker, another writer's record
+        elif kind == "source_gap":
+            source += n
+        elif kind == "other_writer":
+            destination += n
+        elif kind == "rewind":
+            source = max(0, source - n)
+    one, runs = OffsetMap(), OffsetMap()
+    position = 0
+    while position < len(steps):
+        if steps[position] is None:
+            one.end_transaction()
+            runs.end_transaction()
+            position += 1
+            continue
+        end = position
+        while end < len(steps) and steps[end] is not None:
+            end += 1
+        chunk = [step for step in steps[position : data.draw(st.integers(position + 1, end))] if step is not None]
+        position += len(chunk)
+        for s, d in chunk:
+            one.record(s, d)
+        runs.record_run([s for s, _ in chunk], [d for _, d in chunk])
+        if data.draw(st.booleans()):
+            assert one.take_changed() == runs.take_changed()
+        assert one.segments() == runs.segments()
+    assert one.take_changed() == runs.take_changed()

@@ -51,3 +51,8 @@ def test_a_position_goes_back_through_the_reverse_map_else_the_forward_map_backw
     assert translate_back(forward, backward, 12) == 16
     assert translate_back(forward, backward, 4) == 4
     assert translate_back(forward, [], 50) is None
+
+
+def test_a_position_goes_back_through_a_forward_map_with_transaction_markers() -> None:
+    forward = [Segment(0, 0, 6, (3, 7))]  # src 0..5 -> dst 0, 1, 2, 4, 5, 6, 8; markers at 3 and 7
+    assert [translate_back(forward, [], d) for d in range(10)] == [0, 1, 2, 3, 3, 4, 5, 6, 6, None]

@@ -31,6 +31,9 @@ from ferry.worker.errors import RegistrationError
 
 log = logging.getLogger(__name__)
 
+# How long the copy loop waits for ZooKeeper to take its status; not taken: written at a later pass.
+STATUS_WRITE_TIMEOUT_S = 2.0
+
 
 class ZkSession:
     """One worker's session: ``lost`` (an event), ``suspended_since`` (None: connected). See the module docstring."""
@@ -77,7 +80,7 @@ class ZkSession:
         if last is None or not running or now - last <= self._timeout_s:
             return
         try:
-            stat = self._zk.exists(self._live_path)
+            stat = self._zk.exists_async(self._live_path).get(timeout=self._timeout_s)
             ours = stat is not None and stat.owner_session_id == self._zk.client_id[0]
         except Exception as exc:  # no answer is no confirmation
             log.warning("the copy loop stood still for %.1fs and ZooKeeper did not answer: %s", now - last, exc)
@@ -132,12 +135,17 @@ class ZkSession:
 
     def put_ephemeral(self, path: str, payload: bytes) -> bool:
         """Writes one of this worker's ephemeral nodes (its status), creating it when gone; False
-        (logged at debug) when ZooKeeper did not take it now: the next pass writes it again."""
+        (logged at debug) when ZooKeeper did not take it now: the next pass writes it again.
+
+        Never waits for a connection: kazoo queues a request made while it reconnects until it is
+        connected, and the copy loop must go on copying meanwhile."""
+        if not self._zk.connected:
+            return False
         try:
             try:
-                self._zk.set(path, payload)
+                self._zk.set_async(path, payload).get(timeout=STATUS_WRITE_TIMEOUT_S)
             except NoNodeError:
-                self._zk.create(path, payload, ephemeral=True, makepath=True)
+                self._zk.create_async(path, payload, ephemeral=True, makepath=True).get(timeout=STATUS_WRITE_TIMEOUT_S)
         except Exception as exc:
             log.debug("status not published yet: %s", exc)
             return False

@@ -8,10 +8,14 @@ back even when it fails.
 
 from __future__ import annotations
 
+import itertools
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+import requests
 
 from ferry.devstack import stack as devstack
 from tests.harness.mirroring import PARTITIONS, mirror_with_two_workers
@@ -77,6 +81,51 @@ def test_a_zookeeper_outage_longer_than_the_session_loses_and_duplicates_nothing
     ledger.wait_for_destination(timeout=120)
     result = ledger.check(allow_duplicates=False)
     print(f"ZooKeeper outage: {result['records']} records, {result['duplicates']} duplicates")
+
+
+def test_exactly_once_routes_copy_on_through_a_zookeeper_outage_far_longer_than_every_deadline(
+    fleet: Fleet,
+    topic_name: Callable[[str], str],
+) -> None:
+    """ZooKeeper stopped for many times the session timeout and ``retry_deadline_s`` under a steady
+    stream: the destination keeps growing throughout (sampled every few seconds), no worker exits and
+    each says since when ZooKeeper is unreachable; once it is back, the fleet registers again and
+    ``/validation`` is clean, with 0 lost and 0 duplicated for a read_committed consumer. Controllers
+    are not in the data path: one that gave ZooKeeper up is started again, as its supervisor would.
+    FERRY_TEST_ZK_OUTAGE_S sets the outage (60 s by default)."""
+    outage_s = float(os.environ.get("FERRY_TEST_ZK_OUTAGE_S", "60"))
+    fleet.extra = {"zookeeper": {"retry_deadline_s": 10}}
+    topic = topic_name("zkaway")
+    run = mirror_with_two_workers(fleet, topic, exactly_once=True)
+    ledger = run.ledger
+    ledger.produce_steadily(rate_per_s=2000)
+    ledger.wait_for_destination(timeout=30, at_least=2000)
+    samples: list[int] = []
+    with _server_down(fleet.stack, "zookeeper"):
+        ends = time.monotonic() + outage_s
+        while time.monotonic() < ends:  # the fault's length: sampling the destination meanwhile
+            samples.append(ledger.destination_count())
+            time.sleep(5)
+        for worker in (run.w1, run.w2):
+            assert worker.alive(), worker.log_tail()
+            health = requests.get(f"{worker.url}/health", timeout=5).json()
+            assert health.get("zookeeper", "").startswith("unreachable since"), health
+    stalled = [(i, a, b) for i, (a, b) in enumerate(itertools.pairwise(samples)) if b <= a]
+    assert not stalled, f"the destination stopped growing during the outage: {samples}"
+    controller = run.controller if run.controller.alive() else fleet.start_controller("c2")
+    fleet.wait_for_leader(controller, timeout=60)
+    fleet.wait_for_workers(controller, {"w1", "w2"}, timeout=90)
+    wait_until(_all_on(fleet, controller, topic, {"w1", "w2"}), 120, "every partition ONLINE again")
+    ledger.stop_producing()
+    ledger.wait_for_destination(timeout=120)
+    result = ledger.check(allow_duplicates=False)
+    assert run.w1.alive() and run.w2.alive()
+    wait_until(
+        lambda: requests.get(f"{controller.url}/validation", timeout=10).json()["ok"] is True,
+        60,
+        "a clean /validation",
+    )
+    print(f"ZooKeeper away {outage_s:.0f} s: destination samples {samples}; {result['records']} records, 0 duplicates")
 
 
 def test_a_paused_worker_is_fenced_and_a_read_committed_consumer_sees_every_record_once(

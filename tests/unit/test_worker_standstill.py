@@ -30,6 +30,10 @@ class FakeZk:
             raise SessionExpiredError()
         return None if self.owner is None else SimpleNamespace(owner_session_id=self.owner)
 
+    def exists_async(self, path: str) -> Any:
+        """kazoo's asynchronous form: its answer comes from ``get(timeout)``."""
+        return SimpleNamespace(get=lambda timeout: self.exists(path))
+
 
 def _worker(zk: FakeZk, clock: FakeClock) -> Worker:
     config = parse_config(

@@ -283,7 +283,8 @@ class RecordLedger:
             consumer.close()
         short = {p: f"{len(records[p])} records read of log end {ends[p]}" for p in sorted(unread)}
         assert not unread, (
-            f"{self.topic} on {cluster.get('bootstrap.servers')}: not read to the log end within {timeout:.0f}s: {short}"
+            f"{self.topic} on {cluster.get('bootstrap.servers')}: not read to the log end within {timeout:.0f}s: "
+            f"{short}"
         )
         return records
 

@@ -18,8 +18,9 @@ from contextlib import contextmanager
 import requests
 
 from ferry.devstack import stack as devstack
-from tests.harness.mirroring import PARTITIONS, mirror_with_two_workers
-from tests.harness.processes import FerryProcess, Fleet, wait_until
+from tests.harness.mirroring import PARTITIONS, add_topic, mirror_with_two_workers
+from tests.harness.processes import FerryProcess, Fleet, RecordLedger, wait_until
+from tests.harness.tcp_proxy import TcpProxy
 
 
 @contextmanager
@@ -126,6 +127,48 @@ def test_exactly_once_routes_copy_on_through_a_zookeeper_outage_far_longer_than_
         "a clean /validation",
     )
     print(f"ZooKeeper away {outage_s:.0f} s: destination samples {samples}; {result['records']} records, 0 duplicates")
+
+
+def test_a_worker_cut_off_from_zookeeper_only_is_fenced_before_its_partitions_move(
+    fleet: Fleet,
+    topic_name: Callable[[str], str],
+) -> None:
+    """w1 reaches ZooKeeper through a proxy the test cuts, while its Kafka traffic goes on: it copies on
+    until its session expired and the leader fenced its writer and gave its partitions to w2. What it
+    wrote meanwhile never commits: a read_committed consumer sees every record once. When it reaches
+    ZooKeeper again it registers again and takes part."""
+    topic = topic_name("cutoff")
+    fleet.extra = {"routes": [{"source": "src", "destination": "dst", "delivery_guarantee": "exactly_once"}]}
+    fleet.write_config()
+    ledger = RecordLedger(fleet.stack, topic, PARTITIONS, transactional_destination=True)
+    ledger.create_source_topic()
+    zookeeper = fleet.stack.zookeeper.address
+    host, port = zookeeper.rsplit(":", 1)
+    proxy = TcpProxy(host, int(port))
+    try:
+        controller = fleet.start_controller("c1")
+        w1 = fleet.start_worker("w1", zookeeper=proxy.address)
+        fleet.start_worker("w2")
+        fleet.wait_for_leader(controller)
+        fleet.wait_for_workers(controller, {"w1", "w2"})
+        add_topic(fleet, controller.url, topic)
+        wait_until(_all_on(fleet, controller, topic, {"w1", "w2"}), 60, "every partition ONLINE")
+        wait_until(lambda: "w1" in fleet.online_by_worker(controller, topic).values(), 30, "w1 to hold partitions")
+        ledger.produce_steadily(rate_per_s=2000)
+        ledger.wait_for_destination(timeout=30, at_least=2000)
+        proxy.cut()
+        wait_until(_all_on(fleet, controller, topic, {"w2"}), 90, "w2 to hold every partition")
+        wait_until(lambda: "fenced" in w1.log.read_text(), 60, "w1 to report that it was fenced")
+        ledger.wait_for_progress(30, "w2 to copy w1's partitions")
+        assert w1.alive(), w1.log_tail()
+        proxy.restore()
+        fleet.wait_for_workers(controller, {"w1", "w2"}, timeout=90)
+        ledger.stop_producing()
+        ledger.wait_for_destination(timeout=120)
+        result = ledger.check(allow_duplicates=False)  # read_committed: nothing lost, nothing twice
+        print(f"worker cut off from ZooKeeper: {result['records']} records, 0 duplicates")
+    finally:
+        proxy.close()
 
 
 def test_a_paused_worker_is_fenced_and_a_read_committed_consumer_sees_every_record_once(

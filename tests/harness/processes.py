@@ -89,11 +89,16 @@ class Fleet:
         return fleet_config(self.stack, self.zk_root, own, self.extra)
 
     def _spawn(
-        self, kind: str, name: str, args: list[str], port: int, env: dict[str, str] | None = None
+        self,
+        kind: str,
+        name: str,
+        args: list[str],
+        port: int,
+        env: dict[str, str] | None = None,
+        config_path: Path | None = None,
     ) -> FerryProcess:
-        started = spawn(
-            name, ferry_command(kind, "--config", str(self.config_path), *args), self.workdir / f"{name}.log", env=env
-        )
+        config = str(config_path or self.config_path)
+        started = spawn(name, ferry_command(kind, "--config", config, *args), self.workdir / f"{name}.log", env=env)
         process = FerryProcess(started.name, started.popen, started.log, kind, port)
         self.processes.append(process)
         return process
@@ -102,11 +107,18 @@ class Fleet:
         port = free_port()
         return self._spawn("controller", name, ["--id", name, "--rest-port", str(port)], port, env)
 
-    def start_worker(self, name: str, env: dict[str, str] | None = None) -> FerryProcess:
-        """``env``: added to the worker's environment; ``{port}`` in a value is its metrics port."""
+    def start_worker(self, name: str, env: dict[str, str] | None = None, zookeeper: str | None = None) -> FerryProcess:
+        """``env``: added to the worker's environment; ``{port}`` in a value is its metrics port.
+        ``zookeeper``: the worker reaches ZooKeeper at this address instead (a proxy the test can cut)."""
         port = free_port()
         env = {key: value.format(port=port) for key, value in (env or {}).items()}
-        return self._spawn("worker", name, ["--id", name, "--metrics-port", str(port)], port, env)
+        config_path = None
+        if zookeeper is not None:
+            config = self.config()
+            config["zookeeper"] = {**config["zookeeper"], "connect": zookeeper}
+            config_path = self.workdir / f"ferry-{name}.yaml"
+            config_path.write_text(yaml.safe_dump(config))
+        return self._spawn("worker", name, ["--id", name, "--metrics-port", str(port)], port, env, config_path)
 
     def stop_all(self) -> None:
         stop_all(self.processes, timeout=20)

@@ -13,9 +13,9 @@ SYSTEMS = ("limit-produce", "limit-consume", "ceiling", "ferry-1w", "ferry-2w", 
 # mm2-tuned-tN (tasks.max=N).
 CEILING_VARIANTS = ("ceiling", "stamped-copy", "acked-copy")
 SYSTEM_PATTERN = re.compile(
-    rf"limit-produce|limit-consume|({'|'.join(CEILING_VARIANTS)})(-[1-9]\d*)?|ferry-[1-9]\d*w|mm2-(tuned-)?t[1-9]\d*"
+    rf"limit-produce|limit-consume|({'|'.join(CEILING_VARIANTS)})(-[1-9]\d*)?|ferry-(eos-)?[1-9]\d*w|mm2-(tuned-)?t[1-9]\d*"
 )
-ALSO_KNOWN = "ceiling-N, stamped-copy[-N], acked-copy[-N], ferry-Nw, mm2-tN, mm2-tuned-tN"
+ALSO_KNOWN = "ceiling-N, stamped-copy[-N], acked-copy[-N], ferry-Nw, ferry-eos-Nw, mm2-tN, mm2-tuned-tN"
 KNOWN = f"{', '.join(SYSTEMS)}, {ALSO_KNOWN}"
 
 

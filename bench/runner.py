@@ -39,7 +39,6 @@ from ferry.bench.names import CEILING_VARIANTS, KNOWN, SYSTEMS, known_system
 from ferry.bench.systems import Ceiling, FerryWorkers, MirrorMaker2, System
 from ferry.bench.workload import Latency, Workload
 from ferry.devstack.stack import Stack
-from ferry.devstack.support import records_in
 
 log = logging.getLogger(__name__)
 
@@ -151,14 +150,16 @@ def make_system(
             compression=compression,
         )
     if name.startswith("ferry-"):
+        exactly_once = name.startswith("ferry-eos-")
         return FerryWorkers(
             stack,
             workdir,
             partitions,
             slug,
-            workers=int(name[6:-1]),
+            workers=int(name.removeprefix("ferry-eos-" if exactly_once else "ferry-")[:-1]),
             worker_config=worker_config,
             compression=compression,
+            exactly_once=exactly_once,
         )
     tuned = name.startswith("mm2-tuned-")
     return MirrorMaker2(stack, workdir, partitions, slug, tasks=int(name.rsplit("t", 1)[1]), tuned=tuned)
@@ -362,7 +363,7 @@ def _copy(
     last_change = started
     next_report = started + 10
     while True:
-        count = records_in(dst_admin, topic)
+        count = system.copied(dst_admin, topic)
         now = time.monotonic()
         if count != last[1]:
             last = (now, count, procstat.total_cpu_seconds(pids))

@@ -106,6 +106,10 @@ class System:
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes]
 
+    def copied(self, dst_admin: Any, topic: str) -> int:
+        """How many records of ``topic`` the system copied so far: the destination's log-end offsets."""
+        return support.records_in(dst_admin, topic)
+
     def failure(self) -> str | None:
         """Why the system cannot finish (a process exited), or None."""
         for process in self.processes:
@@ -202,25 +206,37 @@ class FerryWorkers(System):
         workers: int,
         worker_config: dict[str, Any] | None = None,
         compression: str = "none",
+        exactly_once: bool = False,
     ) -> None:
         super().__init__(stack, workdir, partitions, slug)
         self.workers = workers
+        self.exactly_once = exactly_once
         self.compression = compression
         self.worker_config = worker_config or {}
-        self.name = f"ferry-{workers}w"
-        self.label = f"Ferry, {workers} worker process{'es' if workers > 1 else ''}"
+        self.name = f"ferry-{'eos-' if exactly_once else ''}{workers}w"
+        self.label = (
+            f"Ferry{' exactly once' if exactly_once else ''}, {workers} worker process{'es' if workers > 1 else ''}"
+        )
         self.layout = ZkLayout(f"/ferry-bench/{slug}")
         # A destination cluster name of its own gives the route a consumer group of its own.
         self.destination_name = f"dst-{slug}"
         self.route = f"src.{self.destination_name}"
         self.ids = [f"bench-w{i + 1}" for i in range(workers)]
         self._zk: Any = None
+        self._committed_reader: Any = None
 
     def config(self) -> dict[str, Any]:
         return {
             "zookeeper": {"connect": self.stack.zookeeper.address, "root": self.layout.root},
             "clusters": {"src": dict(self.source), self.destination_name: dict(self.destination)},
-            "routes": [{"source": "src", "destination": self.destination_name, "compression": self.compression}],
+            "routes": [
+                {
+                    "source": "src",
+                    "destination": self.destination_name,
+                    "compression": self.compression,
+                    "delivery_guarantee": "exactly_once" if self.exactly_once else "at_least_once",
+                }
+            ],
             "worker": {**self.worker_config, "metrics_port": 0},
         }
 
@@ -250,6 +266,25 @@ class FerryWorkers(System):
             return all(self._zk.exists(self.layout.live_worker(w)) for w in self.ids)
 
         poll_until(registered, _START_TIMEOUT_S, "the Ferry workers to register")
+
+    def copied(self, dst_admin: Any, topic: str) -> int:
+        """Exactly once: the source offsets the route committed, which follow each committed transaction
+        (the destination's log-end offsets also count the transactions' markers)."""
+        if not self.exactly_once:
+            return super().copied(dst_admin, topic)
+        from confluent_kafka import TopicPartition
+
+        from ferry.common.kafka import clients as kafka_clients
+
+        if self._committed_reader is None:
+            self._committed_reader = kafka_clients.consumer(self.source, f"ferry.{self.route}")
+        try:
+            offsets = self._committed_reader.committed(
+                [TopicPartition(topic, p) for p in range(self.partitions)], timeout=10
+            )
+        except KafkaException:
+            return 0
+        return sum(max(0, tp.offset) for tp in offsets)
 
     def go(self, topics: list[str]) -> None:
         """Writes each worker's assignment (generation 1): its block of partitions of every topic."""

@@ -1,7 +1,8 @@
 """``ferry audit``: did every record of a topic reach the destination, exactly once?
 
 Spark reads the topic on the source and on the destination in batch (Spark's Kafka source,
-``startingOffsets=earliest``, ``endingOffsets=latest``), keeps the records whose timestamp is in
+``startingOffsets=earliest``, ``endingOffsets=latest``, ``read_committed``: what an exactly-once
+route's consumers see, without aborted copies), keeps the records whose timestamp is in
 ``[from, to)``, and identifies each by ``(partition, sha256(key, value, headers), timestamp)``:
 Ferry copies key, value, headers and the CreateTime timestamp to the same partition, so a record
 and its copy share the identity while offsets differ. Counting each identity on both sides gives,
@@ -224,6 +225,9 @@ def read_topic(spark: SparkSession, kafka_options: Mapping[str, str], topic: str
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
         .option("includeHeaders", "true")
+        # What a read_committed consumer sees: an exactly-once route's aborted copies (a fenced or
+        # failed writer's) are not records of the topic. The Java client reads uncommitted by default.
+        .option("kafka.isolation.level", "read_committed")
         # A topic being written to may have offsets that vanish (retention) while we read.
         .option("failOnDataLoss", "false")
     )

@@ -84,7 +84,7 @@ class RouteConfig(_Strict):
     """the destination producer's compression.type for this route: mirrored traffic usually crosses datacenters, and
     lz4 saves most of the bytes of compressible records for little CPU (BENCHMARKS.md); a compression.type in
     worker.producer overrides it for every route"""
-    delivery_guarantee: DeliveryGuarantee = "exactly_once"
+    delivery_guarantee: DeliveryGuarantee = "at_least_once"
     """exactly_once: each worker writes the route's copies, and the offset-map segments that describe them, in Kafka
     transactions on the destination, and the leader fences a lost worker's writer before its partitions move, so a
     read_committed consumer of the destination sees every record once (read_uncommitted ones, Java's default, may

@@ -383,21 +383,24 @@ def test_an_unplanned_failover_with_a_lagging_mirror_commits_every_partition_and
 ) -> None:
     topic, group = topic_name("lagging"), f"app-{topic_name('g')[-12:]}"
     src_conf = {"bootstrap.servers": pair.bootstrap(SRC)}
-    # The route copies at most 10 records a second; the producer writes 50 a second to each of partitions 0
-    # and 1, so the mirror falls further behind there while the group reads at the source's head.
-    # Partitions 2 and 3 get 20 records first, copied whole: the group reads them to the mirror's end.
+    # A backlog of 300 records on each partition, copied with the throttle lifted, which the group reads
+    # whole: a group put back far behind its checkpoint would re-read hundreds of them.
+    # Then the route's throttle, 10 records a second: the producer writes 50 a second to each of
+    # partitions 0 and 1, so the mirror falls further behind there while the group reads at the source's
+    # head; on partitions 2 and 3 nothing more comes, and the group stays at the mirror's end.
     _configure(fleet, pair, topic, group, partitions=4, max_records_per_s=10, checkpoint_interval_s=2)
-    preload = Producer(src_conf)
-    for partition in (2, 3):
-        for n in range(20):
-            preload.produce(topic, f"{partition}.{n}".encode(), partition=partition)
-    assert preload.flush(30) == 0
+    backlog = Producer(src_conf)
+    for partition in range(4):
+        for n in range(300):
+            backlog.produce(topic, f"{partition}.b{n}".encode(), partition=partition)
+    assert backlog.flush(30) == 0
     controller, _ = fleet.start_controller("c1"), fleet.start_worker("w1")
     fleet.wait_for_leader(controller)
+    throttle = f"{controller.url}/routes/{FORWARD}/throttle"
+    assert requests.put(throttle, json={"max_records_per_s": 100_000}, timeout=10).status_code == 200
     dst_admin = AdminClient({"bootstrap.servers": pair.bootstrap(DST)})
-    wait_until(
-        lambda: [end_offsets(dst_admin, topic).get(p) for p in (2, 3)] == [20, 20], 120, "partitions 2, 3 copied"
-    )
+    wait_until(lambda: sorted(end_offsets(dst_admin, topic).values()) == [300] * 4, 120, "the backlog copied")
+    assert requests.put(throttle, json={}, timeout=10).status_code == 200  # back to the config's throttle
 
     stop_producing = _produce_steadily(pair.bootstrap(SRC), topic, [0, 1], per_partition_per_s=50)
     try:
@@ -435,6 +438,7 @@ def test_an_unplanned_failover_with_a_lagging_mirror_commits_every_partition_and
         # time because the throttled mirror copies slower than the group reads. The outage comes as soon
         # as the leader's checkpoints show the lead, moments after a checkpoint: the shortest interval.
         copies, read_end = _copies(pair, topic), member.read_end()
+        reported = {r["partition"]: r["notCopied"] for r in report["report"]["rpo"]}  # from the source ends last seen
         rows = {}
         for partition in range(4):
             last, at, end = checkpoints[partition], committed[partition], read_end.get(partition, 0)
@@ -447,6 +451,7 @@ def test_an_unplanned_failover_with_a_lagging_mirror_commits_every_partition_and
                 "readInLastInterval": end - last["sourceOffset"],
                 "readSinceLastCheckpointWritten": end - member.read_end(before=last["at"] / 1000).get(partition, 0),
                 "lostToRpo": end - sum(1 for _, s in copied if s < end),
+                "rpoReported": reported.get(partition),
                 "skipped": sum(1 for d, s in copied if d < at and s >= end),
             }
         assert [rows[p]["method"] for p in range(4)] == ["ahead", "ahead", "exact", "exact"], rows

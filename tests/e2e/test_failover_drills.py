@@ -1,9 +1,10 @@
 """Disaster-recovery drills with Kafka's own Java clients, run with docs/runbook.md's commands.
 
 One pair of clusters of its own (``fosrc`` -> ``fodst``, and the reverse route for the failback),
-shared by the module: the unplanned drill kills ``fosrc``'s broker with -9, which the shared stack's
+shared by the module: the unplanned drills kill ``fosrc``'s broker with -9, which the shared stack's
 clusters must never see. Each test has its own ZooKeeper root (its own Ferry) and its own topic
-(one partition, so a record's offset says where it is) and consumer group.
+(one partition, so a record's offset says where it is, except the lagging-mirror drill's four)
+and consumer group.
 """
 
 from __future__ import annotations
@@ -19,15 +20,17 @@ from typing import Any
 
 import pytest
 import requests
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from ferry.common.core import provenance
+from ferry.common.core.offset_map import CHECKPOINT_TOPIC
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import committed_offset, create_topics, end_offsets
 from tests.harness import java_clients
 from tests.harness.mirroring import warm_group_coordinator
-from tests.harness.processes import Fleet, wait_until
+from tests.harness.processes import FerryProcess, Fleet, wait_until
 
 SRC, DST = "fosrc", "fodst"
 FORWARD, REVERSE = f"{SRC}.{DST}", f"{DST}.{SRC}"
@@ -64,17 +67,33 @@ def _bootstrap(stack: devstack.Stack, name: str) -> str:
     return stack.bootstrap(name)
 
 
-def _configure(fleet: Fleet, pair: devstack.Stack, topic: str, group: str) -> None:
+def _configure(
+    fleet: Fleet,
+    pair: devstack.Stack,
+    topic: str,
+    group: str,
+    partitions: int = 1,
+    max_records_per_s: float | None = None,
+    checkpoint_interval_s: float = 1,
+) -> None:
+    """Routes both ways for ``topic`` and ``group``; ``max_records_per_s``: the forward route's throttle."""
+    forward = {"source": SRC, "destination": DST, "include": [topic], "groups": [group], "loop_prevention": True}
+    if max_records_per_s is not None:
+        forward["max_records_per_s"] = max_records_per_s
     fleet.extra = {
         "clusters": {name: {"bootstrap.servers": pair.bootstrap(name)} for name in (SRC, DST)},
         "routes": [
-            {"source": SRC, "destination": DST, "include": [topic], "groups": [group], "loop_prevention": True},
+            forward,
             {"source": DST, "destination": SRC, "include": [topic], "groups": [group], "loop_prevention": True},
         ],
-        "controller": {"checkpoint_interval_s": 1, "lag_interval_s": 1, "observer_interval_s": 1},
+        "controller": {
+            "checkpoint_interval_s": checkpoint_interval_s,
+            "lag_interval_s": 1,
+            "observer_interval_s": 1,
+        },
     }
     fleet.write_config()
-    create_topics(AdminClient({"bootstrap.servers": pair.bootstrap(SRC)}), [NewTopic(topic, 1, 1)])
+    create_topics(AdminClient({"bootstrap.servers": pair.bootstrap(SRC)}), [NewTopic(topic, partitions, 1)])
 
 
 def _ferry(fleet: Fleet, *args: str, ok: bool = True) -> Any:
@@ -267,6 +286,183 @@ def test_a_group_ahead_of_the_mirror_is_checkpointed_at_the_copys_end_and_skips_
     # On the destination the group goes on with the next record written there: nothing skipped.
     java_clients.produce(pair.bootstrap(DST), topic, 20, 4)
     assert [v for _, v in java_clients.consume(pair.bootstrap(DST), group, topic, 20)] == _values(4, 20)
+
+
+def _read_to_end(bootstrap: str, topic: str) -> list[Any]:
+    """Every record of ``topic`` now, in (partition, offset) order (assign()-only: no group, no commits)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"check-{os.urandom(4).hex()}", "enable.auto.commit": False}
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        tps = [TopicPartition(topic, p) for p in metadata.partitions]
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+        out: list[Any] = []
+
+        def at_end() -> bool:
+            out.extend(m for m in consumer.consume(1000, 0.5) if m.error() is None)
+            return all(tp.offset >= ends[tp.partition] or ends[tp.partition] == 0 for tp in consumer.position(tps))
+
+        wait_until(at_end, 60, f"{topic} read to its end")
+        return sorted(out, key=lambda m: (m.partition(), m.offset()))
+    finally:
+        consumer.close()
+
+
+def _last_checkpoints(pair: devstack.Stack, group: str, topic: str) -> dict[int, dict[str, Any]]:
+    """Per partition of ``topic``, the group's last checkpoint written on the destination by the forward
+    route (the ``__ferry_checkpoints`` record an unplanned failover commits)."""
+    last = {}
+    for message in _read_to_end(pair.bootstrap(DST), CHECKPOINT_TOPIC):
+        row = json.loads(message.value() or b"null")
+        if row and (row["route"], row["group"], row["topic"]) == (FORWARD, group, topic):
+            last[int(row["partition"])] = row
+    return last
+
+
+def _copies(pair: devstack.Stack, topic: str) -> dict[int, list[tuple[int, int]]]:
+    """Per partition of ``topic`` on the destination, (destination offset, source offset) of each record
+    copied there from the source, from its provenance header."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for message in _read_to_end(pair.bootstrap(DST), topic):
+        origin = provenance.read(message.headers())
+        if origin is not None and origin.source == SRC:
+            out.setdefault(message.partition(), []).append((message.offset(), origin.source_offset))
+    return out
+
+
+def _produce_steadily(
+    bootstrap: str, topic: str, partitions: list[int], per_partition_per_s: int
+) -> Callable[[], None]:
+    """Writes ``per_partition_per_s`` records a second to each of ``partitions`` until the returned
+    function is called (records not delivered by then are dropped: the cluster may be dead)."""
+    stop = threading.Event()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 10_000})
+
+    def run() -> None:
+        n = 0
+        while not stop.wait(1 / per_partition_per_s):  # paces the writes
+            for partition in partitions:
+                producer.produce(topic, f"{partition}.{n}".encode(), partition=partition)
+            producer.poll(0)
+            n += 1
+
+    writer = threading.Thread(target=run, daemon=True)
+    writer.start()
+
+    def halt() -> None:
+        if not stop.is_set():
+            stop.set()
+            writer.join(10)
+            producer.purge()
+            producer.flush(0)
+
+    return halt
+
+
+def _group_ahead_of_the_lagging_mirror(controller: FerryProcess, group: str, lead: int) -> bool:
+    """The leader's last checkpoints of ``group``: ahead of the mirror by at least ``lead`` records on
+    partitions 0 and 1, exact (at the mirror's end) on partitions 2 and 3."""
+    answer = requests.get(f"{controller.url}/groups/{group}", timeout=10)
+    if answer.status_code != 200:
+        return False  # not checkpointed yet
+    rows = {row["partition"]: row for row in answer.json()["groups"][0]["partitions"]}
+    if sorted(rows) != [0, 1, 2, 3]:
+        return False
+    ahead = all(
+        rows[p]["method"] == "ahead" and rows[p]["sourceOffset"] - rows[p]["destinationOffset"] >= lead for p in (0, 1)
+    )
+    return ahead and all(rows[p]["method"] == "exact" for p in (2, 3))
+
+
+def test_an_unplanned_failover_with_a_lagging_mirror_commits_every_partition_and_rereads_only_the_last_interval(
+    fleet: Fleet,
+    pair: devstack.Stack,
+    topic_name: Callable[[str], str],
+) -> None:
+    topic, group = topic_name("lagging"), f"app-{topic_name('g')[-12:]}"
+    src_conf = {"bootstrap.servers": pair.bootstrap(SRC)}
+    # A backlog of 300 records on each partition, copied with the throttle lifted, which the group reads
+    # whole: a group put back far behind its checkpoint would re-read hundreds of them.
+    # Then the route's throttle, 10 records a second: the producer writes 50 a second to each of
+    # partitions 0 and 1, so the mirror falls further behind there while the group reads at the source's
+    # head; on partitions 2 and 3 nothing more comes, and the group stays at the mirror's end.
+    _configure(fleet, pair, topic, group, partitions=4, max_records_per_s=10, checkpoint_interval_s=2)
+    backlog = Producer(src_conf)
+    for partition in range(4):
+        for n in range(300):
+            backlog.produce(topic, f"{partition}.b{n}".encode(), partition=partition)
+    assert backlog.flush(30) == 0
+    del backlog  # no reconnecting to the source once it is killed
+    controller, _ = fleet.start_controller("c1"), fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    throttle = f"{controller.url}/routes/{FORWARD}/throttle"
+    assert requests.put(throttle, json={"max_records_per_s": 100_000}, timeout=10).status_code == 200
+    dst_admin = AdminClient({"bootstrap.servers": pair.bootstrap(DST)})
+    wait_until(lambda: sorted(end_offsets(dst_admin, topic).values()) == [300] * 4, 120, "the backlog copied")
+    assert requests.put(throttle, json={}, timeout=10).status_code == 200  # back to the config's throttle
+
+    stop_producing = _produce_steadily(pair.bootstrap(SRC), topic, [0, 1], per_partition_per_s=50)
+    try:
+        with java_clients.start_member(pair.bootstrap(SRC), group, topic) as member:
+            wait_until(
+                lambda: _group_ahead_of_the_lagging_mirror(controller, group, lead=50),
+                90,
+                "the group checkpointed ahead of the lagging mirror",
+            )
+            pid = devstack.pid_of(pair.cluster(SRC))
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            member.kill()  # what it printed is all it read; it never reads again from this cluster
+        stop_producing()
+
+        report = _ferry(fleet, "failover", "--route", FORWARD, "--groups", group, "--yes")
+        assert report["state"] == "FAILED_OVER"
+
+        # Every partition of the group has a committed offset on the destination: the last checkpoint's.
+        committed = {p: offset for (t, p), offset in _committed_groups(pair, DST)[group].items() if t == topic}
+        checkpoints = _last_checkpoints(pair, group, topic)
+        assert sorted(p for p, offset in committed.items() if offset >= 0) == [0, 1, 2, 3], committed
+        assert {p: row["destinationOffset"] for p, row in checkpoints.items()} == committed
+
+        # What the group re-reads on the destination, per partition. ``read_end``: one past the highest
+        # source offset it read before the outage. From its committed offset on, it re-reads every copy
+        # of a record it had read (source offset below ``read_end``); the records it read that never
+        # reached the destination are the RPO's, lost to it rather than re-read, and counted apart.
+        # The last checkpoint before the outage holds the group's committed source offset at that pass
+        # (``sourceOffset``): what it read below that offset the checkpoint covers, so what it read in
+        # the last checkpoint interval is ``read_end - sourceOffset``, the bound. Where the group was
+        # exact, it re-reads exactly those of them that were copied. Where it was ahead of the mirror, the
+        # checkpoint holds the copy's end instead, and the group re-reads only what the mirror copied
+        # after the map the checkpoint saw: records it read while ahead, fewer than it read in the same
+        # time because the throttled mirror copies slower than the group reads. The outage comes as soon
+        # as the leader's checkpoints show the lead, moments after a checkpoint: the shortest interval.
+        copies, read_end = _copies(pair, topic), member.read_end()
+        reported = {r["partition"]: r["notCopied"] for r in report["report"]["rpo"]}  # from the source ends last seen
+        rows = {}
+        for partition in range(4):
+            last, at, end = checkpoints[partition], committed[partition], read_end.get(partition, 0)
+            copied = copies.get(partition, [])
+            rows[partition] = {
+                "method": last["method"],
+                "checkpoint": (last["sourceOffset"], last["destinationOffset"]),
+                "readEnd": end,
+                "reread": sum(1 for d, s in copied if d >= at and s < end),
+                "readInLastInterval": end - last["sourceOffset"],
+                "readSinceLastCheckpointWritten": end - member.read_end(before=last["at"] / 1000).get(partition, 0),
+                "lostToRpo": end - sum(1 for _, s in copied if s < end),
+                "rpoReported": reported.get(partition),
+                "skipped": sum(1 for d, s in copied if d < at and s >= end),
+            }
+        shown = "\n".join(f"partition {p}: {row}" for p, row in rows.items())
+        assert [rows[p]["method"] for p in range(4)] == ["ahead", "ahead", "exact", "exact"], shown
+        assert all(r["lostToRpo"] > 0 for r in (rows[0], rows[1])), shown  # the mirror lagged: the RPO is real
+        assert all(r["skipped"] == 0 for r in rows.values()), shown
+        assert all(r["reread"] <= r["readInLastInterval"] for r in rows.values()), shown
+    finally:
+        stop_producing()
+        devstack.up(pair, deadline_s=300)  # the later drills of this module need fosrc
 
 
 def _zookeeper_tree(pair: devstack.Stack, root: str) -> dict[str, tuple[bytes, int]]:

@@ -1,13 +1,17 @@
 """Kafka's own Java test clients, from the local stack's jars: ``VerifiableProducer`` and ``VerifiableConsumer``.
 
-Both print one JSON event per line; these helpers run them to completion and return what they
-acknowledged (producer) or read (consumer, ``--verbose``: every record with its offset and value).
+Both print one JSON event per line; :func:`produce` and :func:`consume` run them to completion and return
+what they acknowledged (producer) or read (consumer, ``--verbose``: every record with its offset and value);
+:func:`start_member` runs a consumer group member in the background and follows its events as they come.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from ferry.devstack.stack import jars_dir
@@ -76,3 +80,94 @@ def consume(bootstrap: str, group: str, topic: str, count: int, timeout: float =
     committed = [e for e in events if e.get("name") == "offsets_committed"]
     assert committed and all(e.get("success") for e in committed), f"commits failed: {committed[-3:]}"
     return read
+
+
+class GroupMember:
+    """A ``VerifiableConsumer`` member of ``group`` reading ``topic`` in the background until it is killed.
+
+    It commits after every batch it reads (the tool's default, auto-commit off). Its JSON events are
+    read as they come and kept with the time they arrived (``time.time()``), so a test can ask what
+    the member had read by a moment: ``records_consumed`` (per partition the lowest and highest
+    offset of a batch) and ``offsets_committed``.
+
+    States: ``running`` (:func:`start_member`) --:meth:`kill`--> ``killed`` (its output read to the end;
+    what it printed is all it read). Use it as a context manager so a failing test kills it too.
+    """
+
+    def __init__(self, process: subprocess.Popen[str], clock: Callable[[], float] = time.time) -> None:
+        self._process = process
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._events: list[tuple[float, dict[str, Any]]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            if line.startswith("{"):
+                event = json.loads(line)
+                with self._lock:
+                    self._events.append((self._clock(), event))
+
+    def events(self, name: str) -> list[tuple[float, dict[str, Any]]]:
+        """The events called ``name`` so far, with the time each arrived."""
+        with self._lock:
+            return [(at, e) for at, e in self._events if e.get("name") == name]
+
+    def read_end(self, before: float | None = None) -> dict[int, int]:
+        """Partition -> one past the highest offset the member read (by time ``before``, when given)."""
+        ends: dict[int, int] = {}
+        for at, event in self.events("records_consumed"):
+            if before is not None and at > before:
+                break
+            for batch in event.get("partitions", []):
+                partition = int(batch["partition"])
+                ends[partition] = max(ends.get(partition, 0), int(batch["maxOffset"]) + 1)
+        return ends
+
+    def committed(self) -> dict[int, int]:
+        """Partition -> the last offset the member committed successfully."""
+        out: dict[int, int] = {}
+        for _, event in self.events("offsets_committed"):
+            if event.get("success"):
+                for row in event.get("offsets", []):
+                    out[int(row["partition"])] = int(row["offset"])
+        return out
+
+    def kill(self, timeout: float = 30) -> None:
+        """Kills the member at once (-9: no last commit, no leaving the group) and reads the rest of its output."""
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait(timeout)
+        self._reader.join(timeout)
+
+    def __enter__(self) -> GroupMember:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def start_member(bootstrap: str, group: str, topic: str) -> GroupMember:
+    """A ``VerifiableConsumer`` member of ``group`` on ``topic``, reading from the group's committed offsets
+    (earliest without one) until killed."""
+    command = [
+        "java",
+        "-Xmx256m",
+        "-cp",
+        f"{jars_dir('kafka')}/*",
+        f"{TOOLS}.VerifiableConsumer",
+        "--bootstrap-server",
+        bootstrap,
+        "--group-id",
+        group,
+        "--topic",
+        topic,
+        "--reset-policy",
+        "earliest",
+        "--session-timeout",
+        "6000",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return GroupMember(process)

@@ -311,7 +311,8 @@ def run_one(
         result.cpu_s_total = round(procstat.total_cpu_seconds(pids), 2)
         system.stop()
         if not result.problems:
-            result.problems.extend(workload.verify(destination, topic, load, run_id))
+            transactional = bool(getattr(system, "exactly_once", False))
+            result.problems.extend(workload.verify(destination, topic, load, run_id, transactional=transactional))
         if not result.problems:
             result.status = "OK"
     except BenchError as exc:

@@ -202,13 +202,24 @@ def _consumer(cluster: dict[str, Any], **overrides: Any) -> Consumer:
     return kafka_clients.consumer(cluster, f"ferry-bench-{uuid.uuid4().hex[:8]}", **QUIET, **overrides)
 
 
-def verify(cluster: dict[str, Any], topic: str, workload: Workload, run_id: str, sample: int = 200) -> list[str]:
+def verify(
+    cluster: dict[str, Any],
+    topic: str,
+    workload: Workload,
+    run_id: str,
+    sample: int = 200,
+    transactional: bool = False,
+) -> list[str]:
     """Problems with ``topic`` at the destination (none: every record arrived, in order).
 
     Every partition's record count must equal the source's; then a window of ``sample``
     records at the start, middle and end of each partition is read and compared, offset by
     offset, with the record that must be there (key, value size, both headers).
+    ``transactional``: the destination also holds transaction markers, so offsets are not record
+    numbers: every record is read (read_committed) and compared with the one its place must hold.
     """
+    if transactional:
+        return _verify_every_record(cluster, topic, workload, run_id)
     problems: list[str] = []
     consumer = _consumer(cluster)
     try:
@@ -241,6 +252,39 @@ def verify(cluster: dict[str, Any], topic: str, workload: Workload, run_id: str,
     return problems
 
 
+def _verify_every_record(cluster: dict[str, Any], topic: str, workload: Workload, run_id: str) -> list[str]:
+    expected = {p: n for p, n in workload.per_partition().items() if n}
+    consumer = _consumer(cluster, **{"isolation.level": "read_committed"})
+    records: dict[int, list[Any]] = {p: [] for p in expected}
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in expected}
+        consumer.assign([TopicPartition(topic, p, 0) for p in expected])
+        unread = set(expected)
+        deadline = time.monotonic() + 120
+        while unread and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, timeout=0.2):
+                partition = message.partition()
+                if message.error() is None and partition is not None:
+                    records[partition].append(message)
+            positions = consumer.position([TopicPartition(topic, p) for p in unread])
+            unread -= {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
+    finally:
+        consumer.close()
+    problems: list[str] = []
+    run_header = run_id.encode()
+    for partition, count in expected.items():
+        got = records[partition]
+        if len(got) != count:
+            problems.append(f"partition {partition}: {len(got)} committed records at the destination, expected {count}")
+            continue
+        for index, message in enumerate(got):
+            problem = _record_problem(message, index, workload.value_bytes, run_header, by_offset=False)
+            if problem:
+                problems.append(f"partition {partition}: {problem}")
+                break
+    return problems
+
+
 def _read(consumer: Consumer, topic: str, windows: dict[int, tuple[int, int]]) -> dict[int, list[Any]]:
     """Reads ``count`` records from ``start`` of each partition (``{partition: (start, count)}``)."""
     records: dict[int, list[Any]] = {p: [] for p in windows}
@@ -265,11 +309,14 @@ def _read(consumer: Consumer, topic: str, windows: dict[int, tuple[int, int]]) -
     return records
 
 
-def _record_problem(message: Any, offset: int, value_bytes: int, run_header: bytes) -> str | None:
+def _record_problem(
+    message: Any, offset: int, value_bytes: int, run_header: bytes, by_offset: bool = True
+) -> str | None:
+    """``offset``: the record's number in its partition, which is its offset ``by_offset``."""
     if message is None:
         return f"could not read offset {offset} back"
     key = record_key(offset)
-    if message.offset() != offset or message.key() != key:
+    if (by_offset and message.offset() != offset) or message.key() != key:
         return (
             f"offset {message.offset()} holds key {message.key()!r}, expected {key!r} at offset {offset} "
             "(order or loss)"

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ferry.common.core.heartbeat import HeartbeatView
 from ferry.common.core.offset_map import MAP_TOPIC
@@ -217,6 +217,28 @@ class FakeProducer:
 
     def list_topics(self, topic: str, timeout: float) -> Any:
         return metadata(2)
+
+    # A transactional producer's calls, recorded; ``refuse_commit`` makes commit_transaction raise it once.
+    refuse_commit: KafkaError | None = None
+
+    def __len__(self) -> int:
+        return len(self.pending) + len(self.map_pending)
+
+    def init_transactions(self, timeout: float) -> None:
+        self.calls.append(("init_transactions", None))
+
+    def begin_transaction(self) -> None:
+        self.calls.append(("begin_transaction", None))
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.flush(timeout)
+        refused, self.refuse_commit = self.refuse_commit, None
+        if refused is not None:
+            raise KafkaException(refused)
+        self.calls.append(("commit_transaction", None))
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.calls.append(("abort_transaction", None))
 
 
 class FakeAdmin:

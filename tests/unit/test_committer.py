@@ -91,3 +91,76 @@ def test_batches_shrink_to_a_smaller_destination_limit_with_a_new_producer(parts
     assert len(parts.producers) == 1
     parts.committer.fit_batches_to(TOPIC, 50_000)
     assert len(parts.producers) == 2 and parts.settings["batch.size"] == 50_000 - 1024
+
+
+@pytest.fixture
+def transactional(parts: SimpleNamespace) -> SimpleNamespace:
+    """``parts`` with a committer that writes in transactions (an exactly-once route)."""
+    parts.committer = Committer(
+        "src.dst",
+        {},
+        {"batch.size": 100_000},
+        parts.consumer,
+        parts.ledger,
+        lambda topic: topic,
+        WorkerMetrics(),
+        parts.clock,
+        parts.clock.sleep,
+        parts.route_stops.append,
+        transactional_id="ferry.src.dst.w1",
+    )
+    return parts
+
+
+def _sent(parts: SimpleNamespace, offsets: list[int]) -> None:
+    """``offsets`` handed to the producer in the open transaction (acknowledged at its next flush)."""
+    parts.ledger.resume(KEY, OffsetMap())
+    parts.ledger.watermarks.sent_run(KEY, offsets)
+    for offset in offsets:
+        parts.committer.producer.produce(TOPIC, b"v", b"k", partition=0, on_delivery=None)
+        del offset
+
+
+def test_an_exactly_once_commit_commits_the_copies_and_their_segments_in_one_transaction_then_the_source(
+    transactional: SimpleNamespace,
+) -> None:
+    parts = transactional
+    assert parts.settings["transactional.id"] == "ferry.src.dst.w1"
+    assert parts.committer.begin()
+    _sent(parts, [0, 1, 2])
+    assert parts.committer.commit([KEY])
+    names = [name for name, _ in parts.calls]
+    assert names.index("init_transactions") < names.index("begin_transaction") < names.index("commit_transaction")
+    assert names.index("commit_transaction") < names.index("commit")  # the source offsets after the transaction
+    assert ("commit", [(TOPIC, 0, 3)]) in parts.calls
+    assert parts.committer.producer.map_writes  # the segments went into the transaction
+    assert not parts.committer.in_transaction and parts.route_stops == []
+
+
+def test_a_transaction_the_destination_refuses_is_aborted_and_nothing_is_committed_at_the_source(
+    transactional: SimpleNamespace,
+) -> None:
+    parts = transactional
+    assert parts.committer.begin()
+    _sent(parts, [0, 1, 2])
+    parts.committer.producer.refuse_commit = KafkaError(KafkaError._TIMED_OUT, txn_requires_abort=True)
+    assert parts.committer.commit([KEY])  # nothing may be committed: True, the route restarts instead
+    assert ("abort_transaction", None) in parts.calls
+    assert not any(name == "commit" for name, _ in parts.calls)
+    assert parts.committer.failed and not parts.committer.fenced
+    (failure,) = parts.route_stops
+    assert "transaction aborted" in str(failure) and not failure.fenced
+    assert parts.committer.commit([KEY]) and not any(name == "commit" for name, _ in parts.calls)
+
+
+def test_a_fenced_writer_fails_for_good_and_says_so(transactional: SimpleNamespace) -> None:
+    parts = transactional
+    assert parts.committer.begin()
+    _sent(parts, [0])
+    parts.committer.producer.refuse_commit = KafkaError(KafkaError._FENCED, fatal=True)
+    parts.committer.commit([KEY])
+    assert parts.committer.failed and parts.committer.fenced
+    assert parts.route_stops[0].fenced and "fenced" in str(parts.route_stops[0])
+    parts.committer.renew_if_failed()  # once its partitions are released
+    assert not parts.committer.fenced and not parts.committer.in_transaction
+    assert parts.committer.begin() and [n for n, _ in parts.calls].count("init_transactions") == 2

@@ -387,3 +387,36 @@ def test_at_a_larger_size_the_incremental_planner_still_decides_as_the_whole_sta
         rebalance = kind == "rebalance"
         assert spec_step(zk, departed, now, rebalance) == state_step(leader_state, now, rebalance), kind
         same(zk, leader_state)
+
+
+def test_partitions_of_a_worker_that_is_not_live_are_granted_only_with_its_writer_to_fence_first() -> None:
+    """w0 holds every partition and is assigned them; its live node goes, and after its retention w1
+    gets them: the plan names w0's writer of the route to fence before the grant is written. Moves
+    between live workers (the two-step handoff) fence nothing."""
+    topic = TopicKey(ROUTE, "t0")
+    held = {PartitionKey(ROUTE, "t0", p) for p in range(4)}
+    live = {w: WorkerInfo(w, "h", 1) for w in ("w0", "w1")}
+    statuses = {
+        "w0": WorkerStatus(1, {p: PartitionStatus(PartitionState.ONLINE) for p in held}),
+        "w1": WorkerStatus(1),
+    }
+    leader_state = LeaderState(
+        Snapshot(
+            live=live,
+            statuses=statuses,
+            ideal={topic: IdealState(ROUTE, "t0", 4, dict.fromkeys(range(4), "w0"))},
+            ideal_versions={topic: 0},
+            assignments={"w0": WorkerAssignment(1, frozenset(held)), "w1": WorkerAssignment(1)},
+        )
+    )
+    rebalanced = leader_state.plan(1000.0, DELAY, rebalance=True)
+    leader_state.applied(rebalanced, leader_state.generation + 1)
+    assert rebalanced.fence == {}  # w0 is live: it releases first
+    leader_state.set_live({"w1": live["w1"]})
+    leader_state.set_status("w0", None)
+    at_once = leader_state.plan(1001.0, DELAY)
+    leader_state.applied(at_once, leader_state.generation + 1)
+    later = leader_state.plan(1001.0 + DELAY + 1, DELAY)
+    granted = {**at_once.assignments, **later.assignments}.get("w1", frozenset())
+    assert granted == held
+    assert {**at_once.fence, **later.fence} == {"w0": {ROUTE}}

@@ -312,7 +312,8 @@ class Committer:
         The broker checks a whole record batch against that limit and librdkafka does not split
         a rejected batch, so a batch bigger than the limit would fail every record in it, good
         ones included. A record bigger than ``batch.size`` still travels alone in its own batch,
-        so when the destination refuses it, only it fails, at its own offset.
+        so when the destination refuses it, only it fails, at its own offset. An open transaction
+        commits first: the new producer's registration would abort it.
         """
         fitting = max(1, limit - BATCH_FRAMING_BYTES)
         if fitting >= self._batch_size:
@@ -330,6 +331,8 @@ class Committer:
             topic,
             limit,
         )
+        if self._in_transaction and not self._commit_transaction():
+            return  # aborted: the route's partitions restart, and this runs again when they do
         self._producer.flush(0)
         self._ledger.settle()
         self._batch_size = fitting

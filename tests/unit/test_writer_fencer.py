@@ -1,0 +1,57 @@
+"""controller.lead.fencing.WriterFencer: which writers the leader fences before it moves partitions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from ferry.common.config import parse_config
+from ferry.controller.errors import ControllerError
+from ferry.controller.lead.fencing import WriterFencer
+
+pytestmark = pytest.mark.unit
+
+
+def _config() -> Any:
+    return parse_config(
+        {
+            "zookeeper": {"connect": "unused"},
+            "clusters": {name: {"bootstrap.servers": f"{name}:9092"} for name in ("a", "b", "c")},
+            "routes": [
+                {"source": "a", "destination": "b", "delivery_guarantee": "exactly_once"},
+                {"source": "a", "destination": "c", "delivery_guarantee": "at_least_once"},
+            ],
+        }
+    )
+
+
+class Fences:
+    def __init__(self, refuse: bool = False) -> None:
+        self.fenced: list[tuple[str, str]] = []
+        self.refuse = refuse
+
+    def __call__(self, cluster: Mapping[str, Any], transactional_id: str, timeout_s: float) -> None:
+        if self.refuse:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        self.fenced.append((cluster["bootstrap.servers"], transactional_id))
+
+
+def test_only_exactly_once_routes_are_fenced_on_their_destination_once_while_the_worker_stays_away() -> None:
+    fences = Fences()
+    fencer = WriterFencer(_config(), fences)
+    fencer.fence({"w1": {"a.b", "a.c"}})
+    assert fences.fenced == [("b:9092", "ferry.a.b.w1")]
+    fencer.fence({"w1": {"a.b"}})
+    assert len(fences.fenced) == 1  # still away: its writer is fenced already
+    fencer.forget({"w1"})  # live again, with a new writer
+    fencer.fence({"w1": {"a.b"}})
+    assert len(fences.fenced) == 2
+
+
+def test_a_destination_that_does_not_answer_stops_the_write() -> None:
+    fencer = WriterFencer(_config(), Fences(refuse=True))
+    with pytest.raises(ControllerError, match=r"fencing worker w1's writer of route a\.b on b"):
+        fencer.fence({"w1": {"a.b"}})

@@ -56,7 +56,7 @@ from ferry.common.core.offset_map import CHECKPOINT_TOPIC, MAP_TOPIC
 from ferry.common.errors import ConfigError
 from ferry.common.placeholders import Unresolved
 
-TOPIC, GROUP, CLUSTER = "topic", "group", "cluster"
+TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = "topic", "group", "cluster", "transactional-id"
 LITERAL, PREFIXED = "literal", "prefixed"
 # kafka-acls.sh's name of the cluster resource; "*" as a literal name: every resource of the type.
 CLUSTER_NAME, ANY = "kafka-cluster", "*"
@@ -261,6 +261,14 @@ def required_acls(config: FerryConfig, topics: Iterable[str] = ()) -> list[Acl]:
                     "AlterConfigs",
                 )
             need(destination, Resource(CLUSTER, CLUSTER_NAME), why, "IdempotentWrite")
+            if route.exactly_once:  # every worker's writer id, ferry.<route>.<worker>; the leader fences them too
+                need(
+                    destination,
+                    Resource(TRANSACTIONAL_ID, f"ferry.{route.name}.", PREFIXED),
+                    f"route {route.name}: write in transactions (exactly once), and fence a lost worker's writer",
+                    "Write",
+                    "Describe",
+                )
             need(
                 destination,
                 Resource(GROUP, f"{route.group_id}.lookback"),

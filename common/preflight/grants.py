@@ -34,7 +34,12 @@ from ferry.common.preflight import acls
 _TIMEOUT_S = 15.0
 # A filter's "any name" and "any host": None, which confluent-kafka's annotations (str) do not admit.
 _MATCH_ANY: Any = None
-_RESOURCE_TYPES = {ResourceType.TOPIC: acls.TOPIC, ResourceType.GROUP: acls.GROUP, ResourceType.BROKER: acls.CLUSTER}
+_RESOURCE_TYPES = {
+    ResourceType.TOPIC: acls.TOPIC,
+    ResourceType.GROUP: acls.GROUP,
+    ResourceType.BROKER: acls.CLUSTER,
+    ResourceType.TRANSACTIONAL_ID: acls.TRANSACTIONAL_ID,
+}
 _PATTERNS = {ResourcePatternType.LITERAL: acls.LITERAL, ResourcePatternType.PREFIXED: acls.PREFIXED}
 
 
@@ -78,7 +83,7 @@ def granted_acls(cluster: str, properties: Mapping[str, Any], principal: str) ->
             kind = _RESOURCE_TYPES.get(binding.restype)
             pattern = _PATTERNS.get(binding.resource_pattern_type)
             if kind is None or pattern is None:
-                continue  # transactional ids, delegation tokens: Ferry needs none
+                continue  # delegation tokens: Ferry needs none
             name = acls.CLUSTER_NAME if kind == acls.CLUSTER else binding.name
             found.append(acls.Acl(cluster, acls.Resource(kind, name, pattern), _operation_name(binding.operation)))
     return found

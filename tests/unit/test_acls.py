@@ -15,7 +15,18 @@ from ferry import cli
 from ferry.common.config import parse_config
 from ferry.common.errors import ConfigError
 from ferry.common.preflight import acls
-from ferry.common.preflight.acls import ANY, CLUSTER, CLUSTER_NAME, GROUP, LITERAL, PREFIXED, TOPIC, Acl, Resource
+from ferry.common.preflight.acls import (
+    ANY,
+    CLUSTER,
+    CLUSTER_NAME,
+    GROUP,
+    LITERAL,
+    PREFIXED,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    Acl,
+    Resource,
+)
 from ferry.devstack import stack as devstack
 
 SASL = {
@@ -99,6 +110,9 @@ def test_a_plain_route_reads_the_source_and_writes_the_destination_with_its_grou
         (GROUP, "ferry.src.dst.lookback", LITERAL, "Describe"),
         (TOPIC, "__ferry_offset_map", LITERAL, "Write"),
         (TOPIC, "__ferry_offset_map", LITERAL, "Create"),
+        # Exactly once (the default): the route's writer ids, ferry.<route>.<worker>.
+        (TRANSACTIONAL_ID, "ferry.src.dst.", PREFIXED, "Write"),
+        (TRANSACTIONAL_ID, "ferry.src.dst.", PREFIXED, "Describe"),
     }
 
 

@@ -77,16 +77,17 @@ def worker_readiness(facts: WorkerFacts, now: float, stalled_after_s: float = CO
     elif state == WorkerState.SUSPENDED:
         reasons.append(
             f"ZooKeeper session lost {now - facts.state_since:.0f} s ago: "
-            "every partition released until registered again"
+            "exactly-once routes copy on, at-least-once routes released until registered again"
         )
     elif state == WorkerState.DRAINING:
         reasons.append("draining: leaving the fleet")
     elif state == WorkerState.RUNNING:
         if facts.session_lost:
-            reasons.append("ZooKeeper session lost: releasing every partition")
+            reasons.append("ZooKeeper session lost: releasing the partitions of at-least-once routes")
         elif facts.zookeeper_disconnected_since is not None:
             reasons.append(
-                f"ZooKeeper connection lost {now - facts.zookeeper_disconnected_since:.0f} s ago: copying paused"
+                f"ZooKeeper connection lost {now - facts.zookeeper_disconnected_since:.0f} s ago: "
+                "exactly-once routes copy on, at-least-once routes paused"
             )
         if facts.applied_generation is None or facts.applied_generation < facts.assigned_generation:
             applied = "none" if facts.applied_generation is None else str(facts.applied_generation)

@@ -62,7 +62,12 @@ def test_a_copy_loop_standing_still_too_long_is_not_live_nor_ready() -> None:
     ("state", "live", "reason"),
     [
         (WorkerState.STARTING, True, "not registered in ZooKeeper yet"),
-        (WorkerState.SUSPENDED, True, "ZooKeeper session lost 900 s ago: every partition released until registered"),
+        (
+            WorkerState.SUSPENDED,
+            True,
+            "ZooKeeper session lost 900 s ago: exactly-once routes copy on, at-least-once routes released "
+            "until registered",
+        ),
         (WorkerState.DRAINING, True, "draining: leaving the fleet"),
         (WorkerState.STOPPED, False, "stopped"),
     ],
@@ -83,9 +88,13 @@ def test_starting_and_draining_workers_are_live_however_long_the_loop_stood_stil
 def test_a_worker_without_its_zookeeper_session_is_live_but_not_ready() -> None:
     disconnected = replace(RUNNING, zookeeper_disconnected_since=995.0)
     assert worker_liveness(disconnected, 1000.4).ok
-    assert worker_readiness(disconnected, 1000.4).reasons == ("ZooKeeper connection lost 5 s ago: copying paused",)
+    assert worker_readiness(disconnected, 1000.4).reasons == (
+        "ZooKeeper connection lost 5 s ago: exactly-once routes copy on, at-least-once routes paused",
+    )
     lost = replace(disconnected, session_lost=True)
-    assert worker_readiness(lost, 1000.4).reasons == ("ZooKeeper session lost: releasing every partition",)
+    assert worker_readiness(lost, 1000.4).reasons == (
+        "ZooKeeper session lost: releasing the partitions of at-least-once routes",
+    )
 
 
 def test_a_worker_is_not_ready_until_it_applied_the_newest_assignment_it_took() -> None:

@@ -9,21 +9,20 @@ long as its slowest command.
 
 from __future__ import annotations
 
-import contextlib
 import signal
-import socket
 import subprocess
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
 
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import ferry_command, fleet_config, free_port, poll_until, spawn, stop_all
 from tests.harness.processes import Fleet
+from tests.harness.tcp_proxy import TcpProxy
 
 CLOSED = "127.0.0.1:1"
 # Short, so a command that waits for ZooKeeper gives up quickly; the bound the tests check is
@@ -229,55 +228,15 @@ def test_sigterm_ends_a_standby_a_leader_and_a_worker_promptly(local_stack: devs
         assert "Traceback" not in process.log.read_text(), process.log_tail()
 
 
-class ZooKeeperLink:
-    """A TCP forwarder to ZooKeeper on a port of its own: :meth:`cut` refuses new connections and
-    breaks the open ones, an outage of the link only (the shared ZooKeeper keeps running)."""
-
-    def __init__(self, target: str) -> None:
-        host, port = target.rsplit(":", 1)
-        self._target = (host, int(port))
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
-        self._open: list[socket.socket] = []
-        self._cut = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                client, _ = self._listener.accept()
-                if self._cut.is_set():  # accepted while being cut
-                    client.close()
-                    return
-                server = socket.create_connection(self._target)
-                self._open += [client, server]
-                for source, sink in ((client, server), (server, client)):
-                    threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                sink.sendall(data)
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        self._cut.set()
-        with contextlib.suppress(OSError):
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept(); close() alone may not
-        self._listener.close()
-        for connection in self._open:
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
-            connection.close()
-
-
-def test_zookeeper_lost_for_longer_than_the_deadline_ends_controller_and_worker_with_one_line(
+def test_zookeeper_lost_for_longer_than_the_deadline_ends_the_controller_with_one_line_and_the_worker_waits(
     local_stack: devstack.Stack, zk_chroot: str, tmp_path: Path
 ) -> None:
+    """Only the link to ZooKeeper is cut (the shared ZooKeeper keeps running): the controller ends with
+    one line after ``retry_deadline_s`` for its supervisor; the worker never gives ZooKeeper up and
+    says since when it is unreachable."""
     address, chroot = zk_chroot.split("/", 1)
-    link = ZooKeeperLink(address)
+    host, port = address.rsplit(":", 1)
+    link = TcpProxy(host, int(port))
     config = fleet_config(
         local_stack,
         "/" + chroot,
@@ -288,13 +247,16 @@ def test_zookeeper_lost_for_longer_than_the_deadline_ends_controller_and_worker_
     )
     path = tmp_path / "ferry.yaml"
     path.write_text(yaml.safe_dump(config))
+    metrics_port = free_port()
     controller = spawn(
         "controller",
         ferry_command("controller", "--config", str(path), "--rest-port", str(free_port())),
         tmp_path / "controller.log",
     )
     worker = spawn(
-        "worker", ferry_command("worker", "--config", str(path), "--metrics-port", "0"), tmp_path / "worker.log"
+        "worker",
+        ferry_command("worker", "--config", str(path), "--metrics-port", str(metrics_port)),
+        tmp_path / "worker.log",
     )
     try:
         poll_until(lambda: " leads " in controller.log.read_text(), 60, "the controller to lead")
@@ -304,11 +266,19 @@ def test_zookeeper_lost_for_longer_than_the_deadline_ends_controller_and_worker_
             f"ferry: lost ZooKeeper at {link.address} for longer than zookeeper.retry_deadline_s "
             f"({RETRY_DEADLINE_S:g} s)"
         )
-        for process in (controller, worker):
-            # The session timeout (4 s) and the deadline (2 s) pass first; then a few seconds at most.
-            assert process.wait(30) == 2, process.log_tail()
-            text = process.log.read_text()
-            assert "Traceback" not in text, process.log_tail()
-            assert [line for line in text.splitlines() if line.startswith("ferry")] == [expected], process.log_tail()
+        # The session timeout (4 s) and the deadline (2 s) pass first; then a few seconds at most.
+        assert controller.wait(30) == 2, controller.log_tail()
+        text = controller.log.read_text()
+        assert "Traceback" not in text, controller.log_tail()
+        assert [line for line in text.splitlines() if line.startswith("ferry")] == [expected], controller.log_tail()
+
+        def says_unreachable() -> bool:
+            health = requests.get(f"http://127.0.0.1:{metrics_port}/health", timeout=5).json()
+            return str(health.get("zookeeper", "")).startswith("unreachable since")
+
+        poll_until(says_unreachable, 30, "the worker to say since when ZooKeeper is unreachable")
+        assert worker.alive(), worker.log_tail()
+        assert "Traceback" not in worker.log.read_text(), worker.log_tail()
     finally:
         stop_all([controller, worker], timeout=5)
+        link.close()

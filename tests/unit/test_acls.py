@@ -110,10 +110,18 @@ def test_a_plain_route_reads_the_source_and_writes_the_destination_with_its_grou
         (GROUP, "ferry.src.dst.lookback", LITERAL, "Describe"),
         (TOPIC, "__ferry_offset_map", LITERAL, "Write"),
         (TOPIC, "__ferry_offset_map", LITERAL, "Create"),
-        # Exactly once (the default): the route's writer ids, ferry.<route>.<worker>.
+    }
+
+
+def test_an_exactly_once_route_writes_and_fences_its_writer_ids_on_the_destination() -> None:
+    config = _config()
+    route = config.routes[0].model_copy(update={"delivery_guarantee": "exactly_once"})
+    found = acls.required_acls(config.model_copy(update={"routes": [route]}))
+    assert {a for a in _on(found, "dst") if a[0] == TRANSACTIONAL_ID} == {
         (TRANSACTIONAL_ID, "ferry.src.dst.", PREFIXED, "Write"),
         (TRANSACTIONAL_ID, "ferry.src.dst.", PREFIXED, "Describe"),
     }
+    assert not {a for a in _on(acls.required_acls(config), "dst") if a[0] == TRANSACTIONAL_ID}
 
 
 def test_renaming_routes_grant_the_destination_names() -> None:

@@ -171,6 +171,26 @@ def test_a_worker_cut_off_from_zookeeper_only_is_fenced_before_its_partitions_mo
         proxy.close()
 
 
+def test_a_busy_worker_killed_on_an_exactly_once_route_leaves_every_record_once(
+    fleet: Fleet, topic_name: Callable[[str], str]
+) -> None:
+    """kill -9 of a worker in the middle of its transactions: the leader fences its writer (its open
+    transaction is aborted) before w2 takes its partitions and resumes from what the destination
+    committed. A read_committed consumer sees every record once."""
+    topic = topic_name("killed")
+    run = mirror_with_two_workers(fleet, topic, exactly_once=True)
+    ledger = run.ledger
+    ledger.produce_steadily(rate_per_s=4000)
+    ledger.wait_for_destination(timeout=30, at_least=4000)
+    run.w1.signal(signal.SIGKILL)
+    wait_until(_all_on(fleet, run.controller, topic, {"w2"}), 90, "w2 to hold every partition")
+    ledger.wait_for_progress(30, "w2 to copy w1's partitions")
+    ledger.stop_producing()
+    ledger.wait_for_destination(timeout=120)
+    result = ledger.check(allow_duplicates=False)
+    print(f"kill -9 on an exactly-once route: {result['records']} records, 0 duplicates")
+
+
 def test_a_paused_worker_is_fenced_and_a_read_committed_consumer_sees_every_record_once(
     fleet: Fleet, topic_name: Callable[[str], str]
 ) -> None:

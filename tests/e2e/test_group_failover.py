@@ -137,6 +137,64 @@ def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, top
     assert f'ferry_controller_checkpoint_age_seconds{{group="app-{run}-lag0",route="src.dst"}}' in metrics
 
 
+def test_groups_fail_over_exactly_on_an_exactly_once_route_whose_worker_was_killed(
+    fleet: Fleet, topic_name: Callable[[str], str]
+) -> None:
+    """An exactly-once route: destination offsets also hold transaction markers, and a worker killed in
+    the middle of a transaction leaves an aborted tail. Groups still land on the exact record: read
+    from their translated offset, the destination gives exactly the records the group had not read."""
+    topic = topic_name("eosgroups")
+    total = 30_000
+    fleet.extra = {
+        "routes": [
+            {
+                "source": "src",
+                "destination": "dst",
+                "groups": [f"app-{topic[-8:]}-.*"],
+                "delivery_guarantee": "exactly_once",
+            }
+        ],
+        "controller": {"checkpoint_interval_s": 1, "checkpoint_margin_s": MARGIN_S},
+    }
+    fleet.write_config()
+    ledger = RecordLedger(fleet.stack, topic, 1, transactional_destination=True)
+    ledger.create_source_topic()
+    controller, worker = _mirror(fleet, topic)
+    ledger.produce_steadily(rate_per_s=4000)
+    ledger.wait_for_destination(timeout=60, at_least=8_000)
+    worker.signal(signal.SIGKILL)  # mid-transaction: its open transaction is aborted by the fence
+    fleet.start_worker("w2")
+    wait_until(lambda: ledger.produced >= total, 60, f"{total} records produced")
+    ledger.stop_producing()
+    ledger.wait_for_destination(timeout=180)
+    produced = ledger.produced
+
+    run = topic[-8:]
+    lags = (0, 1_000, produced - 100)
+    for lag in lags:
+        commit_offset(ledger.src, f"app-{run}-lag{lag}", topic, produced - lag)
+
+    def translated() -> dict[str, Any]:
+        body = requests.get(f"{controller.url}/groups", timeout=5).json()
+        return {g["group"]: p for g in body["groups"] for p in g["partitions"] if p["topic"] == topic}
+
+    wait_until(
+        lambda: all(translated().get(f"app-{run}-lag{lag}", {}).get("method") == "exact" for lag in lags),
+        90,
+        "the checkpoint job to translate every group exactly",
+    )
+    dst_end = sum(ledger.end_offsets(ledger.dst).values())
+    wait_until(
+        lambda: all(committed_offset(ledger.dst, f"app-{run}-lag{lag}", topic) is not None for lag in lags),
+        30,
+        "the job to commit every group on the destination",
+    )
+    for lag in lags:
+        rest = _read_rest(ledger.dst, f"app-{run}-lag{lag}", topic, dst_end)
+        assert rest == list(range(produced - lag, produced)), f"lag {lag}: read {len(rest)} records, expected {lag}"
+    ledger.check(allow_duplicates=False)
+
+
 def test_a_worker_killed_before_its_first_commit_leaves_nothing_outside_the_map(
     fleet: Fleet,
     topic_name: Callable[[str], str],

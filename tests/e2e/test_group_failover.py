@@ -49,7 +49,8 @@ def _read_rest(cluster: dict[str, str], group: str, topic: str, end: int) -> lis
             for message in consumer.consume(max(1, min(10_000, left)), 0.5):
                 if message.error() is None:
                     seqs.append(int(dict(message.headers() or [])[HEADER_SEQ]))
-                    position = message.offset() + 1
+            # The position, not the last record's offset: transaction markers take offsets too.
+            position = consumer.position([TopicPartition(topic, 0)])[0].offset
             return position >= end
 
         wait_until(drained, 120, f"group {group} to read {topic} to {end}")

@@ -242,17 +242,20 @@ class Committer:
         return remaining
 
     def _fatal(self, exc: BaseException) -> None:
-        """A poll or flush raised librdkafka's fatal error (a fenced transactional producer raises it,
-        as a SystemError whose cause is the KafkaException, from the delivery callbacks): FAILED."""
+        """A poll or flush raised librdkafka's fatal error: FAILED. A fenced transactional producer
+        raises it from the delivery callbacks, as a SystemError, with the KafkaException as its cause
+        or without any: then a transactional writer counts as fenced (its only fatal errors are the
+        epoch's: fenced by the leader, or its transaction timed out, which fences it too)."""
         cause = exc if isinstance(exc, KafkaException) else exc.__cause__
-        if not isinstance(cause, KafkaException):
-            raise exc
-        error: KafkaError = cause.args[0]
-        self._fenced = self._fenced or error.code() in FENCED_ERRORS
-        self._log.warning(
-            "route %s: the destination producer failed for good: %s", self._route_name, kafka_error(cause)
-        )
-        self._give_up(str(kafka_error(cause)))
+        if isinstance(cause, KafkaException):
+            error: KafkaError = cause.args[0]
+            self._fenced = self._fenced or error.code() in FENCED_ERRORS
+            why = str(kafka_error(cause))
+        else:
+            self._fenced = self._fenced or self._transactional_id is not None
+            why = f"the producer failed for good ({exc})"
+        self._log.warning("route %s: the destination producer failed for good: %s", self._route_name, why)
+        self._give_up(why)
 
     def purge(self) -> None:
         """Drops everything the producer still holds (queued and in flight): this worker must stop writing now.

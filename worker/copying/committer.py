@@ -141,8 +141,10 @@ class Committer:
     def _new_producer(self) -> Any:
         self._initialized = False
         self._in_transaction = False
+        # No default delivery callback: the copy loop gives one to the first and the last record of
+        # each run (DeliveryLedger), the map writer one to each segment; the rest cost no Python call.
         with logs.context(route=self._route_name):  # its librdkafka messages carry the route
-            return kafka_clients.producer(self._destination, on_delivery=self._ledger.on_delivery, **self._settings)
+            return kafka_clients.producer(self._destination, **self._settings)
 
     # -- transactions -----------------------------------------------------------------------
 

@@ -170,6 +170,8 @@ class FakeProducer:
     fail: dict[tuple[str, int, int], KafkaError] = field(
         default_factory=dict
     )  # (topic, partition, nth produce) -> error
+    # (topic, partition, nth produce) -> the error produce() raises for it (refused locally: not queued).
+    refuse: dict[tuple[str, int, int], KafkaError] = field(default_factory=dict)
     # (topic, partition, nth produce) -> how many records another writer puts there just before it lands.
     foreign: dict[tuple[str, int, int], int] = field(default_factory=dict)
     produced: list[tuple[str, int, bytes]] = field(default_factory=list)
@@ -193,8 +195,12 @@ class FakeProducer:
             self.map_writes.append((key, value))
             self.map_pending.append(on_delivery)
             return
+        nth = self.counts.get((topic, partition), 0) + 1
+        refused = self.refuse.pop((topic, partition, nth), None)
+        if refused is not None:
+            raise KafkaException(refused)
+        self.counts[(topic, partition)] = nth
         self.produced.append((topic, partition, value))
-        nth = self.counts[(topic, partition)] = self.counts.get((topic, partition), 0) + 1
         self.pending.append((topic, partition, nth, value, timestamp, on_delivery or self.on_delivery))
 
     def poll(self, timeout: float) -> int:

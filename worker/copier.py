@@ -314,8 +314,9 @@ class RouteCopier:
         and its last record carry a Python delivery callback (the records between: see ``between``).
         Which record is the last is known only when the next message is another partition's, or the
         batch ends, so the newest record is held back one step: handed over as one between the ends
-        when another of its partition follows, with the run's last callback otherwise. A partition
-        the ledger settles record by record (``exact``) hands every record over as a run of its own."""
+        when another of its partition follows, with the run's last callback otherwise. A record the
+        destination may refuse on its own (larger than ``Committer.record_alone_above``), and every
+        record of a partition the ledger settles record by record (``exact``), is a run of its own."""
         committer = self._committer
         produce = committer.producer.produce
         stamp = self._stamper.stamp
@@ -329,6 +330,8 @@ class RouteCopier:
         open_run = ledger.open_run
         settled_as_already_written = ledger.settled_as_already_written
         hand_over = self._hand_over
+        close_run = self._close_run
+        alone_above = committer.record_alone_above
         errors = self._states.stopped
         count_copied = self._states.count_copied
         copied = 0
@@ -368,8 +371,9 @@ class RouteCopier:
             partition = message.partition()
             if partition != run_partition or message.topic() != run_topic:
                 if held and delivery is not None:  # the last record of the partition's delivery run
-                    delivery.count = handed + 1
-                    if not hand_over(
+                    if not close_run(
+                        delivery,
+                        handed,
                         produce,
                         destination_topic,
                         run_partition,
@@ -377,7 +381,6 @@ class RouteCopier:
                         held_key,
                         held_timestamp,
                         held_headers,
-                        delivery.on_last,
                         key,
                         held_offset,
                         run,
@@ -417,19 +420,15 @@ class RouteCopier:
                 watermarks.passed(key, offset)
                 skipped += 1
                 continue
-            if held:  # another record of the partition follows: the held one is not the run's last
-                try:
-                    produce(
-                        destination_topic,
-                        held_value,
-                        held_key,
-                        partition,
-                        timestamp=held_timestamp,
-                        headers=held_headers,
-                        on_delivery=callback,
-                    )
-                except (BufferError, KafkaException):
-                    if not hand_over(
+            record_size = len(message)
+            # A record that may be refused on its own (one too large travels alone in its producer
+            # batch), or any on a partition settled record by record, is a run of its own.
+            alone = record_size > alone_above or (exact and key in exact)
+            if held:
+                if alone and delivery is not None:  # the held record ends its run
+                    if not close_run(
+                        delivery,
+                        handed,
                         produce,
                         destination_topic,
                         partition,
@@ -437,18 +436,47 @@ class RouteCopier:
                         held_key,
                         held_timestamp,
                         held_headers,
-                        callback,
                         key,
                         held_offset,
                         run,
                     ):
                         copied -= 1
                         size -= held_size
+                    delivery = None
+                else:  # another record of the run follows: the held one is not its last
+                    try:
+                        produce(
+                            destination_topic,
+                            held_value,
+                            held_key,
+                            partition,
+                            timestamp=held_timestamp,
+                            headers=held_headers,
+                            on_delivery=callback,
+                        )
+                    except (BufferError, KafkaException) as exc:
+                        if not hand_over(
+                            produce,
+                            destination_topic,
+                            partition,
+                            held_value,
+                            held_key,
+                            held_timestamp,
+                            held_headers,
+                            callback,
+                            key,
+                            held_offset,
+                            run,
+                            exc,
+                        ):
+                            copied -= 1
+                            size -= held_size
+                            self._settle_cut_short(delivery, handed)
+                    handed += 1
+                    callback = between
                 held = False
-                handed += 1
-                callback = between
                 if errors and key in errors:
-                    continue  # stopped while the producer's queue was full: its run is never reported
+                    continue  # stopped while the producer's queue was full, or refused: its run ends here
             if delivery is None:
                 delivery = open_run()
                 handed = 0
@@ -460,13 +488,14 @@ class RouteCopier:
             held_timestamp = timestamp if timestamp_type else 0
             held_headers = headers
             held_offset = offset
-            held_size = len(message)
+            held_size = record_size
             run.append(offset)
             copied += 1
-            size += held_size
-            if exact and key in exact:  # a run of its own
-                delivery.count = 1
-                if not hand_over(
+            size += record_size
+            if alone:
+                if not close_run(
+                    delivery,
+                    0,
                     produce,
                     destination_topic,
                     partition,
@@ -474,7 +503,6 @@ class RouteCopier:
                     held_key,
                     held_timestamp,
                     held_headers,
-                    delivery.on_last,
                     key,
                     held_offset,
                     run,
@@ -483,9 +511,12 @@ class RouteCopier:
                     size -= held_size
                 held = False
                 delivery = None
-        if held and delivery is not None:
-            delivery.count = handed + 1
-            if not hand_over(
+        if (
+            held
+            and delivery is not None
+            and not close_run(
+                delivery,
+                handed,
                 produce,
                 destination_topic,
                 run_partition,
@@ -493,18 +524,53 @@ class RouteCopier:
                 held_key,
                 held_timestamp,
                 held_headers,
-                delivery.on_last,
                 key,
                 held_offset,
                 run,
-            ):
-                copied -= 1
-                size -= held_size
+            )
+        ):
+            copied -= 1
+            size -= held_size
         if run:
             sent_run(key, run)
         if copied != counted[0]:
             count_copied(key, copied - counted[0], size - counted[1])
         return copied, skipped, size
+
+    def _close_run(
+        self,
+        delivery: DeliveryRun,
+        handed: int,
+        produce: Callable[..., None],
+        topic: str,
+        partition: int,
+        value: Any,
+        record_key: Any,
+        timestamp: int,
+        headers: Any,
+        key: TopicPartitionKey,
+        offset: int,
+        run: list[int],
+    ) -> bool:
+        """Hands over the last record of ``delivery`` (``handed`` of its records went before) with the run's
+        closing callback; False when the producer refused it (the records before it are then settled as
+        far as their reports prove)."""
+        delivery.count = handed + 1
+        if self._hand_over(
+            produce, topic, partition, value, record_key, timestamp, headers, delivery.on_last, key, offset, run
+        ):
+            return True
+        self._settle_cut_short(delivery, handed)
+        return False
+
+    def _settle_cut_short(self, delivery: DeliveryRun | None, handed: int) -> None:
+        """The producer refused a record of ``delivery`` after ``handed`` of its records were handed over
+        without the run's closing callback (its partition is stopped now): waits for those to be delivered,
+        then settles them as far as their reports prove (:meth:`DeliveryLedger.settle_cut_short`)."""
+        if delivery is None or not handed:
+            return
+        self._committer.flush(FLUSH_TIMEOUT_S)
+        self._ledger.settle_cut_short(delivery, handed)
 
     def _hand_over(
         self,
@@ -519,18 +585,23 @@ class RouteCopier:
         key: TopicPartitionKey,
         offset: int,
         run: list[int],
+        tried: BufferError | KafkaException | None = None,
     ) -> bool:
         """Hands one record to the producer, serving delivery reports while its queue is full (back-pressure
         on the source); False when the producer refused the record: its offset failed, its partition stopped.
 
-        ``run``: the partition's offsets not told to the watermark yet, told (and emptied) before any poll."""
+        ``run``: the partition's offsets not told to the watermark yet, told (and emptied) before any poll.
+        ``tried``: what the caller's own try of the same produce raised."""
         while True:
             try:
+                if tried is not None:
+                    raise tried
                 produce(
                     topic, value, record_key, partition, timestamp=timestamp, headers=headers, on_delivery=on_delivery
                 )
                 return True
             except BufferError:
+                tried = None
                 if run:
                     self._ledger.watermarks.sent_run(key, run)
                     run.clear()

@@ -617,3 +617,39 @@ def test_a_failed_record_between_a_runs_ends_is_not_hidden_by_another_writers_re
     assert ("commit", [(TOPIC, 0, 1)]) in rig.calls
     segments = rig.copier._ledger.maps[(TOPIC, 0)].segments()
     assert [(s.src_start, s.dst_start, s.length) for s in segments] == [(0, 0, 1), (2, 2, 1)]
+
+
+def test_a_record_the_producer_refuses_settles_the_run_before_it_and_stops_its_partition_for_good(
+    rig: SimpleNamespace,
+) -> None:
+    """Records 0-4 go without the run's closing callback (5 follows them); 5 is refused by produce():
+    0-4 are settled once delivered, the commit stops at 5, and the partition's reason names it."""
+    rig.copier.acquire([(TOPIC, 0)])
+    rig.copier.copy_batch(0.1)
+    rig.producer.refuse[(TOPIC, 0, 6)] = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+    _feed(rig, 0, range(0, 8))
+    rig.copier.copy_batch(0.1)
+    status = rig.copier.statuses()[(TOPIC, 0)]
+    assert status.state == "ERROR" and "offset 5" in status.reason and "temporary" not in status.reason
+    rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 5)]) in rig.calls
+    assert rig.copier._ledger.maps[(TOPIC, 0)].segments() == [Segment(0, 0, 5)]
+
+
+def test_a_record_that_may_be_refused_alone_is_a_run_of_its_own_and_named_by_its_offset(
+    rig: SimpleNamespace,
+) -> None:
+    """A record larger than half a producer batch travels alone, so the destination may refuse it alone
+    (too large): it carries its own report, and its partition stops for good naming its offset."""
+    rig.copier.acquire([(TOPIC, 0)])
+    rig.copier.copy_batch(0.1)
+    callbacks = _recording_callbacks(rig)
+    rig.producer.fail[(TOPIC, 0, 3)] = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+    big = rig.copier._committer.record_alone_above + 1
+    rig.consumer.queue.extend(FakeMessage(TOPIC, 0, o, _value=b"x" * big if o == 2 else b"v") for o in range(5))
+    rig.copier.copy_batch(0.1)
+    assert callbacks == [(0, "on_first"), (0, "on_last"), (0, "on_last"), (0, "on_first"), (0, "on_last")]
+    status = rig.copier.statuses()[(TOPIC, 0)]
+    assert status.state == "ERROR" and "offset 2" in status.reason and "temporary" not in status.reason
+    rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 2)]) in rig.calls

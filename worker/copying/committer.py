@@ -134,6 +134,12 @@ class Committer:
         return self._fenced
 
     @property
+    def record_alone_above(self) -> int:
+        """Records with a value larger than this may travel alone in a producer batch, and so be refused
+        alone (too large for the destination topic): the copy loop gives each its own delivery report."""
+        return self._batch_size // 2
+
+    @property
     def producer(self) -> Any:
         """The destination producer now (a new one after :meth:`fit_batches_to` or :meth:`renew_if_failed`)."""
         return self._producer

@@ -21,6 +21,9 @@ takes no offset). On an at-least-once route each of them carries the run's failu
 route they carry nothing, because a failed record fails the open transaction, which is then aborted
 with every copy and map segment in it (:mod:`worker.copying.committer`).
 
+A record the destination may refuse on its own (one too large travels alone in its producer batch) is
+a run of its own, so such a refusal names its offset at once.
+
 Otherwise the run is settled only as far as its reports prove it:
 
 - a failed report fails its record's source offset and stops the partition as that failure means
@@ -48,8 +51,9 @@ States of a record the copier handles::
     (not sent) --already on the destination (the resume rule's skip set)--> settled at once
 
 and of a run: OPEN (the copy loop adds records) --closed (its count fixed, its last record handed
-over)--> CLOSED --its last report--> QUEUED --settle--> applied. A run whose last record the producer
-refused is never reported: its partition is stopped anyway, and its records stay unacknowledged.
+over)--> CLOSED --its last report--> QUEUED --settle--> applied. When the producer refuses one of a
+run's records (its partition stops), the records handed over before it are settled once delivered, as
+far as their reports prove (:meth:`DeliveryLedger.settle_cut_short`).
 
 Driven by the copier's one thread (the worker's copy loop); the callbacks run inside ``poll`` and
 ``flush`` on that thread, so no state here needs a lock.
@@ -225,6 +229,35 @@ class DeliveryLedger:
         now_ms = self._wall_clock() * 1000.0
         for run, error, last in runs:
             self._settle_run(run, error, last, now_ms)
+
+    def settle_cut_short(self, run: DeliveryRun, handed: int) -> None:
+        """Settles a run the producer refused a record of, once the ``handed`` records before that one
+        were delivered: they went without the run's closing callback, so the newest success among the
+        records between (the run's catcher keeps it) stands for the last. Proven as a run when nothing
+        failed and the offsets are contiguous; otherwise only the first as its report says, and the rest
+        failed (on an exactly-once route, which reports nothing between the ends, always so). Stops
+        nothing: the refusal stopped the partition already, with its own reason."""
+        self.settle()
+        first = run.first
+        if first is None:
+            return  # not reported (the flush gave up): the records stay unacknowledged
+        key = (self._source_name(first.topic()), first.partition())
+        watermarks = self.watermarks
+        between_failed = any(error is not None for error in run.between)
+        last = first if handed == 1 else run.between.get(None)
+        if run.first_error is None and not between_failed and last is not None:
+            start = first.offset()
+            if last.offset() - start == handed - 1:
+                self._acknowledged(key, watermarks.acked_oldest_run(key, handed), start, handed)
+                return
+        if run.first_error is None:
+            self._acknowledged(key, [watermarks.acked_oldest(key)], first.offset(), 1)
+        else:
+            watermarks.fail_oldest(key, run.first_error.str())
+        for _ in range(handed - 1):
+            watermarks.fail_oldest(key, UNPROVEN)
+        if handed > 1:
+            self._exact.add(key)
 
     def transaction_committed(self) -> None:
         """The destination committed the open transaction: each partition it wrote copies to got a

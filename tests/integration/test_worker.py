@@ -838,17 +838,20 @@ def _offset_map(kafka: Kafka, topic: str, partition: int) -> list[Segment]:
 
 def test_another_writer_on_the_destination_partition_keeps_the_copy_and_the_offset_map_exact(
     start_worker: Callable[..., RunningWorker],
+    make_config: Callable[..., FerryConfig],
     kafka: Kafka,
     create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """While Ferry copies, another producer writes to the same destination partition: its records land
-    among Ferry's. Every source record arrives once, the committed offset reaches the end, and every
-    offset-map entry names the destination offset holding that very source record."""
+    among Ferry's, also among the records of one of Ferry's runs (one record per produce request makes
+    that all but certain). Every source record arrives once, the committed offset reaches the end, and
+    every offset-map entry names the destination offset holding that very source record."""
     topic = topic_name("shared")
     create_topic("src", topic, 1)
     create_topic("dst", topic, 1)
-    running = start_worker()
+    running = start_worker(make_config(producer={"batch.num.messages": 1, "linger.ms": 0}))
     running.wait_online(topic, [0], running.assign(topic, [0]))
     foreign = ForeignWriter(kafka.conf("dst"), topic, 0)
     try:
@@ -860,6 +863,8 @@ def test_another_writer_on_the_destination_partition_keeps_the_copy_and_the_offs
     finally:
         foreign.stop()
     assert foreign.written > 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("another writer interleaved" in m for m in messages), "a run of Ferry's was interleaved"
     copies = kafka.read("dst", topic, 0, own_header=True)
     source_offsets = [p.source_offset for p in (provenance.read(h) for _, _, h, _ in copies) if p is not None]
     assert sorted(source_offsets) == list(range(total)), "every source record once, none lost"

@@ -357,37 +357,31 @@ class RouteCopier:
         # route each carries the run's C-level catcher (no Python frame), so a failed one is seen and
         # another writer's record in its place cannot pass for it.
         reports_between = not committer.transactional
-        held = False
-        held_value: Any = None
-        held_key: Any = None
+        held: Any = None  # the newest record of the run, not handed over yet (see above)
         held_timestamp = 0
         held_headers: Any = None
-        held_offset = -1
-        held_size = 0
         for message in messages:
             if message.error() is not None:
                 self._consumer_error(message)
                 continue
             partition = message.partition()
             if partition != run_partition or message.topic() != run_topic:
-                if held and delivery is not None:  # the last record of the partition's delivery run
+                if held is not None and delivery is not None:  # the last record of the partition's delivery run
                     if not close_run(
                         delivery,
                         handed,
                         produce,
                         destination_topic,
                         run_partition,
-                        held_value,
-                        held_key,
+                        held,
                         held_timestamp,
                         held_headers,
                         key,
-                        held_offset,
                         run,
                     ):
                         copied -= 1
-                        size -= held_size
-                    held = False
+                        size -= len(held)
+                    held = None
                 if run:
                     sent_run(key, run)
                     run = []
@@ -424,7 +418,7 @@ class RouteCopier:
             # A record that may be refused on its own (one too large travels alone in its producer
             # batch), or any on a partition settled record by record, is a run of its own.
             alone = record_size > alone_above or (exact and key in exact)
-            if held:
+            if held is not None:
                 if alone and delivery is not None:  # the held record ends its run
                     if not close_run(
                         delivery,
@@ -432,23 +426,21 @@ class RouteCopier:
                         produce,
                         destination_topic,
                         partition,
-                        held_value,
-                        held_key,
+                        held,
                         held_timestamp,
                         held_headers,
                         key,
-                        held_offset,
                         run,
                     ):
                         copied -= 1
-                        size -= held_size
+                        size -= len(held)
                     delivery = None
                 else:  # another record of the run follows: the held one is not its last
                     try:
                         produce(
                             destination_topic,
-                            held_value,
-                            held_key,
+                            held.value(),
+                            held.key(),
                             partition,
                             timestamp=held_timestamp,
                             headers=held_headers,
@@ -459,22 +451,22 @@ class RouteCopier:
                             produce,
                             destination_topic,
                             partition,
-                            held_value,
-                            held_key,
+                            held.value(),
+                            held.key(),
                             held_timestamp,
                             held_headers,
                             callback,
                             key,
-                            held_offset,
+                            held.offset(),
                             run,
                             exc,
                         ):
                             copied -= 1
-                            size -= held_size
+                            size -= len(held)
                             self._settle_cut_short(delivery, handed)
                     handed += 1
                     callback = between
-                held = False
+                held = None
                 if errors and key in errors:
                     continue  # stopped while the producer's queue was full, or refused: its run ends here
             if delivery is None:
@@ -482,13 +474,9 @@ class RouteCopier:
                 handed = 0
                 callback = delivery.on_first
                 between = delivery.on_between if reports_between else None
-            held = True
-            held_value = message.value()
-            held_key = message.key()
+            held = message
             held_timestamp = timestamp if timestamp_type else 0
             held_headers = headers
-            held_offset = offset
-            held_size = record_size
             run.append(offset)
             copied += 1
             size += record_size
@@ -499,20 +487,18 @@ class RouteCopier:
                     produce,
                     destination_topic,
                     partition,
-                    held_value,
-                    held_key,
+                    held,
                     held_timestamp,
                     held_headers,
                     key,
-                    held_offset,
                     run,
                 ):
                     copied -= 1
-                    size -= held_size
-                held = False
+                    size -= len(held)
+                held = None
                 delivery = None
         if (
-            held
+            held is not None
             and delivery is not None
             and not close_run(
                 delivery,
@@ -520,17 +506,15 @@ class RouteCopier:
                 produce,
                 destination_topic,
                 run_partition,
-                held_value,
-                held_key,
+                held,
                 held_timestamp,
                 held_headers,
                 key,
-                held_offset,
                 run,
             )
         ):
             copied -= 1
-            size -= held_size
+            size -= len(held)
         if run:
             sent_run(key, run)
         if copied != counted[0]:
@@ -544,20 +528,28 @@ class RouteCopier:
         produce: Callable[..., None],
         topic: str,
         partition: int,
-        value: Any,
-        record_key: Any,
+        message: Any,
         timestamp: int,
         headers: Any,
         key: TopicPartitionKey,
-        offset: int,
         run: list[int],
     ) -> bool:
-        """Hands over the last record of ``delivery`` (``handed`` of its records went before) with the run's
-        closing callback; False when the producer refused it (the records before it are then settled as
-        far as their reports prove)."""
+        """Hands over ``message``, the last record of ``delivery`` (``handed`` of its records went before),
+        with the run's closing callback; False when the producer refused it (the records before it are
+        then settled as far as their reports prove)."""
         delivery.count = handed + 1
         if self._hand_over(
-            produce, topic, partition, value, record_key, timestamp, headers, delivery.on_last, key, offset, run
+            produce,
+            topic,
+            partition,
+            message.value(),
+            message.key(),
+            timestamp,
+            headers,
+            delivery.on_last,
+            key,
+            message.offset(),
+            run,
         ):
             return True
         self._settle_cut_short(delivery, handed)

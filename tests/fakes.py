@@ -220,6 +220,7 @@ class FakeProducer:
                 self.landed.setdefault((topic, partition), {})[offset] = value
             else:
                 offset = -1001  # librdkafka's OFFSET_INVALID: a failed record has no offset
+                self.failed_in_transaction = True
             if callback is None:
                 continue
             # As librdkafka reports it: the timestamp given (CreateTime, 1), or none (0).
@@ -240,6 +241,8 @@ class FakeProducer:
 
     # A transactional producer's calls, recorded; ``refuse_commit`` makes commit_transaction raise it once.
     refuse_commit: KafkaError | None = None
+    # A record of the open transaction failed: librdkafka then refuses to commit it (it must be aborted).
+    failed_in_transaction: bool = False
 
     def __len__(self) -> int:
         return len(self.pending) + len(self.map_pending)
@@ -249,10 +252,13 @@ class FakeProducer:
 
     def begin_transaction(self) -> None:
         self.calls.append(("begin_transaction", None))
+        self.failed_in_transaction = False
 
     def commit_transaction(self, timeout: float) -> None:
         self.flush(timeout)
         refused, self.refuse_commit = self.refuse_commit, None
+        if refused is None and self.failed_in_transaction:
+            refused = KafkaError(KafkaError._MSG_TIMED_OUT, "a message failed delivery", txn_requires_abort=True)
         if refused is not None:
             raise KafkaException(refused)
         self.calls.append(("commit_transaction", None))

@@ -653,3 +653,35 @@ def test_a_record_that_may_be_refused_alone_is_a_run_of_its_own_and_named_by_its
     assert status.state == "ERROR" and "offset 2" in status.reason and "temporary" not in status.reason
     rig.copier.commit()
     assert ("commit", [(TOPIC, 0, 2)]) in rig.calls
+
+
+def test_on_an_exactly_once_route_a_failed_record_between_a_runs_ends_aborts_the_transaction(
+    rig: SimpleNamespace,
+) -> None:
+    """The records between a run's ends carry no callback on an exactly-once route: the second of three
+    fails unreported and another writer's record lands in its place, so the run looks proven; but the
+    failure fails the transaction, which is aborted, and no source offset is committed past it."""
+    copier = RouteCopier(
+        RouteConfig(source="src", destination="dst"),
+        {},
+        {},
+        WorkerConfig(),
+        rig.metrics,
+        "test",
+        clock=rig.clock,
+        wall_clock=lambda: rig.wall,
+        sleep=rig.clock.sleep,
+        transactional_id="ferry.src.dst.w1",
+    )
+    copier.acquire([(TOPIC, 0)])
+    copier.copy_batch(0.1)
+    callbacks = _recording_callbacks(rig)
+    rig.producer.fail[(TOPIC, 0, 2)] = KafkaError(KafkaError._MSG_TIMED_OUT)
+    rig.producer.foreign[(TOPIC, 0, 3)] = 1
+    _feed(rig, 0, range(0, 3))
+    copier.copy_batch(0.1)
+    assert callbacks == [(0, "on_first"), (0, ""), (0, "on_last")]
+    copier.commit()
+    assert ("abort_transaction", None) in rig.calls and ("commit_transaction", None) not in rig.calls
+    assert not [call for call in rig.calls if call[0] == "commit"]
+    assert copier.statuses()[(TOPIC, 0)].state == "ERROR"

@@ -55,21 +55,26 @@ class _Consumer:
 
 
 class _Producer:
-    """Delivers, in ``poll``, the pre-built reports of the records produced since the last poll."""
+    """Delivers, in ``poll``, the pre-built reports of the records produced since the last poll: to
+    each record's own callback, else the default one (``on_delivery``), else none, as librdkafka does."""
 
     def __init__(self, on_delivery: Any, reports: dict[int, list[Any]]) -> None:
         self.on_delivery = on_delivery
-        self.pending: list[int] = []
+        self.pending: list[tuple[int, Any]] = []
         self.reports = {partition: iter(messages) for partition, messages in reports.items()}
 
-    def produce(self, topic: str, value: Any, key: Any, partition: int, timestamp: int, headers: Any) -> None:
-        self.pending.append(partition)
+    def produce(
+        self, topic: str, value: Any, key: Any, partition: int, timestamp: int, headers: Any, on_delivery: Any = None
+    ) -> None:
+        self.pending.append((partition, on_delivery or self.on_delivery))
 
     def poll(self, timeout: float) -> int:
         pending, self.pending = self.pending, []
-        on_delivery, reports = self.on_delivery, self.reports
-        for partition in pending:
-            on_delivery(None, next(reports[partition]))
+        reports = self.reports
+        for partition, on_delivery in pending:
+            report = next(reports[partition])
+            if on_delivery is not None:
+                on_delivery(None, report)
         return 0
 
 
@@ -138,7 +143,7 @@ def _round(records: int, case: str) -> float:
     consumer = _Consumer()
     consumer.batches, reports = _batches(records, headers)
 
-    def producer(cluster: Any, on_delivery: Any, **overrides: Any) -> _Producer:
+    def producer(cluster: Any, on_delivery: Any = None, **overrides: Any) -> _Producer:
         return _Producer(on_delivery, reports)
 
     with (

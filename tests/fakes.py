@@ -159,16 +159,27 @@ class FakeConsumer:
 
 @dataclass
 class FakeProducer:
+    """A destination producer as librdkafka is one: a record gets the delivery callback given with it,
+    else the default ``on_delivery`` when there is one, else no report; a partition's records land
+    at consecutive offsets, in produce order, after whatever another writer put there (``foreign``)."""
+
     calls: list[tuple[str, Any]]
-    on_delivery: Any
-    pending: list[tuple[str, int, int, int]] = field(default_factory=list)  # topic, partition, nth, timestamp
+    on_delivery: Any = None  # the default delivery callback (librdkafka's dr_msg_cb), if any
+    # topic, partition, nth, value, timestamp, callback
+    pending: list[tuple[str, int, int, bytes, int, Any]] = field(default_factory=list)
     fail: dict[tuple[str, int, int], KafkaError] = field(
         default_factory=dict
     )  # (topic, partition, nth produce) -> error
+    # (topic, partition, nth produce) -> the error produce() raises for it (refused locally: not queued).
+    refuse: dict[tuple[str, int, int], KafkaError] = field(default_factory=dict)
+    # (topic, partition, nth produce) -> how many records another writer puts there just before it lands.
+    foreign: dict[tuple[str, int, int], int] = field(default_factory=dict)
     produced: list[tuple[str, int, bytes]] = field(default_factory=list)
     map_writes: list[tuple[bytes, bytes]] = field(default_factory=list)
     delivered: dict[tuple[str, int], int] = field(default_factory=dict)  # next destination offset
+    landed: dict[tuple[str, int], dict[int, bytes]] = field(default_factory=dict)  # destination offset -> value
     map_pending: list[Any] = field(default_factory=list)  # offset-map writes' delivery callbacks
+    counts: dict[tuple[str, int], int] = field(default_factory=dict)  # records produced per partition
 
     def produce(
         self,
@@ -184,9 +195,13 @@ class FakeProducer:
             self.map_writes.append((key, value))
             self.map_pending.append(on_delivery)
             return
+        nth = self.counts.get((topic, partition), 0) + 1
+        refused = self.refuse.pop((topic, partition, nth), None)
+        if refused is not None:
+            raise KafkaException(refused)
+        self.counts[(topic, partition)] = nth
         self.produced.append((topic, partition, value))
-        nth = sum(1 for t, p, _ in self.produced if (t, p) == (topic, partition))
-        self.pending.append((topic, partition, nth, timestamp))
+        self.pending.append((topic, partition, nth, value, timestamp, on_delivery or self.on_delivery))
 
     def poll(self, timeout: float) -> int:
         return self.flush(timeout)
@@ -197,14 +212,20 @@ class FakeProducer:
         map_pending, self.map_pending = self.map_pending, []
         for callback in map_pending:  # the offset map's writes are acknowledged like any record
             callback(None, None)
-        for topic, partition, nth, timestamp in pending:
+        for topic, partition, nth, value, timestamp, callback in pending:
             error = self.fail.pop((topic, partition, nth), None)
-            offset = self.delivered.get((topic, partition), 0)
+            offset = self.delivered.get((topic, partition), 0) + self.foreign.pop((topic, partition, nth), 0)
             if error is None:
                 self.delivered[(topic, partition)] = offset + 1
+                self.landed.setdefault((topic, partition), {})[offset] = value
+            else:
+                offset = -1001  # librdkafka's OFFSET_INVALID: a failed record has no offset
+                self.failed_in_transaction = True
+            if callback is None:
+                continue
             # As librdkafka reports it: the timestamp given (CreateTime, 1), or none (0).
             stamped = (1, timestamp) if timestamp else (0, -1)
-            self.on_delivery(
+            callback(
                 error,
                 SimpleNamespace(
                     topic=lambda t=topic: t,
@@ -220,6 +241,8 @@ class FakeProducer:
 
     # A transactional producer's calls, recorded; ``refuse_commit`` makes commit_transaction raise it once.
     refuse_commit: KafkaError | None = None
+    # A record of the open transaction failed: librdkafka then refuses to commit it (it must be aborted).
+    failed_in_transaction: bool = False
 
     def __len__(self) -> int:
         return len(self.pending) + len(self.map_pending)
@@ -229,10 +252,13 @@ class FakeProducer:
 
     def begin_transaction(self) -> None:
         self.calls.append(("begin_transaction", None))
+        self.failed_in_transaction = False
 
     def commit_transaction(self, timeout: float) -> None:
         self.flush(timeout)
         refused, self.refuse_commit = self.refuse_commit, None
+        if refused is None and self.failed_in_transaction:
+            refused = KafkaError(KafkaError._MSG_TIMED_OUT, "a message failed delivery", txn_requires_abort=True)
         if refused is not None:
             raise KafkaException(refused)
         self.calls.append(("commit_transaction", None))

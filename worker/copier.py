@@ -42,7 +42,7 @@ from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
 from ferry.common.model import PartitionStatus
 from ferry.worker.copying.committer import FLUSH_TIMEOUT_S, Committer
-from ferry.worker.copying.ledger import DeliveryLedger
+from ferry.worker.copying.ledger import DeliveryLedger, DeliveryRun
 from ferry.worker.copying.names import TopicNames, TopicPartitionKey
 from ferry.worker.copying.partition_states import PartitionStates
 from ferry.worker.copying.starter import AcquireResult, PartitionStarter
@@ -309,16 +309,29 @@ class RouteCopier:
         """Hands ``messages`` to the producer, stamped; returns (records sent, records skipped, value bytes sent).
 
         The per-record loop: every name it calls is bound once per batch, and the ledger and the
-        load counters are told once per run of a partition's records."""
+        load counters are told once per run of a partition's records. Each partition's records go
+        to the producer as a delivery run (:class:`worker.copying.ledger.DeliveryRun`): only its first
+        and its last record carry a Python delivery callback (the records between: see ``between``).
+        Which record is the last is known only when the next message is another partition's, or the
+        batch ends, so the newest record is held back one step: handed over as one between the ends
+        when another of its partition follows, with the run's last callback otherwise. A record the
+        destination may refuse on its own (larger than ``Committer.record_alone_above``), and every
+        record of a partition the ledger settles record by record (``exact``), is a run of its own."""
         committer = self._committer
         produce = committer.producer.produce
         stamp = self._stamper.stamp
         names = self._names.destinations
         destination_name = self._names.destination
-        watermarks = self._ledger.watermarks
+        ledger = self._ledger
+        watermarks = ledger.watermarks
         sent_run = watermarks.sent_run
-        skips = self._ledger.skips
-        settled_as_already_written = self._ledger.settled_as_already_written
+        skips = ledger.skips
+        exact = ledger.exact
+        open_run = ledger.open_run
+        settled_as_already_written = ledger.settled_as_already_written
+        hand_over = self._hand_over
+        close_run = self._close_run
+        alone_above = committer.record_alone_above
         errors = self._states.stopped
         count_copied = self._states.count_copied
         copied = 0
@@ -333,12 +346,42 @@ class RouteCopier:
         destination_topic = ""
         run: list[int] = []
         counted = (0, 0)  # copied and size when this partition's run began, for its load counters
+        # The partition's delivery run: how many of its records the producer has, the callback the
+        # next one carries (the first's, then none), and the newest record, held back (see above).
+        delivery: DeliveryRun | None = None
+        handed = 0
+        callback: Callable[[Any, Any], None] | None = None
+        between: Callable[[Any, Any], None] | None = None
+        # On an exactly-once route the records between a run's ends carry no callback: one that fails
+        # fails the transaction, which is aborted, so nothing of the run is committed. On an at-least-once
+        # route each carries the run's C-level catcher (no Python frame), so a failed one is seen and
+        # another writer's record in its place cannot pass for it.
+        reports_between = not committer.transactional
+        held: Any = None  # the newest record of the run, not handed over yet (see above)
+        held_timestamp = 0
+        held_headers: Any = None
         for message in messages:
             if message.error() is not None:
                 self._consumer_error(message)
                 continue
             partition = message.partition()
             if partition != run_partition or message.topic() != run_topic:
+                if held is not None and delivery is not None:  # the last record of the partition's delivery run
+                    if not close_run(
+                        delivery,
+                        handed,
+                        produce,
+                        destination_topic,
+                        run_partition,
+                        held,
+                        held_timestamp,
+                        held_headers,
+                        key,
+                        run,
+                    ):
+                        copied -= 1
+                        size -= len(held)
+                    held = None
                 if run:
                     sent_run(key, run)
                     run = []
@@ -348,6 +391,7 @@ class RouteCopier:
                 run_topic, run_partition = message.topic(), partition
                 key = (run_topic, partition)
                 destination_topic = names.get(run_topic) or destination_name(run_topic)
+                delivery = None
             if errors and key in errors:
                 continue  # stopped: fetched before the pause took effect; never committed past
             offset = message.offset()
@@ -370,41 +414,200 @@ class RouteCopier:
                 watermarks.passed(key, offset)
                 skipped += 1
                 continue
-            while True:
-                try:
-                    produce(
+            record_size = len(message)
+            # A record that may be refused on its own (one too large travels alone in its producer
+            # batch), or any on a partition settled record by record, is a run of its own.
+            alone = record_size > alone_above or (exact and key in exact)
+            if held is not None:
+                if alone and delivery is not None:  # the held record ends its run
+                    if not close_run(
+                        delivery,
+                        handed,
+                        produce,
                         destination_topic,
-                        message.value(),
-                        message.key(),
                         partition,
-                        timestamp=timestamp if timestamp_type else 0,
-                        headers=headers,
-                    )
-                    break
-                except BufferError:
-                    # The producer's queue is full: wait for deliveries (back-pressure on the source).
-                    if run:
-                        sent_run(key, run)
-                        run = []
-                    committer.poll(0.05)  # a failure among them stops its partition now
-                except KafkaException as exc:
-                    self._stop(
+                        held,
+                        held_timestamp,
+                        held_headers,
                         key,
-                        delivery_failure(
-                            kafka_error(exc), f"offset {offset}: the destination producer refused the record"
-                        ),
-                    )
-                    break
-            if errors and key in errors:
-                continue
+                        run,
+                    ):
+                        copied -= 1
+                        size -= len(held)
+                    delivery = None
+                else:  # another record of the run follows: the held one is not its last
+                    try:
+                        produce(
+                            destination_topic,
+                            held.value(),
+                            held.key(),
+                            partition,
+                            timestamp=held_timestamp,
+                            headers=held_headers,
+                            on_delivery=callback,
+                        )
+                    except (BufferError, KafkaException) as exc:
+                        if not hand_over(
+                            produce,
+                            destination_topic,
+                            partition,
+                            held.value(),
+                            held.key(),
+                            held_timestamp,
+                            held_headers,
+                            callback,
+                            key,
+                            held.offset(),
+                            run,
+                            exc,
+                        ):
+                            copied -= 1
+                            size -= len(held)
+                            self._settle_cut_short(delivery, handed)
+                    handed += 1
+                    callback = between
+                held = None
+                if errors and key in errors:
+                    continue  # stopped while the producer's queue was full, or refused: its run ends here
+            if delivery is None:
+                delivery = open_run()
+                handed = 0
+                callback = delivery.on_first
+                between = delivery.on_between if reports_between else None
+            held = message
+            held_timestamp = timestamp if timestamp_type else 0
+            held_headers = headers
             run.append(offset)
             copied += 1
-            size += len(message)
+            size += record_size
+            if alone:
+                if not close_run(
+                    delivery,
+                    0,
+                    produce,
+                    destination_topic,
+                    partition,
+                    held,
+                    held_timestamp,
+                    held_headers,
+                    key,
+                    run,
+                ):
+                    copied -= 1
+                    size -= len(held)
+                held = None
+                delivery = None
+        if (
+            held is not None
+            and delivery is not None
+            and not close_run(
+                delivery,
+                handed,
+                produce,
+                destination_topic,
+                run_partition,
+                held,
+                held_timestamp,
+                held_headers,
+                key,
+                run,
+            )
+        ):
+            copied -= 1
+            size -= len(held)
         if run:
             sent_run(key, run)
         if copied != counted[0]:
             count_copied(key, copied - counted[0], size - counted[1])
         return copied, skipped, size
+
+    def _close_run(
+        self,
+        delivery: DeliveryRun,
+        handed: int,
+        produce: Callable[..., None],
+        topic: str,
+        partition: int,
+        message: Any,
+        timestamp: int,
+        headers: Any,
+        key: TopicPartitionKey,
+        run: list[int],
+    ) -> bool:
+        """Hands over ``message``, the last record of ``delivery`` (``handed`` of its records went before),
+        with the run's closing callback; False when the producer refused it (the records before it are
+        then settled as far as their reports prove)."""
+        delivery.count = handed + 1
+        if self._hand_over(
+            produce,
+            topic,
+            partition,
+            message.value(),
+            message.key(),
+            timestamp,
+            headers,
+            delivery.on_last,
+            key,
+            message.offset(),
+            run,
+        ):
+            return True
+        self._settle_cut_short(delivery, handed)
+        return False
+
+    def _settle_cut_short(self, delivery: DeliveryRun | None, handed: int) -> None:
+        """The producer refused a record of ``delivery`` after ``handed`` of its records were handed over
+        without the run's closing callback (its partition is stopped now): waits for those to be delivered,
+        then settles them as far as their reports prove (:meth:`DeliveryLedger.settle_cut_short`)."""
+        if delivery is None or not handed:
+            return
+        self._committer.flush(FLUSH_TIMEOUT_S)
+        self._ledger.settle_cut_short(delivery, handed)
+
+    def _hand_over(
+        self,
+        produce: Callable[..., None],
+        topic: str,
+        partition: int,
+        value: Any,
+        record_key: Any,
+        timestamp: int,
+        headers: Any,
+        on_delivery: Callable[[Any, Any], None] | None,
+        key: TopicPartitionKey,
+        offset: int,
+        run: list[int],
+        tried: BufferError | KafkaException | None = None,
+    ) -> bool:
+        """Hands one record to the producer, serving delivery reports while its queue is full (back-pressure
+        on the source); False when the producer refused the record: its offset failed, its partition stopped.
+
+        ``run``: the partition's offsets not told to the watermark yet, told (and emptied) before any poll.
+        ``tried``: what the caller's own try of the same produce raised."""
+        while True:
+            try:
+                if tried is not None:
+                    raise tried
+                produce(
+                    topic, value, record_key, partition, timestamp=timestamp, headers=headers, on_delivery=on_delivery
+                )
+                return True
+            except BufferError:
+                tried = None
+                if run:
+                    self._ledger.watermarks.sent_run(key, run)
+                    run.clear()
+                self._committer.poll(0.05)  # a failure among them stops its partition now
+            except KafkaException as exc:
+                if run:
+                    self._ledger.watermarks.sent_run(key, run)
+                    run.clear()
+                failure = delivery_failure(
+                    kafka_error(exc), f"offset {offset}: the destination producer refused the record"
+                )
+                self._ledger.watermarks.failed(key, offset, str(failure))
+                self._stop(key, failure)
+                return False
 
     def _stop(self, key: TopicPartitionKey, failure: PartitionStopped | PartitionDeferred | ProducerFailed) -> None:
         """Stops ``key`` (ERROR). A :class:`ProducerFailed` leaves the producer unusable: every

@@ -39,6 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ferry.common.config import FerryConfig, parse_config
 from ferry.common.core import provenance
+from ferry.common.core.offset_map import MAP_TOPIC, Segment, merge, parse_segment
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.model import PartitionKey, WorkerAssignment, WorkerStatus
 from ferry.common.zk.layout import ZkLayout, make_client
@@ -801,3 +802,86 @@ def test_a_worker_that_cannot_reach_zookeeper_is_live_but_not_ready() -> None:
         worker.stop()  # while connecting: ends at once, status 0
         thread.join(15)
     assert result == [0]
+
+
+class ForeignWriter:
+    """Another writer on a destination partition (an application of an active-active pair), producing
+    records without Ferry's header on a thread until stopped or ``most`` records were written."""
+
+    def __init__(self, cluster: dict[str, str], topic: str, partition: int, most: int = 20_000) -> None:
+        self._producer: Producer = kafka_clients.producer(cluster, **{"linger.ms": 1})
+        self._topic, self._partition, self._most = topic, partition, most
+        self._stop = threading.Event()
+        self.written = 0
+        self._thread = threading.Thread(target=self._run, name="foreign-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and self.written < self._most:
+            try:
+                self._producer.produce(self._topic, f"foreign-{self.written}".encode(), None, self._partition)
+            except BufferError:
+                self._producer.poll(0.01)
+                continue
+            self.written += 1
+            self._producer.poll(0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert self._producer.flush(30) == 0
+
+
+def _offset_map(kafka: Kafka, topic: str, partition: int) -> list[Segment]:
+    """The route's offset map of ``topic``/``partition`` as stored on the destination (newest value per key)."""
+    latest: dict[bytes, Segment | None] = {}
+    for key, value, _, _ in kafka.read("dst", MAP_TOPIC, 0, own_header=True):
+        assert key is not None
+        (route, map_topic, map_partition), _, segment = parse_segment(key, value)
+        if (route, map_topic, map_partition) == (ROUTE, topic, partition):
+            latest[key] = segment
+    return merge(segment for segment in latest.values() if segment is not None)
+
+
+def test_another_writer_on_the_destination_partition_keeps_the_copy_and_the_offset_map_exact(
+    start_worker: Callable[..., RunningWorker],
+    make_config: Callable[..., FerryConfig],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """While Ferry copies, another producer writes to the same destination partition: its records land
+    among Ferry's, also among the records of one of Ferry's runs (one record per produce request makes
+    that all but certain). Every source record arrives once, the committed offset reaches the end, and
+    every offset-map entry names the destination offset holding that very source record."""
+    topic = topic_name("shared")
+    create_topic("src", topic, 1)
+    create_topic("dst", topic, 1)
+    running = start_worker(make_config(producer={"batch.num.messages": 1, "linger.ms": 0}))
+    running.wait_online(topic, [0], running.assign(topic, [0]))
+    foreign = ForeignWriter(kafka.conf("dst"), topic, 0)
+    try:
+        total = 0
+        for burst in range(8):
+            kafka.produce(topic, 0, records(f"burst{burst}", 400, start=total))
+            total += 400
+        kafka.wait_committed(topic, 0, total, timeout=90)
+    finally:
+        foreign.stop()
+    assert foreign.written > 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("another writer interleaved" in m for m in messages), "a run of Ferry's was interleaved"
+    copies = kafka.read("dst", topic, 0, own_header=True)
+    source_offsets = [p.source_offset for p in (provenance.read(h) for _, _, h, _ in copies) if p is not None]
+    assert sorted(source_offsets) == list(range(total)), "every source record once, none lost"
+    assert len(copies) > total, "the other writer's records landed on the same partition"
+    segments = _offset_map(kafka, topic, 0)
+    assert segments, "the offset map describes the copies"
+    for segment in segments:
+        for source_offset in range(segment.src_start, segment.src_end):
+            destination = segment.destination_of(source_offset)
+            assert destination is not None
+            found = provenance.read(copies[destination][2])
+            assert found is not None and found.source_offset == source_offset, (source_offset, destination)
+    assert max(segment.src_end for segment in segments) == total

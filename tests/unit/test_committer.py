@@ -25,8 +25,8 @@ def parts(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
         calls=calls, clock=FakeClock(1000.0), consumer=FakeConsumer(calls), producers=[], route_stops=[]
     )
 
-    def make_producer(cluster: Any, on_delivery: Any, **settings: Any) -> FakeProducer:
-        parts.producers.append(FakeProducer(calls, on_delivery))
+    def make_producer(cluster: Any, **settings: Any) -> FakeProducer:
+        parts.producers.append(FakeProducer(calls))
         parts.settings = settings
         return parts.producers[-1]
 
@@ -51,8 +51,10 @@ def _copy(parts: SimpleNamespace, offsets: list[int]) -> None:
     """``offsets`` sent and acknowledged, as the copy loop and the producer would leave them."""
     parts.ledger.resume(KEY, OffsetMap())
     parts.ledger.watermarks.sent_run(KEY, offsets)
-    for destination_offset, _ in enumerate(offsets):
-        parts.ledger.on_delivery(None, FakeMessage(TOPIC, 0, destination_offset))
+    run = parts.ledger.open_run()
+    run.count = len(offsets)
+    run.on_first(None, FakeMessage(TOPIC, 0, 0))
+    run.on_last(None, FakeMessage(TOPIC, 0, len(offsets) - 1))
 
 
 def test_a_commit_refused_every_time_gives_up_at_its_deadline_sleeping_the_injected_sleep(
@@ -116,9 +118,11 @@ def _sent(parts: SimpleNamespace, offsets: list[int]) -> None:
     """``offsets`` handed to the producer in the open transaction (acknowledged at its next flush)."""
     parts.ledger.resume(KEY, OffsetMap())
     parts.ledger.watermarks.sent_run(KEY, offsets)
-    for offset in offsets:
-        parts.committer.producer.produce(TOPIC, b"v", b"k", partition=0, on_delivery=None)
-        del offset
+    run = parts.ledger.open_run()
+    run.count = len(offsets)
+    for nth in range(len(offsets)):  # one delivery run: callbacks on its first and its last record
+        callback = run.on_last if nth == len(offsets) - 1 else run.on_first if nth == 0 else None
+        parts.committer.producer.produce(TOPIC, b"v", b"k", partition=0, on_delivery=callback)
 
 
 def test_an_exactly_once_commit_commits_the_copies_and_their_segments_in_one_transaction_then_the_source(

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ferry.common.config import MirrorMaker2Config, RouteConfig, WorkerConfig
 from ferry.common.core.offset_map import MAP_TOPIC, Segment, parse_segment
@@ -29,6 +31,10 @@ from tests.fakes import TOPIC, FakeAdmin, FakeClock, FakeConsumer, FakeMessage, 
 
 @pytest.fixture
 def rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    return _rig(monkeypatch)
+
+
+def _rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     calls: list[tuple[str, Any]] = []
     rig = SimpleNamespace(
         calls=calls, clock=FakeClock(1000.0), admin=FakeAdmin(destination_partitions=None), metrics=WorkerMetrics()
@@ -37,8 +43,8 @@ def rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     rig.wall = 1_700_000_002.0
     rig.consumer = FakeConsumer(calls)
 
-    def make_producer(cluster: Any, on_delivery: Any, **overrides: Any) -> FakeProducer:
-        rig.producer = FakeProducer(calls, on_delivery)
+    def make_producer(cluster: Any, **overrides: Any) -> FakeProducer:
+        rig.producer = FakeProducer(calls)
         rig.producer_settings = overrides
         return rig.producer
 
@@ -96,7 +102,9 @@ def test_a_permanent_rejection_stops_the_partition_and_holds_the_watermark(rig: 
     rig.copier.copy_batch(0.1)
     assert len(rig.producer.produced) == produced_before
     rig.copier.commit()
-    assert ("commit", [(TOPIC, 0, 2), (TOPIC, 1, 2)]) in rig.calls
+    # Offset 1 has no report of its own (its run's last failed): not proven, so not committed past;
+    # the partition's restart finds it on the destination and does not copy it again.
+    assert ("commit", [(TOPIC, 0, 1), (TOPIC, 1, 2)]) in rig.calls
     rig.clock.now += 3600
     assert rig.copier.due_retries() == []
 
@@ -369,7 +377,9 @@ def test_a_distributor_copies_by_its_level_and_sets_its_bit(
     sent: list[Any] = []
     copier.acquire([(TOPIC, 0)])
     monkeypatch.setattr(
-        rig.producer, "produce", lambda topic, value, key, partition, timestamp, headers: sent.append(headers)
+        rig.producer,
+        "produce",
+        lambda topic, value, key, partition, timestamp, headers, on_delivery: sent.append(headers),
     )
     rig.consumer.queue.extend(
         [
@@ -488,3 +498,190 @@ def test_copied_records_and_bytes_are_counted_per_partition_for_the_load_report(
     size = len(FakeMessage(TOPIC, 0, 0))
     assert copied == {(TOPIC, 0): (4, 4 * size), (TOPIC, 1): (2, 2 * size)}
     assert rig.copier.take_copied() == {}
+
+
+def _recording_callbacks(rig: SimpleNamespace) -> list[tuple[int, str]]:
+    """Wraps the producer's produce: each record's partition, and the delivery callback it carries
+    (on_first, on_last, the C-level catcher ``__setitem__`` of the records between the ends, or "")."""
+    produce = rig.producer.produce
+    callbacks: list[tuple[int, str]] = []
+
+    def recording(topic: str, value: bytes, key: bytes, partition: int = -1, **kwargs: Any) -> None:
+        callbacks.append((partition, getattr(kwargs.get("on_delivery"), "__name__", "")))
+        produce(topic, value, key, partition, **kwargs)
+
+    rig.producer.produce = recording
+    return callbacks
+
+
+def test_only_the_first_and_the_last_record_of_a_partitions_run_carry_a_python_delivery_callback(
+    rig: SimpleNamespace,
+) -> None:
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    rig.copier.copy_batch(0.1)
+    callbacks = _recording_callbacks(rig)
+    _feed(rig, 0, range(0, 4))
+    _feed(rig, 1, range(0, 1))
+    _feed(rig, 0, range(4, 6))
+    assert rig.copier.copy_batch(0.1) == 7
+    between = (0, "__setitem__")
+    assert callbacks == [
+        (0, "on_first"),
+        between,
+        between,
+        (0, "on_last"),
+        (1, "on_last"),
+        (0, "on_first"),
+        (0, "on_last"),
+    ]
+    rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 6), (TOPIC, 1, 1)]) in rig.calls
+    assert rig.copier._ledger.maps[(TOPIC, 0)].segments() == [Segment(0, 0, 6)]
+
+
+def test_another_writer_within_a_run_restarts_the_partition_which_then_reports_record_by_record(
+    rig: SimpleNamespace,
+) -> None:
+    rig.copier.acquire([(TOPIC, 0)])
+    rig.copier.copy_batch(0.1)
+    rig.producer.foreign[(TOPIC, 0, 2)] = 1  # another writer's record lands just before the 2nd copy
+    _feed(rig, 0, range(0, 3))
+    rig.copier.copy_batch(0.1)
+    status = rig.copier.statuses()[(TOPIC, 0)]
+    assert status.state == "ERROR" and "another writer" in status.reason
+    rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 1)]) in rig.calls  # 0 proven at 0; 1 not proven
+    rig.copier.release([(TOPIC, 0)], 0, 1)
+    rig.copier.acquire([(TOPIC, 0)])
+    callbacks = _recording_callbacks(rig)
+    _feed(rig, 0, range(1, 4))
+    rig.copier.copy_batch(0.1)
+    assert callbacks == [(0, "on_last")] * 3
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    batches=st.lists(st.integers(1, 8), min_size=1, max_size=4),
+    foreign=st.dictionaries(st.integers(1, 16), st.integers(1, 3), max_size=4),
+    refused=st.sets(st.integers(1, 16), max_size=2),
+)
+def test_another_writer_and_failures_anywhere_keep_the_offset_map_and_the_commit_exact(
+    batches: list[int], foreign: dict[int, int], refused: set[int]
+) -> None:
+    """Batches of one partition's records, another writer's records landing before any of the copies,
+    and any copies refused: every offset-map entry names the destination offset that holds that
+    source record, and every source offset below the committed one is on the destination and mapped."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        rig = _rig(monkeypatch)
+        key = (TOPIC, 0)
+        rig.copier.acquire([key])
+        rig.copier.copy_batch(0.1)
+        rig.producer.foreign = {(TOPIC, 0, nth): count for nth, count in foreign.items()}
+        rig.producer.fail = {(TOPIC, 0, nth): KafkaError(KafkaError._MSG_TIMED_OUT) for nth in refused}
+        offset = 0
+        for size in batches:
+            rig.consumer.queue.extend(FakeMessage(TOPIC, 0, o, _value=b"r%d" % o) for o in range(offset, offset + size))
+            offset += size
+            rig.copier.copy_batch(0.1)
+        rig.copier.flush(0)
+        rig.copier.commit()
+        landed = rig.producer.landed.get((TOPIC, 0), {})
+        offsets = rig.copier._ledger.maps[key]
+        mapped: dict[int, int] = {}
+        for segment in offsets.segments():
+            for source in range(segment.src_start, segment.src_end):
+                destination = segment.destination_of(source)
+                assert destination is not None and landed.get(destination) == b"r%d" % source
+                mapped[source] = destination
+        commits = [dict(((t, p), o) for t, p, o in stored) for name, stored in rig.calls if name == "commit"]
+        committed = commits[-1].get(key, 0) if commits else 0
+        assert all(source in mapped for source in range(committed))
+        if not foreign and not refused:
+            assert committed == offset and rig.copier.statuses()[key].state == "ONLINE"
+
+
+def test_a_failed_record_between_a_runs_ends_is_not_hidden_by_another_writers_record_in_its_place(
+    rig: SimpleNamespace,
+) -> None:
+    """Three records; the second is refused (it takes no offset) and another writer's record lands
+    where it would have: the ends look contiguous, but the run's catcher saw the failure."""
+    rig.copier.acquire([(TOPIC, 0)])
+    rig.copier.copy_batch(0.1)
+    rig.producer.fail[(TOPIC, 0, 2)] = KafkaError(KafkaError._MSG_TIMED_OUT)
+    rig.producer.foreign[(TOPIC, 0, 3)] = 1
+    _feed(rig, 0, range(0, 3))
+    rig.copier.copy_batch(0.1)
+    status = rig.copier.statuses()[(TOPIC, 0)]
+    assert status.state == "ERROR" and "failed" in status.reason
+    rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 1)]) in rig.calls
+    segments = rig.copier._ledger.maps[(TOPIC, 0)].segments()
+    assert [(s.src_start, s.dst_start, s.length) for s in segments] == [(0, 0, 1), (2, 2, 1)]
+
+
+def test_a_record_the_producer_refuses_settles_the_run_before_it_and_stops_its_partition_for_good(
+    rig: SimpleNamespace,
+) -> None:
+    """Records 0-4 go without the run's closing callback (5 follows them); 5 is refused by produce():
+    0-4 are settled once delivered, the commit stops at 5, and the partition's reason names it."""
+    rig.copier.acquire([(TOPIC, 0)])
+    rig.copier.copy_batch(0.1)
+    rig.producer.refuse[(TOPIC, 0, 6)] = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+    _feed(rig, 0, range(0, 8))
+    rig.copier.copy_batch(0.1)
+    status = rig.copier.statuses()[(TOPIC, 0)]
+    assert status.state == "ERROR" and "offset 5" in status.reason and "temporary" not in status.reason
+    rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 5)]) in rig.calls
+    assert rig.copier._ledger.maps[(TOPIC, 0)].segments() == [Segment(0, 0, 5)]
+
+
+def test_a_record_that_may_be_refused_alone_is_a_run_of_its_own_and_named_by_its_offset(
+    rig: SimpleNamespace,
+) -> None:
+    """A record larger than half a producer batch travels alone, so the destination may refuse it alone
+    (too large): it carries its own report, and its partition stops for good naming its offset."""
+    rig.copier.acquire([(TOPIC, 0)])
+    rig.copier.copy_batch(0.1)
+    callbacks = _recording_callbacks(rig)
+    rig.producer.fail[(TOPIC, 0, 3)] = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
+    big = rig.copier._committer.record_alone_above + 1
+    rig.consumer.queue.extend(FakeMessage(TOPIC, 0, o, _value=b"x" * big if o == 2 else b"v") for o in range(5))
+    rig.copier.copy_batch(0.1)
+    assert callbacks == [(0, "on_first"), (0, "on_last"), (0, "on_last"), (0, "on_first"), (0, "on_last")]
+    status = rig.copier.statuses()[(TOPIC, 0)]
+    assert status.state == "ERROR" and "offset 2" in status.reason and "temporary" not in status.reason
+    rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 2)]) in rig.calls
+
+
+def test_on_an_exactly_once_route_a_failed_record_between_a_runs_ends_aborts_the_transaction(
+    rig: SimpleNamespace,
+) -> None:
+    """The records between a run's ends carry no callback on an exactly-once route: the second of three
+    fails unreported and another writer's record lands in its place, so the run looks proven; but the
+    failure fails the transaction, which is aborted, and no source offset is committed past it."""
+    copier = RouteCopier(
+        RouteConfig(source="src", destination="dst"),
+        {},
+        {},
+        WorkerConfig(),
+        rig.metrics,
+        "test",
+        clock=rig.clock,
+        wall_clock=lambda: rig.wall,
+        sleep=rig.clock.sleep,
+        transactional_id="ferry.src.dst.w1",
+    )
+    copier.acquire([(TOPIC, 0)])
+    copier.copy_batch(0.1)
+    callbacks = _recording_callbacks(rig)
+    rig.producer.fail[(TOPIC, 0, 2)] = KafkaError(KafkaError._MSG_TIMED_OUT)
+    rig.producer.foreign[(TOPIC, 0, 3)] = 1
+    _feed(rig, 0, range(0, 3))
+    copier.copy_batch(0.1)
+    assert callbacks == [(0, "on_first"), (0, ""), (0, "on_last")]
+    copier.commit()
+    assert ("abort_transaction", None) in rig.calls and ("commit_transaction", None) not in rig.calls
+    assert not [call for call in rig.calls if call[0] == "commit"]
+    assert copier.statuses()[(TOPIC, 0)].state == "ERROR"

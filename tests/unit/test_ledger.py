@@ -1,5 +1,6 @@
-"""worker/copying/ledger.py: delivery reports queued by the producer's callback and settled per run,
-failures among them, the offset maps they extend, the resume skip sets, the record age."""
+"""worker/copying/ledger.py: delivery runs settled when their last report arrives, proven by contiguous
+destination offsets or settled only as far as their reports prove them; failures among them, the
+offset maps they extend, the resume skip sets, the record age."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import pytest
 from confluent_kafka import KafkaError
 
 from ferry.common.core.offset_map import OffsetMap, Segment
-from ferry.worker.copying.ledger import DeliveryLedger
+from ferry.worker.copying.ledger import DeliveryLedger, DeliveryRun
 from ferry.worker.errors import PartitionDeferred, PartitionStopped, ProducerFailed
 from ferry.worker.metrics import WorkerMetrics
 from tests.fakes import TOPIC, FakeMessage
 
 KEY = (TOPIC, 0)
 DESTINATION = f"dst.{TOPIC}"  # the route renames: reports name the destination topic
+FAILED = -1001  # the offset librdkafka reports for a record it could not deliver
 
 
 def _ledger(stops: list[tuple[Any, Any]], metrics: WorkerMetrics | None = None) -> DeliveryLedger:
@@ -33,36 +35,121 @@ def _report(partition: int, destination_offset: int) -> FakeMessage:
     return FakeMessage(DESTINATION, partition, destination_offset)
 
 
-def test_a_run_of_successes_acknowledges_the_oldest_offsets_in_flight_and_extends_the_map() -> None:
+def _destination_of(offsets: OffsetMap, source_offset: int) -> int | None:
+    found = [d for d in (s.destination_of(source_offset) for s in offsets.segments()) if d is not None]
+    return found[0] if found else None
+
+
+def _run(
+    ledger: DeliveryLedger,
+    count: int,
+    first: int,
+    last: int,
+    partition: int = 0,
+    first_error: KafkaError | None = None,
+    last_error: KafkaError | None = None,
+) -> DeliveryRun:
+    """A run of ``count`` records whose first and last landed at ``first`` and ``last`` (or failed)."""
+    run = ledger.open_run()
+    run.count = count
+    if count > 1:
+        run.on_first(first_error, _report(partition, FAILED if first_error else first))
+    run.on_last(last_error, _report(partition, FAILED if last_error else last))
+    return run
+
+
+def test_a_run_at_contiguous_offsets_acknowledges_its_records_at_once_and_extends_the_map() -> None:
     stops: list[tuple[Any, Any]] = []
     ledger = _ledger(stops)
     ledger.resume(KEY, OffsetMap())
-    ledger.watermarks.sent_run(KEY, [10, 11, 12])
-    for destination_offset in (0, 1):
-        ledger.on_delivery(None, _report(0, destination_offset))
-    assert ledger.committables() == {} and ledger.watermarks.in_flight() == 3  # queued, not applied yet
+    ledger.watermarks.sent_run(KEY, [10, 11, 12, 13])
+    run = ledger.open_run()
+    run.count = 3
+    run.on_first(None, _report(0, 0))
     ledger.settle()
-    assert ledger.committables() == {KEY: 12} and ledger.in_flight() == 1
-    assert ledger.maps[KEY].segments() == [Segment(10, 0, 2)]
-    assert stops == []
+    assert ledger.committables() == {} and ledger.watermarks.in_flight() == 4  # the last report has not come
+    run.on_last(None, _report(0, 2))
+    assert ledger.watermarks.in_flight() == 4  # queued, not applied yet
+    ledger.settle()
+    assert ledger.committables() == {KEY: 13} and ledger.in_flight() == 1
+    assert ledger.maps[KEY].segments() == [Segment(10, 0, 3)]
+    assert stops == [] and KEY not in ledger.exact
 
 
-def test_a_failure_stops_its_partition_in_its_place_among_the_successes() -> None:
-    """Reports 10 ok, 11 refused for good, 12 ok: the watermark stays at 11, both successes are
-    in the map, and the partition is stopped with the failed offset in its reason."""
+def test_another_writer_between_a_runs_ends_defers_the_partition_and_settles_only_the_ends() -> None:
+    """Four records at destination 0..4: one of another writer's landed among them. The first and the
+    last are where their reports say; the two between are not proven, so the watermark stays at the
+    first of them and the partition restarts from the destination, settled record by record."""
+    stops: list[tuple[Any, Any]] = []
+    ledger = _ledger(stops)
+    ledger.resume(KEY, OffsetMap())
+    ledger.watermarks.sent_run(KEY, [10, 11, 12, 13])
+    _run(ledger, 4, 0, 4)
+    ledger.settle()
+    assert ledger.committables() == {KEY: 11} and ledger.in_flight() == 0
+    assert _destination_of(ledger.maps[KEY], 10) == 0 and _destination_of(ledger.maps[KEY], 13) == 4
+    assert _destination_of(ledger.maps[KEY], 11) is None and _destination_of(ledger.maps[KEY], 12) is None
+    assert [key for key, _ in stops] == [KEY] and isinstance(stops[0][1], PartitionDeferred)
+    assert "another writer" in str(stops[0][1])
+    assert KEY in ledger.exact
+    ledger.forget(KEY)
+    assert KEY in ledger.exact  # still there when the partition is held again
+
+
+def test_a_record_between_the_ends_that_failed_unreported_is_caught_by_the_offsets() -> None:
+    """Three records, the middle one refused without a report of its own: the last landed right after
+    the first, nearer than the run's length says."""
     stops: list[tuple[Any, Any]] = []
     ledger = _ledger(stops)
     ledger.resume(KEY, OffsetMap())
     ledger.watermarks.sent_run(KEY, [10, 11, 12])
-    ledger.on_delivery(None, _report(0, 0))
-    ledger.on_delivery(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE), _report(0, -1))
-    ledger.on_delivery(None, _report(0, 1))
+    _run(ledger, 3, 0, 1)
+    ledger.settle()
+    assert ledger.committables() == {KEY: 11}
+    assert isinstance(stops[0][1], PartitionDeferred) and KEY in ledger.exact
+
+
+def test_a_failed_record_between_the_ends_defers_the_partition_though_the_ends_look_contiguous() -> None:
+    """Three records, the middle one refused, another writer's record where it would have landed."""
+    stops: list[tuple[Any, Any]] = []
+    ledger = _ledger(stops)
+    ledger.resume(KEY, OffsetMap())
+    ledger.watermarks.sent_run(KEY, [10, 11, 12])
+    run = ledger.open_run()
+    run.count = 3
+    run.on_first(None, _report(0, 0))
+    run.on_between(KafkaError(KafkaError._MSG_TIMED_OUT), _report(0, FAILED))
+    run.on_last(None, _report(0, 2))
+    ledger.settle()
+    assert ledger.committables() == {KEY: 11}
+    assert _destination_of(ledger.maps[KEY], 11) is None and _destination_of(ledger.maps[KEY], 12) == 2
+    assert isinstance(stops[0][1], PartitionDeferred) and "timed out" in str(stops[0][1]) and KEY in ledger.exact
+
+
+def test_a_failed_first_record_stops_its_partition_with_its_offset_and_holds_the_watermark() -> None:
+    stops: list[tuple[Any, Any]] = []
+    ledger = _ledger(stops)
+    ledger.resume(KEY, OffsetMap())
+    ledger.watermarks.sent_run(KEY, [10, 11, 12])
+    _run(ledger, 3, 0, 1, first_error=KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
     ledger.settle()
     assert [key for key, _ in stops] == [KEY]
     failure = stops[0][1]
-    assert isinstance(failure, PartitionStopped) and "offset 11" in str(failure)
-    assert ledger.committables() == {KEY: 11} and ledger.in_flight() == 0
-    assert ledger.maps[KEY].segments() == [Segment(10, 0, 1), Segment(12, 1, 1)]
+    assert isinstance(failure, PartitionStopped) and "offset 10" in str(failure)
+    assert ledger.committables() == {KEY: 10} and ledger.in_flight() == 0
+    assert ledger.maps[KEY].segments() == [Segment(12, 1, 1)]  # the last, where its report put it
+
+
+def test_a_failed_last_record_names_its_offset_and_the_unreported_ones_stay_uncommitted() -> None:
+    stops: list[tuple[Any, Any]] = []
+    ledger = _ledger(stops)
+    ledger.resume(KEY, OffsetMap())
+    ledger.watermarks.sent_run(KEY, [10, 11, 12])
+    _run(ledger, 3, 0, 0, last_error=KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+    ledger.settle()
+    assert len(stops) == 1 and isinstance(stops[0][1], PartitionStopped) and "offset 12" in str(stops[0][1])
+    assert ledger.committables() == {KEY: 11}
+    assert ledger.maps[KEY].segments() == [Segment(10, 0, 1)]
 
 
 @pytest.mark.parametrize(
@@ -76,9 +163,10 @@ def test_what_a_failure_means_is_handed_to_the_stop(error: KafkaError, kind: typ
     stops: list[tuple[Any, Any]] = []
     ledger = _ledger(stops)
     ledger.watermarks.sent_run(KEY, [0])
-    ledger.on_delivery(error, _report(0, -1))
+    _run(ledger, 1, 0, 0, last_error=error)
     ledger.settle()
     assert len(stops) == 1 and isinstance(stops[0][1], kind)
+    assert KEY not in ledger.exact  # a run of one hides nothing
 
 
 def test_runs_of_several_partitions_settle_each_to_its_own_key() -> None:
@@ -86,10 +174,28 @@ def test_runs_of_several_partitions_settle_each_to_its_own_key() -> None:
     other = (TOPIC, 1)
     ledger.watermarks.sent_run(KEY, [0, 1])
     ledger.watermarks.sent_run(other, [5])
-    for report in (_report(0, 0), _report(1, 0), _report(0, 1)):
-        ledger.on_delivery(None, report)
+    first = ledger.open_run()
+    first.count = 2
+    first.on_first(None, _report(0, 0))
+    _run(ledger, 1, 0, 0, partition=1)
+    first.on_last(None, _report(0, 1))
     ledger.settle()
     assert ledger.committables() == {KEY: 2, other: 6}
+
+
+def test_records_passed_or_already_written_between_a_runs_ends_do_not_count_in_it() -> None:
+    """The copy loop sends 0, passes 1 (not for this route), skips 2 (already there), sends 3: a run of
+    two records at contiguous destination offsets."""
+    ledger = _ledger([])
+    ledger.resume(KEY, OffsetMap(), skip=[2])
+    ledger.watermarks.sent_run(KEY, [0])
+    ledger.watermarks.passed(KEY, 1)
+    assert ledger.settled_as_already_written(KEY, 2)
+    ledger.watermarks.sent_run(KEY, [3])
+    _run(ledger, 2, 7, 8)
+    ledger.settle()
+    assert ledger.committables() == {KEY: 4} and ledger.in_flight() == 0
+    assert _destination_of(ledger.maps[KEY], 0) == 7 and _destination_of(ledger.maps[KEY], 3) == 8
 
 
 def test_the_record_age_is_observed_once_per_settled_run() -> None:
@@ -97,8 +203,9 @@ def test_the_record_age_is_observed_once_per_settled_run() -> None:
     ledger = _ledger([], metrics)
     ledger.watermarks.sent_run(KEY, [0, 1, 2])
     ledger.watermarks.sent_run((TOPIC, 1), [0])
-    for report in (_report(0, 0), _report(0, 1), _report(1, 0), _report(0, 2)):
-        ledger.on_delivery(None, report)
+    _run(ledger, 2, 0, 1)
+    _run(ledger, 1, 0, 0, partition=1)
+    _run(ledger, 1, 2, 2)
     ledger.settle()
     assert metrics.registry.get_sample_value("ferry_worker_record_age_seconds_count", {"route": "src.dst"}) == 3
 

@@ -134,6 +134,12 @@ class Committer:
         return self._fenced
 
     @property
+    def record_alone_above(self) -> int:
+        """Records with a value larger than this may travel alone in a producer batch, and so be refused
+        alone (too large for the destination topic): the copy loop gives each its own delivery report."""
+        return self._batch_size // 2
+
+    @property
     def producer(self) -> Any:
         """The destination producer now (a new one after :meth:`fit_batches_to` or :meth:`renew_if_failed`)."""
         return self._producer
@@ -141,8 +147,10 @@ class Committer:
     def _new_producer(self) -> Any:
         self._initialized = False
         self._in_transaction = False
+        # No default delivery callback: the copy loop gives one to the first and the last record of
+        # each run (DeliveryLedger), the map writer one to each segment; the rest cost no Python call.
         with logs.context(route=self._route_name):  # its librdkafka messages carry the route
-            return kafka_clients.producer(self._destination, on_delivery=self._ledger.on_delivery, **self._settings)
+            return kafka_clients.producer(self._destination, **self._settings)
 
     # -- transactions -----------------------------------------------------------------------
 

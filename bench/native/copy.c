@@ -168,7 +168,7 @@ int main(int argc, char **argv) {
     rd_kafka_poll_set_consumer(consumer);
 
     /* The I-th of K contiguous blocks of partitions, the same split as the ceiling's --block. */
-    rd_kafka_topic_partition_list_t *assignment = rd_kafka_topic_partition_list_new((int)(argc - optind) * 8);
+    rd_kafka_topic_partition_list_t *assignment = rd_kafka_topic_partition_list_new((int)((argc - optind) * partitions));
     for (int t = optind; t < argc; t++)
         for (long p = 0; p < partitions; p++)
             if (p * count / partitions == index)

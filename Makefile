@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 JARS := .dev/jars
 MVN := mvn -B -q -f deploy/pom.xml
 COPY_DEPS := org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies -DincludeScope=runtime
+NATIVE_COPY := bench/native/build/ferry-native-copy
 
 REGISTRY := $(JARS)/registry
 REGISTRY_REPO := $(JARS)/registry-m2
@@ -14,9 +15,9 @@ REGISTRY_MVN := mvn -B -q -s deploy/registry/settings.xml
 REGISTRY_SOURCES := deploy/registry/pom.xml deploy/registry/settings.xml \
 	$(shell find deploy/registry/config-index-deployment -type f -not -path '*/target/*' 2>/dev/null)
 
-.PHONY: setup jars registry fleet-prereqs demo test lint unit integration e2e fleet up down status clean
+.PHONY: setup jars registry native fleet-prereqs demo test lint unit integration e2e fleet up down status clean
 
-setup: $(BIN)/.installed $(JARS)/.fetched $(REGISTRY)/.built fleet-prereqs
+setup: $(BIN)/.installed $(JARS)/.fetched $(REGISTRY)/.built $(NATIVE_COPY) fleet-prereqs
 
 # docker.io, debootstrap and prometheus for the fleet tier (only what is missing).
 fleet-prereqs:
@@ -51,6 +52,12 @@ $(REGISTRY)/.built: $(REGISTRY_SOURCES)
 		-Dregistry.build.dir=$(CURDIR)/$(REGISTRY) -Dregistry.local.repo=file://$(CURDIR)/$(REGISTRY_REPO)
 	touch $@
 
+# `ferry bench`'s native system: the ceiling's copy loop in C against the wheel's librdkafka. Only the
+# benchmark uses it; rebuilt when its source or the installed packages (the library it links) changed.
+native: $(NATIVE_COPY)
+$(NATIVE_COPY): bench/native/copy.c scripts/build-native-copy.sh $(BIN)/.installed
+	scripts/build-native-copy.sh $(BIN)/python $@
+
 # The demo runs neither a schema registry nor the fleet, so it sets up neither.
 demo: $(BIN)/.installed $(JARS)/.fetched
 	$(BIN)/python scripts/demo.py
@@ -83,4 +90,4 @@ status:
 	$(BIN)/ferry dev status
 
 clean: down
-	rm -rf .dev $(VENV)
+	rm -rf .dev $(VENV) bench/native/build

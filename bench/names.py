@@ -6,16 +6,27 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# The default run, in order: the brokers' own limits, the ceiling, Ferry, MirrorMaker 2.
-SYSTEMS = ("limit-produce", "limit-consume", "ceiling", "ferry-1w", "ferry-2w", "mm2-t1", "mm2-tuned-t1")
-# Also known: ceiling-N (N copy processes); stamped-copy[-N] and acked-copy[-N] (the ceiling's loop
-# with the provenance header, and also a delivery report per record); ferry-Nw (N workers); mm2-tN,
-# mm2-tuned-tN (tasks.max=N).
+# The default run, in order: the brokers' own limits, the native limit (the ceiling's loop in C),
+# the ceiling, Ferry, MirrorMaker 2.
+SYSTEMS = (
+    "limit-produce",
+    "limit-consume",
+    "native",
+    "ceiling",
+    "ferry-1w",
+    "ferry-2w",
+    "mm2-t1",
+    "mm2-tuned-t1",
+)
+# Also known: native-N and ceiling-N (N copy processes); stamped-copy[-N] and acked-copy[-N] (the
+# ceiling's loop with the provenance header, and also a delivery report per record); ferry-Nw (N
+# workers); mm2-tN, mm2-tuned-tN (tasks.max=N).
 CEILING_VARIANTS = ("ceiling", "stamped-copy", "acked-copy")
 SYSTEM_PATTERN = re.compile(
-    rf"limit-produce|limit-consume|({'|'.join(CEILING_VARIANTS)})(-[1-9]\d*)?|ferry-(eos-)?[1-9]\d*w|mm2-(tuned-)?t[1-9]\d*"
+    rf"limit-produce|limit-consume|(native|{'|'.join(CEILING_VARIANTS)})(-[1-9]\d*)?|ferry-(eos-)?[1-9]\d*w"
+    r"|mm2-(tuned-)?t[1-9]\d*"
 )
-ALSO_KNOWN = "ceiling-N, stamped-copy[-N], acked-copy[-N], ferry-Nw, ferry-eos-Nw, mm2-tN, mm2-tuned-tN"
+ALSO_KNOWN = "native-N, ceiling-N, stamped-copy[-N], acked-copy[-N], ferry-Nw, ferry-eos-Nw, mm2-tN, mm2-tuned-tN"
 KNOWN = f"{', '.join(SYSTEMS)}, {ALSO_KNOWN}"
 
 

@@ -36,7 +36,7 @@ from typing import Any
 from ferry.bench import idle, limits, procstat, workload
 from ferry.bench.errors import BenchError
 from ferry.bench.names import CEILING_VARIANTS, KNOWN, SYSTEMS, known_system
-from ferry.bench.systems import Ceiling, FerryWorkers, MirrorMaker2, System
+from ferry.bench.systems import Ceiling, FerryWorkers, MirrorMaker2, NativeCopy, System
 from ferry.bench.workload import Latency, Workload
 from ferry.devstack.stack import Stack
 
@@ -136,6 +136,17 @@ def make_system(
 ) -> System:
     if not known_system(name) or name.startswith("limit-"):
         raise BenchError(f"unknown system {name!r} (known: {KNOWN})")
+    if name.startswith("native"):
+        count = name[len("native") + 1 :]
+        return NativeCopy(
+            stack,
+            workdir,
+            partitions,
+            slug,
+            processes=int(count) if count else None,
+            client_config=worker_config,
+            compression=compression,
+        )
     if name.startswith(CEILING_VARIANTS):
         variant = next(v for v in CEILING_VARIANTS if name.startswith(v))
         count = name[len(variant) + 1 :]

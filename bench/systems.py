@@ -5,6 +5,9 @@
   brokers take through these clients on this machine. ``stamped-copy`` and ``acked-copy`` (``-N``):
   the same loop with the provenance header, and also a delivery report per record: what Ferry's
   guarantees cost through the client alone.
+* :class:`NativeCopy` -- ``native`` (``native-N``): the ceiling's loop compiled, ``bench/native/copy.c``
+  against the librdkafka of the confluent-kafka wheel, with the same client settings and processes:
+  what these brokers take through librdkafka with no Python in the loop.
 * :class:`FerryWorkers` -- 1 or 2 ``ferry worker`` processes (``python -m ferry.cli worker``);
   the bench writes their assignments straight into ZooKeeper (``assignments/<id>``, generation
   1), as a controller would, so no controller runs and no rebalance delay is measured.
@@ -33,6 +36,7 @@ from confluent_kafka import KafkaException
 from ferry.bench import workload
 from ferry.bench.errors import BenchError
 from ferry.common.config import ZookeeperConfig
+from ferry.common.kafka import clients as kafka_clients
 from ferry.common.model import PartitionKey, PartitionState, WorkerAssignment, WorkerStatus
 from ferry.common.zk.layout import ZkLayout, make_client
 from ferry.devstack import support
@@ -69,6 +73,8 @@ MM2_TUNED: dict[str, dict[str, str]] = {
 }
 _START_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 60.0
+# Built by `make setup` (scripts/build-native-copy.sh); only the `native` system runs it.
+NATIVE_COPY = Path(__file__).resolve().parent / "native" / "build" / "ferry-native-copy"
 
 
 def spawn(name: str, command: list[str], log: Path) -> Spawned:
@@ -192,6 +198,75 @@ class Ceiling(System):
             ]
             name = f"{self.variant}-{index + 1}"
             self.processes.append(spawn(name, command, self._log(name)))
+
+
+class NativeCopy(System):
+    """``processes`` ``ferry-native-copy`` processes (default: one per CPU), each a contiguous block of partitions.
+
+    The ceiling's work with no Python in the loop (``bench/native/copy.c``): the same processes, blocks
+    and client settings as :class:`Ceiling`'s, which this class computes here (Ferry's client defaults,
+    the cluster, ``client_config``'s overrides, ``compression``) and hands to each process as librdkafka
+    properties, so the program holds no defaults of its own.
+    """
+
+    def __init__(
+        self,
+        stack: Stack,
+        workdir: Path,
+        partitions: int,
+        slug: str,
+        processes: int | None = None,
+        client_config: dict[str, Any] | None = None,
+        compression: str = "none",
+        program: Path = NATIVE_COPY,
+    ) -> None:
+        super().__init__(stack, workdir, partitions, slug)
+        self.name = "native" if processes is None else f"native-{processes}"
+        self.count = max(1, min(partitions, processes or len(os.sched_getaffinity(0))))
+        self.label = f"native limit ({self.count} librdkafka copy process{'es' if self.count > 1 else ''} in C)"
+        self.client_config = client_config or {}
+        self.compression = compression
+        self.program = program
+
+    def consumer_settings(self) -> dict[str, str]:
+        overrides = self.client_config.get("consumer") or {}
+        return _properties({**kafka_clients.CONSUMER_DEFAULTS, **self.source, **overrides})
+
+    def producer_settings(self) -> dict[str, str]:
+        overrides = self.client_config.get("producer") or {}
+        return _properties(
+            {**kafka_clients.PRODUCER_DEFAULTS, **self.destination, "compression.type": self.compression, **overrides}
+        )
+
+    def command(self, index: int, topics: list[str]) -> list[str]:
+        """The command line of the ``index``-th process (of :attr:`count`)."""
+        settings = [f"-c{k}={v}" for k, v in self.consumer_settings().items()]
+        settings += [f"-p{k}={v}" for k, v in self.producer_settings().items()]
+        return [
+            str(self.program),
+            "--partitions",
+            str(self.partitions),
+            "--block",
+            f"{index}/{self.count}",
+            *settings,
+            "--",
+            *topics,
+        ]
+
+    def start(self, topics: list[str]) -> None:
+        if not os.access(self.program, os.X_OK):
+            raise BenchError(f"no {self.program}: run `make setup` (or `make native`) to build it")
+        admin = workload.admin(self.destination)
+        for topic in topics:
+            workload.create_topic(admin, topic, self.partitions)
+        for index in range(self.count):
+            name = f"native-{index + 1}"
+            self.processes.append(spawn(name, self.command(index, topics), self._log(name)))
+
+
+def _properties(settings: dict[str, Any]) -> dict[str, str]:
+    """librdkafka properties as text: booleans as ``true``/``false``, as librdkafka spells them."""
+    return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in settings.items()}
 
 
 class FerryWorkers(System):

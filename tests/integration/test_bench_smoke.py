@@ -1,5 +1,6 @@
-"""`ferry bench` end to end on tiny workloads: the ceiling and Ferry (1 and 2 workers); the brokers' limits,
-a hot single partition and an idle worker; no MirrorMaker 2 (its JVM start alone takes longer than all this).
+"""`ferry bench` end to end on tiny workloads: the ceiling and Ferry (1 and 2 workers); the native limit
+(the ceiling's loop in C); the brokers' limits, a hot single partition and an idle worker; no MirrorMaker 2
+(its JVM start alone takes longer than all this).
 
 Real processes against the local stack; checks the JSON report's shape and that every run's
 check (every record arrived, in order) passed.
@@ -92,6 +93,50 @@ def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: dev
         assert run["ratios"]["records_per_s_vs_ceiling"] > 0
     assert runs["ceiling"]["ratios"]["records_per_s_vs_ceiling"] == 1.0
     assert runs["acked-copy"]["processes"] == runs["stamped-copy"]["processes"] == runs["ceiling"]["processes"]
+
+
+def test_bench_runs_the_native_limit_and_every_record_arrives(local_stack: devstack.Stack, tmp_path: Path) -> None:
+    report_path = tmp_path / "bench.json"
+    status = main(
+        [
+            "--records",
+            "2000",
+            "--workloads",
+            "100,1x100",
+            "--systems",
+            "native,native-1",
+            "--latency-rate",
+            "500",
+            "--latency-seconds",
+            "1",
+            "--json",
+            str(report_path),
+            "--workdir",
+            str(tmp_path / "work"),
+        ]
+    )
+    report = json.loads(report_path.read_text())
+    failed = [(r["workload"], r["system"], r["problems"]) for r in report["runs"] if r["status"] != "OK"]
+    assert status == 0 and report["ok"], failed
+    assert [(r["workload"], r["system"]) for r in report["runs"]] == [
+        ("8x100B", "native"),
+        ("8x100B", "native-1"),
+        ("1x100B", "native"),
+        ("1x100B", "native-1"),
+    ]
+    for run in report["runs"]:
+        assert set(run) == RUN_KEYS
+        assert run["label"].startswith("native limit") and run["problems"] == []
+        assert run["records_per_s"] > 0 and run["mb_per_s"] > 0
+        assert run["cpu_s_per_million"] >= 0 and run["cpu_s_total"] > 0
+        assert run["destination_bytes_per_record"] > 100  # uncompressed 100-byte values, keys, headers
+        assert run["peak_rss_mb"] > 1
+        assert run["latency"]["expected"] == run["latency"]["received"] == 500
+        assert run["ratios"]["records_per_s_vs_ceiling"] is None  # no ceiling ran: native is never one
+    runs = {(r["workload"], r["system"]): r for r in report["runs"]}
+    # One process per CPU, at most one per partition.
+    assert runs[("8x100B", "native")]["processes"] == min(8, report["machine"]["nproc"])
+    assert runs[("8x100B", "native-1")]["processes"] == runs[("1x100B", "native")]["processes"] == 1
 
 
 def test_the_check_fails_a_lossy_or_reordered_copy(

@@ -18,7 +18,7 @@ from ferry.bench.errors import BenchError
 from ferry.bench.idle import core_pct
 from ferry.bench.names import WorkloadSpec, known_system, parse_workloads
 from ferry.bench.search import DEFAULT, Pair, Param
-from ferry.bench.systems import MM2_TUNED, Ceiling, FerryWorkers, MirrorMaker2
+from ferry.bench.systems import MM2_TUNED, Ceiling, FerryWorkers, MirrorMaker2, NativeCopy
 from ferry.bench.workload import Workload, log_bytes, values
 from ferry.devstack.stack import Server, Stack
 
@@ -39,6 +39,8 @@ from ferry.devstack.stack import Server, Stack
         "mm2-tuned-t2",
         "limit-produce",
         "limit-consume",
+        "native",
+        "native-2",
     ],
 )
 def test_known_systems(name: str) -> None:
@@ -46,7 +48,21 @@ def test_known_systems(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["ceiling-0", "acked-copy-0", "acked", "ferry-0w", "ferry-w", "mm2-t0", "mm2-tuned", "limit", "mm2-t1 ", ""]
+    "name",
+    [
+        "ceiling-0",
+        "native-0",
+        "native2",
+        "acked-copy-0",
+        "acked",
+        "ferry-0w",
+        "ferry-w",
+        "mm2-t0",
+        "mm2-tuned",
+        "limit",
+        "mm2-t1 ",
+        "",
+    ],
 )
 def test_unknown_systems(name: str) -> None:
     assert not known_system(name)
@@ -276,6 +292,51 @@ def test_ceiling_systems_by_name(tmp_path: Path, name: str, flags: list[str], co
         system = runner.make_system(name, stack, tmp_path, 8, "run-1")
     assert isinstance(system, Ceiling)
     assert (system.name, system.flags, system.count) == (name, flags, count)
+
+
+@pytest.mark.parametrize(("name", "count"), [("native", 2), ("native-1", 1), ("native-3", 3), ("native-12", 8)])
+def test_native_systems_by_name(tmp_path: Path, name: str, count: int) -> None:
+    stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
+    with mock.patch.object(os, "sched_getaffinity", return_value={0, 1}):
+        system = runner.make_system(name, stack, tmp_path, 8, "run-1")
+    assert isinstance(system, NativeCopy)
+    assert (system.name, system.count) == (name, count)  # at most one process per partition
+    assert system.label.startswith("native limit")
+
+
+def test_the_native_copy_gets_the_ceilings_client_settings_as_librdkafka_properties(tmp_path: Path) -> None:
+    stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
+    overrides = {"consumer": {"fetch.queue.backoff.ms": 5}, "producer": {"linger.ms": 20}}
+    with mock.patch.object(os, "sched_getaffinity", return_value={0, 1}):
+        system = runner.make_system("native", stack, tmp_path, 4, "run-1", overrides, compression="lz4")
+    assert isinstance(system, NativeCopy)
+    command = system.command(1, ["t1", "t2"])
+    assert command[0] == str(system.program) and command[-3:] == ["--", "t1", "t2"]
+    assert command[command.index("--partitions") + 1] == "4" and command[command.index("--block") + 1] == "1/2"
+    consumer = dict(arg[2:].split("=", 1) for arg in command if arg.startswith("-c"))
+    producer = dict(arg[2:].split("=", 1) for arg in command if arg.startswith("-p"))
+    assert consumer["bootstrap.servers"] == stack.bootstrap("src")
+    assert consumer["enable.auto.commit"] == "false" and consumer["fetch.queue.backoff.ms"] == "5"
+    assert consumer["max.partition.fetch.bytes"] == str(4 * 1024 * 1024)
+    assert producer["bootstrap.servers"] == stack.bootstrap("dst")
+    assert (producer["acks"], producer["enable.idempotence"], producer["linger.ms"]) == ("all", "true", "20")
+    assert producer["compression.type"] == "lz4"
+    assert "logger" not in consumer and "logger" not in producer  # a Python object: not for the C program
+
+
+def test_the_native_system_says_how_to_build_its_program(tmp_path: Path) -> None:
+    stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
+    system = NativeCopy(stack, tmp_path, 8, "run-1", program=tmp_path / "missing")
+    with pytest.raises(BenchError, match="make setup"):
+        system.start(["t1"])
+
+
+def test_the_native_limit_is_never_the_ceiling() -> None:
+    runs = [_run("native", 500.0, 2.0), _run("ceiling", 200.0, 4.0), _run("ferry-1w", 100.0, 6.0)]
+    runner._ratios(runs)
+    assert runs[0].vs_baseline["records_per_s_vs_ceiling"] == 2.5
+    assert runs[0].vs_baseline["cpu_per_record_vs_ceiling"] == 0.5
+    assert runs[2].vs_baseline["records_per_s_vs_ceiling"] == 0.5
 
 
 def test_the_ceilings_variants_are_never_the_ceiling() -> None:

@@ -127,14 +127,16 @@ def read_values(
                 missing = sorted(set(range(partitions)) - at_end)
                 raise BenchError(f"{topic}: partitions {missing} not read to their end within {timeout:.0f}s")
             for message in consumer.consume(10_000, timeout=1.0):
-                error = message.error()
+                error, partition = message.error(), message.partition()
+                if partition is None:
+                    continue
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        at_end.add(message.partition())
+                        at_end.add(partition)
                     continue
                 raw = message.value()
-                values[message.partition()].append(raw.decode(errors="replace") if raw is not None else "")
-                at_end.discard(message.partition())
+                values[partition].append(raw.decode(errors="replace") if raw is not None else "")
+                at_end.discard(partition)
     finally:
         consumer.close()
     return values

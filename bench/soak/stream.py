@@ -2,8 +2,9 @@
 
 :class:`Stream` runs the producer at a steady rate until stopped and keeps what the source
 acknowledged (its ``producer_send_success`` events: partition, offset and value; the values are
-the producer's own sequence numbers, unique in a run). :func:`read_values` reads a topic back from
-its start with a given ``isolation.level``.
+the producer's own sequence numbers, unique in a run, kept as integers in arrays: an hour at 2,000
+records/s is 7.2 million of them). :func:`read_values` reads a topic back from its start with a
+given ``isolation.level``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import subprocess
 import threading
 import time
 import uuid
+from array import array
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +48,9 @@ class Stream:
             "-1",
         )
         self.log = log
-        self._acked: dict[int, list[tuple[int, str]]] = defaultdict(list)
+        # Partition -> the acknowledged offsets and values, in the order the acknowledgements came.
+        self._offsets: dict[int, array[int]] = defaultdict(lambda: array("q"))
+        self._values: dict[int, array[int]] = defaultdict(lambda: array("q"))
         self.failed = 0
         self._lock = threading.Lock()
         self._process: subprocess.Popen[str] | None = None
@@ -72,7 +76,9 @@ class Stream:
             name = event.get("name")
             with self._lock:
                 if name == "producer_send_success":
-                    self._acked[int(event["partition"])].append((int(event["offset"]), str(event["value"])))
+                    partition = int(event["partition"])
+                    self._offsets[partition].append(int(event["offset"]))
+                    self._values[partition].append(int(event["value"]))
                 elif name == "producer_send_error":
                     self.failed += 1
 
@@ -81,12 +87,19 @@ class Stream:
 
     def acked_count(self) -> int:
         with self._lock:
-            return sum(len(values) for values in self._acked.values())
+            return sum(len(values) for values in self._values.values())
 
-    def acked(self) -> dict[int, list[str]]:
+    def acked(self) -> dict[int, Sequence[int]]:
         """Partition -> the acknowledged values in source (offset) order."""
+        acked: dict[int, Sequence[int]] = {}
         with self._lock:
-            return {p: [value for _, value in sorted(records)] for p, records in self._acked.items()}
+            for partition, offsets in self._offsets.items():
+                values = self._values[partition]
+                if all(offsets[i] < offsets[i + 1] for i in range(len(offsets) - 1)):
+                    acked[partition] = array("q", values)
+                else:
+                    acked[partition] = array("q", (v for _, v in sorted(zip(offsets, values, strict=True))))
+        return acked
 
     def stop(self, timeout: float = 120.0) -> None:
         if self._process is None:
@@ -109,16 +122,17 @@ def read_values(
     isolation: str,
     timeout: float = 300.0,
     clock: Callable[[], float] = time.monotonic,
-) -> dict[int, list[str]]:
+) -> dict[int, array[int]]:
     """Partition -> every value of ``topic`` on ``cluster`` in offset order, read from the start up to
-    each partition's end (as ``isolation`` sees it: ``read_committed`` stops at the last stable offset)."""
+    each partition's end (as ``isolation`` sees it: ``read_committed`` stops at the last stable offset).
+    A value is the integer its text says (VerifiableProducer's), -1 when it says none."""
     consumer = kafka_clients.consumer(
         cluster,
         f"ferry-soak-read-{uuid.uuid4().hex[:8]}",
         **{"isolation.level": isolation, "enable.partition.eof": True},
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    values: dict[int, list[str]] = {p: [] for p in range(partitions)}
+    values: dict[int, array[int]] = {p: array("q") for p in range(partitions)}
     at_end: set[int] = set()
     deadline = clock() + timeout
     try:
@@ -135,8 +149,15 @@ def read_values(
                         at_end.add(partition)
                     continue
                 raw = message.value()
-                values[partition].append(raw.decode(errors="replace") if raw is not None else "")
+                values[partition].append(_number(raw))
                 at_end.discard(partition)
     finally:
         consumer.close()
     return values
+
+
+def _number(raw: bytes | None) -> int:
+    try:
+        return int(raw or b"")
+    except ValueError:
+        return -1

@@ -14,8 +14,11 @@ destination (in destination order):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
+
+V = TypeVar("V", bound=Hashable)  # a record's value: VerifiableProducer's sequence number
 
 
 @dataclass(frozen=True)
@@ -51,12 +54,12 @@ class Verdict:
         return sum(p.unacknowledged for p in self.partitions)
 
 
-def judge_partition(partition: int, produced: Sequence[str], read: Sequence[str]) -> PartitionVerdict:
+def judge_partition(partition: int, produced: Sequence[V], read: Sequence[V]) -> PartitionVerdict:
     rank = {value: index for index, value in enumerate(produced)}
     copies = Counter(read)
     last_rank = -1
     disordered = False
-    seen: set[str] = set()
+    seen: set[V] = set()
     for value in read:
         if value in seen or value not in rank:
             continue
@@ -75,7 +78,7 @@ def judge_partition(partition: int, produced: Sequence[str], read: Sequence[str]
     )
 
 
-def judge(produced: Mapping[int, Sequence[str]], read: Mapping[int, Sequence[str]]) -> Verdict:
+def judge(produced: Mapping[int, Sequence[V]], read: Mapping[int, Sequence[V]]) -> Verdict:
     """The verdict over every partition either side names."""
     partitions = sorted(set(produced) | set(read))
     return Verdict(tuple(judge_partition(p, produced.get(p, ()), read.get(p, ())) for p in partitions))

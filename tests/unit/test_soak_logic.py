@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from array import array
 
 import pytest
 from hypothesis import given
@@ -83,6 +84,11 @@ def test_a_replayed_range_is_duplicated_not_disordered() -> None:
 def test_first_copies_out_of_source_order_are_disordered() -> None:
     row = judge_partition(0, ["1", "2", "3"], ["1", "3", "2"])
     assert (row.lost, row.duplicated, row.disordered) == (0, 0, True)
+
+
+def test_the_verdict_takes_the_streams_integer_arrays() -> None:
+    verdict = judge({0: array("q", [5, 6, 7])}, {0: array("q", [5, 7, 7, -1])})
+    assert (verdict.lost, verdict.duplicated, verdict.disordered, verdict.unacknowledged) == (1, 1, [], 1)
 
 
 def test_values_the_source_never_acknowledged_are_counted_apart() -> None:

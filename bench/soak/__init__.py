@@ -2,7 +2,8 @@
 
 The parts: :mod:`.schedule` (pure: a seed -> the faults and when), :mod:`.verdict` (pure: what the
 source acknowledged and what the destination holds -> lost, duplicated, disordered per partition),
-:mod:`.fleet` (the soak's own stack, the fleet's config and route, the supervisor of the Ferry
-processes), :mod:`.stream` (Kafka's ``VerifiableProducer``, and reading a topic back),
-:mod:`.nemesis` (applies a fault), :mod:`.run` (one run and its tables) and :mod:`.cli` (the command).
+:mod:`.config` (the soak's own stack, and the config and one route its processes read),
+:mod:`.supervisor` (runs the Ferry processes and restarts what exits), :mod:`.stream` (Kafka's
+``VerifiableProducer``, and reading a topic back), :mod:`.nemesis` (applies a fault), :mod:`.run`
+(one run and its tables) and :mod:`.cli` (the command).
 """

@@ -17,7 +17,7 @@ import requests
 
 from ferry.bench.errors import BenchError
 from ferry.bench.soak import schedule
-from ferry.bench.soak.fleet import Member, Supervisor
+from ferry.bench.soak.supervisor import Member, Supervisor
 from ferry.devstack import stack as devstack
 from ferry.devstack.stack import Server, Stack
 

@@ -1,6 +1,6 @@
 """One soak run: the soak's stack, two controllers and three workers, the stream, the faults, the verdict.
 
-Order: start the soak's stack (:func:`fleet.soak_stack`), create the topic, start the fleet and the
+Order: start the soak's stack (:func:`config.soak_stack`), create the topic, start the fleet and the
 stream, wait until every partition reaches the destination, then apply the schedule's faults for
 ``minutes`` (the clock starts there), stop the stream, wait for the mirror to catch up (every
 partition's committed position at the source's end, bounded), and read the destination twice
@@ -29,9 +29,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ferry.bench import procstat
 from ferry.bench.errors import BenchError
 from ferry.bench.soak import schedule, verdict
-from ferry.bench.soak.fleet import Supervisor, fleet_config, soak_stack
+from ferry.bench.soak.config import fleet_config, soak_stack
 from ferry.bench.soak.nemesis import Nemesis
 from ferry.bench.soak.stream import Stream, read_values
+from ferry.bench.soak.supervisor import Supervisor
 from ferry.common.kafka import clients as kafka_clients
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import create_topics, end_offsets
@@ -108,7 +109,12 @@ class _Mirror:
 
 class _Watch:
     """What the soak does about once a second whatever else it waits for: restarts exited processes,
-    samples the workers' RSS at minute 5, and looks whether the mirror recovered from the last fault."""
+    samples the workers' RSS at minute 5, and looks whether the mirror recovered from the last fault.
+
+    Recovery states: NONE (no fault ended yet) -> ENDED (``last_fault_ended``; the next look takes
+    the source's log ends) -> RECOVERED (the committed positions reached them: ``recovery_s``).
+    Another fault's end starts over at ENDED.
+    """
 
     def __init__(self, supervisor: Supervisor, mirror: _Mirror, clock: Callable[[], float]) -> None:
         self.supervisor, self.mirror, self.clock = supervisor, mirror, clock

@@ -1,6 +1,6 @@
 """A short nemesis soak through the command: ``ferry bench soak`` for three minutes, on its own stack.
 
-The soak starts its own ZooKeeper and clusters (bench/soak/fleet.py's ports, never the shared
+The soak starts its own ZooKeeper and clusters (bench/soak/config.py's ports, never the shared
 stack's), its own topic and ZooKeeper root, applies a fixed seed's faults (a worker killed and
 stopped past its session, the leader killed, a destination broker restarted, ZooKeeper stopped for
 40 s), and reads the destination back. Nothing acknowledged on the source may be missing.

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ferry.bench.soak import cli, schedule
-from ferry.bench.soak.fleet import fleet_config, route, soak_stack
+from ferry.bench.soak.config import fleet_config, route, soak_stack
 from ferry.bench.soak.verdict import judge, judge_partition
 
 # -- the schedule ----------------------------------------------------------------------------

@@ -225,11 +225,12 @@ def run_soak(
         pause(max(0.0, started + duration_s - clock()))
         rss_end = watch.worker_rss()
         stream.stop()
+        stream_stopped = clock()
         ends = mirror.source_ends()
         caught_up = ends is not None and pause_until(lambda: mirror.reached(ends), options.catch_up_s)
+        catch_up_s = round(clock() - stream_stopped, 1)
         if watch.recovery_from is not None and watch.recovery_s is None:
             pause_until(lambda: watch.recovery_s is not None, 5.0)
-        catch_up_s = round(clock() - started - duration_s, 1)
         produced = stream.acked()
         echo(f"soak: reading {topic} back from dst")
         committed_view = verdict.judge(produced, read_values(mirror.dst, topic, options.partitions, "read_committed"))

@@ -31,7 +31,7 @@ from ferry.bench.errors import BenchError
 from ferry.bench.soak import schedule, verdict
 from ferry.bench.soak.config import fleet_config, soak_stack
 from ferry.bench.soak.nemesis import Nemesis
-from ferry.bench.soak.stream import Stream, read_values
+from ferry.bench.soak.stream import QUIET, Stream, read_values
 from ferry.bench.soak.supervisor import Supervisor
 from ferry.common.kafka import clients as kafka_clients
 from ferry.devstack import stack as devstack
@@ -66,8 +66,8 @@ class _Mirror:
         self.topic, self.partitions, self.supervisor = topic, partitions, supervisor
         self.src = {"bootstrap.servers": stack.src.bootstrap}
         self.dst = {"bootstrap.servers": stack.dst.bootstrap}
-        self._src_admin: AdminClient | None = kafka_clients.admin(self.src)
-        self._dst_admin: AdminClient | None = kafka_clients.admin(self.dst)
+        self._src_admin: AdminClient | None = kafka_clients.admin(self.src, logger=QUIET)
+        self._dst_admin: AdminClient | None = kafka_clients.admin(self.dst, logger=QUIET)
 
     def close(self) -> None:
         """Drops the admin clients: once the soak's clusters stop, they would only log that they are gone."""
@@ -188,7 +188,7 @@ def run_soak(
         return True
 
     try:
-        create_topics(kafka_clients.admin(mirror.src), [NewTopic(topic, options.partitions, 1)])
+        create_topics(kafka_clients.admin(mirror.src, logger=QUIET), [NewTopic(topic, options.partitions, 1)])
         for name in CONTROLLERS:
             supervisor.start("controller", name)
         for name in WORKERS:
@@ -270,7 +270,7 @@ def _drop_topic(mirror: _Mirror, topic: str) -> None:
     """The run's topic on both clusters: a soak's records are of no use after it (best effort)."""
     for cluster in (mirror.src, mirror.dst):
         try:
-            for future in kafka_clients.admin(cluster).delete_topics([topic]).values():
+            for future in kafka_clients.admin(cluster, logger=QUIET).delete_topics([topic]).values():
                 future.result(30)
         except (KafkaException, TimeoutError):
             continue

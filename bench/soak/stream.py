@@ -10,6 +10,7 @@ given ``isolation.level``.
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import subprocess
 import threading
@@ -26,6 +27,11 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 from ferry.bench.errors import BenchError
 from ferry.common.kafka import clients as kafka_clients
 from ferry.devstack.support import kafka_tool_command
+
+# The soak's own clients (reading offsets, reading back) log nothing: the faults make them complain on purpose.
+QUIET = logging.getLogger("ferry.bench.soak.clients")
+QUIET.setLevel(logging.CRITICAL + 1)
+QUIET.propagate = False
 
 
 class Stream:
@@ -129,7 +135,7 @@ def read_values(
     consumer = kafka_clients.consumer(
         cluster,
         f"ferry-soak-read-{uuid.uuid4().hex[:8]}",
-        **{"isolation.level": isolation, "enable.partition.eof": True},
+        **{"isolation.level": isolation, "enable.partition.eof": True, "logger": QUIET},
     )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     values: dict[int, array[int]] = {p: array("q") for p in range(partitions)}

@@ -123,10 +123,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("bench", help="benchmark Ferry against MirrorMaker 2 and the broker ceiling")
     add_arguments(parser)
     parser.set_defaults(func=run)
-    # `ferry bench controller ...`: the controller at scale (bench/controller.py); `ferry bench [options]` as before.
+    # `ferry bench controller ...`: the controller at scale (bench/controller.py); `ferry bench soak ...`: the
+    # nemesis soak (bench/soak/); `ferry bench [options]`: the throughput comparison.
     from ferry.bench import controller
+    from ferry.bench.soak import cli as soak
 
-    controller.register(parser.add_subparsers(dest="bench_command", metavar="controller"))
+    commands = parser.add_subparsers(dest="bench_command", metavar="controller|soak")
+    controller.register(commands)
+    soak.register(commands)
     failover = subparsers.add_parser(
         "bench-failover",
         help="consumer-group failover: records re-read or skipped with Ferry's and MirrorMaker 2's translation",

@@ -1,9 +1,9 @@
-"""CPU time and peak memory of other processes, all threads included (Linux).
+"""CPU time and memory of other processes, all threads included (Linux).
 
 CPU: psutil's user + system times (``utime + stime`` of ``/proc/<pid>/stat``), which count every
 thread of the process (JIT and GC threads of a JVM, librdkafka's threads of a Python worker).
 Peak memory: ``VmHWM`` of ``/proc/<pid>/status``, the peak resident set size the kernel saw, which
-psutil does not report on Linux.
+psutil does not report on Linux; memory now: ``VmRSS`` of the same file.
 """
 
 from __future__ import annotations
@@ -24,16 +24,26 @@ def cpu_seconds(pid: int) -> float:
     return float(times.user + times.system)
 
 
-def peak_rss_bytes(pid: int) -> int:
-    """The peak resident set size (``VmHWM``) of ``pid`` in bytes; 0 once it is gone."""
+def _status_bytes(pid: int, field: str) -> int:
+    """A ``kB`` field of ``/proc/<pid>/status`` in bytes; 0 once the process is gone."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return 0
     for line in status.splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The peak resident set size (``VmHWM``) of ``pid`` in bytes; 0 once it is gone."""
+    return _status_bytes(pid, "VmHWM")
+
+
+def rss_bytes(pid: int) -> int:
+    """The resident set size (``VmRSS``) of ``pid`` now, in bytes; 0 once it is gone."""
+    return _status_bytes(pid, "VmRSS")
 
 
 def total_cpu_seconds(pids: Iterable[int]) -> float:

@@ -6,7 +6,8 @@ controller or the worker uses it.
 * processes: :func:`spawn` starts a command with its output appended to a log file and returns a
   :class:`Spawned` (``alive``, ``signal``, ``stop``, ``kill``, ``log_tail``); :func:`stop_all`
   stops several at once; :func:`tail` reads the end of any log; :func:`ferry_command` is the
-  command line of ``ferry <args>`` run by this interpreter; :func:`free_port` a port for its HTTP.
+  command line of ``ferry <args>`` run by this interpreter; :func:`free_port` a port for its HTTP;
+  :func:`kafka_tool_command` the command line of one of Kafka's own Java tools (``VerifiableProducer``).
 * waiting: :func:`poll_until`, in the spirit of kazoo's test ``Wait``: polls a condition until it
   is truthy or a deadline passes (clock and sleep injectable), then raises :class:`WaitTimeout`.
 * Kafka data: :func:`produce_blocking` (a full local queue is waited out, never dropped),
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ferry.common.errors import FerryError
+from ferry.common.paths import jars_dir
 
 if TYPE_CHECKING:  # confluent_kafka is imported where used: `ferry dev` imports this module
     from confluent_kafka import Producer
@@ -77,6 +79,12 @@ def free_port(offer: Callable[[], int] = _kernel_offer) -> int:
 def ferry_command(*args: str) -> list[str]:
     """``ferry <args>`` as this interpreter runs it (the same venv, no installed script needed)."""
     return [sys.executable, "-m", "ferry.cli", *args]
+
+
+def kafka_tool_command(tool: str, *args: str) -> list[str]:
+    """The command line of Kafka's own ``org.apache.kafka.tools.<tool>`` (``VerifiableProducer``,
+    ``VerifiableConsumer``), from the local stack's jars, with a small heap."""
+    return ["java", "-Xmx256m", "-cp", f"{jars_dir('kafka')}/*", f"org.apache.kafka.tools.{tool}", *args]
 
 
 @dataclass

@@ -14,14 +14,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ferry.devstack.stack import jars_dir
-
-TOOLS = "org.apache.kafka.tools"
+from ferry.devstack.support import kafka_tool_command
 
 
 def _run(tool: str, args: list[str], timeout: float) -> list[dict[str, Any]]:
-    command = ["java", "-Xmx256m", "-cp", f"{jars_dir('kafka')}/*", f"{TOOLS}.{tool}", *args]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    done = subprocess.run(kafka_tool_command(tool, *args), capture_output=True, text=True, timeout=timeout, check=False)
     events = []
     for line in done.stdout.splitlines():
         if line.startswith("{"):

@@ -1,0 +1,141 @@
+"""The soak's nemesis: applies one fault of the schedule to the soak's processes and servers.
+
+Each fault returns once it is over (the process or server it hit runs again); meanwhile it waits
+through ``pause``, which the soak gives it so that the supervisor keeps restarting whatever exits.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+
+from ferry.bench.errors import BenchError
+from ferry.bench.soak import schedule
+from ferry.bench.soak.supervisor import Member, Supervisor
+from ferry.devstack import stack as devstack
+from ferry.devstack.stack import Server, Stack
+
+# A broker (or ZooKeeper) is down this long when restarted; a worker added by "scale" stays this long.
+BROKER_DOWN_S = 10.0
+SCALE_STAY_S = 25.0
+# A worker held with SIGSTOP stays stopped this long past its ZooKeeper session timeout.
+PAST_SESSION_S = 4.0
+
+
+@dataclass
+class Nemesis:
+    supervisor: Supervisor
+    stack: Stack
+    draw: random.Random
+    pause: Callable[[float], None]
+    clock: Callable[[], float]
+    session_timeout_s: float
+    zookeeper_down_s: float
+    echo: Callable[[str], None] = print
+    _added: int = 0
+
+    def apply(self, fault: str) -> dict[str, Any]:
+        """Applies ``fault``; returns what it hit (``target``) and how long it took (``took_s``)."""
+        started = self.clock()
+        actions: dict[str, Callable[[], str]] = {
+            schedule.KILL: self._kill_worker,
+            schedule.STOP: self._stop_worker,
+            schedule.LEADER: self._kill_leader,
+            schedule.ZOOKEEPER: self._stop_zookeeper,
+            schedule.DST_BROKER: lambda: self._restart_broker(self._some_broker(self.stack.dst)),
+            schedule.SRC_BROKER: lambda: self._restart_broker(self._some_broker(self.stack.src)),
+            schedule.SCALE: self._add_and_remove_worker,
+        }
+        target = actions[fault]()
+        return {"fault": fault, "target": target, "took_s": round(self.clock() - started, 1)}
+
+    def _some_worker(self) -> Member:
+        workers = self.supervisor.running("worker")
+        if not workers:
+            raise BenchError("no worker is running to apply a fault to")
+        return self.draw.choice(sorted(workers, key=lambda m: m.name))
+
+    def _wait_restarted(self, member: Member, restarts_before: int, timeout: float = 60.0) -> None:
+        deadline = self.clock() + timeout
+        while not (member.restarts > restarts_before and member.process.alive()) and self.clock() < deadline:
+            self.pause(0.2)
+
+    def _kill_worker(self) -> str:
+        worker = self._some_worker()
+        restarts = worker.restarts
+        self.supervisor.kill(worker.name)
+        self._wait_restarted(worker, restarts)
+        return worker.name
+
+    def _stop_worker(self) -> str:
+        worker = self._some_worker()
+        worker.process.signal(signal.SIGSTOP)
+        try:
+            self.pause(self.session_timeout_s + PAST_SESSION_S)
+        finally:
+            worker.process.signal(signal.SIGCONT)
+        return worker.name
+
+    def _leader(self) -> Member | None:
+        for controller in self.supervisor.running("controller"):
+            try:
+                if requests.get(f"{controller.url}/health", timeout=2).json().get("leader"):
+                    return controller
+            except (requests.RequestException, ValueError):
+                continue
+        return None
+
+    def _kill_leader(self) -> str:
+        deadline = self.clock() + 30.0
+        leader = self._leader()
+        while leader is None and self.clock() < deadline:
+            self.pause(0.5)
+            leader = self._leader()
+        if leader is None:
+            return "(no leader found)"
+        restarts = leader.restarts
+        self.supervisor.kill(leader.name)
+        self._wait_restarted(leader, restarts)
+        return leader.name
+
+    def _up(self) -> None:
+        devstack.up(self.stack, deadline_s=300.0, clock=self.clock, sleep=self.pause, echo=self.echo)
+
+    def _stop_zookeeper(self) -> str:
+        zookeeper = self.stack.zookeeper
+        devstack.down(self.stack, names=[zookeeper.name], clock=self.clock, sleep=self.pause, echo=self.echo)
+        self.pause(self.zookeeper_down_s)
+        self._up()
+        return zookeeper.label
+
+    def _some_broker(self, cluster: Server) -> Server:
+        # Not a cluster's first broker while it has others: it is the cluster's one KRaft controller.
+        nodes = cluster.nodes[1:] or cluster.nodes
+        return self.draw.choice(nodes)
+
+    def _restart_broker(self, broker: Server) -> str:
+        pid = devstack.pid_of(broker)
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+            deadline = self.clock() + 60.0
+            while devstack.pid_of(broker) is not None and self.clock() < deadline:
+                self.pause(0.2)
+            if devstack.pid_of(broker) is not None:
+                os.kill(pid, signal.SIGKILL)
+        self.pause(BROKER_DOWN_S)
+        self._up()
+        return broker.label
+
+    def _add_and_remove_worker(self) -> str:
+        self._added += 1
+        name = f"extra{self._added}"
+        self.supervisor.start("worker", name)
+        self.pause(SCALE_STAY_S)
+        self.supervisor.retire(name)
+        return name

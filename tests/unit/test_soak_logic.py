@@ -1,0 +1,180 @@
+"""The pure parts of ``ferry bench soak``: the fault schedule, the verdict, and the command's options."""
+
+from __future__ import annotations
+
+import argparse
+import random
+from array import array
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ferry.bench.soak import cli, schedule
+from ferry.bench.soak.config import fleet_config, route, soak_stack
+from ferry.bench.soak.verdict import judge, judge_partition
+
+# -- the schedule ----------------------------------------------------------------------------
+
+
+def test_the_same_seed_gives_the_same_schedule_and_another_seed_another() -> None:
+    one = schedule.plan(7, 3600, schedule.FAULTS)
+    assert one == schedule.plan(7, 3600, schedule.FAULTS)
+    assert one != schedule.plan(8, 3600, schedule.FAULTS)
+
+
+def test_each_fault_comes_once_before_any_comes_again() -> None:
+    planned = schedule.plan(3, 7200, schedule.FAULTS)
+    first_round = [p.fault for p in planned[: len(schedule.FAULTS)]]
+    assert sorted(first_round) == sorted(schedule.FAULTS)
+
+
+@given(
+    seed=st.integers(0, 2**32),
+    duration_s=st.floats(0, 7200),
+    faults=st.lists(st.sampled_from(schedule.FAULTS), min_size=1, unique=True),
+    low=st.floats(0, 60),
+    spread=st.floats(0, 60),
+)
+def test_faults_start_a_gap_after_the_previous_ends_and_end_before_the_quiet_tail(
+    seed: int, duration_s: float, faults: list[str], low: float, spread: float
+) -> None:
+    planned = schedule.plan(seed, duration_s, faults, (low, low + spread), quiet_s=20.0)
+    free_from = 0.0
+    for fault in planned:
+        assert fault.fault in faults
+        assert fault.at_s >= free_from + low - 0.1
+        free_from = fault.at_s + schedule.EXPECTED_S[fault.fault]
+        assert free_from <= duration_s - 20.0 + 0.1
+
+
+def test_a_long_zookeeper_outage_pushes_the_next_fault_back() -> None:
+    planned = schedule.plan(1, 3600, [schedule.ZOOKEEPER], (30, 30), expected_s={schedule.ZOOKEEPER: 120.0})
+    assert [p.at_s for p in planned[:3]] == [30.0, 180.0, 330.0]
+
+
+def test_a_run_too_short_for_any_fault_has_none() -> None:
+    assert schedule.plan(1, 40, schedule.FAULTS) == []
+
+
+def test_fault_names_are_checked() -> None:
+    assert schedule.parse_faults(" kill,stop ") == ("kill", "stop")
+    with pytest.raises(ValueError, match="unknown faults"):
+        schedule.parse_faults("kill,reboot")
+
+
+# -- the verdict -----------------------------------------------------------------------------
+
+
+def test_a_faithful_copy_has_nothing_lost_duplicated_or_disordered() -> None:
+    verdict = judge({0: ["1", "2"], 1: ["3"]}, {0: ["1", "2"], 1: ["3"]})
+    assert (verdict.lost, verdict.duplicated, verdict.disordered, verdict.unacknowledged) == (0, 0, [], 0)
+
+
+def test_missing_records_are_lost_and_extra_copies_duplicated() -> None:
+    row = judge_partition(0, ["a", "b", "c", "d"], ["a", "b", "b", "b", "d"])
+    assert (row.lost, row.duplicated, row.disordered) == (1, 2, False)
+
+
+def test_a_replayed_range_is_duplicated_not_disordered() -> None:
+    row = judge_partition(0, ["1", "2", "3", "4"], ["1", "2", "3", "2", "3", "4"])
+    assert (row.lost, row.duplicated, row.disordered) == (0, 2, False)
+
+
+def test_first_copies_out_of_source_order_are_disordered() -> None:
+    row = judge_partition(0, ["1", "2", "3"], ["1", "3", "2"])
+    assert (row.lost, row.duplicated, row.disordered) == (0, 0, True)
+
+
+def test_the_verdict_takes_the_streams_integer_arrays() -> None:
+    verdict = judge({0: array("q", [5, 6, 7])}, {0: array("q", [5, 7, 7, -1])})
+    assert (verdict.lost, verdict.duplicated, verdict.disordered, verdict.unacknowledged) == (1, 1, [], 1)
+
+
+def test_values_the_source_never_acknowledged_are_counted_apart() -> None:
+    verdict = judge({0: ["1"]}, {0: ["1", "x"], 2: ["y"]})
+    assert (verdict.lost, verdict.duplicated, verdict.unacknowledged) == (0, 0, 2)
+    assert [p.partition for p in verdict.partitions] == [0, 2]
+
+
+@given(
+    produced=st.lists(st.integers(0, 10_000), unique=True, max_size=60),
+    seed=st.integers(0, 2**32),
+    data=st.data(),
+)
+def test_a_shuffled_stream_with_duplicates_and_losses_is_judged_exactly(
+    produced: list[int], seed: int, data: st.DataObject
+) -> None:
+    values = [str(v) for v in produced]
+    kept = [v for v in values if data.draw(st.booleans())]
+    extra = [data.draw(st.sampled_from(kept)) for _ in range(data.draw(st.integers(0, 10)))] if kept else []
+    read = kept + extra
+    random.Random(seed).shuffle(read)
+    row = judge_partition(0, values, read)
+    assert row.lost == len(values) - len(kept)
+    assert row.duplicated == len(extra)
+    assert row.read == len(read) and row.unacknowledged == 0
+    first_copies = list(dict.fromkeys(read))
+    assert row.disordered == (first_copies != [v for v in values if v in set(kept)])
+
+
+@given(st.lists(st.integers(0, 10_000), unique=True, max_size=60), st.integers(0, 60), st.integers(1, 20))
+def test_replaying_any_suffix_in_order_never_looks_disordered(produced: list[int], start: int, length: int) -> None:
+    values = [str(v) for v in produced]
+    read = values + values[start : start + length]
+    row = judge_partition(0, values, read)
+    assert (row.lost, row.disordered) == (0, False)
+    assert row.duplicated == len(values[start : start + length])
+
+
+# -- the route and the options ---------------------------------------------------------------
+
+
+def test_the_route_takes_route_options_last() -> None:
+    assert route("t", 3, {"delivery_guarantee": "exactly_once", "replication_factor": 1}) == {
+        "source": "src",
+        "destination": "dst",
+        "include": ["t"],
+        "replication_factor": 1,
+        "delivery_guarantee": "exactly_once",
+    }
+
+
+def test_the_fleet_config_uses_the_soaks_own_stack() -> None:
+    stack = soak_stack(dst_brokers=3)
+    config = fleet_config(stack, "/ferry-soak-x", "t", 6.0, {})
+    assert config["zookeeper"] == {"connect": "127.0.0.1:31600", "root": "/ferry-soak-x", "session_timeout_s": 6.0}
+    assert config["clusters"]["dst"]["bootstrap.servers"] == "127.0.0.1:31622,127.0.0.1:31625,127.0.0.1:31628"
+    assert config["routes"][0]["replication_factor"] == 3
+    assert {s.port for s in stack.servers}.isdisjoint({2181, 19092, 29092})
+
+
+def _parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    return parser.parse_args(["soak", *argv])
+
+
+def test_the_soak_command_parses_its_options() -> None:
+    args = _parse(
+        "--minutes",
+        "3",
+        "--faults",
+        "kill,zookeeper",
+        "--gap",
+        "10-20",
+        "--route-option",
+        "delivery_guarantee=exactly_once",
+        "--route-option",
+        "replication_factor=2",
+    )
+    assert (args.minutes, args.faults, args.gap) == (3.0, ("kill", "zookeeper"), (10.0, 20.0))
+    assert dict(args.route_option) == {"delivery_guarantee": "exactly_once", "replication_factor": 2}
+
+
+@pytest.mark.parametrize(
+    "argv", [["--faults", "reboot"], ["--gap", "20-10"], ["--gap", "x"], ["--route-option", "novalue"]]
+)
+def test_the_soak_command_refuses_bad_options(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        _parse(*argv)

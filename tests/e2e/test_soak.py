@@ -3,7 +3,8 @@
 The soak starts its own ZooKeeper and clusters (bench/soak/config.py's ports, never the shared
 stack's), its own topic and ZooKeeper root, applies a fixed seed's faults (a worker killed and
 stopped past its session, the leader killed, a destination broker restarted, ZooKeeper stopped for
-40 s), and reads the destination back. Nothing acknowledged on the source may be missing.
+40 s), and reads the destination back. The route writes exactly once: nothing acknowledged on the
+source may be missing, and a read_committed consumer sees no record twice.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 
-def test_a_three_minute_soak_loses_no_record(tmp_path: Path) -> None:
+def test_a_three_minute_soak_loses_and_duplicates_no_record(tmp_path: Path) -> None:
     report_file = tmp_path / "soak.json"
     command = [
         sys.executable,
@@ -45,4 +46,5 @@ def test_a_three_minute_soak_loses_no_record(tmp_path: Path) -> None:
     assert {fault["fault"] for fault in report["faults"]} == {"kill", "stop", "leader", "dst-broker", "zookeeper"}
     assert report["caughtUp"], done.stdout
     assert report["readCommitted"]["lost"] == 0, done.stdout
+    assert report["readCommitted"]["duplicated"] == 0, done.stdout
     assert report["readCommitted"]["disorderedPartitions"] == [], done.stdout

@@ -149,12 +149,8 @@ class GroupMember:
 def start_member(bootstrap: str, group: str, topic: str) -> GroupMember:
     """A ``VerifiableConsumer`` member of ``group`` on ``topic``, reading from the group's committed offsets
     (earliest without one) until killed."""
-    command = [
-        "java",
-        "-Xmx256m",
-        "-cp",
-        f"{jars_dir('kafka')}/*",
-        f"{TOOLS}.VerifiableConsumer",
+    command = kafka_tool_command(
+        "VerifiableConsumer",
         "--bootstrap-server",
         bootstrap,
         "--group-id",
@@ -165,6 +161,6 @@ def start_member(bootstrap: str, group: str, topic: str) -> GroupMember:
         "earliest",
         "--session-timeout",
         "6000",
-    ]
+    )
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     return GroupMember(process)

@@ -75,6 +75,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="brokers of the destination cluster; the topic gets as many replicas (default 3)",
     )
     parser.add_argument(
+        "--base-port",
+        type=int,
+        default=31600,
+        help="the soak's ZooKeeper port; its brokers' ports follow it (default 31600; another for two soaks at once)",
+    )
+    parser.add_argument(
         "--route-option",
         type=_route_option,
         action="append",
@@ -109,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         zookeeper_down_s=args.zookeeper_down_s,
         rate=args.rate,
         dst_brokers=args.dst_brokers,
+        base_port=args.base_port,
         route_options=dict(args.route_option),
         keep_stack=args.keep_stack,
     )

@@ -18,12 +18,14 @@ SRC_PORT = 31612
 DST_PORT = 31622  # brokers on 31622, 31625, 31628 (each also + 1 and + 2)
 
 
-def soak_stack(dst_brokers: int = 3) -> Stack:
-    """The soak's own ZooKeeper, a one-broker source and a ``dst_brokers``-broker destination."""
+def soak_stack(dst_brokers: int = 3, base_port: int = ZOOKEEPER_PORT) -> Stack:
+    """The soak's own ZooKeeper, a one-broker source and a ``dst_brokers``-broker destination;
+    ``base_port`` moves every port by the same amount (two soaks side by side)."""
+    shift = base_port - ZOOKEEPER_PORT
     return Stack(
-        zookeeper=Server("soak-zookeeper", "zookeeper", ZOOKEEPER_PORT),
-        src=Server("soak-src", "kafka", SRC_PORT),
-        dst=Server("soak-dst", "kafka", DST_PORT, brokers=dst_brokers),
+        zookeeper=Server("soak-zookeeper", "zookeeper", ZOOKEEPER_PORT + shift),
+        src=Server("soak-src", "kafka", SRC_PORT + shift),
+        dst=Server("soak-dst", "kafka", DST_PORT + shift, brokers=dst_brokers),
     )
 
 

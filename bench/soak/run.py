@@ -53,6 +53,7 @@ class Options:
     rate: int = 2000
     partitions: int = 6
     dst_brokers: int = 3
+    base_port: int = 31600
     session_timeout_s: float = 6.0
     route_options: Mapping[str, Any] = field(default_factory=dict)
     catch_up_s: float = 600.0
@@ -152,7 +153,7 @@ def run_soak(
     echo: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Runs the soak; returns its report (see :func:`render`)."""
-    stack = soak_stack(options.dst_brokers)
+    stack = soak_stack(options.dst_brokers, options.base_port)
     options.workdir.mkdir(parents=True, exist_ok=True)
     echo(
         f"soak: starting its stack (ZooKeeper {stack.zookeeper.address}, src {stack.src.bootstrap}, "

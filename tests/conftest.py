@@ -71,7 +71,11 @@ def _slug(request: pytest.FixtureRequest) -> str:
 def zk_chroot(local_stack: devstack.Stack, request: pytest.FixtureRequest) -> Iterator[str]:
     """A ZooKeeper path of this test's own, removed afterwards. Yields ``host:port/chroot``."""
     chroot = f"/ferry-tests/{_slug(request)}"
-    root = KazooClient(hosts=local_stack.zookeeper.address)
+    # Reconnects at least every second: after a test stopped ZooKeeper for a minute, kazoo's default
+    # backoff (up to 60 s between tries) would hold the cleanup that long.
+    root = KazooClient(
+        hosts=local_stack.zookeeper.address, connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=1.0)
+    )
     root.start(timeout=15)
     root.ensure_path(chroot)
     try:

@@ -104,9 +104,17 @@ def test_exactly_once_routes_copy_on_through_a_zookeeper_outage_far_longer_than_
     samples: list[int] = []
     with _server_down(fleet.stack, "zookeeper"):
         ends = time.monotonic() + outage_s
-        while time.monotonic() < ends:  # the fault's length: sampling the destination meanwhile
-            samples.append(ledger.destination_count())
-            time.sleep(5)
+        samples.append(ledger.destination_count())
+        while time.monotonic() < ends:  # the fault's length: each sample waits for the destination to grow
+            last = samples[-1]
+            samples.append(
+                wait_until(
+                    lambda last=last: (count := ledger.destination_count()) > last and count,
+                    15,
+                    "the destination to grow while ZooKeeper is away",
+                    interval=2,
+                )
+            )
         for worker in (run.w1, run.w2):
             assert worker.alive(), worker.log_tail()
             health = requests.get(f"{worker.url}/health", timeout=5).json()

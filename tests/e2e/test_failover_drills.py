@@ -75,16 +75,19 @@ def _configure(
     partitions: int = 1,
     max_records_per_s: float | None = None,
     checkpoint_interval_s: float = 1,
+    delivery_guarantee: str = "at_least_once",
 ) -> None:
-    """Routes both ways for ``topic`` and ``group``; ``max_records_per_s``: the forward route's throttle."""
-    forward = {"source": SRC, "destination": DST, "include": [topic], "groups": [group], "loop_prevention": True}
+    """Routes both ways for ``topic`` and ``group``, with ``delivery_guarantee``; ``max_records_per_s``:
+    the forward route's throttle."""
+    common = {"include": [topic], "groups": [group], "loop_prevention": True, "delivery_guarantee": delivery_guarantee}
+    forward = {"source": SRC, "destination": DST, **common}
     if max_records_per_s is not None:
         forward["max_records_per_s"] = max_records_per_s
     fleet.extra = {
         "clusters": {name: {"bootstrap.servers": pair.bootstrap(name)} for name in (SRC, DST)},
         "routes": [
             forward,
-            {"source": DST, "destination": SRC, "include": [topic], "groups": [group], "loop_prevention": True},
+            {"source": DST, "destination": SRC, **common},
         ],
         "controller": {
             "checkpoint_interval_s": checkpoint_interval_s,
@@ -181,6 +184,44 @@ def test_planned_switchover_moves_producer_and_group_with_every_record_read_once
     assert [o for o, _ in read_dst] == list(range(200, 400))
     read = [v for _, v in read_src] + [v for _, v in read_dst]
     assert read == produced  # every record once, in order, across both clusters
+
+
+def test_a_planned_switchover_of_an_exactly_once_route_gives_read_committed_java_consumers_every_record_once(
+    fleet: Fleet,
+    pair: devstack.Stack,
+    topic_name: Callable[[str], str],
+) -> None:
+    """An exactly-once route whose first worker is killed with -9 between two batches: the destination's
+    offsets hold transaction markers (and the killed writer's aborted tail, if any), so they are not the
+    source's. Kafka's Java consumer with ``isolation.level=read_committed`` reads, from the group's
+    translated offset, exactly the records the group had not read on the source."""
+    topic, group = topic_name("eosplanned"), f"app-{topic_name('g')[-12:]}"
+    _configure(fleet, pair, topic, group, delivery_guarantee="exactly_once")
+    produced = [v for _, v in java_clients.produce(pair.bootstrap(SRC), topic, 300, 1)]
+    controller, worker = fleet.start_controller("c1"), fleet.start_worker("w1")
+    fleet.wait_for_leader(controller)
+    wait_until(lambda: _end(pair, DST, topic) > 300, 120, "300 records and their commit marker on the destination")
+    worker.signal(signal.SIGKILL)
+    fleet.start_worker("w2")
+    produced += [v for _, v in java_clients.produce(pair.bootstrap(SRC), topic, 300, 2)]
+    read_src = java_clients.consume(pair.bootstrap(SRC), group, topic, 500)
+
+    report = _ferry(fleet, "failover", "--route", FORWARD, "--planned", "--groups", group, "--quiet-s", "2")
+    assert report["state"] == "FAILED_OVER"
+    assert [(p["sourceEnd"], p["committed"], p["lag"]) for p in report["report"]["partitions"]] == [(600, 600, 0)]
+    (synced,) = report["report"]["groups"]
+    ((source_offset, destination_offset, lag),) = [
+        (p["sourceOffset"], p["destinationOffset"], p["lag"]) for p in synced["partitions"]
+    ]
+    assert (source_offset, lag) == (500, 100)
+    assert destination_offset > 500, synced  # the markers before it took offsets of their own
+    assert committed_offset({"bootstrap.servers": pair.bootstrap(DST)}, group, topic) == destination_offset
+
+    produced += [v for _, v in java_clients.produce(pair.bootstrap(DST), topic, 100, 3)]
+    read_dst = java_clients.consume(pair.bootstrap(DST), group, topic, 200, read_committed=True)
+    assert [v for _, v in read_src] + [v for _, v in read_dst] == produced  # every record once, in order
+    whole = java_clients.consume(pair.bootstrap(DST), f"check-{os.urandom(4).hex()}", topic, 700, read_committed=True)
+    assert [v for _, v in whole] == produced  # the destination holds each copy once
 
 
 def _source_end_seen(fleet: Fleet, pair: devstack.Stack, topic: str) -> int | None:

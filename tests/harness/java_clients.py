@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -51,32 +52,43 @@ def produce(bootstrap: str, topic: str, count: int, prefix: int, timeout: float 
     return acked
 
 
-def consume(bootstrap: str, group: str, topic: str, count: int, timeout: float = 90) -> list[tuple[int, str]]:
+def consume(
+    bootstrap: str, group: str, topic: str, count: int, timeout: float = 90, read_committed: bool = False
+) -> list[tuple[int, str]]:
     """A member of ``group`` reads ``count`` records of ``topic`` from the group's committed offset
-    (earliest without one), commits, and leaves; returns the (offset, value)s read."""
-    events = _run(
-        "VerifiableConsumer",
-        [
-            "--bootstrap-server",
-            bootstrap,
-            "--group-id",
-            group,
-            "--topic",
-            topic,
-            "--max-messages",
-            str(count),
-            "--verbose",
-            "--reset-policy",
-            "earliest",
-            "--session-timeout",
-            "6000",
-        ],
-        timeout,
-    )
+    (earliest without one), commits, and leaves; returns the (offset, value)s read.
+
+    ``read_committed``: ``isolation.level=read_committed`` (the tool's default is Java's, ``read_uncommitted``)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".properties") as properties:
+        properties.write(f"isolation.level={'read_committed' if read_committed else 'read_uncommitted'}\n")
+        properties.flush()
+        events = _run(
+            "VerifiableConsumer",
+            ["--consumer.config", properties.name, *_consumer_args(bootstrap, group, topic, count)],
+            timeout,
+        )
     read = [(int(e["offset"]), str(e["value"])) for e in events if e.get("name") == "record_data"]
     committed = [e for e in events if e.get("name") == "offsets_committed"]
     assert committed and all(e.get("success") for e in committed), f"commits failed: {committed[-3:]}"
     return read
+
+
+def _consumer_args(bootstrap: str, group: str, topic: str, count: int) -> list[str]:
+    return [
+        "--bootstrap-server",
+        bootstrap,
+        "--group-id",
+        group,
+        "--topic",
+        topic,
+        "--max-messages",
+        str(count),
+        "--verbose",
+        "--reset-policy",
+        "earliest",
+        "--session-timeout",
+        "6000",
+    ]
 
 
 class GroupMember:

@@ -98,7 +98,7 @@ def _copy(
     ``produce`` is called in the loop itself, not through a helper: a Python call per record is
     about a tenth of this loop's CPU at 100 B, and a ceiling must not carry it.
     """
-    produce, poll = producer.produce, producer.poll
+    produce, poll = kafka_clients.positional_produce(producer), producer.poll
     while not stopping():
         # A short timeout: consume(n, t) returns only when n records or t seconds are there.
         messages: list[Any] = consumer.consume(BATCH, 0.01)  # topic()/partition() are set: no error
@@ -109,13 +109,15 @@ def _copy(
             headers = message.headers() if stamp is None else stamp(message.headers(), message.offset())
             while True:
                 try:
-                    produce(
+                    produce(  # positional, as Ferry's copier: see common.kafka.clients.positional_produce
                         message.topic(),
                         message.value(),
                         message.key(),
                         message.partition(),
-                        timestamp=timestamp if timestamp_type else 0,
-                        headers=headers,
+                        None,
+                        None,
+                        timestamp if timestamp_type else 0,
+                        headers,
                     )
                     break
                 except BufferError:  # the local queue is full: serve deliveries, then try again

@@ -64,9 +64,17 @@ class _Producer:
         self.reports = {partition: iter(messages) for partition, messages in reports.items()}
 
     def produce(
-        self, topic: str, value: Any, key: Any, partition: int, timestamp: int, headers: Any, on_delivery: Any = None
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
     ) -> None:
-        self.pending.append((partition, on_delivery or self.on_delivery))
+        self.pending.append((partition, callback or on_delivery or self.on_delivery))
 
     def poll(self, timeout: float) -> int:
         pending, self.pending = self.pending, []
@@ -123,8 +131,10 @@ def _bare_round(records: int, headers: list[tuple[str, bytes]]) -> float:
                 message.value(),
                 message.key(),
                 message.partition(),
-                timestamp=timestamp if timestamp_type else 0,
-                headers=message.headers(),
+                None,
+                None,
+                timestamp if timestamp_type else 0,
+                message.headers(),
             )
         producer.poll(0)
     return (time.process_time() - started) / records * 1e9

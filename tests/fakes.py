@@ -161,7 +161,10 @@ class FakeConsumer:
 class FakeProducer:
     """A destination producer as librdkafka is one: a record gets the delivery callback given with it,
     else the default ``on_delivery`` when there is one, else no report; a partition's records land
-    at consecutive offsets, in produce order, after whatever another writer put there (``foreign``)."""
+    at consecutive offsets, in produce order, after whatever another writer put there (``foreign``).
+
+    ``gapless`` (``enable.gapless.guarantee``): a record that fails makes the producer fail for good, as
+    librdkafka's fatal error does: every record after it fails with ``_FATAL``, and so does ``produce``."""
 
     calls: list[tuple[str, Any]]
     on_delivery: Any = None  # the default delivery callback (librdkafka's dr_msg_cb), if any
@@ -180,6 +183,8 @@ class FakeProducer:
     landed: dict[tuple[str, int], dict[int, bytes]] = field(default_factory=dict)  # destination offset -> value
     map_pending: list[Any] = field(default_factory=list)  # offset-map writes' delivery callbacks
     counts: dict[tuple[str, int], int] = field(default_factory=dict)  # records produced per partition
+    gapless: bool = False
+    fatal: KafkaError | None = None  # set once the producer failed for good
 
     def produce(
         self,
@@ -187,10 +192,15 @@ class FakeProducer:
         value: bytes,
         key: bytes,
         partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
         timestamp: int = 0,
         headers: Any = None,
-        on_delivery: Any = None,
     ) -> None:
+        """confluent-kafka's signature, in its order (the copier calls it positionally)."""
+        on_delivery = callback or on_delivery
+        if self.fatal is not None:
+            raise KafkaException(self.fatal)
         if topic == MAP_TOPIC:
             self.map_writes.append((key, value))
             self.map_pending.append(on_delivery)
@@ -214,6 +224,10 @@ class FakeProducer:
             callback(None, None)
         for topic, partition, nth, value, timestamp, callback in pending:
             error = self.fail.pop((topic, partition, nth), None)
+            if self.fatal is not None:
+                error = self.fatal
+            elif error is not None and self.gapless:
+                self.fatal = KafkaError(KafkaError._FATAL, f"gap-less guarantee: {error.str()}", fatal=True)
             offset = self.delivered.get((topic, partition), 0) + self.foreign.pop((topic, partition, nth), 0)
             if error is None:
                 self.delivered[(topic, partition)] = offset + 1

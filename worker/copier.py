@@ -60,6 +60,9 @@ log = logging.getLogger(__name__)
 
 # librdkafka's answer when a position leaves the source log under auto.offset.reset=error.
 _OUT_OF_RANGE = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
+# How long the copy loop waits on a full producer queue before it fails the producer: librdkafka's
+# default delivery timeout, which bounded that wait before records stopped timing out.
+DESTINATION_STALL_S = 300.0
 
 
 class RouteCopier:
@@ -318,7 +321,7 @@ class RouteCopier:
         destination may refuse on its own (larger than ``Committer.record_alone_above``), and every
         record of a partition the ledger settles record by record (``exact``), is a run of its own."""
         committer = self._committer
-        produce = committer.producer.produce
+        produce = kafka_clients.positional_produce(committer.producer)
         stamp = self._stamper.stamp
         names = self._names.destinations
         destination_name = self._names.destination
@@ -352,11 +355,13 @@ class RouteCopier:
         handed = 0
         callback: Callable[[Any, Any], None] | None = None
         between: Callable[[Any, Any], None] | None = None
-        # On an exactly-once route the records between a run's ends carry no callback: one that fails
-        # fails the transaction, which is aborted, so nothing of the run is committed. On an at-least-once
-        # route each carries the run's C-level catcher (no Python frame), so a failed one is seen and
-        # another writer's record in its place cannot pass for it.
-        reports_between = not committer.transactional
+        # The records between a run's ends carry no callback when a failed one cannot go unseen: on an
+        # exactly-once route it fails the transaction, which is aborted; with the gap-less guarantee (an
+        # at-least-once route's default) it fails the producer for good and every record after it. A report
+        # per record costs a Message object and the GIL each (0.3-0.45 µs at 100 B, measured). Otherwise
+        # (an operator's own delivery timeout) each carries the run's C-level catcher, so a failed one is
+        # seen and another writer's record in its place cannot pass for it.
+        reports_between = committer.reports_between
         held: Any = None  # the newest record of the run, not handed over yet (see above)
         held_timestamp = 0
         held_headers: Any = None
@@ -437,14 +442,15 @@ class RouteCopier:
                     delivery = None
                 else:  # another record of the run follows: the held one is not its last
                     try:
-                        produce(
+                        produce(  # positional: see common.kafka.clients.positional_produce
                             destination_topic,
                             held.value(),
                             held.key(),
                             partition,
-                            timestamp=held_timestamp,
-                            headers=held_headers,
-                            on_delivery=callback,
+                            callback,
+                            None,
+                            held_timestamp,
+                            held_headers,
                         )
                     except (BufferError, KafkaException) as exc:
                         if not hand_over(
@@ -582,21 +588,34 @@ class RouteCopier:
         """Hands one record to the producer, serving delivery reports while its queue is full (back-pressure
         on the source); False when the producer refused the record: its offset failed, its partition stopped.
 
+        A queue that stays full for :data:`DESTINATION_STALL_S` (the destination acknowledged nothing
+        meanwhile) fails the producer: what it holds is purged and every partition of the route restarts
+        from the destination once it answers. Records never time out inside a gap-less producer, so this
+        is what frees the copy loop from a destination that does not answer.
+
         ``run``: the partition's offsets not told to the watermark yet, told (and emptied) before any poll.
         ``tried``: what the caller's own try of the same produce raised."""
+        full_since: float | None = None
         while True:
             try:
                 if tried is not None:
                     raise tried
-                produce(
-                    topic, value, record_key, partition, timestamp=timestamp, headers=headers, on_delivery=on_delivery
-                )
+                produce(topic, value, record_key, partition, on_delivery, None, timestamp, headers)
                 return True
             except BufferError:
                 tried = None
                 if run:
                     self._ledger.watermarks.sent_run(key, run)
                     run.clear()
+                now = self._clock()
+                if full_since is None:
+                    full_since = now
+                elif now - full_since >= DESTINATION_STALL_S:
+                    why = f"offset {offset}: the destination acknowledged nothing for {DESTINATION_STALL_S:g}s"
+                    self._ledger.watermarks.failed(key, offset, why)
+                    self._committer.purge()  # the purged records fail their partitions: nothing is committed past them
+                    self._stop(key, ProducerFailed(PartitionDeferred(why, retry_after_s=RETRY_BACKOFF_S)))
+                    return False
                 self._committer.poll(0.05)  # a failure among them stops its partition now
             except KafkaException as exc:
                 if run:

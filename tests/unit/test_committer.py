@@ -168,3 +168,65 @@ def test_a_fenced_writer_fails_for_good_and_says_so(transactional: SimpleNamespa
     parts.committer.renew_if_failed()  # once its partitions are released
     assert not parts.committer.fenced and not parts.committer.in_transaction
     assert parts.committer.begin() and [n for n, _ in parts.calls].count("init_transactions") == 2
+
+
+def _committer_with(
+    monkeypatch: pytest.MonkeyPatch, destination: dict[str, Any], settings: dict[str, Any], **kw: Any
+) -> tuple[Committer, dict[str, Any]]:
+    made: dict[str, Any] = {}
+
+    def make_producer(cluster: Any, **given: Any) -> FakeProducer:
+        made.update(given)
+        return FakeProducer([])
+
+    monkeypatch.setattr(kafka_clients, "producer", make_producer)
+    ledger = DeliveryLedger("src.dst", lambda topic: topic, lambda key, failure: None, WorkerMetrics(), lambda: 0)
+    clock = FakeClock(0.0)
+    committer = Committer(
+        "src.dst",
+        destination,
+        settings,
+        FakeConsumer([]),
+        ledger,
+        lambda t: t,
+        WorkerMetrics(),
+        clock,
+        clock.sleep,
+        lambda failure: None,
+        **kw,
+    )
+    return committer, made
+
+
+@pytest.mark.parametrize(
+    ("destination", "settings", "gapless"),
+    [
+        ({}, {}, True),
+        ({}, {"message.timeout.ms": 0}, True),
+        ({"message.timeout.ms": "0"}, {}, True),
+        ({}, {"message.timeout.ms": 30_000}, False),
+        ({"delivery.timeout.ms": "120000"}, {}, False),
+        ({}, {"enable.gapless.guarantee": "false"}, False),
+        ({"enable.idempotence": "false"}, {}, False),
+    ],
+)
+def test_an_at_least_once_producer_is_gapless_unless_its_operator_set_a_delivery_timeout(
+    monkeypatch: pytest.MonkeyPatch, destination: dict[str, Any], settings: dict[str, Any], gapless: bool
+) -> None:
+    """Gap-less with no delivery timeout, the records between a run's ends need no report; an operator's
+    own timeout (in the cluster's properties or the worker's producer settings), or idempotence or the
+    guarantee turned off, keeps librdkafka's defaults for it and the reports between."""
+    committer, made = _committer_with(monkeypatch, destination, settings)
+    assert committer.reports_between is not gapless
+    if gapless:
+        assert made["enable.gapless.guarantee"] is True and made["message.timeout.ms"] == 0
+    else:
+        assert made.get("enable.gapless.guarantee") in (None, "false")
+
+
+def test_an_exactly_once_producer_reports_nothing_between_and_keeps_its_bounded_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    committer, made = _committer_with(monkeypatch, {}, {}, transactional_id="ferry.src.dst.w1")
+    assert not committer.reports_between
+    assert "enable.gapless.guarantee" not in made and 0 < made["message.timeout.ms"] <= 60_000

@@ -34,7 +34,14 @@ def rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     return _rig(monkeypatch)
 
 
-def _rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+@pytest.fixture
+def timeout_rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    """An operator's own delivery timeout: records may fail alone (timed out), so the records between a
+    run's ends carry the run's catcher."""
+    return _rig(monkeypatch, {"message.timeout.ms": 30_000})
+
+
+def _rig(monkeypatch: pytest.MonkeyPatch, producer: dict[str, Any] | None = None) -> SimpleNamespace:
     calls: list[tuple[str, Any]] = []
     rig = SimpleNamespace(
         calls=calls, clock=FakeClock(1000.0), admin=FakeAdmin(destination_partitions=None), metrics=WorkerMetrics()
@@ -44,7 +51,7 @@ def _rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     rig.consumer = FakeConsumer(calls)
 
     def make_producer(cluster: Any, **overrides: Any) -> FakeProducer:
-        rig.producer = FakeProducer(calls)
+        rig.producer = FakeProducer(calls, gapless=overrides.get("enable.gapless.guarantee") is True)
         rig.producer_settings = overrides
         return rig.producer
 
@@ -55,7 +62,7 @@ def _rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
         RouteConfig(source="src", destination="dst"),
         {},
         {},
-        WorkerConfig(),
+        WorkerConfig(producer=producer or {}),
         rig.metrics,
         "test",
         clock=rig.clock,
@@ -87,7 +94,10 @@ def test_a_partition_missing_at_the_source_is_an_error_not_a_skip(rig: SimpleNam
     assert rig.copier.statuses()[(TOPIC, 5)].state == "ERROR"
 
 
-def test_a_permanent_rejection_stops_the_partition_and_holds_the_watermark(rig: SimpleNamespace) -> None:
+def test_a_permanent_rejection_stops_the_partition_and_holds_the_watermark(timeout_rig: SimpleNamespace) -> None:
+    """With a delivery timeout of the operator's own librdkafka skips a failed record and goes on, so only
+    its partition stops (gap-less, the producer fails: see the gap-less tests below)."""
+    rig = timeout_rig
     rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
     rig.copier.copy_batch(0.1)  # creates the producer's pending list
     rig.producer.fail[(TOPIC, 0, 3)] = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)  # the 3rd record: offset 2
@@ -109,7 +119,8 @@ def test_a_permanent_rejection_stops_the_partition_and_holds_the_watermark(rig: 
     assert rig.copier.due_retries() == []
 
 
-def test_a_temporary_failure_restarts_the_partition_after_the_backoff(rig: SimpleNamespace) -> None:
+def test_a_temporary_failure_restarts_the_partition_after_the_backoff(timeout_rig: SimpleNamespace) -> None:
+    rig = timeout_rig
     rig.copier.acquire([(TOPIC, 0)])
     rig.copier.copy_batch(0.1)
     rig.producer.fail[(TOPIC, 0, 2)] = KafkaError(KafkaError._MSG_TIMED_OUT)
@@ -191,8 +202,9 @@ def test_records_acknowledged_while_the_map_is_written_are_committed_with_the_ne
 
 
 def test_a_failure_reported_while_the_map_is_written_holds_the_watermark_and_stops_the_partition_after(
-    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+    timeout_rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    rig = timeout_rig
     rig.copier.acquire([(TOPIC, 0)])
     _feed(rig, 0, range(0, 3))
     rig.copier.copy_batch(0.1)  # 0..2 acknowledged
@@ -379,7 +391,7 @@ def test_a_distributor_copies_by_its_level_and_sets_its_bit(
     monkeypatch.setattr(
         rig.producer,
         "produce",
-        lambda topic, value, key, partition, timestamp, headers, on_delivery: sent.append(headers),
+        lambda topic, value, key, partition, callback, on_delivery, timestamp, headers: sent.append(headers),
     )
     rig.consumer.queue.extend(
         [
@@ -506,17 +518,30 @@ def _recording_callbacks(rig: SimpleNamespace) -> list[tuple[int, str]]:
     produce = rig.producer.produce
     callbacks: list[tuple[int, str]] = []
 
-    def recording(topic: str, value: bytes, key: bytes, partition: int = -1, **kwargs: Any) -> None:
-        callbacks.append((partition, getattr(kwargs.get("on_delivery"), "__name__", "")))
-        produce(topic, value, key, partition, **kwargs)
+    def recording(
+        topic: str,
+        value: bytes,
+        key: bytes,
+        partition: int = -1,
+        callback: Any = None,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> None:
+        callbacks.append((partition, getattr(callback or on_delivery, "__name__", "")))
+        produce(topic, value, key, partition, callback, on_delivery, timestamp, headers)
 
     rig.producer.produce = recording
     return callbacks
 
 
+@pytest.mark.parametrize(("producer", "between_callback"), [({}, ""), ({"message.timeout.ms": 30_000}, "__setitem__")])
 def test_only_the_first_and_the_last_record_of_a_partitions_run_carry_a_python_delivery_callback(
-    rig: SimpleNamespace,
+    monkeypatch: pytest.MonkeyPatch, producer: dict[str, Any], between_callback: str
 ) -> None:
+    """Gap-less (the default) the records between a run's ends carry nothing; with a delivery timeout
+    of the operator's own, the run's C-level catcher."""
+    rig = _rig(monkeypatch, producer)
     rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
     rig.copier.copy_batch(0.1)
     callbacks = _recording_callbacks(rig)
@@ -524,7 +549,7 @@ def test_only_the_first_and_the_last_record_of_a_partitions_run_carry_a_python_d
     _feed(rig, 1, range(0, 1))
     _feed(rig, 0, range(4, 6))
     assert rig.copier.copy_batch(0.1) == 7
-    between = (0, "__setitem__")
+    between = (0, between_callback)
     assert callbacks == [
         (0, "on_first"),
         between,
@@ -564,20 +589,24 @@ def test_another_writer_within_a_run_restarts_the_partition_which_then_reports_r
     batches=st.lists(st.integers(1, 8), min_size=1, max_size=4),
     foreign=st.dictionaries(st.integers(1, 16), st.integers(1, 3), max_size=4),
     refused=st.sets(st.integers(1, 16), max_size=2),
+    gapless=st.booleans(),
 )
 def test_another_writer_and_failures_anywhere_keep_the_offset_map_and_the_commit_exact(
-    batches: list[int], foreign: dict[int, int], refused: set[int]
+    batches: list[int], foreign: dict[int, int], refused: set[int], gapless: bool
 ) -> None:
     """Batches of one partition's records, another writer's records landing before any of the copies,
     and any copies refused: every offset-map entry names the destination offset that holds that
-    source record, and every source offset below the committed one is on the destination and mapped."""
+    source record, and every source offset below the committed one is on the destination and mapped.
+    Gap-less (the default: a refused record fails the producer for good) or with a delivery timeout
+    (a record times out alone)."""
     with pytest.MonkeyPatch.context() as monkeypatch:
-        rig = _rig(monkeypatch)
+        rig = _rig(monkeypatch, {} if gapless else {"message.timeout.ms": 30_000})
         key = (TOPIC, 0)
         rig.copier.acquire([key])
         rig.copier.copy_batch(0.1)
         rig.producer.foreign = {(TOPIC, 0, nth): count for nth, count in foreign.items()}
-        rig.producer.fail = {(TOPIC, 0, nth): KafkaError(KafkaError._MSG_TIMED_OUT) for nth in refused}
+        error = KafkaError.NOT_ENOUGH_REPLICAS if gapless else KafkaError._MSG_TIMED_OUT
+        rig.producer.fail = {(TOPIC, 0, nth): KafkaError(error) for nth in refused}
         offset = 0
         for size in batches:
             rig.consumer.queue.extend(FakeMessage(TOPIC, 0, o, _value=b"r%d" % o) for o in range(offset, offset + size))
@@ -601,10 +630,11 @@ def test_another_writer_and_failures_anywhere_keep_the_offset_map_and_the_commit
 
 
 def test_a_failed_record_between_a_runs_ends_is_not_hidden_by_another_writers_record_in_its_place(
-    rig: SimpleNamespace,
+    timeout_rig: SimpleNamespace,
 ) -> None:
-    """Three records; the second is refused (it takes no offset) and another writer's record lands
+    """Three records; the second times out (it takes no offset) and another writer's record lands
     where it would have: the ends look contiguous, but the run's catcher saw the failure."""
+    rig = timeout_rig
     rig.copier.acquire([(TOPIC, 0)])
     rig.copier.copy_batch(0.1)
     rig.producer.fail[(TOPIC, 0, 2)] = KafkaError(KafkaError._MSG_TIMED_OUT)
@@ -619,11 +649,78 @@ def test_a_failed_record_between_a_runs_ends_is_not_hidden_by_another_writers_re
     assert [(s.src_start, s.dst_start, s.length) for s in segments] == [(0, 0, 1), (2, 2, 1)]
 
 
-def test_a_record_the_producer_refuses_settles_the_run_before_it_and_stops_its_partition_for_good(
+def test_gapless_a_failed_record_between_a_runs_ends_fails_the_producer_and_every_partition_restarts(
     rig: SimpleNamespace,
 ) -> None:
+    """The default producer is gap-less, so the records between a run's ends carry no report: the second
+    of three fails unreported and another writer's record lands in its place. The failure fails the
+    producer for good, so the run's last report fails too: nothing past the first record is committed,
+    every partition of the route restarts for a temporary reason, and the producer is built anew."""
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    rig.copier.copy_batch(0.1)
+    first_producer = rig.producer
+    rig.producer.fail[(TOPIC, 0, 2)] = KafkaError(KafkaError.NOT_ENOUGH_REPLICAS)
+    rig.producer.foreign[(TOPIC, 0, 3)] = 1
+    _feed(rig, 0, range(0, 3))
+    rig.copier.copy_batch(0.1)
+    statuses = rig.copier.statuses()
+    assert {k: s.state for k, s in statuses.items()} == {(TOPIC, 0): "ERROR", (TOPIC, 1): "ERROR"}
+    assert all("temporary" in s.reason for s in statuses.values())
+    assert not rig.copier.commit()  # not through a failed producer
+    assert not [call for call in rig.calls if call[0] == "commit"]
+    assert [(s.src_start, s.dst_start, s.length) for s in rig.copier._ledger.maps[(TOPIC, 0)].segments()] == [(0, 0, 1)]
+    assert (TOPIC, 0) in rig.copier._ledger.exact  # it restarts record by record: a failure names its record
+    rig.copier.release([(TOPIC, 0), (TOPIC, 1)], 0, 1)
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    assert rig.producer is not first_producer and rig.producer.fatal is None
+
+
+def test_a_destination_that_accepts_nothing_for_the_stall_limit_fails_the_producer_and_frees_the_loop(
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records never time out in a gap-less producer: a queue that stays full for DESTINATION_STALL_S
+    purges the producer and stops every partition of the route for a temporary reason; what was in
+    flight is not committed."""
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    rig.copier.copy_batch(0.1)
+    producer = rig.producer
+    produce = producer.produce
+    full_after = 3
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        if producer.counts.get((TOPIC, 0), 0) >= full_after:
+            raise BufferError("Local: Queue full")
+        produce(*args, **kwargs)
+
+    def waiting(timeout: float) -> int:  # delivers nothing; the wait takes its time
+        rig.clock.now += timeout
+        return 0
+
+    producer.produce = full
+    monkeypatch.setattr(producer, "poll", waiting)
+    monkeypatch.setattr(producer, "purge", lambda **kwargs: producer.calls.append(("purge", None)), raising=False)
+    _feed(rig, 0, range(0, 6))
+    started = rig.clock.now
+    rig.copier.copy_batch(0.1)
+    assert rig.clock.now - started >= copier_module.DESTINATION_STALL_S
+    assert ("purge", None) in rig.calls
+    statuses = rig.copier.statuses()
+    assert {k: s.state for k, s in statuses.items()} == {(TOPIC, 0): "ERROR", (TOPIC, 1): "ERROR"}
+    assert "acknowledged nothing" in statuses[(TOPIC, 0)].reason and "temporary" in statuses[(TOPIC, 0)].reason
+    rig.copier.commit()
+    assert not [call for call in rig.calls if call[0] == "commit" and call[1] and call[1][0][2] > 0]
+
+
+@pytest.mark.parametrize(("producer", "proven"), [({"message.timeout.ms": 30_000}, 5), ({}, 1)])
+def test_a_record_the_producer_refuses_settles_the_run_before_it_and_stops_its_partition_for_good(
+    monkeypatch: pytest.MonkeyPatch, producer: dict[str, Any], proven: int
+) -> None:
     """Records 0-4 go without the run's closing callback (5 follows them); 5 is refused by produce():
-    0-4 are settled once delivered, the commit stops at 5, and the partition's reason names it."""
+    0-4 are settled once delivered as far as their reports prove, the commit stops there, and the
+    partition's reason names 5. With the run's catcher (a delivery timeout of the operator's own) its
+    newest success stands for the last record: all five are proven. Gap-less, nothing reports between
+    the ends: only the first is, and the rest are copied again after the look-back, record by record."""
+    rig = _rig(monkeypatch, producer)
     rig.copier.acquire([(TOPIC, 0)])
     rig.copier.copy_batch(0.1)
     rig.producer.refuse[(TOPIC, 0, 6)] = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)
@@ -632,15 +729,18 @@ def test_a_record_the_producer_refuses_settles_the_run_before_it_and_stops_its_p
     status = rig.copier.statuses()[(TOPIC, 0)]
     assert status.state == "ERROR" and "offset 5" in status.reason and "temporary" not in status.reason
     rig.copier.commit()
-    assert ("commit", [(TOPIC, 0, 5)]) in rig.calls
-    assert rig.copier._ledger.maps[(TOPIC, 0)].segments() == [Segment(0, 0, 5)]
+    assert ("commit", [(TOPIC, 0, proven)]) in rig.calls
+    assert rig.copier._ledger.maps[(TOPIC, 0)].segments() == [Segment(0, 0, proven)]
 
 
+@pytest.mark.parametrize("gapless", [False, True])
 def test_a_record_that_may_be_refused_alone_is_a_run_of_its_own_and_named_by_its_offset(
-    rig: SimpleNamespace,
+    monkeypatch: pytest.MonkeyPatch, gapless: bool
 ) -> None:
     """A record larger than half a producer batch travels alone, so the destination may refuse it alone
-    (too large): it carries its own report, and its partition stops for good naming its offset."""
+    (too large): it carries its own report, and its partition stops for good naming its offset. Gap-less,
+    the refusal also fails the producer, which is built anew; the partition stays stopped."""
+    rig = _rig(monkeypatch, {} if gapless else {"message.timeout.ms": 30_000})
     rig.copier.acquire([(TOPIC, 0)])
     rig.copier.copy_batch(0.1)
     callbacks = _recording_callbacks(rig)
@@ -652,7 +752,11 @@ def test_a_record_that_may_be_refused_alone_is_a_run_of_its_own_and_named_by_its
     status = rig.copier.statuses()[(TOPIC, 0)]
     assert status.state == "ERROR" and "offset 2" in status.reason and "temporary" not in status.reason
     rig.copier.commit()
-    assert ("commit", [(TOPIC, 0, 2)]) in rig.calls
+    if gapless:  # nothing is committed through a failed producer; the next one commits 0-1 (mapped)
+        assert rig.producer.fatal is not None and not [call for call in rig.calls if call[0] == "commit"]
+        assert rig.copier._ledger.maps[(TOPIC, 0)].segments() == [Segment(0, 0, 2)]
+    else:
+        assert ("commit", [(TOPIC, 0, 2)]) in rig.calls
 
 
 def test_on_an_exactly_once_route_a_failed_record_between_a_runs_ends_aborts_the_transaction(

@@ -68,6 +68,14 @@ BATCH_FRAMING_BYTES = 1024
 # may take. The broker aborts a transaction left open longer than TRANSACTION_TIMEOUT_MS.
 TRANSACTION_CALL_TIMEOUT_S = 10.0
 TRANSACTION_TIMEOUT_MS = 60_000
+# An idempotent producer with librdkafka's gap-less guarantee and no delivery timeout never writes a
+# partition's record after an earlier one of it failed: a failed batch is fatal to the producer (not
+# skipped under a new epoch), and no record times out. Its only other failures (a purge, an unknown
+# topic) fail every later record of the partition as well. So when a delivery run's last record is
+# delivered, every record before it was, and the records between the run's ends need no report.
+GAPLESS_SETTINGS: dict[str, Any] = {"enable.gapless.guarantee": True, "message.timeout.ms": 0}
+# Polls of a failed producer to serve the reports it still holds (each may raise the fatal error again).
+REPORTS_LEFT_POLLS = 3
 
 
 class Committer:
@@ -107,6 +115,11 @@ class Committer:
                     ),
                 }
             )
+        # Gap-less by default on an at-least-once route; an operator's own delivery timeout (or idempotence
+        # or the guarantee turned off) keeps librdkafka's skipping of a failed record: reports between.
+        self._gapless = transactional_id is None and _gapless_applies({**destination, **self._settings})
+        if self._gapless:
+            self._settings.update(GAPLESS_SETTINGS)
         self._stop_route = stop_route
         self._initialized = False  # init_transactions done for this producer
         self._in_transaction = False
@@ -126,6 +139,13 @@ class Committer:
     def transactional(self) -> bool:
         """The route writes exactly once: in transactions, under a writer id the leader can fence."""
         return self._transactional_id is not None
+
+    @property
+    def reports_between(self) -> bool:
+        """Whether the records between a delivery run's ends need a report each to prove they were not
+        skipped (:mod:`worker.copying.ledger`): not in a transaction (a failed record fails it), and not
+        with the gap-less guarantee (:data:`GAPLESS_SETTINGS`)."""
+        return not (self.transactional or self._gapless)
 
     @property
     def fenced(self) -> bool:
@@ -263,7 +283,22 @@ class Committer:
             self._fenced = self._fenced or self._transactional_id is not None
             why = f"the producer failed for good ({exc})"
         self._log.warning("route %s: the destination producer failed for good: %s", self._route_name, why)
+        if self._transactional_id is None:
+            self._serve_reports_left()
         self._give_up(why)
+
+    def _serve_reports_left(self) -> None:
+        """Serves and settles the delivery reports a failed plain producer still holds, before the route
+        stops: a gap-less producer fails for good on a batch the destination refused, and that batch's
+        own reports carry the refusal. So a record the destination will never accept (too large for the
+        topic) stops its partition for good, naming its offset, instead of restarting with the rest."""
+        for _ in range(REPORTS_LEFT_POLLS):
+            try:
+                self._producer.poll(0)
+                break
+            except (KafkaException, SystemError):  # a callback met the fatal error again: serve the rest
+                continue
+        self._ledger.settle()
 
     def purge(self) -> None:
         """Drops everything the producer still holds (queued and in flight): this worker must stop writing now.
@@ -435,3 +470,19 @@ class Committer:
         self.flush(flush_timeout)
         self.commit()
         self.flush(flush_timeout)
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).strip().lower() in ("true", "1", "yes", "on")
+
+
+def _gapless_applies(settings: Mapping[str, Any]) -> bool:
+    """Whether a plain producer with ``settings`` (over Ferry's defaults) may take :data:`GAPLESS_SETTINGS`:
+    idempotent, the guarantee not turned off, and no delivery timeout of the operator's own (0, none, is kept)."""
+    effective = {**kafka_clients.PRODUCER_DEFAULTS, **settings}
+    timeout = effective.get("message.timeout.ms", effective.get("delivery.timeout.ms", 0))
+    return (
+        _truthy(effective.get("enable.idempotence", False))
+        and _truthy(effective.get("enable.gapless.guarantee", True))
+        and str(timeout).strip() == "0"
+    )

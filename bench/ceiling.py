@@ -33,6 +33,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
+from ferry.common import collector
 from ferry.common.core.provenance import Stamper
 from ferry.common.kafka import clients as kafka_clients
 
@@ -77,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         **args.producer_config,
         **({"on_delivery": on_delivery} if args.reports else {}),
     )
+    collector.settle_for_copying()  # as a worker does: the ceiling is the best bare loop, not a slower one
     _copy(consumer, producer, Stamper("src").stamp if args.stamp else None, lambda: stopping, delivered)
     producer.flush(30)
     consumer.close()

@@ -13,7 +13,7 @@ import signal
 import socket
 from types import FrameType
 
-from ferry.common import endpoints, logs
+from ferry.common import collector, endpoints, logs
 from ferry.common.config import load_config
 
 
@@ -69,4 +69,5 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    collector.settle_for_copying()  # the copy loop's objects are acyclic: see common.collector
     return worker.run()

@@ -357,9 +357,9 @@ class RouteCopier:
         between: Callable[[Any, Any], None] | None = None
         # The records between a run's ends carry no callback when a failed one cannot go unseen: on an
         # exactly-once route it fails the transaction, which is aborted; with the gap-less guarantee (an
-        # at-least-once route's default) it fails the producer for good and every record after it. A report
+        # operator's opt-in) it fails the producer for good and every record after it. A report
         # per record costs a Message object and the GIL each (0.3-0.45 µs at 100 B, measured). Otherwise
-        # (an operator's own delivery timeout) each carries the run's C-level catcher, so a failed one is
+        # (librdkafka's default: it may skip a failed record) each carries the run's C-level catcher, so a failed one is
         # seen and another writer's record in its place cannot pass for it.
         reports_between = committer.reports_between
         held: Any = None  # the newest record of the run, not handed over yet (see above)
@@ -621,9 +621,10 @@ class RouteCopier:
                 if run:
                     self._ledger.watermarks.sent_run(key, run)
                     run.clear()
-                failure = delivery_failure(
-                    kafka_error(exc), f"offset {offset}: the destination producer refused the record"
-                )
+                error = kafka_error(exc)
+                if error.fatal:  # the producer failed for good: the reports of what failed it come first
+                    self._committer.serve_reports_left()
+                failure = delivery_failure(error, f"offset {offset}: the destination producer refused the record")
                 self._ledger.watermarks.failed(key, offset, str(failure))
                 self._stop(key, failure)
                 return False

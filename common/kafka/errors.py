@@ -41,5 +41,7 @@ def kafka_error(error: BaseException | KafkaError) -> KafkaFailure:
     (then code ``_FAIL`` and its text)."""
     cause = error.args[0] if isinstance(error, KafkaException) and error.args else error
     if isinstance(cause, KafkaError):
-        return KafkaFailure(cause.code(), cause.name(), cause.str(), bool(cause.retriable()), bool(cause.fatal()))
+        # A client that failed for good refuses every later call with _FATAL, without the fatal flag.
+        fatal = bool(cause.fatal()) or cause.code() == KafkaError._FATAL
+        return KafkaFailure(cause.code(), cause.name(), cause.str(), bool(cause.retriable()), fatal)
     return KafkaFailure(KafkaError._FAIL, "_FAIL", str(cause) or type(cause).__name__)

@@ -42,7 +42,9 @@ def _all_on(fleet: Fleet, controller: FerryProcess, topic: str, workers: set[str
 
 
 @pytest.mark.parametrize(
-    "producer", [{"message.timeout.ms": 3000}, {}], ids=["producer-timeouts", "gapless-without-timeouts"]
+    "producer",
+    [{"message.timeout.ms": 3000}, {"enable.gapless.guarantee": True}],
+    ids=["producer-timeouts", "gapless-without-timeouts"],
 )
 def test_a_destination_outage_with_producer_timeouts_and_a_kill_loses_and_duplicates_nothing(
     fleet: Fleet,
@@ -51,7 +53,7 @@ def test_a_destination_outage_with_producer_timeouts_and_a_kill_loses_and_duplic
 ) -> None:
     """The destination broker is down for 5 s and one worker is killed before it handled what that did.
     With a delivery timeout of 3 s deliveries time out meanwhile, so the idempotent producer may leave
-    gaps; with Ferry's default (gap-less, no delivery timeout) records wait for the broker instead. Either
+    gaps; gap-less with no delivery timeout (an operator's choice) records wait for the broker instead. Either
     way the resume rule (committed offset + the set already present) copies each record exactly once."""
     fleet.extra = {"worker": {"producer": producer}}
     fleet.write_config()

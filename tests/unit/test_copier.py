@@ -41,6 +41,15 @@ def timeout_rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     return _rig(monkeypatch, {"message.timeout.ms": 30_000})
 
 
+@pytest.fixture
+def gapless_rig(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    """The operator asked for librdkafka's gap-less guarantee: the records between a run's ends carry nothing."""
+    return _rig(monkeypatch, GAPLESS)
+
+
+GAPLESS = {"enable.gapless.guarantee": True}
+
+
 def _rig(monkeypatch: pytest.MonkeyPatch, producer: dict[str, Any] | None = None) -> SimpleNamespace:
     calls: list[tuple[str, Any]] = []
     rig = SimpleNamespace(
@@ -535,12 +544,12 @@ def _recording_callbacks(rig: SimpleNamespace) -> list[tuple[int, str]]:
     return callbacks
 
 
-@pytest.mark.parametrize(("producer", "between_callback"), [({}, ""), ({"message.timeout.ms": 30_000}, "__setitem__")])
+@pytest.mark.parametrize(("producer", "between_callback"), [(GAPLESS, ""), ({}, "__setitem__")])
 def test_only_the_first_and_the_last_record_of_a_partitions_run_carry_a_python_delivery_callback(
     monkeypatch: pytest.MonkeyPatch, producer: dict[str, Any], between_callback: str
 ) -> None:
-    """Gap-less (the default) the records between a run's ends carry nothing; with a delivery timeout
-    of the operator's own, the run's C-level catcher."""
+    """Gap-less (the operator's choice) the records between a run's ends carry nothing; by default
+    (librdkafka may skip a failed record), the run's C-level catcher."""
     rig = _rig(monkeypatch, producer)
     rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
     rig.copier.copy_batch(0.1)
@@ -597,10 +606,10 @@ def test_another_writer_and_failures_anywhere_keep_the_offset_map_and_the_commit
     """Batches of one partition's records, another writer's records landing before any of the copies,
     and any copies refused: every offset-map entry names the destination offset that holds that
     source record, and every source offset below the committed one is on the destination and mapped.
-    Gap-less (the default: a refused record fails the producer for good) or with a delivery timeout
-    (a record times out alone)."""
+    Gap-less (a refused record fails the producer for good) or librdkafka's default (a record times
+    out alone)."""
     with pytest.MonkeyPatch.context() as monkeypatch:
-        rig = _rig(monkeypatch, {} if gapless else {"message.timeout.ms": 30_000})
+        rig = _rig(monkeypatch, GAPLESS if gapless else {})
         key = (TOPIC, 0)
         rig.copier.acquire([key])
         rig.copier.copy_batch(0.1)
@@ -650,12 +659,13 @@ def test_a_failed_record_between_a_runs_ends_is_not_hidden_by_another_writers_re
 
 
 def test_gapless_a_failed_record_between_a_runs_ends_fails_the_producer_and_every_partition_restarts(
-    rig: SimpleNamespace,
+    gapless_rig: SimpleNamespace,
 ) -> None:
-    """The default producer is gap-less, so the records between a run's ends carry no report: the second
+    """A gap-less producer: so the records between a run's ends carry no report: the second
     of three fails unreported and another writer's record lands in its place. The failure fails the
     producer for good, so the run's last report fails too: nothing past the first record is committed,
     every partition of the route restarts for a temporary reason, and the producer is built anew."""
+    rig = gapless_rig
     rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
     rig.copier.copy_batch(0.1)
     first_producer = rig.producer
@@ -676,11 +686,12 @@ def test_gapless_a_failed_record_between_a_runs_ends_fails_the_producer_and_ever
 
 
 def test_a_destination_that_accepts_nothing_for_the_stall_limit_fails_the_producer_and_frees_the_loop(
-    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+    gapless_rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Records never time out in a gap-less producer: a queue that stays full for DESTINATION_STALL_S
     purges the producer and stops every partition of the route for a temporary reason; what was in
     flight is not committed."""
+    rig = gapless_rig
     rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
     rig.copier.copy_batch(0.1)
     producer = rig.producer
@@ -711,7 +722,7 @@ def test_a_destination_that_accepts_nothing_for_the_stall_limit_fails_the_produc
     assert not [call for call in rig.calls if call[0] == "commit" and call[1] and call[1][0][2] > 0]
 
 
-@pytest.mark.parametrize(("producer", "proven"), [({"message.timeout.ms": 30_000}, 5), ({}, 1)])
+@pytest.mark.parametrize(("producer", "proven"), [({}, 5), (GAPLESS, 1)])
 def test_a_record_the_producer_refuses_settles_the_run_before_it_and_stops_its_partition_for_good(
     monkeypatch: pytest.MonkeyPatch, producer: dict[str, Any], proven: int
 ) -> None:
@@ -740,7 +751,7 @@ def test_a_record_that_may_be_refused_alone_is_a_run_of_its_own_and_named_by_its
     """A record larger than half a producer batch travels alone, so the destination may refuse it alone
     (too large): it carries its own report, and its partition stops for good naming its offset. Gap-less,
     the refusal also fails the producer, which is built anew; the partition stays stopped."""
-    rig = _rig(monkeypatch, {} if gapless else {"message.timeout.ms": 30_000})
+    rig = _rig(monkeypatch, GAPLESS if gapless else {})
     rig.copier.acquire([(TOPIC, 0)])
     rig.copier.copy_batch(0.1)
     callbacks = _recording_callbacks(rig)

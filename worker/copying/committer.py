@@ -68,14 +68,17 @@ BATCH_FRAMING_BYTES = 1024
 # may take. The broker aborts a transaction left open longer than TRANSACTION_TIMEOUT_MS.
 TRANSACTION_CALL_TIMEOUT_S = 10.0
 TRANSACTION_TIMEOUT_MS = 60_000
-# An idempotent producer with librdkafka's gap-less guarantee and no delivery timeout never writes a
+# An operator's opt-in (enable.gapless.guarantee: true). An idempotent producer with librdkafka's
+# gap-less guarantee and no delivery timeout never writes a
 # partition's record after an earlier one of it failed: a failed batch is fatal to the producer (not
 # skipped under a new epoch), and no record times out. Its only other failures (a purge, an unknown
 # topic) fail every later record of the partition as well. So when a delivery run's last record is
 # delivered, every record before it was, and the records between the run's ends need no report.
 GAPLESS_SETTINGS: dict[str, Any] = {"enable.gapless.guarantee": True, "message.timeout.ms": 0}
-# Polls of a failed producer to serve the reports it still holds (each may raise the fatal error again).
-REPORTS_LEFT_POLLS = 3
+# How long, and in how many tries (each may raise the fatal error again), a failed producer's last
+# delivery reports are waited for and served.
+REPORTS_LEFT_S = 1.0
+REPORTS_LEFT_TRIES = 3
 
 
 class Committer:
@@ -115,8 +118,8 @@ class Committer:
                     ),
                 }
             )
-        # Gap-less by default on an at-least-once route; an operator's own delivery timeout (or idempotence
-        # or the guarantee turned off) keeps librdkafka's skipping of a failed record: reports between.
+        # Gap-less when the operator asks for it (worker.producer or the cluster: enable.gapless.guarantee);
+        # otherwise librdkafka may skip a failed record, and the records between a run's ends carry reports.
         self._gapless = transactional_id is None and _gapless_applies({**destination, **self._settings})
         if self._gapless:
             self._settings.update(GAPLESS_SETTINGS)
@@ -283,18 +286,20 @@ class Committer:
             self._fenced = self._fenced or self._transactional_id is not None
             why = f"the producer failed for good ({exc})"
         self._log.warning("route %s: the destination producer failed for good: %s", self._route_name, why)
-        if self._transactional_id is None:
-            self._serve_reports_left()
+        self.serve_reports_left()
         self._give_up(why)
 
-    def _serve_reports_left(self) -> None:
-        """Serves and settles the delivery reports a failed plain producer still holds, before the route
-        stops: a gap-less producer fails for good on a batch the destination refused, and that batch's
-        own reports carry the refusal. So a record the destination will never accept (too large for the
-        topic) stops its partition for good, naming its offset, instead of restarting with the rest."""
-        for _ in range(REPORTS_LEFT_POLLS):
+    def serve_reports_left(self) -> None:
+        """Serves and settles the delivery reports a failed plain producer still holds (for at most
+        :data:`REPORTS_LEFT_S`), before its partitions stop for the failure itself: a gap-less producer
+        fails for good on a batch the destination refused, and that batch's own reports carry the
+        refusal. So a record the destination will never accept (too large for the topic) stops its
+        partition for good, naming its offset, instead of restarting with the rest."""
+        if self._transactional_id is not None:
+            return
+        for _ in range(REPORTS_LEFT_TRIES):
             try:
-                self._producer.poll(0)
+                self._producer.flush(REPORTS_LEFT_S)
                 break
             except (KafkaException, SystemError):  # a callback met the fatal error again: serve the rest
                 continue
@@ -456,8 +461,10 @@ class Committer:
                 remaining,
                 flush_timeout,
             )
+        if self._failed:  # its map segments cannot be written, so nothing can be committed:
+            return  # the keys restart from their last commit (and the look-back skips what was copied)
         self.commit_within(keys, commit_deadline)
-        self.flush(0 if self._failed else SEGMENT_FLUSH_S)
+        self.flush(SEGMENT_FLUSH_S)
 
     def forget(self, key: TopicPartitionKey) -> None:
         """Drops what was committed for ``key`` (released): its next owner commits from scratch."""
@@ -477,12 +484,13 @@ def _truthy(value: Any) -> bool:
 
 
 def _gapless_applies(settings: Mapping[str, Any]) -> bool:
-    """Whether a plain producer with ``settings`` (over Ferry's defaults) may take :data:`GAPLESS_SETTINGS`:
-    idempotent, the guarantee not turned off, and no delivery timeout of the operator's own (0, none, is kept)."""
+    """Whether a plain producer with ``settings`` (over Ferry's defaults) takes :data:`GAPLESS_SETTINGS`:
+    the operator asked for the guarantee, the producer is idempotent, and no delivery timeout of the
+    operator's own is set (0, none, is kept)."""
     effective = {**kafka_clients.PRODUCER_DEFAULTS, **settings}
     timeout = effective.get("message.timeout.ms", effective.get("delivery.timeout.ms", 0))
     return (
         _truthy(effective.get("enable.idempotence", False))
-        and _truthy(effective.get("enable.gapless.guarantee", True))
+        and _truthy(effective.get("enable.gapless.guarantee", False))
         and str(timeout).strip() == "0"
     )

@@ -359,8 +359,8 @@ class RouteCopier:
         # exactly-once route it fails the transaction, which is aborted; with the gap-less guarantee (an
         # operator's opt-in) it fails the producer for good and every record after it. A report
         # per record costs a Message object and the GIL each (0.3-0.45 µs at 100 B, measured). Otherwise
-        # (librdkafka's default: it may skip a failed record) each carries the run's C-level catcher, so a failed one is
-        # seen and another writer's record in its place cannot pass for it.
+        # (librdkafka's default: it may skip a failed record) each carries the run's C-level catcher, so
+        # a failed one is seen and another writer's record in its place cannot pass for it.
         reports_between = committer.reports_between
         held: Any = None  # the newest record of the run, not handed over yet (see above)
         held_timestamp = 0

@@ -64,7 +64,14 @@ def consume(
         properties.flush()
         events = _run(
             "VerifiableConsumer",
-            ["--consumer.config", properties.name, *_consumer_args(bootstrap, group, topic, count)],
+            [
+                "--consumer.config",
+                properties.name,
+                *_consumer_args(bootstrap, group, topic),
+                "--max-messages",
+                str(count),
+                "--verbose",
+            ],
             timeout,
         )
     read = [(int(e["offset"]), str(e["value"])) for e in events if e.get("name") == "record_data"]
@@ -73,7 +80,8 @@ def consume(
     return read
 
 
-def _consumer_args(bootstrap: str, group: str, topic: str, count: int) -> list[str]:
+def _consumer_args(bootstrap: str, group: str, topic: str) -> list[str]:
+    """A ``VerifiableConsumer`` member of ``group`` on ``topic``, from its committed offsets (earliest without)."""
     return [
         "--bootstrap-server",
         bootstrap,
@@ -81,9 +89,6 @@ def _consumer_args(bootstrap: str, group: str, topic: str, count: int) -> list[s
         group,
         "--topic",
         topic,
-        "--max-messages",
-        str(count),
-        "--verbose",
         "--reset-policy",
         "earliest",
         "--session-timeout",
@@ -161,18 +166,6 @@ class GroupMember:
 def start_member(bootstrap: str, group: str, topic: str) -> GroupMember:
     """A ``VerifiableConsumer`` member of ``group`` on ``topic``, reading from the group's committed offsets
     (earliest without one) until killed."""
-    command = kafka_tool_command(
-        "VerifiableConsumer",
-        "--bootstrap-server",
-        bootstrap,
-        "--group-id",
-        group,
-        "--topic",
-        topic,
-        "--reset-policy",
-        "earliest",
-        "--session-timeout",
-        "6000",
-    )
+    command = kafka_tool_command("VerifiableConsumer", *_consumer_args(bootstrap, group, topic))
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     return GroupMember(process)

@@ -69,9 +69,9 @@ BATCH_FRAMING_BYTES = 1024
 TRANSACTION_CALL_TIMEOUT_S = 10.0
 TRANSACTION_TIMEOUT_MS = 60_000
 # An operator's opt-in (enable.gapless.guarantee: true). An idempotent producer with librdkafka's
-# gap-less guarantee and no delivery timeout never writes a
-# partition's record after an earlier one of it failed: a failed batch is fatal to the producer (not
-# skipped under a new epoch), and no record times out. Its only other failures (a purge, an unknown
+# gap-less guarantee and no delivery timeout never writes a partition's record after an earlier one
+# of it failed: a failed batch is fatal to the producer (not skipped under a new epoch), and no
+# record times out. Its only other failures (a purge, an unknown
 # topic) fail every later record of the partition as well. So when a delivery run's last record is
 # delivered, every record before it was, and the records between the run's ends need no report.
 GAPLESS_SETTINGS: dict[str, Any] = {"enable.gapless.guarantee": True, "message.timeout.ms": 0}

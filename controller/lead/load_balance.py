@@ -19,6 +19,12 @@ States of a partition's lag watch: CALM --lag grew, worker saturated--> GROWING(
 --lag grew again, worker saturated--> GROWING(since t) --lag did not grow, worker not saturated,
 or another worker reports it--> CALM. GROWING for ``stuck_after_s`` or more: stuck.
 
+States of a partition's measured rate: FULL --another worker reports it (a move)--> PARTIAL (that
+worker held it for only a part of its window) --that worker's next report--> FULL. The planner weighs
+a PARTIAL partition at its estimated demand where that is higher (the former owner's measure, see
+below): a rate measured over part of a window makes the new owner look lighter than it is, and a move
+made on it would be undone after the next full window.
+
 States of a partition's demand: UNKNOWN --a report--> ESTIMATED (what it copied) --a report of the
 same worker--> ESTIMATED (what it copied plus its lag's growth since) --another worker's report-->
 ESTIMATED (the former estimate where higher); forgotten when it leaves the ideal states or the lead ends.
@@ -47,6 +53,8 @@ class LoadBalancer:
         self._reports: dict[str, tuple[dict[PartitionKey, PartitionLoad], float | None]] = {}
         # partition -> its estimated demand, kept across a move (its new owner's first window is partial)
         self._demand: dict[PartitionKey, Demand] = {}
+        # partition -> the worker whose report last gave its rate, and whether that was its first (PARTIAL)
+        self._measured: dict[PartitionKey, tuple[str, bool]] = {}
         self.bytes_gauge = Gauge(
             "ferry_controller_worker_bytes_per_second",
             "Value bytes per second a worker copies, as it last reported (balance by load)",
@@ -64,7 +72,7 @@ class LoadBalancer:
         """Forgets every report (a new lead reads them again)."""
         for worker in self._reports:
             self._forget_gauges(worker)
-        self._watch, self._reports, self._demand = {}, {}, {}
+        self._watch, self._reports, self._demand, self._measured = {}, {}, {}, {}
 
     def observe(self, worker: str, status: WorkerStatus | None, now: float) -> None:
         """A worker's status as the reconciler feeds it to the leader state (None: its node is gone)."""
@@ -84,6 +92,8 @@ class LoadBalancer:
             else:
                 self._watch[partition] = (worker, load.lag, seen[2] if seen[2] is not None else now)
             self._demand[partition] = next_demand(self._demand.get(partition), worker, load, now)
+            measured = self._measured.get(partition)
+            self._measured[partition] = (worker, measured is not None and measured[0] != worker)
         self.bytes_gauge.labels(worker).set(sum(load.bytes_per_s for load in status.load.values()))
         self.records_gauge.labels(worker).set(sum(load.records_per_s for load in status.load.values()))
 
@@ -108,13 +118,30 @@ class LoadBalancer:
         after = self.config.stuck_after_s
         return {p for p, (_, _, since) in self._watch.items() if since is not None and now - since >= after}
 
+    def partial(self, holding: Mapping[PartitionKey, str], eligible: Collection[str]) -> set[PartitionKey]:
+        """Partitions the ``eligible`` workers hold whose rate comes from the first window of a new owner (PARTIAL)."""
+        return {p for p, (_, first) in self._measured.items() if first and holding.get(p) in eligible}
+
+    def weights(self, holding: Mapping[PartitionKey, str], eligible: Collection[str]) -> dict[PartitionKey, Rate]:
+        """Partition -> the rate the planner weighs it at: its measured rate, and for a PARTIAL one its
+        estimated demand where that is higher."""
+        rates = self.rates(holding)
+        for partition in self.partial(holding, eligible):
+            if (demand := self._demand.get(partition)) is not None:
+                measured = rates.get(partition, Rate())
+                rates[partition] = Rate(
+                    max(measured.bytes_per_s, demand.rate.bytes_per_s),
+                    max(measured.records_per_s, demand.rate.records_per_s),
+                )
+        return rates
+
     def plan(
         self, holding: Mapping[PartitionKey, str], eligible: Collection[str], now: float
     ) -> dict[PartitionKey, str]:
         """Partition -> new worker, for the partitions that should move now (empty: none)."""
         if not self._reports or len(set(eligible)) < 2:
             return {}
-        rates = self.rates(holding)
+        rates = self.weights(holding, eligible)
         stuck = {p for p in self.stuck(now) if p in holding}
         after = relieve_stuck(holding, eligible, rates, stuck)
         for partition in stuck:
@@ -123,6 +150,7 @@ class LoadBalancer:
         mean = sum(rates.get(p, Rate()).bytes_per_s for p, w in after.items() if w in eligible) / max(
             1, len(set(eligible))
         )
+        self._measured = {p: m for p, m in self._measured.items() if p in holding}
         if on_eligible and mean >= self.config.load_balance_min_bytes_per_s:
             after = rebalance_by_load(after, eligible, rates, self.config.imbalance_ratio)
         return {p: w for p, w in after.items() if holding.get(p) != w}

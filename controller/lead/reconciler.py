@@ -42,6 +42,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from ferry.common.config import FerryConfig
+from ferry.common.core.assignment import Rate
 from ferry.common.core.operate import controls as fleet_controls
 from ferry.common.core.operate import load_shares
 from ferry.common.core.operate.controls import Controls
@@ -300,7 +301,10 @@ class Reconciler:
         leaving = {w for w, status in leader_state.statuses.items() if status.leaving}
         eligible = set(leader_state.live) - leaving
         holding = {p: w for w, partitions in leader_state.holding().items() for p in partitions}
-        return self.balancer.plan(holding, eligible, now)
+        moves = self.balancer.plan(holding, eligible, now)
+        if moves:
+            log.info("balance by load: %s", describe_moves(holding, moves, self.balancer.weights(holding, eligible)))
+        return moves
 
     def _fed_state(self) -> LeaderState:
         """The leader state, read from ZooKeeper when there is none, with what the watches saw since."""
@@ -511,3 +515,23 @@ class Reconciler:
         return {
             TopicKey(route.name, topic) for route in self.config.routes for topic in self.removed_topics_of(route.name)
         }
+
+
+MOVES_LOGGED = 20
+"""At most this many of one load-balance run's moves are named in its log line (the rest are counted)."""
+
+
+def describe_moves(
+    holding: Mapping[PartitionKey, str], moves: Mapping[PartitionKey, str], rates: Mapping[PartitionKey, Rate]
+) -> str:
+    """One log line for a load-balance run: each worker's measured bytes/s, and the moves with their rates."""
+    loads: dict[str, int] = {}
+    for partition, worker in holding.items():
+        loads[worker] = loads.get(worker, 0) + rates.get(partition, Rate()).bytes_per_s
+    named = [
+        f"{partition} {holding.get(partition, '-')}->{worker} ({rates.get(partition, Rate()).bytes_per_s} B/s)"
+        for partition, worker in sorted(moves.items())
+    ]
+    more = f" and {len(named) - MOVES_LOGGED} more" if len(named) > MOVES_LOGGED else ""
+    worker_loads = ", ".join(f"{worker} {load}" for worker, load in sorted(loads.items()))
+    return f"worker bytes/s {worker_loads}; moving {', '.join(named[:MOVES_LOGGED])}{more}"

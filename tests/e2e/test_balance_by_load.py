@@ -35,7 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ferry.common.kafka import clients as kafka_clients
 from ferry.devstack import stack as devstack
-from ferry.devstack.support import create_topics, end_offsets
+from ferry.devstack.support import WaitTimeout, create_topics, end_offsets
 from tests.harness.processes import FerryProcess, Fleet, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -226,7 +226,11 @@ def _run_phase(
                 lambda: _hot_lag(hot, src, dst) < CAUGHT_UP_RECORDS, 90, "the moved partitions to catch up", interval=1
             )
             settling = Settling(owners, 2 * LOAD_REBALANCE_INTERVAL_S)
-            wait_until(settling.settled, 90, "no move for two load-balance runs", interval=1)
+            try:
+                wait_until(settling.settled, 90, "no move for two load-balance runs", interval=1)
+            except WaitTimeout as exc:
+                runs = [line for line in controller.log_tail(400).splitlines() if "balance by load" in line]
+                raise AssertionError(f"{exc}; the leader's load-balance runs:\n" + "\n".join(runs[-15:])) from exc
         # The measured window starts once every worker copies (each holds cold partitions).
         copied = {name: _bytes_copied(w) for name, w in workers.items()}
         wait_until(

@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from ferry.common.config import ControllerConfig
-from ferry.common.core.assignment import Rate
+from ferry.common.core.assignment import Rate, rebalance_by_load
 from ferry.common.model import (
     IdealState,
     PartitionKey,
@@ -19,6 +19,7 @@ from ferry.common.model import (
 from ferry.common.vocabulary import PartitionState
 from ferry.controller.lead.leader_state import LeaderState
 from ferry.controller.lead.load_balance import LoadBalancer
+from ferry.controller.lead.reconciler import describe_moves
 from ferry.controller.lead.store import Snapshot
 
 pytestmark = pytest.mark.unit
@@ -112,3 +113,28 @@ def test_the_leader_state_places_by_rates_and_applies_moves_onto_active_workers_
         2.0, 10.0, moves={PartitionKey("a.b", "hot", 1): "w2", PartitionKey("a.b", "hot", 0): "gone"}
     )
     assert changes.ideal[hot].assignment == {0: "w1", 1: "w2"} and changes.moved == 1
+
+
+def test_a_load_balance_run_is_logged_with_each_workers_bytes_and_each_move_with_its_rate() -> None:
+    holding = {P[0]: "w1", P[1]: "w1", P[2]: "w2"}
+    rates = {P[0]: Rate(3000, 3), P[1]: Rate(1000, 1), P[2]: Rate(500, 1)}
+    line = describe_moves(holding, {P[1]: "w2"}, rates)
+    assert line == "worker bytes/s w1 4000, w2 500; moving a.b/t/1 w1->w2 (1000 B/s)"
+
+
+def test_a_moved_partition_weighs_at_least_its_former_rate_until_a_full_window_at_its_new_owner() -> None:
+    lb = balancer()
+    lb.observe("w1", status({P[0]: PartitionLoad(5000, 50, 0), P[1]: PartitionLoad(5000, 50, 0)}, 0.2), 0)
+    lb.observe("w2", status({P[2]: PartitionLoad(2000, 20, 0), P[3]: PartitionLoad(5000, 50, 0)}, 0.1), 0)
+    # P[1] and P[3] swapped owners; w2 held P[1] for a fiftieth of its window: it looks far lighter than it is.
+    lb.observe("w1", status({P[0]: PartitionLoad(5000, 50, 0), P[3]: PartitionLoad(5000, 50, 0)}, 0.2), 10)
+    lb.observe("w2", status({P[1]: PartitionLoad(100, 1, 0), P[2]: PartitionLoad(2000, 20, 0)}, 0.1), 10)
+    holding = {P[0]: "w1", P[1]: "w2", P[2]: "w2", P[3]: "w1"}
+    assert rebalance_by_load(holding, {"w1", "w2"}, lb.rates(holding), 1.2) != holding  # on the partial rate
+    assert lb.partial(holding, {"w1", "w2"}) == {P[1], P[3]}
+    assert lb.plan(holding, {"w1", "w2"}, 10) == {}
+    lb.observe("w2", status({P[1]: PartitionLoad(5000, 50, 0), P[2]: PartitionLoad(2000, 20, 0)}, 0.1), 20)
+    assert lb.partial(holding, {"w1", "w2"}) == {P[3]}  # w1's window repeats its last: the same report
+    assert lb.plan(holding, {"w1", "w2"}, 20) == {}  # within 1.2 of the mean, nothing to undo
+    lb.observe("w2", status({P[1]: PartitionLoad(100, 1, 0), P[2]: PartitionLoad(2000, 20, 0)}, 0.1), 30)
+    assert lb.plan(holding, {"w1", "w2"}, 30) != {}  # a real imbalance, over a full window, moves at once

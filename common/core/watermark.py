@@ -13,7 +13,8 @@ Offsets are sent in strictly increasing order per key, possibly with gaps (compa
 transaction markers). Acknowledgements may arrive in any order. The committable offset, in
 Kafka terms the next offset to read, is the lowest sent offset not yet acknowledged, or last
 acknowledged + 1 when nothing is in flight; never beyond a failed offset. Nothing is committable
-for a key until something was acknowledged (committing the starting position again is pointless).
+for a key until something was acknowledged (committing the starting position again is pointless),
+unless it started past what was committed (:meth:`OffsetWatermarks.start_at`).
 
 The hot path (:meth:`OffsetWatermarks.sent`, :meth:`OffsetWatermarks.acked`) is O(1) amortised
 per record and never logs.
@@ -206,6 +207,15 @@ class OffsetWatermarks(Generic[K]):
             return sum(state.pending() for state in self._keys.values())
         state = self._keys.get(key)
         return 0 if state is None else state.pending()
+
+    def start_at(self, key: K, offset: int) -> None:
+        """``key`` starts at ``offset`` with every offset below it already on the destination (a new
+        owner resuming past what was committed, found by reading the destination back): ``offset`` is
+        committable at once, so a partition with nothing more to copy does not stay uncommitted.
+        Forgets what was known of ``key`` before."""
+        self._keys.pop(key, None)
+        if offset > 0:
+            self.passed(key, offset - 1)
 
     def forget(self, key: K) -> None:
         """Drop everything known about ``key`` (its partition was released or will be re-read)."""

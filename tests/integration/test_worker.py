@@ -439,6 +439,33 @@ def test_unassigned_partition_is_committed_and_resumes_without_duplicates(
     assert kafka.read("dst", topic, 1) == first[1] + second[1], "nothing copied twice"
 
 
+def test_a_partition_whose_copies_are_all_on_the_destination_and_never_committed_commits_its_start(
+    start_worker: Callable[..., RunningWorker],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+) -> None:
+    """A former owner copied everything and stopped before its first commit: the new owner resumes
+    past the copies it reads back, copies nothing again, and commits where it starts, so the
+    partition shows no lag while no new record comes."""
+    topic = topic_name("uncommitted")
+    create_topic("src", topic, 1)
+    create_topic("dst", topic, 1)
+    sent = records("before", 10)
+    kafka.produce(topic, 0, sent)
+    copier = kafka_clients.producer(kafka.conf("dst"), **{"linger.ms": 0})
+    for offset, (key, value, headers, (_, timestamp)) in enumerate(sent):
+        stamped = [*headers, (provenance.HEADER, provenance.encode(("src",), 0, offset))]
+        copier.produce(topic, value, key, 0, timestamp=timestamp, headers=stamped)
+    assert copier.flush(30) == 0
+    assert kafka.committed(topic, 0) < 0  # nothing committed
+
+    running = start_worker()
+    running.wait_online(topic, [0], running.assign(topic, [0]))
+    kafka.wait_committed(topic, 0, 10)
+    assert kafka.end_offset("dst", topic, 0) == 10, "nothing copied twice"
+
+
 def test_a_fresh_group_on_a_new_topic_copies_with_no_coordinator_warm_up(
     start_worker: Callable[..., RunningWorker],
     make_config: Callable[..., FerryConfig],

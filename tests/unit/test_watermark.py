@@ -220,3 +220,16 @@ def test_a_run_must_follow_what_was_sent() -> None:
         marks.sent_run("k", [4, 5])
     with pytest.raises(ValueError):
         marks.sent_run("k", [9, 7])
+
+
+def test_a_key_started_past_what_was_committed_is_committable_at_its_start_at_once() -> None:
+    marks: OffsetWatermarks[str] = OffsetWatermarks()
+    marks.sent("p", 3)
+    marks.start_at("p", 10)  # what was known before is forgotten
+    assert marks.committables() == {"p": 10}
+    marks.sent("p", 10)
+    assert marks.committables() == {"p": 10}
+    marks.acked("p", 10)
+    assert marks.committables() == {"p": 11}
+    marks.start_at("q", 0)  # from the log start: nothing to commit yet
+    assert "q" not in marks.committables()

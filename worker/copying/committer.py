@@ -402,13 +402,14 @@ class Committer:
 
         A transactional producer commits its transaction first (every partition's copies, whatever
         ``keys``), then the source offsets. A FAILED one commits nothing and says True: what it
-        acknowledged may have been aborted, so its partitions restart from the destination.
+        acknowledged may have been aborted, so its partitions restart from the destination. A FAILED
+        plain producer cannot write the offset map, which each commit waits for: it commits nothing
+        either, and its partitions restart from the destination once they are released.
         """
-        if self._transactional_id is not None:
-            if self._failed:
-                return True
-            if self._in_transaction and not self._commit_transaction():
-                return True
+        if self._failed:
+            return True
+        if self._transactional_id is not None and self._in_transaction and not self._commit_transaction():
+            return True
         self._ledger.settle()  # and none until the commit: see DeliveryLedger.settle
         # What may be committed is fixed before the map is written: every offset below it was
         # acknowledged, so recorded in the map, so described by the segments written now.

@@ -1,16 +1,20 @@
 """Starts a route copier's partitions: where each resumes, its destination topic prepared, and, when
 its position leaves the source log, where it goes on.
 
-A partition starts where the destination's own record of progress says (:meth:`PartitionStarter.resume_at`:
-the committed offset, the route's copies read back from the destination, MirrorMaker 2's progress on a
-takeover, else the route's ``start``), always at an explicit offset. A destination topic is created or
-expanded first, and the producer's batches are fitted to its ``max.message.bytes``. A partition whose
-destination topic cannot be prepared for a temporary reason (a cluster unreachable) is not acquired;
+A partition starts where the destination's own record of progress says
+(:meth:`PartitionStarter.resume_at`: the committed offset, the route's copies read back from the
+destination, MirrorMaker 2's progress on a takeover, else the route's ``start``), always at an explicit
+offset. A partition that resumes past what was committed (nothing committed, its copies found on the
+destination) has its start committable at once: with nothing more to copy it would otherwise never
+commit, and show a lag it does not have. A destination topic is created or expanded first, and the
+producer's batches are fitted to its ``max.message.bytes``. A partition whose destination topic cannot be
+prepared for a temporary reason (a cluster unreachable) is not acquired;
 :meth:`PartitionStarter.acquire` says so and the worker retries later.
 
-The starter keeps nothing of a partition past its start but two hand-overs: the source topics whose
-destination topics it created (until their partitions resume) and the partitions it found re-created
-(until acquire reports them). A started partition's state is kept by :mod:`worker.copying.partition_states`.
+The starter keeps nothing of a partition past its start but three hand-overs: the source topics whose
+destination topics it created (until their partitions resume), the partitions it found re-created
+(until acquire reports them), and the starts past what was committed (until acquire starts them). A
+started partition's state is kept by :mod:`worker.copying.partition_states`.
 Driven by the copier's one thread (the worker's copy loop), so no state here needs a lock.
 """
 
@@ -107,6 +111,9 @@ class PartitionStarter:
             Mm2Takeover(route, source, destination, metrics, client_id) if route.mirrormaker2 is not None else None
         )
         self._recreated: dict[TopicPartitionKey, str] = {}  # filled by resume_at, read by acquire
+        # Partitions resuming past their committed offset (none committed, own copies found): filled by
+        # resume_at, read by acquire, which makes the start committable for those it starts.
+        self._past_commit: dict[TopicPartitionKey, int] = {}
         self._created_here: set[str] = set()  # source topics whose destination topic this starter created
 
     # -- OFFLINE -> ONLINE ------------------------------------------------------------------
@@ -173,7 +180,10 @@ class PartitionStarter:
                 # worker/position/start_offsets.py).
                 to_assign.append(TopicPartition(topic, partition, first[partition] if start is None else start))
                 online.append((topic, partition))
+                if (past := self._past_commit.pop((topic, partition), None)) is not None:
+                    self._ledger.watermarks.start_at((topic, partition), past)
         self._states.start(to_assign)
+        self._past_commit.clear()  # of partitions not started now: read again when they are
         for key, reason in errors.items():
             self._states.not_started(key, reason)
         return AcquireResult(online, errors, deferred)
@@ -240,6 +250,8 @@ class PartitionStarter:
                 offsets.record(source, destination)
             self._ledger.resume(key, offsets, plan.skip)
             starts[partition] = plan.start
+            if committed.get(partition) is None and plan.start is not None:
+                self._past_commit[key] = plan.start
             if plan.start is None and self._mm2 is not None:  # nothing of the route's yet: where MirrorMaker 2 stopped
                 starts[partition] = self._mm2.start(topic, partition, dest_topic, self._reader.end_offset)
             self._metrics.lookback.labels(self._route.name).inc(found.read)

@@ -60,9 +60,6 @@ log = logging.getLogger(__name__)
 
 # librdkafka's answer when a position leaves the source log under auto.offset.reset=error.
 _OUT_OF_RANGE = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
-# How long the copy loop waits on a full producer queue before it fails the producer: librdkafka's
-# default delivery timeout, which bounded that wait before records stopped timing out.
-DESTINATION_STALL_S = 300.0
 
 
 class RouteCopier:
@@ -98,6 +95,7 @@ class RouteCopier:
         self.throttle: RouteThrottle | None = None  # this worker's share of the route's throttle
         self._log = logs.with_fields(log, route=route.name)
         self._consume_batch = config.consume_batch
+        self._destination_stall_s = config.destination_stall_s
         self._metrics = metrics
         self._clock = clock
         self._stamper = Stamper(route.source, _copy_decision(route, origins))
@@ -588,7 +586,7 @@ class RouteCopier:
         """Hands one record to the producer, serving delivery reports while its queue is full (back-pressure
         on the source); False when the producer refused the record: its offset failed, its partition stopped.
 
-        A queue that stays full for :data:`DESTINATION_STALL_S` (the destination acknowledged nothing
+        A queue that stays full for ``worker.destination_stall_s`` (the destination acknowledged nothing
         meanwhile) fails the producer: what it holds is purged and every partition of the route restarts
         from the destination once it answers. Records never time out inside a gap-less producer, so this
         is what frees the copy loop from a destination that does not answer.
@@ -610,8 +608,8 @@ class RouteCopier:
                 now = self._clock()
                 if full_since is None:
                     full_since = now
-                elif now - full_since >= DESTINATION_STALL_S:
-                    why = f"offset {offset}: the destination acknowledged nothing for {DESTINATION_STALL_S:g}s"
+                elif now - full_since >= self._destination_stall_s:
+                    why = f"offset {offset}: the destination acknowledged nothing for {self._destination_stall_s:g}s"
                     self._ledger.watermarks.failed(key, offset, why)
                     self._committer.purge()  # the purged records fail their partitions: nothing is committed past them
                     self._stop(key, ProducerFailed(PartitionDeferred(why, retry_after_s=RETRY_BACKOFF_S)))

@@ -168,13 +168,13 @@ class Worker:
 
     def liveness(self) -> HealthAnswer:
         """``GET /health/live``: :func:`common.core.probes.worker_liveness`, with the reasons when not."""
-        probe = worker_liveness(self._facts(), self._clock())
+        probe = worker_liveness(self._facts(), self._clock(), self.config.worker.copy_loop_stalled_after_s)
         return HealthAnswer(probe.ok, {**self.health(), "live": probe.ok, "reasons": list(probe.reasons)})
 
     def readiness(self) -> HealthAnswer:
         """``GET /health/ready`` and ``GET /health``: :func:`common.core.probes.worker_readiness`, with the
         reasons when not."""
-        probe = worker_readiness(self._facts(), self._clock())
+        probe = worker_readiness(self._facts(), self._clock(), self.config.worker.copy_loop_stalled_after_s)
         return HealthAnswer(probe.ok, {**self.health(), "ready": probe.ok, "reasons": list(probe.reasons)})
 
     def _facts(self) -> WorkerFacts:

@@ -145,6 +145,13 @@ class WorkerConfig(_Strict):
     resume_lookback_records: int = Field(200_000, ge=0)
     """taking a partition: at most this many destination records are read back to find the route's own records at or
     after its committed offset"""
+    copy_loop_stalled_after_s: float = Field(120.0, gt=0)
+    """/health/live (and /health/ready) fail once the copy loop has not passed for this long: a stuck process, for the
+    orchestrator to restart"""
+    destination_stall_s: float = Field(300.0, gt=0)
+    """a destination producer whose queue stays full this long (the destination acknowledged nothing) is failed: what it
+    holds is purged and the route's partitions restart from the destination once it answers (the default is librdkafka's
+    delivery timeout, which bounds that wait for a producer whose records time out)"""
     producer: dict[str, ClientValue] = Field(default_factory=dict)
     """librdkafka overrides for the destination producers, on top of the cluster's own properties"""
     consumer: dict[str, ClientValue] = Field(default_factory=dict)

@@ -10,8 +10,9 @@ credentials, one line each (``ok`` or ``FAIL`` and the reason; never a traceback
 by ``--timeout``; exit 1 when any fails:
 
 - each Kafka cluster: a metadata request through an admin client (TLS and SASL included);
-- ZooKeeper: a session with the digest credentials; the ACL on ``zookeeper.root`` (when it
-  exists) must grant Ferry's identity;
+- ZooKeeper: a session with the digest credentials (with ``zookeeper.tls``, a TLS handshake first:
+  a certificate its CA does not trust is named); the ACL on ``zookeeper.root`` (when it exists) must
+  grant Ferry's identity;
 - each schema registry: its subject list, with its basic auth.
 
 - each route whose clusters both answered: a warning (``WARN``, no failure) when a copy has, or would
@@ -36,13 +37,13 @@ from kazoo.security import make_digest_acl_credential
 
 from ferry.common.config import FerryConfig, RegistryConfig, ZookeeperConfig
 from ferry.common.core.topics.replicas import replica_count
-from ferry.common.errors import ConfigError, FerryError
+from ferry.common.errors import ConfigError, FerryError, UnreachableError
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.placeholders import Secret
 from ferry.common.preflight import grants as acl_check
 from ferry.common.preflight import replicas as replica_check
 from ferry.common.preflight.config_check import EndpointResult, check_file
-from ferry.common.zk.layout import make_client
+from ferry.common.zk.layout import connect, make_client
 from ferry.controller.api.auth import load_tokens
 from ferry.controller.schemas.registry import RegistryClient
 
@@ -184,16 +185,24 @@ def _text(exc: KafkaException) -> str:
 
 
 def zookeeper_result(zookeeper: ZookeeperConfig, timeout_s: float) -> EndpointResult:
+    """A session as Ferry's processes open it (:func:`common.zk.layout.connect`: with ``zookeeper.tls``
+    a TLS handshake first, whose refusal is named), then the ACL on ``zookeeper.root``."""
     endpoint = f"zookeeper {zookeeper.connect} ({zookeeper.root})"
-    client = make_client(zookeeper.model_copy(update={"retry_deadline_s": timeout_s}))
+    config = zookeeper.model_copy(update={"retry_deadline_s": timeout_s})
+    try:
+        client = make_client(config)
+    except ConfigError as exc:  # a TLS file that cannot be read
+        return EndpointResult(endpoint, False, str(exc))
     kazoo_logger = logging.getLogger("kazoo")
     level = kazoo_logger.level
     kazoo_logger.setLevel(logging.CRITICAL)  # its connection warnings would repeat the one line below
     try:
         try:
-            client.start(timeout=timeout_s)
-        except Exception as exc:  # kazoo's timeout is a plain Exception subclass of its handler
-            return EndpointResult(endpoint, False, f"no session within {timeout_s:g}s ({type(exc).__name__})")
+            connect(client, config)
+        except ConfigError as exc:  # a TLS handshake refused, or the digest credentials
+            return EndpointResult(endpoint, False, str(exc))
+        except UnreachableError:
+            return EndpointResult(endpoint, False, f"no session within {timeout_s:g}s")
         root = zookeeper.root
         user, password = zookeeper.auth.credentials() if zookeeper.auth else ("", "")
         refused = EndpointResult(

@@ -14,6 +14,7 @@ import pytest
 from ferry.common.config import ZookeeperConfig, ZookeeperTlsConfig
 from ferry.common.errors import ConfigError
 from ferry.common.zk.layout import connect, make_client
+from ferry.controller.check_cli import zookeeper_result
 from ferry.devstack import stack as devstack
 
 # A ZooKeeper of these tests' own when the shared one was started without its TLS port.
@@ -75,7 +76,8 @@ def test_a_client_certificate_signed_by_the_ca_is_accepted(tls_zookeeper: devsta
         client.close()
 
 
-def test_a_ca_that_did_not_sign_the_server_is_one_config_error(tls_zookeeper: devstack.Server, tmp_path: Path) -> None:
+def _other_ca(tmp_path: Path) -> Path:
+    """A CA of its own, which did not sign the local stack's certificates."""
     other_ca = tmp_path / "other-ca.pem"
     key = str(tmp_path / "other-ca.key")
     subject = "/CN=not the local stack's CA"
@@ -97,10 +99,24 @@ def test_a_ca_that_did_not_sign_the_server_is_one_config_error(tls_zookeeper: de
         check=True,
         capture_output=True,
     )
-    config = tls_config(tls_zookeeper, ca_location=str(other_ca))
+    return other_ca
+
+
+def test_a_ca_that_did_not_sign_the_server_is_one_config_error(tls_zookeeper: devstack.Server, tmp_path: Path) -> None:
+    config = tls_config(tls_zookeeper, ca_location=str(_other_ca(tmp_path)))
     client = make_client(config)
     with pytest.raises(ConfigError) as caught:
         connect(client, config, threading.Event())
     message = str(caught.value)
     assert message.startswith(f"ZooKeeper at {tls_zookeeper.tls_address}: its TLS certificate is refused")
     assert "\n" not in message
+
+
+def test_ferry_check_connect_names_a_refused_certificate_in_its_zookeeper_line(
+    tls_zookeeper: devstack.Server, tmp_path: Path
+) -> None:
+    refused = zookeeper_result(tls_config(tls_zookeeper, ca_location=str(_other_ca(tmp_path))), 5)
+    assert refused.ok is False
+    assert refused.detail.startswith(f"ZooKeeper at {tls_zookeeper.tls_address}: its TLS certificate is refused")
+    trusted = zookeeper_result(tls_config(tls_zookeeper), 5)
+    assert trusted.ok is True, trusted.detail

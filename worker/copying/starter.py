@@ -4,11 +4,11 @@ its position leaves the source log, where it goes on.
 A partition starts where the destination's own record of progress says
 (:meth:`PartitionStarter.resume_at`: the committed offset, the route's copies read back from the
 destination, MirrorMaker 2's progress on a takeover, else the route's ``start``), always at an explicit
-offset. A partition that resumes past what was committed (nothing committed, its copies found on the
-destination) has its start committable at once: with nothing more to copy it would otherwise never
-commit, and show a lag it does not have. A destination topic is created or expanded first, and the
-producer's batches are fitted to its ``max.message.bytes``. A partition whose destination topic cannot be
-prepared for a temporary reason (a cluster unreachable) is not acquired;
+offset. A partition of an at-least-once route that resumes past what was committed (nothing committed,
+its copies found on the destination) has its start committable at once: with nothing more to copy it
+would otherwise never commit, and show a lag it does not have. A destination topic is created or
+expanded first, and the producer's batches are fitted to its ``max.message.bytes``. A partition whose
+destination topic cannot be prepared for a temporary reason (a cluster unreachable) is not acquired;
 :meth:`PartitionStarter.acquire` says so and the worker retries later.
 
 The starter keeps nothing of a partition past its start but three hand-overs: the source topics whose
@@ -250,7 +250,9 @@ class PartitionStarter:
                 offsets.record(source, destination)
             self._ledger.resume(key, offsets, plan.skip)
             starts[partition] = plan.start
-            if committed.get(partition) is None and plan.start is not None:
+            # Committed at once only where the commit writes the offset-map segments the look-back seeded
+            # (an exactly-once route writes them in its next transaction, which the commit must not precede).
+            if committed.get(partition) is None and plan.start is not None and not self._committer.transactional:
                 self._past_commit[key] = plan.start
             if plan.start is None and self._mm2 is not None:  # nothing of the route's yet: where MirrorMaker 2 stopped
                 starts[partition] = self._mm2.start(topic, partition, dest_topic, self._reader.end_offset)

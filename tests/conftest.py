@@ -4,6 +4,10 @@
 fixture starts whatever is not running and, at the end, stops only what it started. A
 server that cannot be started or reached fails the test; it is never skipped.
 Each test gets its own ZooKeeper chroot (``zk_chroot``) and unique topic names (``topic_name``).
+
+A session runs the tiers fastest first: unit, integration, e2e, fleet. The short nemesis soak (an e2e
+test) needs no server of the others, so it starts as soon as it is collected and runs beside them;
+its test collects the report (``tests/harness/soak_run.py``).
 """
 
 from __future__ import annotations
@@ -21,19 +25,55 @@ from kazoo.retry import KazooRetry
 from ferry.common.kafka import clients as kafka_clients
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import create_topics
+from tests.harness.soak_run import SoakRun
+
+# The soak started beside the session's other tests (tests/harness/soak_run.py), for its test to wait on.
+SOAK_RUN = pytest.StashKey[SoakRun]()
+SOAK_TEST = "tests/e2e/test_soak.py::"
+
+
+TIERS = ("unit", "integration", "e2e", "fleet")  # the order a session runs them in
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The tier comes from the folder under tests/ (not anywhere in the path: a checkout may live in
     # a folder called "fleet"), so no test can forget its marker.
     tests = Path(__file__).resolve().parent
+    order: dict[str, int] = {}
     for item in items:
         try:
             tier = Path(item.path).resolve().relative_to(tests).parts[0]
         except ValueError:
             continue
-        if tier in ("unit", "integration", "e2e", "fleet"):
+        if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
+            order[item.nodeid] = TIERS.index(tier)
+    # Fast tiers first: a broken unit fails within a minute, and the soak, started at the session's start,
+    # runs beside the short unit and integration tests rather than beside the e2e tests' own faults.
+    items.sort(key=lambda item: order.get(item.nodeid, len(TIERS)))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The soak needs none of the other tests' servers: started now, it runs while they do.
+    if session.config.option.collectonly:
+        return
+    if any(item.nodeid.startswith(SOAK_TEST) for item in session.items):
+        session.config.stash[SOAK_RUN] = SoakRun.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    run = session.config.stash.get(SOAK_RUN, None)
+    if run is not None:
+        run.stop()  # the soak's test ended it already, unless the session stopped before it
+
+
+@pytest.fixture
+def soak_run(request: pytest.FixtureRequest) -> SoakRun:
+    """The soak the session started, or one started now."""
+    run = request.config.stash.get(SOAK_RUN, None)
+    if run is None:
+        run = request.config.stash[SOAK_RUN] = SoakRun.start()
+    return run
 
 
 @pytest.fixture(scope="session")

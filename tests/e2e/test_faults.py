@@ -101,8 +101,8 @@ def test_exactly_once_routes_copy_on_through_a_zookeeper_outage_far_longer_than_
     each says since when ZooKeeper is unreachable; once it is back, the fleet registers again and
     ``/validation`` is clean, with 0 lost and 0 duplicated for a read_committed consumer. Controllers
     are not in the data path: one that gave ZooKeeper up is started again, as its supervisor would.
-    FERRY_TEST_ZK_OUTAGE_S sets the outage (60 s by default)."""
-    outage_s = float(os.environ.get("FERRY_TEST_ZK_OUTAGE_S", "60"))
+    FERRY_TEST_ZK_OUTAGE_S sets the outage (30 s by default: 7 session timeouts, 3 retry deadlines)."""
+    outage_s = float(os.environ.get("FERRY_TEST_ZK_OUTAGE_S", "30"))
     fleet.extra = {"zookeeper": {"retry_deadline_s": 10}}
     topic = topic_name("zkaway")
     run = mirror_with_two_workers(fleet, topic, exactly_once=True)

@@ -1,0 +1,108 @@
+"""The short nemesis soak as a command running beside the other tests.
+
+The soak (``ferry bench soak``) takes minutes and needs no server of the other tests: it starts a
+ZooKeeper and clusters of its own, on ports of its own (``bench/soak/config.py``). So the session
+starts it as soon as it has collected the soak's test (``tests/conftest.py``), the other tests run
+meanwhile, and the soak's test only waits for its report. Run on its own, the test starts it itself.
+
+States of a :class:`SoakRun`::
+
+    RUNNING (start) --the command exits--> EXITED (wait: its report read)
+    RUNNING --stop (the session ends first: SIGINT, so the command takes its stack down)--> STOPPED
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+# The soak every `make test` runs: three minutes, a fixed seed, one fault of each kind the short run can
+# fit, ZooKeeper away for 40 s.
+FAULTS = ("kill", "stop", "leader", "dst-broker", "zookeeper")
+ARGUMENTS = (
+    "--minutes",
+    "3",
+    "--seed",
+    "7",
+    "--faults",
+    ",".join(FAULTS),
+    "--gap",
+    "10-15",
+    "--zookeeper-down-s",
+    "40",
+)
+STOP_TIMEOUT_S = 120.0  # what the command may take to stop its servers after SIGINT
+
+
+@dataclass
+class SoakResult:
+    returncode: int
+    stdout: str
+    stderr: str
+    report: dict[str, Any] | None  # None: the soak wrote no report
+
+
+class SoakRun:
+    """One ``ferry bench soak`` process with its work folder (logs, report), removed once it passed."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self._report = workdir / "soak.json"
+        self._stdout: IO[str] = (workdir / "stdout.txt").open("w")
+        self._stderr: IO[str] = (workdir / "stderr.txt").open("w")
+        command = [
+            sys.executable,
+            "-m",
+            "ferry.cli",
+            "bench",
+            "soak",
+            *ARGUMENTS,
+            "--workdir",
+            str(workdir / "run"),
+            "--json",
+            str(self._report),
+        ]
+        # Files, not pipes: nobody reads the output until the end, and a full pipe would block the soak.
+        self._process = subprocess.Popen(command, stdout=self._stdout, stderr=self._stderr, stdin=subprocess.DEVNULL)
+
+    @classmethod
+    def start(cls) -> SoakRun:
+        return cls(Path(tempfile.mkdtemp(prefix="ferry-soak-")))
+
+    def wait(self, timeout_s: float) -> SoakResult:
+        """Waits for the command to exit (``subprocess.TimeoutExpired`` after ``timeout_s``)."""
+        returncode = self._process.wait(timeout_s)
+        self._close_files()
+        report = json.loads(self._report.read_text()) if self._report.exists() else None
+        return SoakResult(
+            returncode,
+            (self.workdir / "stdout.txt").read_text(),
+            (self.workdir / "stderr.txt").read_text(),
+            report,
+        )
+
+    def stop(self) -> None:
+        """Interrupts a soak still running, as Ctrl-C would: it takes its own stack down."""
+        if self._process.poll() is None:
+            self._process.send_signal(signal.SIGINT)
+            try:
+                self._process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._close_files()
+
+    def remove(self) -> None:
+        """Removes the work folder (after a pass: a failure keeps its logs)."""
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _close_files(self) -> None:
+        self._stdout.close()
+        self._stderr.close()

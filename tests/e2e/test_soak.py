@@ -23,12 +23,12 @@ def test_a_three_minute_soak_loses_and_duplicates_no_record(soak_run: SoakRun) -
     done = soak_run.wait(TIMEOUT_S)
     report = done.report
     if report is None:
-        pytest.fail(f"the soak wrote no report (exit {done.returncode}):\n{done.stderr[-4000:]}")
-    print(done.stdout)
+        pytest.fail(f"the soak wrote no report (exit {done.returncode}):\n{done.output[-4000:]}")
+    print(done.output)
     assert report["produced"] > 0
     assert {fault["fault"] for fault in report["faults"]} == set(FAULTS)
-    assert report["caughtUp"], done.stdout
-    assert report["readCommitted"]["lost"] == 0, done.stdout
-    assert report["readCommitted"]["duplicated"] == 0, done.stdout
-    assert report["readCommitted"]["disorderedPartitions"] == [], done.stdout
+    assert report["caughtUp"], done.output
+    assert report["readCommitted"]["lost"] == 0, done.output
+    assert report["readCommitted"]["duplicated"] == 0, done.output
+    assert report["readCommitted"]["disorderedPartitions"] == [], done.output
     soak_run.remove()

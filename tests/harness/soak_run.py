@@ -17,11 +17,12 @@ import json
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from ferry.devstack.support import ferry_command, spawn
 
 # The soak every `make test` runs: three minutes, a fixed seed, one fault of each kind the short run can
 # fit, ZooKeeper away for 40 s.
@@ -44,33 +45,21 @@ STOP_TIMEOUT_S = 120.0  # what the command may take to stop its servers after SI
 @dataclass
 class SoakResult:
     returncode: int
-    stdout: str
-    stderr: str
+    output: str  # what the command printed, stdout and stderr
     report: dict[str, Any] | None  # None: the soak wrote no report
 
 
 class SoakRun:
-    """One ``ferry bench soak`` process with its work folder (logs, report), removed once it passed."""
+    """One ``ferry bench soak`` process with its work folder (its log, report and servers' logs),
+    removed once it passed."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self._report = workdir / "soak.json"
-        self._stdout: IO[str] = (workdir / "stdout.txt").open("w")
-        self._stderr: IO[str] = (workdir / "stderr.txt").open("w")
-        command = [
-            sys.executable,
-            "-m",
-            "ferry.cli",
-            "bench",
-            "soak",
-            *ARGUMENTS,
-            "--workdir",
-            str(workdir / "run"),
-            "--json",
-            str(self._report),
-        ]
-        # Files, not pipes: nobody reads the output until the end, and a full pipe would block the soak.
-        self._process = subprocess.Popen(command, stdout=self._stdout, stderr=self._stderr, stdin=subprocess.DEVNULL)
+        command = ferry_command(
+            "bench", "soak", *ARGUMENTS, "--workdir", str(workdir / "run"), "--json", str(self._report)
+        )
+        self._process = spawn("soak", command, workdir / "soak.log")
 
     @classmethod
     def start(cls) -> SoakRun:
@@ -79,30 +68,17 @@ class SoakRun:
     def wait(self, timeout_s: float) -> SoakResult:
         """Waits for the command to exit (``subprocess.TimeoutExpired`` after ``timeout_s``)."""
         returncode = self._process.wait(timeout_s)
-        self._close_files()
         report = json.loads(self._report.read_text()) if self._report.exists() else None
-        return SoakResult(
-            returncode,
-            (self.workdir / "stdout.txt").read_text(),
-            (self.workdir / "stderr.txt").read_text(),
-            report,
-        )
+        return SoakResult(returncode, self._process.log.read_text(), report)
 
     def stop(self) -> None:
         """Interrupts a soak still running, as Ctrl-C would: it takes its own stack down."""
-        if self._process.poll() is None:
-            self._process.send_signal(signal.SIGINT)
-            try:
-                self._process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._close_files()
+        self._process.signal(signal.SIGINT)
+        try:
+            self._process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
 
     def remove(self) -> None:
         """Removes the work folder (after a pass: a failure keeps its logs)."""
         shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def _close_files(self) -> None:
-        self._stdout.close()
-        self._stderr.close()

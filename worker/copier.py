@@ -61,6 +61,14 @@ log = logging.getLogger(__name__)
 # librdkafka's answer when a position leaves the source log under auto.offset.reset=error.
 _OUT_OF_RANGE = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
 
+# A partition's window: how many producer batches (``batch.size``) of its records the copy loop lets the
+# producer hold at once. librdkafka's idempotent producer sends one request per partition at a time, and
+# while it waits for the answer, records queued behind it make its broker thread wake again and again
+# without sending: at one partition of 10 KiB records that busy wait took two thirds of the CPU. Two
+# batches keep one in flight and the next one filling, and nothing more waiting (BENCHMARKS.md, "One hot
+# partition of large records").
+WINDOW_BATCHES = 2
+
 
 class RouteCopier:
     """One route's consumer and copy loop, over its parts (see the module docstring)."""
@@ -317,7 +325,11 @@ class RouteCopier:
         batch ends, so the newest record is held back one step: handed over as one between the ends
         when another of its partition follows, with the run's last callback otherwise. A record the
         destination may refuse on its own (larger than ``Committer.record_alone_above``), and every
-        record of a partition the ledger settles record by record (``exact``), is a run of its own."""
+        record of a partition the ledger settles record by record (``exact``), is a run of its own.
+
+        A run holds at most a producer batch (``Committer.batch_size``) of value bytes, and before it opens
+        a partition's next run the loop serves delivery reports until that partition's runs in flight
+        leave room for it (:data:`WINDOW_BATCHES`)."""
         committer = self._committer
         produce = kafka_clients.positional_produce(committer.producer)
         stamp = self._stamper.stamp
@@ -333,6 +345,10 @@ class RouteCopier:
         hand_over = self._hand_over
         close_run = self._close_run
         alone_above = committer.record_alone_above
+        run_most = committer.batch_size
+        wait_above = run_most * (WINDOW_BATCHES - 1)
+        in_flight_of = ledger.bytes_in_flight.get
+        window_open = self._window_open
         errors = self._states.stopped
         count_copied = self._states.count_copied
         copied = 0
@@ -351,6 +367,7 @@ class RouteCopier:
         # next one carries (the first's, then none), and the newest record, held back (see above).
         delivery: DeliveryRun | None = None
         handed = 0
+        run_bytes = 0  # the delivery run's value bytes
         callback: Callable[[Any, Any], None] | None = None
         between: Callable[[Any, Any], None] | None = None
         # The records between a run's ends carry no callback when a failed one cannot go unseen: on an
@@ -381,6 +398,7 @@ class RouteCopier:
                         held_headers,
                         key,
                         run,
+                        run_bytes,
                     ):
                         copied -= 1
                         size -= len(held)
@@ -422,7 +440,8 @@ class RouteCopier:
             # batch), or any on a partition settled record by record, is a run of its own.
             alone = record_size > alone_above or (exact and key in exact)
             if held is not None:
-                if alone and delivery is not None:  # the held record ends its run
+                # The held record ends its run when this one is alone or would take the run past a batch.
+                if (alone or run_bytes + record_size > run_most) and delivery is not None:
                     if not close_run(
                         delivery,
                         handed,
@@ -434,6 +453,7 @@ class RouteCopier:
                         held_headers,
                         key,
                         run,
+                        run_bytes,
                     ):
                         copied -= 1
                         size -= len(held)
@@ -474,8 +494,11 @@ class RouteCopier:
                 if errors and key in errors:
                     continue  # stopped while the producer's queue was full, or refused: its run ends here
             if delivery is None:
+                if in_flight_of(key, 0) > wait_above and not window_open(key, offset, run, wait_above):
+                    continue  # stopped while it waited
                 delivery = open_run()
                 handed = 0
+                run_bytes = 0
                 callback = delivery.on_first
                 between = delivery.on_between if reports_between else None
             held = message
@@ -484,6 +507,7 @@ class RouteCopier:
             run.append(offset)
             copied += 1
             size += record_size
+            run_bytes += record_size
             if alone:
                 if not close_run(
                     delivery,
@@ -496,6 +520,7 @@ class RouteCopier:
                     held_headers,
                     key,
                     run,
+                    run_bytes,
                 ):
                     copied -= 1
                     size -= len(held)
@@ -515,6 +540,7 @@ class RouteCopier:
                 held_headers,
                 key,
                 run,
+                run_bytes,
             )
         ):
             copied -= 1
@@ -537,11 +563,11 @@ class RouteCopier:
         headers: Any,
         key: TopicPartitionKey,
         run: list[int],
+        run_bytes: int,
     ) -> bool:
-        """Hands over ``message``, the last record of ``delivery`` (``handed`` of its records went before),
-        with the run's closing callback; False when the producer refused it (the records before it are
-        then settled as far as their reports prove)."""
-        delivery.count = handed + 1
+        """Hands over ``message``, the last record of ``delivery`` (``handed`` of its records went before,
+        ``run_bytes`` value bytes with it), with the run's closing callback; False when the producer refused
+        it (the records before it are then settled as far as their reports prove)."""
         if self._hand_over(
             produce,
             topic,
@@ -555,6 +581,8 @@ class RouteCopier:
             message.offset(),
             run,
         ):
+            # No report can be served before this: the run's last one comes in a later poll.
+            self._ledger.closed(key, delivery, handed + 1, run_bytes)
             return True
         self._settle_cut_short(delivery, handed)
         return False
@@ -605,16 +633,10 @@ class RouteCopier:
                 if run:
                     self._ledger.watermarks.sent_run(key, run)
                     run.clear()
-                now = self._clock()
                 if full_since is None:
-                    full_since = now
-                elif now - full_since >= self._destination_stall_s:
-                    why = f"offset {offset}: the destination acknowledged nothing for {self._destination_stall_s:g}s"
-                    self._ledger.watermarks.failed(key, offset, why)
-                    self._committer.purge()  # the purged records fail their partitions: nothing is committed past them
-                    self._stop(key, ProducerFailed(PartitionDeferred(why, retry_after_s=RETRY_BACKOFF_S)))
+                    full_since = self._clock()
+                if not self._wait_on_destination(key, offset, full_since):
                     return False
-                self._committer.poll(0.05)  # a failure among them stops its partition now
             except KafkaException as exc:
                 if run:
                     self._ledger.watermarks.sent_run(key, run)
@@ -626,6 +648,37 @@ class RouteCopier:
                 self._ledger.watermarks.failed(key, offset, str(failure))
                 self._stop(key, failure)
                 return False
+
+    def _window_open(self, key: TopicPartitionKey, offset: int, run: list[int], wait_above: int) -> bool:
+        """Serves delivery reports until ``key``'s runs in flight hold ``wait_above`` value bytes or fewer,
+        so its next run (from ``offset`` on) may go to the producer; False when ``key`` stopped meanwhile,
+        or when they stayed above for ``worker.destination_stall_s`` (as a full queue: see :meth:`_hand_over`).
+
+        ``run``: the partition's offsets not told to the watermark yet, told (and emptied) first."""
+        if run:
+            self._ledger.watermarks.sent_run(key, run)
+            run.clear()
+        in_flight = self._ledger.bytes_in_flight
+        errors = self._states.stopped
+        since = self._clock()
+        while in_flight.get(key, 0) > wait_above:
+            if not self._wait_on_destination(key, offset, since) or key in errors:
+                return False
+        return True
+
+    def _wait_on_destination(self, key: TopicPartitionKey, offset: int, since: float) -> bool:
+        """Serves delivery reports for a while (a failure among them stops its partition now), waiting for
+        the destination to take more of ``key``'s records since ``since``; once it took none for
+        ``worker.destination_stall_s``, fails the producer instead and says False: what it holds is purged,
+        and every partition of the route restarts from the destination once it answers."""
+        if self._clock() - since >= self._destination_stall_s:
+            why = f"offset {offset}: the destination acknowledged nothing for {self._destination_stall_s:g}s"
+            self._ledger.watermarks.failed(key, offset, why)
+            self._committer.purge()  # the purged records fail their partitions: nothing is committed past them
+            self._stop(key, ProducerFailed(PartitionDeferred(why, retry_after_s=RETRY_BACKOFF_S)))
+            return False
+        self._committer.poll(0.05)
+        return True
 
     def _stop(self, key: TopicPartitionKey, failure: PartitionStopped | PartitionDeferred | ProducerFailed) -> None:
         """Stops ``key`` (ERROR). A :class:`ProducerFailed` leaves the producer unusable: every

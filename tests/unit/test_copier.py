@@ -599,17 +599,19 @@ def test_another_writer_within_a_run_restarts_the_partition_which_then_reports_r
     foreign=st.dictionaries(st.integers(1, 16), st.integers(1, 3), max_size=4),
     refused=st.sets(st.integers(1, 16), max_size=2),
     gapless=st.booleans(),
+    batch_size=st.sampled_from([None, 8]),
 )
 def test_another_writer_and_failures_anywhere_keep_the_offset_map_and_the_commit_exact(
-    batches: list[int], foreign: dict[int, int], refused: set[int], gapless: bool
+    batches: list[int], foreign: dict[int, int], refused: set[int], gapless: bool, batch_size: int | None
 ) -> None:
     """Batches of one partition's records, another writer's records landing before any of the copies,
     and any copies refused: every offset-map entry names the destination offset that holds that
     source record, and every source offset below the committed one is on the destination and mapped.
     Gap-less (a refused record fails the producer for good) or librdkafka's default (a record times
-    out alone)."""
+    out alone); runs of a whole batch, or of 2-4 records (batch.size 8), which wait for their window."""
     with pytest.MonkeyPatch.context() as monkeypatch:
-        rig = _rig(monkeypatch, GAPLESS if gapless else {})
+        settings = GAPLESS if gapless else {}
+        rig = _rig(monkeypatch, settings if batch_size is None else {**settings, "batch.size": batch_size})
         key = (TOPIC, 0)
         rig.copier.acquire([key])
         rig.copier.copy_batch(0.1)
@@ -718,6 +720,68 @@ def test_a_destination_that_accepts_nothing_for_the_stall_limit_fails_the_produc
     statuses = rig.copier.statuses()
     assert {k: s.state for k, s in statuses.items()} == {(TOPIC, 0): "ERROR", (TOPIC, 1): "ERROR"}
     assert "acknowledged nothing" in statuses[(TOPIC, 0)].reason and "temporary" in statuses[(TOPIC, 0)].reason
+    rig.copier.commit()
+    assert not [call for call in rig.calls if call[0] == "commit" and call[1] and call[1][0][2] > 0]
+
+
+def _recording_polls(rig: SimpleNamespace, callbacks: list[tuple[int, str]]) -> None:
+    """Marks each poll of the producer in ``callbacks`` (as ``(-1, "poll")``) among the records produced."""
+    poll = rig.producer.poll
+
+    def recording(timeout: float) -> int:
+        callbacks.append((-1, "poll"))
+        return int(poll(timeout))
+
+    rig.producer.poll = recording
+
+
+def test_a_run_holds_a_producer_batch_at_most_and_a_partition_waits_until_one_batch_is_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """batch.size 100 and records of 30 B: a run closes at 90 B (a fourth record would take it past a
+    batch). The third run waits until the destination acknowledged the first two (180 B in flight, more
+    than one batch), so the producer never holds more than two batches of the partition."""
+    rig = _rig(monkeypatch, {"batch.size": 100})
+    rig.copier.acquire([(TOPIC, 0)])
+    rig.copier.copy_batch(0.1)
+    callbacks = _recording_callbacks(rig)
+    _recording_polls(rig, callbacks)
+    rig.consumer.queue.extend(FakeMessage(TOPIC, 0, o, _value=b"x" * 30) for o in range(9))
+    assert rig.copier.copy_batch(0.1) == 9
+    run = [(0, "on_first"), (0, "__setitem__"), (0, "on_last")]
+    assert callbacks == [*run, *run, (-1, "poll"), *run, (-1, "poll")]
+    rig.copier.commit()
+    assert ("commit", [(TOPIC, 0, 9)]) in rig.calls
+    assert rig.copier._ledger.maps[(TOPIC, 0)].segments() == [Segment(0, 0, 9)]
+    assert rig.copier._ledger.bytes_in_flight == {(TOPIC, 0): 0}
+
+
+def test_a_partition_whose_window_stays_full_for_the_stall_limit_fails_the_producer_and_frees_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The destination acknowledges nothing: the partition's third run waits for its window, and after the
+    worker's ``destination_stall_s`` the producer is purged and every partition of the route stops for a
+    temporary reason, the record that waited named; nothing unacknowledged is committed."""
+    rig = _rig(monkeypatch, {"batch.size": 100}, destination_stall_s=30)
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    rig.copier.copy_batch(0.1)
+    producer = rig.producer
+
+    def waiting(timeout: float) -> int:  # delivers nothing; the wait takes its time
+        rig.clock.now += timeout
+        return 0
+
+    monkeypatch.setattr(producer, "poll", waiting)
+    monkeypatch.setattr(producer, "purge", lambda **kwargs: producer.calls.append(("purge", None)), raising=False)
+    rig.consumer.queue.extend(FakeMessage(TOPIC, 0, o, _value=b"x" * 30) for o in range(9))
+    started = rig.clock.now
+    rig.copier.copy_batch(0.1)
+    assert 30 <= rig.clock.now - started < 60
+    assert ("purge", None) in rig.calls and producer.counts[(TOPIC, 0)] == 6
+    statuses = rig.copier.statuses()
+    assert {k: s.state for k, s in statuses.items()} == {(TOPIC, 0): "ERROR", (TOPIC, 1): "ERROR"}
+    assert "offset 6: the destination acknowledged nothing" in statuses[(TOPIC, 0)].reason
+    assert "temporary" in statuses[(TOPIC, 0)].reason
     rig.copier.commit()
     assert not [call for call in rig.calls if call[0] == "commit" and call[1] and call[1][0][2] > 0]
 

@@ -157,6 +157,11 @@ class Committer:
         return self._fenced
 
     @property
+    def batch_size(self) -> int:
+        """The producer's ``batch.size``: the most bytes of one partition's records one produce request carries."""
+        return self._batch_size
+
+    @property
     def record_alone_above(self) -> int:
         """Records with a value larger than this may travel alone in a producer batch, and so be refused
         alone (too large for the destination topic): the copy loop gives each its own delivery report."""

@@ -91,14 +91,16 @@ class DeliveryRun:
     is :meth:`on_first`, its last's :meth:`on_last` (a run of one: only :meth:`on_last`), and on an
     at-least-once route the records between carry :attr:`on_between`.
 
-    The copy loop sets ``count`` (how many records the run holds) before it hands over the last record.
+    :meth:`DeliveryLedger.closed` sets ``count`` (how many records the run holds) and ``size`` (their
+    value bytes) once the copy loop handed over its last record.
     """
 
-    __slots__ = ("_completed", "between", "count", "first", "first_error", "on_between")
+    __slots__ = ("_completed", "between", "count", "first", "first_error", "on_between", "size")
 
     def __init__(self, completed: list[tuple[DeliveryRun, KafkaError | None, Any]]) -> None:
         self._completed = completed
         self.count = 0
+        self.size = 0
         self.first: Any = None
         self.first_error: KafkaError | None = None
         # The records between the ends: their reports by error (None: a success), newest kept. A C-level
@@ -152,6 +154,8 @@ class DeliveryLedger:
         self._exact: set[TopicPartitionKey] = set()
         # Partitions with copies acknowledged since the last committed transaction (exactly-once routes).
         self._copied_in_transaction: set[TopicPartitionKey] = set()
+        # Value bytes of each partition's closed runs whose last report has not been settled yet.
+        self._bytes_in_flight: dict[TopicPartitionKey, int] = {}
 
     # -- a partition's start and end --------------------------------------------------------
 
@@ -173,6 +177,7 @@ class DeliveryLedger:
         self.maps.pop(key, None)
         self.watermarks.forget(key)
         self._copied_in_transaction.discard(key)
+        self._bytes_in_flight.pop(key, None)
 
     # -- what the copy loop asks ------------------------------------------------------------
 
@@ -187,9 +192,22 @@ class DeliveryLedger:
         seen on them): the copy loop reads it once per batch."""
         return self._exact
 
+    @property
+    def bytes_in_flight(self) -> Mapping[TopicPartitionKey, int]:
+        """Per partition, the value bytes of its closed runs not settled yet (absent: none): what the
+        copy loop reads before it opens a partition's next run (``RouteCopier``'s window)."""
+        return self._bytes_in_flight
+
     def open_run(self) -> DeliveryRun:
         """A new run for the copy loop to hand a partition's records over in."""
         return DeliveryRun(self._completed)
+
+    def closed(self, key: TopicPartitionKey, run: DeliveryRun, count: int, size: int) -> None:
+        """The copy loop handed over the last of ``run``'s ``count`` records of ``key`` (``size`` value
+        bytes): the run is in flight until its last report is settled."""
+        run.count = count
+        run.size = size
+        self._bytes_in_flight[key] = self._bytes_in_flight.get(key, 0) + size
 
     def settled_as_already_written(self, key: TopicPartitionKey, offset: int) -> bool:
         """Settles ``offset`` as copied when the destination already has it (resume rule): marks it
@@ -281,6 +299,9 @@ class DeliveryLedger:
         count = run.count
         first, first_error = (last, error) if count == 1 else (run.first, run.first_error)
         key = (self._source_name(last.topic()), last.partition())
+        in_flight = self._bytes_in_flight.get(key)
+        if in_flight is not None:  # None: released meanwhile
+            self._bytes_in_flight[key] = max(0, in_flight - run.size)
         watermarks = self.watermarks
         between_failed = next((e for e in run.between if e is not None), None)
         if error is None and first_error is None and between_failed is None:

@@ -1,7 +1,7 @@
 """Where an idempotent librdkafka producer's CPU goes when the destination sets the pace.
 
 ``python scripts/bench_producer_queue.py [--bootstrap 127.0.0.1:29092] [--records 100000]
-[--value-bytes 10240] [--partitions 1] [--queue-kbytes 2048,8192,65536] [--rounds 2] [NAME=VALUE ...]``
+[--value-bytes 10240] [--partitions 1] [--queue-kbytes 2048,8192,65536] [--windows 0] [--rounds 2] [NAME=VALUE ...]``
 
 Produces the same records (Ferry's producer defaults, plus the NAME=VALUE librdkafka settings given)
 as fast as the producer takes them into a fresh topic, once per ``queue.buffering.max.kbytes`` value
@@ -14,6 +14,12 @@ request waits for its response with records queued longer than ``linger.ms`` beh
 thread wakes at once, again and again, until the response comes: ``clock_gettime``, ``poll`` and
 mutexes, no sending. A copy of a hot partition's backlog spends most of its CPU there. The figures, and
 what the queue's depth does to them, are in BENCHMARKS.md ("One hot partition of large records").
+
+``--windows``: comma-separated partition windows to run each queue depth with, in producer batches
+(``batch.size``, librdkafka's 1,000,000 bytes unless given); 0 is none. With a window of W, records go to
+each partition in chunks of one batch, the last of each with a delivery report, and a partition's next
+chunk waits (serving reports) until at most W - 1 of its chunks are unacknowledged: the copy loop's
+window (``WINDOW_BATCHES`` in worker/copier.py) without the rest of the copy loop.
 """
 
 from __future__ import annotations
@@ -46,8 +52,43 @@ def _thread_cpu_s() -> dict[str, float]:
     return out
 
 
-def run(bootstrap: str, records: int, value: bytes, partitions: int, settings: dict[str, Any]) -> str:
-    """Produces ``records`` records into a new topic; returns the line to print."""
+def _produce_windowed(
+    producer: Any, topic: str, value: bytes, records: int, partitions: int, batch_size: int, window: int
+) -> None:
+    """Produces ``records`` records round-robin over the partitions in chunks of one batch, each partition
+    holding at most ``window`` unacknowledged chunks (see ``--windows``)."""
+    chunk = max(1, batch_size // len(value))
+    unacknowledged = [0] * partitions
+
+    def acknowledged(partition: int) -> Any:
+        def report(error: Any, message: Any) -> None:
+            if error is not None:
+                raise SystemExit(f"a record failed: {error}")
+            unacknowledged[partition] -= 1
+
+        return report
+
+    produced = 0
+    while produced < records:
+        for partition in range(partitions):
+            while unacknowledged[partition] >= window:
+                producer.poll(0.05)
+            count = min(chunk, records - produced)
+            for i in range(count):
+                report = acknowledged(partition) if i == count - 1 else None
+                produce_blocking(
+                    producer, topic, value, b"%d" % (produced + i), partition, wait_s=0.05, on_delivery=report
+                )
+            unacknowledged[partition] += 1
+            produced += count
+            if produced >= records:
+                break
+        producer.poll(0)
+
+
+def run(bootstrap: str, records: int, value: bytes, partitions: int, settings: dict[str, Any], window: int = 0) -> str:
+    """Produces ``records`` records into a new topic (with a partition window of ``window`` batches, 0:
+    none); returns the line to print."""
     admin = kafka_clients.admin({"bootstrap.servers": bootstrap})
     topic = f"ferry-bench-pq-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
@@ -56,8 +97,12 @@ def run(bootstrap: str, records: int, value: bytes, partitions: int, settings: d
         producer.produce(topic, b"first", partition=0)  # the connection and the producer id come first
         producer.flush(30)
         before, started, cpu_started = _thread_cpu_s(), time.monotonic(), time.process_time()
-        for i in range(records):
-            produce_blocking(producer, topic, value, b"%d" % i, i % partitions, wait_s=0.05)
+        if window:
+            batch_size = int(settings.get("batch.size", 1_000_000))
+            _produce_windowed(producer, topic, value, records, partitions, batch_size, window)
+        else:
+            for i in range(records):
+                produce_blocking(producer, topic, value, b"%d" % i, i % partitions, wait_s=0.05)
         if producer.flush(120):
             raise SystemExit("records left undelivered after 120 s")
         seconds, cpu = time.monotonic() - started, time.process_time() - cpu_started
@@ -79,6 +124,7 @@ def main() -> int:
     parser.add_argument("--value-bytes", type=int, default=10_240)
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--queue-kbytes", default="2048,8192,65536")
+    parser.add_argument("--windows", default="0", help="partition windows in producer batches; 0: none")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("settings", nargs="*", metavar="NAME=VALUE", help="more librdkafka producer settings")
     args = parser.parse_args()
@@ -90,9 +136,10 @@ def main() -> int:
     )
     for round_ in range(1, args.rounds + 1):
         for kbytes in (int(k) for k in args.queue_kbytes.split(",")):
-            settings = {**extra, "queue.buffering.max.kbytes": kbytes}
-            line = run(args.bootstrap, args.records, value, args.partitions, settings)
-            print(f"round {round_} queue {kbytes:>6} KiB: {line}")
+            for window in (int(w) for w in args.windows.split(",")):
+                settings = {**extra, "queue.buffering.max.kbytes": kbytes}
+                line = run(args.bootstrap, args.records, value, args.partitions, settings, window)
+                print(f"round {round_} queue {kbytes:>6} KiB window {window or '-':>2}: {line}")
     return 0
 
 

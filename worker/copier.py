@@ -314,7 +314,7 @@ class RouteCopier:
             messages = [first, *self._consumer.consume(most - 1, 0)] if most > 1 else [first]
         return messages
 
-    def _send(self, messages: list[Any]) -> tuple[int, int, int]:
+    def _send(self, messages: list[Any], wait_for_windows: bool = False) -> tuple[int, int, int]:
         """Hands ``messages`` to the producer, stamped; returns (records sent, records skipped, value bytes sent).
 
         The per-record loop: every name it calls is bound once per batch, and the ledger and the
@@ -327,9 +327,11 @@ class RouteCopier:
         destination may refuse on its own (larger than ``Committer.record_alone_above``), and every
         record of a partition the ledger settles record by record (``exact``), is a run of its own.
 
-        A run holds at most a producer batch (``Committer.batch_size``) of value bytes, and before it opens
-        a partition's next run the loop serves delivery reports until that partition's runs in flight
-        leave room for it (:data:`WINDOW_BATCHES`)."""
+        A run holds at most a producer batch (``Committer.batch_size``) of value bytes, and a partition's
+        next run goes to the producer only when that partition's runs in flight leave room for it
+        (:data:`WINDOW_BATCHES`). When they do not, the partition's records left in the batch are handed
+        over after the other partitions' (``wait_for_windows``: the loop then serves delivery reports
+        until there is room), so one partition's full window never keeps the others from the producer."""
         committer = self._committer
         produce = kafka_clients.positional_produce(committer.producer)
         stamp = self._stamper.stamp
@@ -367,7 +369,11 @@ class RouteCopier:
         # next one carries (the first's, then none), and the newest record, held back (see above).
         delivery: DeliveryRun | None = None
         handed = 0
-        run_bytes = 0  # the delivery run's value bytes
+        room = run_most  # value bytes the delivery run may still take
+        # Partitions whose window was full, and their records left in the batch, handed over after the rest.
+        waiting: set[TopicPartitionKey] = set()
+        deferred: list[Any] = []
+        deferring = False  # the current partition is waiting
         callback: Callable[[Any, Any], None] | None = None
         between: Callable[[Any, Any], None] | None = None
         # The records between a run's ends carry no callback when a failed one cannot go unseen: on an
@@ -398,7 +404,7 @@ class RouteCopier:
                         held_headers,
                         key,
                         run,
-                        run_bytes,
+                        run_most - room,
                     ):
                         copied -= 1
                         size -= len(held)
@@ -413,6 +419,10 @@ class RouteCopier:
                 key = (run_topic, partition)
                 destination_topic = names.get(run_topic) or destination_name(run_topic)
                 delivery = None
+                deferring = bool(waiting) and key in waiting
+            if deferring:
+                deferred.append(message)
+                continue
             if errors and key in errors:
                 continue  # stopped: fetched before the pause took effect; never committed past
             offset = message.offset()
@@ -441,7 +451,7 @@ class RouteCopier:
             alone = record_size > alone_above or (exact and key in exact)
             if held is not None:
                 # The held record ends its run when this one is alone or would take the run past a batch.
-                if (alone or run_bytes + record_size > run_most) and delivery is not None:
+                if (alone or record_size > room) and delivery is not None:
                     if not close_run(
                         delivery,
                         handed,
@@ -453,7 +463,7 @@ class RouteCopier:
                         held_headers,
                         key,
                         run,
-                        run_bytes,
+                        run_most - room,
                     ):
                         copied -= 1
                         size -= len(held)
@@ -493,12 +503,18 @@ class RouteCopier:
                 held = None
                 if errors and key in errors:
                     continue  # stopped while the producer's queue was full, or refused: its run ends here
-            if delivery is None:
-                if in_flight_of(key, 0) > wait_above and not window_open(key, offset, run, wait_above):
+            if delivery is None and in_flight_of(key, 0) > wait_above:  # the partition's window is full
+                if not wait_for_windows:
+                    waiting.add(key)
+                    deferring = True
+                    deferred.append(message)
+                    continue
+                if not window_open(key, offset, run, wait_above):
                     continue  # stopped while it waited
+            if delivery is None:
                 delivery = open_run()
                 handed = 0
-                run_bytes = 0
+                room = run_most
                 callback = delivery.on_first
                 between = delivery.on_between if reports_between else None
             held = message
@@ -507,7 +523,7 @@ class RouteCopier:
             run.append(offset)
             copied += 1
             size += record_size
-            run_bytes += record_size
+            room -= record_size
             if alone:
                 if not close_run(
                     delivery,
@@ -520,7 +536,7 @@ class RouteCopier:
                     held_headers,
                     key,
                     run,
-                    run_bytes,
+                    run_most - room,
                 ):
                     copied -= 1
                     size -= len(held)
@@ -540,7 +556,7 @@ class RouteCopier:
                 held_headers,
                 key,
                 run,
-                run_bytes,
+                run_most - room,
             )
         ):
             copied -= 1
@@ -549,6 +565,9 @@ class RouteCopier:
             sent_run(key, run)
         if copied != counted[0]:
             count_copied(key, copied - counted[0], size - counted[1])
+        if deferred:
+            more_copied, more_skipped, more_size = self._send(deferred, wait_for_windows=True)
+            return copied + more_copied, skipped + more_skipped, size + more_size
         return copied, skipped, size
 
     def _close_run(

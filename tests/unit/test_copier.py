@@ -739,21 +739,24 @@ def test_a_run_holds_a_producer_batch_at_most_and_a_partition_waits_until_one_ba
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """batch.size 100 and records of 30 B: a run closes at 90 B (a fourth record would take it past a
-    batch). The third run waits until the destination acknowledged the first two (180 B in flight, more
-    than one batch), so the producer never holds more than two batches of the partition."""
+    batch). Partition 0's third run waits until the destination acknowledged its first two (180 B in
+    flight, more than one batch), so the producer never holds more than two batches of a partition; and
+    it waits after partition 1's records, which come later in the batch, went to the producer."""
     rig = _rig(monkeypatch, {"batch.size": 100})
-    rig.copier.acquire([(TOPIC, 0)])
+    rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
     rig.copier.copy_batch(0.1)
     callbacks = _recording_callbacks(rig)
     _recording_polls(rig, callbacks)
     rig.consumer.queue.extend(FakeMessage(TOPIC, 0, o, _value=b"x" * 30) for o in range(9))
-    assert rig.copier.copy_batch(0.1) == 9
+    rig.consumer.queue.extend(FakeMessage(TOPIC, 1, o, _value=b"x" * 30) for o in range(3))
+    assert rig.copier.copy_batch(0.1) == 12
     run = [(0, "on_first"), (0, "__setitem__"), (0, "on_last")]
-    assert callbacks == [*run, *run, (-1, "poll"), *run, (-1, "poll")]
+    other = [(1, "on_first"), (1, "__setitem__"), (1, "on_last")]
+    assert callbacks == [*run, *run, *other, (-1, "poll"), *run, (-1, "poll")]
     rig.copier.commit()
-    assert ("commit", [(TOPIC, 0, 9)]) in rig.calls
+    assert ("commit", [(TOPIC, 0, 9), (TOPIC, 1, 3)]) in rig.calls
     assert rig.copier._ledger.maps[(TOPIC, 0)].segments() == [Segment(0, 0, 9)]
-    assert rig.copier._ledger.bytes_in_flight == {(TOPIC, 0): 0}
+    assert rig.copier._ledger.bytes_in_flight == {(TOPIC, 0): 0, (TOPIC, 1): 0}
 
 
 def test_a_partition_whose_window_stays_full_for_the_stall_limit_fails_the_producer_and_frees_the_loop(

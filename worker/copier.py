@@ -62,11 +62,13 @@ log = logging.getLogger(__name__)
 _OUT_OF_RANGE = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
 
 # A partition's window: how many producer batches (``batch.size``) of its records the copy loop lets the
-# producer hold at once. librdkafka's idempotent producer sends one request per partition at a time, and
-# while it waits for the answer, records queued behind it make its broker thread wake again and again
-# without sending: at one partition of 10 KiB records that busy wait took two thirds of the CPU. Two
-# batches keep one in flight and the next one filling, and nothing more waiting (BENCHMARKS.md, "One hot
-# partition of large records").
+# producer hold at once while the route's other partitions hold less than one batch. librdkafka's
+# idempotent producer sends one request per partition at a time, and while it waits for the answer, the
+# records queued behind it make its broker thread wake again and again without sending, at a cost that
+# grows with the queue: at one partition of 10 KiB records that busy wait took most of the CPU. Two
+# batches keep one in flight and the next one filling. With several busy partitions the window does not
+# bind: their requests keep the producer busy, and waiting on one partition's window there cost more
+# throughput, and so CPU per record, than it saved (BENCHMARKS.md, "One hot partition of large records").
 WINDOW_BATCHES = 2
 
 
@@ -327,11 +329,12 @@ class RouteCopier:
         destination may refuse on its own (larger than ``Committer.record_alone_above``), and every
         record of a partition the ledger settles record by record (``exact``), is a run of its own.
 
-        A run holds at most a producer batch (``Committer.batch_size``) of value bytes, and a partition's
-        next run goes to the producer only when that partition's runs in flight leave room for it
-        (:data:`WINDOW_BATCHES`). When they do not, the partition's records left in the batch are handed
-        over after the other partitions' (``wait_for_windows``: the loop then serves delivery reports
-        until there is room), so one partition's full window never keeps the others from the producer."""
+        A run holds at most a producer batch (``Committer.batch_size``) of value bytes. A partition's next run
+        goes to the producer only when that partition's runs in flight leave room for it, or the route's
+        other partitions have a batch in flight (:data:`WINDOW_BATCHES`). When neither holds, the
+        partition's records left in the batch are handed over after the other partitions' (with
+        ``wait_for_windows``, the loop then serves delivery reports until one holds), so one partition's full
+        window never keeps the others from the producer."""
         committer = self._committer
         produce = kafka_clients.positional_produce(committer.producer)
         stamp = self._stamper.stamp
@@ -350,6 +353,7 @@ class RouteCopier:
         run_most = committer.batch_size
         wait_above = run_most * (WINDOW_BATCHES - 1)
         in_flight_of = ledger.bytes_in_flight.get
+        in_flight_beside = ledger.bytes_in_flight_beside
         window_open = self._window_open
         errors = self._states.stopped
         count_copied = self._states.count_copied
@@ -503,13 +507,14 @@ class RouteCopier:
                 held = None
                 if errors and key in errors:
                     continue  # stopped while the producer's queue was full, or refused: its run ends here
-            if delivery is None and in_flight_of(key, 0) > wait_above:  # the partition's window is full
+            if delivery is None and in_flight_of(key, 0) > wait_above and in_flight_beside(key) < run_most:
+                # The partition's window is full.
                 if not wait_for_windows:
                     waiting.add(key)
                     deferring = True
                     deferred.append(message)
                     continue
-                if not window_open(key, offset, run, wait_above):
+                if not window_open(key, offset, run, wait_above, run_most):
                     continue  # stopped while it waited
             if delivery is None:
                 delivery = open_run()
@@ -668,19 +673,21 @@ class RouteCopier:
                 self._stop(key, failure)
                 return False
 
-    def _window_open(self, key: TopicPartitionKey, offset: int, run: list[int], wait_above: int) -> bool:
+    def _window_open(self, key: TopicPartitionKey, offset: int, run: list[int], wait_above: int, batch: int) -> bool:
         """Serves delivery reports until ``key``'s runs in flight hold ``wait_above`` value bytes or fewer,
-        so its next run (from ``offset`` on) may go to the producer; False when ``key`` stopped meanwhile,
-        or when they stayed above for ``worker.destination_stall_s`` (as a full queue: see :meth:`_hand_over`).
+        or the route's other partitions a ``batch`` or more, so its next run (from ``offset`` on) may go to the
+        producer; False when ``key`` stopped meanwhile, or when it stayed full for ``worker.destination_stall_s``
+        (as a full queue: see :meth:`_hand_over`).
 
         ``run``: the partition's offsets not told to the watermark yet, told (and emptied) first."""
         if run:
             self._ledger.watermarks.sent_run(key, run)
             run.clear()
-        in_flight = self._ledger.bytes_in_flight
+        ledger = self._ledger
+        in_flight = ledger.bytes_in_flight
         errors = self._states.stopped
         since = self._clock()
-        while in_flight.get(key, 0) > wait_above:
+        while in_flight.get(key, 0) > wait_above and ledger.bytes_in_flight_beside(key) < batch:
             if not self._wait_on_destination(key, offset, since) or key in errors:
                 return False
         return True

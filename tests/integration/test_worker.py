@@ -404,6 +404,35 @@ def test_copies_records_identically_and_commits_to_the_end(
         kafka.wait_committed(topic, p, kafka.end_offset("src", topic, p))
 
 
+def test_small_producer_batches_make_a_hot_partition_wait_for_its_window_and_every_record_arrives_once(
+    start_worker: Callable[..., RunningWorker],
+    make_config: Callable[..., FerryConfig],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+) -> None:
+    """With ``batch.size`` 1024 a delivery run holds about twenty of these records, and the backlog of the
+    route's only busy partition fills its window of two batches again and again: each next run waits for
+    the destination's reports. Every record arrives once and in order, each copy names its source offset,
+    and the commit reaches the end."""
+    topic = topic_name("window")
+    create_topic("src", topic, 1)
+    count = 3000
+    sent = records("window", count)
+    kafka.produce(topic, 0, sent)
+
+    running = start_worker(make_config(producer={"batch.size": 1024}))
+    generation = running.assign(topic, [0])
+
+    assert kafka.wait_arrived(topic, 0, count, timeout=60) == sent
+    copies = kafka.read("dst", topic, 0, own_header=True)
+    assert [provenance.read(headers) for _, _, headers, _ in copies] == [
+        provenance.Provenance(("src",), 0, offset) for offset in range(count)
+    ]
+    running.wait_online(topic, [0], generation)
+    kafka.wait_committed(topic, 0, count)
+
+
 def test_unassigned_partition_is_committed_and_resumes_without_duplicates(
     start_worker: Callable[..., RunningWorker],
     kafka: Kafka,

@@ -156,6 +156,7 @@ class DeliveryLedger:
         self._copied_in_transaction: set[TopicPartitionKey] = set()
         # Value bytes of each partition's closed runs whose last report has not been settled yet.
         self._bytes_in_flight: dict[TopicPartitionKey, int] = {}
+        self._all_bytes_in_flight = 0  # their sum
 
     # -- a partition's start and end --------------------------------------------------------
 
@@ -177,7 +178,7 @@ class DeliveryLedger:
         self.maps.pop(key, None)
         self.watermarks.forget(key)
         self._copied_in_transaction.discard(key)
-        self._bytes_in_flight.pop(key, None)
+        self._all_bytes_in_flight -= self._bytes_in_flight.pop(key, 0)
 
     # -- what the copy loop asks ------------------------------------------------------------
 
@@ -198,6 +199,10 @@ class DeliveryLedger:
         copy loop reads before it opens a partition's next run (``RouteCopier``'s window)."""
         return self._bytes_in_flight
 
+    def bytes_in_flight_beside(self, key: TopicPartitionKey) -> int:
+        """The value bytes of the other partitions' closed runs not settled yet."""
+        return self._all_bytes_in_flight - self._bytes_in_flight.get(key, 0)
+
     def open_run(self) -> DeliveryRun:
         """A new run for the copy loop to hand a partition's records over in."""
         return DeliveryRun(self._completed)
@@ -208,6 +213,7 @@ class DeliveryLedger:
         run.count = count
         run.size = size
         self._bytes_in_flight[key] = self._bytes_in_flight.get(key, 0) + size
+        self._all_bytes_in_flight += size
 
     def settled_as_already_written(self, key: TopicPartitionKey, offset: int) -> bool:
         """Settles ``offset`` as copied when the destination already has it (resume rule): marks it
@@ -301,7 +307,9 @@ class DeliveryLedger:
         key = (self._source_name(last.topic()), last.partition())
         in_flight = self._bytes_in_flight.get(key)
         if in_flight is not None:  # None: released meanwhile
-            self._bytes_in_flight[key] = max(0, in_flight - run.size)
+            settled = min(in_flight, run.size)
+            self._bytes_in_flight[key] = in_flight - settled
+            self._all_bytes_in_flight -= settled
         watermarks = self.watermarks
         between_failed = next((e for e in run.between if e is not None), None)
         if error is None and first_error is None and between_failed is None:

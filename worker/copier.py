@@ -70,6 +70,10 @@ _OUT_OF_RANGE = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_
 # bind: their requests keep the producer busy, and waiting on one partition's window there cost more
 # throughput, and so CPU per record, than it saved (BENCHMARKS.md, "One hot partition of large records").
 WINDOW_BATCHES = 2
+# The window binds only for records of at least this share of a batch (5 KB of the default 1 MB): a batch
+# of smaller records takes the copy loop about as long to hand over as the destination takes to answer it,
+# so waiting for the window there cost records per second (at 1 KiB, a quarter) and saved no CPU.
+WINDOW_RECORDS_PER_BATCH = 200
 
 
 class RouteCopier:
@@ -352,6 +356,7 @@ class RouteCopier:
         alone_above = committer.record_alone_above
         run_most = committer.batch_size
         wait_above = run_most * (WINDOW_BATCHES - 1)
+        windowed_from = run_most // WINDOW_RECORDS_PER_BATCH  # the smallest record the window binds for
         in_flight_of = ledger.bytes_in_flight.get
         in_flight_beside = ledger.bytes_in_flight_beside
         window_open = self._window_open
@@ -507,7 +512,12 @@ class RouteCopier:
                 held = None
                 if errors and key in errors:
                     continue  # stopped while the producer's queue was full, or refused: its run ends here
-            if delivery is None and in_flight_of(key, 0) > wait_above and in_flight_beside(key) < run_most:
+            if (
+                delivery is None
+                and record_size >= windowed_from
+                and in_flight_of(key, 0) > wait_above
+                and in_flight_beside(key) < run_most
+            ):
                 # The partition's window is full.
                 if not wait_for_windows:
                     waiting.add(key)

@@ -334,11 +334,11 @@ class RouteCopier:
         record of a partition the ledger settles record by record (``exact``), is a run of its own.
 
         A run holds at most a producer batch (``Committer.batch_size``) of value bytes. A partition's next run
-        goes to the producer only when that partition's runs in flight leave room for it, or the route's
-        other partitions have a batch in flight (:data:`WINDOW_BATCHES`). When neither holds, the
-        partition's records left in the batch are handed over after the other partitions' (with
-        ``wait_for_windows``, the loop then serves delivery reports until one holds), so one partition's full
-        window never keeps the others from the producer."""
+        of large records (:data:`WINDOW_RECORDS_PER_BATCH`) goes to the producer only when that partition's
+        runs in flight leave room for it, or the route's other partitions have a batch in flight
+        (:data:`WINDOW_BATCHES`). When neither holds, the partition's records left in the batch are handed
+        over after the other partitions' (with ``wait_for_windows``, the loop then serves delivery reports
+        until one holds), so one partition's full window never keeps the others from the producer."""
         committer = self._committer
         produce = kafka_clients.positional_produce(committer.producer)
         stamp = self._stamper.stamp

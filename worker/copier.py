@@ -72,7 +72,7 @@ _OUT_OF_RANGE = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_
 WINDOW_BATCHES = 2
 # The window binds only for records of at least this share of a batch (5 KB of the default 1 MB): a batch
 # of smaller records takes the copy loop about as long to hand over as the destination takes to answer it,
-# so waiting for the window there cost records per second (at 1 KiB, a quarter) and saved no CPU.
+# so waiting for the window there cost records per second (at 1 KiB, a quarter to a third) and saved no CPU.
 WINDOW_RECORDS_PER_BATCH = 200
 
 

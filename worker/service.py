@@ -272,6 +272,8 @@ class Worker:
             if now >= next_commit:
                 next_commit = now + interval
                 self._commit_and_measure()
+                if self.state == WorkerState.RUNNING:
+                    self._session.check_live_node()
             if self._load_meter.due(now):
                 self._load, self._busy = self._load_meter.report(now, self._copiers)
                 self._status_dirty = True

@@ -9,7 +9,9 @@ States of :class:`ZkSession`::
     lost       -> connected   :meth:`ZkSession.clear` once the worker registered again
 
 Apart from these, ``live_node_gone`` is set when the live node is deleted while the session holds
-(someone deleted Ferry's root, or the node): the copy loop then registers again.
+(someone deleted Ferry's root, or the node): the copy loop then registers again. The watch sets it, and
+so does :meth:`ZkSession.check_live_node`, which the copy loop calls every commit interval: a node
+deleted again right after the worker re-created it can pass the watch unseen.
 
 kazoo's connection thread only records what happened (:meth:`ZkSession.on_state`) and wakes the
 copy loop; the copy loop asks the rest.
@@ -103,6 +105,23 @@ class ZkSession:
                 self._wake.set()
 
         DataWatch(self._zk, self._live_path, on_live_node)
+
+    def check_live_node(self) -> None:
+        """Sets ``live_node_gone`` when ZooKeeper says now that the live node does not exist.
+
+        The watch alone can miss a deletion: kazoo's ``DataWatch`` reports a change of the node's version,
+        and a node re-created and deleted again before the watch read it shows none (both reads: no
+        node). Never waits long: skipped while disconnected, and a read ZooKeeper does not answer within
+        ``STATUS_WRITE_TIMEOUT_S`` proves nothing."""
+        if not self._zk.connected:
+            return
+        try:
+            stat = self._zk.exists_async(self._live_path).get(timeout=STATUS_WRITE_TIMEOUT_S)
+        except Exception as exc:  # a timeout or a connection error: ask again next time
+            log.debug("live node not checked: %s", exc)
+            return
+        if stat is None:
+            self.live_node_gone.set()
 
     def cut_off(self) -> bool:
         """Lost, or disconnected for longer than the session timeout."""

@@ -101,13 +101,15 @@ class Leadership:
         if not self.is_leader():
             raise NotLeader(f"controller {self.controller_id} does not lead")
 
-    def commit(self, ops: Sequence[Op], absent: Sequence[str] = ()) -> None:
+    def commit(self, ops: Sequence[Op], absent: Sequence[str] = (), epoch: int | None = None) -> None:
         """Writes ``ops`` fenced by this lead's election node, while none of ``absent`` exists
-        (:meth:`controller.lead.store.Store.commit`).
+        (:meth:`controller.lead.store.Store.commit`); with ``epoch``, only in the lead of that epoch.
 
-        Raises :class:`NotLeader` when this controller does not lead or its fence is gone."""
+        Raises :class:`NotLeader` when this controller does not lead (that lead) or its fence is gone."""
+        # Read in this order: a lead sets its fence, then its epoch, then LEADING; so a fence read
+        # before a LEADING state and an unchanged epoch is that lead's own.
         fence = self.fence
-        if fence is None or self.state != LEADING:
+        if fence is None or self.state != LEADING or (epoch is not None and epoch != self.epoch):
             raise NotLeader(f"controller {self.controller_id} does not lead")
         self._store.commit(fence, ops, absent)
 

@@ -15,7 +15,9 @@ wait behind a reconcile); they wait as pending topics (:mod:`controller.lead.bul
 next holder of ``lock`` hands them to the leader state (:class:`controller.lead.state_lock.LeaderStateLock`).
 
 States of the leader state: ``None`` (read it at the next reconcile) -> read -> ``None`` again after a
-failed write or at the end of a lead.
+failed write or at the end of a lead. A state read while its lead ended is never kept: the reconcile that
+read it raises :class:`controller.errors.NotLeader`, and ends quietly when a later lead (the epoch moved
+on) is already running, so nothing read in one lead serves another.
 
 Triggers (APScheduler one-shot jobs, all on the one ``default`` executor thread, so runs never
 overlap): ``reconcile`` (now; a trigger during a run queues exactly one more run, which *waits*
@@ -103,6 +105,9 @@ class Reconciler:
         self._metrics = metrics
         self._clock = clock
         self._state: LeaderState | None = None
+        # Guards the leader state's end of a lead (the election's thread) against its assignment by a
+        # reconcile that read it (the job's thread): see _keep_state.
+        self._state_guard = threading.Lock()
         # What the watches saw since the last reconcile (kazoo's thread writes, the job reads);
         # request_reconcile is looked up at each call (tests replace it on the instance).
         self._watches = LeadWatches(zk, layout, leadership, lambda: self.request_reconcile(), self._membership_changed)
@@ -127,7 +132,7 @@ class Reconciler:
     def reset(self) -> None:
         """Forgets everything of a former lead (before LEADING)."""
         self.departed_at = {}
-        self._state = None
+        self.drop_state()
         self._watches.reset()
         self._reconcile_queued = False
         self._ensured_paths = set()
@@ -159,7 +164,15 @@ class Reconciler:
 
     def drop_state(self) -> None:
         """The next reconcile reads everything again (a failed write, or the lead ended)."""
-        self._state = None
+        with self._state_guard:
+            self._state = None
+
+    def _keep_state(self, leader_state: LeaderState, epoch: int) -> None:
+        """Keeps a leader state just read in the lead of ``epoch``, unless that lead has ended."""
+        with self._state_guard:
+            if self._leadership.epoch != epoch or self._leadership.state != LEADING:
+                raise NotLeader(f"controller {self._leadership.controller_id}'s lead ended while it read the state")
+            self._state = leader_state
 
     @property
     def watch_reads(self) -> int:
@@ -216,6 +229,7 @@ class Reconciler:
         if queued:
             with self._queue_lock:
                 self._reconcile_queued = False  # a trigger from now on queues the next run
+        epoch = self._leadership.epoch
         if self._leadership.state != LEADING:
             return
         if rebalance and not self.autobalancing():
@@ -224,6 +238,10 @@ class Reconciler:
         try:
             self.reconcile(rebalance=rebalance, by_load=by_load)
         except NotLeader as exc:
+            if self._leadership.epoch != epoch:
+                # The lead this run began in has ended (and maybe another begun): not this lead's fence.
+                log.info("a reconcile of a lead that ended stopped: %s", exc)
+                return
             log.warning("%s", exc)
             self._leadership.lose_lead()
         except (ControllerError, KazooException) as exc:
@@ -238,8 +256,9 @@ class Reconciler:
         ``by_load``: also the moves of the balance by load (:meth:`LoadBalancer.plan`)."""
         with self.lock:
             self._leadership.require_leader()
+            epoch = self._leadership.epoch
             started = time.perf_counter()
-            leader_state = self._fed_state()
+            leader_state = self._fed_state(epoch)
             now = self._clock()
             plan_started = time.perf_counter()
             moves = self._load_moves(leader_state, now) if by_load and self._by_load else None
@@ -257,15 +276,15 @@ class Reconciler:
                 try:
                     self._fencer.fence(changes.fence)
                 except ControllerError:
-                    self._state = None  # planned but not written: the next reconcile plans again
+                    self.drop_state()  # planned but not written: the next reconcile plans again
                     raise
             if ops:
-                self.commit(ops, [self.layout.live_worker(worker) for worker in sorted(changes.fence)])
+                self.commit(ops, [self.layout.live_worker(worker) for worker in sorted(changes.fence)], epoch)
             leader_state.applied(changes, generation)
             if changes.ideal:
                 self.publish_ideal()
             if changes.ideal or self._shares is None or self.budgets():
-                self._write_shares(leader_state)
+                self._write_shares(leader_state, epoch)
             self.departed_at = dict(leader_state.departed_at)
             for state, count in leader_state.state_counts.items():
                 self._metrics.partitions.labels(state).set(count)
@@ -306,26 +325,31 @@ class Reconciler:
             log.info("balance by load: %s", describe_moves(holding, moves, self.balancer.weights(holding, eligible)))
         return moves
 
-    def _fed_state(self) -> LeaderState:
-        """The leader state, read from ZooKeeper when there is none, with what the watches saw since."""
-        if self._state is None:
+    def _fed_state(self, epoch: int) -> LeaderState:
+        """The leader state, read from ZooKeeper when there is none (in the lead of ``epoch``), with
+        what the watches saw since.
+
+        The lead may end on the election's thread while this reads (that drops the leader state): what
+        was read is kept only if the lead of ``epoch`` still runs, else this raises :class:`NotLeader`."""
+        leader_state = self._state
+        if leader_state is None:
             self._watches.forget()
             started = time.perf_counter()
             # The views are the leader's own function of the statuses: rewritten at the first
             # reconcile rather than read (half the nodes of a takeover read).
-            self._state = LeaderState(self.store.snapshot(read_views=False), self.departed_at)
-            for worker, reported in self._state.statuses.items():
+            leader_state = LeaderState(self.store.snapshot(read_views=False), self.departed_at)
+            for worker, reported in leader_state.statuses.items():
                 self.balancer.observe(worker, reported, self._clock())
             self._read_controls()
-            self._state.set_cordoned(frozenset(self.controls.cordoned), frozenset(self.controls.drained()))
+            leader_state.set_cordoned(frozenset(self.controls.cordoned), frozenset(self.controls.drained()))
+            self._keep_state(leader_state, epoch)
             self.publish_ideal()
             log.info(
                 "read the state: %d topics, %d workers in %.2fs",
-                len(self._state.ideal),
-                len(self._state.live),
+                len(leader_state.ideal),
+                len(leader_state.live),
                 time.perf_counter() - started,
             )
-        leader_state = self._state
         live, statuses = self._watches.take()
         if live is not None and live != set(leader_state.live):
             infos = {w: info for w, info in leader_state.live.items() if w in live}
@@ -357,13 +381,14 @@ class Reconciler:
     def set_controls(self, controls: Controls) -> None:
         """The controls this controller just wrote (call with the lock); the next reconcile applies them."""
         self.controls = controls
-        if self._state is not None:
-            self._state.set_cordoned(frozenset(controls.cordoned), frozenset(controls.drained()))
+        leader_state = self._state
+        if leader_state is not None:
+            leader_state.set_cordoned(frozenset(controls.cordoned), frozenset(controls.drained()))
 
     def _read_controls(self) -> None:
         self.controls, self._shares, self._shares_exist = lead_controls.read_controls(self.store, self.layout)
 
-    def _write_shares(self, leader_state: LeaderState) -> None:
+    def _write_shares(self, leader_state: LeaderState, epoch: int) -> None:
         """Writes each worker's part of the throttled routes' budgets when it changed (fenced).
 
         With ``balance: load`` the parts follow the partitions' measured demand
@@ -381,19 +406,19 @@ class Reconciler:
             return
         self.ensure_path(self.layout.throttle_shares.rsplit("/", 1)[0])
         kind = OpKind.SET if self._shares_exist else OpKind.CREATE
-        self.commit([Op(kind, self.layout.throttle_shares, fleet_controls.shares_to_bytes(wanted))])
+        self.commit([Op(kind, self.layout.throttle_shares, fleet_controls.shares_to_bytes(wanted))], epoch=epoch)
         self._shares, self._shares_exist = wanted, True
 
     # -- the leader's writes ------------------------------------------------------------------
 
-    def commit(self, ops: Sequence[Op], absent: Sequence[str] = ()) -> None:
-        """Writes ``ops`` fenced by this lead's election node (and while none of ``absent`` exists);
-        any failure drops the leader state."""
+    def commit(self, ops: Sequence[Op], absent: Sequence[str] = (), epoch: int | None = None) -> None:
+        """Writes ``ops`` fenced by this lead's election node (and while none of ``absent`` exists;
+        with ``epoch``, only in that lead); any failure drops the leader state."""
         self._leadership.require_leader()
         try:
-            self._leadership.commit(ops, absent)
+            self._leadership.commit(ops, absent, epoch)
         except BaseException:
-            self._state = None  # some transactions may have committed: the next reconcile reads everything
+            self.drop_state()  # some transactions may have committed: the next reconcile reads everything
             raise
 
     def ensure_path(self, path: str) -> None:
@@ -404,7 +429,8 @@ class Reconciler:
 
     def publish_ideal(self) -> None:
         """Publishes the leader state's ideal states to the readers (call with the lock, after each change)."""
-        self._bulk.publish(None if self._state is None else self._state.ideal)
+        leader_state = self._state
+        self._bulk.publish(None if leader_state is None else leader_state.ideal)
 
     # -- topic writers (controller.lead.topic_writes) and the lock order -----------------------
 
@@ -474,9 +500,10 @@ class Reconciler:
     def record_topics(self, changes: Sequence[TopicChange]) -> None:
         """Topic writes just committed with ``lock`` held go into the leader state (none: read at the
         next reconcile) and out to the readers."""
-        if self._state is not None:
+        leader_state = self._state
+        if leader_state is not None:
             for key, state, version in changes:
-                self._state.put_topic(key, state, version)
+                leader_state.put_topic(key, state, version)
         self.publish_ideal()
 
     # -- reads: the leader state on the leader, ZooKeeper elsewhere ----------------------------

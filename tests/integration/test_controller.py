@@ -353,6 +353,43 @@ def test_a_leader_whose_root_is_deleted_under_it_gives_the_lead_up_and_leads_aga
     assert assigned.partitions == keys(topic, range(2))
 
 
+def test_a_state_read_while_its_lead_ended_is_dropped_and_the_next_lead_reads_its_own(
+    cluster: Cluster, source_topic: Callable[[int], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leader = cluster.leader("c1")
+    reconciler = leader.reconciler
+    wait_for(reconciler.has_state, 10, "the first reconcile")
+    first_fence, first_epoch = leader.leadership.fence, leader.leadership.epoch
+    assert first_fence is not None
+    read_snapshot = reconciler.store.snapshot
+    reads: list[int] = []  # the epoch of each read of the whole state
+
+    def snapshot_while_the_lead_changes(read_views: bool = True) -> Any:
+        reads.append(leader.leadership.epoch)
+        if len(reads) == 1:
+            # The lead ends under this read, and the next lead begins (its first reconcile waits behind this one).
+            cluster.admin.delete(first_fence)
+            wait_for(
+                lambda: leader.leadership.is_leader() and leader.leadership.epoch > first_epoch + 1,
+                15,
+                "c1 to lead again",
+            )
+        return read_snapshot(read_views=read_views)
+
+    monkeypatch.setattr(reconciler.store, "snapshot", snapshot_while_the_lead_changes)
+    reconciler.drop_state()
+    reconciler.request_reconcile()
+    wait_for(lambda: len(reads) == 2 and reconciler.has_state(), 15, "the new lead to read the state again")
+    # The run of the ended lead kept nothing it read, and did not end the new lead either.
+    assert reads == [first_epoch, first_epoch + 2]
+    assert leader.leadership.is_leader() and leader.leadership.epoch == first_epoch + 2
+    topic = source_topic(2)
+    leader.topics.add_topic(TopicSpec(topic))
+    cluster.worker("w1")
+    assigned = wait_for(lambda: cluster.assignment("w1"), 10, "w1's assignment")
+    assert assigned.partitions == keys(topic, range(2))
+
+
 def test_a_vanished_workers_partitions_move_after_the_failover_delay(
     cluster: Cluster, source_topic: Callable[[int], str]
 ) -> None:

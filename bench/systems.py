@@ -44,9 +44,12 @@ from ferry.devstack.stack import LOG4J2_CONFIG, REPO_ROOT, Stack, jars_dir
 from ferry.devstack.support import Spawned, WaitTimeout, ferry_command, poll_until, stop_all
 
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
-# As kafka-run-class.sh starts every Kafka tool (KAFKA_JVM_PERFORMANCE_OPTS), with a small heap.
+# As MirrorMaker 2's own launcher starts it: bin/connect-mirror-maker.sh sets the heap (KAFKA_HEAP_OPTS,
+# -Xms256M -Xmx2G), kafka-run-class.sh the collector (KAFKA_JVM_PERFORMANCE_OPTS). A smaller heap ran
+# out of memory under the tuned settings at 10 KiB (a poll of 10,000 records is about 100 MB).
 MM2_JVM_OPTS = [
-    "-Xmx512m",
+    "-Xms256m",
+    "-Xmx2g",
     "-server",
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",

@@ -156,7 +156,6 @@ class DeliveryLedger:
         self._copied_in_transaction: set[TopicPartitionKey] = set()
         # Value bytes of each partition's closed runs whose last report has not been settled yet.
         self._bytes_in_flight: dict[TopicPartitionKey, int] = {}
-        self._all_bytes_in_flight = 0  # their sum
 
     # -- a partition's start and end --------------------------------------------------------
 
@@ -178,7 +177,7 @@ class DeliveryLedger:
         self.maps.pop(key, None)
         self.watermarks.forget(key)
         self._copied_in_transaction.discard(key)
-        self._all_bytes_in_flight -= self._bytes_in_flight.pop(key, 0)
+        self._bytes_in_flight.pop(key, None)
 
     # -- what the copy loop asks ------------------------------------------------------------
 
@@ -200,8 +199,9 @@ class DeliveryLedger:
         return self._bytes_in_flight
 
     def bytes_in_flight_beside(self, key: TopicPartitionKey) -> int:
-        """The value bytes of the other partitions' closed runs not settled yet."""
-        return self._all_bytes_in_flight - self._bytes_in_flight.get(key, 0)
+        """The value bytes of the other partitions' closed runs not settled yet (asked only when ``key``'s
+        window is full, so summed then rather than kept up to date at every run)."""
+        return sum(self._bytes_in_flight.values()) - self._bytes_in_flight.get(key, 0)
 
     def open_run(self) -> DeliveryRun:
         """A new run for the copy loop to hand a partition's records over in."""
@@ -213,7 +213,6 @@ class DeliveryLedger:
         run.count = count
         run.size = size
         self._bytes_in_flight[key] = self._bytes_in_flight.get(key, 0) + size
-        self._all_bytes_in_flight += size
 
     def settled_as_already_written(self, key: TopicPartitionKey, offset: int) -> bool:
         """Settles ``offset`` as copied when the destination already has it (resume rule): marks it
@@ -307,9 +306,7 @@ class DeliveryLedger:
         key = (self._source_name(last.topic()), last.partition())
         in_flight = self._bytes_in_flight.get(key)
         if in_flight is not None:  # None: released meanwhile
-            settled = min(in_flight, run.size)
-            self._bytes_in_flight[key] = in_flight - settled
-            self._all_bytes_in_flight -= settled
+            self._bytes_in_flight[key] = max(0, in_flight - run.size)
         watermarks = self.watermarks
         between_failed = next((e for e in run.between if e is not None), None)
         if error is None and first_error is None and between_failed is None:

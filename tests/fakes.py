@@ -253,8 +253,10 @@ class FakeProducer:
     def list_topics(self, topic: str, timeout: float) -> Any:
         return metadata(2)
 
-    # A transactional producer's calls, recorded; ``refuse_commit`` makes commit_transaction raise it once.
+    # A transactional producer's calls, recorded; ``refuse_commit`` makes commit_transaction raise it once,
+    # ``refuse_init`` init_transactions.
     refuse_commit: KafkaError | None = None
+    refuse_init: KafkaError | None = None
     # A record of the open transaction failed: librdkafka then refuses to commit it (it must be aborted).
     failed_in_transaction: bool = False
 
@@ -262,6 +264,9 @@ class FakeProducer:
         return len(self.pending) + len(self.map_pending)
 
     def init_transactions(self, timeout: float) -> None:
+        refused, self.refuse_init = self.refuse_init, None
+        if refused is not None:
+            raise KafkaException(refused)
         self.calls.append(("init_transactions", None))
 
     def begin_transaction(self) -> None:

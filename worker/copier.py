@@ -195,13 +195,22 @@ class RouteCopier:
 
     @property
     def fenced(self) -> bool:
-        """The leader fenced this route's writer: every partition of it stopped; the worker must register again."""
+        """The leader fenced this route's writer: every partition of it stopped; the worker must register
+        again. Stays so, releases included, until :meth:`registered_again`."""
         return self._committer.fenced
+
+    def registered_again(self) -> None:
+        """The worker registered again (its assignment read anew): a fenced writer is built anew, and
+        registers (``init_transactions``) before the route's next partition reads the destination back."""
+        self._committer.renew_fenced()
 
     # -- acquiring, pausing, releasing ------------------------------------------------------
 
     def acquire(self, keys: Iterable[TopicPartitionKey]) -> AcquireResult:
-        """Starts copying ``keys`` where the destination's own record of progress says."""
+        """Starts copying ``keys`` where the destination's own record of progress says. A producer that
+        failed while holding nothing is built anew first (no release would renew it)."""
+        if not self._states.held():
+            self._committer.renew_if_failed()
         return self._starter.acquire(keys)
 
     def set_paused(self, keys: set[TopicPartitionKey], commit_deadline: float) -> None:
@@ -230,7 +239,7 @@ class RouteCopier:
         for key in keys:
             self._committer.forget(key)
             self._ledger.forget(key)
-        self._committer.renew_if_failed()  # its partitions stopped with it and are released now
+        self._committer.renew_if_failed()  # its partitions stopped with it and are released now (unless fenced)
 
     def abandon(self, commit_deadline: float) -> None:
         """Releases every partition without waiting for the destination (a tree distributor
@@ -341,7 +350,8 @@ class RouteCopier:
         until one holds), so one partition's full window never keeps the others from the producer."""
         committer = self._committer
         produce = kafka_clients.positional_produce(committer.producer)
-        stamp = self._stamper.stamp
+        stamper_for = self._stamper.for_topic
+        stamp: Callable[[Any, int], Any]  # the run's topic's stamper (provenance.TopicStamper), taken once per run
         names = self._names.destinations
         destination_name = self._names.destination
         ledger = self._ledger
@@ -427,6 +437,7 @@ class RouteCopier:
                 run_topic, run_partition = message.topic(), partition
                 key = (run_topic, partition)
                 destination_topic = names.get(run_topic) or destination_name(run_topic)
+                stamp = stamper_for(run_topic, destination_topic).stamp
                 delivery = None
                 deferring = bool(waiting) and key in waiting
             if deferring:

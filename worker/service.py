@@ -260,13 +260,15 @@ class Worker:
                     copied += copier.copy_batch(timeout)
                 if copied:
                     self._load_meter.busy(self._clock() - started)
-                if any(copier.fenced for copier in copying):
-                    self._on_fenced()
             else:
                 for copier in self._copiers.values():
                     copier.poll(0)  # deliveries of what was sent, while paused
                 self._wake.wait(0.2)
                 self._wake.clear()
+            # Any copier, holding partitions or not: a writer fenced while releasing its last ones stays
+            # fenced (nothing of its route starts) until the worker registered again.
+            if not self._fenced and any(copier.fenced for copier in self._copiers.values()):
+                self._on_fenced()
             now = self._clock()
             self._loop_passed_at = now
             if now >= next_commit:
@@ -501,6 +503,8 @@ class Worker:
                 return
             self._applied = None
             self._fenced = False
+            for copier in self._copiers.values():
+                copier.registered_again()  # fenced writers are built anew
             self._set_state(WorkerState.RUNNING)
             log.info("registered again in ZooKeeper")
         if self.state == WorkerState.RUNNING and self._session.live_node_gone.is_set() and self._zk.connected:

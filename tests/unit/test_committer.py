@@ -165,9 +165,39 @@ def test_a_fenced_writer_fails_for_good_and_says_so(transactional: SimpleNamespa
     parts.committer.commit([KEY])
     assert parts.committer.failed and parts.committer.fenced
     assert parts.route_stops[0].fenced and "fenced" in str(parts.route_stops[0])
-    parts.committer.renew_if_failed()  # once its partitions are released
+    fenced_writer = parts.committer.producer
+    parts.committer.renew_if_failed()  # its partitions released: a fenced writer stays fenced
+    assert parts.committer.fenced and parts.committer.failed and parts.committer.producer is fenced_writer
+    assert not parts.committer.begin()
+    parts.committer.renew_fenced()  # the worker registered again
     assert not parts.committer.fenced and not parts.committer.in_transaction
     assert parts.committer.begin() and [n for n, _ in parts.calls].count("init_transactions") == 2
+
+
+def test_a_commit_that_timed_out_is_not_aborted_and_its_partitions_commit_nothing_until_released(
+    transactional: SimpleNamespace,
+) -> None:
+    """The coordinator may still commit a transaction whose commit timed out: it is not taken for
+    aborted. The producer fails; nothing of the partition is committed at the source, by this producer
+    or the next, until the partition is released; the next producer registers before it is used."""
+    parts = transactional
+    assert parts.committer.begin()
+    _sent(parts, [0, 1, 2])
+    unsure = parts.committer.producer
+    unsure.refuse_commit = KafkaError(KafkaError._TIMED_OUT, "commit timed out", retriable=True)
+    assert parts.committer.commit([KEY])
+    assert ("abort_transaction", None) not in parts.calls and parts.committer.failed
+    (failure,) = parts.route_stops
+    assert "unknown" in str(failure) and not failure.fenced
+    parts.committer.renew_if_failed()
+    assert parts.committer.producer is not unsure and not parts.committer.failed
+    parts.committer.settle()  # what a partition's start does before it reads the destination back
+    assert parts.calls[-1] == ("init_transactions", None)
+    assert parts.committer.commit([KEY]) and not any(name == "commit" for name, _ in parts.calls)
+    parts.committer.forget(KEY)  # released: a new start commits again
+    parts.ledger.forget(KEY)
+    _copy(parts, [0])
+    assert parts.committer.commit([KEY]) and ("commit", [(TOPIC, 0, 1)]) in parts.calls
 
 
 def _committer_with(

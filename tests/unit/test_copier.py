@@ -409,7 +409,7 @@ def test_a_distributor_copies_by_its_level_and_sets_its_bit(
         ]
     )
     assert copier.copy_batch(0.1) == 1
-    assert sent == [[("ferry.provenance", b"1|c1,c3|5|0")]]  # Axual's 0101
+    assert sent == [[("ferry.provenance", encode(["c1", "c3"], 5, 0, TOPIC))]]  # Axual's 0101
 
 
 def test_every_partition_is_assigned_at_an_explicit_offset(rig: SimpleNamespace) -> None:
@@ -867,3 +867,114 @@ def test_on_an_exactly_once_route_a_failed_record_between_a_runs_ends_aborts_the
     assert ("abort_transaction", None) in rig.calls and ("commit_transaction", None) not in rig.calls
     assert not [call for call in rig.calls if call[0] == "commit"]
     assert copier.statuses()[(TOPIC, 0)].state == "ERROR"
+
+
+def _exactly_once(rig: SimpleNamespace) -> RouteCopier:
+    """A copier of ``rig``'s clients that writes in transactions under the writer id ``ferry.src.dst.w1``."""
+    return RouteCopier(
+        RouteConfig(source="src", destination="dst"),
+        {},
+        {},
+        WorkerConfig(),
+        rig.metrics,
+        "test",
+        clock=rig.clock,
+        wall_clock=lambda: rig.wall,
+        sleep=rig.clock.sleep,
+        transactional_id="ferry.src.dst.w1",
+    )
+
+
+def _source_commits(rig: SimpleNamespace) -> list[Any]:
+    return [call for call in rig.calls if call[0] == "commit"]
+
+
+def test_a_writer_fenced_while_releasing_stays_fenced_until_the_worker_registers_again(
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The assignment takes partition 0 away, and its release's commit meets the leader's fence: the
+    route's writer stays fenced through that release and through its other partition's restart (the
+    worker relies on it to stop and register again); only registering again builds a new writer."""
+    _reads_back(rig, monkeypatch)
+    copier = _exactly_once(rig)
+    copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    _feed(rig, 0, range(0, 3))
+    _feed(rig, 1, range(0, 3))
+    copier.copy_batch(0.1)
+    fenced_writer = rig.producer
+    fenced_writer.refuse_commit = KafkaError(KafkaError._FENCED, "fenced", fatal=True)
+    copier.release([(TOPIC, 0)], flush_timeout=1, commit_deadline=1)
+    assert copier.fenced and rig.producer is fenced_writer
+    assert copier.statuses()[(TOPIC, 1)].state == "ERROR"
+    rig.clock.advance(RETRY_BACKOFF_S)
+    copier.release(copier.due_retries(), flush_timeout=1, commit_deadline=1)
+    assert copier.fenced and rig.producer is fenced_writer and not copier.held()
+    assert "fenced" in copier.acquire([(TOPIC, 1)]).deferred[(TOPIC, 1)]  # nothing starts under a fenced writer
+    assert not _source_commits(rig)
+    copier.registered_again()
+    assert not copier.fenced and rig.producer is not fenced_writer
+    mark = len(rig.calls)
+    assert copier.acquire([(TOPIC, 1)]).online == [(TOPIC, 1)]
+    names = [name for name, _ in rig.calls[mark:]]
+    assert names.index("init_transactions") < names.index("read back")  # the new writer registered first
+
+
+def test_after_an_aborted_transaction_a_partition_released_later_commits_none_of_its_copies(
+    rig: SimpleNamespace,
+) -> None:
+    """Both partitions' copies went with the aborted transaction. Partition 0 is released first (the
+    assignment took it away) and the route's producer is built anew; partition 1, released at its
+    restart, must not commit the source offsets of its aborted copies under the new producer."""
+    copier = _exactly_once(rig)
+    copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    _feed(rig, 0, range(0, 3))
+    _feed(rig, 1, range(0, 3))
+    copier.copy_batch(0.1)
+    rig.producer.refuse_commit = KafkaError(KafkaError._TIMED_OUT, "refused", txn_requires_abort=True)
+    copier.commit()
+    assert ("abort_transaction", None) in rig.calls
+    copier.release([(TOPIC, 0)], flush_timeout=1, commit_deadline=1)
+    rig.clock.advance(RETRY_BACKOFF_S)
+    copier.release(copier.due_retries(), flush_timeout=1, commit_deadline=1)
+    assert not _source_commits(rig)
+
+
+def _reads_back(rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records ``("read back", partition)`` in the calls whenever the look-back asks for the destination's offsets."""
+    watermarks = rig.consumer.get_watermark_offsets
+
+    def recorded(tp: Any, timeout: float) -> tuple[int, int]:
+        rig.calls.append(("read back", tp.partition))
+        return watermarks(tp, timeout)
+
+    monkeypatch.setattr(rig.consumer, "get_watermark_offsets", recorded)
+
+
+def test_a_commit_whose_outcome_is_unknown_is_settled_by_a_new_writer_before_the_destination_is_read_again(
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """commit_transaction timed out: under the old transaction protocol that transaction may still
+    commit. The producer is replaced, not asked to abort; nothing is committed at the source; and the
+    partition restarts only after the new producer's init_transactions (which returns once the
+    coordinator completed or aborted the old transaction) has returned."""
+    _reads_back(rig, monkeypatch)
+    copier = _exactly_once(rig)
+    copier.acquire([(TOPIC, 0)])
+    _feed(rig, 0, range(0, 3))
+    copier.copy_batch(0.1)
+    unsure = rig.producer
+    unsure.refuse_commit = KafkaError(KafkaError._TIMED_OUT, "commit timed out", retriable=True)
+    copier.commit()
+    assert copier.statuses()[(TOPIC, 0)].state == "ERROR"
+    assert ("abort_transaction", None) not in rig.calls and not _source_commits(rig)
+    rig.clock.advance(RETRY_BACKOFF_S)
+    copier.release(copier.due_retries(), flush_timeout=1, commit_deadline=1)
+    assert rig.producer is not unsure and not _source_commits(rig)
+    settling = rig.producer
+    settling.refuse_init = KafkaError(KafkaError._TIMED_OUT, "coordinator not answering", retriable=True)
+    mark = len(rig.calls)
+    deferred = copier.acquire([(TOPIC, 0)]).deferred
+    assert "transaction" in deferred[(TOPIC, 0)] and ("read back", 0) not in rig.calls[mark:]
+    assert copier.acquire([(TOPIC, 0)]).online == [(TOPIC, 0)]
+    names = [name for name, _ in rig.calls[mark:]]
+    assert names.index("init_transactions") < names.index("read back")

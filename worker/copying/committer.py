@@ -13,22 +13,43 @@ in one Kafka transaction on the destination, and only then are the source offset
 transaction opens with the first batch after a commit (:meth:`Committer.begin`); a commit flushes
 it, writes the changed segments into it and commits it. A transaction that cannot commit is aborted:
 nothing of it is visible to ``read_committed`` consumers, so every partition of the route restarts
-from what the destination holds (the resume look-back reads committed records only). A producer
-fenced by the leader (another ``init_transactions`` with its id: it lost its partitions) fails for
-good, and :attr:`Committer.fenced` tells the worker to stop and register again.
+from what the destination holds (the resume look-back reads committed records only), and none of
+the copies acknowledged since the last committed transaction is ever committed at the source (the
+partitions held then are *void* until released).
+
+A ``commit_transaction`` that timed out (or failed retriably) has an unknown outcome: librdkafka
+lacks the per-transaction epoch bump of KIP-890, so the coordinator may still commit it, and an
+abort from here is no answer. The producer counts as failed for good: it is replaced, and the new
+one's ``init_transactions`` with the same id returns only once the coordinator completed or aborted
+the old transaction. :meth:`Committer.settle` makes sure of that before any partition of the route
+reads the destination back (a new producer is registered before anything trusts the destination).
+
+A producer fenced by the leader (another ``init_transactions`` with its id: it lost its partitions)
+fails for good, and :attr:`Committer.fenced` tells the worker to stop and register again; it stays
+fenced, releases and restarts included, until the worker registered again
+(:meth:`Committer.renew_fenced` builds the new writer).
 
 States of the producer::
 
     WORKING --a fatal error (fail)--> FAILED (delivers nothing more; flushes do not wait for it)
-    WORKING --a transaction aborted (abort)--> FAILED (its copies are gone: nothing more is committed)
-    FAILED --renew_if_failed (once the stopped partitions are released)--> WORKING (a new producer)
+    WORKING --a transaction aborted (abort), or its commit's outcome unknown--> FAILED (nothing of
+        the partitions held then is committed at the source until they are released)
+    FAILED, not fenced --renew_if_failed (once the stopped partitions are released)--> WORKING (a new producer)
+    FAILED, fenced --renew_if_failed--> FAILED, fenced (the worker must register again first)
+    FAILED, fenced --renew_fenced (the worker registered again)--> WORKING (a new producer)
     WORKING --fit_batches_to a smaller max.message.bytes--> WORKING (flushed, a new producer with smaller batches)
+
+A transactional producer is *registered* once its ``init_transactions`` returned (:meth:`Committer.settle`
+before a partition of the route reads the destination back, else :meth:`Committer.begin`); a new
+producer is not, until then.
 
 and of a transactional producer's transaction, while WORKING::
 
     NONE --begin (the first batch after a commit, or a commit)--> OPEN
     OPEN --commit: flushed, segments written, committed--> NONE (the source offsets committed next)
     OPEN --commit_transaction refused (abortable), or segments not written--> aborted: FAILED
+    OPEN --commit_transaction timed out or failed retriably--> outcome unknown: FAILED (settled by
+        the next producer's registration, before the route's partitions restart)
     any --a fatal error (fenced: the leader moved the route's partitions away)--> FAILED, ``fenced``
 
 Every poll, flush and purge settles the delivery reports it served (:meth:`DeliveryLedger.settle`),
@@ -135,6 +156,10 @@ class Committer:
         self._clock = clock
         self._sleep = sleep
         self._committed: dict[TopicPartitionKey, int] = {}
+        # Partitions held when a transaction failed (aborted, or its outcome unknown): what they
+        # acknowledged since their last committed transaction may not be on the destination, so
+        # nothing of them is committed at the source, whatever producer comes next, until released.
+        self._void: set[TopicPartitionKey] = set()
         self._failed = False
         self._producer: Any = self._new_producer()
 
@@ -153,7 +178,8 @@ class Committer:
     @property
     def fenced(self) -> bool:
         """The leader fenced this worker's writer (it moved the route's partitions away): the worker must
-        stop copying and register again before it writes anything more."""
+        stop copying and register again before it writes anything more. Stays so until
+        :meth:`renew_fenced`."""
         return self._fenced
 
     @property
@@ -202,9 +228,42 @@ class Committer:
         self._in_transaction = True
         return True
 
+    def settle(self) -> None:
+        """Registers a transactional producer not registered yet (``init_transactions``), before a
+        partition of the route reads the destination back: the registration returns only once the
+        coordinator completed or aborted every earlier transaction of this writer id (a previous
+        producer's, whose commit timed out; a previous run's, left open). Nothing for a plain producer.
+
+        Raises :class:`PartitionDeferred` (the partition starts later) while the producer is FAILED
+        (fenced: until the worker registered again; else until the route's stopped partitions are
+        released and it is built anew) or when the coordinator does not answer in time."""
+        if self._transactional_id is None:
+            return
+        if self._failed:
+            raise PartitionDeferred(
+                "the leader fenced this route's writer: nothing of the route starts until the worker registered again"
+                if self._fenced
+                else "the route's destination producer failed: it is built anew once its partitions are released",
+                retry_after_s=RETRY_BACKOFF_S,
+            )
+        if self._initialized:
+            return
+        try:
+            self._producer.init_transactions(TRANSACTION_CALL_TIMEOUT_S)
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.fatal() or error.code() in FENCED_ERRORS:
+                self._transaction_failed(exc, "registering the transactional writer")
+            raise PartitionDeferred(
+                "the destination's transaction coordinator did not confirm that the route's earlier transactions "
+                f"are complete (registering the transactional writer: {kafka_error(exc)})",
+                retry_after_s=RETRY_BACKOFF_S,
+            ) from None
+        self._initialized = True
+
     def _commit_transaction(self) -> bool:
         """Flushes the open transaction, writes its map segments into it and commits it; False (the
-        route stopped) when it was aborted or the writer was fenced."""
+        route stopped) when it was aborted, its outcome is unknown, or the writer was fenced."""
         remaining = self.flush(TRANSACTION_CALL_TIMEOUT_S)
         if self._failed:
             return False
@@ -217,7 +276,11 @@ class Committer:
         try:
             self._producer.commit_transaction(TRANSACTION_CALL_TIMEOUT_S)
         except KafkaException as exc:
-            self._transaction_failed(exc, "committing the transaction")
+            error: KafkaError = exc.args[0]
+            if error.fatal() or error.code() in FENCED_ERRORS or (error.txn_requires_abort() and not error.retriable()):
+                self._transaction_failed(exc, "committing the transaction")
+            else:
+                self._outcome_unknown(exc)
             return False
         self._in_transaction = False
         self._ledger.transaction_committed()
@@ -238,6 +301,21 @@ class Committer:
             self._give_up(why)
             return
         self._abort(f"{doing}: {kafka_error(exc)}")
+
+    def _outcome_unknown(self, exc: KafkaException) -> None:
+        """``commit_transaction`` timed out or failed retriably: the coordinator may still commit the
+        transaction, or abort it. Neither aborting nor retrying from here is a guarantee under the old
+        transaction protocol (a late request of this producer may still land), so the producer counts as
+        failed for good: nothing more goes through it, it is replaced once the route's partitions are
+        released, and the new one's registration (:meth:`settle`, same id) waits for the coordinator to
+        settle the transaction before any of them reads the destination back."""
+        why = f"the outcome of the transaction is unknown (committing it: {kafka_error(exc)})"
+        self._log.warning(
+            "route %s: %s; a new producer settles it before the route's partitions restart", self._route_name, why
+        )
+        self._metrics.errors.labels(self._route_name, "transaction").inc()
+        self._in_transaction = False
+        self._give_up(why)
 
     def _abort(self, why: str) -> None:
         """Aborts the open transaction: its copies are gone, so the route restarts from the destination."""
@@ -346,18 +424,32 @@ class Committer:
 
     def fail(self, fenced: bool = False) -> bool:
         """WORKING -> FAILED; True when it was WORKING (the caller stops the route's partitions).
-        ``fenced``: the failure was the leader's fencing of this writer."""
+        ``fenced``: the failure was the leader's fencing of this writer.
+
+        A transactional producer's failure takes its open transaction along (aborted, or its outcome
+        unknown): the partitions held now are void, committed no more until released."""
         self._fenced = self._fenced or fenced
         if self._failed:
             return False
         self._failed = True
         self._in_transaction = False
+        if self._transactional_id is not None:
+            self._void.update(self._ledger.maps)
         return True
 
     def renew_if_failed(self) -> None:
-        """FAILED -> WORKING: a new producer (call once the partitions it stopped are released)."""
-        if self._failed:
+        """FAILED -> WORKING: a new producer (call once the partitions it stopped are released). A
+        fenced writer stays FAILED: only :meth:`renew_fenced` renews it."""
+        if self._failed and not self._fenced:
             self._log.warning("route %s: building a new destination producer after a fatal error", self._route_name)
+            self._producer = self._new_producer()
+            self._failed = False
+
+    def renew_fenced(self) -> None:
+        """FAILED, fenced -> WORKING, a new producer: the worker registered again (and reads its
+        assignment anew), so it may write under its id again. Nothing when not fenced."""
+        if self._fenced:
+            self._log.warning("route %s: building a new transactional writer after the fencing", self._route_name)
             self._producer = self._new_producer()
             self._failed = False
             self._fenced = False
@@ -427,8 +519,9 @@ class Committer:
             )
             return False
         offsets = []
+        void = self._void
         for key, offset in committable.items():
-            if (keys is None or key in keys) and self._committed.get(key) != offset:
+            if (keys is None or key in keys) and key not in void and self._committed.get(key) != offset:
                 offsets.append(TopicPartition(key[0], key[1], offset))
         if not offsets:
             return True
@@ -475,6 +568,7 @@ class Committer:
     def forget(self, key: TopicPartitionKey) -> None:
         """Drops what was committed for ``key`` (released): its next owner commits from scratch."""
         self._committed.pop(key, None)
+        self._void.discard(key)
 
     def close(self, flush_timeout: float) -> None:
         """Flushes, commits every partition, and waits for the map segments that commit wrote."""

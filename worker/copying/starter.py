@@ -133,6 +133,9 @@ class PartitionStarter:
                 if refused:
                     raise PartitionStopped(refused)
                 source_partitions = self._prepare_destination(topic)
+                # An exactly-once route's writer registers before anything trusts the destination:
+                # its registration settles every earlier transaction of its id first.
+                self._committer.settle()
             except PartitionDeferred as exc:
                 deferred.update({(topic, p): str(exc) for p in partitions})
                 continue

@@ -16,7 +16,7 @@ Everything lives under the configured root (``zookeeper.root``)::
     <root>/controls/desired            Controls: paused partitions, cordoned workers, autobalancing, throttles
     <root>/controls/shares             worker -> route -> its part of the route's throttle (leader writes)
     <root>/failover/<route>            the route's failover state and report (controller/failover/states.py)
-    <root>/source_ends/<route>         {"at", "ends": {topic/partition: offset}}: the leader's last-seen source log ends
+    <root>/source_ends/<route>         {"at", "ends", "rates"}: the leader's last-seen source log ends and their rates
     <root>/acls/<route>                the route's source ACL bindings as the leader's last ACL sync read them
 
 ``<route>`` is ``<source>.<destination>``. Payloads are JSON (see :mod:`common.model`).

@@ -3,8 +3,9 @@
 Runs :mod:`controller.failover.workflow` from the config, against ZooKeeper and the clusters, with no
 controller needed (a disaster is when the controllers may be gone too); the state it persists in
 ZooKeeper is what the leader acts on (it stops copying a failed-over route) and what a retried
-command goes on from. Prints the report as JSON. Exit status 2 with one line for any refusal
-(a second failover of a failed-over route names its state).
+command goes on from. Prints the report as JSON (an unplanned failover also prints its RPO range in
+one line on stderr, :func:`rpo_line`). Exit status 2 with one line for any refusal (a second
+failover of a failed-over route names its state).
 
 ``--dry-run`` prints what the failover would do (:meth:`FailoverRun.plan`) and changes nothing. The
 unplanned failover gives up on whatever the source holds and the route has not copied, so it asks
@@ -108,13 +109,10 @@ def summary(plan: Mapping[str, Any]) -> list[str]:
     topics = ", ".join(f"{topic} ({count})" for topic, count in sorted(plan["partitions"].items()))
     lines.append(f"topics (partitions): {topics or 'none'}")
     if not plan["planned"]:
-        lines.append(
-            f"RPO: {details['notCopied']} records known at the source and not copied "
-            f"(source log ends last seen {_when(details['sourceEndsSeenAt'])})"
-        )
+        lines.append(rpo_line(details))
         lines += [
             f"  {row['topic']}/{row['partition']}: source end {row['sourceEnd']}, copied {row['copied']}, "
-            f"not copied {row['notCopied']}"
+            f"not copied {_partition_range(row)}"
             for row in details["rpo"]
         ]
     else:
@@ -133,6 +131,27 @@ def summary(plan: Mapping[str, Any]) -> list[str]:
             for row in group["partitions"]
         ]
     return lines
+
+
+def rpo_line(report: Mapping[str, Any]) -> str:
+    """An unplanned failover's RPO (its report, or its dry run's plan) in one line: between the records
+    the leader saw at the source and never copied, and about those plus what the source probably took
+    since the leader's last look (and why that estimate may be short, when it may)."""
+    seen = report["sourceEndsSeenAt"]
+    since = "" if seen is None else f", {report['sourceUnseenS']:g} s before this report"
+    line = (
+        f"RPO: between {report['notCopied']} and about {report['notCopiedUpperEstimate']} records not copied "
+        f"(source log ends last seen {_when(seen)}{since})"
+    )
+    return f"{line}; {report['rpoNote']}" if report["rpoNote"] else line
+
+
+def _partition_range(row: Mapping[str, Any]) -> str:
+    if row["notCopied"] is None:
+        return "unknown (never seen at the source)"
+    if row["produceRate"] is None:
+        return f"{row['notCopied']} (produce rate unknown)"
+    return f"between {row['notCopied']} and about {row['notCopiedUpperEstimate']} ({row['produceRate']:g} records/s)"
 
 
 def _or_none(value: object) -> str:
@@ -180,6 +199,8 @@ def _run(args: argparse.Namespace, command: str) -> int:
                     print(f"ferry: route {route}: not confirmed, nothing done", file=sys.stderr)
                     return NOT_CONFIRMED
             result = run.failover(route, args.planned, args.groups, args.topics, args.quiet_s, args.timeout_s)
+            if not args.planned:  # the JSON report on stdout is for scripts; the range, for whoever runs it
+                print(f"route {route}: {rpo_line(result['report'])}", file=sys.stderr)
         elif args.restore:
             result = run.restore(route)
         else:

@@ -4,8 +4,9 @@ source log ends are kept in ZooKeeper for an unplanned failover's RPO.
 - :func:`stop_routes` (observer job): deletes the ideal states of every route whose failover state is
   stopped (fenced leader writes, as ``DELETE /topics`` does), so workers release its partitions; the
   observer does not whitelist a stopped route's topics again (:func:`stopped_routes`).
-- :func:`keep_source_ends` (lag job, at ``lag_interval_s``): writes each route's source log ends to
-  ``source_ends/<route>`` when they moved, so the RPO is known with the source gone.
+- :func:`keep_source_ends` (lag job, at ``lag_interval_s``): writes each route's source log ends, and
+  the rate each partition grew at, to ``source_ends/<route>`` when they changed, so the RPO is known
+  with the source gone (:func:`controller.failover.states.next_source_ends` says when and what).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def stop_routes(zk: KazooClient, layout: ZkLayout, reconciler: Reconciler) -> se
 def keep_source_ends(
     zk: KazooClient, layout: ZkLayout, reconciler: Reconciler, samples: Mapping[PartitionKey, Any], now: float
 ) -> None:
-    """Writes each route's sampled source log ends (only when they changed), fenced."""
+    """Writes each route's sampled source log ends and their produce rates (only when either changed), fenced."""
     by_route: dict[str, dict[str, int]] = {}
     for key, sample in samples.items():
         by_route.setdefault(key.route, {})[partition_key(key.topic, key.partition)] = sample.end
@@ -74,13 +75,21 @@ def keep_source_ends(
     for route, ends in by_route.items():
         path = layout.source_ends(route)
         try:
-            old = json.loads(zk.get(path)[0]).get("ends", {})
+            data = zk.get(path)[0]
         except NoNodeError:
-            reconciler.ensure_path(path.rsplit("/", 1)[0])
-            ops.append(Op(OpKind.CREATE, path, json.dumps({"at": now, "ends": ends}).encode()))
+            data = None
+        try:
+            old = fsm.SourceEndsPayload.from_bytes(data)
+        except ValueError as exc:  # not what Ferry writes: written anew, the RPO needs it right
+            log.warning("failover: %s holds no source ends Ferry can read (%s): writing it anew", path, exc)
+            old = None
+        node = fsm.next_source_ends(old, ends, now)
+        if node is None:
             continue
-        merged = {**old, **ends}
-        if merged != old:
-            ops.append(Op(OpKind.SET, path, json.dumps({"at": now, "ends": merged}).encode(), -1))
+        if data is None:
+            reconciler.ensure_path(path.rsplit("/", 1)[0])
+            ops.append(Op(OpKind.CREATE, path, node.to_bytes()))
+        else:
+            ops.append(Op(OpKind.SET, path, node.to_bytes(), -1))
     if ops:
         reconciler.commit(ops)

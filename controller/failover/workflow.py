@@ -13,9 +13,11 @@ idempotent (it reads, waits and commits offsets that are the same the second tim
   selected group exactly, and verifies each sits at its translated position; FAILED_OVER with the
   report: per partition the source and destination positions, 0 lag.
 - **Unplanned**: the source is unreachable. SYNCING stops the route, commits every selected group's
-  last checkpoint (``__ferry_checkpoints`` on the destination) and computes the RPO per partition:
-  the source log ends the leader last saw (``source_ends/<route>``) against what the offset map on
-  the destination says was copied, and when.
+  last checkpoint (``__ferry_checkpoints`` on the destination) and computes the RPO per partition as
+  a range: the source log ends the leader last saw (``source_ends/<route>``) against what the offset
+  map on the destination says was copied, and when (the lower bound); plus the last produce rate the
+  leader measured times the time since its last look (the upper estimate,
+  :mod:`controller.failover.states`).
 - **Failback** (:func:`failback`): FAILED_OVER -> FAILING_BACK. The reverse route (destination ->
   source, declared in the config with loop prevention) copies the records written on the
   destination since; records that came from the source carry it in their provenance header and
@@ -465,15 +467,28 @@ class FailoverRun:
         return out
 
     def _rpo_report(self, route: RouteConfig, state: dict[str, Any]) -> dict[str, Any]:
-        """The RPO per partition: the source log ends the leader last saw against what was copied (reads only)."""
+        """The RPO per partition and for the route, as a range: the source log ends the leader last saw
+        against what was copied (the lower bound), plus what the source probably took since at its last
+        measured produce rate (the upper estimate). Reads only."""
         last = self._last_source_ends(route)
         copied, at = self._kafka.copied(route)
         for key, offset in self._kafka.copied_by_headers(route, state["partitions"]).items():
             copied[key] = max(copied.get(key, 0), offset)
         wanted_topics = set(state["partitions"])
-        rows = [r for r in fsm.rpo(last.get("ends", {}), copied, at) if r.topic in wanted_topics]
+        seen_at = None if last is None else last.at
+        unseen = fsm.unseen_s(seen_at, self._clock())
+        ends, rates = ({}, None) if last is None else (last.ends, last.rates)
+        rows = [r for r in fsm.rpo(ends, copied, at, rates, unseen) if r.topic in wanted_topics]
+        total = fsm.rpo_range(rows)
+        note = total.note
+        if last is None:
+            note = (
+                f"no source log ends the leader saw (source_ends/{route.name}): what the source holds beyond "
+                "the copies is unknown"
+            )
         return {
-            "sourceEndsSeenAt": last.get("at"),
+            "sourceEndsSeenAt": seen_at,
+            "sourceUnseenS": round(unseen, 1),
             "rpo": [
                 {
                     "topic": r.topic,
@@ -481,19 +496,28 @@ class FailoverRun:
                     "sourceEnd": r.source_end,
                     "copied": r.copied,
                     "notCopied": r.lost,
+                    "notCopiedUpperEstimate": r.lost_estimate,
+                    "produceRate": r.rate,
                     "lastCopyMs": r.last_copy_ms,
                 }
                 for r in rows
             ],
-            "notCopied": sum(r.lost or 0 for r in rows),
+            "notCopied": total.lower,
+            "notCopiedUpperEstimate": total.upper,
+            "rpoNote": note,
         }
 
-    def _last_source_ends(self, route: RouteConfig) -> dict[str, Any]:
+    def _last_source_ends(self, route: RouteConfig) -> fsm.SourceEndsPayload | None:
+        path = self._layout.source_ends(route.name)
         try:
-            data: dict[str, Any] = json.loads(self._zk.get(self._layout.source_ends(route.name))[0])
-            return data
+            data = self._zk.get(path)[0]
         except NoNodeError:
-            return {}
+            return None
+        try:
+            return fsm.SourceEndsPayload.from_bytes(data)
+        except ValueError as exc:  # a failover goes on without it: its RPO says it is unknown
+            log.warning("failover: %s holds no source log ends Ferry can read: %s", path, exc)
+            return None
 
     # -- failback ---------------------------------------------------------------------------
 

@@ -102,6 +102,12 @@ def _configure(
 def _ferry(fleet: Fleet, *args: str, ok: bool = True) -> Any:
     """A runbook command, as a script runs it (stdin not a terminal); its JSON report (``ok``), or the
     failed run (not ``ok``)."""
+    answer = _ferry_with_stderr(fleet, *args, ok=ok)
+    return answer[0] if ok else answer
+
+
+def _ferry_with_stderr(fleet: Fleet, *args: str, ok: bool = True) -> Any:
+    """:func:`_ferry`'s JSON report and what the command printed on stderr (``ok``), or the failed run."""
     done = subprocess.run(
         [sys.executable, "-m", "ferry.cli", *args, "--config", str(fleet.config_path)],
         capture_output=True,
@@ -113,7 +119,7 @@ def _ferry(fleet: Fleet, *args: str, ok: bool = True) -> Any:
         assert done.returncode != 0, done.stdout[-2000:]
         return done
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return json.loads(done.stdout), done.stderr
 
 
 def _end(pair: devstack.Stack, cluster: str, topic: str) -> int:
@@ -262,10 +268,15 @@ def test_unplanned_failover_reports_the_rpo_and_failback_brings_back_only_what_t
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
 
-    report = _ferry(fleet, "failover", "--route", FORWARD, "--yes")
+    report, said = _ferry_with_stderr(fleet, "failover", "--route", FORWARD, "--yes")
     assert report["state"] == "FAILED_OVER"
     (rpo,) = report["report"]["rpo"]
     assert (rpo["sourceEnd"], rpo["copied"], rpo["notCopied"]) == (350, 300, never_copied) == (350, 300, 50)
+    # Nothing was produced after the leader's last look: the upper estimate only adds the last rate's worth.
+    assert rpo["notCopiedUpperEstimate"] >= rpo["notCopied"] and rpo["produceRate"] is not None, rpo
+    assert report["report"]["notCopied"] == 50 and report["report"]["rpoNote"] is None
+    upper = report["report"]["notCopiedUpperEstimate"]
+    assert f"route {FORWARD}: RPO: between 50 and about {upper} records not copied" in said, said
     assert committed_offset(dst_conf, group, topic) == 200
 
     # Producer and group continue on the destination, from the group's translated position.
@@ -460,6 +471,7 @@ def test_an_unplanned_failover_with_a_lagging_mirror_commits_every_partition_and
 
         report = _ferry(fleet, "failover", "--route", FORWARD, "--groups", group, "--yes")
         assert report["state"] == "FAILED_OVER"
+        rpo_rows = {r["partition"]: r for r in report["report"]["rpo"]}
 
         # Every partition of the group has a committed offset on the destination: the last checkpoint's.
         committed = {p: offset for (t, p), offset in _committed_groups(pair, DST)[group].items() if t == topic}
@@ -501,6 +513,21 @@ def test_an_unplanned_failover_with_a_lagging_mirror_commits_every_partition_and
         assert all(r["lostToRpo"] > 0 for r in (rows[0], rows[1])), shown  # the mirror lagged: the RPO is real
         assert all(r["skipped"] == 0 for r in rows.values()), shown
         assert all(r["reread"] <= r["readInLastInterval"] for r in rows.values()), shown
+
+        # The RPO's range against what is really missing, counted on the source once it is back: the
+        # producer wrote until the kill, after the leader's last look, so the lower bound falls short
+        # on partitions 0 and 1; the upper estimate adds the last rate until the report, after the kill.
+        devstack.up(pair, deadline_s=300)
+        source_ends = end_offsets(AdminClient(src_conf), topic)
+        missing = {p: source_ends[p] - rpo_rows[p]["copied"] for p in range(4)}
+        ranges = "\n".join(
+            f"partition {p}: missing {missing[p]}, reported between {rpo_rows[p]['notCopied']} and about "
+            f"{rpo_rows[p]['notCopiedUpperEstimate']} ({rpo_rows[p]['produceRate']} records/s)"
+            for p in range(4)
+        )
+        assert all(rpo_rows[p]["notCopied"] <= missing[p] for p in range(4)), ranges
+        assert all(missing[p] <= rpo_rows[p]["notCopiedUpperEstimate"] for p in range(4)), ranges
+        assert [missing[p] - rpo_rows[p]["notCopied"] for p in (2, 3)] == [0, 0], ranges  # nothing produced there
     finally:
         stop_producing()
         devstack.up(pair, deadline_s=300)  # the later drills of this module need fosrc
@@ -574,6 +601,7 @@ def test_a_dry_run_and_an_unconfirmed_unplanned_failover_change_nothing(
     assert unplanned["phases"] == ["REQUESTED", "SYNCING", "FAILED_OVER"]
     (rpo,) = unplanned["plan"]["rpo"]
     assert (rpo["sourceEnd"], rpo["copied"], rpo["notCopied"]) == (350, 300, 50)
+    assert unplanned["plan"]["notCopiedUpperEstimate"] >= unplanned["plan"]["notCopied"] == 50
     (synced,) = unplanned["plan"]["groups"]
     assert synced["group"] == group
     assert [(p["topic"], p["destinationOffset"], p["committed"]) for p in synced["partitions"]] == [(topic, 200, 200)]

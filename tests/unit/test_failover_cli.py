@@ -42,11 +42,32 @@ UNPLANNED_PLAN: dict[str, Any] = {
     "partitions": {"orders": 2},
     "plan": {
         "sourceEndsSeenAt": 1700000000.5,
+        "sourceUnseenS": 20.0,
         "rpo": [
-            {"topic": "orders", "partition": 0, "sourceEnd": 350, "copied": 300, "notCopied": 50, "lastCopyMs": 1},
-            {"topic": "orders", "partition": 1, "sourceEnd": 10, "copied": 10, "notCopied": 0, "lastCopyMs": 2},
+            {
+                "topic": "orders",
+                "partition": 0,
+                "sourceEnd": 350,
+                "copied": 300,
+                "notCopied": 50,
+                "notCopiedUpperEstimate": 80,
+                "produceRate": 1.5,
+                "lastCopyMs": 1,
+            },
+            {
+                "topic": "orders",
+                "partition": 1,
+                "sourceEnd": 10,
+                "copied": 10,
+                "notCopied": 0,
+                "notCopiedUpperEstimate": 0,
+                "produceRate": 0.0,
+                "lastCopyMs": 2,
+            },
         ],
         "notCopied": 50,
+        "notCopiedUpperEstimate": 80,
+        "rpoNote": None,
         "groups": [
             {
                 "group": "app-1",
@@ -100,11 +121,44 @@ def test_the_summary_says_what_an_unplanned_failover_gives_up_and_what_it_commit
     assert lines[1] == "phases: REQUESTED -> SYNCING -> FAILED_OVER; the route stops copying at SYNCING"
     assert lines[2] == "topics (partitions): orders (2)"
     assert lines[3] == (
-        "RPO: 50 records known at the source and not copied (source log ends last seen at 2023-11-14 22:13:20 UTC)"
+        "RPO: between 50 and about 80 records not copied "
+        "(source log ends last seen at 2023-11-14 22:13:20 UTC, 20 s before this report)"
     )
-    assert "  orders/0: source end 350, copied 300, not copied 50" in lines
+    assert "  orders/0: source end 350, copied 300, not copied between 50 and about 80 (1.5 records/s)" in lines
+    assert "  orders/1: source end 10, copied 10, not copied between 0 and about 0 (0 records/s)" in lines
     assert "groups committed on dst: app-1" in lines
     assert "  app-1 orders/0: none -> 200 (exact)" in lines
+
+
+def test_the_rpo_line_says_when_the_produce_rate_is_unknown_or_the_source_was_never_seen() -> None:
+    unrated = {
+        **UNPLANNED_PLAN["plan"],
+        "rpo": [{**UNPLANNED_PLAN["plan"]["rpo"][0], "notCopiedUpperEstimate": 50, "produceRate": None}],
+        "notCopiedUpperEstimate": 50,
+        "rpoNote": "the produce rate at the source is unknown for 1 partition (...)",
+    }
+    assert failover_cli.rpo_line(unrated) == (
+        "RPO: between 50 and about 50 records not copied (source log ends last seen at 2023-11-14 22:13:20 UTC, "
+        "20 s before this report); the produce rate at the source is unknown for 1 partition (...)"
+    )
+    lines = failover_cli.summary({**UNPLANNED_PLAN, "plan": unrated})
+    assert "  orders/0: source end 350, copied 300, not copied 50 (produce rate unknown)" in lines
+    never = {
+        **UNPLANNED_PLAN["plan"],
+        "sourceEndsSeenAt": None,
+        "sourceUnseenS": 0.0,
+        "rpo": [{**UNPLANNED_PLAN["plan"]["rpo"][0], "sourceEnd": None, "notCopied": None}],
+        "notCopied": 0,
+        "notCopiedUpperEstimate": 0,
+        "rpoNote": "no source log ends the leader saw",
+    }
+    assert failover_cli.rpo_line(never) == (
+        "RPO: between 0 and about 0 records not copied (source log ends last seen never); "
+        "no source log ends the leader saw"
+    )
+    assert "  orders/0: source end None, copied 300, not copied unknown (never seen at the source)" in (
+        failover_cli.summary({**UNPLANNED_PLAN, "plan": never})
+    )
 
 
 def test_the_summary_of_a_planned_failover_says_what_is_left_to_copy() -> None:

@@ -54,7 +54,7 @@ class ControllerMetrics:
         )
         self.lag = Gauge(
             "ferry_controller_partition_lag",
-            "Log-end minus committed offset at the source",
+            "Log-end minus committed offset at the source, for every partition of the ideal state",
             ["route", "topic", "partition"],
             registry=registry,
         )
@@ -93,6 +93,13 @@ class ControllerMetrics:
             "ferry_controller_job_skips",
             "Runs APScheduler skipped (missed their time, or too many instances)",
             ["job", "why"],
+            registry=registry,
+        )
+        self.acl_sync_failures = Counter(
+            "ferry_controller_acl_sync_failures",
+            "Runs of a route's ACL sync that failed: the source or the destination could not be read or "
+            "written, or the destination refused bindings",
+            ["route"],
             registry=registry,
         )
         self.reconcile_seconds = Histogram(
@@ -162,6 +169,11 @@ class ControllerMetrics:
     def on_job_event(self, event: JobEvent) -> None:
         """Counts every run, failure and skip of a job (APScheduler's listener; never raises)."""
         job = job_name(event.job_id)
+        # Every series of the job exists from its first run on, at 0 until it counts something: the
+        # first failure or skip is then an increase (an alert's increase() sees no series appear).
+        self.job_failures.labels(job)
+        for why in ("missed", "max_instances"):
+            self.job_skips.labels(job, why)
         if event.code == EVENT_JOB_EXECUTED:
             self.job_runs.labels(job).inc()
         elif event.code == EVENT_JOB_ERROR:

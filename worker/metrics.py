@@ -4,6 +4,8 @@ Each worker has its own :class:`CollectorRegistry`, so several workers (or tests
 process never collide. Every name starts with ``ferry_worker_``; counters are exposed with
 ``_total``. Counters are updated once per consumed batch, and the record-age histogram once per
 settled run of deliveries, never per record: the copy loop's records per CPU-second matter.
+Per-partition lag is the leader's (``ferry_controller_partition_lag``, from the committed offsets
+of every partition of the ideal state): a worker exports none.
 """
 
 from __future__ import annotations
@@ -72,12 +74,6 @@ class WorkerMetrics:
             "How long ZooKeeper has been unreachable (0: connected); exactly-once routes copy on meanwhile",
             registry=self.registry,
         )
-        self.lag = Gauge(
-            "ferry_worker_partition_lag",
-            "Log-end offset minus the consumer's position",
-            ["route", "topic", "partition"],
-            registry=self.registry,
-        )
         self.partitions = Gauge(
             "ferry_worker_partitions", "Partitions held, by state", ["state"], registry=self.registry
         )
@@ -102,6 +98,13 @@ class WorkerMetrics:
             ["route"],
             registry=self.registry,
         )
+        self.lookback_open_transaction_waits = Counter(
+            "ferry_worker_lookback_open_transaction_waits",
+            "Partition starts that waited for an open transaction on the destination partition to end before "
+            "reading it back (its last stable offset below its end); one that did not end in time is retried",
+            ["route"],
+            registry=self.registry,
+        )
         self.mm2_recopied = Gauge(
             "ferry_worker_mm2_recopied_records",
             "Taking over from MirrorMaker 2: records it had copied after its last offset flush, copied again",
@@ -118,6 +121,11 @@ class WorkerMetrics:
             registry=self.registry,
             buckets=RECORD_AGE_BUCKETS,
         )
+
+    def start_route(self, route: str) -> None:
+        """Shows the route's fencing counter at 0 before it counts anything, so that its first
+        fencing is an increase an alert sees (a labelled counter has no series until touched)."""
+        self.fenced.labels(route)
 
 
 class _QuietHandler(WSGIRequestHandler):

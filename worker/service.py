@@ -440,6 +440,7 @@ class Worker:
                     internal_topics=self.config.internal_topics,
                     transactional_id=config.transactional_id(self.worker_id) if config.exactly_once else None,
                 )
+            self.metrics.start_route(route)
         return self._copiers[route]
 
     def _commit_and_measure(self) -> None:

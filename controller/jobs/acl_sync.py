@@ -12,7 +12,10 @@ States: per route, the last run's :class:`AclSyncResult` (``results``) and the l
 skipped bindings logged (a problem or a skipped binding is logged when it changes, not at every
 run). A route with no mirrored topic (none yet, or failed over) is left alone: nothing read, the
 remembered bindings kept. A cluster that fails (unreachable, no authorizer, the principal refused)
-fails that route's run only; the next run tries again. Driven by one scheduler thread.
+fails that route's run only; the next run tries again. Such a run, and one whose destination
+refused bindings, counts in ``failures`` (``ferry_controller_acl_sync_failures_total{route}``; the
+job itself does not raise, so the scheduler's job failures never show it). Driven by one scheduler
+thread.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaException
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from prometheus_client import Counter
 
 from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core import acl_sync
@@ -56,7 +60,7 @@ class AclSyncResult:
 
 class AclSyncJob:
     """See the module docstring. ``topics``: route name -> its mirrored source topics (the ideal state);
-    ``commit``: the leader's fenced write."""
+    ``commit``: the leader's fenced write; ``failures``: the counter of failed runs, by route."""
 
     def __init__(
         self,
@@ -67,7 +71,10 @@ class AclSyncJob:
         layout: ZkLayout,
         commit: Callable[[list[Op]], None],
         clock: Callable[[], float],
+        *,
+        failures: Counter | None = None,
     ) -> None:
+        self._failures = failures
         self._routes = routes
         self._topics = topics
         self._zk = zk
@@ -88,6 +95,11 @@ class AclSyncJob:
                 continue
             result = self._sync(route, sorted(names))
             self.results[route.name] = result
+            if self._failures is not None:
+                # The route's series at 0 from its first run: its first failure is an increase.
+                failures = self._failures.labels(route.name)
+                if result.problem or result.failed:
+                    failures.inc()
             self._log(result)
 
     def _sync(self, route: RouteConfig, topics: list[str]) -> AclSyncResult:

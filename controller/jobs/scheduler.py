@@ -142,6 +142,7 @@ class LeaderJobs:
                 self._layout,
                 self._leadership.commit,
                 self._clock,
+                failures=self._metrics.acl_sync_failures,
             )
             self._every(
                 "acls", self.sync_acls, config.acl_sync_interval_s, "acls", datetime.now() + timedelta(seconds=1)

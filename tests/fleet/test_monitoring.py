@@ -3,12 +3,15 @@ running fleet: the config and alert rules load (promtool), the rules' own unit t
 every PromQL expression of the Grafana dashboard returns data (the fleet has heartbeats, a
 checkpointed consumer group and schema distribution, so that every panel has something to show).
 The kit's config scrapes a controller whose reads need a token (controller.auth) with the token
-file it names, and, with its authorization block deleted, a fleet without controller.auth."""
+file it names, and, with its authorization block deleted, a fleet without controller.auth. The
+running Prometheus calls its scrape jobs otherwise than the kit (as a Kubernetes scrape does): the
+rules and the dashboard hold without Ferry's job names."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +29,8 @@ from tests.harness.processes import Fleet, wait_until
 
 KIT = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
 TOKEN = "prometheus-read-token-0123456789abcdef"
+# The kit's job names -> those of the running Prometheus, which no rule or panel may rely on.
+JOB_NAMES = {"ferry-controller": "pods-rest", "ferry-worker": "pods-metrics"}
 
 
 def _tool(name: str) -> str:
@@ -40,6 +45,15 @@ def _tool(name: str) -> str:
 def dashboard_expressions() -> list[str]:
     dashboard = json.loads((KIT / "grafana-dashboard.json").read_text())
     return [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    groups = yaml.safe_load((KIT / "alerts.yml").read_text())["groups"]
+    return [rule for group in groups for rule in group["rules"] if "alert" in rule]
+
+
+def _expr(alert: str) -> str:
+    return str(next(rule["expr"] for rule in alert_rules() if rule["alert"] == alert))
 
 
 def kit_config(directory: Path, token: str | None) -> dict[str, Any]:
@@ -84,6 +98,8 @@ def prometheus(tmp_path: Path) -> Iterator[Callable[..., str]]:
     def start(token: str | None = None) -> str:
         config = kit_config(tmp_path, token)
         config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+        for job in config["scrape_configs"]:
+            job["job_name"] = JOB_NAMES[job["job_name"]]
         (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
         port = free_port()
         procs.append(
@@ -157,7 +173,7 @@ def test_prometheus_scrapes_a_fleet_loads_every_rule_and_every_dashboard_query_r
             groups = requests.get(f"{url}/api/v1/rules", timeout=5).json()["data"]["groups"]
             return [r for g in groups for r in g["rules"]]
 
-        assert {r["name"] for r in rules()} == {
+        assert {
             "FerryWorkerDown",
             "FerryControllerDown",
             "FerryNoLeader",
@@ -170,7 +186,13 @@ def test_prometheus_scrapes_a_fleet_loads_every_rule_and_every_dashboard_query_r
             "FerryRecordAgeHigh",
             "FerrySchemaConflicts",
             "FerryRecordsLost",
-        }
+            "FerryLeaderJobFailing",
+            "FerryLeaderJobSkipped",
+            "FerryAclSyncFailing",
+            "FerryWorkerZooKeeperUnreachable",
+            "FerryWriterFenced",
+        } <= {r["name"] for r in rules()}
+        assert {r["name"] for r in rules()} == {rule["alert"] for rule in alert_rules()}
         # Every rule evaluated against the fleet's series without an error (e.g. a bad vector match).
         wait_until(lambda: all(r["health"] == "ok" for r in rules()), 30, "every rule to evaluate cleanly")
         expressions = dashboard_expressions()
@@ -213,8 +235,19 @@ def test_prometheus_scrapes_a_controller_whose_reads_need_a_token_with_the_kits_
             targets = requests.get(f"{url}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
             return {t["labels"]["job"]: t["health"] for t in targets}
 
-        wait_until(lambda: health() == {"ferry-controller": "up", "ferry-worker": "up"}, 60, "both targets up")
+        wait_until(lambda: health() == {"pods-rest": "up", "pods-metrics": "up"}, 60, "both targets up")
         leaders = _query(url, "sum(ferry_controller_leader)")
         assert [float(r["value"][1]) for r in leaders] == [1.0]  # FerryNoLeader's expression is false
+        assert _query(url, _expr("FerryWorkerDown")) == []
+        # The worker stops: FerryWorkerDown's expression (its `for` aside) names it, though its job
+        # is not called ferry-worker, and names nothing else.
+        worker.signal(signal.SIGKILL)
+        worker.wait(30)
+
+        def down() -> list[dict[str, str]]:
+            return [r["metric"] for r in _query(url, _expr("FerryWorkerDown"))]
+
+        found = wait_until(down, 60, "FerryWorkerDown's expression to name the stopped worker")
+        assert [(m["job"], m["instance"]) for m in found] == [("pods-metrics", f"127.0.0.1:{worker.port}")]
     finally:
         fleet.stop_all()

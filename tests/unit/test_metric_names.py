@@ -1,9 +1,12 @@
 """Every metric Ferry exports follows one naming scheme: ``ferry_controller_*`` on the controller,
 ``ferry_worker_*`` on the worker, and every counter a Prometheus counter exposed with ``_total``.
-Checked on the exposition text a scrape gets, not on the Python objects."""
+Checked on the exposition text a scrape gets, not on the Python objects. The metrics tables of
+docs/operations.md list exactly the metrics the processes register, each with its type."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -11,8 +14,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ferry.common.config import SchemasConfig
+from ferry.common.config import SchemasConfig, parse_config
 from ferry.common.model import PartitionKey
+from ferry.controller.failover.control import FailoverControl
+from ferry.controller.lead.load_balance import LoadBalancer
 from ferry.controller.lead.store import Store
 from ferry.controller.metrics import ControllerMetrics
 from ferry.controller.schemas.distributor import SchemaDistributor
@@ -36,6 +41,7 @@ def _controller_registry() -> CollectorRegistry:
     metrics.job_runs.labels("reconcile").inc()
     metrics.job_failures.labels("reconcile").inc(0)
     metrics.job_skips.labels("reconcile", "missed").inc(0)
+    metrics.acl_sync_failures.labels("src.dst").inc(0)
     metrics.checkpoint_age.labels("src.dst", "g").set(1)
     metrics.beat_latency.labels("src", "dst", "1").set(0.1)
     metrics.beat_age.labels("src", "dst").set(1)
@@ -52,7 +58,6 @@ def _worker_registry() -> CollectorRegistry:
     for counter in (metrics.records, metrics.skipped, metrics.bytes, metrics.resume_skipped, metrics.lookback):
         counter.labels(route).inc()
     metrics.errors.labels(route, "commit").inc()
-    metrics.lag.labels(route, "t", "0").set(0)
     metrics.partitions.labels("ONLINE").set(1)
     metrics.record_age.labels(route).observe(0.2)
     return metrics.registry
@@ -100,3 +105,51 @@ def test_the_record_age_is_a_histogram_by_route() -> None:
     assert family.type == "histogram"
     count = next(s for s in family.samples if s.name == "ferry_worker_record_age_seconds_count")
     assert count.labels == {"route": "src.dst"} and count.value == 1
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+CONFIG = parse_config(
+    {
+        "zookeeper": {"connect": "127.0.0.1:2181"},
+        "clusters": {"src": {"bootstrap.servers": "src"}, "dst": {"bootstrap.servers": "dst"}},
+        "routes": [{"source": "src", "destination": "dst"}],
+    }
+)
+
+
+def _every_controller_metric() -> CollectorRegistry:
+    """The controller's registry with every part that registers in it (controller/service.py)."""
+    registry = _controller_registry()
+    LoadBalancer(CONFIG.controller, registry)
+    FailoverControl(CONFIG, cast(Any, None), cast(Any, None), cast(Any, None), cast(Any, None), registry)
+    return registry
+
+
+def _registered(registry: CollectorRegistry) -> dict[str, str]:
+    """Name as a scrape shows it (a counter with ``_total``) -> type, labelled or not, touched or not."""
+    return {
+        (f"{family.name}_total" if family.type == "counter" else family.name): family.type
+        for family in registry.collect()
+    }
+
+
+def _documented(process: str) -> dict[str, str]:
+    """The ``| `ferry_<process>_...` | type | ...`` rows of docs/operations.md: a row may name several
+    metrics, the later ones shortened to their suffix after the process (`` `_job_failures_total` ``)."""
+    documented = {}
+    for row in re.findall(rf"^\| (`ferry_{process}_.*)$", DOCS.read_text(), re.MULTILINE):
+        names, kind = (cell.strip() for cell in row.split(" | ")[:2])
+        for name in re.findall(r"`([^`]+)`", names):
+            documented[name if name.startswith("ferry_") else f"ferry_{process}{name}"] = kind
+    return documented
+
+
+@pytest.mark.parametrize(
+    ("process", "registry"), [("controller", _every_controller_metric), ("worker", _worker_registry)]
+)
+def test_the_operations_guide_lists_exactly_the_metrics_each_process_registers(process: str, registry: Any) -> None:
+    registered = _registered(registry())
+    documented = _documented(process)
+    assert sorted(registered.keys() - documented.keys()) == [], "registered, not in docs/operations.md"
+    assert sorted(documented.keys() - registered.keys()) == [], "in docs/operations.md, not registered"
+    assert documented == registered

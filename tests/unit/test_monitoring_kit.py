@@ -1,6 +1,7 @@
 """The monitoring kit (deploy/monitoring) read as files: every alert says what it means and where
-its runbook section is, every section exists, and the controller's scrape sends a token. The
-series the alerts use to leave an operator's choices out are exported as the rules expect.
+its runbook section is, every section exists, no rule names a scrape job, and the controller's
+scrape sends a token. The series the alerts use are exported as the rules expect: those that leave
+an operator's choices out, and the counters whose first increase an alert must see (at 0 before).
 promtool's own checks and the rules' tests run in tests/fleet/test_monitoring.py."""
 
 from __future__ import annotations
@@ -12,12 +13,18 @@ from typing import Any, cast
 
 import pytest
 import yaml
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ferry.common.model import PartitionKey
+from ferry.common.zk.layout import ZkLayout
+from ferry.controller.jobs.acl_sync import AclSyncJob
 from ferry.controller.lead.store import Store
 from ferry.controller.metrics import ControllerMetrics
+from ferry.worker.metrics import WorkerMetrics
+from tests.unit.test_acl_sync_job import FakeAdmin, FakeZk, _acl, _config
+from tests.unit.test_acl_sync_job import admins as admins  # the fake AdminClients (a fixture)
 
 pytestmark = pytest.mark.unit
 
@@ -51,6 +58,12 @@ def test_every_alert_has_a_summary_a_description_and_a_runbook_section_that_exis
         assert path == "docs/runbook.md", rule["alert"]
         assert anchor == rule["alert"].lower(), f"{rule['alert']}: its section is named after it"
         assert anchor in anchors, f"{rule['alert']}: docs/runbook.md has no section #{anchor}"
+
+
+def test_no_rule_names_a_scrape_job() -> None:
+    # A Kubernetes scrape (pod annotations, a ServiceMonitor) names its jobs itself.
+    for rule in _rules():
+        assert not re.search(r"job\s*=~?\s*\"", rule["expr"]), rule["alert"]
 
 
 def test_every_alert_is_exercised_by_the_rules_tests() -> None:
@@ -98,3 +111,51 @@ def test_partitions_without_progress_show_the_seconds_since_their_offset_moved()
     assert _samples(metrics, "ferry_controller_partition_noprogress_seconds") == {("src.dst", "orders", "2"): 90.0}
     metrics.set_noprogress({PartitionKey("dst.src", "events", 0): 30.0})
     assert _samples(metrics, "ferry_controller_partition_noprogress_seconds") == {("dst.src", "events", "0"): 30.0}
+
+
+def _values(registry: Any, name: str) -> dict[tuple[str, ...], float]:
+    families = text_string_to_metric_families(generate_latest(registry).decode())
+    family = next(f for f in families if f.name == name)
+    return {tuple(s.labels.values()): s.value for s in family.samples if s.name.endswith("_total")}
+
+
+def test_a_jobs_failure_and_skip_counters_exist_at_0_from_its_first_run() -> None:
+    metrics = _metrics()
+    metrics.on_job_event(JobExecutionEvent(EVENT_JOB_EXECUTED, "reconcile", None, None))
+    assert _values(metrics.registry, "ferry_controller_job_failures") == {("reconcile",): 0.0}
+    assert _values(metrics.registry, "ferry_controller_job_skips") == {
+        ("reconcile", "missed"): 0.0,
+        ("reconcile", "max_instances"): 0.0,
+    }
+    metrics.on_job_event(JobExecutionEvent(EVENT_JOB_ERROR, "reconcile", None, None, exception=RuntimeError("x")))
+    assert _values(metrics.registry, "ferry_controller_job_failures") == {("reconcile",): 1.0}
+
+
+def test_the_acl_sync_counts_its_failed_runs_by_route_from_0(admins: dict[str, FakeAdmin]) -> None:
+    metrics = _metrics()
+    admins["src"].acls = {_acl("orders")}
+    zk = FakeZk()
+    config = _config()
+    job = AclSyncJob(
+        config,
+        lambda: config.routes,
+        lambda: {"src.dst": {"orders"}},
+        cast(Any, zk),
+        ZkLayout("/t"),
+        zk.commit,
+        lambda: 100.0,
+        failures=metrics.acl_sync_failures,
+    )
+    job.run()
+    assert _values(metrics.registry, "ferry_controller_acl_sync_failures") == {("src.dst",): 0.0}
+    admins["dst"].down = True
+    job.run()
+    admins["src"].down = True
+    job.run()
+    assert _values(metrics.registry, "ferry_controller_acl_sync_failures") == {("src.dst",): 2.0}
+
+
+def test_a_workers_fencing_counter_exists_at_0_once_it_copies_a_route() -> None:
+    metrics = WorkerMetrics()
+    metrics.start_route("src.dst")
+    assert _values(metrics.registry, "ferry_worker_fenced") == {("src.dst",): 0.0}

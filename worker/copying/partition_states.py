@@ -201,7 +201,8 @@ class PartitionStates:
         return {key: (records, size) for key, (records, size) in copied.items()}
 
     def measure_lags(self) -> None:
-        """Sets the lag gauge of each assigned partition from the consumer's cached log-end offsets."""
+        """Measures the lag of each assigned partition from the consumer's cached log-end offsets
+        (for the load reports; the lag metric is the leader's)."""
         try:
             positions = self._consumer.position([TopicPartition(t, p) for t, p in self._assigned])
         except KafkaException:
@@ -211,8 +212,7 @@ class PartitionStates:
                 continue
             _, high = self._consumer.get_watermark_offsets(tp, cached=True)
             if high >= 0:
-                lag = self._lags[(tp.topic, tp.partition)] = max(0, high - tp.offset)
-                self._metrics.lag.labels(self._route_name, tp.topic, str(tp.partition)).set(lag)
+                self._lags[(tp.topic, tp.partition)] = max(0, high - tp.offset)
 
     def lags(self) -> dict[TopicPartitionKey, int]:
         """The lag of each assigned partition as :meth:`measure_lags` last saw it (absent: not measured yet)."""

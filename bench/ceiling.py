@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         **({"on_delivery": on_delivery} if args.reports else {}),
     )
     collector.settle_for_copying()  # as a worker does: the ceiling is the best bare loop, not a slower one
-    _copy(consumer, producer, Stamper("src").stamp if args.stamp else None, lambda: stopping, delivered)
+    # One topic's stamper for all (the cost per record is the same; the tag names the first topic).
+    stamper = Stamper("src").for_topic(args.topics[0], args.topics[0])
+    _copy(consumer, producer, stamper.stamp if args.stamp else None, lambda: stopping, delivered)
     producer.flush(30)
     consumer.close()
     if failures:

@@ -138,7 +138,7 @@ def header_and_map_cost(records: int = 200_000) -> dict[str, float]:
     headers = [("origin", b"bench"), ("trace", b"0123456789abcdef")]
     started = time.process_time()
     for offset in range(records):
-        stamp(headers, "src", offset)
+        stamp(headers, "src", offset, source_topic="bench", destination_topic="bench")
     header_ns = (time.process_time() - started) / records * 1e9
     offsets = OffsetMap()
     started = time.process_time()

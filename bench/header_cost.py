@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ferry.common.core.provenance import HEADER, Stamper, encode
+from ferry.common.core.provenance import HEADER, Stamper, TopicStamper, encode
 from ferry.common.core.topology import copy_flags
 
 _APP_HEADERS: list[tuple[str, bytes | None]] = [("trace-id", b"0af7651916cd43dd8448eb211c80319c"), ("type", b"order")]
@@ -53,11 +53,11 @@ def header_bytes(value: bytes) -> int:
     return _varint_size(len(key)) + len(key) + _varint_size(len(value)) + len(value)
 
 
-def _stamper(origins: frozenset[str] | None, level: int | None) -> Stamper:
-    """The copier's stamper for a route src -> dst (worker/copier.py builds it the same way)."""
+def _stamper(origins: frozenset[str] | None, level: int | None) -> TopicStamper:
+    """The copier's stamper for topic t of a route src -> dst (worker/copier.py builds it the same way)."""
     if origins is None and level is None:
-        return Stamper("src")
-    return Stamper("src", lambda previous: copy_flags(previous, "dst", origins, level))
+        return Stamper("src").for_topic("t", "t")
+    return Stamper("src", lambda previous: copy_flags(previous, "dst", origins, level)).for_topic("t", "t")
 
 
 def _time(records: int, work: Callable[[int], Any]) -> float:
@@ -79,8 +79,8 @@ def measure(records: int, rounds: int = 5) -> dict[str, Any]:
     """ns of CPU per record for each case (median and fastest of ``rounds`` interleaved rounds), and bytes per
     record."""
     local = list(_APP_HEADERS)
-    hop = [*_APP_HEADERS, (HEADER, b"1|a|0|123456789")]
-    tree_copy = [*_APP_HEADERS, (HEADER, b"1|c1|4|123456789")]
+    hop = [*_APP_HEADERS, (HEADER, encode(("a",), 0, 123456789, "t"))]
+    tree_copy = [*_APP_HEADERS, (HEADER, encode(("c1",), 4, 123456789, "t"))]
     plain, looping, tree = _stamper(None, None), _stamper(frozenset({"a", "src"}), None), _stamper(None, 1)
     cases = {
         "off": lambda offset: list(local),
@@ -105,9 +105,9 @@ def measure(records: int, rounds: int = 5) -> dict[str, Any]:
         "cpuNsPerRecordFastestRound": {name: round(min(times)) for name, times in samples.items()},
         "cpuNsAddedPerRecord": {name: round(ns - off) for name, ns in cpu.items() if name != "off"},
         "bytesPerRecord": {
-            "one hop, offset 41": header_bytes(encode(("src",), 0, 41)),
-            "one hop, offset 123456789": header_bytes(encode(("src",), 0, 123456789)),
-            "two hops, flags 5, offset 123456789": header_bytes(encode(("c1", "c3"), 5, 123456789)),
+            "one hop, offset 41": header_bytes(encode(("src",), 0, 41, "t")),
+            "one hop, offset 123456789": header_bytes(encode(("src",), 0, 123456789, "t")),
+            "two hops, flags 5, offset 123456789": header_bytes(encode(("c1", "c3"), 5, 123456789, "t")),
         },
     }
 

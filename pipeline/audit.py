@@ -166,14 +166,16 @@ def record_identity(records: DataFrame) -> DataFrame:
         "partition",
         F.sha2(F.encode(content, "UTF-8"), 256).alias("record_id"),
         F.unix_millis(F.col("timestamp")).alias("ts_ms"),
-        provenance_path(F.col("headers")).alias("path"),
+        provenance_path(F.col("headers"), F.col("topic")).alias("path"),
     )
 
 
-def provenance_path(headers: Column) -> Column:
-    """The path of a record's provenance header as an array of cluster names; null without the header.
+def provenance_path(headers: Column, topic: Column) -> Column:
+    """The path of a record's provenance header as an array of cluster names; null without the header
+    or with a foreign one (bound to another topic than the record's: forwarded by an application).
 
-    ``1|<path>|<flags>|<offset>`` (:mod:`common.core.provenance`): the second field, split on commas.
+    ``2|<path>|<flags>|<topic tag>|<offset>``, or ``1|<path>|<flags>|<offset>`` bound to any topic
+    (:mod:`common.core.provenance`): the second field, split on commas.
     """
     from pyspark.sql import functions as F
 
@@ -183,7 +185,10 @@ def provenance_path(headers: Column) -> Column:
     )
     # F.get, not [], returns null past the end (Spark's ANSI mode would fail the job otherwise).
     value = F.get(own, 0)["value"].cast("string")
-    return F.when(value.isNull(), F.lit(None)).otherwise(F.split(F.get(F.split(value, "[|]"), 1), ","))
+    fields = F.split(value, "[|]")
+    tag = F.lpad(F.lower(F.hex(F.crc32(F.encode(topic, "UTF-8")))), 8, "0")  # provenance.topic_tag
+    bound = (F.get(fields, 0) == F.lit("1")) | (F.get(fields, 3) == tag)
+    return F.when(value.isNull() | ~bound, F.lit(None)).otherwise(F.split(F.get(fields, 1), ","))
 
 
 def copied_by_route(path: Column, source: str, destination: str, origins: frozenset[str]) -> Column:

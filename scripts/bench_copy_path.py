@@ -26,6 +26,7 @@ from unittest import mock
 from confluent_kafka import Message, TopicPartition
 
 from ferry.common.config import RouteConfig, WorkerConfig
+from ferry.common.core import provenance
 from ferry.common.core.offset_map import OffsetMap
 from ferry.common.kafka import clients as kafka_clients
 from ferry.worker.copier import RouteCopier
@@ -143,7 +144,7 @@ def _bare_round(records: int, headers: list[tuple[str, bytes]]) -> float:
 def _headers(case: str) -> list[tuple[str, bytes]]:
     headers = [("bench-run", b"r1"), ("bench-seq", b"0000000001")]
     if case != "local":
-        headers.append(("ferry.provenance", b"1|origin|0|123456"))
+        headers.append(("ferry.provenance", provenance.encode(("origin",), 0, 123456, TOPIC)))
     return headers
 
 

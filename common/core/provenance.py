@@ -2,41 +2,58 @@
 
 Pure: bytes in, bytes out; no I/O, no clock.
 
-One Kafka record header, key :data:`HEADER`, value ASCII text in four ``|``-separated fields::
+One Kafka record header, key :data:`HEADER`, value ASCII text in five ``|``-separated fields::
 
-    1|<path>|<copy flags>|<source offset>
-    e.g.  1|a|0|41          a record produced on cluster a, copied once, from offset 41 of a's partition
-          1|a,b|5|7         produced on a, copied to b, then from offset 7 of b's partition to here
+    2|<path>|<copy flags>|<topic tag>|<source offset>
+    e.g.  2|a|0|e52ffdee|41     a record produced on cluster a, copied once, to topic "orders"
+                                (tag e52ffdee), from offset 41 of a's partition
+          2|a,b|5|e52ffdee|7    produced on a, copied to b, then from offset 7 of b's partition to
+                                "orders" here
 
-- ``1``: the format's version. A reader refuses versions it does not know (:class:`ProvenanceError`).
+- ``2``: the format's version. A reader refuses versions it does not know (:class:`ProvenanceError`).
 - ``path``: the clusters the record was written to before the one it is on, comma-separated, in
   order: the first is the cluster the record first entered (its *origin*), the last is the source
   of the route that wrote this copy. Cluster names (``[A-Za-z0-9_-]``) never hold ``,`` or ``|``.
 - ``copy flags``: Axual's distribution-tree bitmask, as a decimal integer; 0 outside a tree.
+- ``topic tag``: the topic the copy was written to, as :func:`topic_tag` (CRC-32 of the name, 8
+  lowercase hex digits). It binds the header to the copy it describes: stream processors forward a
+  record's headers to the records they derive from it, so a header can be found on a record of
+  another topic that Ferry never wrote. Such a header is *foreign*: the record is read as local
+  (below), and its copy is stamped afresh.
 - ``source offset``: the record's offset in the source partition of the route that wrote this copy
   (the same partition number: Ferry copies partition to partition). It lets a worker resume from
   the destination and build the exact offset map.
 
-A record without the header is *local*: its origin is the cluster it is on, and its flags are 0.
-Ferry keeps every other header of a record untouched and in order; its own header is replaced on
-each copy (never stacked), and always put last.
+Version ``1`` (``1|<path>|<copy flags>|<source offset>``), written by Ferry before the topic tag,
+is still read: it carries no tag, so it counts as bound to whatever topic it is on.
+
+A record without the header, or with a foreign one, is *local*: its origin is the cluster it is
+on, and its flags are 0. Ferry keeps every other header of a record untouched and in order; its
+own header is replaced on each copy (never stacked), and always put last.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ferry.common.errors import FerryError
 
 HEADER = "ferry.provenance"
-VERSION = b"1"
+VERSION = b"2"
+UNBOUND_VERSION = b"1"  # the format before the topic tag: read, no longer written
 
 Headers = list[tuple[str, bytes | None]]
 
 
 class ProvenanceError(FerryError):
     """A provenance header that this version of Ferry cannot read."""
+
+
+def topic_tag(topic: str) -> bytes:
+    """The header's tag of ``topic``: its name's CRC-32, 8 lowercase hex digits (fixed size)."""
+    return b"%08x" % zlib.crc32(topic.encode())
 
 
 @dataclass(frozen=True)
@@ -46,6 +63,7 @@ class Provenance:
     path: tuple[str, ...]
     flags: int
     source_offset: int
+    topic_tag: bytes | None = None  # None: a version 1 header, bound to any topic
 
     @property
     def origin(self) -> str:
@@ -59,9 +77,16 @@ class Provenance:
     def passed_through(self, cluster: str) -> bool:
         return cluster in self.path
 
+    def bound_to(self, topic: str) -> bool:
+        """Whether this header describes a copy written to ``topic`` (else it was forwarded there: foreign)."""
+        return self.topic_tag is None or self.topic_tag == topic_tag(topic)
 
-def encode(path: Sequence[str], flags: int, source_offset: int) -> bytes:
-    return b"1|%s|%d|%d" % (",".join(path).encode(), flags, source_offset)
+
+def encode(path: Sequence[str], flags: int, source_offset: int, topic: str | None = None) -> bytes:
+    """The header of a copy written to ``topic``; without ``topic``, version 1 (what older Ferry wrote)."""
+    if topic is None:
+        return b"1|%s|%d|%d" % (",".join(path).encode(), flags, source_offset)
+    return _prefix(path, flags, topic_tag(topic)) + b"%d" % source_offset
 
 
 def decode(value: bytes | None) -> Provenance:
@@ -69,18 +94,30 @@ def decode(value: bytes | None) -> Provenance:
     if not value:
         raise ProvenanceError(f"empty {HEADER} header")
     fields = value.split(b"|")
-    if fields[0] != VERSION:
+    if fields[0] == VERSION:
+        if len(fields) != 5 or not _is_tag(fields[3]):
+            raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}")
+        tag: bytes | None = fields[3]
+    elif fields[0] == UNBOUND_VERSION:
+        if len(fields) != 4:
+            raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}")
+        tag = None
+    else:
         raise ProvenanceError(f"{HEADER} header of unknown version {fields[0][:10]!r}")
-    if len(fields) != 4 or not fields[1]:
+    if not fields[1]:
         raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}")
     try:
         path = tuple(fields[1].decode("ascii").split(","))
-        flags, offset = int(fields[2]), int(fields[3])
+        flags, offset = int(fields[2]), int(fields[-1])
     except ValueError:
         raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}") from None
     if not all(path) or flags < 0 or offset < 0:
         raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}")
-    return Provenance(path, flags, offset)
+    return Provenance(path, flags, offset, tag)
+
+
+def _is_tag(field: bytes) -> bool:
+    return len(field) == 8 and all(c in b"0123456789abcdef" for c in field)
 
 
 def split(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple[Headers, bytes | None]:
@@ -97,10 +134,15 @@ def split(headers: Sequence[tuple[str, bytes | None]] | None) -> tuple[Headers, 
     return others, own
 
 
-def read(headers: Sequence[tuple[str, bytes | None]] | None) -> Provenance | None:
-    """The record's provenance, or None for a local record (no header)."""
+def read(headers: Sequence[tuple[str, bytes | None]] | None, topic: str | None = None) -> Provenance | None:
+    """The provenance of a record of ``topic``, or None for a local record (no header, or a foreign one).
+
+    Without ``topic`` the header is read whatever topic it is bound to (tools, tests)."""
     _, own = split(headers)
-    return None if own is None else decode(own)
+    if own is None:
+        return None
+    provenance = decode(own)
+    return provenance if topic is None or provenance.bound_to(topic) else None
 
 
 def stamp(
@@ -108,48 +150,90 @@ def stamp(
     source_cluster: str,
     source_offset: int,
     flags: int | None = None,
+    *,
+    source_topic: str,
+    destination_topic: str,
 ) -> Headers:
-    """The headers of the copy of a record read at ``source_offset`` on ``source_cluster``.
+    """The headers of the copy to ``destination_topic`` of a record read at ``source_offset`` of
+    ``source_topic`` on ``source_cluster``.
 
     The application's headers stay as they are; Ferry's own is replaced, its path extended by
-    ``source_cluster`` and its flags kept (or set to ``flags`` when given).
+    ``source_cluster`` and its flags kept (or set to ``flags`` when given). A foreign header (bound
+    to another topic than ``source_topic``) is replaced as if the record were local.
     """
     others, own = split(headers)
-    if own is None:
+    previous = None if own is None else decode(own)
+    if previous is None or not previous.bound_to(source_topic):
         path: tuple[str, ...] = (source_cluster,)
         kept_flags = 0
     else:
-        previous = decode(own)
         path = (*previous.path, source_cluster)
         kept_flags = previous.flags
-    others.append((HEADER, encode(path, kept_flags if flags is None else flags, source_offset)))
+    others.append((HEADER, encode(path, kept_flags if flags is None else flags, source_offset, destination_topic)))
     return others
 
 
 class Stamper:
     """Stamps the copies of one route's records: :func:`stamp` (and a route's copy decision), per record cheaply.
 
-    Stateless to its callers; it only caches. The header's value is ``<prefix><source offset>``,
-    and the prefix depends only on the previous header's path and flags, never on the offset. So
-    the prefix of a local record's copy is built once, and each previous header's prefix (the
-    value up to its last ``|``) maps to its copy's prefix (or to "skip") in a bounded cache: a
-    record costs one scan of its headers, a concatenation, and for a further hop one dictionary
-    look-up and the check of the previous source offset. The result is byte-identical to
-    :func:`stamp` with the flags ``decide`` chose (property-tested); malformed headers raise
-    :class:`ProvenanceError` exactly where :func:`decode` does.
+    Built once per route; :meth:`for_topic` gives the stamper of one source topic (and its
+    destination topic), kept while the route runs, which the copy loop takes once per run of a
+    partition's records. See :class:`TopicStamper`.
 
-    ``decide``: the route's copy decision for a record's provenance (None for a local record):
-    the copy's flags, or None to skip the record (:func:`common.core.topology.copy_flags`); without
-    it every record is copied and keeps its flags.
+    ``decide``: the route's copy decision for a record's provenance (None for a local record, or
+    one whose header is foreign): the copy's flags, or None to skip the record
+    (:func:`common.core.topology.copy_flags`); without it every record is copied and keeps its flags.
     """
 
-    MAX_CACHED = 1024  # distinct previous prefixes remembered (paths x flags); the cache is emptied beyond
+    MAX_TOPICS = 4096  # topic stampers kept; all are dropped beyond (each is rebuilt on its next run)
 
     def __init__(self, source_cluster: str, decide: Callable[[Provenance | None], int | None] | None = None) -> None:
         self._source = source_cluster
         self._decide = decide
+        self._topics: dict[tuple[str, str], TopicStamper] = {}
+
+    def for_topic(self, source_topic: str, destination_topic: str) -> TopicStamper:
+        try:
+            return self._topics[source_topic, destination_topic]
+        except KeyError:
+            pass
+        if len(self._topics) >= self.MAX_TOPICS:
+            self._topics.clear()
+        stamper = self._topics[source_topic, destination_topic] = TopicStamper(
+            self._source, self._decide, source_topic, destination_topic
+        )
+        return stamper
+
+
+class TopicStamper:
+    """Stamps the copies of one source topic's records to one destination topic: :func:`stamp` per record cheaply.
+
+    Stateless to its callers; it only caches. The header's value is ``<prefix><source offset>``,
+    and the prefix depends only on the previous header's path, flags and topic tag, never on the
+    offset. So the prefix of a local record's copy is built once, and each previous header's
+    prefix (the value up to its last ``|``) maps to its copy's prefix (or to "skip") in a bounded
+    cache; a foreign header's (one whose tag is not the source topic's) maps to the local
+    record's. A record costs one scan of its headers, a concatenation, and for a further hop one
+    dictionary look-up and the check of the previous source offset. The result is byte-identical
+    to :func:`stamp` with the flags ``decide`` chose (property-tested); malformed headers raise
+    :class:`ProvenanceError` exactly where :func:`decode` does.
+    """
+
+    MAX_CACHED = 1024  # distinct previous prefixes remembered (paths x flags x tags); the cache is emptied beyond
+
+    def __init__(
+        self,
+        source_cluster: str,
+        decide: Callable[[Provenance | None], int | None] | None,
+        source_topic: str,
+        destination_topic: str,
+    ) -> None:
+        self._source = source_cluster
+        self._decide = decide
+        self._source_topic = source_topic
+        self._tag = topic_tag(destination_topic)
         local_flags = 0 if decide is None else decide(None)
-        self._local_prefix = None if local_flags is None else _prefix((source_cluster,), local_flags)
+        self._local_prefix = None if local_flags is None else _prefix((source_cluster,), local_flags, self._tag)
         self._hop_prefixes: dict[bytes, bytes | None] = {}
 
     def stamp(self, headers: list[tuple[str, bytes | None]] | None, source_offset: int) -> Headers | None:
@@ -175,8 +259,11 @@ class Stamper:
             prefix = self._hop_prefixes[head]
         except KeyError:
             previous = decode(own)  # raises for anything malformed, the offset included
-            flags = previous.flags if self._decide is None else self._decide(previous)
-            prefix = None if flags is None else _prefix((*previous.path, self._source), flags)
+            if not previous.bound_to(self._source_topic):
+                prefix = self._local_prefix  # forwarded by an application: the record is local here
+            else:
+                flags = previous.flags if self._decide is None else self._decide(previous)
+                prefix = None if flags is None else _prefix((*previous.path, self._source), flags, self._tag)
             if len(self._hop_prefixes) >= self.MAX_CACHED:
                 self._hop_prefixes.clear()
             self._hop_prefixes[head] = prefix
@@ -191,6 +278,6 @@ class Stamper:
         return prefix
 
 
-def _prefix(path: Sequence[str], flags: int) -> bytes:
+def _prefix(path: Sequence[str], flags: int, tag: bytes) -> bytes:
     """:func:`encode`'s value without the source offset."""
-    return b"1|%s|%d|" % (",".join(path).encode(), flags)
+    return b"2|%s|%d|%s|" % (",".join(path).encode(), flags, tag)

@@ -206,7 +206,7 @@ class FailoverKafka:
                     if message.offset() >= top:
                         break
                     try:
-                        parsed = provenance.read(message.headers())
+                        parsed = provenance.read(message.headers(), tp.topic)
                     except provenance.ProvenanceError:
                         continue
                     if parsed is not None and parsed.source == source:

@@ -111,7 +111,7 @@ class HeartbeatJob:
                     continue
                 try:
                     headers: Any = message.headers()
-                    prov = provenance.read(headers)
+                    prov = provenance.read(headers, message.topic())
                 except provenance.ProvenanceError:
                     continue
                 origin, sent_ms = decoded

@@ -253,7 +253,8 @@ def test_identity_active_active_counts_only_the_routes_own_copies(
     # Active-active: routes src -> dst and dst -> src share the topic `t` on both sides. The audit of
     # src.dst compares the source's own records with the copies src.dst wrote (provenance path
     # ending at src); records produced on dst, dst's records copied to src, and a copy another
-    # route (from c) wrote are reported apart, not as extra or missing.
+    # route (from c) wrote are reported apart, not as extra or missing; a record an application on dst
+    # derived with a forwarded header (bound to another topic) is local to dst.
     from ferry.common.core import provenance
 
     looped = {
@@ -278,7 +279,7 @@ def test_identity_active_active_counts_only_the_routes_own_copies(
             value=message.value(),
             partition=message.partition(),
             timestamp=message.timestamp()[1],
-            headers=provenance.stamp(message.headers(), "src", offset),
+            headers=provenance.stamp(message.headers(), "src", offset, source_topic=topic, destination_topic=topic),
         )
     producer.produce(
         topic,
@@ -287,12 +288,24 @@ def test_identity_active_active_counts_only_the_routes_own_copies(
         timestamp=base + 700,
         headers=[(provenance.HEADER, provenance.encode(("c",), 0, 3))],
     )
+    # An application on dst derived a record from a copy of another topic, headers forwarded: local to dst.
+    producer.produce(
+        topic,
+        value=b"derived on dst",
+        partition=1,
+        timestamp=base + 800,
+        headers=provenance.stamp(None, "src", 3, source_topic="elsewhere", destination_topic="elsewhere"),
+    )
     assert producer.flush(30) == 0
     # dst.src's copies of dst's local records, on src: src.dst must skip them.
     producer = kafka_clients.producer(src)
     for offset, (value, partition, ts) in enumerate(local):
         producer.produce(
-            topic, value=value, partition=partition, timestamp=ts, headers=provenance.stamp(None, "dst", offset)
+            topic,
+            value=value,
+            partition=partition,
+            timestamp=ts,
+            headers=provenance.stamp(None, "dst", offset, source_topic=topic, destination_topic=topic),
         )
     assert producer.flush(30) == 0
 
@@ -300,5 +313,5 @@ def test_identity_active_active_counts_only_the_routes_own_copies(
 
     assert (report["source"], report["destination"]) == (RECORDS, RECORDS - 1)
     assert (report["missing"], report["duplicated"], report["extra"], report["ok"]) == (1, 0, 0, False)
-    assert (report["sourceSkipped"], report["destinationLocal"], report["otherRoutes"]) == (5, 5, 1)
-    assert sum(p["destinationLocal"] for p in report["partitions"]) == 5
+    assert (report["sourceSkipped"], report["destinationLocal"], report["otherRoutes"]) == (5, 6, 1)
+    assert sum(p["destinationLocal"] for p in report["partitions"]) == 6

@@ -395,7 +395,7 @@ def test_copies_records_identically_and_commits_to_the_end(
         # Each copy names where it came from: the source cluster and its offset there.
         copies = kafka.read("dst", topic, p, own_header=True)
         assert [provenance.read(headers) for _, _, headers, _ in copies] == [
-            provenance.Provenance(("src",), 0, offset) for offset in range(len(sent[p]))
+            provenance.Provenance(("src",), 0, offset, provenance.topic_tag(topic)) for offset in range(len(sent[p]))
         ]
     meta = kafka_clients.admin(kafka.conf("dst")).list_topics(topic, timeout=10).topics[topic]
     assert meta.error is None and len(meta.partitions) == 3
@@ -427,7 +427,7 @@ def test_small_producer_batches_make_a_hot_partition_wait_for_its_window_and_eve
     assert kafka.wait_arrived(topic, 0, count, timeout=60) == sent
     copies = kafka.read("dst", topic, 0, own_header=True)
     assert [provenance.read(headers) for _, _, headers, _ in copies] == [
-        provenance.Provenance(("src",), 0, offset) for offset in range(count)
+        provenance.Provenance(("src",), 0, offset, provenance.topic_tag(topic)) for offset in range(count)
     ]
     running.wait_online(topic, [0], generation)
     kafka.wait_committed(topic, 0, count)

@@ -100,7 +100,7 @@ def _simulate_paths(routes: list[RouteConfig], produced_on: str) -> Counter[str]
             flags = topology.copy_flags(read(headers), route.destination, origins, route.copy_level)
             if flags is None:
                 continue
-            copied = stamp(headers, route.source, 0, flags=flags)
+            copied = stamp(headers, route.source, 0, flags=flags, source_topic="t", destination_topic="t")
             assert copied[0] == ("app", b"1")  # the application's header untouched
             arrivals[route.destination] += 1
             pending.append((route.destination, copied))
@@ -225,7 +225,7 @@ def test_axuals_example_flags_arrive_on_the_copies() -> None:
         for route in (r for r in routes if r.source == cluster):
             flags = topology.copy_flags(read(headers), route.destination, None, route.copy_level)
             if flags is not None:
-                copied = stamp(headers, route.source, 0, flags=flags)
+                copied = stamp(headers, route.source, 0, flags=flags, source_topic="t", destination_topic="t")
                 seen[route.destination] = flags
                 pending.append((route.destination, copied))
     assert {c: tree.format_flags(f) for c, f in seen.items()} == {"c2": "0001", "c3": "0100", "c4": "0101"}
@@ -430,4 +430,4 @@ def test_the_header_cost_bench_counts_the_bytes_kafka_stores() -> None:
     assert header_cost.header_bytes(b"1|a|0|41") == 1 + 16 + 1 + 8
     result = header_cost.measure(50)
     assert set(result["cpuNsAddedPerRecord"]) == {"local", "hop", "tree"}
-    assert result["bytesPerRecord"]["one hop, offset 41"] == 28
+    assert result["bytesPerRecord"]["one hop, offset 41"] == 37  # 8 hex digits of the topic tag and their "|"

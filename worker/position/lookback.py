@@ -4,7 +4,8 @@ The look-back of the resume rule (:mod:`common.core.resume`): windows of destina
 first, until it passes below the route's committed source offset (without one: until the log
 start, so that everything a previous owner copied before its first commit is mapped), reaches the
 log start, or has read ``limit`` records. A record is the route's own when its provenance path ends with the
-route's source cluster (the destination may hold other writers' records: active-active).
+route's source cluster (the destination may hold other writers' records: active-active) and the header
+is bound to the partition's topic (one an application forwarded from another topic is not a copy).
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ class DestinationReader:
                     break
                 result.read += 1
                 try:
-                    provenance = read(message.headers())
+                    provenance = read(message.headers(), topic)
                 except ProvenanceError:
                     continue  # not a copy Ferry can read: not this route's
                 if provenance is not None and provenance.source == source_cluster:

@@ -15,12 +15,21 @@ by ``--timeout``; exit 1 when any fails:
   grant Ferry's identity;
 - each schema registry: its subject list, with its basic auth.
 
+- each route with ``include`` whose source answered: the topics it mirrors, and those it leaves out
+  as other systems' internal topics (``exclude_internal``, :mod:`common.preflight.route_topics`);
 - each route whose clusters both answered: a warning (``WARN``, no failure) when a copy has, or would
   get, fewer replicas than its source topic (:mod:`common.preflight.replicas`);
+- each exactly-once route whose destination answered: the destination brokers' transaction settings
+  (``transaction.state.log.replication.factor`` and ``.min.isr`` against the broker count, read with
+  ``describe_configs``): a failure when transactions cannot start, a warning for a min.isr of 1 with
+  more brokers (:mod:`common.preflight.transactions`). Describing broker configs needs
+  ``DescribeConfigs`` on the cluster: a refusal says it could not be checked (``----``);
 - each cluster that answered, has a SASL user and that Ferry needs Kafka ACLs on: whether it grants
   Ferry's principal (its ``sasl.username``) every ACL ``ferry acls`` prints. Describing ACLs needs
   ``Describe`` on the cluster, which Ferry's own principal does not have under least privilege: such
-  a cluster's line says it could not be checked (``----``), which is no failure.
+  a cluster's line says it could not be checked (``----``), which is no failure;
+- each exactly-once route, on each such destination: whether Ferry's principal has ``Write`` and
+  ``Describe`` on the route's transactional ids (prefixed ``ferry.<route>.``), from the same answer.
 """
 
 from __future__ import annotations
@@ -32,16 +41,20 @@ from collections.abc import Iterator
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ConfigResource, ResourceType
 from kazoo.exceptions import KazooException, NoAuthError
 from kazoo.security import make_digest_acl_credential
 
-from ferry.common.config import FerryConfig, RegistryConfig, ZookeeperConfig
+from ferry.common.config import FerryConfig, RegistryConfig, RouteConfig, ZookeeperConfig
 from ferry.common.core.topics.replicas import replica_count
 from ferry.common.errors import ConfigError, FerryError, UnreachableError
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.placeholders import Secret
+from ferry.common.preflight import acls as acl_rules
 from ferry.common.preflight import grants as acl_check
 from ferry.common.preflight import replicas as replica_check
+from ferry.common.preflight import route_topics
+from ferry.common.preflight import transactions as transaction_check
 from ferry.common.preflight.config_check import EndpointResult, check_file
 from ferry.common.zk.layout import connect, make_client
 from ferry.controller.api.auth import load_tokens
@@ -91,8 +104,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def connect_results(config: FerryConfig, timeout_s: float) -> Iterator[EndpointResult]:
-    """One result per endpoint, as each is tried: clusters, routes' replicas (warnings only), ZooKeeper,
-    registries, then ACLs."""
+    """One result per endpoint, as each is tried: clusters, routes' replicas (warnings only), exactly-once
+    routes' transaction settings, ZooKeeper, registries, then ACLs (exactly-once routes' transactional
+    ids last)."""
     answered = []
     reachable = []
     for name, props in config.clusters.items():
@@ -102,11 +116,33 @@ def connect_results(config: FerryConfig, timeout_s: float) -> Iterator[EndpointR
             if props.get("sasl.username"):
                 answered.append(name)
         yield result
+    yield from topic_results(config, reachable, timeout_s)
     yield from replica_results(config, reachable, timeout_s)
+    yield from transaction_results(config, reachable, timeout_s)
     yield zookeeper_result(config.zookeeper, timeout_s)
     for name, registry in config.schemas.registries.items() if config.schemas else []:
         yield registry_result(name, registry, timeout_s)
-    yield from acl_results(config, answered)
+    grants = acl_check.check_granted(config, clusters=answered)
+    yield from acl_results(grants)
+    yield from transactional_id_results(config, grants)
+
+
+def topic_results(config: FerryConfig, clusters: list[str], timeout_s: float) -> Iterator[EndpointResult]:
+    """Per route with ``include`` whose source (one of ``clusters``) answered: the topics it mirrors and the
+    internal ones it leaves out (:func:`common.preflight.route_topics.summary`)."""
+    listed: dict[str, list[str] | None] = {}
+    for route in config.routes:
+        if not route.include or route.source not in clusters:
+            continue
+        if route.source not in listed:
+            try:
+                admin = kafka_clients.admin(config.clusters[route.source], logger=_SILENT)
+                listed[route.source] = list(admin.list_topics(timeout=timeout_s).topics)
+            except KafkaException:
+                listed[route.source] = None  # it stopped answering: its own line said so
+        topics = listed[route.source]
+        if topics is not None:
+            yield EndpointResult(f"route {route.name} topics", True, route_topics.summary(route, topics))
 
 
 def replica_results(config: FerryConfig, clusters: list[str], timeout_s: float) -> Iterator[EndpointResult]:
@@ -145,10 +181,60 @@ def replica_results(config: FerryConfig, clusters: list[str], timeout_s: float) 
             )
 
 
-def acl_results(config: FerryConfig, clusters: list[str]) -> Iterator[EndpointResult]:
-    """Per cluster of ``clusters`` (those that answered, with a SASL user) that needs ACLs:
-    granted, missing (how many), or not checked (why)."""
-    for cluster, grants in sorted(acl_check.check_granted(config, clusters=clusters).items()):
+def _exactly_once_destinations(config: FerryConfig) -> Iterator[tuple[RouteConfig, str]]:
+    """(route, destination) for every exactly-once route and every cluster it may write to."""
+    for route in config.routes:
+        if route.exactly_once:
+            for destination in acl_rules.destinations(config, route):
+                yield route, destination
+
+
+def transaction_results(config: FerryConfig, clusters: list[str], timeout_s: float) -> Iterator[EndpointResult]:
+    """Per exactly-once route, per destination of ``clusters`` (those that answered): whether its brokers'
+    transaction settings let transactions start."""
+    seen: dict[str, transaction_check.Verdict | str] = {}
+    for route, destination in _exactly_once_destinations(config):
+        if destination not in clusters:
+            continue
+        if destination not in seen:
+            seen[destination] = _transaction_verdict(destination, config.clusters[destination], timeout_s)
+        verdict = seen[destination]
+        endpoint = f"route {route.name} transactions on {destination}"
+        if isinstance(verdict, str):
+            yield EndpointResult(endpoint, None, f"not checked: {verdict}")
+        else:
+            level = verdict.level
+            yield EndpointResult(
+                endpoint, level != transaction_check.ERROR, verdict.detail, warning=level == transaction_check.WARNING
+            )
+
+
+def _transaction_verdict(cluster: str, props: dict[str, Any], timeout_s: float) -> transaction_check.Verdict | str:
+    """The verdict on ``cluster``'s transaction settings, or why they could not be read."""
+    try:
+        admin = kafka_clients.admin(props, logger=_SILENT)
+        brokers = sorted(admin.list_topics(timeout=timeout_s).brokers)
+        resources = [ConfigResource(ResourceType.BROKER, str(broker)) for broker in brokers]
+        futures = admin.describe_configs(resources, request_timeout=timeout_s) if resources else {}
+        settings = {}
+        for resource, future in futures.items():
+            entries = future.result(timeout=timeout_s)
+            settings[int(resource.name)] = {
+                name: None if name not in entries else entries[name].value for name in transaction_check.SETTINGS
+            }
+    except KafkaException as exc:
+        return f"cannot describe the brokers' configs (that needs DescribeConfigs on the cluster): {_text(exc)}"
+    except TimeoutError:
+        return f"the brokers' configs came not within {timeout_s:g}s"
+    if not any(value is not None for shown in settings.values() for value in shown.values()):
+        return "the brokers showed none of their transaction settings (that needs DescribeConfigs on the cluster)"
+    return transaction_check.settings_verdict(cluster, settings, len(brokers))
+
+
+def acl_results(granted: dict[str, acl_check.ClusterGrants]) -> Iterator[EndpointResult]:
+    """Per cluster asked (those that answered, with a SASL user, that need ACLs): granted, missing (how
+    many), or not checked (why)."""
+    for cluster, grants in sorted(granted.items()):
         endpoint = f"kafka {cluster} ACLs" + (f" of {grants.principal}" if grants.principal else "")
         if grants.error is not None:
             yield EndpointResult(endpoint, None, f"not checked: {grants.error}")
@@ -156,6 +242,25 @@ def acl_results(config: FerryConfig, clusters: list[str]) -> Iterator[EndpointRe
             yield EndpointResult(endpoint, False, f"{len(grants.missing)} missing: grant what `ferry acls` prints")
         else:
             yield EndpointResult(endpoint, True, "every ACL Ferry needs is granted")
+
+
+def transactional_id_results(
+    config: FerryConfig, granted: dict[str, acl_check.ClusterGrants]
+) -> Iterator[EndpointResult]:
+    """Per exactly-once route, per destination asked for its ACLs (``granted``): whether Ferry's
+    principal may write in transactions there with the route's transactional ids, or why it could not
+    be checked. No line for a destination not asked (no SASL user, or it did not answer), as for the
+    other ACLs."""
+    for route, destination in _exactly_once_destinations(config):
+        grants = granted.get(destination)
+        if grants is None:
+            continue
+        endpoint = f"route {route.name} transactional-id ACLs on {destination}"
+        if grants.error is not None:
+            yield EndpointResult(endpoint, None, f"not checked: {grants.error}")
+            continue
+        verdict = transaction_check.acl_verdict(route, grants.missing, destination)
+        yield EndpointResult(endpoint, verdict.level != transaction_check.ERROR, verdict.detail)
 
 
 def kafka_result(name: str, props: dict[str, Any], timeout_s: float) -> EndpointResult:

@@ -1,5 +1,5 @@
 """``ferry import-mm2``: a MirrorMaker 2 properties file as Ferry's YAML config (stdout), and what was not converted
-(stderr)."""
+and what works differently (stderr)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ferry.common.mm2 import convert, properties
 
 HEADER = (
     "# Converted from MirrorMaker 2's {path} by `ferry import-mm2`.\n"
-    "# Check zookeeper.connect; settings without a Ferry counterpart were listed on stderr.\n"
+    "# Check zookeeper.connect; settings without a Ferry counterpart, and notes, were listed on stderr.\n"
 )
 
 
@@ -24,8 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "import-mm2",
         help="convert a MirrorMaker 2 properties file to Ferry's config (YAML on stdout)",
         description="Reads MirrorMaker 2's properties (clusters, flows, filters, replication policy, checkpoints, "
-        "heartbeats) and prints Ferry's YAML config. Each setting without a Ferry counterpart is listed "
-        "on stderr, one line each.",
+        "heartbeats, exactly once) and prints Ferry's YAML config. Each setting without a Ferry counterpart, and "
+        "each note on what works differently in Ferry, is listed on stderr, one line each.",
     )
     parser.add_argument("properties", help="MirrorMaker 2's properties file (e.g. mm2.properties)")
     parser.add_argument(
@@ -56,6 +56,8 @@ def _run(args: argparse.Namespace) -> int:
     parse_config(conversion.config, origin=f"the config converted from {path}")  # never print what ferry refuses
     for item in conversion.not_converted:
         print(item.line(), file=sys.stderr)
+    for note in conversion.notes:
+        print(note.line(), file=sys.stderr)
     sys.stdout.write(HEADER.format(path=path.name))
     sys.stdout.write(yaml.safe_dump(conversion.config, sort_keys=False, default_flow_style=False, width=120))
     return 0

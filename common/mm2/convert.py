@@ -1,8 +1,10 @@
 """MirrorMaker 2's properties mapped to Ferry's config (``ferry import-mm2``).
 
-Pure: a dict of properties in, a config dict and the list of what was not converted out; no I/O,
-no clock. Every key of the input either lands somewhere in the output or is listed in
-:attr:`Conversion.not_converted` with the reason, so nothing is dropped silently.
+Pure: a dict of properties in, a config dict, the list of what was not converted and notes out; no
+I/O, no clock. Every key of the input either lands somewhere in the output or is listed in
+:attr:`Conversion.not_converted` with the reason, so nothing is dropped silently; what converts but
+works differently in Ferry is said in :attr:`Conversion.notes` (a flow MirrorMaker 2 copies at least
+once becomes a route Ferry copies exactly once, its default from 2.0.0).
 
 MirrorMaker 2's rules followed here (``MirrorMakerConfig``, ``MirrorSourceConfig``,
 ``DefaultTopicFilter``, ``DefaultGroupFilter``): a flow ``A->B`` runs only with ``A->B.enabled =
@@ -119,9 +121,23 @@ _NO_COUNTERPART = [
     ),
     (
         re.compile(r"^(exactly\.once\.support|transaction\.boundary)$"),
-        "Ferry copies at least once and maps offsets exactly; duplicates after a failure are found by the resume rule",
+        "a Connect connector's transaction settings; a Ferry route's delivery_guarantee comes from "
+        "<target>.exactly.once.source.support, and an exactly-once route commits a transaction per batch",
     ),
 ]
+# Connect's worker setting that makes MirrorMaker 2 (3.5 and later, dedicated mode) write a flow in
+# transactions: set per target cluster (``B.exactly.once.source.support``) or at the top level.
+# ``preparing`` is the first step of MirrorMaker 2's two-step upgrade to ``enabled``: the intent is the same.
+EXACTLY_ONCE_SOURCE_SUPPORT = "exactly.once.source.support"
+EXACTLY_ONCE_VALUES = ("enabled", "preparing")
+AT_LEAST_ONCE_NOTE = (
+    "{routes}: MirrorMaker 2 copies {them} at least once (no {setting} = enabled for {targets}); Ferry copies "
+    "a route exactly once by default from 2.0.0 (delivery_guarantee: exactly_once: Kafka transactions on the "
+    "destination, each record once for read_committed consumers). To keep MirrorMaker 2's guarantee, set "
+    "delivery_guarantee: at_least_once on {them}: no transactions (no transactional-id ACLs, no transaction "
+    "markers among the destination's offsets, copies readable without waiting for a commit), but records "
+    "copied twice when a worker dies or pauses past its session"
+)
 
 
 class Mm2Error(ValueError):
@@ -139,10 +155,22 @@ class NotConverted:
         return f"ferry import-mm2: not converted: {self.key}={self.value} ({self.why})"
 
 
+@dataclass(frozen=True)
+class Note:
+    """Something converted that works differently in Ferry, to read before running it."""
+
+    text: str
+
+    def line(self) -> str:
+        """The one stderr line ``ferry import-mm2`` prints for it."""
+        return f"ferry import-mm2: note: {self.text}"
+
+
 @dataclass
 class Conversion:
     config: dict[str, Any]
     not_converted: list[NotConverted] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
 
 
 def split_list(value: str) -> list[str]:
@@ -259,7 +287,7 @@ def _is_mm2_setting(key: str) -> bool:
     return (
         key in DEFAULTS
         or key in DEPRECATED
-        or key in ("replication.factor", *INTERNAL_REPLICATION_FACTORS)
+        or key in ("replication.factor", EXACTLY_ONCE_SOURCE_SUPPORT, *INTERNAL_REPLICATION_FACTORS)
         or any(p.match(key) for p, _ in _NO_COUNTERPART)
     )
 
@@ -371,6 +399,7 @@ def convert(props: dict[str, str], zookeeper: str = "localhost:2181", takeover: 
     if not flows:
         raise Mm2Error("no flow is enabled: MirrorMaker 2 runs a flow A->B only with `A->B.enabled = true`")
     routes = [_route(reader, s, t, flows, producers, takeover) for s, t in flows]
+    notes = _delivery_guarantees(reader, routes, names)
     config: dict[str, Any] = {"zookeeper": {"connect": zookeeper}, "clusters": cluster_props, "routes": routes}
     controller: dict[str, Any] = {}
     syncing = _global(reader, flows, "sync.group.offsets.enabled", _any_true)
@@ -411,7 +440,41 @@ def convert(props: dict[str, str], zookeeper: str = "localhost:2181", takeover: 
         config["heartbeats"] = {"interval_s": float(interval)}
     for key in sorted(set(props) - reader.used):
         reader.skip(key, _why_not(key))
-    return Conversion(config, reader.problems)
+    return Conversion(config, reader.problems, notes)
+
+
+def _delivery_guarantees(reader: _Reader, routes: list[dict[str, Any]], clusters: list[str]) -> list[Note]:
+    """Each route whose target MirrorMaker 2 writes with ``exactly.once.source.support`` enabled (or
+    preparing) gets ``delivery_guarantee: exactly_once``; the others keep Ferry's default, which a note
+    compares with MirrorMaker 2's at least once."""
+    for key in (EXACTLY_ONCE_SOURCE_SUPPORT, *(f"{name}.{EXACTLY_ONCE_SOURCE_SUPPORT}" for name in clusters)):
+        if key in reader.props:
+            reader.used.add(key)
+            value = reader.props[key].strip().lower()
+            if value not in (*EXACTLY_ONCE_VALUES, "disabled"):
+                reader.problems.append(
+                    NotConverted(key, reader.props[key], "MirrorMaker 2 takes enabled, preparing or disabled")
+                )
+    at_least_once = []
+    for route in routes:
+        target = route["destination"]
+        own = f"{target}.{EXACTLY_ONCE_SOURCE_SUPPORT}"
+        chosen = reader.props.get(own) if own in reader.props else reader.props.get(EXACTLY_ONCE_SOURCE_SUPPORT)
+        if chosen is not None and chosen.strip().lower() in EXACTLY_ONCE_VALUES:
+            route["delivery_guarantee"] = "exactly_once"
+        else:
+            at_least_once.append(route)
+    if not at_least_once:
+        return []
+    names = [f"{route['source']}.{route['destination']}" for route in at_least_once]
+    targets = sorted({route["destination"] for route in at_least_once})
+    text = AT_LEAST_ONCE_NOTE.format(
+        routes=f"route{'s' if len(names) > 1 else ''} {', '.join(names)}",
+        them="them" if len(names) > 1 else "it",
+        setting=EXACTLY_ONCE_SOURCE_SUPPORT,
+        targets=", ".join(targets),
+    )
+    return [Note(text)]
 
 
 def _why_not(key: str) -> str:

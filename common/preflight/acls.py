@@ -38,8 +38,11 @@ A route's topics come from its ``include`` regular expressions: Kafka's ACLs kno
 names and prefixes, so each expression becomes the literal name it can only match, or the longest
 literal prefix every match starts with (:func:`name_patterns`; ``*``, every name, when there is
 none). Topics added with ``POST /topics`` are not in the config: pass them as ``topics``.
-Ferry uses no transactions, so no ``TransactionalId`` ACL is needed; schema distribution talks
-to the registries over HTTP only, so it needs no Kafka ACL.
+An exactly-once route (``delivery_guarantee: exactly_once``) writes in transactions on each
+destination, with one ``transactional.id`` per worker, ``ferry.<route>.<worker>``, which the leader
+also uses to fence a lost worker's writer: ``Write`` and ``Describe`` on the transactional ids
+prefixed ``ferry.<route>.``. Schema distribution talks to the registries over HTTP only, so it
+needs no Kafka ACL.
 """
 
 from __future__ import annotations
@@ -175,7 +178,7 @@ def _destination_resource(route: RouteConfig, destination: str, source: Resource
     return Resource(TOPIC, prefix, PREFIXED) if prefix else Resource(TOPIC, ANY)
 
 
-def _destinations(config: FerryConfig, route: RouteConfig) -> list[str]:
+def destinations(config: FerryConfig, route: RouteConfig) -> list[str]:
     """The clusters a route may write to: its destination; a tree distributor's whole subtree."""
     if route.distributor is None or config.tree is None:
         return [route.destination]
@@ -240,7 +243,7 @@ def required_acls(config: FerryConfig, topics: Iterable[str] = ()) -> list[Acl]:
             need(
                 route.source, Resource(CLUSTER, CLUSTER_NAME), f"route {route.name}: read the ACLs to sync", "Describe"
             )
-        for destination in _destinations(config, route):
+        for destination in destinations(config, route):
             why = f"route {route.name}: copy to {destination}"
             if route.sync_acls:
                 need(
@@ -302,12 +305,12 @@ def required_acls(config: FerryConfig, topics: Iterable[str] = ()) -> list[Acl]:
                     for resource in group_patterns:
                         need(destination, resource, f"route {route.name}: commit translated group offsets", "Read")
     if config.heartbeats.interval_s > 0:
-        clusters = sorted({c for r in config.routes for d in _destinations(config, r) for c in (r.source, d)})
+        clusters = sorted({c for r in config.routes for d in destinations(config, r) for c in (r.source, d)})
         for cluster in clusters:
             need(cluster, Resource(TOPIC, heartbeat.TOPIC), "heartbeats: create and read the topic", "Create", "Read")
             need(cluster, Resource(GROUP, f"ferry.heartbeats.reader.{cluster}"), "heartbeats: the reader", "Describe")
         for route in config.routes:
-            for destination in _destinations(config, route):
+            for destination in destinations(config, route):
                 copy = _destination_resource(route, destination, Resource(TOPIC, heartbeat.TOPIC))
                 need(destination, copy, "heartbeats: read the copies", "Read")
         for source in sorted({r.source for r in config.routes}):

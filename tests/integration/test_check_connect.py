@@ -1,6 +1,7 @@
 """`ferry check --connect` against the local stack: a SASL_SSL cluster whose password comes from
 `${env:...}`, ZooKeeper with digest authentication, an unreachable registry and cluster; one line
-per endpoint, the reason when refused, and the password in no output and no log record."""
+per endpoint, the reason when refused, and the password in no output and no log record; the
+transaction settings and transactional-id ACLs of exactly-once routes."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import yaml
 
 from ferry import cli
 from ferry.common.config import parse_config
+from ferry.common.kafka import clients as kafka_clients
 from ferry.common.zk.layout import make_client
 from ferry.devstack import stack as devstack
 
@@ -37,7 +39,8 @@ def config_data(
             "auth": {"digest": "${env:FERRY_TEST_ZK_DIGEST}", "others": "none"},
         },
         "clusters": {"src": src, "dst": {"bootstrap.servers": local_stack.bootstrap("dst")}},
-        "routes": [{"source": "src", "destination": "dst"}],
+        # At least once: these checks' lines do not depend on the default guarantee.
+        "routes": [{"source": "src", "destination": "dst", "delivery_guarantee": "at_least_once"}],
     }
     # Ferry's root, created with Ferry's ACL: --connect checks the ACL grants the configured identity.
     ferry = make_client(parse_config(data).zookeeper)
@@ -121,3 +124,37 @@ def test_an_unreachable_zookeeper_is_one_line(
         "FAIL  zookeeper 127.0.0.1:1 (/ferry): no session within 5s"
     ]
     assert "Traceback" not in err
+
+
+def test_exactly_once_routes_get_their_destinations_transaction_settings_and_transactional_id_acls(
+    config_data: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    config_data["routes"] = [
+        {"source": "src", "destination": "dst", "delivery_guarantee": "exactly_once"},
+        {"source": "dst", "destination": "src", "naming": "prefix", "delivery_guarantee": "exactly_once"},
+    ]
+    status, lines, err = _check(config_data, tmp_path, capsys)
+    assert status == 0, (lines, err)
+    transactions = [line for line in lines if " transactions on " in line]
+    expected = []
+    for route, cluster in (("src.dst", "dst"), ("dst.src", "src")):
+        brokers = len(kafka_clients.admin(parse_config(config_data).clusters[cluster]).list_topics(timeout=10).brokers)
+        # The local stack's brokers: one replica and a min.isr of 1 for __transaction_state.
+        settings = (
+            "transaction.state.log.replication.factor=1, transaction.state.log.min.isr=1 on "
+            f"{brokers} broker{'s' if brokers != 1 else ''}"
+        )
+        mark = "ok  " if brokers == 1 else "WARN"
+        expected.append(f"{mark}  route {route} transactions on {cluster}: {settings}")
+    assert [line.partition(" (set the")[0].partition(": a transaction's")[0] for line in transactions] == expected
+    # src, the SASL cluster, is asked for its ACLs; it has no authorizer, so they cannot be described.
+    assert [line for line in lines if "transactional-id ACLs" in line] == [
+        line for line in lines if line.startswith("----  route dst.src transactional-id ACLs on src: not checked: ")
+    ]
+    assert len([line for line in lines if "transactional-id ACLs" in line]) == 1, lines
+    everything = "\n".join([*lines, err, caplog.text])
+    assert PASSWORD not in everything and "Traceback" not in everything

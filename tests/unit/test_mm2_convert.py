@@ -66,9 +66,11 @@ def test_the_command_prints_yaml_on_stdout_and_one_line_per_unconverted_setting_
     (tmp_path / "ferry.yaml").write_text(done.stdout)
     load_config(tmp_path / "ferry.yaml")
     lines = done.stderr.splitlines()
-    assert len(lines) == 3
-    assert all(line.startswith("ferry import-mm2: not converted: ") for line in lines)
+    assert len(lines) == 4
+    assert all(line.startswith("ferry import-mm2: not converted: ") for line in lines[:3])
     assert "ferry import-mm2: not converted: offset.storage.replication.factor=1 (Ferry keeps no Connect" in done.stderr
+    # Kafka's example enables no exactly once: the note says what Ferry's default does instead.
+    assert lines[3].startswith("ferry import-mm2: note: routes A.B, B.A: MirrorMaker 2 copies them at least once")
 
 
 def test_the_command_refuses_a_file_without_clusters_in_one_line(tmp_path: Path) -> None:
@@ -264,6 +266,62 @@ def test_everything_without_a_counterpart_is_reported_with_its_reason() -> None:
     assert "workers" in why["tasks.max"] and why["made.up"] == "no Ferry counterpart"
     assert "commit_interval_s" in why["B.offset.flush.interval.ms"]
     assert result.not_converted[0].line().startswith("ferry import-mm2: not converted: ")
+
+
+@pytest.mark.parametrize(
+    ("extra", "exactly_once"),
+    [
+        ({"B.exactly.once.source.support": "enabled"}, True),
+        ({"B.exactly.once.source.support": "preparing"}, True),  # the first step of MirrorMaker 2's upgrade to it
+        ({"exactly.once.source.support": "Enabled"}, True),  # at the top level: every target
+        ({"exactly.once.source.support": "enabled", "B.exactly.once.source.support": "disabled"}, False),
+        ({"A.exactly.once.source.support": "enabled"}, False),  # A is no flow's target here
+        ({}, False),
+    ],
+    ids=["enabled", "preparing", "top-level", "target-disabled", "source-only", "absent"],
+)
+def test_mirrormakers_exactly_once_source_support_makes_the_route_exactly_once(
+    extra: dict[str, str], exactly_once: bool
+) -> None:
+    result = convert({**BASE, **extra})
+    parse_config(result.config)
+    assert ("delivery_guarantee" in _route(result.config)) is exactly_once
+    if exactly_once:
+        assert _route(result.config)["delivery_guarantee"] == "exactly_once"
+        assert result.notes == []
+    else:
+        (note,) = result.notes
+        assert note.line().startswith("ferry import-mm2: note: route A.B: MirrorMaker 2 copies it at least once")
+        assert "exactly once by default from 2.0.0" in note.text
+        assert "delivery_guarantee: at_least_once" in note.text and "copied twice" in note.text
+    assert result.not_converted == []  # read, whatever its value: never reported as without a counterpart
+
+
+def test_one_note_names_every_route_mirrormaker_copies_at_least_once() -> None:
+    result = convert(
+        {
+            **BASE,
+            "clusters": "A, B, C",
+            "C.bootstrap.servers": "c:9092",
+            "A->C.enabled": "true",
+            "B->A.enabled": "true",
+            "C.exactly.once.source.support": "enabled",
+        }
+    )
+    parse_config(result.config)
+    guarantees = {f"{r['source']}.{r['destination']}": r.get("delivery_guarantee") for r in result.config["routes"]}
+    assert guarantees == {"A.B": None, "A.C": "exactly_once", "B.A": None}
+    (note,) = result.notes
+    assert note.text.startswith("routes A.B, B.A: MirrorMaker 2 copies them at least once")
+    assert "enabled for A, B)" in note.text
+
+
+def test_a_value_mirrormaker_would_refuse_for_exactly_once_is_reported() -> None:
+    result = convert({**BASE, "B.exactly.once.source.support": "yes"})
+    assert [(item.key, item.why) for item in result.not_converted] == [
+        ("B.exactly.once.source.support", "MirrorMaker 2 takes enabled, preparing or disabled")
+    ]
+    assert "delivery_guarantee" not in _route(result.config) and len(result.notes) == 1
 
 
 def test_takeover_names_mirrormaker2s_topics() -> None:

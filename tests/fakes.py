@@ -105,10 +105,13 @@ class FakeConsumer:
     committed_offsets: dict[int, int] = field(default_factory=dict)
     destination: dict[int, list[Any]] = field(default_factory=dict)  # partition -> headers of each record
     reading: list[FakeMessage] | None = None
+    read_position: int = -1001  # the look-back reader's: after its last record read (none yet: OFFSET_INVALID)
 
     def consume(self, num: int, timeout: float) -> list[FakeMessage]:
         if self.reading is not None:  # the look-back reader shares this fake
             batch, self.reading[:] = self.reading[:num], self.reading[num:]
+            if batch:
+                self.read_position = batch[-1].offset() + 1
             return batch
         batch, self.queue[:] = self.queue[:num], self.queue[num:]
         return batch
@@ -155,6 +158,10 @@ class FakeConsumer:
 
     def unassign(self) -> None:
         self.reading = None
+        self.read_position = -1001
+
+    def position(self, tps: list[Any]) -> list[Any]:
+        return [TopicPartition(tp.topic, tp.partition, self.read_position) for tp in tps]
 
 
 @dataclass
@@ -293,6 +300,15 @@ class FakeAdmin:
         self.brokers = 1
         self.created: list[tuple[str, int]] = []
         self.replicas: dict[str, int] = {}  # topic -> the replication factor it was created with
+        # partition -> the log end (high watermark) ListOffsets answers with; 0 unless set, so no
+        # destination partition looks held back by an open transaction.
+        self.log_ends: dict[int, int] = {}
+
+    def list_offsets(self, request: dict[Any, Any], **options: Any) -> dict[Any, Any]:
+        def answer(end: int) -> Any:
+            return SimpleNamespace(result=lambda timeout: SimpleNamespace(offset=end))
+
+        return {tp: answer(self.log_ends.get(tp.partition, 0)) for tp in request}
 
     def list_topics(self, topic: str, timeout: float) -> Any:
         return metadata(self.destination_partitions, brokers=self.brokers)

@@ -941,3 +941,49 @@ def test_another_writer_on_the_destination_partition_keeps_the_copy_and_the_offs
             found = provenance.read(copies[destination][2])
             assert found is not None and found.source_offset == source_offset, (source_offset, destination)
     assert max(segment.src_end for segment in segments) == total
+
+
+def test_a_partition_whose_destination_holds_another_writers_open_transaction_starts_only_once_it_ends(
+    start_worker: Callable[..., RunningWorker],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+) -> None:
+    """Another transactional writer has a transaction open on the destination partition: a read_committed
+    look-back sees nothing past its first record, so the worker does not start the partition below it.
+    It waits, counts the wait, and defers the partition with the reason (nothing copied, nothing
+    committed) until the transaction commits; then it copies every record once, after it."""
+    topic = topic_name("open-txn")
+    create_topic("src", topic, 1)
+    create_topic("dst", topic, 1)
+    sent = records("open", 5)
+    kafka.produce(topic, 0, sent)
+    other = kafka_clients.producer(kafka.conf("dst"), **{"transactional.id": f"other.{topic}", "linger.ms": 0})
+    other.init_transactions(30)
+    other.begin_transaction()
+    other.produce(topic, b"the other writer's", None, 0)
+    assert other.flush(30) == 0
+
+    running = start_worker()
+    generation = running.assign(topic, [0])
+    key = PartitionKey(ROUTE, topic, 0)
+
+    def waits() -> float:
+        value = running.worker.metrics.registry.get_sample_value(
+            "ferry_worker_lookback_open_transaction_waits_total", {"route": ROUTE}
+        )
+        return value or 0.0
+
+    status = running.wait_status(
+        lambda s: key in s.partitions and "open transaction" in (s.partitions[key].reason or ""),
+        "the partition deferred for the open transaction",
+        timeout=60,
+    )
+    assert status.partitions[key].state == "OFFLINE" and waits() >= 1
+    assert kafka.end_offset("dst", topic, 0) == 1 and kafka.committed(topic, 0) < 0  # nothing copied or committed
+
+    other.commit_transaction(30)
+    arrived = kafka.wait_arrived(topic, 0, 1 + len(sent), timeout=60)
+    assert arrived[0][1] == b"the other writer's" and arrived[1:] == sent
+    running.wait_online(topic, [0], generation, timeout=30)
+    kafka.wait_committed(topic, 0, len(sent))

@@ -978,3 +978,48 @@ def test_a_commit_whose_outcome_is_unknown_is_settled_by_a_new_writer_before_the
     assert copier.acquire([(TOPIC, 0)]).online == [(TOPIC, 0)]
     names = [name for name, _ in rig.calls[mark:]]
     assert names.index("init_transactions") < names.index("read back")
+
+
+def _open_transaction_waits(rig: SimpleNamespace) -> float:
+    value = rig.metrics.registry.get_sample_value(
+        "ferry_worker_lookback_open_transaction_waits_total", {"route": "src.dst"}
+    )
+    return value or 0.0
+
+
+def test_a_partition_an_open_transaction_holds_back_on_the_destination_is_deferred_not_started(
+    rig: SimpleNamespace,
+) -> None:
+    """Another writer's open transaction holds destination partition 0's last stable offset at 2, below
+    its end 5: the look-back would miss the copies past it. The start waits (counted), and when the
+    transaction has not ended in time partition 0 is deferred with the reason; partition 1 starts.
+    Once it ended, partition 0 starts after every copy."""
+    rig.consumer.destination = {0: [_copy_of(0), _copy_of(1)]}
+    rig.admin.log_ends = {0: 5}
+    result = rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    assert result.online == [(TOPIC, 1)] and (TOPIC, 0) not in rig.copier.held()
+    assert "open transaction" in result.deferred[(TOPIC, 0)] and "2, below its end 5" in result.deferred[(TOPIC, 0)]
+    assert _open_transaction_waits(rig) == 1 and rig.clock.sleeps  # waited on the injected clock
+    rig.consumer.destination[0] += [_copy_of(2), _copy_of(3), _copy_of(4)]  # committed: all visible
+    assert rig.copier.acquire([(TOPIC, 0)]).online == [(TOPIC, 0)]
+    assert rig.copier._ledger.maps[(TOPIC, 0)].segments() == [Segment(0, 0, 5)]  # every copy found
+    assert _open_transaction_waits(rig) == 1
+
+
+def test_a_partition_whose_destination_transaction_ends_while_it_waits_starts_after_it(
+    rig: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The open transaction commits while the look-back waits for it: the start is counted once and
+    comes after the copy that transaction made visible."""
+    rig.consumer.destination = {0: [_copy_of(0), _copy_of(1)]}
+    rig.admin.log_ends = {0: 3}
+    asked = rig.consumer.get_watermark_offsets
+
+    def ending(tp: Any, timeout: float) -> tuple[int, int]:
+        if rig.clock.sleeps:  # the transaction commits while the look-back waits: the LSO reaches the end
+            rig.consumer.destination[0] = [_copy_of(0), _copy_of(1), _copy_of(2)]
+        return asked(tp, timeout)
+
+    monkeypatch.setattr(rig.consumer, "get_watermark_offsets", ending)
+    assert rig.copier._starter.resume_at(TOPIC, [0]) == {0: 3}  # after the copy its transaction made visible
+    assert _open_transaction_waits(rig) == 1

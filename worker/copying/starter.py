@@ -4,7 +4,11 @@ its position leaves the source log, where it goes on.
 A partition starts where the destination's own record of progress says
 (:meth:`PartitionStarter.resume_at`: the committed offset, the route's copies read back from the
 destination, MirrorMaker 2's progress on a takeover, else the route's ``start``), always at an explicit
-offset. A partition of an at-least-once route that resumes past what was committed (nothing committed,
+offset. A partition whose destination partition an open transaction holds back (records past it
+are invisible to the look-back until it ends: :mod:`worker.position.lookback`) is not started: it
+is deferred, and the route's other partitions go on. An exactly-once route's writer registers
+(``init_transactions``, :meth:`Committer.settle`) before any of its partitions reads the destination
+back. A partition of an at-least-once route that resumes past what was committed (nothing committed,
 its copies found on the destination) has its start committable at once: with nothing more to copy it
 would otherwise never commit, and show a lag it does not have. A destination topic is created or
 expanded first, and the producer's batches are fitted to its ``max.message.bytes``. A partition whose
@@ -43,7 +47,7 @@ from ferry.worker.errors import PartitionDeferred, PartitionStopped, WorkerError
 from ferry.worker.metrics import WorkerMetrics
 from ferry.worker.position import start_offsets
 from ferry.worker.position.data_loss import SourceProbe, destination_recreated, out_of_range, recreated_reason
-from ferry.worker.position.lookback import DestinationReader, LookBackTimeout
+from ferry.worker.position.lookback import DestinationReader, LookBackTimeout, OpenTransaction
 from ferry.worker.position.mm2_takeover import Mm2Takeover, Mm2Unavailable
 
 log = logging.getLogger(__name__)
@@ -101,16 +105,26 @@ class PartitionStarter:
         except ValueError as exc:
             raise WorkerError(f"route {route.name}: {exc}") from None
         self._probe = SourceProbe(source, route.group_id, f"{client_id}-{route.name}-probe")
-        self._topics = DestinationTopics(route, kafka_clients.admin(destination), clock, sleep, internal_topics)
+        destination_admin = kafka_clients.admin(destination)
+        self._topics = DestinationTopics(route, destination_admin, clock, sleep, internal_topics)
         # Exact offsets: the route's copies read back from the destination (the resume rule).
+        waits = metrics.lookback_open_transaction_waits.labels(route.name)
         self._reader = DestinationReader(
-            destination, route.group_id, f"{client_id}-{route.name}-lookback", clock, sleep
+            destination,
+            route.group_id,
+            f"{client_id}-{route.name}-lookback",
+            clock,
+            sleep,
+            admin=destination_admin,
+            on_open_transaction=waits.inc,
         )
         # Taking over a MirrorMaker 2 mirror: where a partition the route never copied starts.
         self._mm2 = (
             Mm2Takeover(route, source, destination, metrics, client_id) if route.mirrormaker2 is not None else None
         )
         self._recreated: dict[TopicPartitionKey, str] = {}  # filled by resume_at, read by acquire
+        # Partitions whose destination an open transaction holds back (deferred): filled by resume_at, read by acquire.
+        self._held_back: dict[TopicPartitionKey, str] = {}
         # Partitions resuming past their committed offset (none committed, own copies found): filled by
         # resume_at, read by acquire, which makes the start committable for those it starts.
         self._past_commit: dict[TopicPartitionKey, int] = {}
@@ -158,6 +172,9 @@ class PartitionStarter:
                 continue
             for partition in [p for p in starting if (topic, p) in self._recreated]:
                 errors[(topic, partition)] = self._recreated.pop((topic, partition))
+                starting.remove(partition)
+            for partition in [p for p in starting if (topic, p) in self._held_back]:
+                deferred[(topic, partition)] = self._held_back.pop((topic, partition))
                 starting.remove(partition)
             fresh = [p for p in starting if starts[p] is None]
             try:
@@ -210,14 +227,20 @@ class PartitionStarter:
         dest_topic = self._names.destination(topic)
         starts: dict[int, int | None] = {}
         for partition in partitions:
+            self._held_back.pop((topic, partition), None)
+        for partition in partitions:
             key = (topic, partition)
-            found = self._reader.look_back(
-                dest_topic,
-                partition,
-                self._route.source,
-                committed.get(partition),
-                self._config.resume_lookback_records,
-            )
+            try:
+                found = self._reader.look_back(
+                    dest_topic,
+                    partition,
+                    self._route.source,
+                    committed.get(partition),
+                    self._config.resume_lookback_records,
+                )
+            except OpenTransaction as exc:  # this partition waits; the topic's others go on
+                self._held_back[key] = f"resuming from the destination: {exc}"
+                continue
             if committed.get(partition) is None and found.newest is not None:
                 source_offset, timestamp, record_key = found.newest
                 reason = recreated_reason(

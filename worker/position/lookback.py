@@ -6,6 +6,20 @@ start, so that everything a previous owner copied before its first commit is map
 log start, or has read ``limit`` records. A record is the route's own when its provenance path ends with the
 route's source cluster (the destination may hold other writers' records: active-active) and the header
 is bound to the partition's topic (one an application forwarded from another topic is not a copy).
+
+The reader is ``read_committed`` (an aborted copy is not on the destination), so it reads up to the
+partition's last stable offset (LSO), not its end: records past an open transaction, committed or
+not, are invisible until that transaction ends. A look-back that began below them would take
+their copies for missing. So it first compares the LSO with the log end (the high watermark, read
+``read_uncommitted``); while an open transaction (another writer's, or a previous owner's not yet
+aborted) holds the LSO below the end the partition reached, it waits for it, at most
+:data:`OPEN_TRANSACTION_WAIT_S`, and then raises :class:`OpenTransaction` (the partition's start is
+deferred and tried again) rather than start below it.
+
+A window of offsets ends when the reader's position reached its end, not when it holds as many
+records as offsets: on a transactional destination each commit's marker takes an offset (and an
+aborted record one too) that the reader never sees, so the reader takes what the fetcher has
+queued without waiting, and waits only for the next fetch when nothing is queued.
 """
 
 from __future__ import annotations
@@ -29,6 +43,14 @@ log = logging.getLogger(__name__)
 FIRST_WINDOW = 1_000  # records; each next window is twice as large, up to LARGEST_WINDOW
 LARGEST_WINDOW = 64_000
 _READ_TIMEOUT_S = 30.0
+# A wait for the next fetch when nothing is queued: it ends at the first record that comes.
+_FETCH_WAIT_S = 0.5
+# How long a look-back waits for an open transaction on the destination partition to end, and how
+# often it asks for the last stable offset meanwhile. The handoff's own cases end within it: a
+# previous owner's last commit (its markers follow the commit's answer by moments) and a fenced
+# owner's abort (the leader's fencing returns once it is complete).
+OPEN_TRANSACTION_WAIT_S = 5.0
+_OPEN_TRANSACTION_POLL_S = 0.1
 _LEADER_WAIT_S = 10.0
 _NO_LEADER_YET = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
@@ -41,6 +63,11 @@ _NO_LEADER_YET = {
 
 class LookBackTimeout(WorkerError):
     """The destination partition could not be read back in time (a temporary condition)."""
+
+
+class OpenTransaction(LookBackTimeout):
+    """An open transaction held the destination partition's last stable offset below its end for
+    :data:`OPEN_TRANSACTION_WAIT_S`: the partition's start waits (a temporary condition)."""
 
 
 @dataclass
@@ -70,21 +97,39 @@ class DestinationReader:
         client_id: str,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        *,
+        admin: Any = None,
+        on_open_transaction: Callable[[], None] = lambda: None,
     ) -> None:
+        """``admin``: the destination's AdminClient, which reads the log end (the high watermark); None
+        builds one. ``on_open_transaction``: called once per look-back that had to wait for an open
+        transaction (the worker counts them)."""
         # The group id is never committed to (auto commit off, no commit calls); librdkafka wants one.
         # read_committed: an aborted transaction's copies (a fenced or failed writer's) are not on the
         # destination for read_committed consumers, so they must not count as copied.
+        # fetch.wait.max.ms: the reader reads what is there and never waits for new records. A fetch at
+        # the log end (where the newest window ends) is otherwise held by the broker for 500 ms, and the
+        # next window's first fetch waits behind it (librdkafka sends one fetch per broker at a time).
         self._consumer = kafka_clients.consumer(
             destination,
             f"{group_id}.lookback",
-            **{"client.id": client_id, "auto.offset.reset": "earliest", "isolation.level": "read_committed"},
+            **{
+                "client.id": client_id,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 10,
+            },
         )
+        self._admin = admin if admin is not None else kafka_clients.admin(destination)
+        self._on_open_transaction = on_open_transaction
         self._clock = clock
         self._sleep = sleep
 
     def look_back(self, topic: str, partition: int, source_cluster: str, committed: int | None, limit: int) -> LookBack:
-        """Raises KafkaException or LookBackTimeout when the destination cannot be read (the caller defers)."""
-        low, high = self._watermarks(topic, partition)
+        """Raises KafkaException or LookBackTimeout when the destination cannot be read, OpenTransaction
+        when an open transaction holds back what it may read (the caller defers)."""
+        low, stable = self._watermarks(topic, partition)
+        high = self._stable_end(topic, partition, stable)
         result = LookBack()
         oldest: int | None = None
         for start, end in lookback_windows(low, high, FIRST_WINDOW, LARGEST_WINDOW):
@@ -96,6 +141,36 @@ class DestinationReader:
                 result.bounded = not passed and start > low
                 break
         return result
+
+    def _stable_end(self, topic: str, partition: int, stable: int) -> int:
+        """The last stable offset to read back to: ``stable`` (the LSO now) when it is the log end, else
+        the LSO once it reached the log end as it is now (waits at most :data:`OPEN_TRANSACTION_WAIT_S`;
+        raises :class:`OpenTransaction` after that)."""
+        log_end = self._log_end(topic, partition)
+        if stable >= log_end:
+            return stable
+        self._on_open_transaction()
+        deadline = self._clock() + OPEN_TRANSACTION_WAIT_S
+        while self._clock() < deadline:
+            self._sleep(_OPEN_TRANSACTION_POLL_S)
+            _, stable = self._watermarks(topic, partition)
+            if stable >= log_end:
+                return stable
+        raise OpenTransaction(
+            f"an open transaction on the destination holds {topic}/{partition} at its last stable offset "
+            f"{stable}, below its end {log_end}, for more than {OPEN_TRANSACTION_WAIT_S:g}s (records past it "
+            "are invisible to read_committed readers until it ends); its start waits for it"
+        )
+
+    def _log_end(self, topic: str, partition: int) -> int:
+        """The partition's high watermark (read_uncommitted: open transactions included)."""
+        try:
+            ends = kafka_clients.log_offsets(self._admin, [(topic, partition)], latest=True, timeout_s=_READ_TIMEOUT_S)
+        except TimeoutError as exc:
+            raise LookBackTimeout(f"reading the end of {topic}/{partition} on the destination: {exc}") from None
+        if (topic, partition) not in ends:
+            raise LookBackTimeout(f"the destination did not answer with the end of {topic}/{partition}")
+        return ends[(topic, partition)]
 
     def end_offset(self, topic: str, partition: int) -> int:
         """The destination partition's log-end offset now (KafkaException when it cannot be read)."""
@@ -143,10 +218,14 @@ class DestinationReader:
         last: int | None = None  # the newest offset read in this window
         newest: Any = None  # this window's newest own record
         deadline = self._clock() + _READ_TIMEOUT_S
+        where = [TopicPartition(topic, partition)]
         while self._clock() < deadline:
-            # consume() waits for as many records as asked or the timeout: ask for what is left.
+            # What the fetcher has queued, without waiting: consume() waits out its timeout while it has
+            # fewer records than asked for, and a window may hold fewer records than offsets (markers).
             wanted = max(1, min(1000, end - (last + 1 if last is not None else start)))
-            messages: list[Any] = self._consumer.consume(wanted, 0.5)
+            messages: list[Any] = self._consumer.consume(wanted, 0)
+            if not messages and self._consumer.position(where)[0].offset < end:
+                messages = self._consumer.consume(1, _FETCH_WAIT_S)  # the next fetch: ends at its first record
             done = False
             for message in messages:
                 if message.error() is not None:
@@ -166,8 +245,8 @@ class DestinationReader:
                     newest = (provenance.source_offset, message)
                 if offset >= end - 1:
                     done = True
-            if not done and not messages:
-                done = self._consumer.position([TopicPartition(topic, partition)])[0].offset >= end
+            if not done:  # the position passes what the reader never sees: markers, aborted copies
+                done = self._consumer.position(where)[0].offset >= end
             if done:
                 if newest is not None and result.newest is None:
                     timestamp_type, timestamp = newest[1].timestamp()

@@ -18,6 +18,24 @@ Compression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
 # Kafka Streams' names for the same promises (processing.guarantee).
 DeliveryGuarantee = Literal["exactly_once", "at_least_once"]
 
+# Other systems' internal topics, never mirrored by include unless a route's exclude_internal says otherwise:
+# MirrorMaker 2's topics.exclude defaults, then the standard names of Schema Registry, Kafka Connect
+# (config.storage.topic, offset.storage.topic, status.storage.topic) and Confluent's components (ksqlDB's
+# _confluent-ksql-* included). Kafka Streams' -changelog and -repartition topics are left to the
+# application's owner: a data topic may end so too (docs/configuration.md, routes[].exclude_internal).
+DEFAULT_EXCLUDE_INTERNAL = (
+    r"__.*",
+    r".*[\-\.]internal",
+    r".*\.replica",
+    r"_schemas",
+    r"connect-configs",
+    r"connect-offsets",
+    r"connect-status",
+    r"_confluent.*",
+)
+# MirrorMaker 2's groups.exclude defaults: console consumers, Connect's sink connectors, Kafka's own.
+DEFAULT_GROUPS_EXCLUDE_INTERNAL = (r"console-consumer-.*", r"connect-.*", r"__.*")
+
 
 class MirrorMaker2Config(_Strict):
     """Take over a MirrorMaker 2 mirror: a partition this route has neither committed nor copied
@@ -66,6 +84,13 @@ class RouteConfig(_Strict):
     expressions (and none of exclude) is mirrored without a POST; empty: POST /topics only"""
     exclude: list[str] = Field(default_factory=list)
     """... and none of these"""
+    exclude_internal: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDE_INTERNAL))
+    """... nor of these: other systems' internal topics, which include never mirrors (full-name regular expressions;
+    POST /topics still can). The default is MirrorMaker 2's topics.exclude (__.*, .*[-.]internal, .*\\.replica), Schema
+    Registry's _schemas, Kafka Connect's connect-configs, connect-offsets and connect-status, and Confluent's
+    _confluent.* (ksqlDB's _confluent-ksql-* among them); [] mirrors them too (Kafka's own __* topics never are).
+    Kafka Streams' *-changelog and *-repartition topics are not in it: list your applications' own,
+    <application.id>-.*-(changelog|repartition), in exclude. ferry check --connect lists what it removes"""
     config_exclude: list[str] = Field(default_factory=list)
     """destination topic configs that do not follow the source (e.g. retention.ms on a DR copy)"""
     replication_factor: int | None = Field(None, ge=1)
@@ -77,6 +102,9 @@ class RouteConfig(_Strict):
     committed offsets checkpointed to the destination"""
     groups_exclude: list[str] = Field(default_factory=list)
     """... except these (Ferry's own ferry.* groups never are)"""
+    groups_exclude_internal: list[str] = Field(default_factory=lambda: list(DEFAULT_GROUPS_EXCLUDE_INTERNAL))
+    """... nor these: other systems' groups, never checkpointed; the default is MirrorMaker 2's groups.exclude
+    (console-consumer-.*, connect-.*, __.*); [] checkpoints them too"""
     naming: str = topic_naming.IDENTITY
     """destination topic name: identity, prefix (<source>.<topic>, MirrorMaker 2), or a template with {topic} once and
     optionally {source}/{destination}, e.g. \"prod-{topic}\""""
@@ -125,7 +153,7 @@ class RouteConfig(_Strict):
     def _start(cls, value: Any) -> Any:
         return start_position(value)
 
-    @field_validator("include", "exclude", "groups", "groups_exclude")
+    @field_validator("include", "exclude", "exclude_internal", "groups", "groups_exclude", "groups_exclude_internal")
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
         return _valid_regexes(value)
@@ -143,8 +171,13 @@ class RouteConfig(_Strict):
         return (
             any(re.fullmatch(p, topic) for p in self.include)
             and not any(re.fullmatch(p, topic) for p in self.exclude)
+            and not self.is_internal(topic)
             and topic_naming.refusal(self, topic) is None
         )
+
+    def is_internal(self, topic: str) -> bool:
+        """Whether ``topic`` is another system's internal topic to this route (``exclude_internal``), or Kafka's own."""
+        return topic.startswith("__") or any(re.fullmatch(p, topic) for p in self.exclude_internal)
 
     def destination_topic(self, topic: str) -> str:
         """The name of source topic ``topic`` on the destination (:mod:`common.core.naming`)."""
@@ -160,7 +193,7 @@ class RouteConfig(_Strict):
         if group.startswith("ferry."):
             return False
         return any(re.fullmatch(p, group) for p in self.groups) and not any(
-            re.fullmatch(p, group) for p in self.groups_exclude
+            re.fullmatch(p, group) for p in (*self.groups_exclude, *self.groups_exclude_internal)
         )
 
     @property

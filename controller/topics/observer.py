@@ -5,8 +5,10 @@ gathers the inputs (source topics, ideal states, removed topics, topic configs) 
 the decisions.
 
 - A source topic is whitelisted on a route when its full name matches one of the route's
-  ``include`` patterns and none of its ``exclude`` patterns, it is not internal, and nobody
-  removed it through ``DELETE /topics/<topic>`` (until someone POSTs it again).
+  ``include`` patterns and none of its ``exclude`` patterns, it is not internal (Kafka's own
+  ``__*``, whatever the route says, and other systems' internal topics: the route's
+  ``exclude_internal``, :meth:`common.config.RouteConfig.wants`), and nobody removed it through
+  ``DELETE /topics/<topic>`` (until someone POSTs it again).
 - A mirrored topic whose source gained partitions is expanded to the source's count.
 - Destination topic configs follow the source's topic-level configs, except the route's
   ``config_exclude`` keys; ``min.insync.replicas`` never above the destination topic's replica
@@ -24,7 +26,8 @@ from ferry.common.model import IdealState, TopicKey
 
 
 def is_internal(topic: str) -> bool:
-    """Kafka's own topics (``__consumer_offsets``, ``__transaction_state``, ...) are never mirrored."""
+    """Kafka's own topics (``__consumer_offsets``, ``__transaction_state``, ...) are never mirrored by ``include``,
+    whatever a route's ``exclude_internal`` says."""
     return topic.startswith("__")
 
 

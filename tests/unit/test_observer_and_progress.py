@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
 from ferry.common.config import RouteConfig
+from ferry.common.config.routes import DEFAULT_EXCLUDE_INTERNAL
 from ferry.common.model import IdealState, PartitionKey, TopicKey
 from ferry.controller.topics.observer import config_changes, decide, is_internal
 from ferry.controller.topics.progress import OffsetSample, ProgressTracker
@@ -24,6 +30,60 @@ def test_internal_and_removed_topics_are_never_whitelisted() -> None:
     decisions = decide([route], source, ideal={}, removed={TopicKey("src.dst", "gone")})
     assert decisions.add == {TopicKey("src.dst", "kept"): 1}
     assert is_internal("__consumer_offsets") and not is_internal("_schemas")
+
+
+# Other systems' internal topics, each as its system names it by default.
+OTHER_SYSTEMS = [
+    "_schemas",  # Schema Registry
+    "connect-configs",  # Kafka Connect's config.storage.topic, offset.storage.topic, status.storage.topic
+    "connect-offsets",
+    "connect-status",
+    "mm2-offsets.src.internal",  # MirrorMaker 2 (Connect in dedicated mode), its checkpoints and syncs
+    "src.checkpoints.internal",
+    "mm2-offset-syncs.dst.internal",
+    "mm2-status.src-internal",
+    "orders.replica",  # MirrorMaker 2's .*\.replica
+    "_confluent-ksql-default__command_topic",  # ksqlDB
+    "_confluent-metrics",  # Confluent's components
+    "_confluent_balancer_api_state",
+    "__consumer_offsets",
+]
+
+
+def test_other_systems_internal_topics_are_not_whitelisted_by_default() -> None:
+    route = RouteConfig(source="src", destination="dst", include=[".*"])
+    ordinary = ["orders", "orders-changelog", "app-store-repartition", "connect-orders", "schemas", "ferry.heartbeats"]
+    decisions = decide([route], {"src.dst": dict.fromkeys([*OTHER_SYSTEMS, *ordinary], 1)}, ideal={}, removed=set())
+    # Kafka Streams' changelogs and repartition topics are the application's: mirrored unless excluded.
+    assert decisions.add == {TopicKey("src.dst", topic): 1 for topic in ordinary}
+
+
+def test_exclude_internal_changes_the_list_and_kafkas_own_topics_stay_out() -> None:
+    none = RouteConfig(source="src", destination="dst", include=[".*"], exclude_internal=[])
+    decisions = decide([none], {"src.dst": dict.fromkeys(OTHER_SYSTEMS, 1)}, ideal={}, removed=set())
+    assert set(decisions.add) == {TopicKey("src.dst", t) for t in OTHER_SYSTEMS if not t.startswith("__")}
+    own = RouteConfig(source="src", destination="dst", include=[".*"], exclude_internal=[".*-changelog"])
+    assert not own.wants("app-store-changelog") and own.wants("_schemas") and not own.wants("__consumer_offsets")
+
+
+@given(st.from_regex(r"[A-Za-z0-9._-]{1,30}", fullmatch=True))
+def test_a_topic_is_mirrored_by_include_only_when_no_exclusion_matches(topic: str) -> None:
+    route = RouteConfig(source="src", destination="dst", include=[".*"])
+    internal = topic.startswith("__") or any(re.fullmatch(p, topic) for p in DEFAULT_EXCLUDE_INTERNAL)
+    assert route.wants(topic) == (not internal)
+    assert route.is_internal(topic) == internal
+
+
+def test_other_systems_groups_are_not_checkpointed_by_default() -> None:
+    route = RouteConfig(source="src", destination="dst", groups=[".*"])
+    assert [
+        g
+        for g in ("console-consumer-4711", "connect-sink", "__ksql", "orders-app", "ferry.src.dst")
+        if route.wants_group(g)
+    ] == ["orders-app"]
+    assert RouteConfig(source="src", destination="dst", groups=[".*"], groups_exclude_internal=[]).wants_group(
+        "connect-sink"
+    )
 
 
 def test_a_route_without_include_whitelists_nothing_but_still_expands() -> None:

@@ -8,6 +8,9 @@ JARS := .dev/jars
 MVN := mvn -B -q -f deploy/pom.xml
 COPY_DEPS := org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies -DincludeScope=runtime
 NATIVE_COPY := bench/native/build/ferry-native-copy
+# helm for the chart's tests (deploy/helm/ferry), built from its Go module (no other download).
+HELM_VERSION := v3.19.0
+HELM := .dev/bin/helm
 
 REGISTRY := $(JARS)/registry
 REGISTRY_REPO := $(JARS)/registry-m2
@@ -17,11 +20,20 @@ REGISTRY_SOURCES := deploy/registry/pom.xml deploy/registry/settings.xml \
 
 .PHONY: setup jars registry native fleet-prereqs demo test lint unit integration e2e fleet up down status clean
 
-setup: $(BIN)/.installed $(JARS)/.fetched $(REGISTRY)/.built $(NATIVE_COPY) fleet-prereqs
+setup: $(BIN)/.installed $(JARS)/.fetched $(REGISTRY)/.built $(NATIVE_COPY) fleet-prereqs $(HELM)
 
 # docker.io, debootstrap and prometheus for the fleet tier (only what is missing).
 fleet-prereqs:
 	scripts/fleet-prereqs.sh
+
+# helm, built once per version through the Go module proxy (a few minutes the first time; the Go
+# caches keep the modules): the marker names the version, so changing HELM_VERSION rebuilds it.
+$(HELM): .dev/bin/.helm-$(HELM_VERSION)
+.dev/bin/.helm-$(HELM_VERSION):
+	mkdir -p .dev/bin
+	GOBIN=$(CURDIR)/.dev/bin GOFLAGS=-mod=mod go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	rm -f .dev/bin/.helm-*
+	touch $@
 
 # Re-runs only when the package's metadata changed.
 $(BIN)/.installed: setup.cfg pyproject.toml

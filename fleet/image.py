@@ -5,11 +5,14 @@ made locally: ``debootstrap --variant=minbase`` (Debian's packages) and ``docker
 ``ferry-base:bookworm`` and labelled ``io.ferry.base``. Users may pass any public Python image
 as the base instead (``--base python:3.11-slim-bookworm``).
 
-The build context is prepared on the host: Ferry's wheel (built from a copy of the checkout)
-and wheels of its runtime dependencies (``pip wheel``, cached per requirement set), so the image
-build itself needs no Python package index. The image is labelled with a hash of everything
-that goes into it (Ferry's sources, the Dockerfile, the requirements, the base image's id); a
-build whose hash is already on the engine builds nothing.
+``deploy/Dockerfile`` builds from the repository's layout (``docker build -f deploy/Dockerfile .``
+works from a checkout). The build context made here has that layout, holding only what the image
+is built from: Ferry's sources, the lock files (``deploy/requirements.lock``,
+``deploy/build-requirements.lock``) and, in ``deploy/wheels/``, the locked wheels (``pip
+download`` with their hashes, cached per lock), so the image build itself needs no Python package
+index. The image is labelled with a hash of everything that goes into it (Ferry's sources, the
+Dockerfile, the lock files, the base image's id); a build whose hash is already on the engine
+builds nothing.
 
 The image holds what a worker and a controller need: Ferry's ``install_requires``, no extras
 (:mod:`common.extras`). pyspark (the ``spark`` extra) serves ``ferry validate`` and ``ferry
@@ -43,6 +46,7 @@ IMAGE_REPOSITORY = "ferry"
 DEFAULT_IMAGE = f"{IMAGE_REPOSITORY}:latest"
 SOURCE_LABEL = "io.ferry.source"
 SOURCE_FILES = ("setup.cfg", "pyproject.toml", "README.md")
+LOCK_FILES = ("deploy/requirements.lock", "deploy/build-requirements.lock")
 
 
 @dataclass
@@ -109,14 +113,6 @@ def _run(command: list[str], what: str) -> None:
         raise FleetError(f"{what} failed with exit status {result.returncode}:\n{tail}")
 
 
-def requirements(setup_cfg: Path = REPO / "setup.cfg") -> list[str]:
-    """Ferry's ``install_requires`` from setup.cfg (no extras: a worker and a controller need none)."""
-    parser = configparser.ConfigParser()
-    parser.read(setup_cfg)
-    lines = [line.strip() for line in parser["options"]["install_requires"].splitlines()]
-    return [line for line in lines if line and not line.startswith("#")]
-
-
 def _source_paths() -> list[Path]:
     parser = configparser.ConfigParser()
     parser.read(REPO / "setup.cfg")
@@ -139,19 +135,23 @@ def _digest(parts: list[bytes]) -> str:
     return digest.hexdigest()
 
 
-def _wheelhouse(reqs: list[str]) -> Path:
-    """Wheels of ``reqs`` and their dependencies, built once per requirement set."""
-    key = _digest([sys.version.encode(), *(r.encode() for r in reqs)])[:16]
+def _wheelhouse(locks: list[Path]) -> Path:
+    """The wheels the lock files name (each checked against its hash), downloaded once per set of
+    locks, for this host's Python (the image's minor version, 3.11)."""
+    key = _digest([sys.version.encode(), *(lock.read_bytes() for lock in locks)])[:16]
     house = cache_dir() / f"wheels-{key}"
     if (house / ".done").exists():
         return house
     shutil.rmtree(house, ignore_errors=True)
     house.mkdir(parents=True)
-    (house / "requirements.txt").write_text("\n".join(reqs) + "\n")
-    _run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "-w", str(house), "-r", str(house / "requirements.txt")],
-        "pip wheel (the image's dependencies)",
-    )
+    for lock in locks:
+        _run(
+            [
+                *(sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check"),
+                *("--require-hashes", "--only-binary=:all:", "-d", str(house), "-r", str(lock)),
+            ],
+            f"pip download (the image's locked packages, {lock.name})",
+        )
     (house / ".done").touch()
     return house
 
@@ -160,7 +160,7 @@ def build(client: Any, base: str | None = None, dockerfile: Path = DOCKERFILE) -
     """Builds Ferry's image unless an image of the same sources is on the engine.
 
     ``base`` None: the local Debian base (built first when missing) and an offline pip install
-    from the wheels made on this host (same Python minor version). Any other base: pip may also
+    from the locked wheels downloaded on this host (same Python minor version). Any other base: pip may also
     use the package index for wheels the host's Python cannot provide.
     """
     from docker.errors import APIError, BuildError
@@ -173,7 +173,7 @@ def build(client: Any, base: str | None = None, dockerfile: Path = DOCKERFILE) -
     else:
         offline = "0"
     base_image = _find_image(client, base)
-    reqs = requirements()
+    locks = [REPO / name for name in LOCK_FILES]
     sources = _source_paths()
     source_hash = _digest(
         [
@@ -181,8 +181,7 @@ def build(client: Any, base: str | None = None, dockerfile: Path = DOCKERFILE) -
             base.encode(),
             (base_image.id if base_image else "").encode(),
             offline.encode(),
-            *(r.encode() for r in reqs),
-            *(str(p.relative_to(REPO)).encode() + b"\0" + p.read_bytes() for p in sources),
+            *(str(p.relative_to(REPO)).encode() + b"\0" + p.read_bytes() for p in [*locks, *sources]),
         ]
     )[:16]
     tag = f"{IMAGE_REPOSITORY}:src-{source_hash}"
@@ -191,26 +190,22 @@ def build(client: Any, base: str | None = None, dockerfile: Path = DOCKERFILE) -
         existing[0].tag(IMAGE_REPOSITORY, "latest")
         return BuildResult(tag, built_base, False, time.monotonic() - started)
 
-    house = _wheelhouse(reqs)
+    house = _wheelhouse(locks)
     work = cache_dir()
     work.mkdir(parents=True, exist_ok=True)
     context = Path(tempfile.mkdtemp(prefix="context-", dir=work))
     try:
-        shutil.copy(dockerfile, context / "Dockerfile")
-        shutil.copytree(house, context / "deps", ignore=shutil.ignore_patterns(".done"))
-        tree = context / "tree"
-        for path in sources:
-            target = tree / path.relative_to(REPO)
+        # The repository's layout, as `docker build -f deploy/Dockerfile .` sees it from a checkout.
+        for path in [*locks, *sources]:
+            target = context / path.relative_to(REPO)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
-        _run(
-            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(context / "ferry"), str(tree)],
-            "pip wheel (Ferry)",
-        )
-        shutil.rmtree(tree)
+        shutil.copy(dockerfile, context / "deploy" / "Dockerfile")
+        shutil.copytree(house, context / "deploy" / "wheels", ignore=shutil.ignore_patterns(".done"))
         try:
             client.images.build(
                 path=str(context),
+                dockerfile="deploy/Dockerfile",
                 tag=tag,
                 rm=True,
                 forcerm=True,

@@ -53,6 +53,18 @@ def _worker_config(text: str) -> dict[str, Any]:
     return value
 
 
+def _intervals(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        values = ()
+    if not values or any(not 0 < value < 3600 for value in values):
+        raise argparse.ArgumentTypeError(
+            f"--transaction-intervals takes comma-separated seconds above 0, e.g. 0.1,0.25,1; not {text!r}"
+        )
+    return values
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--worker-config",
@@ -95,6 +107,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=SYSTEMS,
         metavar="NAMES",
         help=f"which systems to run, comma-separated (default: {','.join(SYSTEMS)}; also {ALSO_KNOWN})",
+    )
+    parser.add_argument(
+        "--transaction-intervals",
+        type=_intervals,
+        default=(),
+        metavar="SECONDS",
+        help="comma-separated: each exactly-once Ferry system (ferry-eos-Nw) runs once per interval, its workers' "
+        "worker.commit_interval_s (a transaction commits that often), named e.g. ferry-eos-1w@0.25s "
+        "(default: once, at the configured interval)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the systems N times per workload, round by round (A B A B), on the same source topic; "
+        "the report adds each system's medians (default 1)",
     )
     parser.add_argument("--latency-rate", type=int, default=5000, help="records/s of the latency run (default 5000)")
     parser.add_argument(
@@ -188,6 +217,10 @@ def run(args: argparse.Namespace) -> int:
         from ferry.bench import header_cost
 
         return header_cost.run(args.records, args.json)
+    if args.rounds < 1:
+        raise FerryError("--rounds must be at least 1")
+    if args.transaction_intervals and not any(s.startswith("ferry-eos-") for s in args.systems):
+        raise FerryError("--transaction-intervals needs an exactly-once Ferry system in --systems (ferry-eos-Nw)")
     if args.idle_partitions < 0 or args.idle_seconds <= 0:
         raise FerryError("--idle-partitions must be at least 0 and --idle-seconds more than 0")
     systems = tuple(s for s in args.systems if not (args.skip_mm2 and s.startswith("mm2-")))
@@ -208,6 +241,8 @@ def run(args: argparse.Namespace) -> int:
         worker_config=args.worker_config,
         idle_partitions=args.idle_partitions,
         idle_seconds=args.idle_seconds,
+        transaction_intervals=args.transaction_intervals,
+        rounds=args.rounds,
     )
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)

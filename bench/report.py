@@ -71,6 +71,7 @@ def render(report: dict[str, Any], console: Console | None = None) -> None:
                 check,
             )
         console.print(table)
+        _render_summary(report, load["name"], console)
     idle = report.get("idle")
     if idle:
         console.print(
@@ -87,6 +88,47 @@ def render(report: dict[str, Any], console: Console | None = None) -> None:
             for problem in run["problems"]:
                 console.print(f"  {problem}", markup=False, highlight=False)
     console.print(f"logs and configs: {report['workdir']}", highlight=False)
+
+
+def _render_summary(report: dict[str, Any], workload: str, console: Console) -> None:
+    """Each system's medians over the rounds, with exactly once against at least once, when there
+    is more than one round or an exactly-once run (whose last commit is not in its records/s)."""
+    rows = [row for row in report.get("summary") or [] if row["workload"] == workload]
+    options = report["options"]
+    if not rows or (options.get("rounds", 1) == 1 and all(row["last_commit_s"] is None for row in rows)):
+        return
+    table = Table(
+        title=f"{workload}: medians over {options.get('rounds', 1)} round(s)",
+        caption="exactly once against Ferry at least once with as many workers: rec/s and CPU per record; "
+        "last commit: seconds from the last record produced to the last transaction visible (not in rec/s)",
+    )
+    for column in (
+        "system",
+        "n",
+        "rec/s",
+        "each round",
+        "CPU s/M",
+        "p50 ms",
+        "p99 ms",
+        "last commit s",
+        "rec/s /ALO",
+        "CPU /ALO",
+    ):
+        table.add_column(column, justify="left" if column in ("system", "each round") else "right")
+    for row in rows:
+        table.add_row(
+            row["system"],
+            str(row["n"]),
+            _num(row["records_per_s"]),
+            " ".join(_num(value) for value in row["records_per_s_all"]),
+            _num(row["cpu_s_per_million"], 2),
+            _num(row["p50_ms"], 1),
+            _num(row["p99_ms"], 1),
+            _num(row["last_commit_s"], 2),
+            _num(row.get("records_per_s_vs_at_least_once"), 2, "x"),
+            _num(row.get("cpu_per_record_vs_at_least_once"), 2, "x"),
+        )
+    console.print(table)
 
 
 def write_json(report: dict[str, Any], path: str | Path) -> None:

@@ -7,8 +7,12 @@ the topic does not exist yet:
    offsets every 50 ms; records/s, MB/s and CPU seconds per million records are taken over the
    window from the first poll that saw records to the poll that saw the last one (so a JVM's
    start-up and Ferry's registration are not counted; the total CPU is reported too). When that
-   first poll already saw more than a tenth of the records (a tiny run, or an exactly-once run
-   whose first transaction held most of them), the window starts at the bench's go instead;
+   first poll already saw more than a tenth of the records (a tiny run), the window starts at the
+   bench's go instead (:func:`copy_window`). An exactly-once copy is measured the same way, over
+   the records it produced to the destination (the log-end offsets count them before their
+   transaction commits); it is done when its source offsets reach the end, after its last
+   transaction, and the time from its last record produced to then is reported on its own
+   (``last_commit_s``), so its figures do not depend on the run's length;
 2. *latency*: with the system still running and idle, the bench produces at a steady rate to
    a second, empty topic the system also copies, and consumes it at the destination
    (:func:`bench.workload.measure_latency`);
@@ -30,7 +34,7 @@ import os
 import platform
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +80,11 @@ class Options:
     # The producer compression of Ferry's route and of the ceiling's copy processes. The bench's
     # default is none, as MirrorMaker 2's, so that the systems compare like with like.
     compression: str = "none"
+    # Each exactly-once Ferry system runs once per interval (its workers' `worker.commit_interval_s`:
+    # how often a transaction commits); empty: once, at the configured interval.
+    transaction_intervals: tuple[float, ...] = ()
+    # The systems run this many times per workload, round by round (A B A B ...), on the same source topic.
+    rounds: int = 1
 
 
 @dataclass
@@ -86,10 +95,14 @@ class RunResult:
     label: str
     records: int
     processes: int
+    round: int = 1
+    commit_interval_s: float | None = None  # the workers' commit (exactly once: transaction) interval, when set
     status: str = "FAILED"
     problems: list[str] = field(default_factory=list)
     window: str | None = None  # "arrival": first to last record seen; "start": from go()
     seconds: float | None = None
+    # Exactly once: from the last record produced to the destination to the last transaction visible.
+    last_commit_s: float | None = None
     records_per_s: float | None = None
     mb_per_s: float | None = None
     cpu_s_per_million: float | None = None
@@ -113,10 +126,13 @@ class RunResult:
             "label": self.label,
             "records": self.records,
             "processes": self.processes,
+            "round": self.round,
+            "commit_interval_s": self.commit_interval_s,
             "status": self.status,
             "problems": self.problems,
             "window": self.window,
             "seconds": self.seconds,
+            "last_commit_s": self.last_commit_s,
             "records_per_s": self.records_per_s,
             "mb_per_s": self.mb_per_s,
             "cpu_s_per_million": self.cpu_s_per_million,
@@ -127,6 +143,41 @@ class RunResult:
             "ratios": self.vs_baseline,
             "logs": self.logs,
         }
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a workload: ``system`` (a known name) at ``commit_interval_s`` (None: as configured), in ``round``."""
+
+    system: str
+    commit_interval_s: float | None
+    round: int
+
+    @property
+    def name(self) -> str:
+        """The run's system as the report names it: ``ferry-eos-1w@0.25s`` at a transaction interval of its own."""
+        return self.system if self.commit_interval_s is None else f"{self.system}@{self.commit_interval_s:g}s"
+
+    @property
+    def slug(self) -> str:
+        """A suffix of the run's names of its own (ZooKeeper root, route, consumer group, latency topic)."""
+        interval = "" if self.commit_interval_s is None else f"-{round(self.commit_interval_s * 1000)}ms"
+        return f"{self.system}{interval}" + (f"-r{self.round}" if self.round > 1 else "")
+
+
+def exactly_once_ferry(name: str) -> bool:
+    return name.startswith("ferry-eos-")
+
+
+def plan_runs(systems: Sequence[str], intervals: Sequence[float] = (), rounds: int = 1) -> list[PlannedRun]:
+    """The runs of one workload, in the order they run (pure): round after round, each round every
+    system in order, an exactly-once Ferry system once per interval of ``intervals`` (none: once)."""
+    plan = []
+    for round_ in range(1, rounds + 1):
+        for name in systems:
+            for interval in intervals if intervals and exactly_once_ferry(name) else (None,):
+                plan.append(PlannedRun(name, interval, round_))
+    return plan
 
 
 def make_system(
@@ -216,11 +267,13 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
                     "source_fill_records_per_s": round(load.records / fill_s),
                 }
             )
-            for name in options.systems:
-                slug = f"{run_id}-{name}"
+            for planned in plan_runs(options.systems, options.transaction_intervals, options.rounds):
+                name = planned.system
+                slug = f"{run_id}-{planned.slug}"
                 if name.startswith("limit-"):
                     echo(f"[{load.name}] {name} ...")
                     result = _broker_limit(name, stack, workdir, load, topic, run_id, dst_admin)
+                    result.round = planned.round
                     runs.append(result)
                     echo(
                         f"[{load.name}] {name}: {result.status} "
@@ -231,11 +284,18 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
                         )
                     )
                     continue
-                system = make_system(
-                    name, stack, workdir, load.partitions, slug, options.worker_config, options.compression
-                )
-                echo(f"[{load.name}] {system.label} ...")
+                worker_config = options.worker_config
+                if planned.commit_interval_s is not None:
+                    worker_config = {**worker_config, "commit_interval_s": planned.commit_interval_s}
+                system = make_system(name, stack, workdir, load.partitions, slug, worker_config, options.compression)
+                if planned.commit_interval_s is not None:
+                    system.name = planned.name
+                    system.label += f", a transaction every {planned.commit_interval_s:g} s"
+                round_text = f" (round {planned.round} of {options.rounds})" if options.rounds > 1 else ""
+                echo(f"[{load.name}] {system.label}{round_text} ...")
                 result = run_one(system, load, topic, run_id, options, source, destination, src_admin, dst_admin)
+                result.round = planned.round
+                result.commit_interval_s = worker_config.get("commit_interval_s")
                 runs.append(result)
                 summary = (
                     f"{result.records_per_s:,.0f} records/s, {result.cpu_s_per_million:.1f} CPU s/M records, "
@@ -276,11 +336,14 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
             "latency_rate": options.latency_rate,
             "latency_seconds": options.latency_seconds,
             "worker_config": options.worker_config,
+            "transaction_intervals": list(options.transaction_intervals),
+            "rounds": options.rounds,
             "idle_partitions": options.idle_partitions,
             "idle_seconds": options.idle_seconds,
         },
         "workloads": workloads,
         "runs": [r.to_json() for r in runs],
+        "summary": summarize([r.to_json() for r in runs]),
         "idle": idle_result,
         "ok": all(r.ok for r in runs),
         "duration_s": round(time.monotonic() - clock_started, 1),
@@ -358,6 +421,48 @@ def _settle_disk() -> None:
     log.debug("sync before the run: %.1fs", time.monotonic() - started)
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One poll of a copy: when (monotonic seconds), the records the destination's log-end offsets
+    count (exactly once: with the transactions' markers, committed or not), and the CPU seconds of
+    the system's processes so far."""
+
+    time: float
+    records: int
+    cpu_s: float
+
+
+@dataclass(frozen=True)
+class Window:
+    """What records/s and CPU per record are measured over: from ``base`` to ``end``; ``kind``
+    "arrival" (from the first poll that saw records) or "start" (from the bench's go)."""
+
+    kind: str
+    base: Sample
+    end: Sample
+
+
+def copy_window(go: Sample, samples: Sequence[Sample], expected: int, marker_slack: int = 0) -> Window:
+    """The window of a copy of ``expected`` records (pure: no I/O, no clock).
+
+    ``go``: when the system was told to copy (no records). ``samples``: the polls at which the
+    destination's count changed, in order, the last one the final count. The window ends at the first
+    poll within ``marker_slack`` of the final count: an exactly-once copy's count also holds the
+    transactions' markers, and its last transaction's markers (one per partition it wrote) land when
+    it commits, after the last record; so ``marker_slack`` is the partition count there, 0 otherwise.
+    It starts at the first poll when that one saw at most a tenth of the records and the window has
+    a length; otherwise at ``go`` (a tiny run whose records arrived between two polls).
+    """
+    if not samples:
+        raise ValueError("no poll saw a record")
+    final = samples[-1].records
+    end = next(sample for sample in samples if sample.records >= final - marker_slack)
+    first = samples[0]
+    if first.records <= expected * (1 - ARRIVAL_WINDOW_MIN_SHARE) and end.time > first.time:
+        return Window("arrival", first, end)
+    return Window("start", go, end)
+
+
 def _copy(
     system: System,
     load: Workload,
@@ -368,31 +473,37 @@ def _copy(
     pids: list[int],
     result: RunResult,
 ) -> None:
-    """Lets ``system`` copy ``topics``; fills the throughput and CPU figures of ``result`` from the first."""
+    """Lets ``system`` copy ``topics``; fills the throughput and CPU figures of ``result`` from the first.
+
+    Done when the system's own count (:meth:`System.copied`: exactly once, the committed source
+    offsets) reaches the workload's; measured over what the destination's log-end offsets count."""
     topic = topics[0]
     expected = load.records
+    transactional = bool(getattr(system, "exactly_once", False))
     started = time.monotonic()
-    cpu_started = procstat.total_cpu_seconds(pids)
+    go = Sample(started, 0, procstat.total_cpu_seconds(pids))
     system.go(topics)
-    first: tuple[float, int, float] | None = None  # (time, records, CPU seconds) at the first poll with records
-    last = (started, 0, cpu_started)
+    samples: list[Sample] = []  # the polls at which the destination's log-end offsets moved
+    count = 0
     last_change = started
     next_report = started + 10
     while True:
-        count = system.copied(dst_admin, topic)
+        produced = system.produced(dst_admin, topic)
+        copied = system.copied(dst_admin, topic) if transactional else produced
         now = time.monotonic()
-        if count != last[1]:
-            last = (now, count, procstat.total_cpu_seconds(pids))
+        grew = produced != (samples[-1].records if samples else 0)
+        if grew:
+            samples.append(Sample(now, produced, procstat.total_cpu_seconds(pids)))
+        if grew or copied != count:
             last_change = now
-            if first is None:
-                first = last
+        count = copied
         if count >= expected:
             break
         problem = system.failure()
         if problem:
             result.problems.append(problem)
             return
-        limit = options.start_timeout_s if count == 0 else options.stall_timeout_s
+        limit = options.start_timeout_s if count == 0 and produced == 0 else options.stall_timeout_s
         if now - last_change > limit:
             result.problems.append(
                 f"stalled: {count:,} of {expected:,} records at the destination, none for {limit:.0f}s"
@@ -402,22 +513,22 @@ def _copy(
             log.info("%s: %d of %d records copied", system.name, count, expected)
             next_report = now + 10
         time.sleep(POLL_S)
-    assert first is not None
+    done = now
     if count > expected:
         result.problems.append(f"{count:,} records at the destination, {expected:,} at the source (duplicates)")
-    end_time, _, end_cpu = last
-    if first[1] <= expected * (1 - ARRIVAL_WINDOW_MIN_SHARE) and end_time > first[0]:
-        result.window = "arrival"
-        base_time, base_count, base_cpu = first
-    else:  # most arrived before the first poll saw any (a tiny run, one transaction): measure from go()
-        result.window = "start"
-        base_time, base_count, base_cpu = started, 0, cpu_started
-    records = expected - base_count
-    seconds = end_time - base_time
+    if not samples or samples[-1].records < expected:  # a final transaction between two polls: one more look
+        produced = system.produced(dst_admin, topic)
+        samples.append(Sample(time.monotonic(), produced, procstat.total_cpu_seconds(pids)))
+    window = copy_window(go, samples, expected, marker_slack=load.partitions if transactional else 0)
+    result.window = window.kind
+    records = expected - min(window.base.records, expected)
+    seconds = window.end.time - window.base.time
     result.seconds = round(seconds, 3)
     result.records_per_s = round(records / seconds, 1)
     result.mb_per_s = round(records * load.record_bytes(run_id) / seconds / 1e6, 2)
-    result.cpu_s_per_million = round((end_cpu - base_cpu) / records * 1e6, 2)
+    result.cpu_s_per_million = round((window.end.cpu_s - window.base.cpu_s) / records * 1e6, 2)
+    if transactional:
+        result.last_commit_s = round(max(0.0, done - window.end.time), 3)
 
 
 def _broker_limit(
@@ -497,3 +608,50 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     if not numerator or not denominator:
         return None
     return round(numerator / denominator, 2)
+
+
+def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per workload and system, the medians of its OK runs over the rounds (pure), and for Ferry's
+    exactly-once runs the ratios of those medians to Ferry's at-least-once runs with as many workers
+    (``ferry-eos-1w@0.25s`` to ``ferry-1w``): records/s and CPU per record. Systems in the order they
+    first ran; ``n``: the OK runs, ``records_per_s_all``: each of them, in round order."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for run in runs:
+        if run["status"] == "OK" and run.get("records_per_s") is not None:
+            groups.setdefault((run["workload"], run["system"]), []).append(run)
+    summary: list[dict[str, Any]] = []
+    for (load, system), members in groups.items():
+        latencies = [m["latency"] or {} for m in members]
+        summary.append(
+            {
+                "workload": load,
+                "system": system,
+                "n": len(members),
+                "records_per_s": _median([m["records_per_s"] for m in members]),
+                "records_per_s_all": [m["records_per_s"] for m in members],
+                "cpu_s_per_million": _median([m["cpu_s_per_million"] for m in members]),
+                "p50_ms": _median([lat.get("p50_ms") for lat in latencies]),
+                "p99_ms": _median([lat.get("p99_ms") for lat in latencies]),
+                "last_commit_s": _median([m.get("last_commit_s") for m in members]),
+            }
+        )
+    medians = {(row["workload"], row["system"]): row for row in summary}
+    for row in summary:
+        system = row["system"]
+        if exactly_once_ferry(system):
+            reference = medians.get((row["workload"], "ferry-" + system.removeprefix("ferry-eos-").split("@")[0]))
+            row["records_per_s_vs_at_least_once"] = _ratio(
+                row["records_per_s"], reference["records_per_s"] if reference else None
+            )
+            row["cpu_per_record_vs_at_least_once"] = _ratio(
+                row["cpu_s_per_million"], reference["cpu_s_per_million"] if reference else None
+            )
+    return summary
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = sorted(v for v in values if v is not None)
+    if not present:
+        return None
+    middle = len(present) // 2
+    return present[middle] if len(present) % 2 else round((present[middle - 1] + present[middle]) / 2, 3)

@@ -119,6 +119,11 @@ class System:
         """How many records of ``topic`` the system copied so far: the destination's log-end offsets."""
         return support.records_in(dst_admin, topic)
 
+    def produced(self, dst_admin: Any, topic: str) -> int:
+        """What the destination's log-end offsets of ``topic`` count so far: the records the system
+        produced there, and with transactions also their markers, committed or not."""
+        return support.records_in(dst_admin, topic)
+
     def failure(self) -> str | None:
         """Why the system cannot finish (a process exited), or None."""
         for process in self.processes:
@@ -347,7 +352,8 @@ class FerryWorkers(System):
 
     def copied(self, dst_admin: Any, topic: str) -> int:
         """Exactly once: the source offsets the route committed, which follow each committed transaction
-        (the destination's log-end offsets also count the transactions' markers)."""
+        (the destination's log-end offsets also count the transactions' markers, and records of
+        transactions still open: :meth:`produced`)."""
         if not self.exactly_once:
             return super().copied(dst_admin, topic)
         from confluent_kafka import TopicPartition

@@ -25,10 +25,13 @@ RUN_KEYS = {
     "label",
     "records",
     "processes",
+    "round",
+    "commit_interval_s",
     "status",
     "problems",
     "window",
     "seconds",
+    "last_commit_s",
     "records_per_s",
     "mb_per_s",
     "cpu_s_per_million",
@@ -93,6 +96,54 @@ def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: dev
         assert run["ratios"]["records_per_s_vs_ceiling"] > 0
     assert runs["ceiling"]["ratios"]["records_per_s_vs_ceiling"] == 1.0
     assert runs["acked-copy"]["processes"] == runs["stamped-copy"]["processes"] == runs["ceiling"]["processes"]
+
+
+def test_bench_runs_exactly_once_at_a_transaction_interval_in_rounds_and_every_record_arrives(
+    local_stack: devstack.Stack, tmp_path: Path
+) -> None:
+    report_path = tmp_path / "bench.json"
+    status = main(
+        [
+            "--records",
+            "2000",
+            "--workloads",
+            "100",
+            "--systems",
+            "ferry-1w,ferry-eos-1w",
+            "--transaction-intervals",
+            "0.5",
+            "--rounds",
+            "2",
+            "--latency-rate",
+            "500",
+            "--latency-seconds",
+            "1",
+            "--json",
+            str(report_path),
+            "--workdir",
+            str(tmp_path / "work"),
+        ]
+    )
+    report = json.loads(report_path.read_text())
+    failed = [(r["system"], r["problems"]) for r in report["runs"] if r["status"] != "OK"]
+    assert status == 0 and report["ok"], failed
+    assert report["options"]["transaction_intervals"] == [0.5] and report["options"]["rounds"] == 2
+    assert [(r["system"], r["round"], r["commit_interval_s"]) for r in report["runs"]] == [
+        ("ferry-1w", 1, None),
+        ("ferry-eos-1w@0.5s", 1, 0.5),
+        ("ferry-1w", 2, None),
+        ("ferry-eos-1w@0.5s", 2, 0.5),
+    ]
+    for run in report["runs"]:
+        assert set(run) == RUN_KEYS and run["problems"] == []
+        assert run["records_per_s"] > 0 and run["cpu_s_per_million"] >= 0
+        assert run["latency"]["expected"] == run["latency"]["received"] == 500
+        # Exactly once: the last transaction's commit is measured on its own, after the last record.
+        assert (run["last_commit_s"] is None) == (run["system"] == "ferry-1w")
+        assert run["last_commit_s"] is None or run["last_commit_s"] >= 0
+    alo, eos = report["summary"]
+    assert (alo["system"], alo["n"], eos["system"], eos["n"]) == ("ferry-1w", 2, "ferry-eos-1w@0.5s", 2)
+    assert eos["records_per_s_vs_at_least_once"] > 0 and eos["cpu_per_record_vs_at_least_once"] > 0
 
 
 def test_bench_runs_the_native_limit_and_every_record_arrives(local_stack: devstack.Stack, tmp_path: Path) -> None:

@@ -108,6 +108,113 @@ def test_cli_arguments() -> None:
         parser.parse_args(["--systems", "ferry"])
     with pytest.raises(SystemExit):
         parser.parse_args(["--workloads", "8x"])
+    assert args.transaction_intervals == () and args.rounds == 1
+    args = parser.parse_args(["--transaction-intervals", "0.1, 0.25,1", "--rounds", "3"])
+    assert args.transaction_intervals == (0.1, 0.25, 1.0) and args.rounds == 3
+
+
+@pytest.mark.parametrize("text", ["", "fast", "0", "-1", "0.1,,x"])
+def test_bad_transaction_intervals_are_refused(text: str) -> None:
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--transaction-intervals", text])
+
+
+# -- the copy window, the runs of a workload, the medians ---------------------------------------
+
+GO = runner.Sample(0.0, 0, 1.0)
+
+
+def test_the_window_runs_from_the_first_poll_with_records_to_the_last_record() -> None:
+    samples = [runner.Sample(1.0, 100, 1.5), runner.Sample(2.0, 5000, 3.0), runner.Sample(3.0, 10_000, 4.5)]
+    window = runner.copy_window(GO, samples, 10_000)
+    assert (window.kind, window.base, window.end) == ("arrival", samples[0], samples[2])
+
+
+def test_a_run_whose_first_poll_saw_most_records_is_measured_from_the_go() -> None:
+    samples = [runner.Sample(1.0, 9000, 1.5), runner.Sample(1.05, 10_000, 1.6)]
+    assert runner.copy_window(GO, samples, 10_000) == runner.Window("start", GO, samples[1])
+    [alone] = samples[1:]
+    assert runner.copy_window(GO, [alone], 10_000) == runner.Window("start", GO, alone)
+
+
+def test_an_exactly_once_copy_ends_at_its_last_record_not_at_its_last_transactions_markers() -> None:
+    # 8 partitions: the last poll sees the last transaction's 8 markers, the one before the last record.
+    samples = [runner.Sample(1.0, 100, 1.5), runner.Sample(2.0, 10_010, 3.0), runner.Sample(2.9, 10_018, 3.4)]
+    window = runner.copy_window(GO, samples, 10_000, marker_slack=8)
+    assert window.end == samples[1] and window.kind == "arrival"
+    assert runner.copy_window(GO, samples, 10_000).end == samples[2]  # at least once: no markers
+
+
+@given(
+    st.lists(st.tuples(st.floats(0.01, 5.0), st.integers(1, 5000), st.floats(0.0, 2.0)), min_size=1, max_size=30),
+    st.integers(0, 16),
+)
+def test_the_window_lies_within_the_run_and_ends_within_the_slack_of_the_final_count(
+    steps: list[tuple[float, int, float]], slack: int
+) -> None:
+    samples, now, count, cpu = [], 0.0, 0, 1.0
+    for seconds, records, cpu_s in steps:
+        now, count, cpu = now + seconds, count + records, cpu + cpu_s
+        samples.append(runner.Sample(now, count, cpu))
+    window = runner.copy_window(GO, samples, count, marker_slack=slack)
+    assert window.base in (GO, samples[0]) and window.end in samples
+    assert window.base.time < window.end.time or window.base is GO
+    assert window.end.records >= count - slack
+    assert all(sample.records < count - slack for sample in samples if sample.time < window.end.time)
+
+
+def test_the_runs_of_a_workload_go_round_by_round_with_each_transaction_interval() -> None:
+    plan = runner.plan_runs(("ferry-1w", "ferry-eos-1w"), (0.1, 1.0), rounds=2)
+    assert [(run.name, run.round) for run in plan] == [
+        ("ferry-1w", 1),
+        ("ferry-eos-1w@0.1s", 1),
+        ("ferry-eos-1w@1s", 1),
+        ("ferry-1w", 2),
+        ("ferry-eos-1w@0.1s", 2),
+        ("ferry-eos-1w@1s", 2),
+    ]
+    assert len({run.slug for run in plan}) == len(plan)  # names of their own: no run resumes another's
+    assert [run.name for run in runner.plan_runs(("ceiling", "ferry-eos-2w"))] == ["ceiling", "ferry-eos-2w"]
+
+
+def _summary_run(system: str, rps: float, cpu: float, p99: float, status: str = "OK") -> dict[str, Any]:
+    return {
+        "workload": "8x100B",
+        "system": system,
+        "status": status,
+        "records_per_s": rps,
+        "cpu_s_per_million": cpu,
+        "latency": {"p50_ms": p99 / 2, "p99_ms": p99},
+        "last_commit_s": 0.2 if "eos" in system else None,
+    }
+
+
+def test_the_summary_takes_medians_over_the_rounds_and_compares_exactly_once_with_at_least_once() -> None:
+    runs = [
+        _summary_run("ferry-1w", 200.0, 4.0, 30.0),
+        _summary_run("ferry-eos-1w@0.25s", 190.0, 4.2, 300.0),
+        _summary_run("ferry-1w", 220.0, 3.6, 40.0),
+        _summary_run("ferry-eos-1w@0.25s", 170.0, 4.4, 280.0),
+        _summary_run("ferry-1w", 100.0, 9.0, 50.0, status="FAILED"),
+        _summary_run("ferry-1w", 210.0, 3.8, 35.0),
+        _summary_run("ferry-eos-1w@0.25s", 180.0, 4.0, 310.0),
+    ]
+    alo, eos = runner.summarize(runs)
+    assert (alo["system"], alo["n"], alo["records_per_s"], alo["cpu_s_per_million"], alo["p99_ms"]) == (
+        "ferry-1w",
+        3,
+        210.0,
+        3.8,
+        35.0,
+    )
+    assert alo["records_per_s_all"] == [200.0, 220.0, 210.0] and "records_per_s_vs_at_least_once" not in alo
+    assert (eos["records_per_s"], eos["cpu_s_per_million"], eos["last_commit_s"]) == (180.0, 4.2, 0.2)
+    assert eos["records_per_s_vs_at_least_once"] == round(180 / 210, 2)
+    assert eos["cpu_per_record_vs_at_least_once"] == round(4.2 / 3.8, 2)
+    [alone] = runner.summarize(runs[1:2])
+    assert alone["records_per_s_vs_at_least_once"] is None  # no at-least-once run beside it
 
 
 # -- the search ------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from ferry.worker.copier import RouteCopier
 from ferry.worker.copying.committer import COMMIT_RETRY_S
 from ferry.worker.errors import RETRY_BACKOFF_S
 from ferry.worker.metrics import WorkerMetrics
-from ferry.worker.position import mm2_takeover
+from ferry.worker.position import lookback, mm2_takeover
 from tests.fakes import TOPIC, FakeAdmin, FakeClock, FakeConsumer, FakeMessage, FakeProducer
 
 
@@ -1023,3 +1023,17 @@ def test_a_partition_whose_destination_transaction_ends_while_it_waits_starts_af
     monkeypatch.setattr(rig.consumer, "get_watermark_offsets", ending)
     assert rig.copier._starter.resume_at(TOPIC, [0]) == {0: 3}  # after the copy its transaction made visible
     assert _open_transaction_waits(rig) == 1
+
+
+def test_one_acquire_waits_for_open_transactions_on_the_destination_at_most_once_in_all(
+    rig: SimpleNamespace,
+) -> None:
+    """Both destination partitions are held back by an open transaction: the copy loop waits for them
+    at most ``OPEN_TRANSACTION_WAIT_S`` in all (on its injected clock), not once per partition; both
+    are deferred and both counted."""
+    rig.consumer.destination = {0: [_copy_of(0)], 1: [_copy_of(0)]}
+    rig.admin.log_ends = {0: 3, 1: 3}
+    result = rig.copier.acquire([(TOPIC, 0), (TOPIC, 1)])
+    assert result.online == [] and sorted(result.deferred) == [(TOPIC, 0), (TOPIC, 1)]
+    assert sum(rig.clock.sleeps) <= lookback.OPEN_TRANSACTION_WAIT_S + 0.2
+    assert _open_transaction_waits(rig) == 2

@@ -6,11 +6,13 @@ A partition starts where the destination's own record of progress says
 destination, MirrorMaker 2's progress on a takeover, else the route's ``start``), always at an explicit
 offset. A partition whose destination partition an open transaction holds back (records past it
 are invisible to the look-back until it ends: :mod:`worker.position.lookback`) is not started: it
-is deferred, and the route's other partitions go on. An exactly-once route's writer registers
-(``init_transactions``, :meth:`Committer.settle`) before any of its partitions reads the destination
-back. A partition of an at-least-once route that resumes past what was committed (nothing committed,
-its copies found on the destination) has its start committable at once: with nothing more to copy it
-would otherwise never commit, and show a lag it does not have. A destination topic is created or
+is deferred, and the route's other partitions go on; one acquire waits for such transactions at most
+:data:`~worker.position.lookback.OPEN_TRANSACTION_WAIT_S` in all (the copy loop waits with it). An
+exactly-once route's writer registers (``init_transactions``, :meth:`Committer.settle`) before any of
+its partitions reads the destination back. A partition of an at-least-once route that resumes past
+what was committed (nothing committed, its copies found on the destination) has its start
+committable at once: with nothing more to copy it would otherwise never commit, and show a lag it
+does not have. A destination topic is created or
 expanded first, and the producer's batches are fitted to its ``max.message.bytes``. A partition whose
 destination topic cannot be prepared for a temporary reason (a cluster unreachable) is not acquired;
 :meth:`PartitionStarter.acquire` says so and the worker retries later.
@@ -47,7 +49,12 @@ from ferry.worker.errors import PartitionDeferred, PartitionStopped, WorkerError
 from ferry.worker.metrics import WorkerMetrics
 from ferry.worker.position import start_offsets
 from ferry.worker.position.data_loss import SourceProbe, destination_recreated, out_of_range, recreated_reason
-from ferry.worker.position.lookback import DestinationReader, LookBackTimeout, OpenTransaction
+from ferry.worker.position.lookback import (
+    OPEN_TRANSACTION_WAIT_S,
+    DestinationReader,
+    LookBackTimeout,
+    OpenTransaction,
+)
 from ferry.worker.position.mm2_takeover import Mm2Takeover, Mm2Unavailable
 
 log = logging.getLogger(__name__)
@@ -106,7 +113,7 @@ class PartitionStarter:
             raise WorkerError(f"route {route.name}: {exc}") from None
         self._probe = SourceProbe(source, route.group_id, f"{client_id}-{route.name}-probe")
         destination_admin = kafka_clients.admin(destination)
-        self._topics = DestinationTopics(route, destination_admin, clock, sleep, internal_topics)
+        self._topics = DestinationTopics(route, destination_admin, clock, sleep, internal_topics, metrics=metrics)
         # Exact offsets: the route's copies read back from the destination (the resume rule).
         waits = metrics.lookback_open_transaction_waits.labels(route.name)
         self._reader = DestinationReader(
@@ -125,6 +132,8 @@ class PartitionStarter:
         self._recreated: dict[TopicPartitionKey, str] = {}  # filled by resume_at, read by acquire
         # Partitions whose destination an open transaction holds back (deferred): filled by resume_at, read by acquire.
         self._held_back: dict[TopicPartitionKey, str] = {}
+        # Until when an acquire's look-backs may wait for open transactions, all together (the copy loop waits).
+        self._open_wait_until: float | None = None
         # Partitions resuming past their committed offset (none committed, own copies found): filled by
         # resume_at, read by acquire, which makes the start committable for those it starts.
         self._past_commit: dict[TopicPartitionKey, int] = {}
@@ -134,6 +143,7 @@ class PartitionStarter:
 
     def acquire(self, keys: Iterable[TopicPartitionKey]) -> AcquireResult:
         """Starts copying ``keys`` where the destination's own record of progress says (:meth:`resume_at`)."""
+        self._open_wait_until = self._clock() + OPEN_TRANSACTION_WAIT_S
         by_topic: dict[str, list[int]] = {}
         for topic, partition in keys:
             by_topic.setdefault(topic, []).append(partition)
@@ -204,6 +214,7 @@ class PartitionStarter:
                     self._ledger.watermarks.start_at((topic, partition), past)
         self._states.start(to_assign)
         self._past_commit.clear()  # of partitions not started now: read again when they are
+        self._open_wait_until = None
         for key, reason in errors.items():
             self._states.not_started(key, reason)
         return AcquireResult(online, errors, deferred)
@@ -230,6 +241,7 @@ class PartitionStarter:
             self._held_back.pop((topic, partition), None)
         for partition in partitions:
             key = (topic, partition)
+            wait_until = self._open_wait_until
             try:
                 found = self._reader.look_back(
                     dest_topic,
@@ -237,6 +249,9 @@ class PartitionStarter:
                     self._route.source,
                     committed.get(partition),
                     self._config.resume_lookback_records,
+                    open_transaction_wait_s=OPEN_TRANSACTION_WAIT_S
+                    if wait_until is None
+                    else max(0.0, wait_until - self._clock()),
                 )
             except OpenTransaction as exc:  # this partition waits; the topic's others go on
                 self._held_back[key] = f"resuming from the destination: {exc}"

@@ -125,11 +125,21 @@ class DestinationReader:
         self._clock = clock
         self._sleep = sleep
 
-    def look_back(self, topic: str, partition: int, source_cluster: str, committed: int | None, limit: int) -> LookBack:
+    def look_back(
+        self,
+        topic: str,
+        partition: int,
+        source_cluster: str,
+        committed: int | None,
+        limit: int,
+        *,
+        open_transaction_wait_s: float = OPEN_TRANSACTION_WAIT_S,
+    ) -> LookBack:
         """Raises KafkaException or LookBackTimeout when the destination cannot be read, OpenTransaction
-        when an open transaction holds back what it may read (the caller defers)."""
+        when an open transaction holds back what it may read for ``open_transaction_wait_s`` (the caller
+        defers)."""
         low, stable = self._watermarks(topic, partition)
-        high = self._stable_end(topic, partition, stable)
+        high = self._stable_end(topic, partition, stable, open_transaction_wait_s)
         result = LookBack()
         oldest: int | None = None
         for start, end in lookback_windows(low, high, FIRST_WINDOW, LARGEST_WINDOW):
@@ -142,15 +152,17 @@ class DestinationReader:
                 break
         return result
 
-    def _stable_end(self, topic: str, partition: int, stable: int) -> int:
+    def _stable_end(self, topic: str, partition: int, stable: int, wait_s: float) -> int:
         """The last stable offset to read back to: ``stable`` (the LSO now) when it is the log end, else
-        the LSO once it reached the log end as it is now (waits at most :data:`OPEN_TRANSACTION_WAIT_S`;
-        raises :class:`OpenTransaction` after that)."""
+        the LSO once it reached the log end as it is now (waits at most ``wait_s``; raises
+        :class:`OpenTransaction` after that)."""
         log_end = self._log_end(topic, partition)
+        if stable < log_end:  # read again after the end: records that came meanwhile hold no transaction open
+            _, stable = self._watermarks(topic, partition)
         if stable >= log_end:
             return stable
         self._on_open_transaction()
-        deadline = self._clock() + OPEN_TRANSACTION_WAIT_S
+        deadline = self._clock() + wait_s
         while self._clock() < deadline:
             self._sleep(_OPEN_TRANSACTION_POLL_S)
             _, stable = self._watermarks(topic, partition)
@@ -158,8 +170,8 @@ class DestinationReader:
                 return stable
         raise OpenTransaction(
             f"an open transaction on the destination holds {topic}/{partition} at its last stable offset "
-            f"{stable}, below its end {log_end}, for more than {OPEN_TRANSACTION_WAIT_S:g}s (records past it "
-            "are invisible to read_committed readers until it ends); its start waits for it"
+            f"{stable}, below its end {log_end} (records past it are invisible to read_committed readers "
+            "until it ends); its start waits for it"
         )
 
     def _log_end(self, topic: str, partition: int) -> int:

@@ -225,7 +225,7 @@ def _transaction_verdict(cluster: str, props: dict[str, Any], timeout_s: float) 
     except KafkaException as exc:
         return f"cannot describe the brokers' configs (that needs DescribeConfigs on the cluster): {_text(exc)}"
     except TimeoutError:
-        return f"the brokers' configs came not within {timeout_s:g}s"
+        return f"no answer with the brokers' configs within {timeout_s:g}s"
     if not any(value is not None for shown in settings.values() for value in shown.values()):
         return "the brokers showed none of their transaction settings (that needs DescribeConfigs on the cluster)"
     return transaction_check.settings_verdict(cluster, settings, len(brokers))

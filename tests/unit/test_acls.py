@@ -44,7 +44,16 @@ def _config(**sections: Any) -> Any:
             "src": {"bootstrap.servers": "src:9094", **SASL},
             "dst": {"bootstrap.servers": "dst:9094", **SASL},
         },
-        "routes": [{"source": "src", "destination": "dst", "include": ["orders"], "sync_acls": False}],
+        # At least once unless a test says otherwise: what each test expects does not follow the default.
+        "routes": [
+            {
+                "source": "src",
+                "destination": "dst",
+                "include": ["orders"],
+                "sync_acls": False,
+                "delivery_guarantee": "at_least_once",
+            }
+        ],
         "controller": {"checkpoint_interval_s": 0},
     }
     data.update(sections)

@@ -84,6 +84,11 @@ class ControllerMetrics:
             "Partitions without a worker because an operator cordoned or drained every live worker",
             registry=registry,
         )
+        self.held_twice = Gauge(
+            "ferry_controller_partitions_held_twice",
+            "Partitions that two live workers report holding at once: 0 unless a handoff broke",
+            registry=registry,
+        )
         self._shown: dict[Gauge, dict[PartitionKey, float]] = {self.paused: {}, self.noprogress_seconds: {}}
         self.job_runs = Counter("ferry_controller_job_runs", "Runs of the leader's jobs", ["job"], registry=registry)
         self.job_failures = Counter(

@@ -2,20 +2,23 @@
 
 A worker of an exactly-once route writes through a transactional producer whose id is the route's
 ``transactional_id(worker)`` (:meth:`common.config.RouteConfig.transactional_id`). Before the leader
-gives a partition that a worker no longer live held, or was assigned, to another worker, it fences
-that worker's writer of the partition's route on the route's destination
+writes a move of a partition that a worker no longer live held, was assigned or had not acknowledged
+giving up, it fences that worker's writer of the partition's route on the route's destination
 (:func:`common.kafka.clients.fence_writer`, as Kafka Connect fences a previous generation of tasks):
 the old writer's open transaction is aborted and nothing it writes afterwards ever commits, however
 long it was paused or cut off from ZooKeeper. The ZooKeeper write that gives the partitions away then
 checks that the worker has not registered again meanwhile (:meth:`controller.lead.store.Store.commit`'s
 ``absent``), so a worker that comes back reads the new assignment before it writes with a new writer.
 
-States of a (worker, route) pair::
+Every write that needs a fence gets its own, and nothing is remembered between writes: between two
+reconciles a worker can register again (its new writer's ``init_transactions`` takes over the
+transactional id) and lose its session again before the leader ever sees it live, so a fence from an
+earlier write proves nothing about the writer that runs now. A plan names a worker to fence only
+when a write moves partitions it held, was granted or had not acknowledged giving up
+(:mod:`common.core.handoff`), so fences stay as rare as those moves.
 
-    UNFENCED --fence (the destination answered)--> FENCED (not fenced again while the worker stays away)
-    FENCED   --the worker is live again (forget)--> UNFENCED
-    UNFENCED --fence fails (the destination does not answer)--> UNFENCED; ControllerError: the
-               reconcile writes nothing and runs again (the partitions wait where they are)
+A fence that fails (the destination does not answer) raises :class:`ControllerError`: the reconcile
+writes nothing and runs again (the partitions wait where they are).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ FenceWriter = Callable[[Mapping[str, Any], str, float], None]
 
 
 class WriterFencer:
-    """The leader's fencing of lost workers' writers. See the module docstring for its states."""
+    """The leader's fencing of lost workers' writers (stateless: see the module docstring)."""
 
     def __init__(
         self,
@@ -52,7 +55,6 @@ class WriterFencer:
         self._routes = {route.name: route for route in config.routes}
         self._fence_writer = fence_writer
         self._timeout_s = timeout_s
-        self._fenced: set[tuple[str, str]] = set()
 
     def fence(self, writers: Mapping[str, Collection[str]]) -> None:
         """Fences each worker's writers of the exactly-once routes among ``writers`` (worker -> route
@@ -60,7 +62,7 @@ class WriterFencer:
         for worker, routes in sorted(writers.items()):
             for name in sorted(routes):
                 route = self._routes.get(name)
-                if route is None or not route.exactly_once or (worker, name) in self._fenced:
+                if route is None or not route.exactly_once:
                     continue
                 try:
                     self._fence_writer(
@@ -71,9 +73,3 @@ class WriterFencer:
                         f"fencing worker {worker}'s writer of route {name} on {route.destination}: {kafka_error(exc)}"
                     ) from None
                 log.info("fenced worker %s's writer of route %s before moving its partitions", worker, name)
-                self._fenced.add((worker, name))
-
-    def forget(self, live: Collection[str]) -> None:
-        """Workers live again have new writers: fence them again if they are lost again."""
-        if self._fenced:
-            self._fenced = {(worker, route) for worker, route in self._fenced if worker not in live}

@@ -20,8 +20,9 @@ It decides exactly as ``plan`` of ``tests/oracles/planner.py`` (the specificatio
 tests/unit/test_leader_state.py checks both agree after random events), but a plan costs what
 the events since the last one touched, not the whole state:
 
-- a worker's status change recomputes the handoff of the partitions in its old and new status and
-  the external views of their topics;
+- a worker's status change recomputes the handoff of the partitions in its old and new status, and
+  (when its generation changed) of those it had not acknowledged giving up, and the external views
+  of their topics;
 - a new, grown or deleted topic places (with :func:`common.core.assignment.assign`, with the other
   topics' loads as ``base_load``) only its own partitions;
 - a worker whose partitions must move (retention over, or leaving) places only those;
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from ferry.common.core import assignment
 from ferry.common.core.assignment import Rate
 from ferry.common.core.diff import Mismatch, compare, summarize, view_entry
+from ferry.common.core.handoff import acknowledged, unsettled_workers
 from ferry.common.model import (
     ExternalView,
     IdealState,
@@ -107,8 +109,31 @@ class LeaderState:
         self._holders: dict[PartitionKey, set[str]] = {}
         self._reports: dict[TopicKey, dict[str, dict[int, PartitionStatus]]] = {}
         # The handoff's answer: partition -> the worker whose assignment has it; worker -> its partitions.
+        # Rebuilt from the assignment nodes, so a grantee that is not live is fenced before its partitions move.
         self._grant_of: dict[PartitionKey, str] = {}
         self._granted: dict[str, set[PartitionKey]] = {}
+        for worker, written in self.assignments.items():
+            if written.partitions:
+                self._granted[worker] = set(written.partitions)
+                for partition in written.partitions:
+                    self._grant_of[partition] = worker
+        # Takings not yet acknowledged (:mod:`common.core.handoff`): partition -> worker -> the generation
+        # that took it, indexed by worker too. Without memory of them, a new leader assumes that every
+        # worker whose status does not acknowledge its node may hold any partition no node names: kept as
+        # those workers and those partitions, not as their product.
+        self._unacked: dict[PartitionKey, dict[str, int]] = {}
+        self._unacked_of: dict[str, set[PartitionKey]] = {}
+        self._takeover_unsettled: dict[str, int] = unsettled_workers(self.assignments, self.statuses)
+        self._takeover_open: set[PartitionKey] = set()
+        if self._takeover_unsettled:
+            self._takeover_open = {
+                PartitionKey(key.route, key.topic, p)
+                for key, state in self.ideal.items()
+                for p in range(state.partitions)
+                if PartitionKey(key.route, key.topic, p) not in self._grant_of
+            }
+        # Partitions that two live workers report holding (it must stay empty).
+        self._held_twice: set[PartitionKey] = set()
         # Reported states per topic, for the partition-state gauge.
         self._topic_counts: dict[TopicKey, Counter[str]] = {}
         self.state_counts: Counter[str] = Counter()
@@ -123,6 +148,7 @@ class LeaderState:
             self._set_desired(key, state)
         for worker, status in self.statuses.items():
             self._index_status(worker, {}, status.partitions)
+        self._touched.update(self._grant_of)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -135,6 +161,7 @@ class LeaderState:
             status = self.statuses.get(worker)
             if status is not None:
                 self._touched.update(status.partitions)
+            self._touch_takings(worker)
 
     def set_status(self, worker: str, status: WorkerStatus | None) -> None:
         """A worker's status node changed (None: deleted)."""
@@ -142,6 +169,14 @@ class LeaderState:
         if old == status:
             return
         self._index_status(worker, old.partitions if old else {}, status.partitions if status else {})
+        if (old and (old.generation, old.leaving)) != (status and (status.generation, status.leaving)):
+            unsettled_at = self._takeover_unsettled.get(worker)
+            if unsettled_at is not None and acknowledged(status, unsettled_at):
+                del self._takeover_unsettled[worker]
+                self._touched.update(self._takeover_open)
+                if not self._takeover_unsettled:
+                    self._takeover_open.clear()
+            self._touch_takings(worker)
         if status is None:
             del self.statuses[worker]
         else:
@@ -249,6 +284,12 @@ class LeaderState:
             self.ideal[key] = state
             self.ideal_versions[key] = self.ideal_versions.get(key, 0) + 1
         for worker, partitions in changes.assignments.items():
+            before = self.assignments.get(worker)
+            if before is not None and worker in self.live and not self._leaving(worker):
+                # A live worker may hold what this write took from it until it acknowledges the generation.
+                for partition in before.partitions - partitions:
+                    self._unacked.setdefault(partition, {})[worker] = generation
+                    self._unacked_of.setdefault(worker, set()).add(partition)
             self.assignments[worker] = WorkerAssignment(generation, partitions)
         for worker in changes.delete_assignments:
             self.assignments.pop(worker, None)
@@ -300,19 +341,32 @@ class LeaderState:
         self._touched_topics.add(key)
 
     def _handoff(self, changes: Changes) -> None:
-        """The two-step handoff of :mod:`common.core.handoff`, for the touched partitions only."""
+        """The acknowledged handoff of :mod:`common.core.handoff`, for the touched partitions only."""
         changed: set[str] = set(self._check_workers)
+        live = self.live
         for partition in self._touched:
             target = self._desired.get(_topic(partition), {}).get(partition.partition)
-            others = any(h != target and h in self.live for h in self._holders.get(partition, ()))
-            grant = target if target is not None and not others else None
+            holders = self._holders.get(partition, ())
+            if sum(1 for h in holders if h in live) > 1:
+                self._held_twice.add(partition)
+            else:
+                self._held_twice.discard(partition)
             old = self._grant_of.get(partition)
+            may_hold = {*holders, *self._open_takings(partition)}
+            if old is not None and not self._leaving(old):
+                may_hold.add(old)
+            blocked = any(w != target and w in live for w in may_hold)
+            grant = target if target is not None and not blocked else None
             if old == grant:
                 continue
+            for writer in may_hold:
+                if writer != grant and writer not in live:
+                    # Its writer is fenced before this write: what it had not acknowledged is settled.
+                    changes.fence.setdefault(writer, set()).add(partition.route)
+                    self._settle(partition, writer)
             if grant is not None:
-                for writer in {old, *self._holders.get(partition, ())}:
-                    if writer is not None and writer != grant and writer not in self.live:
-                        changes.fence.setdefault(writer, set()).add(partition.route)
+                self._settle(partition, grant)
+                self._takeover_open.discard(partition)
             if old is not None:
                 self._granted[old].discard(partition)
                 changed.add(old)
@@ -342,6 +396,44 @@ class LeaderState:
                     changes.assignments[worker] = partitions
             elif written is not None:
                 changes.delete_assignments.add(worker)  # a departed worker with nothing left
+
+    def _leaving(self, worker: str) -> bool:
+        status = self.statuses.get(worker)
+        return status is not None and status.leaving
+
+    def _open_takings(self, partition: PartitionKey) -> dict[str, int]:
+        """Worker -> generation of the takings of ``partition`` not yet acknowledged (the acknowledged ones
+        are forgotten here)."""
+        takings: dict[str, int] = {}
+        recorded = self._unacked.get(partition)
+        if recorded:
+            for worker, generation in list(recorded.items()):
+                if acknowledged(self.statuses.get(worker), generation):
+                    self._settle(partition, worker)
+                else:
+                    takings[worker] = generation
+        if partition in self._takeover_open:
+            for worker, generation in self._takeover_unsettled.items():
+                if worker not in takings and not acknowledged(self.statuses.get(worker), generation):
+                    takings[worker] = generation
+        return takings
+
+    def _settle(self, partition: PartitionKey, worker: str) -> None:
+        """Forgets a taking: acknowledged, granted back, or its worker's writer fenced."""
+        recorded = self._unacked.get(partition)
+        if recorded is not None and recorded.pop(worker, None) is not None:
+            if not recorded:
+                del self._unacked[partition]
+            of_worker = self._unacked_of[worker]
+            of_worker.discard(partition)
+            if not of_worker:
+                del self._unacked_of[worker]
+
+    def _touch_takings(self, worker: str) -> None:
+        """A worker's liveness or acknowledged generation changed: what it may hold is decided again."""
+        self._touched.update(self._unacked_of.get(worker, ()))
+        if worker in self._takeover_unsettled:
+            self._touched.update(self._takeover_open)
 
     def _views(self, changes: Changes) -> None:
         for key in self._touched_topics:
@@ -459,6 +551,11 @@ class LeaderState:
             mismatches.extend(found)
             summary.update(counts)
         return sorted(mismatches, key=lambda m: m.partition), dict(summary)
+
+    @property
+    def held_twice(self) -> int:
+        """How many partitions two live workers report holding at once (a broken handoff if ever above 0)."""
+        return len(self._held_twice)
 
     def holding(self) -> dict[str, list[PartitionKey]]:
         """Worker -> the partitions the ideal states give it, sorted."""

@@ -271,7 +271,6 @@ class Reconciler:
             for key in changes.views:
                 self.ensure_path(self.layout.route_external(key.route))
             ops = ordered_ops(self.layout, leader_state, changes, generation)
-            self._fencer.forget(leader_state.live)
             if changes.fence:
                 try:
                     self._fencer.fence(changes.fence)
@@ -291,6 +290,7 @@ class Reconciler:
             # What an operator chose, for the alerts to leave out: paused partitions, and those cordons left unassigned.
             self._publish_paused(leader_state)
             self._metrics.cordoned_unassigned.set(leader_state.cordoned_unassigned)
+            self._metrics.held_twice.set(leader_state.held_twice)
             for worker, until in changes.retained_until.items():
                 self._schedule(f"failover-{worker}", max(0.0, until - now) + 0.05)
             if changes.moved:

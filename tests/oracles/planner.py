@@ -11,7 +11,9 @@ Rules (see docs/design.md):
   leader first saw it gone (``departed_at``), then they go to the least-loaded live workers;
 - partitions without a (live or retained) worker go to the least-loaded live workers;
 - with ``rebalance`` true, the fewest partitions move so live workers' counts differ by at most one;
-- each worker's assignment follows the two-step handoff of :mod:`common.core.handoff`;
+- each worker's assignment follows the acknowledged two-step handoff of :mod:`common.core.handoff`
+  (a partition goes to its new owner only once no other live worker may hold it; the takings not
+  yet acknowledged are the leader's memory, like ``departed_at``);
 - a live worker always has an assignment node; one that is not live keeps a node only while it
   names partitions (emptied first, then deleted; never created empty).
 """
@@ -34,6 +36,8 @@ class Plan:
     departed_at: dict[str, float]  # the leader's memory, updated
     retained_until: dict[str, float] = field(default_factory=dict)  # worker -> when its partitions move
     moved: int = 0
+    fence: dict[str, set[str]] = field(default_factory=dict)  # worker -> routes, fenced before the write
+    unacknowledged: handoff.Unacknowledged = field(default_factory=dict)  # the leader's memory, updated
 
 
 def active_workers(live: Mapping[str, object], statuses: Mapping[str, WorkerStatus]) -> set[str]:
@@ -50,10 +54,13 @@ def plan(
     now: float,
     failover_delay_s: float,
     rebalance: bool = False,
+    unacknowledged: Mapping[PartitionKey, Mapping[str, int]] | None = None,
+    generation: int = 1,
 ) -> Plan:
     """The desired ideal states, worker assignments and external views.
 
-    ``written`` is what the assignment nodes hold now (worker -> partitions). The plan's
+    ``written`` is what the assignment nodes hold now (worker -> partitions), ``unacknowledged`` the
+    takings the leader has not seen acknowledged, ``generation`` the one this plan is written at. The plan's
     ``assignments`` are the nodes there must be once it is written, with what they hold; a node
     it does not name is deleted. A worker reads an absent node as an empty one, so:
 
@@ -94,7 +101,8 @@ def plan(
         key: IdealState(route=key.route, topic=key.topic, partitions=state.partitions, assignment=by_topic[key])
         for key, state in ideal.items()
     }
-    per_worker = handoff.worker_assignments(desired, statuses, set(live))
+    handed = handoff.hand_off(desired, statuses, set(live), written, unacknowledged or {}, generation)
+    per_worker = handed.assignments
     assignments: dict[str, frozenset[PartitionKey]] = {}
     for worker in set(live) | set(written) | set(per_worker):
         granted = per_worker.get(worker, frozenset())
@@ -115,4 +123,6 @@ def plan(
         departed_at=departed,
         retained_until={w: t for w, t in retained_until.items() if w in holding},
         moved=len(assignment.moved(current, desired)),
+        fence=handed.fence,
+        unacknowledged=handed.unacknowledged,
     )

@@ -18,6 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ferry.common.core.diff import compare, summarize
+from ferry.common.core.handoff import Unacknowledged, unacknowledged_at_takeover
 from ferry.common.model import (
     ExternalView,
     IdealState,
@@ -52,22 +53,74 @@ class Zk:
     external: dict[TopicKey, ExternalView] = field(default_factory=dict)
     live: dict[str, WorkerInfo] = field(default_factory=dict)
     statuses: dict[str, WorkerStatus] = field(default_factory=dict)
+    node_generations: dict[str, int] = field(default_factory=dict)  # each assignment node's generation
+    generation: int = 0
+    # The spec leader's memory of takings not yet acknowledged.
+    unacknowledged: Unacknowledged = field(default_factory=dict)
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            live=dict(self.live),
+            statuses=dict(self.statuses),
+            ideal=dict(self.ideal),
+            ideal_versions=dict.fromkeys(self.ideal, 0),
+            external=dict(self.external),
+            assignments={w: WorkerAssignment(self.node_generations[w], ps) for w, ps in self.assignments.items()},
+            generation=self.generation,
+            generation_exists=self.generation > 0,
+        )
+
+    def new_leader(self) -> None:
+        """A leader starts without memory: it assumes what :func:`unacknowledged_at_takeover` says."""
+        partitions = [
+            PartitionKey(k.route, k.topic, p) for k, state in self.ideal.items() for p in range(state.partitions)
+        ]
+        self.unacknowledged = unacknowledged_at_takeover(partitions, self.snapshot().assignments, self.statuses)
+
+    def report(self, worker: str, states: dict[PartitionKey, PartitionStatus] | None = None) -> WorkerStatus:
+        """The worker applied its assignment node and says so (its generation, what it holds)."""
+        assigned = self.assignments.get(worker, frozenset())
+        if states is None:
+            states = {p: PartitionStatus(PartitionState.ONLINE) for p in assigned}
+        self.statuses[worker] = WorkerStatus(self.node_generations.get(worker, 0), states)
+        return self.statuses[worker]
 
 
-def spec_step(zk: Zk, departed: dict[str, float], now: float, rebalance: bool) -> tuple[int, dict[str, float]]:
-    result = plan(zk.ideal, zk.live, zk.statuses, dict(zk.assignments), departed, now, DELAY, rebalance=rebalance)
+Step = tuple[int, dict[str, float], dict[str, set[str]]]
+
+
+def spec_step(zk: Zk, departed: dict[str, float], now: float, rebalance: bool) -> Step:
+    generation = zk.generation + 1
+    result = plan(
+        zk.ideal,
+        zk.live,
+        zk.statuses,
+        dict(zk.assignments),
+        departed,
+        now,
+        DELAY,
+        rebalance=rebalance,
+        unacknowledged=zk.unacknowledged,
+        generation=generation,
+    )
+    written = {w: ps for w, ps in result.assignments.items() if zk.assignments.get(w) != ps}
+    for worker in written:
+        zk.node_generations[worker] = generation
+    if written:
+        zk.generation = generation
     zk.assignments = dict(result.assignments)
     zk.ideal = dict(result.ideal)
     zk.external = dict(result.external)
+    zk.unacknowledged = result.unacknowledged
     departed.clear()
     departed.update(result.departed_at)
-    return result.moved, result.retained_until
+    return result.moved, result.retained_until, result.fence
 
 
-def state_step(leader_state: LeaderState, now: float, rebalance: bool) -> tuple[int, dict[str, float]]:
+def state_step(leader_state: LeaderState, now: float, rebalance: bool) -> Step:
     changes = leader_state.plan(now, DELAY, rebalance=rebalance)
     leader_state.applied(changes, leader_state.generation + 1)
-    return changes.moved, changes.retained_until
+    return changes.moved, changes.retained_until, changes.fence
 
 
 def same(zk: Zk, leader_state: LeaderState) -> None:
@@ -92,6 +145,7 @@ events = st.lists(
                 "delete",
                 "tick",
                 "rebalance",
+                "new_leader",
             ]
         ),
         st.sampled_from(WORKERS),
@@ -169,8 +223,8 @@ def test_the_incremental_planner_decides_as_the_whole_state_plan(
         elif kind in ("report", "report_mixed") and worker in zk.statuses:
             assigned = sorted(zk.assignments.get(worker, frozenset()))
             states = [PartitionState.ONLINE, PartitionState.ERROR, PartitionState.OFFLINE]
-            zk.statuses[worker] = WorkerStatus(
-                1,
+            reported = zk.report(
+                worker,
                 {
                     p: PartitionStatus(
                         states[(i + number) % 3] if kind == "report_mixed" else PartitionState.ONLINE,
@@ -179,7 +233,7 @@ def test_the_incremental_planner_decides_as_the_whole_state_plan(
                     for i, p in enumerate(assigned)
                 },
             )
-            leader_state.set_status(worker, zk.statuses[worker])
+            leader_state.set_status(worker, reported)
         elif kind == "leave" and worker in zk.statuses:
             zk.statuses[worker] = WorkerStatus(0, {}, leaving=True)
             leader_state.set_status(worker, zk.statuses[worker])
@@ -197,6 +251,9 @@ def test_the_incremental_planner_decides_as_the_whole_state_plan(
             now += seconds
         elif kind == "rebalance":
             rebalance = True
+        elif kind == "new_leader":
+            zk.new_leader()
+            leader_state = LeaderState(zk.snapshot(), departed)
         assert spec_step(zk, departed, now, rebalance) == state_step(leader_state, now, rebalance), kind
         same(zk, leader_state)
 
@@ -270,9 +327,9 @@ def test_a_retained_worker_whose_partition_is_withheld_gets_no_assignment_node()
     for now in (1002.0, 1003.0):  # and never created again while retained and granted nothing
         step(now)
         assert "w0" not in zk.assignments and leader_state.holding()["w0"] == given_to_w0
-    # Once w1 released it, the retained w0 is granted it: its node is created then.
+    # Once w1 released it (it applied the node that took it), the retained w0 is granted it: its node is created then.
     zk.statuses["w1"] = WorkerStatus(
-        2,
+        zk.node_generations["w1"],
         {
             p: PartitionStatus(PartitionState.OFFLINE if p in given_to_w0 else PartitionState.ONLINE)
             for p in zk.statuses["w1"].partitions

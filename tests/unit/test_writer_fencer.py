@@ -39,16 +39,22 @@ class Fences:
         self.fenced.append((cluster["bootstrap.servers"], transactional_id))
 
 
-def test_only_exactly_once_routes_are_fenced_on_their_destination_once_while_the_worker_stays_away() -> None:
+def test_only_exactly_once_routes_are_fenced_on_their_destination() -> None:
     fences = Fences()
     fencer = WriterFencer(_config(), fences)
     fencer.fence({"w1": {"a.b", "a.c"}})
     assert fences.fenced == [("b:9092", "ferry.a.b.w1")]
+
+
+def test_a_worker_that_registered_and_was_lost_again_unseen_is_fenced_again() -> None:
+    """Between two reconciles a worker can register (a new writer: its init_transactions undoes the
+    fence) and lose its session again before the leader ever sees it live: every write that moves
+    its partitions is preceded by a fence of its own."""
+    fences = Fences()
+    fencer = WriterFencer(_config(), fences)
     fencer.fence({"w1": {"a.b"}})
-    assert len(fences.fenced) == 1  # still away: its writer is fenced already
-    fencer.forget({"w1"})  # live again, with a new writer
-    fencer.fence({"w1": {"a.b"}})
-    assert len(fences.fenced) == 2
+    fencer.fence({"w1": {"a.b"}})  # the leader never saw it live in between
+    assert fences.fenced == [("b:9092", "ferry.a.b.w1")] * 2
 
 
 def test_a_destination_that_does_not_answer_stops_the_write() -> None:

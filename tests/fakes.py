@@ -298,6 +298,7 @@ class FakeAdmin:
         self.destination_partitions = destination_partitions
         self.max_message_bytes = 1_048_588
         self.brokers = 1
+        self.away = 0  # brokers not registered (restarting) that hold replicas of the cluster's existing topics
         self.created: list[tuple[str, int]] = []
         self.replicas: dict[str, int] = {}  # topic -> the replication factor it was created with
         # partition -> the log end (high watermark) ListOffsets answers with; 0 unless set, so no
@@ -310,8 +311,13 @@ class FakeAdmin:
 
         return {tp: answer(self.log_ends.get(tp.partition, 0)) for tp in request}
 
-    def list_topics(self, topic: str, timeout: float) -> Any:
-        return metadata(self.destination_partitions, brokers=self.brokers)
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        answer = metadata(self.destination_partitions, brokers=self.brokers)
+        if self.away:  # an existing topic's replicas name the brokers that are away too
+            holders = list(range(1, self.brokers + self.away + 1))
+            layout = {0: SimpleNamespace(id=0, replicas=holders)}
+            answer.topics["__consumer_offsets"] = SimpleNamespace(partitions=layout, error=None)
+        return answer
 
     def describe_configs(self, resources: list[Any]) -> dict[Any, Any]:
         entries = {"max.message.bytes": SimpleNamespace(value=str(self.max_message_bytes))}

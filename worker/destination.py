@@ -2,7 +2,8 @@
 
 For each source topic: its partition count and replica count at the source, the destination topic
 created (with the route's ``replication_factor``, else the source's replica count, capped at the
-destination's broker count: :mod:`common.core.topics.replicas`) or expanded to that partition count, the
+destination cluster's size, never at the brokers registered at the moment: :mod:`common.core.topics.replicas`)
+or expanded to that partition count, the
 producer's metadata waited for (bounded) until it shows the new partitions, the topic's
 ``max.message.bytes`` handed to the copier (which fits its producer batches under it), and the
 compacted offset-map topic created once (with the destination's ``internal_topics`` replication
@@ -13,14 +14,21 @@ through the leader's topic observer.
 
 What cannot be done is classified once: a refusal that will not change (the topic is missing at
 the source, the destination forbids creating it) is :class:`PartitionStopped`; anything else (a
-cluster unreachable) is :class:`PartitionDeferred`, and the worker tries again later.
+cluster unreachable, a topic waiting for the destination's brokers to come back) is
+:class:`PartitionDeferred`, and the worker tries again later.
+
+States of a destination topic here: *waiting for brokers* (not created because a broker the
+destination knows is away; counted in ``ferry_worker_topics_waiting_for_brokers``, logged once),
+then *ready* once it exists (created here, capped only when the cluster is smaller:
+``ferry_worker_topics_capped_total``, or by another worker).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +38,11 @@ from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
 from ferry.common import logs
 from ferry.common.config import InternalTopicsConfig, RouteConfig
 from ferry.common.core.offset_map import MAP_TOPIC
-from ferry.common.core.topics.replicas import mirrored_replicas, replica_count
+from ferry.common.core.topics.replicas import replica_count
 from ferry.common.kafka.errors import kafka_error
-from ferry.common.kafka.topics import InternalTopic
+from ferry.common.kafka.topics import InternalTopic, WaitingForBrokers, creation_replicas
 from ferry.worker.errors import PartitionDeferred, PartitionStopped
+from ferry.worker.metrics import WorkerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +68,13 @@ class DestinationTopics:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         internal_topics: InternalTopicsConfig | None = None,
+        *,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
+        """``metrics``: where topics waiting for brokers and capped topics are counted (none: not counted)."""
         self.route = route
+        self._metrics = metrics
+        self._waiting: set[str] = set()  # topics not created yet: brokers of the destination are away
         self._log = logs.with_fields(log, route=route.name)
         self._admin = admin
         self._clock = clock
@@ -96,7 +110,7 @@ class DestinationTopics:
             cluster = self._admin.list_topics(topic, timeout=METADATA_TIMEOUT_S)
             dest_meta = cluster.topics.get(topic)
             if dest_meta is None or dest_meta.error is not None:
-                created = self._create(topic, source, len(cluster.brokers))
+                created = self._create(topic, source, cluster.brokers)
             elif len(dest_meta.partitions) < wanted:
                 future = self._admin.create_partitions([NewPartitions(topic, wanted)])[topic]
                 admin_result(future, KafkaError.INVALID_PARTITIONS)
@@ -109,6 +123,8 @@ class DestinationTopics:
                 fit_batches(topic, limit)
             self.ensure_map_topic()
             return created
+        except WaitingForBrokers as exc:
+            raise PartitionDeferred(f"destination topic not created yet: {kafka_error(exc).message}") from None
         except KafkaException as exc:
             error = kafka_error(exc)
             if error.code in (
@@ -120,9 +136,12 @@ class DestinationTopics:
                 raise PartitionStopped(f"cannot create destination topic {topic!r}: {error}") from None
             raise PartitionDeferred(f"destination cluster: {error}") from None
 
-    def _create(self, topic: str, source: SourceTopic, brokers: int) -> bool:
-        """Creates ``topic`` with the source's partitions and the route's replicas (logs a cap). True: done here."""
-        replicas = mirrored_replicas(self.route.replication_factor, source.replicas, brokers)
+    def _create(self, topic: str, source: SourceTopic, registered: Collection[int]) -> bool:
+        """Creates ``topic`` with the source's partitions and the route's replicas (logs and counts a cap;
+        raises :class:`WaitingForBrokers` while brokers of the destination are away). True: done here."""
+        wanted = self.route.replication_factor if self.route.replication_factor is not None else source.replicas
+        with self._waiting_for_brokers(topic):
+            replicas = creation_replicas(self._admin, max(1, wanted), registered, ADMIN_TIMEOUT_S)
         new = NewTopic(topic, num_partitions=source.partitions, replication_factor=replicas.factor)
         created = admin_result(self._admin.create_topics([new])[topic], KafkaError.TOPIC_ALREADY_EXISTS)
         if created:
@@ -134,13 +153,14 @@ class DestinationTopics:
                 replicas.factor,
             )
             if replicas.capped:
+                self._count_capped()
                 self._log.warning(
                     "route %s: destination topic %s has %d replicas instead of %d: the destination has %d brokers",
                     self.route.name,
                     topic,
                     replicas.factor,
                     replicas.wanted,
-                    brokers,
+                    replicas.factor,  # capped only at the cluster's size
                 )
         return created
 
@@ -157,8 +177,41 @@ class DestinationTopics:
             return None
 
     def ensure_map_topic(self) -> None:
-        """Creates the compacted offset-map topic on the destination once (another worker may have)."""
-        self._map_topic.ensure(self.route.destination, lambda: self._admin)
+        """Creates the compacted offset-map topic on the destination once (another worker may have);
+        raises :class:`WaitingForBrokers` while brokers of the destination are away."""
+        with self._waiting_for_brokers(MAP_TOPIC):
+            replicas = self._map_topic.ensure(self.route.destination, lambda: self._admin)
+        if replicas is not None and replicas.capped:
+            self._count_capped()
+
+    @contextlib.contextmanager
+    def _waiting_for_brokers(self, topic: str) -> Iterator[None]:
+        """Keeps ``topic`` among the topics waiting for brokers while the body raises :class:`WaitingForBrokers`."""
+        try:
+            yield
+        except WaitingForBrokers as exc:
+            if topic not in self._waiting:
+                self._waiting.add(topic)
+                self._log.warning(
+                    "route %s: destination topic %s not created yet: %s",
+                    self.route.name,
+                    topic,
+                    kafka_error(exc).message,
+                )
+                self._show_waiting()
+            raise
+        if topic in self._waiting:
+            self._waiting.discard(topic)
+            self._log.info("route %s: the destination's brokers are back for topic %s", self.route.name, topic)
+            self._show_waiting()
+
+    def _show_waiting(self) -> None:
+        if self._metrics is not None:
+            self._metrics.topics_waiting_for_brokers.labels(self.route.name).set(len(self._waiting))
+
+    def _count_capped(self) -> None:
+        if self._metrics is not None:
+            self._metrics.topics_capped.labels(self.route.name).inc()
 
     def _await_producer_metadata(self, producer: Any, topic: str, partitions: int) -> None:
         """Waits (bounded) until the producer's metadata shows ``partitions`` partitions of ``topic``.

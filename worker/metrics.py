@@ -121,11 +121,29 @@ class WorkerMetrics:
             registry=self.registry,
             buckets=RECORD_AGE_BUCKETS,
         )
+        self.topics_waiting_for_brokers = Gauge(
+            "ferry_worker_topics_waiting_for_brokers",
+            "The route's destination topics (its offset-map topic among them) not created yet: fewer of the "
+            "destination's brokers are registered than they are to get replicas, and the cluster has more "
+            "(a broker restarts); created once the brokers are back",
+            ["route"],
+            registry=self.registry,
+        )
+        self.topics_capped = Counter(
+            "ferry_worker_topics_capped",
+            "Topics this worker created on the route's destination with fewer replicas than wanted, because "
+            "the whole destination cluster has fewer brokers",
+            ["route"],
+            registry=self.registry,
+        )
 
     def start_route(self, route: str) -> None:
-        """Shows the route's fencing counter at 0 before it counts anything, so that its first
-        fencing is an increase an alert sees (a labelled counter has no series until touched)."""
+        """Shows the route's fencing and capped-topic counters at 0 before they count anything, so that
+        their first count is an increase an alert sees (a labelled counter has no series until touched),
+        and its topics waiting for brokers at 0."""
         self.fenced.labels(route)
+        self.topics_capped.labels(route)
+        self.topics_waiting_for_brokers.labels(route).set(0)
 
 
 class _QuietHandler(WSGIRequestHandler):

@@ -19,7 +19,7 @@ DEFAULT_INTERNAL_REPLICATION_FACTOR = 3
 class InternalTopicsConfig(_Strict):
     replication_factor: int = Field(DEFAULT_INTERNAL_REPLICATION_FACTOR, ge=1)
     """replicas of Ferry's own topics (__ferry_offset_map, __ferry_checkpoints, ferry.heartbeats) on every cluster,
-    capped at the cluster's broker count (logged); MirrorMaker 2's
+    capped at the cluster's size (logged; while brokers of the cluster are away a topic waits for them); MirrorMaker 2's
     offset-syncs/checkpoints/heartbeats.topic.replication.factor"""
     clusters: dict[str, int] = Field(default_factory=dict)
     """cluster name -> the replication factor of Ferry's own topics there, where it differs from replication_factor"""

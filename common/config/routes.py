@@ -94,7 +94,8 @@ class RouteConfig(_Strict):
     config_exclude: list[str] = Field(default_factory=list)
     """destination topic configs that do not follow the source (e.g. retention.ms on a DR copy)"""
     replication_factor: int | None = Field(None, ge=1)
-    """replicas of the destination topics this route creates, capped at the destination's broker count (logged); absent:
+    """replicas of the destination topics this route creates, capped at the destination cluster's size (logged and
+    counted; while brokers of the cluster are away a topic waits for them rather than get fewer replicas); absent:
     each source topic's own replica count (MirrorMaker 2's replication.factor); min.insync.replicas follows the
     source's, never above the destination topic's replicas"""
     groups: list[str] = Field(default_factory=list)

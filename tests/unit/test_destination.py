@@ -12,6 +12,7 @@ from ferry.common.config import InternalTopicsConfig, RouteConfig
 from ferry.common.core.offset_map import MAP_TOPIC
 from ferry.worker.destination import DestinationTopics, SourceTopic
 from ferry.worker.errors import PartitionDeferred, PartitionStopped
+from ferry.worker.metrics import WorkerMetrics
 from tests.fakes import TOPIC, FakeAdmin, FakeClock, FakeConsumer, metadata
 
 ROUTE = RouteConfig(source="src", destination="dst")
@@ -149,3 +150,57 @@ def test_the_map_topic_gets_the_destinations_internal_replication_factor_capped_
     internal = InternalTopicsConfig(replication_factor=2, clusters={"dst": 4})
     _topics(admin, internal_topics=internal).ensure_map_topic()
     assert admin.replicas[MAP_TOPIC] == 4
+
+
+def _waiting(metrics: WorkerMetrics) -> float | None:
+    return metrics.registry.get_sample_value("ferry_worker_topics_waiting_for_brokers", {"route": "src.dst"})
+
+
+def _capped(metrics: WorkerMetrics) -> float | None:
+    return metrics.registry.get_sample_value("ferry_worker_topics_capped_total", {"route": "src.dst"})
+
+
+def test_a_topic_waits_while_a_destination_broker_restarts_and_gets_every_replica_when_it_is_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The destination has 3 brokers; broker 3 restarts, so the metadata shows 2 (the replicas of an
+    # existing topic still name it). Creating the copy of a 3-replica source topic now would leave it
+    # with 2 replicas for good: it waits, counted, and is created with 3 once the broker is back.
+    metrics = WorkerMetrics()
+    metrics.start_route("src.dst")
+    admin = FakeAdmin(destination_partitions=None)
+    admin.brokers, admin.away = 2, 1
+    topics = _topics(admin, metrics=metrics)
+    prepare = lambda: topics.prepare(TOPIC, SourceTopic(2, 3), lambda: _producer(2), lambda t, limit: None)  # noqa: E731
+    for _ in range(2):  # tried again while the broker is away: one warning, still one topic waiting
+        with pytest.raises(PartitionDeferred, match=r"2 of the cluster's 3 brokers are registered \(missing: \[3\]\)"):
+            prepare()
+    assert TOPIC not in admin.replicas and _waiting(metrics) == 1
+    assert len([r for r in caplog.records if "not created yet" in r.message]) == 1
+    admin.brokers, admin.away = 3, 0  # back
+    assert prepare() is True
+    assert admin.replicas == {TOPIC: 3, MAP_TOPIC: 3}
+    assert _waiting(metrics) == 0 and _capped(metrics) == 0
+
+
+def test_the_map_topic_waits_for_the_brokers_too() -> None:
+    metrics = WorkerMetrics()
+    admin = FakeAdmin(destination_partitions=2)  # the copy exists already
+    admin.brokers, admin.away = 1, 2
+    topics = _topics(admin, metrics=metrics)
+    with pytest.raises(PartitionDeferred, match="not created yet"):
+        topics.prepare(TOPIC, SourceTopic(2, 1), lambda: _producer(2), lambda t, limit: None)
+    assert MAP_TOPIC not in admin.replicas and _waiting(metrics) == 1
+    admin.brokers, admin.away = 3, 0
+    topics.prepare(TOPIC, SourceTopic(2, 1), lambda: _producer(2), lambda t, limit: None)
+    assert admin.replicas[MAP_TOPIC] == 3 and _waiting(metrics) == 0
+
+
+def test_on_a_cluster_smaller_than_wanted_the_topic_is_capped_at_its_size_and_counted() -> None:
+    metrics = WorkerMetrics()
+    metrics.start_route("src.dst")
+    admin = FakeAdmin(destination_partitions=None)
+    admin.brokers = 2  # every broker of the cluster is up: it has 2
+    _topics(admin, metrics=metrics).prepare(TOPIC, SourceTopic(2, 3), lambda: _producer(2), lambda t, limit: None)
+    assert admin.replicas == {TOPIC: 2, MAP_TOPIC: 2}
+    assert _capped(metrics) == 2 and _waiting(metrics) == 0

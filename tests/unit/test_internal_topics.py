@@ -10,18 +10,27 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import NewTopic
 
-from ferry.common.kafka.topics import InternalTopic
+from ferry.common.core.topics.replicas import Replicas
+from ferry.common.kafka.topics import InternalTopic, WaitingForBrokers
 
 
 class Admin:
-    def __init__(self, answer: int | None = None, brokers: int = 1) -> None:
+    """An admin client of a cluster whose brokers ``0 .. brokers-1`` are registered, and whose existing
+    topic has replicas on ``holders`` (registered or not)."""
+
+    def __init__(self, answer: int | None = None, brokers: int = 1, holders: tuple[int, ...] = ()) -> None:
         self.answer = answer
         self.asked = 0
         self.brokers = brokers
+        self.holders = holders
         self.created: list[tuple[str, int]] = []
 
-    def list_topics(self, topic: str, timeout: float) -> Any:
-        return SimpleNamespace(brokers=dict.fromkeys(range(self.brokers)))
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        partition = SimpleNamespace(replicas=list(self.holders))
+        return SimpleNamespace(
+            brokers=dict.fromkeys(range(self.brokers)),
+            topics={"__consumer_offsets": SimpleNamespace(partitions={0: partition})} if self.holders else {},
+        )
 
     def create_topics(self, topics: list[NewTopic]) -> dict[str, Any]:
         self.asked += 1
@@ -75,3 +84,27 @@ def test_each_cluster_gets_its_replication_factor_capped_at_its_brokers(caplog: 
     assert [r.message for r in caplog.records if "instead of" in r.message] == [
         "created __ferry_x on c with 1 replicas instead of 3: the cluster has 1 brokers"
     ]
+
+
+def test_a_topic_waits_while_a_broker_that_holds_replicas_is_away_and_is_created_whole_when_it_is_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    topic = InternalTopic("__ferry_x", 1.0, lambda cluster: 3)
+    restarting = Admin(brokers=2, holders=(0, 1, 2))  # broker 2 holds replicas but is not registered
+    with pytest.raises(WaitingForBrokers) as waiting:
+        topic.ensure("a", lambda: restarting)
+    assert isinstance(waiting.value, KafkaException)  # a temporary condition to the callers
+    assert "2 of the cluster's 3 brokers are registered (missing: [2])" in str(waiting.value)
+    assert restarting.asked == 0 and not topic.ready("a")
+    back = Admin(brokers=3, holders=(0, 1, 2))
+    assert topic.ensure("a", lambda: back) == Replicas(3, 3)
+    assert back.created == [("__ferry_x", 3)] and topic.ready("a")
+    assert not [r for r in caplog.records if "instead of" in r.message]
+
+
+def test_a_smaller_cluster_caps_at_its_size_though_a_broker_is_away() -> None:
+    # Wanted 5 on a cluster of 3 known brokers, 2 registered: not now, then 3 (the cluster's size).
+    topic = InternalTopic("__ferry_x", 1.0, lambda cluster: 5)
+    with pytest.raises(WaitingForBrokers):
+        topic.ensure("a", lambda: Admin(brokers=2, holders=(0, 1, 2)))
+    assert topic.ensure("a", lambda: Admin(brokers=3, holders=(0, 1, 2))) == Replicas(3, 5)

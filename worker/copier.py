@@ -118,7 +118,13 @@ class RouteCopier:
         self._consumer = kafka_clients.consumer(
             source,
             route.group_id,
-            **{"client.id": f"{client_id}-{route.name}", **config.consumer, "auto.offset.reset": "error"},
+            **{
+                "client.id": f"{client_id}-{route.name}",
+                **config.consumer,
+                "auto.offset.reset": "error",
+                # The answers to the commits not waited for (exactly once: Committer.commit).
+                "on_commit": self._commit_answered,
+            },
         )
         self._warned_at: dict[int, float] = {}  # a consumer error's kind -> when it was last logged
         self._names = TopicNames(route)
@@ -253,8 +259,12 @@ class RouteCopier:
     # -- the producer and the commits -------------------------------------------------------
 
     def commit(self, keys: Collection[TopicPartitionKey] | None = None) -> bool:
-        """Commits the watermark of ``keys`` (all held partitions when None); False if Kafka refused."""
-        return self._committer.commit(keys)
+        """Commits the watermark of ``keys`` (all held partitions when None); False if Kafka refused.
+        Exactly once, the source's answer is not waited for (:meth:`Committer.commit`)."""
+        return self._committer.commit(keys, wait=not self._committer.transactional)
+
+    def _commit_answered(self, error: KafkaError | None, partitions: list[Any]) -> None:
+        self._committer.commit_answered(error, partitions)
 
     def purge(self) -> None:
         """Drops everything the producer still holds (queued and in flight): this worker must stop writing now."""

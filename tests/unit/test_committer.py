@@ -6,9 +6,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from ferry.common.core.offset_map import OffsetMap
+from ferry.common.core.offset_map import MAP_TOPIC, OffsetMap
 from ferry.common.kafka import clients as kafka_clients
 from ferry.worker.copying.committer import COMMIT_RETRY_S, Committer
 from ferry.worker.copying.ledger import DeliveryLedger
@@ -198,6 +198,94 @@ def test_a_commit_that_timed_out_is_not_aborted_and_its_partitions_commit_nothin
     parts.ledger.forget(KEY)
     _copy(parts, [0])
     assert parts.committer.commit([KEY]) and ("commit", [(TOPIC, 0, 1)]) in parts.calls
+
+
+def test_an_exactly_once_commit_leaves_its_segments_to_the_transactions_commit_with_no_wait_of_their_own(
+    transactional: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """commit_transaction sends the segments past linger.ms and fails when one failed: a wait of their own
+    before it only held the copy loop for a linger and a round trip more."""
+    parts = transactional
+    assert parts.committer.begin()
+    _sent(parts, [0, 1, 2])
+    producer = parts.committer.producer
+    unacknowledged_at_commit: list[int] = []
+    commit_transaction = producer.commit_transaction
+
+    def commit(timeout: float) -> None:
+        unacknowledged_at_commit.append(len(producer.map_pending))
+        commit_transaction(timeout)
+
+    monkeypatch.setattr(producer, "commit_transaction", commit)
+    assert parts.committer.commit([KEY])
+    assert unacknowledged_at_commit == [1] and producer.map_pending == []  # sent and acknowledged by the commit
+    assert ("commit", [(TOPIC, 0, 3)]) in parts.calls and parts.route_stops == []
+
+
+def test_a_segment_the_producer_refuses_aborts_the_transaction_and_nothing_is_committed_at_the_source(
+    transactional: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = transactional
+    assert parts.committer.begin()
+    _sent(parts, [0, 1, 2])
+    producer = parts.committer.producer
+    produce = producer.produce
+
+    def queue_full_for_the_map(topic: str, *args: Any, **kwargs: Any) -> None:
+        if topic == MAP_TOPIC:
+            raise BufferError("Local: Queue full")
+        produce(topic, *args, **kwargs)
+
+    monkeypatch.setattr(producer, "produce", queue_full_for_the_map)
+    assert parts.committer.commit([KEY])  # nothing may be committed: True, the route restarts instead
+    assert ("abort_transaction", None) in parts.calls and ("commit_transaction", None) not in parts.calls
+    assert not any(name == "commit" for name, _ in parts.calls)
+    (failure,) = parts.route_stops
+    assert "segments were not written" in str(failure)
+    assert parts.ledger.maps[KEY].take_changed()  # written again by the next transaction
+
+
+def test_an_exactly_once_commit_every_interval_does_not_wait_for_the_source_but_a_release_does(
+    transactional: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = transactional
+    waited: list[tuple[list[tuple[str, int, int]], bool]] = []
+    monkeypatch.setattr(
+        parts.consumer,
+        "commit",
+        lambda offsets, asynchronous: waited.append(
+            (sorted((tp.topic, tp.partition, tp.offset) for tp in offsets), not asynchronous)
+        ),
+    )
+    assert parts.committer.begin()
+    _sent(parts, [0, 1, 2])
+    assert parts.committer.commit(wait=False)
+    assert waited == [([(TOPIC, 0, 3)], False)]
+    assert parts.committer.commit(wait=False) and len(waited) == 1  # nothing new: nothing sent again
+    # The source refused it: counted, and sent again by the next commit.
+    refused = TopicPartition(TOPIC, 0, 3)
+    parts.committer.commit_answered(KafkaError(KafkaError.REQUEST_TIMED_OUT), [refused])
+    assert parts.committer.commit(wait=False) and waited[-1] == ([(TOPIC, 0, 3)], False)
+    # A release waits for the source's answer, whatever was sent before without waiting.
+    assert parts.committer.commit_within([KEY], 2.0) and waited[-1] == ([(TOPIC, 0, 3)], True)
+    assert parts.committer.commit_within([KEY], 2.0) and len(waited) == 3  # committed: not again
+
+
+def test_an_answer_refusing_one_partition_sends_only_that_one_again(transactional: SimpleNamespace) -> None:
+    parts = transactional
+    parts.ledger.resume((TOPIC, 1), OffsetMap())
+    assert parts.committer.begin()
+    _sent(parts, [0, 1, 2])
+    assert parts.committer.commit(wait=False)
+    # As the consumer's on_commit gets them: each partition with its own error, if any.
+    accepted = SimpleNamespace(topic=TOPIC, partition=1, offset=0, error=None)
+    refused = SimpleNamespace(
+        topic=TOPIC, partition=0, offset=3, error=KafkaError(KafkaError.COORDINATOR_NOT_AVAILABLE)
+    )
+    parts.committer.commit_answered(None, [accepted, refused])
+    parts.committer.commit_answered(None, [accepted])  # accepted: nothing to do
+    parts.calls.clear()
+    assert parts.committer.commit(wait=False) and parts.calls[-1] == ("commit", [(TOPIC, 0, 3)])
 
 
 def _committer_with(

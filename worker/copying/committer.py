@@ -156,6 +156,7 @@ class Committer:
         self._clock = clock
         self._sleep = sleep
         self._committed: dict[TopicPartitionKey, int] = {}
+        self._sent: dict[TopicPartitionKey, int] = {}  # sent without waiting for the answer (not known committed)
         # Partitions held when a transaction failed (aborted, or its outcome unknown): what they
         # acknowledged since their last committed transaction may not be on the destination, so
         # nothing of them is committed at the source, whatever producer comes next, until released.
@@ -270,10 +271,11 @@ class Committer:
         if remaining:
             self._abort(f"{remaining} copies not acknowledged within {TRANSACTION_CALL_TIMEOUT_S:g}s")
             return False
-        if not self._map_writer.write_and_wait(self._producer, None):
+        if not self._map_writer.write(self._producer):
             self._abort("the offset map's segments were not written")
             return False
         try:
+            # Sends the segments at once and waits for them: one that failed fails the commit (abortable).
             self._producer.commit_transaction(TRANSACTION_CALL_TIMEOUT_S)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
@@ -489,7 +491,7 @@ class Committer:
 
     # -- committing -------------------------------------------------------------------------
 
-    def commit(self, keys: Collection[TopicPartitionKey] | None = None) -> bool:
+    def commit(self, keys: Collection[TopicPartitionKey] | None = None, wait: bool = True) -> bool:
         """Commits the watermark of ``keys`` (all held partitions when None); False if Kafka refused.
 
         The offset map's changed segments are written first, and the source offsets are committed
@@ -502,6 +504,13 @@ class Committer:
         acknowledged may have been aborted, so its partitions restart from the destination. A FAILED
         plain producer cannot write the offset map, which each commit waits for: it commits nothing
         either, and its partitions restart from the destination once they are released.
+
+        ``wait`` False (an exactly-once route's commit every interval): the source offsets are sent
+        without waiting for the source's answer, so the copy loop goes on at once (a round trip to the
+        source per transaction, however far the source is). The transaction already holds what was
+        copied, and a start reads the destination back from the committed offset, so an offset that
+        did not arrive only makes that look-back longer. It is sent again by the next commit with a
+        new offset, and by the next commit that waits (a release's): only those count as done.
         """
         if self._failed:
             return True
@@ -521,19 +530,38 @@ class Committer:
         offsets = []
         void = self._void
         for key, offset in committable.items():
-            if (keys is None or key in keys) and key not in void and self._committed.get(key) != offset:
+            if (
+                (keys is None or key in keys)
+                and key not in void
+                and self._committed.get(key) != offset
+                and (wait or self._sent.get(key) != offset)
+            ):
                 offsets.append(TopicPartition(key[0], key[1], offset))
         if not offsets:
             return True
         try:
-            self._consumer.commit(offsets=offsets, asynchronous=False)
+            self._consumer.commit(offsets=offsets, asynchronous=not wait)
         except KafkaException as exc:
             self._metrics.errors.labels(self._route_name, "commit").inc()
             self._log.warning("route %s: commit failed (will retry): %s", self._route_name, kafka_error(exc))
             return False
+        done = self._committed if wait else self._sent
         for tp in offsets:
-            self._committed[(tp.topic, tp.partition)] = tp.offset
+            done[(tp.topic, tp.partition)] = tp.offset
         return True
+
+    def commit_answered(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """The source's answer to a commit that was not waited for (the source consumer's ``on_commit``,
+        served by its polls on the copy loop's thread): a refused one is counted and logged as a refused
+        commit is, and its offsets are sent again by the next commit."""
+        refused = partitions if error is not None else [tp for tp in partitions if tp.error is not None]
+        if not refused:
+            return
+        self._metrics.errors.labels(self._route_name, "commit").inc()
+        why = error if error is not None else refused[0].error
+        self._log.warning("route %s: commit failed (will retry): %s", self._route_name, why)
+        for tp in refused:
+            self._sent.pop((tp.topic, tp.partition), None)
 
     def commit_within(self, keys: Collection[TopicPartitionKey], deadline_s: float) -> bool:
         """Commits ``keys``, trying again every ``COMMIT_RETRY_S`` until ``deadline_s`` has passed;
@@ -568,6 +596,7 @@ class Committer:
     def forget(self, key: TopicPartitionKey) -> None:
         """Drops what was committed for ``key`` (released): its next owner commits from scratch."""
         self._committed.pop(key, None)
+        self._sent.pop(key, None)
         self._void.discard(key)
 
     def close(self, flush_timeout: float) -> None:

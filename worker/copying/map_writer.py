@@ -3,7 +3,8 @@
 Each held partition has an :class:`OffsetMap` (the delivery ledger, :mod:`worker.copying.ledger`,
 records what the destination acknowledged into it); before each commit, the changed segments are
 produced to the compacted ``__ferry_offset_map`` topic on the destination, keyed by route, destination
-topic, partition and segment start, and the commit waits for them (:meth:`OffsetMapWriter.write_and_wait`). A segment
+topic, partition and segment start, and the commit waits for them (:meth:`OffsetMapWriter.write_and_wait`;
+in a transaction, :meth:`OffsetMapWriter.write`, whose commit waits for them). A segment
 that could not be written (a full producer queue, a failed delivery) is written again at the next
 commit, and that commit waits: no committed source offset is ever described by no segment.
 
@@ -71,6 +72,18 @@ class OffsetMapWriter:
             self._failed = False
             return False
         return True
+
+    def write(self, producer: Any) -> bool:
+        """Hands every changed segment to ``producer`` without waiting for the destination; False when
+        some could not be handed over (they are written again next time).
+
+        For a transaction: its commit (``commit_transaction``) sends them at once, past ``linger.ms``,
+        and fails when one of them failed, so no separate wait is needed, and none holds the copy loop
+        for a linger and a round trip of its own before the commit's."""
+        self._failed = False  # a segment of an earlier, aborted transaction is touched already
+        self._write(producer, None)
+        failed, self._failed = self._failed, False
+        return not failed
 
     def _write(self, producer: Any, keys: Collection[TopicPartitionKey] | None) -> None:
         for key, offsets in self._maps.items():

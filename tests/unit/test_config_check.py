@@ -68,9 +68,9 @@ def _examples() -> Iterator[Any]:
     yield pytest.param(
         yaml.safe_load((REPO / "deploy" / "ferry.example.yaml").read_text()), id="deploy/ferry.example.yaml"
     )
-    configmap = yaml.safe_load((REPO / "deploy" / "kubernetes" / "configmap.yaml").read_text())
-    pod_ip = configmap["data"]["ferry.yaml"].replace("__POD_IP__", "10.0.0.7")
-    yield pytest.param(yaml.safe_load(pod_ip), id="deploy/kubernetes/configmap.yaml")
+    manifests = yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "ferry.yaml").read_text())
+    configmap = next(m for m in manifests if m and m["kind"] == "ConfigMap")
+    yield pytest.param(yaml.safe_load(configmap["data"]["ferry.yaml"]), id="deploy/kubernetes/ferry.yaml")
 
 
 @pytest.mark.parametrize("example", list(_examples()))
@@ -84,7 +84,7 @@ def test_every_example_config_in_the_docs_passes_the_check(example: Any) -> None
 def test_the_full_examples_are_there() -> None:
     ids = [param.id for param in _examples()]
     assert any(i.startswith("docs/configuration.md") and "fragment" not in i for i in ids)
-    assert "deploy/kubernetes/configmap.yaml" in ids
+    assert "deploy/kubernetes/ferry.yaml" in ids
 
 
 def test_check_reports_a_librdkafka_typo_a_bad_regex_and_an_unknown_cluster_together(

@@ -113,12 +113,16 @@ class RouteConfig(_Strict):
     """the destination producer's compression.type for this route: mirrored traffic usually crosses datacenters, and
     lz4 saves most of the bytes of compressible records for little CPU (BENCHMARKS.md); a compression.type in
     worker.producer overrides it for every route"""
-    delivery_guarantee: DeliveryGuarantee = "at_least_once"
-    """exactly_once: each worker writes the route's copies, and the offset-map segments that describe them, in Kafka
-    transactions on the destination, and the leader fences a lost worker's writer before its partitions move, so a
-    read_committed consumer of the destination sees every record once (read_uncommitted ones, Java's default, may
-    also see aborted copies); at_least_once: plain idempotent writes, so a worker that dies, or pauses past its
-    session, may leave records written twice (docs/design.md)"""
+    delivery_guarantee: DeliveryGuarantee = "exactly_once"
+    """exactly_once (the default): each worker writes the route's copies, and the offset-map segments that describe
+    them, in Kafka transactions on the destination, and the leader fences a lost worker's writer before its
+    partitions move, so a read_committed consumer of the destination sees every record once, and the route copies on
+    while ZooKeeper is unreachable; consumers of the destination set isolation.level=read_committed (Java's default
+    is read_uncommitted, which also shows aborted copies), and see a record once its transaction commits, up to one
+    worker.commit_interval_s later; the workers need WRITE and DESCRIBE on the route's transactional ids
+    (docs/security.md). at_least_once: plain idempotent writes, visible at once to any consumer: a worker that dies,
+    or pauses past its session, may leave records written twice, and the route pauses while its worker cannot reach
+    ZooKeeper (docs/design.md)"""
     loop_prevention: bool = False
     """skip records whose provenance path holds the destination (they came from it or through it) or that are not this
     route's to forward: what makes identity-named active-active and meshes loop-free (docs/topologies.md); needed on

@@ -105,7 +105,7 @@ def test_exactly_once_routes_copy_on_through_a_zookeeper_outage_far_longer_than_
     outage_s = float(os.environ.get("FERRY_TEST_ZK_OUTAGE_S", "30"))
     fleet.extra = {"zookeeper": {"retry_deadline_s": 10}}
     topic = topic_name("zkaway")
-    run = mirror_with_two_workers(fleet, topic, exactly_once=True)
+    run = mirror_with_two_workers(fleet, topic)
     ledger = run.ledger
     ledger.produce_steadily(rate_per_s=2000)
     ledger.wait_for_destination(timeout=30, at_least=2000)
@@ -194,7 +194,7 @@ def test_a_busy_worker_killed_on_an_exactly_once_route_leaves_every_record_once(
     transaction is aborted) before w2 takes its partitions and resumes from what the destination
     committed. A read_committed consumer sees every record once."""
     topic = topic_name("killed")
-    run = mirror_with_two_workers(fleet, topic, exactly_once=True)
+    run = mirror_with_two_workers(fleet, topic)
     ledger = run.ledger
     ledger.produce_steadily(rate_per_s=4000)
     ledger.wait_for_destination(timeout=30, at_least=4000)
@@ -215,7 +215,7 @@ def test_a_paused_worker_is_fenced_and_a_read_committed_consumer_sees_every_reco
     before it moved the partitions, so none of that ever commits. A read_committed consumer of the
     destination sees every record exactly once, and w1 says it was fenced and takes part again."""
     topic = topic_name("paused")
-    run = mirror_with_two_workers(fleet, topic, exactly_once=True)
+    run = mirror_with_two_workers(fleet, topic)
     ledger = run.ledger
     ledger.produce_steadily(rate_per_s=4000)
     ledger.wait_for_destination(timeout=30, at_least=4000)

@@ -28,17 +28,18 @@ class Mirroring:
     w2: FerryProcess
 
 
-def mirror_with_two_workers(fleet: Fleet, topic: str, exactly_once: bool = False) -> Mirroring:
+def mirror_with_two_workers(fleet: Fleet, topic: str, delivery_guarantee: str | None = None) -> Mirroring:
     """A source topic, one controller, workers w1 and w2, the topic added and every partition ONLINE.
 
-    ``exactly_once``: the route writes in transactions (``delivery_guarantee: exactly_once``)."""
-    if exactly_once:
+    ``delivery_guarantee``: the route's key; None leaves it out, as README's route does (exactly once)."""
+    if delivery_guarantee is not None:
         fleet.extra = {
             **fleet.extra,
-            "routes": [{"source": "src", "destination": "dst", "delivery_guarantee": "exactly_once"}],
+            "routes": [{"source": "src", "destination": "dst", "delivery_guarantee": delivery_guarantee}],
         }
         fleet.write_config()
-    ledger = RecordLedger(fleet.stack, topic, PARTITIONS, transactional_destination=exactly_once)
+    transactional = delivery_guarantee != "at_least_once"
+    ledger = RecordLedger(fleet.stack, topic, PARTITIONS, transactional_destination=transactional)
     ledger.create_source_topic()
     controller = fleet.start_controller("c1")
     w1, w2 = fleet.start_worker("w1"), fleet.start_worker("w2")

@@ -30,15 +30,15 @@ def soak_stack(dst_brokers: int = 3, base_port: int = ZOOKEEPER_PORT) -> Stack:
 
 
 def route(topic: str, replicas: int, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The soak's one route, src -> dst over ``topic``: the one place its keys are chosen. It writes
-    exactly once: the soak checks that guarantee. ``options`` (``--route-option key=value``, e.g.
-    ``delivery_guarantee=at_least_once``) are added last and win."""
+    """The soak's one route, src -> dst over ``topic``: the one place its keys are chosen. It has no
+    ``delivery_guarantee``, so it writes exactly once as a route does by default: the soak checks that
+    guarantee. ``options`` (``--route-option key=value``, e.g. ``delivery_guarantee=at_least_once``) are
+    added last and win."""
     return {
         "source": "src",
         "destination": "dst",
         "include": [topic],
         "replication_factor": replicas,
-        "delivery_guarantee": "exactly_once",
         **options,
     }
 

@@ -26,6 +26,8 @@ BROKER_DOWN_S = 10.0
 SCALE_STAY_S = 25.0
 # A worker held with SIGSTOP stays stopped this long past its ZooKeeper session timeout.
 PAST_SESSION_S = 4.0
+# The moves fault: this many operator moves, each 0.5-2 s after the previous one.
+MOVES = 12
 
 
 @dataclass
@@ -51,6 +53,7 @@ class Nemesis:
             schedule.DST_BROKER: lambda: self._restart_broker(self._some_broker(self.stack.dst)),
             schedule.SRC_BROKER: lambda: self._restart_broker(self._some_broker(self.stack.src)),
             schedule.SCALE: self._add_and_remove_worker,
+            schedule.MOVES: self._move_partitions,
         }
         target = actions[fault]()
         return {"fault": fault, "target": target, "took_s": round(self.clock() - started, 1)}
@@ -139,3 +142,48 @@ class Nemesis:
         self.pause(SCALE_STAY_S)
         self.supervisor.retire(name)
         return name
+
+    def _operate(self, leader: Member, worker: str, verb: str) -> None:
+        try:
+            requests.post(f"{leader.url}/workers/{worker}/{verb}", timeout=10)
+        except requests.RequestException as exc:  # the soak goes on; the verdict says what it cost
+            self.echo(f"soak: {verb} {worker} failed: {exc}")
+
+    def _move_partitions(self) -> str:
+        """Moves partitions between live workers faster than they acknowledge: a drain and an uncordon,
+        two drains chained less than a second apart, a cordon, a worker joining and leaving."""
+        leader = self._leader()
+        if leader is None:
+            return "(no leader found)"
+        extra: str | None = None
+        names = sorted(m.name for m in self.supervisor.running("worker"))
+        for _ in range(MOVES):
+            if len(names) < 2:
+                break
+            a, b = self.draw.sample(names, 2)
+            move = self.draw.choice(["drain", "chain", "cordon", "join" if extra is None else "leave"])
+            if move in ("drain", "cordon"):
+                self._operate(leader, a, move)
+                self.pause(self.draw.uniform(0.5, 2.0))
+                self._operate(leader, a, "uncordon")
+            elif move == "chain":
+                self._operate(leader, a, "drain")
+                self.pause(self.draw.uniform(0.2, 0.9))
+                self._operate(leader, b, "drain")
+                self._operate(leader, a, "uncordon")
+                self.pause(self.draw.uniform(0.2, 0.9))
+                self._operate(leader, b, "uncordon")
+            elif move == "join":
+                self._added += 1
+                extra = f"extra{self._added}"
+                self.supervisor.start("worker", extra)
+            else:
+                assert extra is not None
+                self.supervisor.retire(extra)
+                extra = None
+            self.pause(self.draw.uniform(0.5, 2.0))
+        if extra is not None:
+            self.supervisor.retire(extra)
+        for name in names:
+            self._operate(leader, name, "uncordon")
+        return f"{MOVES} moves"

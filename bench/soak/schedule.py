@@ -20,7 +20,10 @@ ZOOKEEPER = "zookeeper"  # ZooKeeper stopped, then started again
 DST_BROKER = "dst-broker"  # one destination broker restarted
 SRC_BROKER = "src-broker"  # the source broker restarted
 SCALE = "scale"  # a worker added, then removed
-FAULTS = (KILL, STOP, LEADER, ZOOKEEPER, DST_BROKER, SRC_BROKER, SCALE)
+# Partitions moved between live workers faster than they acknowledge: drains, chained drains, cordons
+# and a worker joining and leaving, each a second or two apart.
+MOVES = "moves"
+FAULTS = (KILL, STOP, LEADER, ZOOKEEPER, DST_BROKER, SRC_BROKER, SCALE, MOVES)
 
 # How long each fault is expected to take, start to end (the ZooKeeper outage: as asked for).
 EXPECTED_S: Mapping[str, float] = {
@@ -31,6 +34,7 @@ EXPECTED_S: Mapping[str, float] = {
     DST_BROKER: 30.0,
     SRC_BROKER: 30.0,
     SCALE: 30.0,
+    MOVES: 25.0,
 }
 
 

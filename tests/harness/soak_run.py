@@ -24,12 +24,12 @@ from typing import Any
 
 from ferry.devstack.support import ferry_command, spawn
 
-# The soak every `make test` runs: three minutes, a fixed seed, one fault of each kind the short run can
-# fit, ZooKeeper away for 40 s.
-FAULTS = ("kill", "stop", "leader", "dst-broker", "zookeeper")
+# The soak every `make test` runs: four minutes, a fixed seed, one fault of each kind the short run can
+# fit, ZooKeeper away for 40 s, partitions moved between live workers faster than they acknowledge.
+FAULTS = ("kill", "stop", "leader", "dst-broker", "zookeeper", "moves")
 ARGUMENTS = (
     "--minutes",
-    "3",
+    "4",
     "--seed",
     "7",
     "--faults",

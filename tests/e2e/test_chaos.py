@@ -145,7 +145,7 @@ def test_chaos_loses_nothing_and_every_partition_ends_online(
     fleet.session_timeout_s = SESSION_TIMEOUT_S
     fleet.extra = {
         "controller": {"lag_interval_s": 1},
-        "routes": [{"source": "src", "destination": "dst", "delivery_guarantee": "exactly_once"}],
+        "routes": [{"source": "src", "destination": "dst"}],  # no delivery_guarantee: exactly once, the default
     }
     fleet.write_config()
     ledger = RecordLedger(stack, topic, PARTITIONS, transactional_destination=True)

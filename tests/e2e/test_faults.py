@@ -154,7 +154,7 @@ def test_a_worker_cut_off_from_zookeeper_only_is_fenced_before_its_partitions_mo
     wrote meanwhile never commits: a read_committed consumer sees every record once. When it reaches
     ZooKeeper again it registers again and takes part."""
     topic = topic_name("cutoff")
-    fleet.extra = {"routes": [{"source": "src", "destination": "dst", "delivery_guarantee": "exactly_once"}]}
+    fleet.extra = {"routes": [{"source": "src", "destination": "dst"}]}  # exactly once: the default
     fleet.write_config()
     ledger = RecordLedger(fleet.stack, topic, PARTITIONS, transactional_destination=True)
     ledger.create_source_topic()
@@ -207,28 +207,45 @@ def test_a_busy_worker_killed_on_an_exactly_once_route_leaves_every_record_once(
     print(f"kill -9 on an exactly-once route: {result['records']} records, 0 duplicates")
 
 
-def test_a_paused_worker_is_fenced_and_a_read_committed_consumer_sees_every_record_once(
+def test_a_worker_paused_twice_is_fenced_and_a_read_committed_consumer_sees_every_record_once(
     fleet: Fleet, topic_name: Callable[[str], str]
 ) -> None:
-    """SIGSTOP past the session timeout, partitions moved, SIGCONT: librdkafka's threads may send
-    what was queued before Python notices anything, but the leader fenced w1's transactional writer
-    before it moved the partitions, so none of that ever commits. A read_committed consumer of the
-    destination sees every record exactly once, and w1 says it was fenced and takes part again."""
+    """SIGSTOP past the session timeout, partitions moved, SIGCONT, twice: librdkafka's threads may send
+    what was queued before Python notices anything, but the leader fenced the paused worker's
+    transactional writer before it moved the partitions, so none of that ever commits. Each time the
+    paused worker says it was fenced and takes part again (the rebalance gives it partitions back), and
+    the second pause hits whichever worker then holds more. A read_committed consumer of the destination
+    sees every record exactly once."""
     topic = topic_name("paused")
     run = mirror_with_two_workers(fleet, topic)
     ledger = run.ledger
+    workers = {"w1": run.w1, "w2": run.w2}
     ledger.produce_steadily(rate_per_s=4000)
     ledger.wait_for_destination(timeout=30, at_least=4000)
-    run.w1.signal(signal.SIGSTOP)
-    try:
-        wait_until(_all_on(fleet, run.controller, topic, {"w2"}), 60, "w2 to hold every partition")
-        ledger.wait_for_progress(30, "w2 to copy w1's partitions")
-    finally:
-        run.w1.signal(signal.SIGCONT)
-    wait_until(lambda: "fenced" in run.w1.log.read_text(), 60, "w1 to report that it was fenced")
-    fleet.wait_for_workers(run.controller, {"w1", "w2"}, timeout=60)
-    ledger.wait_for_progress(30, "copying after w1 came back")
+    for _ in range(2):
+        owners = fleet.online_by_worker(run.controller, topic)
+        paused = max(workers, key=lambda name: sum(1 for owner in owners.values() if owner == name))
+        other = next(name for name in workers if name != paused)
+        fenced_before = workers[paused].log.read_text().count("fenced:")
+        workers[paused].signal(signal.SIGSTOP)
+        try:
+            wait_until(_all_on(fleet, run.controller, topic, {other}), 60, f"{other} to hold every partition")
+            ledger.wait_for_progress(30, f"{other} to copy {paused}'s partitions")
+        finally:
+            workers[paused].signal(signal.SIGCONT)
+        wait_until(
+            lambda paused=paused, before=fenced_before: workers[paused].log.read_text().count("fenced:") > before,
+            60,
+            f"{paused} to report that it was fenced",
+        )
+        fleet.wait_for_workers(run.controller, {"w1", "w2"}, timeout=60)
+        wait_until(
+            lambda: set(fleet.online_by_worker(run.controller, topic).values()) == {"w1", "w2"},
+            60,
+            "both workers to hold partitions again",
+        )
+        ledger.wait_for_progress(30, f"copying after {paused} came back")
     ledger.stop_producing()
     ledger.wait_for_destination(timeout=120)
     result = ledger.check(allow_duplicates=False)  # read_committed: nothing lost, nothing twice, in order
-    print(f"paused worker: {result['records']} records, {result['duplicates']} duplicates")
+    print(f"worker paused twice: {result['records']} records, {result['duplicates']} duplicates")

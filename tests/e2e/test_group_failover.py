@@ -152,7 +152,6 @@ def test_groups_fail_over_exactly_on_an_exactly_once_route_whose_worker_was_kill
                 "source": "src",
                 "destination": "dst",
                 "groups": [f"app-{topic[-8:]}-.*"],
-                "delivery_guarantee": "exactly_once",
             }
         ],
         "controller": {"checkpoint_interval_s": 1, "checkpoint_margin_s": MARGIN_S},

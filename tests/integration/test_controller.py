@@ -430,6 +430,36 @@ def test_a_vanished_workers_partitions_move_after_the_failover_delay(
     assert w2_assignment is None or w2_assignment.partitions == frozenset()
 
 
+def test_a_new_leader_fences_a_worker_it_finds_granted_but_not_live_before_its_partitions_move(
+    cluster: Cluster, source_topic: Callable[[int], str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """c1 grants w2 two partitions; w2 never reports them and its session ends while no controller leads.
+    c2 leads without any memory of c1's grants and moves them at its first plan (no failover delay): it
+    rebuilds the grants from the assignment nodes, so before w2's partitions go to w1 (an exactly-once
+    route, the default) it fences w2's writer."""
+    delay = 1.5
+    first = cluster.leader("c1", failover_delay_s=delay)
+    cluster.worker("w1")
+    w2 = cluster.worker("w2")
+    wait_for(lambda: set(first.store.live_workers()) == {"w1", "w2"}, 5, "both workers live")
+    topic = source_topic(4)
+    first.topics.add_topic(TopicSpec(topic))
+    granted = wait_for(lambda: (a := cluster.assignment("w2")) and a.partitions and a, 5, "w2's grant")
+    first.stop()
+    close(w2)  # gone before any leader saw it report what it was granted
+    caplog.set_level("INFO", logger="ferry.controller.lead.fencing")
+    second = cluster.leader("c2", failover_delay_s=0)
+    wait_for(
+        lambda: (a := cluster.assignment("w1")) is not None and a.partitions == keys(topic, range(4)),
+        delay + 10,
+        "w2's partitions to move to w1",
+    )
+    assert second.leadership.is_leader()
+    assert any("fenced worker w2's writer of route src.dst" in r.getMessage() for r in caplog.records), (
+        f"w2 (granted {sorted(granted.partitions)}) was not fenced before its partitions moved"
+    )
+
+
 def test_a_leaving_worker_loses_its_partitions_at_once(cluster: Cluster, source_topic: Callable[[int], str]) -> None:
     delay = 60.0  # long: a move now cannot be the failover
     controller = cluster.leader(failover_delay_s=delay)

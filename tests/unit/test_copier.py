@@ -332,11 +332,20 @@ class HeaderedMessage(FakeMessage):
         return self._headers
 
 
+class _AnyTopic(dict[str, Any]):
+    """Metadata's topics where every name asked for is one topic; a whole cluster's lists none."""
+
+    def __init__(self, meta: Any) -> None:
+        super().__init__()
+        self.meta = meta
+
+    def get(self, topic: str, default: Any = None) -> Any:
+        return self.meta if self.meta is not None else default
+
+
 def _any_topic_metadata(partitions: int | None) -> Any:
     meta = SimpleNamespace(partitions=dict.fromkeys(range(partitions or 0)), error=None)
-    return SimpleNamespace(
-        topics=SimpleNamespace(get=lambda topic: meta if partitions is not None else None), brokers={1: None}
-    )
+    return SimpleNamespace(topics=_AnyTopic(meta if partitions is not None else None), brokers={1: None})
 
 
 def _copier_for(
@@ -344,7 +353,9 @@ def _copier_for(
 ) -> RouteCopier:
     monkeypatch.setattr(FakeProducer, "list_topics", lambda self, topic, timeout: _any_topic_metadata(2))
     monkeypatch.setattr(
-        FakeAdmin, "list_topics", lambda self, topic, timeout: _any_topic_metadata(self.destination_partitions)
+        FakeAdmin,
+        "list_topics",
+        lambda self, topic=None, timeout=-1: _any_topic_metadata(self.destination_partitions),
     )
     return RouteCopier(route, {}, {}, WorkerConfig(), WorkerMetrics(), "test", clock=rig.clock, origins=origins)
 

@@ -3,7 +3,9 @@
 Without ``--connect`` nothing is reached: every problem of the file is listed at once
 (:mod:`common.preflight.config_check`: placeholders, the schema and its cross-field checks, librdkafka's
 verdict on each cluster's properties for its roles; then the REST tokens as the controller checks
-them at start); exit 2 when there is any, else 0.
+them at start); exit 2 when there is any, else 0. A file that declares a newer ``config_version``
+than this release knows may hold keys it does not know: each is a ``WARN`` line (left out, as every
+process of this release leaves it out), no problem.
 
 With ``--connect`` a valid config is then tried against every endpoint with its configured
 credentials, one line each (``ok`` or ``FAIL`` and the reason; never a traceback), each bounded
@@ -84,7 +86,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise FerryError("--timeout must be a positive number of seconds")
-    config, problems = check_file(args.config)
+    ignored: list[str] = []  # keys of a newer config format, left out as every process leaves them out
+    config, problems = check_file(args.config, ignored)
     if config is not None and config.controller.auth is not None:
         try:  # what the controller checks of its tokens when it starts (length, characters, duplicates)
             load_tokens(config.controller.auth)
@@ -92,8 +95,12 @@ def _run(args: argparse.Namespace) -> int:
             config, problems = None, [*problems, str(exc)]
     if config is None:  # every problem on its own line: the point of this command (others say one line)
         print(f"ferry: {args.config} is invalid:", *(f"  {problem}" for problem in problems), sep="\n", file=sys.stderr)
+        for line in ignored:
+            print(f"WARN  {line}", file=sys.stderr)
         return 2
     print(f"{args.config}: ok")
+    for line in ignored:
+        print(f"WARN  {line}", flush=True)
     if not args.connect:
         return 0
     failed = False

@@ -27,6 +27,12 @@ from ferry.common.vocabulary import CLUSTER_NAME
 
 Problem = tuple[tuple[str | int, ...], str, str]
 
+# The version of the config format this release knows: it rises when a release adds a key (or a
+# section). A file that declares a newer ``config_version`` was written for a newer release: this
+# one ignores the keys it does not know (one warning each) instead of refusing the file, so that a
+# rollback can share the file (docs/upgrading.md, "Rolling back with a shared config").
+CONFIG_VERSION = 1
+
 # Cluster properties that hold secrets: they print masked even when written in the file.
 SECRET_PROPERTY = re.compile(r"password|secret|key\.pem|jaas")
 
@@ -87,6 +93,10 @@ def _validation_error(title: str, problems: list[Problem]) -> ValidationError:
 
 
 class FerryConfig(_Strict):
+    config_version: int = Field(CONFIG_VERSION, ge=1, strict=True)
+    """the version of the config format the file is written for; a Ferry that knows an older version ignores the keys
+    it does not know, with one warning each, instead of refusing the file (a rollback sharing the file with a newer
+    release, docs/upgrading.md); absent or not newer: an unknown key is an error"""
     zookeeper: ZookeeperConfig
     """the ZooKeeper ensemble and the root of Ferry's nodes"""
     clusters: dict[str, dict[str, ClientValue]]

@@ -4,6 +4,8 @@ Three kinds of problem, all reported together, each as ``key: message``:
 
 - placeholders that cannot be resolved (:mod:`common.placeholders`);
 - the schema's own checks and the cross-field ones (:func:`common.config.validate_resolved`);
+  in a file that declares a newer ``config_version`` than this release knows, the unknown keys are
+  no problem but warnings (left out, as every process of this release leaves them out);
 - what librdkafka refuses in each cluster's properties, for each role the cluster plays, merged
   as Ferry merges them (:func:`common.kafka.properties.property_problems`): a misspelled property
   name or a bad value, named as written.
@@ -110,18 +112,21 @@ def check_data(
     env: Mapping[str, str] | None = None,
     read_file: Callable[[str], str] | None = None,
     local_files: bool = True,
+    warnings: list[str] | None = None,
 ) -> tuple[FerryConfig | None, list[str]]:
     """Every problem of already-parsed config data, and the config when there is none.
-    ``env``, ``read_file``: where placeholders read (default: the environment, the files)."""
+    ``env``, ``read_file``: where placeholders read (default: the environment, the files).
+    ``warnings`` (when given) gets one line per key left out of a file written for a newer
+    config format (:func:`common.config.validate_resolved`'s ``ignored``): no problem."""
     if not isinstance(data, dict):
         return None, ["(top level): the top level must be a mapping with zookeeper, clusters and routes"]
     resolved, unresolved = resolve(data, env, read_file) if read_file else resolve(data, env)
-    config, problems = validate_resolved(resolved, unresolved)
+    config, problems = validate_resolved(resolved, unresolved, warnings)
     problems += client_problems(resolved, {key for key, _ in unresolved}, local_files)
     return (config if not problems else None), problems
 
 
-def check_file(path: str | Path) -> tuple[FerryConfig | None, list[str]]:
+def check_file(path: str | Path, warnings: list[str] | None = None) -> tuple[FerryConfig | None, list[str]]:
     """:func:`check_data` of a config file; :class:`common.errors.ConfigError` when it cannot be
     read or is not YAML."""
-    return check_data(read_config_file(path))
+    return check_data(read_config_file(path), warnings=warnings)

@@ -1,5 +1,5 @@
-"""Every relative link in README.md and docs/*.md leads somewhere: to a file of the checkout and, with an
-anchor, to a heading of that file.
+"""Every relative link in README.md, docs/*.md and the deploy kit's Markdown (deploy/**/*.md) leads
+somewhere: to a file of the checkout and, with an anchor, to a heading of that file.
 
 A link is Markdown's ``[text](target)`` outside fenced blocks and code spans (a code span may run over
 lines), and not after a backslash (``\\[level](left,right)`` is text). Targets with a scheme
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "deploy").rglob("*.md"))]
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -82,6 +82,11 @@ def test_slugs_follow_github() -> None:
 def test_the_docs_have_links() -> None:
     """The link rule finds what it should: a test of the finder itself."""
     assert ("README.md", "docs/configuration.md") in {(where.split(":")[0], target) for where, target in _all_links()}
+
+
+def test_the_deploy_kits_pages_are_read() -> None:
+    read = {doc.relative_to(REPO).as_posix() for doc in DOCS}
+    assert {"deploy/kubernetes/README.md", "deploy/helm/ferry/README.md"} <= read
 
 
 @pytest.mark.parametrize(("where", "target"), _all_links())

@@ -1,6 +1,8 @@
-"""The documentation names only REST requests and ``ferry`` commands that exist.
+"""The documentation names only REST requests, ``ferry`` commands and metrics that exist.
 
-What counts as a mention, in README.md and docs/*.md:
+Where: README.md, docs/*.md, the deploy kit's Markdown (deploy/**/*.md), and the comments of its YAML
+files (deploy/**/*.yaml and *.yml: the text after a ``#`` that starts a line or follows a space; the
+rest of each line is not read). What counts as a mention:
 
 - **A REST request**: an HTTP method in capitals, one space, and a path starting with ``/``, anywhere in
   the text (prose, code spans, tables, fenced blocks): ``GET /instances``, ``POST /topics/<topic>/pause``.
@@ -26,7 +28,12 @@ What counts as a mention, in README.md and docs/*.md:
   is skipped. A lone ``|`` followed by a subcommand of the same command starts an alternative
   (``tree [PATH] | get PATH``); followed by anything else it is a shell pipe, and the mention ends,
   as it does at `` #``, ``>``, ``&&`` and ``;``. Every ``--flag`` must be an option of a parser on
-  the way (the root, the command, its subcommand).
+  the way (the root, the command, its subcommand). In a YAML comment, a comment that starts with
+  ``ferry `` is a command too, as a line of a fenced block is.
+- **A metric**: a word ``ferry_controller_...`` or ``ferry_worker_...`` (not one with a ``*``, which
+  names a family of them): with a scrape's suffix (``_total``, ``_bucket``, ``_count``, ``_sum``)
+  or without, it is a metric the process registers; after a ``^`` (a pattern, ``grep ^ferry_controller_schema``)
+  it starts the name of one.
 
 A method and its path on two lines would escape the first rule, so no line may end in a method
 name with the next one starting with a path. Two lists are checked whole: docs/operations.md's table
@@ -50,7 +57,8 @@ from ferry.cli import build_parser
 from ferry.controller.api.openapi import openapi_document
 
 REPO = Path(__file__).resolve().parents[2]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "deploy").rglob("*.md"))]
+DEPLOY_YAML = sorted([*(REPO / "deploy").rglob("*.yaml"), *(REPO / "deploy").rglob("*.yml")])
 METHODS = "GET|POST|PUT|DELETE|HEAD|PATCH"
 
 _REQUEST = re.compile(rf"\b({METHODS}) (/[^\s`),;'\"]*)")
@@ -62,10 +70,27 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _CODE_SPAN = re.compile(r"`([^`]+)`")
 _COMMAND_LINE = re.compile(r"^\s*(?:\$\s+)?(?:\S*/)?ferry (.*)$")
 _SHELL_END = re.compile(r"\s(#|>|&&|;|2>).*$")
+_COMMENT = re.compile(r"(?:^|\s)#(.*)$")
+_METRIC = re.compile(r"(\^?)\b(ferry_(?:controller|worker)_[a-z0-9_]*[a-z0-9])(?![a-z0-9_]*\*)")
+_SCRAPE_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
 
 
 def _where(path: Path) -> str:
     return path.relative_to(REPO).as_posix()
+
+
+def comments(text: str) -> str:
+    """A YAML file's comments, each on its own line, every other line blank (line numbers stay)."""
+    lines = []
+    for line in text.splitlines():
+        match = _COMMENT.search(line)
+        lines.append(match.group(1) if match else "")
+    return "\n".join(lines)
+
+
+def _texts() -> list[tuple[Path, str]]:
+    """Every document read, with the text read in it: a Markdown page whole, a YAML file's comments."""
+    return [(doc, doc.read_text()) for doc in DOCS] + [(path, comments(path.read_text())) for path in DEPLOY_YAML]
 
 
 # -- REST requests ---------------------------------------------------------------------------------
@@ -97,8 +122,8 @@ def _clean(path: str) -> str:
 def _requests_mentioned() -> list[tuple[str, str, str]]:
     """(where, method, path) of every REST request the docs mention."""
     found = []
-    for doc in DOCS:
-        for number, line in enumerate(html.unescape(doc.read_text()).splitlines(), 1):
+    for doc, text in _texts():
+        for number, line in enumerate(html.unescape(text).splitlines(), 1):
             for method, raw in _REQUEST.findall(line):
                 if raw.startswith(REGISTRY_PATHS):
                     continue
@@ -133,8 +158,7 @@ def _methods_of(path: str) -> set[str] | None:
 
 
 def test_no_request_is_split_over_two_lines() -> None:
-    for doc in DOCS:
-        text = doc.read_text()
+    for doc, text in _texts():
         for match in _SPLIT_REQUEST.finditer(text):
             line = text.count("\n", 0, match.start()) + 1
             pytest.fail(f"{_where(doc)}:{line}: a method and its path on two lines: keep them on one")
@@ -195,8 +219,22 @@ def _commands_in_text(text: str) -> list[tuple[int, str]]:
     return [(number, words) for number, words in found if not words.split(" ", 1)[0].endswith(":")]
 
 
+def _commands_in_comments(text: str) -> list[tuple[int, str]]:
+    """:func:`_commands_in_text` of a YAML file's comments, plus each comment that starts with ``ferry ``."""
+    found = _commands_in_text(text)
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _COMMAND_LINE.match(line)
+        if match is not None and not match.group(1).split(" ", 1)[0].endswith(":"):
+            found.append((number, match.group(1)))
+    return sorted(found)
+
+
 def _commands_mentioned() -> list[tuple[str, str]]:
-    return [(f"{_where(doc)}:{number}", words) for doc in DOCS for number, words in _commands_in_text(doc.read_text())]
+    return [
+        (f"{_where(doc)}:{number}", words)
+        for doc, text in _texts()
+        for number, words in (_commands_in_comments(text) if doc in DEPLOY_YAML else _commands_in_text(text))
+    ]
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -301,6 +339,21 @@ def test_the_docs_mention_commands() -> None:
     assert {"controller", "worker", "check", "acls", "failover", "failback", "offsets"} <= mentioned
 
 
+def test_the_deploy_kit_is_read() -> None:
+    """The deploy kit's pages and its YAML files' comments are read, and only the comments of the YAML."""
+    assert comments("a: 1  # see `ferry acls`\n# GET /instances\nb: 'x#y'\n") == " see `ferry acls`\n GET /instances\n"
+    mentioned = {where.split(":")[0] for where, _ in _commands_mentioned()}
+    assert {
+        "deploy/kubernetes/README.md",
+        "deploy/monitoring/prometheus.yml",
+        "deploy/helm/ferry/values.yaml",
+    } <= mentioned
+    requests = {where.split(":")[0] for where, _, _ in _requests_mentioned()}
+    assert "deploy/helm/ferry/templates/worker.yaml" in requests
+    metrics = {where.split(":")[0] for where, _ in _metrics_mentioned()}
+    assert "deploy/monitoring/alerts.yml" in metrics
+
+
 def test_the_walk_finds_wrong_mentions() -> None:
     walk = _Walk(build_parser())
     assert walk.problems("zk --config F --json tree PATH | get PATH | ideal TOPIC | diff") == []
@@ -324,6 +377,47 @@ def test_the_operations_page_names_every_command() -> None:
     text = (REPO / "docs" / "operations.md").read_text()
     listed = set(re.findall(r"^\| `ferry ([a-z0-9-]+)", text, re.MULTILINE))
     assert listed == set(_subparsers(build_parser()))
+
+
+# -- metrics ---------------------------------------------------------------------------------------
+
+
+def _metrics_mentioned() -> list[tuple[str, str]]:
+    """(where, name) of every metric name the docs mention; a pattern's prefix ends in ``*``."""
+    return [
+        (f"{_where(doc)}:{number}", name + ("*" if anchored else ""))
+        for doc, text in _texts()
+        for number, line in enumerate(text.splitlines(), 1)
+        for anchored, name in _METRIC.findall(line)
+    ]
+
+
+def _registered_metrics() -> set[str]:
+    from tests.unit.test_metric_names import _every_controller_metric, _worker_registry
+
+    return {
+        family.name for registry in (_every_controller_metric(), _worker_registry()) for family in registry.collect()
+    }
+
+
+def test_the_metric_rule_finds_names_and_leaves_families_out() -> None:
+    found = _METRIC.findall("`ferry_worker_records_total{route}` and ferry_controller_job_*_total, ferry_worker_*")
+    assert found == [("", "ferry_worker_records_total")]
+    assert _METRIC.findall("grep ^ferry_controller_schema | grep -v _created") == [("^", "ferry_controller_schema")]
+
+
+def test_every_metric_the_docs_mention_is_registered() -> None:
+    registered = _registered_metrics()
+    unknown = []
+    for where, name in _metrics_mentioned():
+        if name.endswith("*"):
+            if not any(metric.startswith(name[:-1]) for metric in registered):
+                unknown.append(f"{where}: {name}")
+            continue
+        bare = next((name.removesuffix(suffix) for suffix in _SCRAPE_SUFFIXES if name.endswith(suffix)), name)
+        if name not in registered and bare not in registered:
+            unknown.append(f"{where}: {name}")
+    assert unknown == [], "metrics no process registers"
 
 
 # -- what a write token allows ---------------------------------------------------------------------

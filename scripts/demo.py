@@ -20,7 +20,7 @@ from typing import Any
 
 import requests
 import yaml
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -38,7 +38,6 @@ from ferry.devstack.support import (
     fleet_config,
     poll_until,
     produce_blocking,
-    records_in,
     spawn,
     stop_all,
 )
@@ -85,18 +84,57 @@ def wait_for_producer_ids(cluster: dict[str, str], name: str, timeout: float = 6
 
 
 def read_all(cluster: dict[str, str], admin: AdminClient, topic: str) -> dict[int, list[tuple]]:  # type: ignore[type-arg]
+    """Every record of ``topic`` up to its log ends, per partition, read ``read_committed`` to the end by
+    position: on an exactly-once route (the default) transaction markers take offsets that no consumer
+    ever receives."""
     ends = end_offsets(admin, topic)
-    consumer = kafka_clients.consumer(cluster, group_id="ferry-demo-reader")
+    consumer = kafka_clients.consumer(cluster, group_id="ferry-demo-reader", **{"isolation.level": "read_committed"})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
     out: dict[int, list[tuple]] = {p: [] for p in ends}  # type: ignore[type-arg]
-    left = sum(ends.values())
-    while left > 0:
-        for m in consumer.consume(10_000, timeout=1.0):
-            if m.error() is None:
-                out[m.partition()].append((m.key(), m.value(), provenance.split(m.headers())[0], m.timestamp()))
-                left -= 1
-    consumer.close()
+    unread = {p for p, end in ends.items() if end > 0}
+    deadline = time.monotonic() + 120
+    try:
+        while unread and time.monotonic() < deadline:
+            for m in consumer.consume(10_000, timeout=0.5):
+                if m.error() is None:
+                    out[m.partition()].append((m.key(), m.value(), provenance.split(m.headers())[0], m.timestamp()))
+            positions = consumer.position([TopicPartition(topic, p) for p in unread])
+            unread -= {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
+    finally:
+        consumer.close()
+    if unread:
+        raise FerryError(f"{topic}: partitions {sorted(unread)} not read to their end within 120 s")
     return out
+
+
+class CopiedCount:
+    """How many records the destination topic holds for a ``read_committed`` reader, read as they come
+    (its log-end offsets also count transaction markers)."""
+
+    def __init__(self, cluster: dict[str, str], admin: AdminClient, topic: str) -> None:
+        self._cluster, self._admin, self._topic = cluster, admin, topic
+        self._consumer: Any = None
+        self.count = 0
+
+    def __call__(self) -> int:
+        if self._consumer is None:
+            try:
+                partitions = end_offsets(self._admin, self._topic)
+            except KafkaException:  # not there yet, or its leaders not elected yet
+                return 0
+            if len(partitions) < PARTITIONS:
+                return 0  # the workers have not created it yet
+            self._consumer = kafka_clients.consumer(
+                self._cluster, group_id="ferry-demo-counter", **{"isolation.level": "read_committed"}
+            )
+            self._consumer.assign([TopicPartition(self._topic, p, OFFSET_BEGINNING) for p in partitions])
+        while batch := self._consumer.consume(10_000, timeout=0.1):
+            self.count += sum(1 for m in batch if m.error() is None)
+        return self.count
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
 
 
 def main() -> int:
@@ -170,6 +208,7 @@ def main() -> int:
         ) as progress:
             produced = progress.add_task("produced on src   ", total=RECORDS)
             copied = progress.add_task("mirrored to dst   ", total=RECORDS)
+            copied_count = CopiedCount(dst, dst_admin, topic)
             for i in range(RECORDS):
                 produce_blocking(
                     producer,
@@ -183,14 +222,15 @@ def main() -> int:
                 if i % 5000 == 4999:
                     producer.poll(0)
                     progress.update(produced, completed=i + 1)
-                    progress.update(copied, completed=records_in(dst_admin, topic))
+                    progress.update(copied, completed=copied_count())
             producer.flush(60)
             progress.update(produced, completed=RECORDS)
             deadline = time.monotonic() + 180
-            while (done := records_in(dst_admin, topic)) < RECORDS and time.monotonic() < deadline:
+            while (done := copied_count()) < RECORDS and time.monotonic() < deadline:
                 progress.update(copied, completed=done)
                 time.sleep(0.3)
             progress.update(copied, completed=done)
+            copied_count.close()
 
         source, destination = read_all(src, admin, topic), read_all(dst, dst_admin, topic)
         view = requests.get(f"{api}/topics/{topic}", timeout=5).json()

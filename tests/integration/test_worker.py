@@ -307,12 +307,16 @@ def kafka(cluster_conf: Callable[[str], dict[str, str]]) -> Iterator[Kafka]:
 
 @pytest.fixture
 def make_config(zk_chroot: str, cluster_conf: Callable[[str], dict[str, str]]) -> Callable[..., FerryConfig]:
-    def make(**worker: Any) -> FerryConfig:
+    def make(delivery_guarantee: str | None = None, **worker: Any) -> FerryConfig:
+        """The route as README's (no ``delivery_guarantee``: exactly once) unless one is given."""
+        route = {"source": "src", "destination": "dst"}
+        if delivery_guarantee is not None:
+            route["delivery_guarantee"] = delivery_guarantee
         return parse_config(
             {
                 "zookeeper": {"connect": zk_chroot, "root": "/"},
                 "clusters": {"src": cluster_conf("src"), "dst": cluster_conf("dst")},
-                "routes": [{"source": "src", "destination": "dst"}],
+                "routes": [route],
                 "worker": {"commit_interval_s": 0.2, "metrics_port": 0, **worker},
             }
         )
@@ -910,11 +914,15 @@ def test_another_writer_on_the_destination_partition_keeps_the_copy_and_the_offs
     """While Ferry copies, another producer writes to the same destination partition: its records land
     among Ferry's, also among the records of one of Ferry's runs (one record per produce request makes
     that all but certain). Every source record arrives once, the committed offset reaches the end, and
-    every offset-map entry names the destination offset holding that very source record."""
+    every offset-map entry names the destination offset holding that very source record. An
+    at-least-once route's concern: its runs are proved by delivery reports, while an exactly-once route's
+    copies and map segments commit in one transaction."""
     topic = topic_name("shared")
     create_topic("src", topic, 1)
     create_topic("dst", topic, 1)
-    running = start_worker(make_config(producer={"batch.num.messages": 1, "linger.ms": 0}))
+    running = start_worker(
+        make_config(delivery_guarantee="at_least_once", producer={"batch.num.messages": 1, "linger.ms": 0})
+    )
     running.wait_online(topic, [0], running.assign(topic, [0]))
     foreign = ForeignWriter(kafka.conf("dst"), topic, 0)
     try:

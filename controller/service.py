@@ -73,10 +73,18 @@ class Controller:
         self.leadership = Leadership(self._zk, layout, self.store, controller_id, rest_url)
         self.metrics = ControllerMetrics(self.store, lambda: self.reconciler.watch_reads)
         self.scheduler = make_scheduler(self.metrics)
-        self.reconciler = Reconciler(
-            config, self._zk, layout, self.store, self.leadership, self.scheduler, self.metrics, clock
-        )
         self.tree = TreeControl(config, self._zk, layout, self.leadership, self.kafka, clock)
+        self.reconciler = Reconciler(
+            config,
+            self._zk,
+            layout,
+            self.store,
+            self.leadership,
+            self.scheduler,
+            self.metrics,
+            clock,
+            effective_routes=self.tree.effective_routes,
+        )
         self.operate = FleetControls(config, layout, self.leadership, self.reconciler)
         self.failover = FailoverControl(config, self._zk, layout, self.leadership, self.store, self.metrics.registry)
         self.reads = ReadSide(

@@ -17,6 +17,10 @@ earlier write proves nothing about the writer that runs now. A plan names a work
 when a write moves partitions it held, was granted or had not acknowledged giving up
 (:mod:`common.core.handoff`), so fences stay as rare as those moves.
 
+A distribution tree's distributor whose target was switched writes to its new leaf: its writer is
+fenced there (``effective_routes``), since the switch moved the route's copies and the old leaf is
+usually the one that stopped answering.
+
 A fence that fails (the destination does not answer) raises :class:`ControllerError`: the reconcile
 writes nothing and runs again (the partitions wait where they are).
 """
@@ -24,12 +28,12 @@ writes nothing and runs again (the partitions wait where they are).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException
 
-from ferry.common.config import FerryConfig
+from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
 from ferry.controller.errors import ControllerError
@@ -50,18 +54,24 @@ class WriterFencer:
         config: FerryConfig,
         fence_writer: FenceWriter = kafka_clients.fence_writer,
         timeout_s: float = FENCE_TIMEOUT_S,
+        *,
+        effective_routes: Callable[[], Iterable[RouteConfig]] | None = None,
     ) -> None:
+        """``effective_routes``: the routes as the workers copy them now (a distribution tree's switched
+        targets applied); by default the configured ones."""
         self._config = config
-        self._routes = {route.name: route for route in config.routes}
+        self._effective_routes = effective_routes or (lambda: config.routes)
         self._fence_writer = fence_writer
         self._timeout_s = timeout_s
 
     def fence(self, writers: Mapping[str, Collection[str]]) -> None:
         """Fences each worker's writers of the exactly-once routes among ``writers`` (worker -> route
-        names). Raises :class:`ControllerError` when a destination does not answer."""
+        names), on each route's destination as the workers copy it now. Raises :class:`ControllerError`
+        when a destination does not answer."""
+        effective = {route.name: route for route in self._effective_routes()}
         for worker, routes in sorted(writers.items()):
             for name in sorted(routes):
-                route = self._routes.get(name)
+                route = effective.get(name)
                 if route is None or not route.exactly_once:
                     continue
                 try:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from functools import partial
@@ -43,7 +43,7 @@ from apscheduler.schedulers.base import BaseScheduler
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
-from ferry.common.config import FerryConfig
+from ferry.common.config import FerryConfig, RouteConfig
 from ferry.common.core.assignment import Rate
 from ferry.common.core.operate import controls as fleet_controls
 from ferry.common.core.operate import load_shares
@@ -90,7 +90,11 @@ class Reconciler:
         scheduler: BaseScheduler,
         metrics: ControllerMetrics,
         clock: Callable[[], float],
+        *,
+        effective_routes: Callable[[], Iterable[RouteConfig]] | None = None,
     ) -> None:
+        """``effective_routes``: the routes as the workers copy them now (a tree's switched targets
+        applied), for fencing lost workers' writers where they write."""
         self.config = config
         self.layout = layout
         self.store = store
@@ -117,7 +121,7 @@ class Reconciler:
         self._parsed_keys: dict[str, PartitionKey] = {}
         self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
         self.balancer = LoadBalancer(config.controller, metrics.registry)
-        self._fencer = WriterFencer(config)
+        self._fencer = WriterFencer(config, effective_routes=effective_routes)
         self._by_load = config.controller.balance == "load"
         # The operator's controls (controls/desired) as last read or written, and the throttle
         # shares as last written (None: not read in this lead; absent node: {} and not existing).

@@ -61,3 +61,15 @@ def test_a_destination_that_does_not_answer_stops_the_write() -> None:
     fencer = WriterFencer(_config(), Fences(refuse=True))
     with pytest.raises(ControllerError, match=r"fencing worker w1's writer of route a\.b on b"):
         fencer.fence({"w1": {"a.b"}})
+
+
+def test_a_route_whose_target_was_switched_is_fenced_where_its_workers_write_now() -> None:
+    """A distribution tree's distributor ``a.L1`` switched from b to c: its writer writes on c, so it is
+    fenced there (a distributor's name, and so its transactional id, stays when its target switches)."""
+    fences = Fences()
+    config = _config()
+    distributor = config.routes[0].model_copy(update={"distributor": "a.L1"})
+    switched = distributor.model_copy(update={"destination": "c"})
+    fencer = WriterFencer(config, fences, effective_routes=lambda: [switched])
+    fencer.fence({"w1": {"a.L1"}})
+    assert fences.fenced == [("c:9092", "ferry.a.L1.w1")]

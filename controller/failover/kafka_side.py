@@ -200,17 +200,18 @@ class FailoverKafka:
             position = start
             while position < top and time.monotonic() < deadline:
                 for message in consumer.consume(max(1, top - position), 0.5):  # no more than is left: it would wait
-                    if message.error() is not None:
+                    if message.error() is not None or message.offset() >= top:
                         continue
-                    position = message.offset() + 1
-                    if message.offset() >= top:
-                        break
                     try:
                         parsed = provenance.read(message.headers(), tp.topic)
                     except provenance.ProvenanceError:
                         continue
                     if parsed is not None and parsed.source == source:
                         best = parsed.source_offset
+                # The consumer's position, not the last record's offset: on an exactly-once destination
+                # transaction markers (one ends every partition written last by a transaction) and
+                # aborted copies take offsets that a read_committed consumer never returns.
+                position = max(position, consumer.position([TopicPartition(tp.topic, tp.partition)])[0].offset)
             consumer.unassign()
             if best is not None:
                 return best

@@ -5,6 +5,11 @@ worker (the first pair killed with -9 half way, so the offset map spans restarts
 at 0, 1,000 and 100,000 records behind the mirror's head on the source; the leader's checkpoint
 job translates and syncs them; a consumer of each group on the destination reads exactly the rest.
 A second topic, copied before Ferry ran (no map), is translated by timestamp within the margin.
+
+The routes write exactly once (the default): destination offsets also hold the route's transaction
+markers, so a group committed at source offset ``c`` lands right after the copy of ``c - 1``
+(:func:`tests.harness.read_committed.copy_offsets`), and records are counted by reading them
+read_committed.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from confluent_kafka import TopicPartition
 from ferry.common.kafka import clients as kafka_clients
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import commit_offset, committed_offset
+from tests.harness import read_committed
 from tests.harness.mirroring import warm_group_coordinator
 from tests.harness.processes import HEADER_SEQ, Fleet, RecordLedger, wait_until
 
@@ -88,7 +94,7 @@ def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, top
         "controller": {"checkpoint_interval_s": 1, "checkpoint_margin_s": MARGIN_S},
     }
     fleet.write_config()
-    ledger = RecordLedger(fleet.stack, topic, 1)
+    ledger = RecordLedger(fleet.stack, topic, 1, transactional_destination=True)
     ledger.create_source_topic()
     ledger.produce(60_000)
     controller, worker = _mirror(fleet, topic)
@@ -115,22 +121,26 @@ def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, top
         60,
         "the checkpoint job to translate every group",
     )
+    copies = read_committed.copy_offsets(ledger.dst, topic, "src")
+    assert sorted(copies) == list(range(TOTAL))  # every record copied
+    # Right after the copy of the last record each group read, whoever of the two generations copied it.
+    landing = {lag: copies[TOTAL - lag - 1] + 1 for lag in LAGS}
     for lag in LAGS:
         entry = translated()[f"app-{run}-lag{lag}"]
-        # Only Ferry writes this destination partition: destination offsets equal source offsets.
         assert (entry["method"], entry["sourceOffset"], entry["destinationOffset"], entry["lag"]) == (
             "exact",
             TOTAL - lag,
-            TOTAL - lag,
+            landing[lag],
             lag,
         ), entry
     wait_until(
-        lambda: all(committed_offset(ledger.dst, f"app-{run}-lag{lag}", topic) == TOTAL - lag for lag in LAGS),
+        lambda: all(committed_offset(ledger.dst, f"app-{run}-lag{lag}", topic) == landing[lag] for lag in LAGS),
         30,
         "the job to commit every group on the destination",
     )
+    dst_end = sum(ledger.end_offsets(ledger.dst).values())
     for lag in LAGS:
-        rest = _read_rest(ledger.dst, f"app-{run}-lag{lag}", topic, TOTAL)
+        rest = _read_rest(ledger.dst, f"app-{run}-lag{lag}", topic, dst_end)
         assert rest == list(range(TOTAL - lag, TOTAL)), f"lag {lag}: read {len(rest)} records, expected {lag}"
     ledger.check(allow_duplicates=False)
     assert {row["group"] for row in _ferry(fleet, "groups", "list")} >= {f"app-{run}-lag{lag}" for lag in LAGS}
@@ -209,7 +219,17 @@ def test_a_worker_killed_before_its_first_commit_leaves_nothing_outside_the_map(
     """
     topic = topic_name("uncommitted")
     fleet.extra = {
-        "routes": [{"source": "src", "destination": "dst", "groups": [f"app-{topic[-8:]}-.*"]}],
+        # At least once on purpose: its copies reach the destination before the worker commits, which
+        # is the case tested. On an exactly-once route they and the map's segments are written in one
+        # transaction, aborted when its writer is killed before committing: nothing is left outside the map.
+        "routes": [
+            {
+                "source": "src",
+                "destination": "dst",
+                "groups": [f"app-{topic[-8:]}-.*"],
+                "delivery_guarantee": "at_least_once",
+            }
+        ],
         "controller": {"checkpoint_interval_s": 1},
         "worker": {"commit_interval_s": 3600},
     }
@@ -284,22 +304,26 @@ def test_a_group_fails_over_through_a_renamed_topic(fleet: Fleet, topic_name: Ca
     ledger.create_source_topic()
     ledger.produce(3_000)
     controller, _ = _mirror(fleet, topic)
-    destination = RecordLedger(fleet.stack, renamed, 1, src=ledger.dst)
-    wait_until(
-        lambda: destination.end_offsets(ledger.dst).get(0, 0) >= 3_000, 120, "3,000 records on the renamed topic"
-    )
+    wait_until(lambda: read_committed.count(ledger.dst, renamed) >= 3_000, 120, "3,000 records on the renamed topic")
+    landing = read_committed.copy_offsets(ledger.dst, renamed, "src")[1_999] + 1
     group = f"app-{topic[-8:]}-renamed"
     commit_offset(ledger.src, group, topic, 2_000)
 
     def synced() -> bool:
-        return committed_offset(ledger.dst, group, renamed) == 2_000
+        return committed_offset(ledger.dst, group, renamed) == landing
 
     wait_until(synced, 60, "the group's offset on the renamed destination topic")
     (entry,) = [
         p for g in requests.get(f"{controller.url}/groups/{group}", timeout=5).json()["groups"] for p in g["partitions"]
     ]
-    assert (entry["topic"], entry["destinationTopic"], entry["method"]) == (topic, renamed, "exact")
-    assert _read_rest(ledger.dst, group, renamed, 3_000) == list(range(2_000, 3_000))
+    assert (entry["topic"], entry["destinationTopic"], entry["method"], entry["destinationOffset"]) == (
+        topic,
+        renamed,
+        "exact",
+        landing,
+    )
+    dst_end = read_committed.stable_ends(ledger.dst, renamed)[0]
+    assert _read_rest(ledger.dst, group, renamed, dst_end) == list(range(2_000, 3_000))
 
 
 @pytest.fixture
@@ -344,14 +368,16 @@ def test_a_group_fails_over_exactly_over_two_hops_of_renamed_topics(
     ledger.produce(3_000)
     controller, _ = fleet.start_controller("c1"), fleet.start_worker("w1")
     fleet.wait_for_leader(controller)
-    at_c = RecordLedger(fleet.stack, on_c, 1, src=third_cluster)
-    wait_until(lambda: at_c.end_offsets(third_cluster).get(0, 0) >= 3_000, 120, "3,000 records on c after two hops")
+    wait_until(lambda: read_committed.count(third_cluster, on_c) >= 3_000, 120, "3,000 records on c after two hops")
+    # Each hop lands right after the copy of the record before the group's position (markers between copies).
+    on_dst_at = read_committed.copy_offsets(ledger.dst, on_dst, "src")[1_199] + 1
+    on_c_at = read_committed.copy_offsets(third_cluster, on_c, "dst")[on_dst_at - 1] + 1
     commit_offset(ledger.src, group, topic, 1_200)
 
     wait_until(
-        lambda: committed_offset(third_cluster, group, on_c) == 1_200, 60, "the group's offset on c, through dst"
+        lambda: committed_offset(third_cluster, group, on_c) == on_c_at, 60, "the group's offset on c, through dst"
     )
-    assert committed_offset(ledger.dst, group, on_dst) == 1_200
+    assert committed_offset(ledger.dst, group, on_dst) == on_dst_at
     entries = {
         p["route"]: p
         for g in requests.get(f"{controller.url}/groups/{group}", timeout=5).json()["groups"]
@@ -359,5 +385,6 @@ def test_a_group_fails_over_exactly_over_two_hops_of_renamed_topics(
     }
     assert {
         route: (e["topic"], e["destinationTopic"], e["method"], e["destinationOffset"]) for route, e in entries.items()
-    } == {"src.dst": (topic, on_dst, "exact", 1_200), "dst.c": (on_dst, on_c, "exact", 1_200)}, entries
-    assert _read_rest(third_cluster, group, on_c, 3_000) == list(range(1_200, 3_000))
+    } == {"src.dst": (topic, on_dst, "exact", on_dst_at), "dst.c": (on_dst, on_c, "exact", on_c_at)}, entries
+    c_end = read_committed.stable_ends(third_cluster, on_c)[0]
+    assert _read_rest(third_cluster, group, on_c, c_end) == list(range(1_200, 3_000))

@@ -3,6 +3,8 @@
 Both print one JSON event per line; :func:`produce` and :func:`consume` run them to completion and return
 what they acknowledged (producer) or read (consumer, ``--verbose``: every record with its offset and value);
 :func:`start_member` runs a consumer group member in the background and follows its events as they come.
+Consumers read with ``isolation.level=read_committed`` unless asked otherwise: a route writes its
+destination in transactions (exactly once, the default), and its readers set it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 from ferry.devstack.support import kafka_tool_command
 
@@ -53,21 +55,19 @@ def produce(bootstrap: str, topic: str, count: int, prefix: int, timeout: float 
 
 
 def consume(
-    bootstrap: str, group: str, topic: str, count: int, timeout: float = 90, read_committed: bool = False
+    bootstrap: str, group: str, topic: str, count: int, timeout: float = 90, read_committed: bool = True
 ) -> list[tuple[int, str]]:
     """A member of ``group`` reads ``count`` records of ``topic`` from the group's committed offset
     (earliest without one), commits, and leaves; returns the (offset, value)s read.
 
-    ``read_committed``: ``isolation.level=read_committed`` (the tool's default is Java's, ``read_uncommitted``)."""
+    ``read_committed``: ``isolation.level=read_committed``, what a reader of a route's destination sets
+    (a route writes exactly once by default, in transactions); on a topic no transaction writes it reads
+    the same as Java's default, ``read_uncommitted``, which ``read_committed=False`` asks for."""
     with tempfile.NamedTemporaryFile("w", suffix=".properties") as properties:
-        properties.write(f"isolation.level={'read_committed' if read_committed else 'read_uncommitted'}\n")
-        properties.flush()
         events = _run(
             "VerifiableConsumer",
             [
-                "--consumer.config",
-                properties.name,
-                *_consumer_args(bootstrap, group, topic),
+                *_consumer_args(bootstrap, group, topic, properties, read_committed),
                 "--max-messages",
                 str(count),
                 "--verbose",
@@ -80,9 +80,16 @@ def consume(
     return read
 
 
-def _consumer_args(bootstrap: str, group: str, topic: str) -> list[str]:
-    """A ``VerifiableConsumer`` member of ``group`` on ``topic``, from its committed offsets (earliest without)."""
+def _consumer_args(
+    bootstrap: str, group: str, topic: str, properties: IO[str], read_committed: bool = True
+) -> list[str]:
+    """A ``VerifiableConsumer`` member of ``group`` on ``topic``, from its committed offsets (earliest without),
+    with its isolation level written to ``properties`` (a file that lives as long as the member)."""
+    properties.write(f"isolation.level={'read_committed' if read_committed else 'read_uncommitted'}\n")
+    properties.flush()
     return [
+        "--consumer.config",
+        properties.name,
         "--bootstrap-server",
         bootstrap,
         "--group-id",
@@ -108,8 +115,11 @@ class GroupMember:
     what it printed is all it read). Use it as a context manager so a failing test kills it too.
     """
 
-    def __init__(self, process: subprocess.Popen[str], clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, process: subprocess.Popen[str], clock: Callable[[], float] = time.time, properties: IO[str] | None = None
+    ) -> None:
         self._process = process
+        self._properties = properties  # its consumer config, removed once it is killed
         self._clock = clock
         self._lock = threading.Lock()
         self._events: list[tuple[float, dict[str, Any]]] = []
@@ -155,6 +165,8 @@ class GroupMember:
             self._process.kill()
         self._process.wait(timeout)
         self._reader.join(timeout)
+        if self._properties is not None:
+            self._properties.close()
 
     def __enter__(self) -> GroupMember:
         return self
@@ -163,9 +175,12 @@ class GroupMember:
         self.kill()
 
 
-def start_member(bootstrap: str, group: str, topic: str) -> GroupMember:
+def start_member(bootstrap: str, group: str, topic: str, read_committed: bool = True) -> GroupMember:
     """A ``VerifiableConsumer`` member of ``group`` on ``topic``, reading from the group's committed offsets
-    (earliest without one) until killed."""
-    command = kafka_tool_command("VerifiableConsumer", *_consumer_args(bootstrap, group, topic))
+    (earliest without one) until killed; ``read_committed`` as for :func:`consume`."""
+    properties = tempfile.NamedTemporaryFile("w", suffix=".properties")  # noqa: SIM115 - the member's lifetime
+    command = kafka_tool_command(
+        "VerifiableConsumer", *_consumer_args(bootstrap, group, topic, properties, read_committed)
+    )
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    return GroupMember(process)
+    return GroupMember(process, properties=properties)

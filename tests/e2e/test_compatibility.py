@@ -8,6 +8,10 @@ what an operator moving off an old cluster relies on: every record arrives with 
 headers and timestamp, in order; a worker killed with -9 is replaced without a lost or duplicated
 record; a consumer group's committed offset on the source is translated and committed on the
 destination. docs/compatibility.md lists the pairs this module covers.
+
+The routes write exactly once (the default), in transactions on whichever cluster is the destination:
+records there are counted by reading them read_committed, and a group lands right after the copy of
+the last record it read (the route's transaction markers take destination offsets too).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import requests
 
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import commit_offset, committed_offset
+from tests.harness import read_committed
 from tests.harness.mirroring import warm_group_coordinator
 from tests.harness.processes import Fleet, RecordLedger, wait_until
 
@@ -85,7 +90,7 @@ def _route(fleet: Fleet, pair: Pair, **extra: Any) -> None:
 
 
 def _ledger(fleet: Fleet, pair: Pair, topic: str, partitions: int = PARTITIONS) -> RecordLedger:
-    ledger = RecordLedger(fleet.stack, topic, partitions, src=pair.src, dst=pair.dst)
+    ledger = RecordLedger(fleet.stack, topic, partitions, src=pair.src, dst=pair.dst, transactional_destination=True)
     ledger.create_source_topic()
     return ledger
 
@@ -170,10 +175,10 @@ def test_a_groups_committed_offset_is_translated_and_committed_on_the_destinatio
         return next((p for g in body["groups"] for p in g["partitions"] if p["topic"] == topic), None)
 
     entry = wait_until(translated, 60, f"the checkpoint job to translate group {group}")
-    # Only Ferry writes this destination partition: destination offsets equal source offsets.
-    assert (entry["method"], entry["sourceOffset"], entry["destinationOffset"]) == ("exact", 2_000, 2_000), entry
+    landing = read_committed.copy_offsets(pair.dst, topic, "src")[1_999] + 1  # right after the last record it read
+    assert (entry["method"], entry["sourceOffset"], entry["destinationOffset"]) == ("exact", 2_000, landing), entry
     wait_until(
-        lambda: committed_offset(pair.dst, group, topic) == 2_000,
+        lambda: committed_offset(pair.dst, group, topic) == landing,
         30,
         f"the checkpoint job to commit group {group} on the destination ({pair.label})",
     )

@@ -120,7 +120,7 @@ class FakeConsumer:
         return self.queue.pop(0) if self.queue else None
 
     def list_topics(self, topic: str, timeout: float) -> Any:
-        return metadata(self.source_partitions, replicas=self.source_replicas)
+        return metadata(self.source_partitions, topic=topic or TOPIC, replicas=self.source_replicas)
 
     def incremental_assign(self, tps: list[Any]) -> None:
         self.calls.append(("assign", sorted((tp.topic, tp.partition) for tp in tps)))
@@ -258,7 +258,7 @@ class FakeProducer:
         return 0
 
     def list_topics(self, topic: str, timeout: float) -> Any:
-        return metadata(2)
+        return metadata(2, topic=topic or TOPIC)
 
     # A transactional producer's calls, recorded; ``refuse_commit`` makes commit_transaction raise it once,
     # ``refuse_init`` init_transactions.
@@ -266,14 +266,27 @@ class FakeProducer:
     refuse_init: KafkaError | None = None
     # A record of the open transaction failed: librdkafka then refuses to commit it (it must be aborted).
     failed_in_transaction: bool = False
+    # The destination's transaction coordinator does not answer (its broker restarts, or it loads its
+    # state): every init_transactions times out, as librdkafka's does, its registration going on.
+    coordinator_away: bool = False
+    init_timeouts: list[float] = field(default_factory=list)  # what each init_transactions was given
 
     def __len__(self) -> int:
         return len(self.pending) + len(self.map_pending)
 
     def init_transactions(self, timeout: float) -> None:
+        self.init_timeouts.append(timeout)
         refused, self.refuse_init = self.refuse_init, None
         if refused is not None:
             raise KafkaException(refused)
+        if self.coordinator_away:
+            raise KafkaException(
+                KafkaError(
+                    KafkaError._TIMED_OUT,
+                    "Timed out waiting for operation to finish, retry call to resume",
+                    retriable=True,
+                )
+            )
         self.calls.append(("init_transactions", None))
 
     def begin_transaction(self) -> None:
@@ -312,7 +325,10 @@ class FakeAdmin:
         return {tp: answer(self.log_ends.get(tp.partition, 0)) for tp in request}
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
-        answer = metadata(self.destination_partitions, brokers=self.brokers)
+        # Every destination topic of the route's source topics shares one layout; the offset-map topic is
+        # not listed (see create_topics).
+        named = TOPIC if topic is None or topic == MAP_TOPIC else topic
+        answer = metadata(self.destination_partitions, topic=named, brokers=self.brokers)
         if self.away:  # an existing topic's replicas name the brokers that are away too
             holders = list(range(1, self.brokers + self.away + 1))
             layout = {0: SimpleNamespace(id=0, replicas=holders)}

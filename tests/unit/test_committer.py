@@ -10,8 +10,14 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ferry.common.core.offset_map import MAP_TOPIC, OffsetMap
 from ferry.common.kafka import clients as kafka_clients
-from ferry.worker.copying.committer import COMMIT_RETRY_S, Committer
+from ferry.worker.copying.committer import (
+    COMMIT_RETRY_S,
+    REGISTRATION_CHECK_S,
+    TRANSACTION_CALL_TIMEOUT_S,
+    Committer,
+)
 from ferry.worker.copying.ledger import DeliveryLedger
+from ferry.worker.errors import RETRY_BACKOFF_S, PartitionDeferred
 from ferry.worker.metrics import WorkerMetrics
 from tests.fakes import TOPIC, FakeClock, FakeConsumer, FakeMessage, FakeProducer
 
@@ -198,6 +204,36 @@ def test_a_commit_that_timed_out_is_not_aborted_and_its_partitions_commit_nothin
     parts.ledger.forget(KEY)
     _copy(parts, [0])
     assert parts.committer.commit([KEY]) and ("commit", [(TOPIC, 0, 1)]) in parts.calls
+
+
+def test_a_registration_the_coordinator_does_not_answer_defers_the_start_and_its_retries_only_look_again(
+    transactional: SimpleNamespace,
+) -> None:
+    """The destination's transaction coordinator does not answer (its broker restarts): the first
+    registration waits its whole call timeout, and the start is deferred naming the coordinator. The
+    registration goes on inside the producer, so each retry only looks whether it finished, holding the
+    copy loop (every route of the worker) briefly; once the coordinator answers, the next retry
+    registers. A new producer's registration waits its whole timeout again."""
+    parts = transactional
+    producer = parts.committer.producer
+    producer.coordinator_away = True
+    for _ in range(3):
+        with pytest.raises(PartitionDeferred, match="transaction coordinator") as deferred:
+            parts.committer.settle()
+        assert deferred.value.retry_after_s == RETRY_BACKOFF_S
+    assert producer.init_timeouts == [TRANSACTION_CALL_TIMEOUT_S, REGISTRATION_CHECK_S, REGISTRATION_CHECK_S]
+    assert not parts.committer.failed and parts.route_stops == []
+    producer.coordinator_away = False
+    parts.committer.settle()
+    assert parts.calls[-1] == ("init_transactions", None) and parts.committer.begin()
+    parts.committer.settle()  # registered: nothing more to wait for
+    assert len(producer.init_timeouts) == 4
+    parts.committer.producer.refuse_commit = KafkaError(KafkaError._TIMED_OUT, "commit timed out", retriable=True)
+    parts.committer.commit([KEY])  # its outcome unknown: a new producer registers before the route restarts
+    parts.committer.renew_if_failed()
+    parts.committer.settle()
+    assert parts.committer.producer is not producer
+    assert parts.committer.producer.init_timeouts == [TRANSACTION_CALL_TIMEOUT_S]
 
 
 def test_an_exactly_once_commit_leaves_its_segments_to_the_transactions_commit_with_no_wait_of_their_own(

@@ -991,6 +991,24 @@ def test_a_commit_whose_outcome_is_unknown_is_settled_by_a_new_writer_before_the
     assert names.index("init_transactions") < names.index("read back")
 
 
+def test_one_acquire_registers_the_writer_once_while_the_coordinator_does_not_answer_and_defers_every_topic(
+    rig: SimpleNamespace,
+) -> None:
+    """The destination's transaction coordinator does not answer: an acquire of the route's three topics
+    tries to register the writer once (the copy loop, every route's, waits for one registration, not one
+    per topic), defers every partition naming the coordinator, and reads nothing back. Once the
+    coordinator answers, the next acquire starts them all."""
+    copier = _exactly_once(rig)
+    rig.producer.coordinator_away = True
+    keys = [(topic, p) for topic in (TOPIC, "payments", "refunds") for p in (0, 1)]
+    result = copier.acquire(keys)
+    assert result.online == [] and sorted(result.deferred) == sorted(keys)
+    assert all("transaction coordinator" in why for why in result.deferred.values())
+    assert len(rig.producer.init_timeouts) == 1 and not copier.held()
+    rig.producer.coordinator_away = False
+    assert sorted(copier.acquire(keys).online) == sorted(keys)
+
+
 def _open_transaction_waits(rig: SimpleNamespace) -> float:
     value = rig.metrics.registry.get_sample_value(
         "ferry_worker_lookback_open_transaction_waits_total", {"route": "src.dst"}

@@ -88,6 +88,11 @@ BATCH_FRAMING_BYTES = 1024
 # A transactional producer: how long init_transactions, a commit's flush and commit_transaction
 # may take. The broker aborts a transaction left open longer than TRANSACTION_TIMEOUT_MS.
 TRANSACTION_CALL_TIMEOUT_S = 10.0
+# A registration (init_transactions) that timed out goes on inside librdkafka, and the next call
+# resumes it: a retry only looks whether it finished, for this long. So a transaction coordinator
+# that does not answer (its broker restarting, its state loading) holds the copy loop, which every
+# route of the worker shares, this long per retry of the route's start, not a whole call timeout.
+REGISTRATION_CHECK_S = 0.5
 TRANSACTION_TIMEOUT_MS = 60_000
 # An operator's opt-in (enable.gapless.guarantee: true). An idempotent producer with librdkafka's
 # gap-less guarantee and no delivery timeout never writes a partition's record after an earlier one
@@ -146,6 +151,7 @@ class Committer:
             self._settings.update(GAPLESS_SETTINGS)
         self._stop_route = stop_route
         self._initialized = False  # init_transactions done for this producer
+        self._registering = False  # its init_transactions timed out: the registration goes on inside librdkafka
         self._in_transaction = False
         self._fenced = False
         self._batch_size = int(self._settings.get("batch.size", LIBRDKAFKA_BATCH_SIZE))
@@ -201,6 +207,7 @@ class Committer:
 
     def _new_producer(self) -> Any:
         self._initialized = False
+        self._registering = False
         self._in_transaction = False
         # No default delivery callback: the copy loop gives one to the first and the last record of
         # each run (DeliveryLedger), the map writer one to each segment; the rest cost no Python call.
@@ -237,7 +244,9 @@ class Committer:
 
         Raises :class:`PartitionDeferred` (the partition starts later) while the producer is FAILED
         (fenced: until the worker registered again; else until the route's stopped partitions are
-        released and it is built anew) or when the coordinator does not answer in time."""
+        released and it is built anew) or when the coordinator does not answer in time. A registration
+        that timed out goes on inside the producer: the next call only looks, for
+        :data:`REGISTRATION_CHECK_S`, whether it finished."""
         if self._transactional_id is None:
             return
         if self._failed:
@@ -250,17 +259,19 @@ class Committer:
         if self._initialized:
             return
         try:
-            self._producer.init_transactions(TRANSACTION_CALL_TIMEOUT_S)
+            self._producer.init_transactions(REGISTRATION_CHECK_S if self._registering else TRANSACTION_CALL_TIMEOUT_S)
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.fatal() or error.code() in FENCED_ERRORS:
                 self._transaction_failed(exc, "registering the transactional writer")
+            self._registering = error.code() == KafkaError._TIMED_OUT
             raise PartitionDeferred(
                 "the destination's transaction coordinator did not confirm that the route's earlier transactions "
                 f"are complete (registering the transactional writer: {kafka_error(exc)})",
                 retry_after_s=RETRY_BACKOFF_S,
             ) from None
         self._initialized = True
+        self._registering = False
 
     def _commit_transaction(self) -> bool:
         """Flushes the open transaction, writes its map segments into it and commits it; False (the

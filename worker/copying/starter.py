@@ -9,10 +9,11 @@ are invisible to the look-back until it ends: :mod:`worker.position.lookback`) i
 is deferred, and the route's other partitions go on; one acquire waits for such transactions at most
 :data:`~worker.position.lookback.OPEN_TRANSACTION_WAIT_S` in all (the copy loop waits with it). An
 exactly-once route's writer registers (``init_transactions``, :meth:`Committer.settle`) before any of
-its partitions reads the destination back. A partition of an at-least-once route that resumes past
-what was committed (nothing committed, its copies found on the destination) has its start
-committable at once: with nothing more to copy it would otherwise never commit, and show a lag it
-does not have. A destination topic is created or
+its partitions reads the destination back; one acquire tries that once, and when the destination's
+transaction coordinator does not answer, every topic of the acquire is deferred with that reason. A
+partition of an at-least-once route that resumes past what was committed (nothing committed, its
+copies found on the destination) has its start committable at once: with nothing more to copy it would
+otherwise never commit, and show a lag it does not have. A destination topic is created or
 expanded first, and the producer's batches are fitted to its ``max.message.bytes``. A partition whose
 destination topic cannot be prepared for a temporary reason (a cluster unreachable) is not acquired;
 :meth:`PartitionStarter.acquire` says so and the worker retries later.
@@ -151,15 +152,24 @@ class PartitionStarter:
         errors: dict[TopicPartitionKey, str] = {}
         deferred: dict[TopicPartitionKey, str] = {}
         to_assign: list[TopicPartition] = []
+        # Why the route's writer did not register in this acquire: its later topics wait for the same
+        # retry rather than hold the copy loop (every route's) with a registration each.
+        unregistered: PartitionDeferred | None = None
         for topic, partitions in sorted(by_topic.items()):
             try:
                 refused = naming.refusal(self._route, topic)
                 if refused:
                     raise PartitionStopped(refused)
                 source_partitions = self._prepare_destination(topic)
-                # An exactly-once route's writer registers before anything trusts the destination:
-                # its registration settles every earlier transaction of its id first.
-                self._committer.settle()
+                if unregistered is None:
+                    try:
+                        # An exactly-once route's writer registers before anything trusts the destination:
+                        # its registration settles every earlier transaction of its id first.
+                        self._committer.settle()
+                    except PartitionDeferred as exc:
+                        unregistered = exc
+                if unregistered is not None:
+                    raise unregistered
             except PartitionDeferred as exc:
                 deferred.update({(topic, p): str(exc) for p in partitions})
                 continue

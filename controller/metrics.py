@@ -102,9 +102,10 @@ class ControllerMetrics:
         )
         self.acl_sync_failures = Counter(
             "ferry_controller_acl_sync_failures",
-            "Runs of a route's ACL sync that failed: the source or the destination could not be read or "
-            "written, or the destination refused bindings",
-            ["route"],
+            "Runs of a route's ACL sync that failed, by reason: refused (a cluster's authorizer refused Ferry's "
+            "principal: it lacks Describe on the source or Alter on the destination cluster) or failed (a cluster "
+            "could not be read or written: unreachable, no authorizer, a timeout)",
+            ["route", "reason"],
             registry=registry,
         )
         self.reconcile_seconds = Histogram(

@@ -13,9 +13,11 @@ skipped bindings logged (a problem or a skipped binding is logged when it change
 run). A route with no mirrored topic (none yet, or failed over) is left alone: nothing read, the
 remembered bindings kept. A cluster that fails (unreachable, no authorizer, the principal refused)
 fails that route's run only; the next run tries again. Such a run, and one whose destination
-refused bindings, counts in ``failures`` (``ferry_controller_acl_sync_failures_total{route}``; the
-job itself does not raise, so the scheduler's job failures never show it). Driven by one scheduler
-thread.
+refused bindings, counts once in ``failures`` (``ferry_controller_acl_sync_failures_total{route,
+reason}``; the job itself does not raise, so the scheduler's job failures never show it), with the
+reason ``refused`` when a cluster's authorizer refused Ferry's principal (``*_AUTHORIZATION_FAILED``:
+it lacks ``Describe`` on the source or ``Alter`` on the destination cluster; grant it, or set the
+route's ``sync_acls: false``), else ``failed``. Driven by one scheduler thread.
 """
 
 from __future__ import annotations
@@ -43,12 +45,15 @@ from ferry.controller.lead.store import Op
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = 10.0
+# The reasons a run fails (the counter's ``reason`` label): an authorizer refused Ferry's principal, or anything else.
+REFUSED, FAILED = "refused", "failed"
 
 
 @dataclass(frozen=True)
 class AclSyncResult:
     """One route's run: the bindings the destination should hold, those created now, those skipped
-    (no counterpart under the route's naming) and those the destination refused (binding -> why)."""
+    (no counterpart under the route's naming) and those the destination refused (binding -> why);
+    ``refused``: the run failed because a cluster's authorizer refused Ferry's principal."""
 
     route: str
     wanted: list[Binding] = field(default_factory=list)
@@ -56,6 +61,7 @@ class AclSyncResult:
     skipped: list[Skipped] = field(default_factory=list)
     failed: dict[Binding, str] = field(default_factory=dict)
     problem: str | None = None
+    refused: bool = False
 
 
 class AclSyncJob:
@@ -97,9 +103,9 @@ class AclSyncJob:
             self.results[route.name] = result
             if self._failures is not None:
                 # The route's series at 0 from its first run: its first failure is an increase.
-                failures = self._failures.labels(route.name)
+                by_reason = {reason: self._failures.labels(route.name, reason) for reason in (REFUSED, FAILED)}
                 if result.problem or result.failed:
-                    failures.inc()
+                    by_reason[REFUSED if result.refused else FAILED].inc()
             self._log(result)
 
     def _sync(self, route: RouteConfig, topics: list[str]) -> AclSyncResult:
@@ -108,7 +114,12 @@ class AclSyncJob:
             found = kafka_acls.describe(source, TIMEOUT_S)
             listed = kafka_acls.group_ids(source, TIMEOUT_S) if route.groups else []
         except (KafkaException, TimeoutError) as exc:
-            return AclSyncResult(route.name, problem=f"reading the ACLs of source {route.source}: {kafka_error(exc)}")
+            failure = kafka_error(exc)
+            return AclSyncResult(
+                route.name,
+                problem=f"reading the ACLs of source {route.source}: {failure}",
+                refused=kafka_acls.refused(failure),
+            )
         groups = [group for group in listed if route.wants_group(group)]
         mine = acl_sync.route_bindings(route, found, topics, groups)
         self._remember(route, Remembered(self._clock(), topics, groups, mine))
@@ -120,18 +131,22 @@ class AclSyncJob:
             lacking = acl_sync.missing(plan.bindings, kafka_acls.describe(destination, TIMEOUT_S))
             outcome = kafka_acls.create(destination, lacking, TIMEOUT_S)
         except (KafkaException, TimeoutError) as exc:
+            failure = kafka_error(exc)
             return AclSyncResult(
                 route.name,
                 plan.bindings,
                 skipped=plan.skipped,
-                problem=f"creating ACLs on destination {route.destination}: {kafka_error(exc)}",
+                problem=f"creating ACLs on destination {route.destination}: {failure}",
+                refused=kafka_acls.refused(failure),
             )
+        errors = {b: error for b, error in sorted(outcome.items()) if error is not None}
         return AclSyncResult(
             route.name,
             plan.bindings,
             created=sorted(b for b, error in outcome.items() if error is None),
             skipped=plan.skipped,
-            failed={b: error for b, error in sorted(outcome.items()) if error is not None},
+            failed={b: f"{error} ({error.name})" for b, error in errors.items()},
+            refused=any(kafka_acls.refused(error) for error in errors.values()),
         )
 
     def _remember(self, route: RouteConfig, remembered: Remembered) -> None:

@@ -41,7 +41,7 @@ def _controller_registry() -> CollectorRegistry:
     metrics.job_runs.labels("reconcile").inc()
     metrics.job_failures.labels("reconcile").inc(0)
     metrics.job_skips.labels("reconcile", "missed").inc(0)
-    metrics.acl_sync_failures.labels("src.dst").inc(0)
+    metrics.acl_sync_failures.labels("src.dst", "failed").inc(0)
     metrics.checkpoint_age.labels("src.dst", "g").set(1)
     metrics.beat_latency.labels("src", "dst", "1").set(0.1)
     metrics.beat_age.labels("src", "dst").set(1)

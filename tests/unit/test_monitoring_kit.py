@@ -131,7 +131,18 @@ def test_a_jobs_failure_and_skip_counters_exist_at_0_from_its_first_run() -> Non
     assert _values(metrics.registry, "ferry_controller_job_failures") == {("reconcile",): 1.0}
 
 
-def test_the_acl_sync_counts_its_failed_runs_by_route_from_0(admins: dict[str, FakeAdmin]) -> None:
+def _by_reason(metrics: ControllerMetrics) -> dict[str, float]:
+    """The ACL sync's failed runs of route src.dst, by reason."""
+    families = text_string_to_metric_families(generate_latest(metrics.registry).decode())
+    family = next(f for f in families if f.name == "ferry_controller_acl_sync_failures")
+    return {
+        s.labels["reason"]: s.value
+        for s in family.samples
+        if s.name.endswith("_total") and s.labels["route"] == "src.dst"
+    }
+
+
+def test_the_acl_sync_counts_its_failed_runs_by_route_and_reason_from_0(admins: dict[str, FakeAdmin]) -> None:
     metrics = _metrics()
     admins["src"].acls = {_acl("orders")}
     zk = FakeZk()
@@ -147,12 +158,31 @@ def test_the_acl_sync_counts_its_failed_runs_by_route_from_0(admins: dict[str, F
         failures=metrics.acl_sync_failures,
     )
     job.run()
-    assert _values(metrics.registry, "ferry_controller_acl_sync_failures") == {("src.dst",): 0.0}
+    assert _by_reason(metrics) == {"refused": 0.0, "failed": 0.0}
     admins["dst"].down = True
     job.run()
     admins["src"].down = True
     job.run()
-    assert _values(metrics.registry, "ferry_controller_acl_sync_failures") == {("src.dst",): 2.0}
+    assert _by_reason(metrics) == {"refused": 0.0, "failed": 2.0}
+
+    # The destination's authorizer refuses the grant (Ferry's principal lacks Alter): counted as refused.
+    admins["src"].down = admins["dst"].down = False
+    admins["dst"].refused = True
+    admins["src"].acls.add(_acl("payments"))
+    job = AclSyncJob(
+        config,
+        lambda: config.routes,
+        lambda: {"src.dst": {"orders", "payments"}},
+        cast(Any, zk),
+        ZkLayout("/t"),
+        zk.commit,
+        lambda: 100.0,
+        failures=metrics.acl_sync_failures,
+    )
+    job.run()
+    assert _by_reason(metrics) == {"refused": 1.0, "failed": 2.0}
+    assert job.results["src.dst"].refused
+    assert "CLUSTER_AUTHORIZATION_FAILED" in next(iter(job.results["src.dst"].failed.values()))
 
 
 def test_a_workers_fencing_counter_exists_at_0_once_it_copies_a_route() -> None:

@@ -130,7 +130,10 @@ class FerryConfig(_Strict):
             return value
         return {
             name: {
-                key: Secret(item) if isinstance(item, str) and SECRET_PROPERTY.search(str(key)) else item
+                # A Secret already (a placeholder's value, or one kept as written) stays what it is.
+                key: Secret(item)
+                if isinstance(item, str) and not isinstance(item, Secret) and SECRET_PROPERTY.search(str(key))
+                else item
                 for key, item in props.items()
             }
             if isinstance(props, dict)

@@ -32,7 +32,9 @@ What each feature does on Kafka, and so what it needs (Kafka's implications appl
   the cluster) and lists its groups there (Kafka lists those the principal may describe: the
   checkpoint job's ``Describe`` on them), describes and creates ACLs on its destination (``Alter``
   on the cluster; a failover grants the source's there too). ``Alter`` on a cluster lets the
-  principal grant itself anything: turn ``sync_acls`` off where Ferry must not hold it.
+  principal grant itself anything: turn ``sync_acls`` off where Ferry must not hold it (least
+  privilege). Then nobody copies the applications' ACLs: :func:`application_lines` prints what the
+  sync would have created, from bindings read at the source (``ferry acls --applications``).
 
 A route's topics come from its ``include`` regular expressions: Kafka's ACLs know only literal
 names and prefixes, so each expression becomes the literal name it can only match, or the longest
@@ -52,7 +54,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ferry.common.config import FerryConfig, RouteConfig
-from ferry.common.core import heartbeat
+from ferry.common.core import acl_sync, heartbeat
 from ferry.common.core import naming as topic_naming
 from ferry.common.core import tree as distribution_tree
 from ferry.common.core.offset_map import CHECKPOINT_TOPIC, MAP_TOPIC
@@ -367,6 +369,39 @@ def command_line(
 
 def _quoted(name: str) -> str:
     return shlex.quote(name)
+
+
+def _operation(kafka_name: str) -> str:
+    """Kafka's enum name of an operation (``DESCRIBE_CONFIGS``) as kafka-acls.sh spells it (``DescribeConfigs``)."""
+    return "".join(word.capitalize() for word in kafka_name.split("_"))
+
+
+def application_lines(
+    bootstrap: str, bindings: Iterable[acl_sync.Binding], command_config: str | None = None
+) -> list[str]:
+    """``kafka-acls.sh`` lines creating ``bindings`` (any principal, host, ``ALLOW`` or ``DENY``) as they are:
+    one line per resource, principal, host and permission, with its operations (Kafka's order)."""
+    merged: dict[tuple[str, str, str, str, str, str], list[str]] = {}
+    for b in sorted(bindings):
+        key = (b.resource_type, b.name, b.pattern, b.principal, b.host, b.permission)
+        operations = merged.setdefault(key, [])
+        name = _operation(b.operation)
+        if name not in operations:
+            operations.append(name)
+    lines = []
+    for (kind, name, pattern, principal, host, permission), operations in merged.items():
+        side = "deny" if permission == acl_sync.DENY else "allow"
+        words = ["kafka-acls.sh", "--bootstrap-server", bootstrap]
+        if command_config:
+            words += ["--command-config", command_config]
+        words += ["--add", f"--{side}-principal", _quoted(principal)]
+        if host != ANY:
+            words += [f"--{side}-host", _quoted(host)]
+        for operation in sorted(operations, key=lambda o: _OPERATION_ORDER.index(o) if o in _OPERATION_ORDER else 99):
+            words += ["--operation", operation]
+        words += [f"--{kind.lower()}", _quoted(name), "--resource-pattern-type", pattern.lower()]
+        lines.append(" ".join(words))
+    return lines
 
 
 def command_lines(

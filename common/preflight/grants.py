@@ -7,6 +7,14 @@ cannot be read here is left as written (:func:`common.config.load_config`'s ``ke
 unless it is in what the lines show (a cluster's ``bootstrap.servers``, ``sasl.username``).
 :func:`check_granted` asks each cluster (AdminClient ``describe_acls``) what it grants the principal
 and reports what is missing; ``ferry check --connect`` calls it.
+
+With ``--applications``, for every route with ``sync_acls: false`` (least privilege: Ferry's principal
+holds neither ``Describe`` on the source cluster nor ``Alter`` on the destination's), it also prints
+what the route's ACL sync would have created on the destination (:func:`application_acls`: the
+source's ``Read`` and ``Describe`` ACLs on the topics it mirrors and on its groups, renamed) and, as
+comments to run at a failover, what a failover would have granted besides (``Write`` included). That
+reads the source (its ACLs, topics and groups): describing ACLs needs ``Describe`` on the cluster, so
+``--admin-config CLUSTER=FILE`` names librdkafka properties (an administrator's) to read it with.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -25,10 +34,14 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from ferry.common.config import FerryConfig, load_config
-from ferry.common.errors import ConfigError
+from ferry.common.config import FerryConfig, RouteConfig, load_config
+from ferry.common.core import acl_sync
+from ferry.common.core import naming as topic_naming
+from ferry.common.errors import ConfigError, FerryError
+from ferry.common.kafka import acls as kafka_acls
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
+from ferry.common.placeholders import Unresolved
 from ferry.common.preflight import acls
 
 _TIMEOUT_S = 15.0
@@ -135,6 +148,125 @@ def check_granted(
     return out
 
 
+@dataclass(frozen=True)
+class ApplicationAcls:
+    """For a route whose ACL sync is off: what the sync would create on its destination (``synced``),
+    what a failover would grant besides (``at_failover``), and the source's bindings that have no
+    counterpart there (``skipped``)."""
+
+    route: RouteConfig
+    synced: list[acl_sync.Binding]
+    at_failover: list[acl_sync.Binding]
+    skipped: list[acl_sync.Skipped]
+    source_bindings: int  # how many bindings the source showed (0: none, or the asking client may not describe)
+
+
+def application_acls(route: RouteConfig, properties: Mapping[str, Any], topics: Iterable[str] = ()) -> ApplicationAcls:
+    """What the ACL sync of ``route`` would create on its destination now, read from its source with
+    ``properties``: the source's bindings, the topics the route mirrors there (``include``, and
+    ``topics`` added with ``POST /topics``) and the groups it selects. Raises ``KafkaException`` (or
+    ``TimeoutError``) when the source does not answer."""
+    admin = kafka_clients.admin(dict(properties))
+    found = kafka_acls.describe(admin, _TIMEOUT_S)
+    listed = admin.list_topics(timeout=_TIMEOUT_S).topics
+    names = sorted(
+        {str(t) for t in listed if route.wants(str(t))} | {t for t in topics if topic_naming.refusal(route, t) is None}
+    )
+    groups = [g for g in kafka_acls.group_ids(admin, _TIMEOUT_S) if route.wants_group(g)] if route.groups else []
+    synced = acl_sync.synced(route, found, names, groups)
+    granted = acl_sync.failover_grants(route, found, names, groups)
+    return ApplicationAcls(
+        route,
+        synced.bindings,
+        [b for b in granted.bindings if b not in set(synced.bindings)],
+        granted.skipped,
+        len(found),
+    )
+
+
+def _properties_file(text: str, origin: str) -> dict[str, str]:
+    """``key=value`` lines (``#`` and ``!`` comments, blank lines skipped), as Java's and librdkafka's files."""
+    out = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{origin}:{number}: not a key=value line")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _admin_configs(given: list[str]) -> dict[str, dict[str, str]]:
+    """``--admin-config CLUSTER=FILE`` values: cluster -> the file's properties."""
+    out = {}
+    for item in given:
+        cluster, sep, path = item.partition("=")
+        if not sep or not cluster or not path:
+            raise ConfigError(f"--admin-config {item!r}: write CLUSTER=FILE")
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(f"--admin-config {cluster}: cannot read {path}: {exc.strerror}") from None
+        out[cluster] = _properties_file(text, path)
+    return out
+
+
+def _reading_properties(config: FerryConfig, cluster: str, admin: Mapping[str, str] | None) -> dict[str, Any]:
+    """The client properties to read ``cluster`` with: the config's, with ``admin``'s on top; a value whose
+    placeholder is not available here is an error naming it."""
+    properties = {**dict(config.clusters[cluster]), **(admin or {})}
+    for key, value in properties.items():
+        if isinstance(value, Unresolved):
+            raise ConfigError(f"clusters.{cluster}.{key}: {value.reason} (or pass --admin-config {cluster}=FILE)")
+    return properties
+
+
+def application_lines(
+    config: FerryConfig,
+    topics: Iterable[str] = (),
+    admin_configs: Mapping[str, Mapping[str, str]] | None = None,
+    command_config: str | None = None,
+) -> list[str]:
+    """``ferry acls --applications``: per route with ``sync_acls: false``, the ``kafka-acls.sh`` lines
+    granting on its destination what its sync would, then as comments what a failover would grant besides."""
+    lines: list[str] = []
+    for route in config.routes:
+        if route.sync_acls:
+            continue
+        source = _reading_properties(config, route.source, (admin_configs or {}).get(route.source))
+        try:
+            found = application_acls(route, source, topics)
+        except (KafkaException, TimeoutError) as exc:
+            raise FerryError(
+                f"route {route.name}: reading the ACLs, topics and groups of source {route.source}: {kafka_error(exc)}"
+            ) from None
+        bootstrap = config.clusters[route.destination]["bootstrap.servers"]
+        if isinstance(bootstrap, Unresolved):
+            raise ConfigError(f"clusters.{route.destination}.bootstrap.servers: {bootstrap.reason}")
+        lines += [
+            "",
+            f"# route {route.name} (sync_acls: false): the applications' ACLs its sync would copy to "
+            f"{route.destination} (the source's Read and Describe on its topics and groups, renamed)",
+        ]
+        if not found.source_bindings:
+            lines.append(
+                f"# source {route.source} shows no ACLs: none there, or the client asking may not describe them "
+                f"(that needs Describe on the cluster: --admin-config {route.source}=FILE with an administrator's "
+                "librdkafka properties)"
+            )
+        lines += acls.application_lines(str(bootstrap), found.synced, command_config)
+        lines += [f"# not copied: {s.binding.line()}: {s.why}" for s in found.skipped]
+        if found.at_failover:
+            lines.append(
+                f"# at a failover of route {route.name}, once nobody copies it (Ferry grants nothing without "
+                "sync_acls), and only then; remove them again when the producers are back on the source:"
+            )
+            lines += [f"# {line}" for line in acls.application_lines(str(bootstrap), found.at_failover, command_config)]
+    return lines
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "acls",
@@ -159,6 +291,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="an administrator's client properties file, added to each line (kafka-acls.sh --command-config)",
     )
+    parser.add_argument(
+        "--applications",
+        action="store_true",
+        help="for routes with sync_acls: false, also print the applications' ACLs their sync would copy to the "
+        "destination, and (as comments) what a failover would grant; reads each such route's source",
+    )
+    parser.add_argument(
+        "--admin-config",
+        action="append",
+        default=[],
+        metavar="CLUSTER=FILE",
+        help="with --applications: librdkafka properties (key=value lines) to read CLUSTER's ACLs with, on top of "
+        "the config's (describing ACLs needs Describe on the cluster); repeatable",
+    )
     parser.set_defaults(func=_run)
 
 
@@ -166,8 +312,20 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config, keep_unavailable=True)
     for route in acls.unmatched_routes(config, args.topic):
         print(f"# route {route} has no include patterns: name the topics added with POST /topics with --topic")
+    if args.admin_config and not args.applications:
+        raise ConfigError("--admin-config goes with --applications")
+    admin_configs = _admin_configs(args.admin_config)
+    unknown = sorted(set(admin_configs) - set(config.clusters))
+    if unknown:
+        raise ConfigError(f"--admin-config: unknown clusters {unknown} (known: {sorted(config.clusters)})")
     for i, line in enumerate(acls.command_lines(config, args.principal, args.topic, args.command_config)):
         if line.startswith("# cluster") and i:
             print()
         print(line)
+    if args.applications:
+        lines = application_lines(config, args.topic, admin_configs, args.command_config)
+        if not lines:
+            print("\n# every route syncs its ACLs itself (sync_acls): no application ACL to grant by hand")
+        for line in lines:
+            print(line)
     return 0

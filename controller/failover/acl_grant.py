@@ -1,17 +1,20 @@
 """What a failover grants on the destination: every ACL the source had on the route's topics and
 groups, WRITE included (the producers and consumers move to the destination), renamed as the topics are
-(:func:`common.core.acl_sync.failover_grants`).
+(:func:`common.core.acl_sync.failover_grants`); and what the route's restore takes back.
 
 Best effort: the bindings come from the source when it answers, else from what the leader's ACL sync
 last read there (ZooKeeper ``acls/<route>``, :mod:`controller.jobs.acl_sync`); a destination that
-refuses or does not answer leaves the failover done, with the reason in its report. Like the sync,
-it only adds: nothing is deleted on the destination.
+refuses or does not answer leaves the failover done, with the reason in its report. The grant only
+adds what the destination lacks, and the report names exactly those bindings (``granted``), which the
+failover keeps in its state (:mod:`controller.failover.workflow`). :func:`revoke_grants` deletes
+exactly those, nothing else, when the route is restored (the producers are back on the source): a
+binding the destination held before the failover, or one the periodic sync created, is never in the list.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from typing import Any
 
@@ -26,6 +29,7 @@ from ferry.common.kafka import acls as kafka_acls
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
 from ferry.common.zk.layout import ZkLayout
+from ferry.controller.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +37,33 @@ TIMEOUT_S = 10.0
 
 
 def grant_source_acls(
-    config: FerryConfig, route: RouteConfig, topics: Iterable[str], zk: KazooClient, layout: ZkLayout
+    config: FerryConfig,
+    route: RouteConfig,
+    topics: Iterable[str],
+    zk: KazooClient,
+    layout: ZkLayout,
+    *,
+    granting: Iterable[Binding] = (),
+    before_granting: Callable[[list[Binding]], None] | None = None,
 ) -> dict[str, Any]:
     """Grants on the route's destination what the source had on ``topics`` (source names) and the
-    route's groups; returns the report's ``acls`` entry: where the bindings came from (``source``,
-    ``remembered`` or ``none``), those granted now, how many were there already, those skipped (no
-    counterpart under the route's naming) and the errors."""
+    route's groups; returns the report's ``acls`` entry: the destination, where the bindings came from
+    (``source``, ``remembered`` or ``none``), those this failover granted, how many were there already,
+    those skipped (no counterpart under the route's naming) and the errors.
+
+    ``before_granting`` is called with the bindings about to be created, before they are: the caller
+    writes them down. ``granting``: what an earlier attempt of the same failover wrote down so; those
+    the destination holds now were granted by this failover and count as ``granted``, not
+    ``alreadyThere``."""
     names = sorted(topics)
-    report: dict[str, Any] = {"from": "none", "granted": [], "alreadyThere": 0, "skipped": [], "errors": []}
+    report: dict[str, Any] = {
+        "destination": route.destination,
+        "from": "none",
+        "granted": [],
+        "alreadyThere": 0,
+        "skipped": [],
+        "errors": [],
+    }
     source = kafka_clients.admin(config.clusters[route.source])
     try:
         bindings = kafka_acls.describe(source, TIMEOUT_S)
@@ -59,17 +82,63 @@ def grant_source_acls(
     report["skipped"] = [{**_row(s.binding), "why": s.why} for s in plan.skipped]
     destination = kafka_clients.admin(config.clusters[route.destination])
     try:
-        lacking = acl_sync.missing(plan.bindings, kafka_acls.describe(destination, TIMEOUT_S))
+        present = set(kafka_acls.describe(destination, TIMEOUT_S))
+        lacking = acl_sync.missing(plan.bindings, present)
+        if lacking and before_granting is not None:
+            before_granting(lacking)
         outcome = kafka_acls.create(destination, lacking, TIMEOUT_S)
     except (KafkaException, TimeoutError) as exc:
         report["errors"].append(f"granting on destination {route.destination}: {kafka_error(exc)}")
         return report
-    report["alreadyThere"] = len(plan.bindings) - len(lacking)
-    report["granted"] = [_row(b) for b, error in sorted(outcome.items()) if error is None]
+    earlier = sorted(set(granting) & present & set(plan.bindings))  # an earlier attempt of this failover's
+    created = sorted(b for b, error in outcome.items() if error is None)
+    report["alreadyThere"] = len(plan.bindings) - len(lacking) - len(earlier)
+    report["granted"] = [_row(b) for b in sorted({*earlier, *created})]
     report["errors"] += [f"{b.line()}: {error}" for b, error in sorted(outcome.items()) if error is not None]
-    for binding in sorted(b for b, error in outcome.items() if error is None):
+    for binding in created:
         log.info("failover of route %s: granted %s on %s", route.name, binding.line(), route.destination)
     return report
+
+
+def revoke_grants(config: FerryConfig, route: RouteConfig, granted: dict[str, Any]) -> dict[str, Any] | None:
+    """Deletes on the destination exactly the bindings a failover's report says it granted (``granted``,
+    the report's ``acls`` entry); None when it granted none. Returns ``{"destination", "revoked",
+    "errors"}``. A binding the destination's authorizer refuses to delete (Ferry's principal may not) is
+    an error of the answer: remove it by hand. A destination that does not answer raises
+    :class:`controller.errors.Unavailable`, nothing changed: retry."""
+    bindings = [binding_of(row) for row in granted.get("granted") or []]
+    if not bindings:
+        return None
+    cluster = str(granted.get("destination") or route.destination)
+    try:
+        outcome = kafka_acls.delete(kafka_clients.admin(config.clusters[cluster]), bindings, TIMEOUT_S)
+    except (KafkaException, TimeoutError) as exc:
+        raise Unavailable(
+            f"route {route.name}: revoking the ACLs its failover granted on {cluster}: {kafka_error(exc)}; retry"
+        ) from None
+    lasting = {b: error for b, error in outcome.items() if error is not None and not kafka_acls.refused(error)}
+    if lasting:
+        first, error = sorted(lasting.items())[0]
+        raise Unavailable(
+            f"route {route.name}: revoking {first.line()} on {cluster}: {error}; retry (nothing else changed)"
+        )
+    revoked = sorted(b for b, error in outcome.items() if error is None)
+    refused = {b: error for b, error in sorted(outcome.items()) if error is not None}
+    for binding in revoked:
+        log.info("restore of route %s: revoked %s on %s (its failover granted it)", route.name, binding.line(), cluster)
+    for binding, error in refused.items():
+        log.warning(
+            "restore of route %s: %s stays on %s: %s (remove it by hand: kafka-acls.sh --remove)",
+            route.name,
+            binding.line(),
+            cluster,
+            error,
+        )
+    return {
+        "destination": cluster,
+        "revoked": [_row(b) for b in revoked],
+        "errors": [f"{b.line()}: {error}" for b, error in refused.items()],
+    }
 
 
 def _remembered(zk: KazooClient, layout: ZkLayout, route: RouteConfig) -> Remembered | None:
@@ -79,6 +148,24 @@ def _remembered(zk: KazooClient, layout: ZkLayout, route: RouteConfig) -> Rememb
         return Remembered.from_bytes(data)
     except (NoNodeError, ValueError):
         return None
+
+
+def binding_of(row: dict[str, Any]) -> Binding:
+    """A binding of a failover report (:func:`_row`'s camelCase row) as the binding it names."""
+    return Binding(
+        str(row["resourceType"]),
+        str(row["name"]),
+        str(row["pattern"]),
+        str(row["principal"]),
+        str(row["host"]),
+        str(row["operation"]),
+        str(row["permission"]),
+    )
+
+
+def rows(bindings: Iterable[Binding]) -> list[dict[str, str]]:
+    """Bindings as a failover report's rows, sorted."""
+    return [_row(b) for b in sorted(bindings)]
 
 
 def _row(binding: Binding) -> dict[str, str]:

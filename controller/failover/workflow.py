@@ -28,7 +28,11 @@ idempotent (it reads, waits and commits offsets that are the same the second tim
 
 With the route's ``sync_acls``, the step to FAILED_OVER first grants on the destination what the
 source had on the route's topics and groups, WRITE included (:mod:`controller.failover.acl_grant`,
-best effort), and the report says what (``acls``).
+best effort), and the report says what (``acls``): exactly the bindings the destination lacked and
+got. The node holds them from before they are created (``aclsGranting``, a SYNCING write), so a
+failover resumed after its process died still knows them. The restore (:meth:`FailoverRun.restore`,
+the producers are back on the source) revokes exactly those, from the report kept in the node,
+before the route copies again: the copy is write-protected again.
 """
 
 from __future__ import annotations
@@ -45,11 +49,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ferry.common.config import FerryConfig, RouteConfig
+from ferry.common.core.acl_sync import Binding
 from ferry.common.core.offset_map import EXACT, Segment, translate
 from ferry.common.model import IdealState
 from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import BadRequest, Conflict, ControllerError, NotLeader, Unavailable
+from ferry.controller.failover import acl_grant
 from ferry.controller.failover import states as fsm
 from ferry.controller.failover.acl_grant import grant_source_acls
 from ferry.controller.failover.guard import read_state
@@ -166,9 +172,32 @@ class FailoverRun:
             version = self._write(state, version, fsm.SYNCING)  # from here on, nobody copies the route
         state["report"] = self._planned_sync(route, state) if planned else self._unplanned_sync(route, state)
         if route.sync_acls:  # nobody copies the route any more: its producers may have the destination's WRITE
-            state["report"]["acls"] = grant_source_acls(self.config, route, state["partitions"], self._zk, self._layout)
+            version = self._grant_acls(route, state, version)
         self._write(state, version, fsm.FAILED_OVER)
         return state
+
+    def _grant_acls(self, route: RouteConfig, state: dict[str, Any], version: int) -> int:
+        """Grants the source's ACLs on the destination into ``state["report"]["acls"]``; the bindings
+        about to be created are written down first (``aclsGranting``), so that a failover resumed after
+        a crash still counts them as its own grants (the restore revokes them). Returns the node's version."""
+        earlier = [acl_grant.binding_of(row) for row in state.get("aclsGranting") or []]
+
+        def write_down(lacking: list[Binding]) -> None:
+            nonlocal version
+            state["aclsGranting"] = acl_grant.rows({*earlier, *lacking})
+            version = self._write(state, version, fsm.SYNCING)
+
+        state["report"]["acls"] = grant_source_acls(
+            self.config,
+            route,
+            state["partitions"],
+            self._zk,
+            self._layout,
+            granting=earlier,
+            before_granting=write_down,
+        )
+        state.pop("aclsGranting", None)  # the report names them now
+        return version
 
     def _opening(
         self, route: RouteConfig, planned: bool, groups: str | None, topics: str | None
@@ -556,7 +585,9 @@ class FailoverRun:
 
     def restore(self, route_name: str) -> dict[str, Any]:
         """FAILING_BACK (or FAILED_OVER) -> ACTIVE: the route copies again from where it stopped; the
-        records it never copied before the outage stay only at its source (never mixed in)."""
+        records it never copied before the outage stay only at its source (never mixed in). The ACLs its
+        failover granted on the destination are revoked first, exactly those (``acls`` in the answer;
+        a destination that does not answer: :class:`Unavailable`, nothing changed, retry)."""
         route = self.config.route(route_name)
         state, version = read_state(self._zk, self._layout, route.name)
         if state["state"] == fsm.ACTIVE:
@@ -564,11 +595,17 @@ class FailoverRun:
         if state["state"] not in (fsm.FAILED_OVER, fsm.FAILING_BACK):
             raise Conflict(f"route {route.name} is {state['state']}: finish or retry its failover first")
         ends = self._kafka.log_ends(route.source, state["partitions"])
+        # The producers are back on the source: the copy is Ferry's alone again. Before anything else, so a
+        # retried restore revokes again (deleting a binding that is gone is no error).
+        revoked = acl_grant.revoke_grants(self.config, route, (state.get("report") or {}).get("acls") or {})
         self._kafka.commit(
             route.source, route.group_id, ends
         )  # skip what is at the source now: the RPO and copies back
         self._zk.delete(self._layout.failover(route.name), version=version)
-        return {"route": route.name, "state": fsm.ACTIVE, "resumedAt": ends}
+        answer: dict[str, Any] = {"route": route.name, "state": fsm.ACTIVE, "resumedAt": ends}
+        if revoked is not None:
+            answer["acls"] = revoked
+        return answer
 
 
 def reverse_route(config: FerryConfig, route: RouteConfig) -> RouteConfig:

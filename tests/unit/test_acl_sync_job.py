@@ -4,6 +4,7 @@ what reaches the destination, what is remembered, and the best effort when the s
 from __future__ import annotations
 
 from concurrent.futures import Future
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -43,13 +44,28 @@ class _Groups:
         self.valid = [_Listing(g) for g in ids]
 
 
+def _fields(acl: Any) -> tuple[Any, ...]:
+    return (
+        acl.restype,
+        acl.name,
+        acl.resource_pattern_type,
+        acl.principal,
+        acl.host,
+        acl.operation,
+        acl.permission_type,
+    )
+
+
 class FakeAdmin:
-    """The three AdminClient calls ACL sync makes, over a set of real confluent-kafka AclBindings."""
+    """The AdminClient calls ACL sync and a failover make, over a set of real confluent-kafka AclBindings.
+    ``refused``: its authorizer refuses to create or delete ACLs (Ferry's principal lacks Alter)."""
 
     def __init__(self, groups: list[str] | None = None) -> None:
         self.acls: set[AclBinding] = set()
         self.groups = groups or []
         self.down = False
+        self.refused = False
+        self.topics: list[str] = []
 
     def _check(self) -> None:
         if self.down:
@@ -59,22 +75,46 @@ class FakeAdmin:
         self._check()
         return _done([a for a in self.acls if a.restype == wanted.restype])
 
+    def _refusal(self) -> Future[Any]:
+        return _failed(
+            KafkaException(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed"))
+        )
+
     def create_acls(self, acls: list[AclBinding], request_timeout: float) -> dict[AclBinding, Future[Any]]:
         self._check()
+        if self.refused:
+            return {a: self._refusal() for a in acls}
         self.acls.update(acls)
         return {a: _done(None) for a in acls}
+
+    def delete_acls(self, filters: list[Any], request_timeout: float) -> dict[Any, Future[Any]]:
+        self._check()
+        if self.refused:
+            return {f: self._refusal() for f in filters}
+        out = {}
+        for wanted in filters:
+            gone = [a for a in self.acls if _fields(a) == _fields(wanted)]  # every field given: itself only
+            self.acls.difference_update(gone)
+            out[wanted] = _done(gone)
+        return out
+
+    def list_topics(self, timeout: float) -> Any:
+        self._check()
+        return SimpleNamespace(topics=dict.fromkeys(self.topics))
 
     def list_consumer_groups(self, request_timeout: float) -> Future[Any]:
         self._check()
         return _done(_Groups(self.groups))
 
 
-def _acl(name: str, operation: str = READ, pattern: str = LITERAL, kind: str = TOPIC) -> AclBinding:
+def _acl(
+    name: str, operation: str = READ, pattern: str = LITERAL, kind: str = TOPIC, principal: str = "User:app"
+) -> AclBinding:
     return AclBinding(
         ResourceType[kind],
         name,
         ResourcePatternType[pattern],
-        "User:app",
+        principal,
         "*",
         AclOperation[operation],
         AclPermissionType.ALLOW,

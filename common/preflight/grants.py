@@ -214,9 +214,11 @@ def _admin_configs(given: list[str]) -> dict[str, dict[str, str]]:
 
 
 def _reading_properties(config: FerryConfig, cluster: str, admin: Mapping[str, str] | None) -> dict[str, Any]:
-    """The client properties to read ``cluster`` with: the config's, with ``admin``'s on top; a value whose
-    placeholder is not available here is an error naming it."""
-    properties = {**dict(config.clusters[cluster]), **(admin or {})}
+    """The client properties to read ``cluster`` with: ``admin``'s instead of the config's when given (with
+    the config's ``bootstrap.servers`` when it names none), else the config's; a value whose placeholder is
+    not available here is an error naming it."""
+    configured = dict(config.clusters[cluster])
+    properties = {"bootstrap.servers": configured["bootstrap.servers"], **admin} if admin else configured
     for key, value in properties.items():
         if isinstance(value, Unresolved):
             raise ConfigError(f"clusters.{cluster}.{key}: {value.reason} (or pass --admin-config {cluster}=FILE)")
@@ -302,7 +304,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="CLUSTER=FILE",
-        help="with --applications: librdkafka properties (key=value lines) to read CLUSTER's ACLs with, on top of "
+        help="with --applications: librdkafka properties (key=value lines) to read CLUSTER's ACLs with, instead of "
         "the config's (describing ACLs needs Describe on the cluster); repeatable",
     )
     parser.set_defaults(func=_run)

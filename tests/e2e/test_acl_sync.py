@@ -1,4 +1,5 @@
-"""ACL sync per route on clusters that enforce ACLs: READ reaches the copy, WRITE only at failover.
+"""ACL sync per route on clusters that enforce ACLs: READ reaches the copy, WRITE only at failover, and the
+restore takes back exactly what the failover granted.
 
 Two extra clusters of the local stack run KRaft's StandardAuthorizer (as in
 ``test_least_privilege.py``, on ports of their own); Ferry and the test connect as the super user
@@ -8,6 +9,9 @@ principals are this test's own, so ACLs left by an earlier run never count.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -62,7 +66,20 @@ def _held(admin: AdminClient, principal: str) -> set[tuple[str, str, str]]:
     return {(b.restype.name, b.name, b.operation.name) for b in found}
 
 
-def test_read_acls_reach_the_copy_within_an_interval_write_only_at_failover(
+def _ferry(fleet: Fleet, *args: str) -> Any:
+    """A runbook command, as a script runs it; its JSON answer."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ferry.cli", *args, "--config", str(fleet.config_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_read_acls_reach_the_copy_within_an_interval_write_only_at_failover_until_the_restore(
     fleet: Fleet, guarded: devstack.Stack, topic_name: Callable[[str], str]
 ) -> None:
     topic = topic_name("acl")
@@ -122,3 +139,14 @@ def test_read_acls_reach_the_copy_within_an_interval_write_only_at_failover(
         (writer, copy, "WRITE")
     }
     assert _held(dst, writer) == {("TOPIC", copy, "WRITE"), ("TOPIC", copy, "DESCRIBE")}
+
+    # The producers are back on the source: the restore (another process, from the failover's node in
+    # ZooKeeper) revokes the WRITE the failover granted, and nothing the sync created.
+    restored = _ferry(fleet, "failback", "--route", ROUTE, "--restore")
+    assert restored["state"] == "ACTIVE" and restored["acls"]["errors"] == [], restored
+    assert {(row["principal"], row["name"], row["operation"]) for row in restored["acls"]["revoked"]} == {
+        (writer, copy, "WRITE")
+    }
+    assert _held(dst, writer) == {("TOPIC", copy, "DESCRIBE")}
+    assert _held(dst, reader) == {("TOPIC", copy, "READ"), ("GROUP", group, "READ")}
+    assert _held(dst, late) == {("TOPIC", copy, "READ")}

@@ -187,3 +187,81 @@ def _mirror_and_check(
                 if "User:ferry" in line and "Denied" in line
             ]
         assert not denied, f"{name}: {denied[:5]}"
+
+
+def test_with_sync_acls_off_ferry_acls_prints_the_applications_acls_to_grant_by_hand(
+    fleet: Fleet, guarded: devstack.Stack, topic_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """Least privilege: nothing syncs, so `ferry acls --applications` reads the source (as the super user) and
+    prints what the sync would have copied; Kafka's own AclCommand applies the lines, and the destination then
+    holds the application's READ on the copy (and its DENY, with its host), never its WRITE."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    from ferry.common.kafka import clients as kafka_clients
+    from ferry.devstack.support import create_topics
+
+    topic = topic_name("apps")
+    app = f"User:app-{topic[-12:]}"  # this run's own principal: ACLs of earlier runs never count
+    fleet.stack = guarded
+    fleet.extra = {
+        "clusters": {SOURCE: guarded.secured(SOURCE), DESTINATION: guarded.secured(DESTINATION)},
+        "routes": [{"source": SOURCE, "destination": DESTINATION, "include": [f"{topic}.*"], "sync_acls": False}],
+    }
+    fleet.write_config()
+    src = kafka_clients.admin(_super(guarded, SOURCE))
+    create_topics(src, [NewTopic(topic, 1, 1), NewTopic(f"{topic}-secret", 1, 1)])
+
+    def binding(name: str, operation: AclOperation, permission: AclPermissionType, host: str = "*") -> AclBinding:
+        return AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, app, host, operation, permission)
+
+    wanted = [
+        binding(topic, AclOperation.READ, AclPermissionType.ALLOW),
+        binding(topic, AclOperation.WRITE, AclPermissionType.ALLOW),
+        binding(f"{topic}-secret", AclOperation.READ, AclPermissionType.DENY, "10.9.8.7"),
+    ]
+    for future in src.create_acls(wanted).values():
+        future.result(30)
+    admin_config = tmp_path / "admin.properties"
+    admin_config.write_text("".join(f"{key}={value}\n" for key, value in _super(guarded, SOURCE).items()))
+
+    printed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ferry.cli",
+            "acls",
+            "--config",
+            str(fleet.config_path),
+            "--applications",
+            "--admin-config",
+            f"{SOURCE}={admin_config}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert printed.returncode == 0, printed.stderr
+    ferrys = [line for line in printed.stdout.splitlines() if line.startswith("kafka-acls.sh")]
+    assert not any("--operation Alter --cluster" in line for line in ferrys)  # least privilege: no Alter
+    applications = [line for line in ferrys if app in line]
+    at_failover = [line[2:] for line in printed.stdout.splitlines() if line.startswith("# kafka-acls.sh")]
+    assert len(applications) == 2 and len(at_failover) == 1 and "--operation Write" in at_failover[0]
+    _apply(guarded, applications)
+
+    dst = kafka_clients.admin(_super(guarded, DESTINATION))
+    every = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, app, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    held = dst.describe_acls(every, request_timeout=10).result(15)
+    assert {(b.name, b.host, b.operation.name, b.permission_type.name) for b in held} == {
+        (topic, "*", "READ", "ALLOW"),
+        (f"{topic}-secret", "10.9.8.7", "READ", "DENY"),
+    }

@@ -146,8 +146,10 @@ class RouteConfig(_Strict):
     sync_acls: bool = True
     """copy the source's READ and DESCRIBE ACLs on the mirrored topics and on the groups that groups selects to the
     destination (renamed as the topics are; never WRITE, so the copy stays write-protected; nothing deleted), every
-    controller.acl_sync_interval_s, and grant the rest (WRITE included) at failover (docs/security.md, "ACL sync");
-    MirrorMaker 2's sync.topic.acls.enabled"""
+    controller.acl_sync_interval_s, grant the rest (WRITE included) at failover and revoke what the failover granted at
+    ferry failback --restore (docs/security.md, "ACL sync"); needs Alter on the destination cluster. false: least
+    privilege, no ACL copied or granted (ferry acls --applications prints what to grant by hand); MirrorMaker 2's
+    sync.topic.acls.enabled"""
     start: Literal["earliest", "latest"] | int | None = None
     """where a partition starts when nothing of the route is on the destination yet and nothing is committed: earliest,
     latest, or a time (ISO 8601, e.g. 2026-01-31T12:00:00Z, or epoch milliseconds): the first record at or after it;

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ferry.common import logs
@@ -137,16 +137,24 @@ def admin(cluster: Mapping[str, Any], **overrides: Any) -> AdminClient:
 
 
 def log_offsets(
-    admin_client: AdminClient, partitions: Iterable[tuple[str, int]], latest: bool, timeout_s: float
+    admin_client: AdminClient,
+    partitions: Iterable[tuple[str, int]],
+    latest: bool,
+    timeout_s: float,
+    *,
+    stable: bool = False,
 ) -> dict[tuple[str, int], int]:
     """The log-end (``latest``) or log-start offset of each (topic, partition), in one ListOffsets request
-    per partition leader rather than one round trip per partition. A partition the cluster does not
-    answer for is left out; no answer at all raises ``KafkaException`` or ``TimeoutError``."""
+    per partition leader rather than one round trip per partition. ``stable`` with ``latest``: the last
+    stable offset instead, where a ``read_committed`` reader's read ends (below any open transaction).
+    A partition the cluster does not answer for is left out; no answer at all raises ``KafkaException``
+    or ``TimeoutError``."""
     spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()
     request = {TopicPartition(topic, partition): spec for topic, partition in partitions}
     if not request:
         return {}
-    futures = admin_client.list_offsets(request, request_timeout=timeout_s)
+    options: dict[str, Any] = {"isolation_level": IsolationLevel.READ_COMMITTED} if stable else {}
+    futures = admin_client.list_offsets(request, request_timeout=timeout_s, **options)
     offsets: dict[tuple[str, int], int] = {}
     for tp, future in futures.items():
         try:

@@ -242,13 +242,16 @@ class Checkpointer:
         group: str,
         reader: OffsetMapReader | None = None,
         source_ends: dict[tuple[str, int], int | None] | None = None,
+        committed: dict[tuple[str, int], int] | None = None,
     ) -> list[Translation]:
         """The group's committed offsets on the route's source, translated to its destination, now.
 
-        A checkpoint pass hands in the destination's map ``reader`` it refreshed once and the
-        ``source_ends`` it asked so far (filled here); without them the map is read to its end now.
+        A checkpoint pass hands in the destination's map ``reader`` it refreshed once, the
+        ``source_ends`` it asked so far (filled here) and the group's ``committed`` offsets it read
+        before that refresh; without them the offsets are read now, then the map to its end.
         """
-        committed = self._committed(route.source, group)
+        if committed is None:
+            committed = self._committed(route.source, group)
         if not committed:
             return []
         if reader is None:
@@ -423,17 +426,27 @@ class Checkpointer:
             except Unavailable as exc:
                 log.warning("route %s: listing its groups failed (next run retries): %s", route.name, exc)
                 continue
+            # The groups' offsets first, then the map: the map is at least as new as the offsets it
+            # translates, so a group ahead of the mirror is placed after every copy committed by then.
+            committed: dict[str, dict[tuple[str, int], int]] = {}
+            for group in groups:
+                try:
+                    committed[group] = self._committed(route.source, group)
+                except Unavailable as exc:
+                    log.warning(
+                        "checkpoint of group %s on route %s failed (next run retries): %s", group, route.name, exc
+                    )
             reader: OffsetMapReader | None = None
-            if groups:
+            if committed:
                 try:
                     reader = self.fresh_map(route.destination)  # once per pass, whatever the number of groups
                 except Unavailable as exc:
                     log.warning("route %s: reading its offset map failed (next run retries): %s", route.name, exc)
-                    groups = []
+                    committed = {}
             source_ends: dict[tuple[str, int], int | None] = {}
-            for group in groups:
+            for group, offsets in committed.items():
                 try:
-                    translations = self.translate_group(route, group, reader, source_ends)
+                    translations = self.translate_group(route, group, reader, source_ends, offsets)
                     self.emit(route, translations)
                     if self._config.controller.sync_group_offsets:
                         self.sync(route, group, translations)

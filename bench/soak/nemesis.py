@@ -94,12 +94,17 @@ class Nemesis:
                 continue
         return None
 
-    def _kill_leader(self) -> str:
+    def _await_leader(self) -> Member | None:
+        """The leading controller, waited for up to 30 s (one may be starting again after a fault)."""
         deadline = self.clock() + 30.0
         leader = self._leader()
         while leader is None and self.clock() < deadline:
             self.pause(0.5)
             leader = self._leader()
+        return leader
+
+    def _kill_leader(self) -> str:
+        leader = self._await_leader()
         if leader is None:
             return "(no leader found)"
         restarts = leader.restarts
@@ -152,7 +157,7 @@ class Nemesis:
     def _move_partitions(self) -> str:
         """Moves partitions between live workers faster than they acknowledge: a drain and an uncordon,
         two drains chained less than a second apart, a cordon, a worker joining and leaving."""
-        leader = self._leader()
+        leader = self._await_leader()
         if leader is None:
             return "(no leader found)"
         extra: str | None = None

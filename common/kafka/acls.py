@@ -12,7 +12,7 @@ refuses to create or delete comes back as its :class:`common.kafka.errors.KafkaF
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -79,14 +79,7 @@ def create(admin: Any, bindings: Iterable[Binding], timeout_s: float) -> dict[Bi
     asked = {AclBinding(*_fields(b)): b for b in bindings}
     if not asked:
         return {}
-    out: dict[Binding, KafkaFailure | None] = {}
-    for acl, future in admin.create_acls(list(asked), request_timeout=timeout_s).items():
-        try:
-            future.result(timeout_s)
-            out[asked[acl]] = None
-        except KafkaException as exc:
-            out[asked[acl]] = kafka_error(exc)
-    return out
+    return _outcomes(asked, admin.create_acls(list(asked), request_timeout=timeout_s), timeout_s)
 
 
 def delete(admin: Any, bindings: Iterable[Binding], timeout_s: float) -> dict[Binding, KafkaFailure | None]:
@@ -96,8 +89,15 @@ def delete(admin: Any, bindings: Iterable[Binding], timeout_s: float) -> dict[Bi
     asked = {AclBindingFilter(*_fields(b)): b for b in bindings}
     if not asked:
         return {}
+    return _outcomes(asked, admin.delete_acls(list(asked), request_timeout=timeout_s), timeout_s)
+
+
+def _outcomes(
+    asked: Mapping[Any, Binding], futures: Mapping[Any, Any], timeout_s: float
+) -> dict[Binding, KafkaFailure | None]:
+    """Per binding asked, None once its future answered, or why it failed."""
     out: dict[Binding, KafkaFailure | None] = {}
-    for acl, future in admin.delete_acls(list(asked), request_timeout=timeout_s).items():
+    for acl, future in futures.items():
         try:
             future.result(timeout_s)
             out[asked[acl]] = None

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import requests
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from ferry.common.config import parse_config
@@ -27,6 +27,7 @@ from ferry.common.core import provenance, tree
 from ferry.common.kafka import clients as kafka_clients
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import create_topics
+from tests.harness import read_committed
 from tests.harness.mirroring import warm_group_coordinator
 from tests.harness.processes import Fleet, wait_until
 
@@ -99,29 +100,15 @@ class Topology:
     def read(self, name: str, topic: str | None = None) -> list[tuple[str, provenance.Provenance | None, list[Any]]]:
         """(seq, provenance, application headers) of every record of ``topic`` on cluster ``name``."""
         topic = topic or self.topic
-        consumer = kafka_clients.consumer(_conf(self.stack, name), group_id=f"reader-{topic}")
-        try:
-            meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
-            if meta is None or meta.error is not None:
-                return []
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions}
-            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-            remaining = sum(ends.values())
-            records = []
-            while remaining > 0:
-                # No more than what is left: consume() waits out its timeout while it has fewer than asked.
-                batch = consumer.consume(min(1000, remaining), timeout=5)
-                assert batch, f"{name}/{topic}: {remaining} records could not be read"
-                for m in batch:
-                    if m.error() is None:
-                        others, _ = provenance.split(m.headers())
-                        seq = dict(others)[SEQ]
-                        assert seq is not None
-                        records.append((seq.decode(), provenance.read(m.headers()), others))
-                        remaining -= 1
-            return records
-        finally:
-            consumer.close()
+        records = []
+        # To the end by position: routes write exactly once by default, and their markers take offsets.
+        for partition_records in read_committed.read(_conf(self.stack, name), topic).values():
+            for m in partition_records:
+                others, _ = provenance.split(m.headers())
+                seq = dict(others)[SEQ]
+                assert seq is not None
+                records.append((seq.decode(), provenance.read(m.headers()), others))
+        return records
 
     def settled(self) -> bool:
         """Every route has committed up to the end of its source topic: nothing more will be copied."""
@@ -133,10 +120,10 @@ class Topology:
                 if not topics:
                     return False
                 for topic in topics:
-                    tp = TopicPartition(topic, 0)
-                    end = consumer.get_watermark_offsets(tp, timeout=10)[1]
-                    committed = consumer.committed([tp], timeout=10)[0].offset
-                    if end > 0 and committed != end:
+                    # Past the source's last record: a copy topic ends with a transaction marker.
+                    last = [m.offset() for m in read_committed.read(source, topic).get(0, [])[-1:]]
+                    committed = consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
+                    if last and committed < last[0] + 1:
                         return False
             finally:
                 consumer.close()

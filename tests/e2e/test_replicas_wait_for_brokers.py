@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -48,7 +49,11 @@ def cluster(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
     except devstack.DevStackError as exc:
         pytest.fail(f"the cluster of three brokers does not start: {exc}", pytrace=False)
     try:
-        warm_group_coordinator(stack, DESTINATION)  # __consumer_offsets: replicas on every broker
+        warm_group_coordinator(stack, DESTINATION)
+        # What tells Ferry the cluster has a third broker while it is away: a replica on it. Kafka's own
+        # topics have one replica here, which may sit on any broker; a topic of three replicas is on all.
+        admin = kafka_clients.admin({"bootstrap.servers": stack.bootstrap(DESTINATION)})
+        create_topics(admin, [NewTopic(f"three-replicas-{uuid.uuid4().hex[:8]}", 1, 3)])
         yield stack
     finally:
         if started:

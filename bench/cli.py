@@ -114,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=(),
         metavar="SECONDS",
         help="comma-separated: each exactly-once Ferry system (ferry-eos-Nw) runs once per interval, its workers' "
-        "worker.commit_interval_s (a transaction commits that often), named e.g. ferry-eos-1w@0.25s "
+        "worker.transaction_interval_s (a transaction commits that often), named e.g. ferry-eos-1w@0.25s "
         "(default: once, at the configured interval)",
     )
     parser.add_argument(

@@ -80,7 +80,7 @@ class Options:
     # The producer compression of Ferry's route and of the ceiling's copy processes. The bench's
     # default is none, as MirrorMaker 2's, so that the systems compare like with like.
     compression: str = "none"
-    # Each exactly-once Ferry system runs once per interval (its workers' `worker.commit_interval_s`:
+    # Each exactly-once Ferry system runs once per interval (its workers' `worker.transaction_interval_s`:
     # how often a transaction commits); empty: once, at the configured interval.
     transaction_intervals: tuple[float, ...] = ()
     # The systems run this many times per workload, round by round (A B A B ...), on the same source topic.
@@ -96,7 +96,7 @@ class RunResult:
     records: int
     processes: int
     round: int = 1
-    commit_interval_s: float | None = None  # the workers' commit (exactly once: transaction) interval, when set
+    transaction_interval_s: float | None = None  # the workers' commit (exactly once: transaction) interval, when set
     status: str = "FAILED"
     problems: list[str] = field(default_factory=list)
     window: str | None = None  # "arrival": first to last record seen; "start": from go()
@@ -127,7 +127,7 @@ class RunResult:
             "records": self.records,
             "processes": self.processes,
             "round": self.round,
-            "commit_interval_s": self.commit_interval_s,
+            "transaction_interval_s": self.transaction_interval_s,
             "status": self.status,
             "problems": self.problems,
             "window": self.window,
@@ -147,21 +147,22 @@ class RunResult:
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """One run of a workload: ``system`` (a known name) at ``commit_interval_s`` (None: as configured), in ``round``."""
+    """One run of a workload: ``system`` (a known name) at ``transaction_interval_s`` (None: as configured),
+    in ``round``."""
 
     system: str
-    commit_interval_s: float | None
+    transaction_interval_s: float | None
     round: int
 
     @property
     def name(self) -> str:
         """The run's system as the report names it: ``ferry-eos-1w@0.25s`` at a transaction interval of its own."""
-        return self.system if self.commit_interval_s is None else f"{self.system}@{self.commit_interval_s:g}s"
+        return self.system if self.transaction_interval_s is None else f"{self.system}@{self.transaction_interval_s:g}s"
 
     @property
     def slug(self) -> str:
         """A suffix of the run's names of its own (ZooKeeper root, route, consumer group, latency topic)."""
-        interval = "" if self.commit_interval_s is None else f"-{round(self.commit_interval_s * 1000)}ms"
+        interval = "" if self.transaction_interval_s is None else f"-{round(self.transaction_interval_s * 1000)}ms"
         return f"{self.system}{interval}" + (f"-r{self.round}" if self.round > 1 else "")
 
 
@@ -285,17 +286,17 @@ def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str
                     )
                     continue
                 worker_config = options.worker_config
-                if planned.commit_interval_s is not None:
-                    worker_config = {**worker_config, "commit_interval_s": planned.commit_interval_s}
+                if planned.transaction_interval_s is not None:
+                    worker_config = {**worker_config, "transaction_interval_s": planned.transaction_interval_s}
                 system = make_system(name, stack, workdir, load.partitions, slug, worker_config, options.compression)
-                if planned.commit_interval_s is not None:
+                if planned.transaction_interval_s is not None:
                     system.name = planned.name
-                    system.label += f", a transaction every {planned.commit_interval_s:g} s"
+                    system.label += f", a transaction every {planned.transaction_interval_s:g} s"
                 round_text = f" (round {planned.round} of {options.rounds})" if options.rounds > 1 else ""
                 echo(f"[{load.name}] {system.label}{round_text} ...")
                 result = run_one(system, load, topic, run_id, options, source, destination, src_admin, dst_admin)
                 result.round = planned.round
-                result.commit_interval_s = worker_config.get("commit_interval_s")
+                result.transaction_interval_s = worker_config.get("transaction_interval_s")
                 runs.append(result)
                 summary = (
                     f"{result.records_per_s:,.0f} records/s, {result.cpu_s_per_million:.1f} CPU s/M records, "

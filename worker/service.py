@@ -37,7 +37,9 @@ States of the worker::
 ZooKeeper watch callbacks (kazoo runs them all on one thread) only store the newest assignment
 and wake the copy loop. The copy loop owns every Kafka client; each pass compares the partitions
 it holds with the newest assignment and releases or acquires the difference (level-triggered),
-then copies a batch per route and, every ``commit_interval_s``, commits acknowledged offsets.
+then copies a batch per route and commits: an exactly-once route's transaction every
+``transaction_interval_s`` (what a ``read_committed`` reader waits for), an at-least-once route's
+acknowledged offsets every ``commit_interval_s``.
 
 The health probes (:mod:`common.core.probes`, served on the metrics port) read, on the HTTP server's
 thread, what the copy loop last wrote (its state and since when, its last pass, the assignment it
@@ -242,8 +244,10 @@ class Worker:
         if self.config.tree is not None:
             DataWatch(self._zk, self.layout.tree_targets, self._targets.on_targets)
         self._set_state(WorkerState.RUNNING)
-        interval = self.config.worker.commit_interval_s
-        next_commit = self._clock() + interval
+        commit_every = self.config.worker.commit_interval_s
+        transaction_every = self.config.worker.transaction_interval_s
+        next_commit = self._clock() + commit_every
+        next_transaction = self._clock() + transaction_every
         while not self._stopping.is_set():
             self._check_session()
             self._restart_failed()
@@ -271,8 +275,13 @@ class Worker:
                 self._on_fenced()
             now = self._clock()
             self._loop_passed_at = now
+            if now >= next_transaction:
+                next_transaction = now + transaction_every
+                for copier in self._copiers.values():
+                    if copier.fenced_writes:
+                        copier.commit()
             if now >= next_commit:
-                next_commit = now + interval
+                next_commit = now + commit_every
                 self._commit_and_measure()
                 if self.state == WorkerState.RUNNING:
                     self._session.check_live_node()
@@ -446,7 +455,8 @@ class Worker:
     def _commit_and_measure(self) -> None:
         in_flight = 0
         for copier in self._copiers.values():
-            copier.commit()
+            if not copier.fenced_writes:  # an exactly-once route commits at its own, shorter, interval
+                copier.commit()
             copier.update_lag()
             in_flight += copier.in_flight()
         self.metrics.in_flight.set(in_flight)

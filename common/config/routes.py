@@ -119,7 +119,7 @@ class RouteConfig(_Strict):
     partitions move, so a read_committed consumer of the destination sees every record once, and the route copies on
     while ZooKeeper is unreachable; consumers of the destination set isolation.level=read_committed (Java's default
     is read_uncommitted, which also shows aborted copies), and see a record once its transaction commits, up to one
-    worker.commit_interval_s later; the workers need WRITE and DESCRIBE on the route's transactional ids
+    worker.transaction_interval_s later; the workers need WRITE and DESCRIBE on the route's transactional ids
     (docs/security.md). at_least_once: plain idempotent writes, visible at once to any consumer: a worker that dies,
     or pauses past its session, may leave records written twice, and the route pauses while its worker cannot reach
     ZooKeeper (docs/design.md)"""

@@ -1,7 +1,7 @@
 """Partitions moved between live workers faster than they acknowledge: nothing lost, nothing twice.
 
 Three workers copy an 8-partition topic on a route as README configures it (no ``delivery_guarantee``
-key) with a 4 s commit interval, under a steady stream of 2,000 records/s. For 90 s the test moves
+key) with a transaction every 4 s, under a steady stream of 2,000 records/s. For 90 s the test moves
 partitions between the live workers every half second to two seconds: it drains a worker and
 uncordons it again, chains drains between two workers less than a second apart (a partition moves
 again before its new owner could acknowledge it), cordons and uncordons, and starts a fourth worker
@@ -45,7 +45,7 @@ def test_moves_between_live_workers_faster_than_they_acknowledge_lose_and_duplic
 ) -> None:
     topic = topic_name("handoffs")
     fleet.rebalance_delay_s = 0.5  # uncordons and joins rebalance at once: more moves
-    fleet.extra = {"worker": {"commit_interval_s": 4}, "routes": [{"source": "src", "destination": "dst"}]}
+    fleet.extra = {"worker": {"transaction_interval_s": 4}, "routes": [{"source": "src", "destination": "dst"}]}
     fleet.write_config()
     ledger = RecordLedger(fleet.stack, topic, PARTITIONS, transactional_destination=True)
     ledger.create_source_topic()

@@ -26,7 +26,7 @@ RUN_KEYS = {
     "records",
     "processes",
     "round",
-    "commit_interval_s",
+    "transaction_interval_s",
     "status",
     "problems",
     "window",
@@ -128,7 +128,7 @@ def test_bench_runs_exactly_once_at_a_transaction_interval_in_rounds_and_every_r
     failed = [(r["system"], r["problems"]) for r in report["runs"] if r["status"] != "OK"]
     assert status == 0 and report["ok"], failed
     assert report["options"]["transaction_intervals"] == [0.5] and report["options"]["rounds"] == 2
-    assert [(r["system"], r["round"], r["commit_interval_s"]) for r in report["runs"]] == [
+    assert [(r["system"], r["round"], r["transaction_interval_s"]) for r in report["runs"]] == [
         ("ferry-1w", 1, None),
         ("ferry-eos-1w@0.5s", 1, 0.5),
         ("ferry-1w", 2, None),

@@ -24,7 +24,7 @@ from ferry.common.vocabulary import (
 )
 from ferry.controller.api.wire import component_schemas
 from ferry.controller.api.wire_answers import RESPONSES
-from ferry.controller.api.wire_requests import REQUESTS, TranslateQuery
+from ferry.controller.api.wire_requests import REQUESTS, TranslateRequest
 
 _REQUEST_ID = {
     "description": "This request's id: the caller's own X-Request-Id when it is sane "
@@ -69,7 +69,7 @@ _AUTH_ERRORS = {
 _SCHEMAS: dict[str, Any] = component_schemas(REQUESTS, RESPONSES)
 
 
-def _query_parameters(shape: type[TranslateQuery]) -> list[dict[str, Any]]:
+def _query_parameters(shape: type[TranslateRequest]) -> list[dict[str, Any]]:
     """A query's wire shape's fields as OpenAPI query parameters (their schemas are the shape's)."""
     schema = shape.model_json_schema(ref_template="#/components/schemas/{model}")
     required = set(schema.get("required", ()))
@@ -240,7 +240,7 @@ _PATHS: dict[str, Any] = {
             "One consumer position translated with the route's offset map (or by timestamp, marked so), "
             "source -> destination or, with direction=reverse, back",
             _json("ok", _ref("Translation")),
-            parameters=_query_parameters(TranslateQuery),
+            parameters=_query_parameters(TranslateRequest),
         )
     },
     "/noprogress": {

@@ -46,7 +46,7 @@ BLUEPRINTS = (health_api, topics_api, instances_api, offsets_api, schemas_api, o
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> tuple[Response, int]:
-    response = jsonify(wire_answers.Error(error=message, status=status, request_id=request_id()).to_json())
+    response = jsonify(wire_answers.ErrorAnswer(error=message, status=status, request_id=request_id()).to_json())
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response, status

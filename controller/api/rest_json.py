@@ -4,7 +4,7 @@
 Pure functions from the parts' typed answers (:mod:`controller.topics.reads`, :mod:`controller.topics.admin`,
 :mod:`controller.jobs.scheduler`, :mod:`controller.tree.control`, :mod:`controller.groups.checkpoints`, and
 :mod:`common.model`'s types) to JSON-ready dicts. Each shape is a class of :mod:`controller.api.wire_answers`
-(written ``wire_answers.TopicView``: several share a domain class's name), built with its
+(``wire_answers.TopicViewAnswer``: named for its role, apart from the domain's ``TopicView``), built with its
 snake_case fields and written with ``to_json()``: the camelCase keys, their order and the OpenAPI schemas live
 there only. Three shapes with a row per topic or partition are the exception, for speed (160,000 partitions
 take 0.3 s so, four times longer through the wire shapes): ``GET /topics``, ``GET /offset`` and a topic's view
@@ -39,7 +39,7 @@ Json = dict[str, Any]
 
 def health_json(health: Health, probe: Probe) -> Json:
     """A health probe's answer (``probe``: ``health.readiness()`` or ``health.liveness()``)."""
-    return wire_answers.Health(
+    return wire_answers.HealthAnswer(
         status=probe.reasons[0] if probe.reasons else "ok",
         id=health.controller_id,
         state=health.state,
@@ -52,7 +52,7 @@ def health_json(health: Health, probe: Probe) -> Json:
 
 def topics_json(states: Iterable[IdealState]) -> Json:
     """``GET /topics`` and a bulk ``POST /topics``: route, topic and partition count of each."""
-    # wire_answers.TopicList's shape, built as plain dicts (a bulk listing; see the module docstring).
+    # wire_answers.TopicListAnswer's shape, built as plain dicts (a bulk listing; see the module docstring).
     return {"topics": [{"topic": s.topic, "route": s.route, "partitions": s.partitions} for s in states]}
 
 
@@ -73,7 +73,7 @@ def _route_topic_json(one: RouteTopic) -> Json:
 def topic_json(view: TopicView) -> Json:
     """One topic: with one route, that route's view at the top level; with several, flat maps keyed
     ``<route>/<partition>``; every route's own view under ``routes`` either way."""
-    # wire_answers.TopicView's shape, built as plain dicts (one row per partition; see the module docstring).
+    # wire_answers.TopicViewAnswer's shape, built as plain dicts (one row per partition; see the module docstring).
     per_route = {name: _route_topic_json(one) for name, one in view.routes.items()}
     if len(per_route) == 1:
         flat = dict(next(iter(per_route.values())))
@@ -93,9 +93,9 @@ def topic_json(view: TopicView) -> Json:
 
 
 def instances_json(instances: Instances) -> Json:
-    return wire_answers.Instances(
+    return wire_answers.InstancesAnswer(
         instances=[
-            wire_answers.Instance(
+            wire_answers.InstanceAnswer(
                 id=i.worker_id,
                 host=i.info.host,
                 pid=i.info.pid,
@@ -108,14 +108,14 @@ def instances_json(instances: Instances) -> Json:
             )
             for i in instances.live
         ],
-        departed=[wire_answers.Departed(id=w, partitions=parts) for w, parts in instances.departed.items()],
+        departed=[wire_answers.DepartedAnswer(id=w, partitions=parts) for w, parts in instances.departed.items()],
     ).to_json()
 
 
-def mismatch(m: Mismatch) -> wire_answers.Mismatch:
+def mismatch(m: Mismatch) -> wire_answers.MismatchAnswer:
     """A mismatch as ``/validation`` shows it (the same keys as ``ferry zk``'s,
     :meth:`common.core.diff.Mismatch.to_json`)."""
-    return wire_answers.Mismatch(
+    return wire_answers.MismatchAnswer(
         partition=str(m.partition),
         problem=m.problem,
         ideal_worker=m.ideal_worker,
@@ -125,23 +125,23 @@ def mismatch(m: Mismatch) -> wire_answers.Mismatch:
 
 
 def validation_json(validation: Validation) -> Json:
-    return wire_answers.Validation(
+    return wire_answers.ValidationAnswer(
         ok=validation.ok,
         summary=validation.summary,
         mismatches=[mismatch(m) for m in validation.mismatches],
         spark=validation.spark,  # the last `ferry validate --store`, as stored, with checkedAt
         failover=validation.failover,  # routes not ACTIVE -> their failover state
-        notices=[wire_answers.Notice(**notice) for notice in validation.notices],
+        notices=[wire_answers.NoticeAnswer(**notice) for notice in validation.notices],
     ).to_json()
 
 
 def source_validation_json(validation: SourceValidation) -> Json:
     spark = validation.spark
-    return wire_answers.SourceValidation(
+    return wire_answers.SourceValidationAnswer(
         ok=validation.ok,
         topics=validation.topics,
         mismatches=[
-            wire_answers.SourceMismatch(
+            wire_answers.SourceMismatchAnswer(
                 route=m.route,
                 topic=m.topic,
                 ideal_partitions=m.ideal_partitions,
@@ -152,7 +152,7 @@ def source_validation_json(validation: SourceValidation) -> Json:
         ],
         spark=None
         if spark is None
-        else wire_answers.SparkCheck(checked_at=spark.get("checkedAt"), src_kafka=spark.get("srcKafka")),
+        else wire_answers.SparkCheckAnswer(checked_at=spark.get("checkedAt"), src_kafka=spark.get("srcKafka")),
     ).to_json()
 
 
@@ -163,10 +163,12 @@ DestinationTopic = Callable[[str, str], str]
 (:meth:`controller.topics.reads.ReadSide.destination_topic`)."""
 
 
-def offset_row(key: PartitionKey, sample: OffsetSample, destination_topic: DestinationTopic) -> wire_answers.OffsetRow:
+def offset_row(
+    key: PartitionKey, sample: OffsetSample, destination_topic: DestinationTopic
+) -> wire_answers.OffsetRowAnswer:
     """One partition's offsets; ``destinationTopic`` is the topic's name on the route's destination
     (the same name unless the route renames topics)."""
-    return wire_answers.OffsetRow(
+    return wire_answers.OffsetRowAnswer(
         partition=str(key),
         route=key.route,
         topic=key.topic,
@@ -179,7 +181,7 @@ def offset_row(key: PartitionKey, sample: OffsetSample, destination_topic: Desti
 
 
 def offsets_json(samples: Mapping[PartitionKey, OffsetSample], destination_topic: DestinationTopic) -> Json:
-    """``GET /offset``: wire_answers.Offsets' shape, built as plain dicts (a bulk listing; see the module docstring)."""
+    """``GET /offset``: wire_answers.OffsetsAnswer's shape as plain dicts (a bulk listing; see the module docstring)."""
     rows = []
     for key, sample in sorted(samples.items()):
         rows.append(
@@ -199,23 +201,23 @@ def offsets_json(samples: Mapping[PartitionKey, OffsetSample], destination_topic
 
 def noprogress_json(report: NoProgress, destination_topic: DestinationTopic) -> Json:
     rows = [
-        wire_answers.NoProgressRow(
+        wire_answers.NoProgressRowAnswer(
             **dict(offset_row(key, report.latest[key], destination_topic)), stalled_for_s=round(since, 1)
         )
         for key, since in sorted(report.stalled.items())
     ]
-    return wire_answers.NoProgress(noprogress=rows, threshold_s=report.threshold_s).to_json()
+    return wire_answers.NoProgressAnswer(noprogress=rows, threshold_s=report.threshold_s).to_json()
 
 
 # -- topic commands -------------------------------------------------------------------------------
 
 
 def deleted_json(deleted: TopicDeleted) -> Json:
-    return wire_answers.Deleted(topic=deleted.topic).to_json()
+    return wire_answers.DeletedAnswer(topic=deleted.topic).to_json()
 
 
 def rebalanced_json(rebalanced: Rebalanced) -> Json:
-    return wire_answers.Rebalanced(moved=rebalanced.moved).to_json()
+    return wire_answers.RebalancedAnswer(moved=rebalanced.moved).to_json()
 
 
 # -- the distribution tree ------------------------------------------------------------------------
@@ -223,7 +225,7 @@ def rebalanced_json(rebalanced: Rebalanced) -> Json:
 
 def tree_json(view: TreeView) -> Json:
     rows = [
-        wire_answers.Distributor(
+        wire_answers.DistributorAnswer(
             name=r.distributor.name,
             cluster=r.distributor.cluster,
             level=r.distributor.level,
@@ -237,7 +239,7 @@ def tree_json(view: TreeView) -> Json:
         )
         for r in view.distributors
     ]
-    return wire_answers.TreeView(
+    return wire_answers.TreeViewAnswer(
         layout=view.layout,
         switch_after_s=view.switch_after_s,
         distributors=rows,
@@ -248,22 +250,24 @@ def tree_json(view: TreeView) -> Json:
 
 def target_switched_json(targets: Mapping[str, str]) -> dict[str, str]:
     """``POST /tree/{distributor}/target``: every switched distributor -> its leaf."""
-    return wire_answers.TargetSwitched(dict(targets)).to_json()
+    return wire_answers.TargetSwitchedAnswer(dict(targets)).to_json()
 
 
 # -- heartbeats -----------------------------------------------------------------------------------
 
 
-def _figures(latency: Latency | None) -> wire_answers.Figures:
+def _figures(latency: Latency | None) -> wire_answers.FiguresAnswer:
     if latency is None:
-        return wire_answers.Figures(latency_s=None, since_last_s=None)
-    return wire_answers.Figures(latency_s=round(latency.latency_s, 3), since_last_s=round(latency.since_last_s, 3))
+        return wire_answers.FiguresAnswer(latency_s=None, since_last_s=None)
+    return wire_answers.FiguresAnswer(
+        latency_s=round(latency.latency_s, 3), since_last_s=round(latency.since_last_s, 3)
+    )
 
 
 def heartbeats_json(view: HeartbeatView) -> Json:
-    return wire_answers.Heartbeats(
+    return wire_answers.HeartbeatsAnswer(
         end_to_end=[
-            wire_answers.EndToEnd(
+            wire_answers.EndToEndAnswer(
                 origin=a.origin,
                 cluster=a.cluster,
                 hops=a.hops,
@@ -279,8 +283,8 @@ def heartbeats_json(view: HeartbeatView) -> Json:
 # -- consumer-group checkpoints (REST /groups and `ferry groups --json`) -------------------------
 
 
-def _group_partition(t: Translation) -> wire_answers.GroupPartition:
-    return wire_answers.GroupPartition(
+def _group_partition(t: Translation) -> wire_answers.GroupPartitionAnswer:
+    return wire_answers.GroupPartitionAnswer(
         route=t.route,
         group=t.group,
         topic=t.topic,
@@ -300,7 +304,7 @@ def translation_json(t: Translation) -> Json:
 
 def offset_translation_json(t: OffsetTranslation) -> Json:
     """``GET /translate`` and ``ferry offsets translate --json``."""
-    return wire_answers.Translation(
+    return wire_answers.TranslationAnswer(
         route=t.route,
         topic=t.topic,
         destination_topic=t.destination_topic,
@@ -315,9 +319,9 @@ def offset_translation_json(t: OffsetTranslation) -> Json:
 
 def groups_json(checkpoints: GroupCheckpoints) -> Json:
     ages = checkpoints.ages
-    return wire_answers.Groups(
+    return wire_answers.GroupsAnswer(
         groups=[
-            wire_answers.GroupRow(
+            wire_answers.GroupRowAnswer(
                 group=group,
                 checkpoint_age_s={route: round(age, 3) for (route, g), age in sorted(ages.items()) if g == group},
                 partitions=[_group_partition(t) for t in translations],
@@ -328,23 +332,23 @@ def groups_json(checkpoints: GroupCheckpoints) -> Json:
 
 
 def sync_json(result: SyncResult) -> Json:
-    return wire_answers.GroupSynced(group=result.group, synced=result.synced, skipped=result.skipped).to_json()
+    return wire_answers.GroupSyncedAnswer(group=result.group, synced=result.synced, skipped=result.skipped).to_json()
 
 
 # -- schema distribution (GET /schemas, POST /schemas/sync) ---------------------------------------
 
 
 def _schema_report(report: SchemaReport) -> dict[str, Any]:
-    """The report's fields, as keyword arguments of :class:`wire_answers.SchemaReport` (and its GET form)."""
+    """The report's fields, as keyword arguments of :class:`wire_answers.SchemaReportAnswer` (and its GET form)."""
     subjects = [
-        wire_answers.SchemaSubject(
+        wire_answers.SchemaSubjectAnswer(
             subject=s.subject,
             version=s.latest.version,
             id=s.latest.schema_id,
             versions={str(v.version): v.schema_id for v in s.versions},
             states={str(version): state for version, state in s.states.items()},
             targets={
-                target: wire_answers.SchemaTargetStatus(
+                target: wire_answers.SchemaTargetStatusAnswer(
                     subject=status.target_subject,
                     state=status.state.value,
                     synced_versions=list(status.synced_versions),
@@ -364,7 +368,7 @@ def _schema_report(report: SchemaReport) -> dict[str, Any]:
         "in_sync": report.in_sync,
         "out_of_sync": report.out_of_sync,
         "conflicts": [
-            wire_answers.SchemaConflict(
+            wire_answers.SchemaConflictAnswer(
                 target=c.target,
                 subject=c.subject,
                 version=c.version,
@@ -375,13 +379,13 @@ def _schema_report(report: SchemaReport) -> dict[str, Any]:
             for c in report.conflicts
         ],
         "copied": [
-            wire_answers.SchemaCopy(
+            wire_answers.SchemaCopyAnswer(
                 target=c.target, subject=c.subject, version=c.version, id=c.schema_id, target_subject=c.target_subject
             )
             for c in report.copied
         ],
         "state_changed": [
-            wire_answers.SchemaStateChange(
+            wire_answers.SchemaStateChangeAnswer(
                 target=c.target, subject=c.subject, version=c.version, target_subject=c.target_subject, state=c.state
             )
             for c in report.state_changed
@@ -392,12 +396,12 @@ def _schema_report(report: SchemaReport) -> dict[str, Any]:
 
 def schema_report_json(report: SchemaReport) -> Json:
     """One distribution pass, as ``POST /schemas/sync`` answers it."""
-    return wire_answers.SchemaReport(**_schema_report(report)).to_json()
+    return wire_answers.SchemaReportAnswer(**_schema_report(report)).to_json()
 
 
 def schema_status_json(status: SchemaStatus) -> Json:
     """``GET /schemas``: the last successful pass, and ``lastError`` (a later pass failed; else null)."""
-    return wire_answers.SchemaStatus(**_schema_report(status.report), last_error=status.last_error).to_json()
+    return wire_answers.SchemaStatusAnswer(**_schema_report(status.report), last_error=status.last_error).to_json()
 
 
 # -- an operator's controls and failover ------------------------------------------------------------
@@ -405,25 +409,27 @@ def schema_status_json(status: SchemaStatus) -> Json:
 
 def controls_json(view: Mapping[str, Any]) -> Json:
     """``GET /controls``, from :meth:`controller.operate.control.FleetControls.view`."""
-    return wire_answers.Controls(
+    return wire_answers.ControlsAnswer(
         paused=view["paused"],
         cordoned=view["cordoned"],
         autobalancing=view["autobalancing"],
-        throttles={route: wire_answers.RouteThrottle(**throttle) for route, throttle in view["throttles"].items()},
+        throttles={
+            route: wire_answers.RouteThrottleAnswer(**throttle) for route, throttle in view["throttles"].items()
+        },
     ).to_json()
 
 
 def paused_json(answer: Mapping[str, Any]) -> Json:
     """A pause or resume: the topic's paused partitions per route."""
-    return wire_answers.PausedPartitions(topic=answer["topic"], paused=answer["paused"]).to_json()
+    return wire_answers.PausedPartitionsAnswer(topic=answer["topic"], paused=answer["paused"]).to_json()
 
 
 def worker_control_json(worker: str, cordon: str | None, partitions: int) -> Json:
-    return wire_answers.WorkerControl(worker=worker, cordon=cordon, partitions=partitions).to_json()
+    return wire_answers.WorkerControlAnswer(worker=worker, cordon=cordon, partitions=partitions).to_json()
 
 
 def autobalancing_json(enabled: bool) -> Json:
-    return wire_requests.Autobalancing(enabled=enabled).to_json()
+    return wire_requests.AutobalancingRequest(enabled=enabled).to_json()
 
 
 def throttle_json(answer: Mapping[str, Any]) -> Json:
@@ -433,8 +439,10 @@ def throttle_json(answer: Mapping[str, Any]) -> Json:
 
 def route_state_json(state: Mapping[str, Any]) -> Json:
     """A route's failover state, as the failover workflow wrote it (:mod:`controller.failover.workflow`)."""
-    return wire_answers.RouteState.model_validate(state).to_json()
+    return wire_answers.RouteStateAnswer.model_validate(state).to_json()
 
 
 def routes_json(states: Iterable[Mapping[str, Any]]) -> Json:
-    return wire_answers.Routes(routes=[wire_answers.RouteState.model_validate(state) for state in states]).to_json()
+    return wire_answers.RoutesAnswer(
+        routes=[wire_answers.RouteStateAnswer.model_validate(state) for state in states]
+    ).to_json()

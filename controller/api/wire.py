@@ -5,9 +5,10 @@ the wire as aliases: requests in :mod:`controller.api.wire_requests`, answers in
 :mod:`controller.api.wire_answers`. The edge (:mod:`controller.api.checks`) checks request bodies with
 them (:func:`parsed`: a mistake is a 400 naming the field), :mod:`controller.api.rest_json` builds every
 answer from them, and the OpenAPI document (:mod:`controller.api.openapi`) takes their JSON schemas
-(:func:`component_schemas`). Their class names are the OpenAPI document's component names; some equal a
-domain class's name (``TopicView``, ``Health``), so other modules import these modules, not their classes,
-and write ``wire_answers.TopicView``. Pure: no I/O.
+(:func:`component_schemas`). A class's name says its role (``TopicViewAnswer``, ``ThrottleRequest``); the name
+the OpenAPI document publishes it under is pinned apart from it, as the schema's title
+(``class TopicViewAnswer(WireShape, title="TopicView")``), so renaming a class never changes the API.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -87,14 +88,39 @@ class _OpenApi30(GenerateJsonSchema):
         return {**inner, "nullable": True}
 
 
+_COMPONENTS = "#/components/schemas/"
+
+
 def component_schemas(requests: Iterable[type[BaseModel]], responses: Iterable[type[BaseModel]]) -> dict[str, Any]:
-    """The shapes' schemas for ``components/schemas``, each under its class name, referring to each other there:
-    ``requests`` as they are validated, ``responses`` as they are written."""
+    """The shapes' schemas for ``components/schemas``, each under its published name (its title), referring to
+    each other there: ``requests`` as they are validated, ``responses`` as they are written."""
     pairs: list[tuple[type[BaseModel], JsonSchemaMode]] = [(shape, "validation") for shape in requests]
     pairs += [(shape, "serialization") for shape in responses]
-    _, document = models_json_schema(pairs, ref_template="#/components/schemas/{model}", schema_generator=_OpenApi30)
-    schemas: dict[str, Any] = _openapi30(document.get("$defs", {}))
+    _, document = models_json_schema(pairs, ref_template=_COMPONENTS + "{model}", schema_generator=_OpenApi30)
+    schemas: dict[str, Any] = _openapi30(_published(document.get("$defs", {})))
     return schemas
+
+
+def _published(defs: dict[str, Any]) -> dict[str, Any]:
+    """pydantic's definitions (keyed by class name) keyed by their titles, and the references to them too;
+    sorted by name, as pydantic sorts them."""
+    names = {key: schema.get("title", key) for key, schema in defs.items()}
+    if len(set(names.values())) < len(names):
+        twice = sorted(name for name in set(names.values()) if list(names.values()).count(name) > 1)
+        raise ValueError(f"two wire shapes are published under the same name: {', '.join(twice)}")
+    return dict(sorted((names[key], _references_renamed(schema, names)) for key, schema in defs.items()))
+
+
+def _references_renamed(schema: Any, names: dict[str, str]) -> Any:
+    if isinstance(schema, list):
+        return [_references_renamed(item, names) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _references_renamed(value, names) for key, value in schema.items()}
+    ref = out.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_COMPONENTS):
+        out["$ref"] = _COMPONENTS + names.get(ref.removeprefix(_COMPONENTS), ref.removeprefix(_COMPONENTS))
+    return out
 
 
 def _openapi30(schema: Any) -> Any:

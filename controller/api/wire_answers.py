@@ -4,7 +4,8 @@ order, which may be null and which may be left out, and what they mean.
 :mod:`controller.api.rest_json` builds each answer from these shapes; the OpenAPI document
 (:mod:`controller.api.openapi`) takes their schemas (:data:`RESPONSES`). A field declared with
 :func:`absent_when_none` is left out of the answer (and not required by the schema) when it is None;
-every other field is always there, null or not. Pure: no I/O.
+every other field is always there, null or not. Each class's name ends in ``Answer``; the name the
+OpenAPI document publishes it under is its ``title`` (``TopicViewAnswer`` is ``TopicView``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ferry.controller.api.wire import WireShape, absent_when_none
 
 
 # -- errors, health, topics -----------------------------------------------------------------------
-class Error(WireShape):
+class ErrorAnswer(WireShape, title="Error"):
     """Every error answer; ``requestId`` is also in the ``X-Request-Id`` header."""
 
     error: str
@@ -26,7 +27,7 @@ class Error(WireShape):
     request_id: str
 
 
-class Health(WireShape):
+class HealthAnswer(WireShape, title="Health"):
     """``GET /health``, ``/health/ready`` and ``/health/live``: this controller, who leads, and the
     probe's answer (503 when it fails)."""
 
@@ -39,19 +40,19 @@ class Health(WireShape):
     reasons: list[str] = Field(description="why the probe fails; empty when it passes")
 
 
-class TopicSummary(WireShape):
+class TopicSummaryAnswer(WireShape, title="TopicSummary"):
     topic: str
     route: str
     partitions: int
 
 
-class TopicList(WireShape):
+class TopicListAnswer(WireShape, title="TopicList"):
     """``GET /topics``, and a bulk ``POST /topics`` (the topics it created)."""
 
-    topics: list[TopicSummary]
+    topics: list[TopicSummaryAnswer]
 
 
-class PartitionReport(WireShape):
+class PartitionReportAnswer(WireShape, title="PartitionReport"):
     """What a partition's worker last reported."""
 
     worker: str
@@ -61,43 +62,43 @@ class PartitionReport(WireShape):
     )
 
 
-class RouteTopicView(WireShape):
+class RouteTopicViewAnswer(WireShape, title="RouteTopicView"):
     """A topic on one route: partitions keyed by their id."""
 
     partitions: int
     ideal_state: dict[str, str] = Field(description="partition -> the worker it is assigned to")
-    external_view: dict[str, PartitionReport] = Field(description="partition -> what its worker last reported")
+    external_view: dict[str, PartitionReportAnswer] = Field(description="partition -> what its worker last reported")
     workers: dict[str, list[int]] = Field(description="worker -> the partitions assigned to it")
     destination: str = Field(description="the route's destination cluster")
     destination_topic: str = Field(description="the topic's name on the destination (renaming routes)")
 
 
-class TopicView(WireShape):
+class TopicViewAnswer(WireShape, title="TopicView"):
     """A topic: with one route, that route's view at the top level (partitions keyed by their id);
     with several, flat maps keyed ``<route>/<id>``; every route's own view under ``routes`` either way."""
 
     topic: str
     partitions: int | None = absent_when_none("only when the topic is mirrored on one route")
     ideal_state: dict[str, str] = Field(description="partition -> the worker it is assigned to")
-    external_view: dict[str, PartitionReport] = Field(description="partition -> what its worker last reported")
+    external_view: dict[str, PartitionReportAnswer] = Field(description="partition -> what its worker last reported")
     workers: dict[str, list[int] | list[str]] = Field(description="worker -> the partitions assigned to it")
     destination: str | None = absent_when_none("only when the topic is mirrored on one route")
     destination_topic: str | None = absent_when_none("only when the topic is mirrored on one route")
-    routes: dict[str, RouteTopicView] = Field(description="route -> the topic's view on it")
+    routes: dict[str, RouteTopicViewAnswer] = Field(description="route -> the topic's view on it")
 
 
-class Deleted(WireShape):
+class DeletedAnswer(WireShape, title="Deleted"):
     topic: str
     deleted: bool = True
 
 
-class Rebalanced(WireShape):
+class RebalancedAnswer(WireShape, title="Rebalanced"):
     rebalanced: bool = True
     moved: int = Field(description="partitions that changed worker")
 
 
 # -- workers and validation ------------------------------------------------------------------------
-class Instance(WireShape):
+class InstanceAnswer(WireShape, title="Instance"):
     """A live worker."""
 
     id: str
@@ -111,21 +112,21 @@ class Instance(WireShape):
     leaving: bool
 
 
-class Departed(WireShape):
+class DepartedAnswer(WireShape, title="Departed"):
     """A worker that left while the ideal states still give it partitions."""
 
     id: str
     partitions: list[str]
 
 
-class Instances(WireShape):
+class InstancesAnswer(WireShape, title="Instances"):
     """``GET /instances``: live workers and what they hold."""
 
-    instances: list[Instance]
-    departed: list[Departed]
+    instances: list[InstanceAnswer]
+    departed: list[DepartedAnswer]
 
 
-class Mismatch(WireShape):
+class MismatchAnswer(WireShape, title="Mismatch"):
     """A partition that is not ONLINE on its ideal worker, with its most important problem."""
 
     partition: str = Field(description="<route>/<topic>/<partition>")
@@ -135,7 +136,7 @@ class Mismatch(WireShape):
     reason: str | None = absent_when_none("what the worker reported; only when it gave a reason")
 
 
-class Notice(WireShape):
+class NoticeAnswer(WireShape, title="Notice"):
     """An ONLINE partition whose worker reports something: records deleted at the source before they
     were copied, a destination topic created again."""
 
@@ -146,18 +147,18 @@ class Notice(WireShape):
     reason: str
 
 
-class Validation(WireShape):
+class ValidationAnswer(WireShape, title="Validation"):
     """``GET /validation``: the ideal state against what workers report."""
 
     ok: bool
     summary: dict[str, int] = Field(description="partitions per state")
-    mismatches: list[Mismatch]
+    mismatches: list[MismatchAnswer]
     spark: dict[str, Any] | None = Field(description="the last `ferry validate --store`, as stored, with checkedAt")
     failover: dict[str, str] = Field(description="routes not ACTIVE -> their failover state (docs/runbook.md)")
-    notices: list[Notice]
+    notices: list[NoticeAnswer]
 
 
-class SourceMismatch(WireShape):
+class SourceMismatchAnswer(WireShape, title="SourceMismatch"):
     route: str
     topic: str
     ideal_partitions: int
@@ -165,24 +166,24 @@ class SourceMismatch(WireShape):
     problem: str
 
 
-class SparkCheck(WireShape):
+class SparkCheckAnswer(WireShape, title="SparkCheck"):
     """The source part of the last `ferry validate --store`."""
 
     checked_at: Any = Field(description="when it ran (Unix time)")
     src_kafka: Any
 
 
-class SourceValidation(WireShape):
+class SourceValidationAnswer(WireShape, title="SourceValidation"):
     """``GET /validation/srcKafka``: partition counts at the source against the ideal state."""
 
     ok: bool
     topics: int = Field(description="how many (route, topic) were compared")
-    mismatches: list[SourceMismatch]
-    spark: SparkCheck | None
+    mismatches: list[SourceMismatchAnswer]
+    spark: SparkCheckAnswer | None
 
 
 # -- offsets and progress ---------------------------------------------------------------------------
-class OffsetRow(WireShape):
+class OffsetRowAnswer(WireShape, title="OffsetRow"):
     """One partition's offsets."""
 
     partition: str = Field(description="<route>/<topic>/<partition>")
@@ -195,29 +196,29 @@ class OffsetRow(WireShape):
     lag: int
 
 
-class Offsets(WireShape):
+class OffsetsAnswer(WireShape, title="Offsets"):
     """``GET /offset``: committed and log-end offsets."""
 
-    offsets: list[OffsetRow]
+    offsets: list[OffsetRowAnswer]
 
 
-class NoProgressRow(OffsetRow):
+class NoProgressRowAnswer(OffsetRowAnswer, title="NoProgressRow"):
     stalled_for_s: float = Field(description="seconds since its committed offset moved")
 
 
-class NoProgress(WireShape):
+class NoProgressAnswer(WireShape, title="NoProgress"):
     """``GET /noprogress``: lagging partitions whose committed offset has not moved."""
 
-    noprogress: list[NoProgressRow]
+    noprogress: list[NoProgressRowAnswer]
     threshold_s: float
 
 
-class Figures(WireShape):
+class FiguresAnswer(WireShape, title="Figures"):
     latency_s: float | None = Field(description="the latest heartbeat's latency; null: none yet")
     since_last_s: float | None = Field(description="seconds since the latest heartbeat arrived")
 
 
-class EndToEnd(WireShape):
+class EndToEndAnswer(WireShape, title="EndToEnd"):
     origin: str
     cluster: str
     hops: int
@@ -225,15 +226,15 @@ class EndToEnd(WireShape):
     since_last_s: float
 
 
-class Heartbeats(WireShape):
+class HeartbeatsAnswer(WireShape, title="Heartbeats"):
     """``GET /heartbeats``: latency and time since the last heartbeat, end to end and per route."""
 
-    end_to_end: list[EndToEnd]
-    routes: dict[str, Figures]
+    end_to_end: list[EndToEndAnswer]
+    routes: dict[str, FiguresAnswer]
 
 
 # -- consumer groups ---------------------------------------------------------------------------------
-class GroupPartition(WireShape):
+class GroupPartitionAnswer(WireShape, title="GroupPartition"):
     """One group's position on one partition, on both clusters."""
 
     route: str
@@ -248,19 +249,19 @@ class GroupPartition(WireShape):
     method: Literal["exact", "timestamp", "mirrormaker2", "ahead", "pending"]
 
 
-class GroupRow(WireShape):
+class GroupRowAnswer(WireShape, title="GroupRow"):
     group: str
     checkpoint_age_s: dict[str, float] = Field(description="route -> seconds since its last checkpoint")
-    partitions: list[GroupPartition]
+    partitions: list[GroupPartitionAnswer]
 
 
-class Groups(WireShape):
+class GroupsAnswer(WireShape, title="Groups"):
     """``GET /groups``: consumer groups' source offsets translated to the destination."""
 
-    groups: list[GroupRow]
+    groups: list[GroupRowAnswer]
 
 
-class GroupSynced(WireShape):
+class GroupSyncedAnswer(WireShape, title="GroupSynced"):
     """What a sync did for one group: ``synced`` offsets committed, or why none (``skipped``)."""
 
     group: str
@@ -268,7 +269,7 @@ class GroupSynced(WireShape):
     skipped: str | None = absent_when_none("why nothing was synced; only then")
 
 
-class Translation(WireShape):
+class TranslationAnswer(WireShape, title="Translation"):
     """``GET /translate``: one consumer position translated."""
 
     route: str
@@ -285,7 +286,7 @@ class Translation(WireShape):
 
 
 # -- schema distribution ---------------------------------------------------------------------------
-class SchemaTargetStatus(WireShape):
+class SchemaTargetStatusAnswer(WireShape, title="SchemaTargetStatus"):
     subject: str = Field(description="the translated subject on that target")
     state: Literal["in_sync", "pending", "conflict"]
     synced_versions: list[int]
@@ -293,16 +294,16 @@ class SchemaTargetStatus(WireShape):
     conflict: str | None
 
 
-class SchemaSubject(WireShape):
+class SchemaSubjectAnswer(WireShape, title="SchemaSubject"):
     subject: str
     version: int = Field(description="latest")
     id: int = Field(description="schema ID of the latest version")
     versions: dict[str, int] = Field(description="version -> schema ID")
     states: dict[str, str] = Field(description="version -> state on the primary (DISABLED: soft-deleted)")
-    targets: dict[str, SchemaTargetStatus]
+    targets: dict[str, SchemaTargetStatusAnswer]
 
 
-class SchemaCopy(WireShape):
+class SchemaCopyAnswer(WireShape, title="SchemaCopy"):
     target: str
     subject: str
     version: int
@@ -310,11 +311,11 @@ class SchemaCopy(WireShape):
     target_subject: str
 
 
-class SchemaConflict(SchemaCopy):
+class SchemaConflictAnswer(SchemaCopyAnswer, title="SchemaConflict"):
     reason: str
 
 
-class SchemaStateChange(WireShape):
+class SchemaStateChangeAnswer(WireShape, title="SchemaStateChange"):
     target: str
     subject: str
     version: int
@@ -322,31 +323,31 @@ class SchemaStateChange(WireShape):
     state: str
 
 
-class SchemaReport(WireShape):
+class SchemaReportAnswer(WireShape, title="SchemaReport"):
     """``POST /schemas/sync``: one distribution pass."""
 
     primary: str = Field(description="the primary registry's cluster")
     targets: list[str]
     checked_at: float = Field(description="when the pass ran (Unix time)")
-    subjects: list[SchemaSubject]
+    subjects: list[SchemaSubjectAnswer]
     in_sync: bool
     out_of_sync: dict[str, int] = Field(description="target -> subjects not in sync")
-    conflicts: list[SchemaConflict]
-    copied: list[SchemaCopy]
-    state_changed: list[SchemaStateChange] = Field(
+    conflicts: list[SchemaConflictAnswer]
+    copied: list[SchemaCopyAnswer]
+    state_changed: list[SchemaStateChangeAnswer] = Field(
         description="copies whose state now follows the primary's (soft delete: DISABLED)"
     )
     unreachable: dict[str, str] = Field(description="targets this pass could not reach -> why (left out of it)")
 
 
-class SchemaStatus(SchemaReport):
+class SchemaStatusAnswer(SchemaReportAnswer, title="SchemaStatus"):
     """``GET /schemas``: the last successful pass, and why a later one failed."""
 
     last_error: str | None = Field(description="why the passes since this report failed; null: they did not")
 
 
 # -- the distribution tree ------------------------------------------------------------------------
-class Distributor(WireShape):
+class DistributorAnswer(WireShape, title="Distributor"):
     name: str = Field(description="<cluster>.L<level>")
     cluster: str
     level: int
@@ -359,17 +360,17 @@ class Distributor(WireShape):
     state: str
 
 
-class TreeView(WireShape):
+class TreeViewAnswer(WireShape, title="TreeView"):
     """``GET /tree``: the distribution tree's distributors."""
 
     layout: str
     switch_after_s: float
-    distributors: list[Distributor]
+    distributors: list[DistributorAnswer]
     unreachable: list[str] = Field(description="leaves the leader finds unreachable")
     table: str = Field(description="the same, as a text table")
 
 
-class TargetSwitched(RootModel[dict[str, str]]):
+class TargetSwitchedAnswer(RootModel[dict[str, str]], title="TargetSwitched"):
     """``POST /tree/{distributor}/target``: every switched distributor -> the leaf it copies to now."""
 
     def to_json(self) -> dict[str, str]:
@@ -377,20 +378,20 @@ class TargetSwitched(RootModel[dict[str, str]]):
 
 
 # -- an operator's controls ------------------------------------------------------------------------
-class PausedPartitions(WireShape):
+class PausedPartitionsAnswer(WireShape, title="PausedPartitions"):
     """A topic's paused partitions per route (null: the whole topic)."""
 
     topic: str
     paused: dict[str, list[int] | None]
 
 
-class WorkerControl(WireShape):
+class WorkerControlAnswer(WireShape, title="WorkerControl"):
     worker: str
     cordon: Literal["cordon", "drain"] | None
     partitions: int = Field(description="partitions the ideal states still give it")
 
 
-class ThrottleAnswer(WireShape):
+class ThrottleAnswer(WireShape, title="ThrottleAnswer"):
     """A route's throttle as set (null: no limit on that measure)."""
 
     route: str
@@ -398,23 +399,23 @@ class ThrottleAnswer(WireShape):
     max_records_per_s: float | None = Field(alias="max_records_per_s")
 
 
-class RouteThrottle(WireShape):
+class RouteThrottleAnswer(WireShape, title="RouteThrottle"):
     max_bytes_per_s: float | None = Field(alias="max_bytes_per_s")
     max_records_per_s: float | None = Field(alias="max_records_per_s")
     runtime: bool = Field(description="set at run time (else the config's)")
 
 
-class Controls(WireShape):
+class ControlsAnswer(WireShape, title="Controls"):
     """``GET /controls``: paused partitions, cordoned workers, autobalancing and every route's throttle."""
 
     paused: dict[str, dict[str, list[int] | None]] = Field(description="route -> topic -> partitions (null: all)")
     cordoned: dict[str, Literal["cordon", "drain"]]
     autobalancing: bool
-    throttles: dict[str, RouteThrottle]
+    throttles: dict[str, RouteThrottleAnswer]
 
 
 # -- failover ------------------------------------------------------------------------------------
-class RouteState(WireShape):
+class RouteStateAnswer(WireShape, title="RouteState"):
     """A route's failover state, as the failover workflow wrote it (fields it has not written yet are absent)."""
 
     model_config = ConfigDict(extra="allow", json_schema_serialization_defaults_required=False)
@@ -445,39 +446,39 @@ class RouteState(WireShape):
         return out
 
 
-class Routes(WireShape):
+class RoutesAnswer(WireShape, title="Routes"):
     """``GET /routes``: every configured route and its failover state."""
 
-    routes: list[RouteState]
+    routes: list[RouteStateAnswer]
 
     def to_json(self) -> dict[str, Any]:
         return {"routes": [route.to_json() for route in self.routes]}
 
 
 RESPONSES: tuple[type[WireShape] | type[RootModel[Any]], ...] = (
-    Error,
-    Health,
-    TopicList,
-    TopicView,
-    Deleted,
-    Rebalanced,
-    Instances,
-    Validation,
-    SourceValidation,
-    Offsets,
-    NoProgress,
-    Heartbeats,
-    Groups,
-    GroupSynced,
-    Translation,
-    SchemaReport,
-    SchemaStatus,
-    TreeView,
-    TargetSwitched,
-    PausedPartitions,
-    WorkerControl,
+    ErrorAnswer,
+    HealthAnswer,
+    TopicListAnswer,
+    TopicViewAnswer,
+    DeletedAnswer,
+    RebalancedAnswer,
+    InstancesAnswer,
+    ValidationAnswer,
+    SourceValidationAnswer,
+    OffsetsAnswer,
+    NoProgressAnswer,
+    HeartbeatsAnswer,
+    GroupsAnswer,
+    GroupSyncedAnswer,
+    TranslationAnswer,
+    SchemaReportAnswer,
+    SchemaStatusAnswer,
+    TreeViewAnswer,
+    TargetSwitchedAnswer,
+    PausedPartitionsAnswer,
+    WorkerControlAnswer,
     ThrottleAnswer,
-    Controls,
-    RouteState,
-    Routes,
+    ControlsAnswer,
+    RouteStateAnswer,
+    RoutesAnswer,
 )

@@ -3,7 +3,8 @@
 The edge checks every body with these shapes (:func:`controller.api.wire.parsed`: a mistake
 is a 400 naming the field); the OpenAPI document (:mod:`controller.api.openapi`) takes their schemas
 (:data:`REQUESTS`) and the query's parameters. Name rules come from :mod:`common.vocabulary`, the one
-definition the config and the domain use too. Pure: no I/O.
+definition the config and the domain use too. Each class's name ends in ``Request``; the name the OpenAPI
+document publishes a body under is its ``title`` (``ThrottleRequest`` is ``Throttle``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ StartPosition = Annotated[
 ]
 
 
-class TopicRequest(WireRequest):
+class TopicRequest(WireRequest, title="TopicRequest"):
     """``POST /topics`` (mirror one topic) and ``PUT /topics`` (mirror more of its partitions)."""
 
     topic: TopicName
@@ -121,7 +122,7 @@ class TopicRequest(WireRequest):
     start: StartPosition | None = Field(None, description="POST only: see TopicEntry.start")
 
 
-class TopicEntry(WireRequest):
+class TopicEntryRequest(WireRequest, title="TopicEntry"):
     """One topic of a bulk ``POST /topics``."""
 
     topic: TopicName
@@ -129,24 +130,24 @@ class TopicEntry(WireRequest):
     start: StartPosition | None = None
 
 
-class TopicsRequest(WireRequest):
+class TopicsRequest(WireRequest, title="TopicsRequest"):
     """Many topics in one write and one reconcile; all or nothing."""
 
-    topics: list[TopicEntry] = Field(min_length=1, max_length=MAX_BULK_TOPICS)
+    topics: list[TopicEntryRequest] = Field(min_length=1, max_length=MAX_BULK_TOPICS)
     route: RouteName | None = Field(None, description="only this route (default: every configured route)")
 
 
-class TargetRequest(WireRequest):
+class TargetRequest(WireRequest, title="TargetRequest"):
     """``POST /tree/{distributor}/target``: the leaf to switch to."""
 
     target: ClusterName
 
 
-class SyncRequest(WireRequest):
+class SyncRequest(WireRequest, title="SyncRequest"):
     """``POST /schemas/sync``: no fields; the body may be left out."""
 
 
-class PauseRequest(WireRequest):
+class PauseRequest(WireRequest, title="PauseRequest"):
     """``POST /topics/{topic}/pause`` and ``.../resume``; the body may be left out."""
 
     partitions: Annotated[list[PartitionId], Field(min_length=1, max_length=MAX_PAUSED_PER_REQUEST)] | None = Field(
@@ -155,13 +156,13 @@ class PauseRequest(WireRequest):
     route: RouteName | None = Field(None, description="only this route (default: every route that mirrors the topic)")
 
 
-class Autobalancing(WireRequest):
+class AutobalancingRequest(WireRequest, title="Autobalancing"):
     """``PUT /autobalancing``, and what ``GET /autobalancing`` answers."""
 
     enabled: bool = Field(description="whether workers joining trigger a rebalance")
 
 
-class Throttle(WireRequest):
+class ThrottleRequest(WireRequest, title="Throttle"):
     """``PUT /routes/{route}/throttle``: the route's budget across the fleet (null: no limit on that measure;
     both null: back to the config's). The keys are snake_case, as in the config."""
 
@@ -169,7 +170,7 @@ class Throttle(WireRequest):
     max_records_per_s: Rate | None = Field(None, alias="max_records_per_s")
 
 
-class FailoverRequest(WireRequest):
+class FailoverRequest(WireRequest, title="FailoverRequest"):
     """``POST /routes/{route}/failover``; every field is optional and the body may be left out."""
 
     planned: bool = Field(False, description="wait until the source is quiet and everything is copied")
@@ -180,7 +181,7 @@ class FailoverRequest(WireRequest):
     dry_run: bool = Field(False, description="answer what the failover would do (its plan) and change nothing")
 
 
-class TranslateQuery(WireRequest):
+class TranslateRequest(WireRequest):
     """``GET /translate``'s query arguments (text: the numbers are read from their digits)."""
 
     model_config = ConfigDict(strict=False)
@@ -202,7 +203,7 @@ REQUESTS: tuple[type[WireRequest], ...] = (
     TargetRequest,
     SyncRequest,
     PauseRequest,
-    Autobalancing,
-    Throttle,
+    AutobalancingRequest,
+    ThrottleRequest,
     FailoverRequest,
 )

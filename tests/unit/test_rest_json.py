@@ -303,9 +303,9 @@ def test_a_schema_report_keeps_its_keys_and_order() -> None:
 def test_the_bulk_listings_built_as_plain_dicts_are_what_their_models_write() -> None:
     shaped = rest_json.topics_json([IdealState("a.b", "orders", 3), IdealState("a.b", "audit", 1)])
     summaries = [
-        wire_answers.TopicSummary(topic=t, route="a.b", partitions=n) for t, n in (("orders", 3), ("audit", 1))
+        wire_answers.TopicSummaryAnswer(topic=t, route="a.b", partitions=n) for t, n in (("orders", 3), ("audit", 1))
     ]
-    assert _ordered(wire_answers.TopicList(topics=summaries).to_json()) == _ordered(shaped)
+    assert _ordered(wire_answers.TopicListAnswer(topics=summaries).to_json()) == _ordered(shaped)
 
     samples = {
         PartitionKey("a.b", "orders", 1): OffsetSample(None, 9),
@@ -315,5 +315,5 @@ def test_the_bulk_listings_built_as_plain_dicts_are_what_their_models_write() ->
     rows = [
         rest_json.offset_row(key, sample, lambda route, topic: f"b.{topic}") for key, sample in sorted(samples.items())
     ]
-    assert _ordered(wire_answers.Offsets(offsets=rows).to_json()) == _ordered(offsets)
+    assert _ordered(wire_answers.OffsetsAnswer(offsets=rows).to_json()) == _ordered(offsets)
     assert offsets["offsets"][1]["committed"] is None and offsets["offsets"][1]["lag"] == 9

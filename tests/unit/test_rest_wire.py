@@ -81,21 +81,21 @@ def _schema_report() -> SchemaReport:
 
 def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
     """(shape, an answer rest_json built) for every shape, with its optional parts present and absent."""
-    yield wire_answers.Error, wire_answers.Error(error="no", status=400, request_id="r1").to_json()
+    yield wire_answers.ErrorAnswer, wire_answers.ErrorAnswer(error="no", status=400, request_id="r1").to_json()
     health = Health(True, "c1", ControllerState.STANDBY, True, "c1", None, scheduler_running=True)
-    yield wire_answers.Health, rest_json.health_json(health, health.readiness())
+    yield wire_answers.HealthAnswer, rest_json.health_json(health, health.readiness())
     down = Health(False, "c1", ControllerState.STANDBY, False, None, None, scheduler_running=False)
-    yield wire_answers.Health, rest_json.health_json(down, down.liveness())
-    yield wire_answers.TopicList, rest_json.topics_json([IdealState("a.b", "orders", 3)])
-    yield wire_answers.TopicView, rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b")}))
+    yield wire_answers.HealthAnswer, rest_json.health_json(down, down.liveness())
+    yield wire_answers.TopicListAnswer, rest_json.topics_json([IdealState("a.b", "orders", 3)])
+    yield wire_answers.TopicViewAnswer, rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b")}))
     yield (
-        wire_answers.TopicView,
+        wire_answers.TopicViewAnswer,
         rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b"), "a.c": _route_topic("a.c", "c")})),
     )
-    yield wire_answers.Deleted, rest_json.deleted_json(TopicDeleted("orders", ("a.b",)))
-    yield wire_answers.Rebalanced, rest_json.rebalanced_json(Rebalanced(3))
+    yield wire_answers.DeletedAnswer, rest_json.deleted_json(TopicDeleted("orders", ("a.b",)))
+    yield wire_answers.RebalancedAnswer, rest_json.rebalanced_json(Rebalanced(3))
     yield (
-        wire_answers.Instances,
+        wire_answers.InstancesAnswer,
         rest_json.instances_json(
             Instances(
                 [Instance("w1", WorkerInfo("w1", "h", 7, "http://h:9"), ["a.b/orders/0"], 1, 0, None, True)],
@@ -106,14 +106,14 @@ def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
     mismatches = [Mismatch(KEY, Problem.ERROR, "w1", "w1", "boom"), Mismatch(KEY, Problem.UNASSIGNED, None, None)]
     notice = {"route": "a.b", "topic": "orders", "partition": 0, "worker": None, "reason": "records deleted"}
     yield (
-        wire_answers.Validation,
+        wire_answers.ValidationAnswer,
         rest_json.validation_json(
             Validation(mismatches, {"ONLINE": 1}, {"checkedAt": 1.0}, {"a.b": "SYNCING"}, [notice])
         ),
     )
-    yield wire_answers.Validation, rest_json.validation_json(Validation([], {}, None))
+    yield wire_answers.ValidationAnswer, rest_json.validation_json(Validation([], {}, None))
     yield (
-        wire_answers.SourceValidation,
+        wire_answers.SourceValidationAnswer,
         rest_json.source_validation_json(
             SourceValidation(
                 1,
@@ -122,49 +122,52 @@ def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
             )
         ),
     )
-    yield wire_answers.SourceValidation, rest_json.source_validation_json(SourceValidation(0, [], None))
-    yield wire_answers.Offsets, rest_json.offsets_json({KEY: OffsetSample(None, 4)}, _destination)
+    yield wire_answers.SourceValidationAnswer, rest_json.source_validation_json(SourceValidation(0, [], None))
+    yield wire_answers.OffsetsAnswer, rest_json.offsets_json({KEY: OffsetSample(None, 4)}, _destination)
     yield (
-        wire_answers.NoProgress,
+        wire_answers.NoProgressAnswer,
         rest_json.noprogress_json(NoProgress({KEY: 61.0}, {KEY: OffsetSample(1, 4)}, 60.0), _destination),
     )
     yield (
-        wire_answers.Heartbeats,
+        wire_answers.HeartbeatsAnswer,
         rest_json.heartbeats_json(
             HeartbeatView([Latency("a", "c", 2, 0.5, 1.0)], {"a.b": None, "a.c": Latency("a", "c", 1, 0.1, 0.2)})
         ),
     )
     translation = Translation("a.b", "app", "orders", 0, 5, 9, "b.orders", 7, "exact")
-    yield wire_answers.Groups, rest_json.groups_json(GroupCheckpoints({"app": [translation]}, {("a.b", "app"): 1.5}))
-    yield wire_answers.GroupSynced, rest_json.sync_json(SyncResult("app", 3))
-    yield wire_answers.GroupSynced, rest_json.sync_json(SyncResult("app", 0, "busy"))
     yield (
-        wire_answers.Translation,
+        wire_answers.GroupsAnswer,
+        rest_json.groups_json(GroupCheckpoints({"app": [translation]}, {("a.b", "app"): 1.5})),
+    )
+    yield wire_answers.GroupSyncedAnswer, rest_json.sync_json(SyncResult("app", 3))
+    yield wire_answers.GroupSyncedAnswer, rest_json.sync_json(SyncResult("app", 0, "busy"))
+    yield (
+        wire_answers.TranslationAnswer,
         rest_json.offset_translation_json(
             OffsetTranslation("a.b", "orders", "b.orders", 0, "reverse", 5, None, "pending")
         ),
     )
-    yield wire_answers.SchemaReport, rest_json.schema_report_json(_schema_report())
-    yield wire_answers.SchemaStatus, rest_json.schema_status_json(SchemaStatus(_schema_report(), None))
+    yield wire_answers.SchemaReportAnswer, rest_json.schema_report_json(_schema_report())
+    yield wire_answers.SchemaStatusAnswer, rest_json.schema_status_json(SchemaStatus(_schema_report(), None))
     derived = tree.distributors(tree.parse("1(a,b)"))
     yield (
-        wire_answers.TreeView,
+        wire_answers.TreeViewAnswer,
         rest_json.tree_json(TreeView("1(a,b)", 60.0, [DistributorRow(derived[0], "b", True, COPYING)], ["a"], "TABLE")),
     )
-    yield wire_answers.TargetSwitched, rest_json.target_switched_json({"a.L1": "b"})
+    yield wire_answers.TargetSwitchedAnswer, rest_json.target_switched_json({"a.L1": "b"})
     yield (
-        wire_answers.PausedPartitions,
+        wire_answers.PausedPartitionsAnswer,
         rest_json.paused_json({"topic": "orders", "paused": {"a.b": [0, 2], "a.c": None}}),
     )
-    yield wire_answers.WorkerControl, rest_json.worker_control_json("w1", "drain", 4)
-    yield wire_answers.WorkerControl, rest_json.worker_control_json("w1", None, 0)
-    yield wire_requests.Autobalancing, rest_json.autobalancing_json(False)
+    yield wire_answers.WorkerControlAnswer, rest_json.worker_control_json("w1", "drain", 4)
+    yield wire_answers.WorkerControlAnswer, rest_json.worker_control_json("w1", None, 0)
+    yield wire_requests.AutobalancingRequest, rest_json.autobalancing_json(False)
     yield (
         wire_answers.ThrottleAnswer,
         rest_json.throttle_json({"route": "a.b", "max_bytes_per_s": 1e6, "max_records_per_s": None}),
     )
     yield (
-        wire_answers.Controls,
+        wire_answers.ControlsAnswer,
         rest_json.controls_json(
             {
                 "paused": {"a.b": {"orders": [1], "audit": None}},
@@ -188,9 +191,9 @@ def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
         "failback": {"reverseRoute": "b.a"},
         "later": 1,
     }
-    yield wire_answers.RouteState, rest_json.route_state_json(planned)
+    yield wire_answers.RouteStateAnswer, rest_json.route_state_json(planned)
     yield (
-        wire_answers.Routes,
+        wire_answers.RoutesAnswer,
         rest_json.routes_json(
             [
                 {"route": "a.b", "source": "a", "destination": "b", "state": "ACTIVE"},
@@ -251,11 +254,11 @@ def test_a_topic_view_built_as_plain_dicts_is_what_its_wire_shape_writes() -> No
     ):
         shaped = rest_json.topic_json(TopicView("orders", routes))
         per_route = {
-            name: wire_answers.RouteTopicView(
+            name: wire_answers.RouteTopicViewAnswer(
                 partitions=one.ideal.partitions,
                 ideal_state={str(p): w for p, w in sorted(one.ideal.assignment.items())},
                 external_view={
-                    str(p): wire_answers.PartitionReport(**entry)
+                    str(p): wire_answers.PartitionReportAnswer(**entry)
                     for p, entry in sorted(one.external.partitions.items())
                 },
                 workers={"w1": [0], "w2": [1]},
@@ -266,7 +269,7 @@ def test_a_topic_view_built_as_plain_dicts_is_what_its_wire_shape_writes() -> No
         }
         if len(routes) == 1:
             (only,) = per_route.values()
-            shape = wire_answers.TopicView(
+            shape = wire_answers.TopicViewAnswer(
                 topic="orders",
                 partitions=2,
                 ideal_state=only.ideal_state,
@@ -277,7 +280,7 @@ def test_a_topic_view_built_as_plain_dicts_is_what_its_wire_shape_writes() -> No
                 routes=per_route,
             )
         else:
-            shape = wire_answers.TopicView(
+            shape = wire_answers.TopicViewAnswer(
                 topic="orders",
                 ideal_state={f"{n}/{p}": w for n, r in per_route.items() for p, w in r.ideal_state.items()},
                 external_view={f"{n}/{p}": e for n, r in per_route.items() for p, e in r.external_view.items()},
@@ -302,24 +305,24 @@ def test_a_topic_view_built_as_plain_dicts_is_what_its_wire_shape_writes() -> No
             "route: must be a route name like source.destination, not 'nodot'",
         ),
         (wire_requests.PauseRequest, {"unknown": 1}, "unknown: unknown field"),
-        (wire_requests.Autobalancing, {"enabled": "yes"}, "enabled: Input should be a valid boolean"),
-        (wire_requests.Autobalancing, {}, "enabled: is required"),
-        (wire_requests.Throttle, {"max_records_per_s": 0}, "max_records_per_s: Input should be greater than 0"),
-        (wire_requests.Throttle, {"max_bytes_per_s": True}, "max_bytes_per_s: Input should be a valid number"),
-        (wire_requests.Throttle, {"maxBytesPerS": 5}, "maxBytesPerS: unknown field"),
+        (wire_requests.AutobalancingRequest, {"enabled": "yes"}, "enabled: Input should be a valid boolean"),
+        (wire_requests.AutobalancingRequest, {}, "enabled: is required"),
+        (wire_requests.ThrottleRequest, {"max_records_per_s": 0}, "max_records_per_s: Input should be greater than 0"),
+        (wire_requests.ThrottleRequest, {"max_bytes_per_s": True}, "max_bytes_per_s: Input should be a valid number"),
+        (wire_requests.ThrottleRequest, {"maxBytesPerS": 5}, "maxBytesPerS: unknown field"),
         (wire_requests.FailoverRequest, {"planned": "yes"}, "planned: Input should be a valid boolean"),
         (wire_requests.FailoverRequest, {"groups": "("}, "groups: '(' is not a regular expression"),
         (wire_requests.FailoverRequest, {"quietS": 3601}, "quietS: Input should be less than or equal to 3600"),
         (wire_requests.FailoverRequest, {"timeout_s": 5}, "timeout_s: unknown field"),
         (wire_requests.TopicRequest, {"topic": "orders", "num_partitions": 5}, "num_partitions: unknown field"),
         (
-            wire_requests.TranslateQuery,
+            wire_requests.TranslateRequest,
             {"topic": "orders", "partition": "-1", "offset": "0"},
             "partition: must be a whole number from 0 to 2147483646, not '-1'",
         ),
-        (wire_requests.TranslateQuery, {"topic": "orders", "partition": "0"}, "offset: is required"),
+        (wire_requests.TranslateRequest, {"topic": "orders", "partition": "0"}, "offset: is required"),
         (
-            wire_requests.TranslateQuery,
+            wire_requests.TranslateRequest,
             {"topic": "orders", "partition": "0", "offset": "0", "direction": "up"},
             "direction: Input should be 'forward' or 'reverse'",
         ),
@@ -336,8 +339,8 @@ def test_a_bad_request_is_one_line_naming_the_field(
 def test_good_requests_keep_their_values_and_defaults() -> None:
     assert wire.parsed(wire_requests.FailoverRequest, {"quietS": 5}, "{}").quiet_s == 5.0
     assert wire.parsed(wire_requests.FailoverRequest, {}, "{}").timeout_s == 300.0
-    assert wire.parsed(wire_requests.Throttle, {"max_bytes_per_s": 10}, "{}").max_bytes_per_s == 10.0
-    query = wire.parsed(wire_requests.TranslateQuery, {"topic": "orders", "partition": "3", "offset": "42"}, "{}")
+    assert wire.parsed(wire_requests.ThrottleRequest, {"max_bytes_per_s": 10}, "{}").max_bytes_per_s == 10.0
+    query = wire.parsed(wire_requests.TranslateRequest, {"topic": "orders", "partition": "3", "offset": "42"}, "{}")
     assert (query.route, query.partition, query.offset, query.direction) == (None, 3, 42, "forward")
 
 
@@ -361,10 +364,90 @@ def test_every_schema_of_the_document_is_a_wire_shapes_own() -> None:
     schemas = document["components"]["schemas"]
     assert schemas == wire.component_schemas(wire_requests.REQUESTS, wire_answers.RESPONSES)
     for shape in (*wire_requests.REQUESTS, *wire_answers.RESPONSES):
-        assert shape.__name__ in schemas
+        assert shape.model_config.get("title") in schemas
     prefix = "#/components/schemas/"
     assert {ref for ref in _refs(document) if not ref.startswith(prefix)} == set()
     assert {ref.removeprefix(prefix) for ref in _refs(document)} - set(schemas) == set()
+
+
+# The names clients generate their types from: a wire class may be renamed, these may not.
+PUBLISHED_NAMES = [
+    "Autobalancing",
+    "ControllerState",
+    "Controls",
+    "Deleted",
+    "Departed",
+    "Distributor",
+    "EndToEnd",
+    "Error",
+    "FailoverRequest",
+    "Figures",
+    "GroupPartition",
+    "GroupRow",
+    "GroupSynced",
+    "Groups",
+    "Health",
+    "Heartbeats",
+    "Instance",
+    "Instances",
+    "Mismatch",
+    "NoProgress",
+    "NoProgressRow",
+    "Notice",
+    "OffsetRow",
+    "Offsets",
+    "PartitionReport",
+    "PauseRequest",
+    "PausedPartitions",
+    "Rebalanced",
+    "RouteState",
+    "RouteThrottle",
+    "RouteTopicView",
+    "Routes",
+    "SchemaConflict",
+    "SchemaCopy",
+    "SchemaReport",
+    "SchemaStateChange",
+    "SchemaStatus",
+    "SchemaSubject",
+    "SchemaTargetStatus",
+    "SourceMismatch",
+    "SourceValidation",
+    "SparkCheck",
+    "SyncRequest",
+    "TargetRequest",
+    "TargetSwitched",
+    "Throttle",
+    "ThrottleAnswer",
+    "TopicEntry",
+    "TopicList",
+    "TopicRequest",
+    "TopicSummary",
+    "TopicView",
+    "TopicsRequest",
+    "Translation",
+    "TreeView",
+    "Validation",
+    "WorkerControl",
+]
+
+
+def test_the_document_publishes_each_schema_under_its_pinned_name_not_its_class_name() -> None:
+    schemas = openapi_document(auth_enabled=False, open_reads=True)["components"]["schemas"]
+    assert list(schemas) == PUBLISHED_NAMES
+    assert schemas["TopicView"]["title"] == "TopicView"
+    assert schemas["Instances"]["properties"]["instances"]["items"] == {"$ref": "#/components/schemas/Instance"}
+
+
+def test_two_wire_shapes_published_under_one_name_are_refused() -> None:
+    class FirstAnswer(wire.WireShape, title="Twice"):
+        value: int
+
+    class SecondAnswer(wire.WireShape, title="Twice"):
+        value: str
+
+    with pytest.raises(ValueError, match="same name: Twice"):
+        wire.component_schemas([], [FirstAnswer, SecondAnswer])
 
 
 def test_every_json_body_and_answer_of_the_paths_refers_to_a_wire_shape() -> None:
@@ -384,7 +467,7 @@ def test_every_json_body_and_answer_of_the_paths_refers_to_a_wire_shape() -> Non
 def test_the_translate_query_is_its_wire_shapes() -> None:
     document = openapi_document(auth_enabled=False, open_reads=True)
     parameters = document["paths"]["/translate"]["get"]["parameters"]
-    assert [p["name"] for p in parameters] == list(wire_requests.TranslateQuery.model_fields)
+    assert [p["name"] for p in parameters] == list(wire_requests.TranslateRequest.model_fields)
     assert [p["name"] for p in parameters if p["required"]] == ["topic", "partition", "offset"]
 
 

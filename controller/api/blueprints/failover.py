@@ -3,7 +3,7 @@
 The POST's body is :class:`controller.api.wire_requests.FailoverRequest` (every field optional, the body
 too). The answer is the route's failover state with its report; a route already failed over answers 409
 with its state. The state is the workflow's own document (:mod:`controller.failover.workflow`), written
-through :class:`controller.api.wire_answers.RouteState` (fields it has not written yet stay absent).
+through :class:`controller.api.wire_answers.RouteStateAnswer` (fields it has not written yet stay absent).
 With ``"dryRun": true`` the answer is the failover's plan (``dryRun``, ``phases``, ``plan``) and nothing
 changes. The POST does not ask for a confirmation, as ``ferry failover`` does on a terminal before an
 unplanned failover: a request without ``"planned": true`` is the caller's confirmation.

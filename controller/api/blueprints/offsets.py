@@ -59,7 +59,7 @@ def groups() -> ResponseReturnValue:
 @offsets_api.get("/translate")
 def translate() -> ResponseReturnValue:
     """Any controller answers: it reads the offset map on the destination, nothing of ZooKeeper."""
-    query = checks.valid(wire_requests.TranslateQuery, request.args.to_dict(), "?topic=orders&partition=0&offset=42")
+    query = checks.valid(wire_requests.TranslateRequest, request.args.to_dict(), "?topic=orders&partition=0&offset=42")
     result = current_controller().jobs.translate_offset(
         query.route, query.topic, query.partition, query.offset, query.direction == "reverse"
     )

@@ -87,14 +87,14 @@ def autobalancing() -> ResponseReturnValue:
 
 
 @operate_api.put("/autobalancing")
-@leader_only(lambda: {"enabled": checks.body(wire_requests.Autobalancing, '{"enabled": false}').enabled})
+@leader_only(lambda: {"enabled": checks.body(wire_requests.AutobalancingRequest, '{"enabled": false}').enabled})
 def set_autobalancing(enabled: bool) -> ResponseReturnValue:
     return jsonify(rest_json.autobalancing_json(current_controller().operate.set_autobalancing(enabled)["enabled"]))
 
 
 def _throttle_request(route: str) -> dict[str, Any]:
     name = checks.route_name(route, "the path's")
-    body = checks.body(wire_requests.Throttle, '{"max_bytes_per_s": 1000000, "max_records_per_s": null}')
+    body = checks.body(wire_requests.ThrottleRequest, '{"max_bytes_per_s": 1000000, "max_records_per_s": null}')
     return {"route": name, "throttle": Throttle(body.max_bytes_per_s, body.max_records_per_s)}
 
 

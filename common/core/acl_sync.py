@@ -79,7 +79,7 @@ class Skipped:
 
 
 @dataclass(frozen=True)
-class Translation:
+class AclTranslation:
     """What the destination should hold (sorted, without duplicates) and what was skipped."""
 
     bindings: list[Binding]
@@ -148,7 +148,7 @@ def _with_name(binding: Binding, name: str, pattern: str) -> Binding:
     )
 
 
-def _translate(route: topic_naming.NamedRoute, bindings: Iterable[Binding]) -> Translation:
+def _translate(route: topic_naming.NamedRoute, bindings: Iterable[Binding]) -> AclTranslation:
     wanted: set[Binding] = set()
     skipped = []
     for binding in bindings:
@@ -157,12 +157,12 @@ def _translate(route: topic_naming.NamedRoute, bindings: Iterable[Binding]) -> T
             skipped.append(found)
         else:
             wanted.add(found)
-    return Translation(sorted(wanted), sorted(skipped, key=lambda s: s.binding))
+    return AclTranslation(sorted(wanted), sorted(skipped, key=lambda s: s.binding))
 
 
 def synced(
     route: SyncedRoute, bindings: Iterable[Binding], topics: Iterable[str], groups: Iterable[str]
-) -> Translation:
+) -> AclTranslation:
     """What the periodic sync wants on the destination: the route's READ and DESCRIBE bindings, renamed."""
     kept = [b for b in route_bindings(route, bindings, topics, groups) if b.operation in SYNCED_OPERATIONS]
     return _translate(route, kept)
@@ -170,7 +170,7 @@ def synced(
 
 def failover_grants(
     route: SyncedRoute, bindings: Iterable[Binding], topics: Iterable[str], groups: Iterable[str]
-) -> Translation:
+) -> AclTranslation:
     """What a failover grants on the destination: every binding of the route's, WRITE included, renamed."""
     return _translate(route, route_bindings(route, bindings, topics, groups))
 

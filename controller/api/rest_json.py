@@ -24,7 +24,7 @@ from ferry.common.core.heartbeat import HeartbeatView, Latency
 from ferry.common.core.probes import Probe
 from ferry.common.model import IdealState, PartitionKey
 from ferry.controller.api import wire_answers, wire_requests
-from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
+from ferry.controller.groups.checkpoints import GroupCheckpoints, GroupOffsetTranslation, SyncResult
 from ferry.controller.groups.translate import OffsetTranslation
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
 from ferry.controller.topics.admin import Rebalanced, TopicDeleted
@@ -283,7 +283,7 @@ def heartbeats_json(view: HeartbeatView) -> Json:
 # -- consumer-group checkpoints (REST /groups and `ferry groups --json`) -------------------------
 
 
-def _group_partition(t: Translation) -> wire_answers.GroupPartitionAnswer:
+def _group_partition(t: GroupOffsetTranslation) -> wire_answers.GroupPartitionAnswer:
     return wire_answers.GroupPartitionAnswer(
         route=t.route,
         group=t.group,
@@ -298,7 +298,7 @@ def _group_partition(t: Translation) -> wire_answers.GroupPartitionAnswer:
     )
 
 
-def translation_json(t: Translation) -> Json:
+def translation_json(t: GroupOffsetTranslation) -> Json:
     return _group_partition(t).to_json()
 
 

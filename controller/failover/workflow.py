@@ -60,7 +60,7 @@ from ferry.controller.failover import states as fsm
 from ferry.controller.failover.acl_grant import grant_source_acls
 from ferry.controller.failover.guard import read_state
 from ferry.controller.failover.kafka_side import FailoverKafka, LastCheckpoint
-from ferry.controller.groups.checkpoints import Checkpointer, Translation
+from ferry.controller.groups.checkpoints import Checkpointer, GroupOffsetTranslation
 from ferry.controller.lead.store import Op
 
 log = logging.getLogger(__name__)
@@ -399,7 +399,7 @@ class FailoverRun:
 
     def _planned_translations(
         self, route: RouteConfig, state: dict[str, Any]
-    ) -> list[tuple[str, list[Translation], list[Translation], dict[str, int]]]:
+    ) -> list[tuple[str, list[GroupOffsetTranslation], list[GroupOffsetTranslation], dict[str, int]]]:
         """Per selected group: its translations now, those of the failed-over topics made exact where the
         opposite route's map can (the checkpoints a planned sync writes), and the destination
         ``topic/partition -> offset`` it commits."""
@@ -415,7 +415,7 @@ class FailoverRun:
             out.append((group, found, translations, wanted))
         return out
 
-    def _exact_back(self, route: RouteConfig, t: Translation) -> Translation:
+    def _exact_back(self, route: RouteConfig, t: GroupOffsetTranslation) -> GroupOffsetTranslation:
         """A translation the route's own map does not make exact, made exact with the map of the opposite
         route read backwards when there is one (a switch back after a failback: the group's position on
         this route's source may be among the copies the opposite route made there)."""

@@ -27,7 +27,7 @@ when it is read); a worker appends to it through the producer it already has, at
 rate, which ZooKeeper (small, strongly consistent, not for growing data) should not carry; and
 compaction keeps one value per segment, so its size follows the number of segments, not records.
 
-Results are data (:class:`Translation`, :class:`SyncResult`, :class:`GroupCheckpoints`); the JSON of
+Results are data (:class:`GroupOffsetTranslation`, :class:`SyncResult`, :class:`GroupCheckpoints`); the JSON of
 ``GET /groups`` and ``ferry groups --json`` is shaped in :mod:`controller.api.rest_json`. The one JSON
 built here is the ``__ferry_checkpoints`` record (:func:`checkpoint_record`), a wire format read by
 tools, kept apart from the REST shape although they carry the same keys today.
@@ -72,7 +72,7 @@ _ACTIVE_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
 
 
 @dataclass(frozen=True)
-class Translation:
+class GroupOffsetTranslation:
     """One group's position on one partition, on both clusters."""
 
     route: str
@@ -102,11 +102,11 @@ class SyncResult(NamedTuple):
 class GroupCheckpoints(NamedTuple):
     """The leader's latest translations per group, and (route, group) -> seconds since its last checkpoint."""
 
-    by_group: dict[str, list[Translation]]
+    by_group: dict[str, list[GroupOffsetTranslation]]
     ages: dict[tuple[str, str], float]
 
 
-def checkpoint_record(t: Translation, at_ms: int) -> bytes:
+def checkpoint_record(t: GroupOffsetTranslation, at_ms: int) -> bytes:
     """The value of ``t``'s record in ``__ferry_checkpoints`` (JSON; ``at``: when it was written, ms)."""
     return json.dumps(
         {
@@ -158,7 +158,7 @@ class Checkpointer:
         self._maps: dict[str, OffsetMapReader] = {}
         self._mm2 = Mm2Checkpoints(config, client_id)  # routes taking over from MirrorMaker 2
         self._lock = threading.Lock()
-        self._latest: dict[str, list[Translation]] = {}  # group -> its last translations
+        self._latest: dict[str, list[GroupOffsetTranslation]] = {}  # group -> its last translations
         self._checkpointed_at: dict[tuple[str, str], float] = {}  # (route, group) -> last success
         self._checkpoint_topic = InternalTopic(
             CHECKPOINT_TOPIC,
@@ -243,7 +243,7 @@ class Checkpointer:
         reader: OffsetMapReader | None = None,
         source_ends: dict[tuple[str, int], int | None] | None = None,
         committed: dict[tuple[str, int], int] | None = None,
-    ) -> list[Translation]:
+    ) -> list[GroupOffsetTranslation]:
         """The group's committed offsets on the route's source, translated to its destination, now.
 
         A checkpoint pass hands in the destination's map ``reader`` it refreshed once, the
@@ -269,21 +269,29 @@ class Checkpointer:
                 continue  # a topic this route does not mirror
             exact = translate(segments, offset)
             if exact is not None:
-                result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, exact, EXACT))
+                result.append(
+                    GroupOffsetTranslation(route.name, group, topic, partition, offset, end, dest_topic, exact, EXACT)
+                )
                 continue
             if segments and offset > max(s.src_end for s in segments):
                 ahead = copy_end(segments)
-                result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, ahead, AHEAD))
+                result.append(
+                    GroupOffsetTranslation(route.name, group, topic, partition, offset, end, dest_topic, ahead, AHEAD)
+                )
                 continue
             seeded = self._mm2.translate(route, group, dest_topic, partition, offset)
             if seeded is not None:  # Ferry's map has nothing there yet: MirrorMaker 2's checkpoint
                 result.append(
-                    Translation(route.name, group, topic, partition, offset, end, dest_topic, seeded, MIRRORMAKER2)
+                    GroupOffsetTranslation(
+                        route.name, group, topic, partition, offset, end, dest_topic, seeded, MIRRORMAKER2
+                    )
                 )
                 continue
             by_time = self._by_timestamp(route, topic, dest_topic, partition, offset)
             method = TIMESTAMP if by_time is not None else PENDING
-            result.append(Translation(route.name, group, topic, partition, offset, end, dest_topic, by_time, method))
+            result.append(
+                GroupOffsetTranslation(route.name, group, topic, partition, offset, end, dest_topic, by_time, method)
+            )
         return result
 
     def _source_ends(self, cluster: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
@@ -346,7 +354,7 @@ class Checkpointer:
         except KafkaException as exc:
             raise Unavailable(f"cluster {cluster!r}: creating {CHECKPOINT_TOPIC}: {_why(exc)}") from None
 
-    def emit(self, route: RouteConfig, translations: list[Translation]) -> None:
+    def emit(self, route: RouteConfig, translations: list[GroupOffsetTranslation]) -> None:
         """Writes the translations to the checkpoint topic on the destination (key: group|route|topic|partition)."""
         if not translations:
             return
@@ -362,7 +370,7 @@ class Checkpointer:
         if producer.flush(TIMEOUT_S):
             raise Unavailable(f"cluster {route.destination!r}: checkpoints not acknowledged in {TIMEOUT_S:.0f}s")
 
-    def sync(self, route: RouteConfig, group: str, translations: list[Translation]) -> SyncResult:
+    def sync(self, route: RouteConfig, group: str, translations: list[GroupOffsetTranslation]) -> SyncResult:
         """Commits the translated offsets on the destination if the group is idle there; says what it did."""
         admin = self._admin(route.destination)
         try:
@@ -473,7 +481,7 @@ class Checkpointer:
                 self._drop_map(route.destination)
                 log.warning("route %s: trimming the offset map failed (next run retries): %s", route.name, exc)
 
-    def latest(self, group: str | None = None) -> dict[str, list[Translation]]:
+    def latest(self, group: str | None = None) -> dict[str, list[GroupOffsetTranslation]]:
         with self._lock:
             if group is None:
                 return {g: list(ts) for g, ts in sorted(self._latest.items())}

@@ -15,7 +15,7 @@ from ferry.controller.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
-MIRRORMAKER2 = "mirrormaker2"  # a Translation's method: from MirrorMaker 2's checkpoint
+MIRRORMAKER2 = "mirrormaker2"  # a GroupOffsetTranslation's method: from MirrorMaker 2's checkpoint
 
 CheckpointKey = tuple[str, str, int]  # group, destination topic, partition
 

@@ -11,7 +11,7 @@ from ferry.common.core.schemas import ConflictReport, Copy, SchemaVersion, State
 from ferry.common.model import ExternalView, IdealState, PartitionKey, WorkerInfo
 from ferry.common.vocabulary import ControllerState, PartitionState, Problem
 from ferry.controller.api import rest_json, wire_answers
-from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
+from ferry.controller.groups.checkpoints import GroupCheckpoints, GroupOffsetTranslation, SyncResult
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus, SubjectReport
 from ferry.controller.topics.admin import Rebalanced, TopicDeleted
 from ferry.controller.topics.progress import NoProgress, OffsetSample
@@ -177,7 +177,7 @@ def test_commands_offsets_and_jobs_keep_their_keys_and_order() -> None:
         }
     )
 
-    t = Translation("a.b", "app", "orders", 0, 5, 9, "b.orders", None, "pending")
+    t = GroupOffsetTranslation("a.b", "app", "orders", 0, 5, 9, "b.orders", None, "pending")
     assert _ordered(
         rest_json.groups_json(GroupCheckpoints({"app": [t]}, {("a.b", "app"): 1.23456, ("a.b", "x"): 2.0}))
     ) == _ordered(

@@ -19,7 +19,7 @@ from ferry.common.vocabulary import ControllerState, PartitionState, Problem
 from ferry.controller.api import rest_json, wire, wire_answers, wire_requests
 from ferry.controller.api.openapi import openapi_document
 from ferry.controller.api.rest import create_app
-from ferry.controller.groups.checkpoints import GroupCheckpoints, SyncResult, Translation
+from ferry.controller.groups.checkpoints import GroupCheckpoints, GroupOffsetTranslation, SyncResult
 from ferry.controller.groups.translate import OffsetTranslation
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus, SubjectReport
 from ferry.controller.topics.admin import Rebalanced, TopicDeleted
@@ -134,7 +134,7 @@ def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
             HeartbeatView([Latency("a", "c", 2, 0.5, 1.0)], {"a.b": None, "a.c": Latency("a", "c", 1, 0.1, 0.2)})
         ),
     )
-    translation = Translation("a.b", "app", "orders", 0, 5, 9, "b.orders", 7, "exact")
+    translation = GroupOffsetTranslation("a.b", "app", "orders", 0, 5, 9, "b.orders", 7, "exact")
     yield (
         wire_answers.GroupsAnswer,
         rest_json.groups_json(GroupCheckpoints({"app": [translation]}, {("a.b", "app"): 1.5})),

@@ -39,7 +39,7 @@ Json = dict[str, Any]
 
 def health_json(health: Health, probe: Probe) -> Json:
     """A health probe's answer (``probe``: ``health.readiness()`` or ``health.liveness()``)."""
-    return wire_answers.HealthAnswer(
+    return wire_answers.ControllerHealthAnswer(
         status=probe.reasons[0] if probe.reasons else "ok",
         id=health.controller_id,
         state=health.state,

@@ -27,7 +27,7 @@ class ErrorAnswer(WireShape, title="Error"):
     request_id: str
 
 
-class HealthAnswer(WireShape, title="Health"):
+class ControllerHealthAnswer(WireShape, title="Health"):
     """``GET /health``, ``/health/ready`` and ``/health/live``: this controller, who leads, and the
     probe's answer (503 when it fails)."""
 
@@ -457,7 +457,7 @@ class RoutesAnswer(WireShape, title="Routes"):
 
 RESPONSES: tuple[type[WireShape] | type[RootModel[Any]], ...] = (
     ErrorAnswer,
-    HealthAnswer,
+    ControllerHealthAnswer,
     TopicListAnswer,
     TopicViewAnswer,
     DeletedAnswer,

@@ -83,9 +83,9 @@ def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
     """(shape, an answer rest_json built) for every shape, with its optional parts present and absent."""
     yield wire_answers.ErrorAnswer, wire_answers.ErrorAnswer(error="no", status=400, request_id="r1").to_json()
     health = Health(True, "c1", ControllerState.STANDBY, True, "c1", None, scheduler_running=True)
-    yield wire_answers.HealthAnswer, rest_json.health_json(health, health.readiness())
+    yield wire_answers.ControllerHealthAnswer, rest_json.health_json(health, health.readiness())
     down = Health(False, "c1", ControllerState.STANDBY, False, None, None, scheduler_running=False)
-    yield wire_answers.HealthAnswer, rest_json.health_json(down, down.liveness())
+    yield wire_answers.ControllerHealthAnswer, rest_json.health_json(down, down.liveness())
     yield wire_answers.TopicListAnswer, rest_json.topics_json([IdealState("a.b", "orders", 3)])
     yield wire_answers.TopicViewAnswer, rest_json.topic_json(TopicView("orders", {"a.b": _route_topic("a.b", "b")}))
     yield (

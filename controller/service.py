@@ -85,7 +85,9 @@ class Controller:
             clock,
             effective_routes=self.tree.effective_routes,
         )
-        self.operate = FleetControls(config, layout, self.leadership, self.reconciler)
+        self.operate = FleetControls(
+            config=config, layout=layout, leadership=self.leadership, reconciler=self.reconciler
+        )
         self.failover = FailoverControl(config, self._zk, layout, self.leadership, self.store, self.metrics.registry)
         self.reads = ReadSide(
             config,

@@ -16,14 +16,14 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from ferry.common.core.heartbeat import HeartbeatView
 from ferry.common.core.offset_map import MAP_TOPIC
-from ferry.common.core.operate.controls import Throttle
+from ferry.common.core.operate.controls import Controls, Throttle
 from ferry.common.model import ExternalView, IdealState, PartitionKey
 from ferry.common.vocabulary import ControllerState
 from ferry.controller.api.ports import ControllerApi
 from ferry.controller.errors import NotFound
 from ferry.controller.groups.checkpoints import GroupCheckpoints
 from ferry.controller.groups.translate import OffsetTranslation
-from ferry.controller.operate.control import WorkerControl
+from ferry.controller.operate.control import ControlsView, PausedTopic, RouteThrottleSet, WorkerControl
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus
 from ferry.controller.topics.admin import Rebalanced, TopicDeleted
 from ferry.controller.topics.progress import NoProgress, OffsetSample
@@ -522,29 +522,27 @@ class FakeController:
 
     # -- an operator's controls
 
-    def view(self) -> dict[str, Any]:
-        return {"autobalancing": True}
+    def view(self) -> ControlsView:
+        return ControlsView(Controls(), True, {})
 
     def worker(self, worker: str) -> WorkerControl:
         return WorkerControl(worker, None, 3)
 
-    def pause(
-        self, topic: str, partitions: list[int] | None, route: str | None, resume: bool = False
-    ) -> dict[str, Any]:
+    def pause(self, topic: str, partitions: list[int] | None, route: str | None, resume: bool = False) -> PausedTopic:
         self._call("pause", topic, partitions, route, resume)
-        return {"topic": topic, "paused": {}}
+        return PausedTopic(topic, {})
 
     def cordon(self, worker: str, how: str | None) -> WorkerControl:
         self._call("cordon", worker, how)
         return WorkerControl(worker, how, 0)
 
-    def set_autobalancing(self, enabled: bool) -> dict[str, Any]:
+    def set_autobalancing(self, enabled: bool) -> bool:
         self._call("autobalancing", enabled)
-        return {"enabled": enabled}
+        return enabled
 
-    def set_throttle(self, route: str, throttle: Throttle) -> dict[str, Any]:
+    def set_throttle(self, route: str, throttle: Throttle) -> RouteThrottleSet:
         self._call("throttle", route, throttle)
-        return {"route": route, **throttle.to_json()}
+        return RouteThrottleSet(route, throttle)
 
     # -- failover
 

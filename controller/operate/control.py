@@ -11,6 +11,7 @@ No state of its own: the node is the state; reads come from ZooKeeper (any contr
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,10 +37,61 @@ class WorkerControl:
     partitions: int
 
 
+@dataclass(frozen=True)
+class EffectiveThrottle:
+    """A route's throttle in effect, and whether an operator set it at run time (else the config's)."""
+
+    throttle: Throttle
+    runtime: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.throttle.to_json(), "runtime": self.runtime}
+
+
+@dataclass(frozen=True)
+class ControlsView:
+    """The controls, the autobalancing switch in effect and every route's throttle in effect."""
+
+    controls: Controls
+    autobalancing: bool
+    throttles: dict[str, EffectiveThrottle]  # route -> its throttle
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.controls.to_json(),
+            "autobalancing": self.autobalancing,
+            "throttles": {route: throttle.to_json() for route, throttle in self.throttles.items()},
+        }
+
+
+@dataclass(frozen=True)
+class PausedTopic:
+    """A topic's paused partitions on each route that pauses some of it (None: the whole topic)."""
+
+    topic: str
+    paused: dict[str, list[int] | None]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "paused": self.paused}
+
+
+@dataclass(frozen=True)
+class RouteThrottleSet:
+    """A route's throttle as an operator set it."""
+
+    route: str
+    throttle: Throttle
+
+    def to_json(self) -> dict[str, Any]:
+        return {"route": self.route, **self.throttle.to_json()}
+
+
 class FleetControls:
     """See the module docstring."""
 
-    def __init__(self, config: FerryConfig, layout: ZkLayout, leadership: Leadership, reconciler: Reconciler) -> None:
+    def __init__(
+        self, *, config: FerryConfig, layout: ZkLayout, leadership: Leadership, reconciler: Reconciler
+    ) -> None:
         self.config = config
         self._layout = layout
         self._leadership = leadership
@@ -54,16 +106,16 @@ class FleetControls:
         except ValueError:
             return Controls()
 
-    def view(self) -> dict[str, Any]:
-        """The controls, the effective autobalancing switch and every route's effective throttle."""
+    def view(self) -> ControlsView:
+        """The controls, the autobalancing switch in effect and every route's throttle in effect."""
         controls = self.controls()
         enabled = self.config.controller.autobalancing if controls.autobalancing is None else controls.autobalancing
         throttles = {}
         for route in self.config.routes:
             override = controls.throttles.get(route.name)
             effective = override or Throttle(route.max_bytes_per_s, route.max_records_per_s)
-            throttles[route.name] = {**effective.to_json(), "runtime": override is not None}
-        return {**controls.to_json(), "autobalancing": enabled, "throttles": throttles}
+            throttles[route.name] = EffectiveThrottle(effective, runtime=override is not None)
+        return ControlsView(controls, enabled, throttles)
 
     def worker(self, worker: str) -> WorkerControl:
         controls = self.controls()
@@ -74,9 +126,7 @@ class FleetControls:
 
     # -- writes (the leader only) -------------------------------------------------------------
 
-    def pause(
-        self, topic: str, partitions: list[int] | None, route: str | None, resume: bool = False
-    ) -> dict[str, Any]:
+    def pause(self, topic: str, partitions: list[int] | None, route: str | None, resume: bool = False) -> PausedTopic:
         """Pauses (or resumes) ``partitions`` (None: all) of ``topic`` on every route that mirrors it (or ``route``)."""
 
         def change(controls: Controls) -> Controls:
@@ -101,7 +151,7 @@ class FleetControls:
         log.info(
             "%s %s partitions %s", "resumed" if resume else "paused", topic, "all" if partitions is None else partitions
         )
-        return {"topic": topic, "paused": {r: t[topic] for r, t in controls.to_json()["paused"].items() if topic in t}}
+        return PausedTopic(topic, {r: t[topic] for r, t in controls.to_json()["paused"].items() if topic in t})
 
     def cordon(self, worker: str, how: str | None) -> WorkerControl:
         """Cordons (``CORDON``), drains (``DRAIN``) or uncordons (None) ``worker``."""
@@ -110,19 +160,20 @@ class FleetControls:
         log.info("worker %s: %s", worker, how or "uncordoned")
         return self.worker(worker)
 
-    def set_autobalancing(self, enabled: bool) -> dict[str, Any]:
+    def set_autobalancing(self, enabled: bool) -> bool:
+        """Switches autobalancing on or off; returns the switch as set."""
         self._update(lambda c: c.with_autobalancing(enabled))
         log.info("autobalancing %s", "on" if enabled else "off")
-        return {"enabled": enabled}
+        return enabled
 
-    def set_throttle(self, route: str, throttle: Throttle) -> dict[str, Any]:
+    def set_throttle(self, route: str, throttle: Throttle) -> RouteThrottleSet:
         if route not in {r.name for r in self.config.routes}:
             raise NotFound(f"no route {route!r} (routes: {sorted(r.name for r in self.config.routes)})")
         self._update(lambda c: c.throttle(route, throttle))
         log.info("route %s throttled to %s", route, throttle.to_json())
-        return {"route": route, **throttle.to_json()}
+        return RouteThrottleSet(route, throttle)
 
-    def _update(self, change: Any) -> Controls:
+    def _update(self, change: Callable[[Controls], Controls]) -> Controls:
         reconciler = self._reconciler
         with reconciler.lock:
             self._leadership.require_leader()

@@ -3,6 +3,7 @@ leader, good input reaches the controls, and a standby forwards the writes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -10,8 +11,10 @@ import pytest
 from flask import Flask, request
 from flask.testing import FlaskClient
 
-from ferry.common.core.operate.controls import Throttle
+from ferry.common.core.operate.controls import Controls, Throttle
+from ferry.controller.api import rest_json
 from ferry.controller.api.rest import create_app
+from ferry.controller.operate.control import ControlsView, EffectiveThrottle, PausedTopic, RouteThrottleSet
 from tests.checks import assert_json_error
 from tests.fakes import FakeController, as_controller_api
 
@@ -93,3 +96,33 @@ def test_a_standby_forwards_a_drain_to_the_leader(serve: Callable[[Flask], str])
     response = create_app(as_controller_api(standby)).test_client().post("/workers/w1/drain")
     assert response.status_code == 200 and response.get_json()["partitions"] == 4
     assert seen == ["/workers/w1/drain"] and standby.calls == []
+
+
+def test_the_controls_answer_keeps_its_shape() -> None:
+    controls = Controls(
+        paused={"a.b": {"orders": frozenset({1}), "audit": None}},
+        cordoned={"w1": "cordon"},
+        throttles={"a.b": Throttle(None, 10.0)},
+    )
+    view = ControlsView(
+        controls,
+        True,
+        {"a.b": EffectiveThrottle(Throttle(None, 10.0), True), "a.c": EffectiveThrottle(Throttle(), False)},
+    )
+    assert json.dumps(rest_json.controls_json(view.to_json())) == json.dumps(
+        {
+            "paused": {"a.b": {"audit": None, "orders": [1]}},
+            "cordoned": {"w1": "cordon"},
+            "autobalancing": True,
+            "throttles": {
+                "a.b": {"max_bytes_per_s": None, "max_records_per_s": 10.0, "runtime": True},
+                "a.c": {"max_bytes_per_s": None, "max_records_per_s": None, "runtime": False},
+            },
+        }
+    )
+    paused = PausedTopic("orders", {"a.b": [1], "a.c": None})
+    assert rest_json.paused_json(paused.to_json()) == {"topic": "orders", "paused": {"a.b": [1], "a.c": None}}
+    throttle = RouteThrottleSet("a.b", Throttle(1e6, None))
+    assert json.dumps(rest_json.throttle_json(throttle.to_json())) == json.dumps(
+        {"route": "a.b", "max_bytes_per_s": 1e6, "max_records_per_s": None}
+    )

@@ -34,13 +34,14 @@ def _pause_request(topic: str) -> dict[str, Any]:
 @operate_api.post("/topics/<topic>/pause")
 @leader_only(_pause_request)
 def pause(topic: str, partitions: list[int] | None, route: str | None) -> ResponseReturnValue:
-    return jsonify(rest_json.paused_json(current_controller().operate.pause(topic, partitions, route)))
+    return jsonify(rest_json.paused_json(current_controller().operate.pause(topic, partitions, route).to_json()))
 
 
 @operate_api.post("/topics/<topic>/resume")
 @leader_only(_pause_request)
 def resume(topic: str, partitions: list[int] | None, route: str | None) -> ResponseReturnValue:
-    return jsonify(rest_json.paused_json(current_controller().operate.pause(topic, partitions, route, resume=True)))
+    paused = current_controller().operate.pause(topic, partitions, route, resume=True)
+    return jsonify(rest_json.paused_json(paused.to_json()))
 
 
 def _worker(worker: str) -> dict[str, Any]:
@@ -78,18 +79,18 @@ def uncordon(worker: str) -> ResponseReturnValue:
 
 @operate_api.get("/controls")
 def controls() -> ResponseReturnValue:
-    return jsonify(rest_json.controls_json(current_controller().operate.view()))
+    return jsonify(rest_json.controls_json(current_controller().operate.view().to_json()))
 
 
 @operate_api.get("/autobalancing")
 def autobalancing() -> ResponseReturnValue:
-    return jsonify(rest_json.autobalancing_json(current_controller().operate.view()["autobalancing"]))
+    return jsonify(rest_json.autobalancing_json(current_controller().operate.view().autobalancing))
 
 
 @operate_api.put("/autobalancing")
 @leader_only(lambda: {"enabled": checks.body(wire_requests.AutobalancingRequest, '{"enabled": false}').enabled})
 def set_autobalancing(enabled: bool) -> ResponseReturnValue:
-    return jsonify(rest_json.autobalancing_json(current_controller().operate.set_autobalancing(enabled)["enabled"]))
+    return jsonify(rest_json.autobalancing_json(current_controller().operate.set_autobalancing(enabled)))
 
 
 def _throttle_request(route: str) -> dict[str, Any]:
@@ -101,4 +102,4 @@ def _throttle_request(route: str) -> dict[str, Any]:
 @operate_api.put("/routes/<route>/throttle")
 @leader_only(_throttle_request)
 def set_throttle(route: str, throttle: Throttle) -> ResponseReturnValue:
-    return jsonify(rest_json.throttle_json(current_controller().operate.set_throttle(route, throttle)))
+    return jsonify(rest_json.throttle_json(current_controller().operate.set_throttle(route, throttle).to_json()))

@@ -183,6 +183,7 @@ def run_failover(args: argparse.Namespace) -> int:
 
     from ferry.bench.failover import render
     from ferry.bench.failover import run_failover as run_it
+    from ferry.devstack import processes
     from ferry.devstack import stack as devstack
 
     try:
@@ -194,7 +195,7 @@ def run_failover(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-bench-failover-"))
     workdir.mkdir(parents=True, exist_ok=True)
     stack = devstack.stack_from_env()
-    devstack.up(stack)
+    processes.up(stack)
     report = run_it(stack, workdir, args.records, lags, skip_mm2=args.skip_mm2)
     render(report)
     if args.json:
@@ -209,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
     from ferry.bench.report import render, write_json
     from ferry.bench.runner import Options, run_bench
     from ferry.bench.workload import Workload
+    from ferry.devstack import processes
     from ferry.devstack import stack as devstack
 
     if args.records < 1 or args.partitions < 1:
@@ -247,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     stack = devstack.stack_from_env()
-    devstack.up(stack)
+    processes.up(stack)
     report = run_bench(options, stack, workdir)
     report["command"] = " ".join(["ferry", *sys.argv[1:]]) if sys.argv[0].endswith("ferry") else " ".join(sys.argv)
     render(report)

@@ -649,6 +649,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
+    from ferry.devstack import processes
     from ferry.devstack import stack as devstack
 
     sizes = args.sizes or [Size(16_000, 200), Size(160_000, 2_000)]
@@ -670,7 +671,7 @@ def run(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-bench-controller-"))
     workdir.mkdir(parents=True, exist_ok=True)
     stack = devstack.stack_from_env()
-    devstack.up(stack)
+    processes.up(stack)
     logging.getLogger("kazoo").setLevel(logging.WARNING)  # thousands of sessions' connection chatter
     results = []
     for size in sizes:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.bench.errors import BenchError
-from ferry.devstack.stack import jars_dir
+from ferry.common.paths import jars_dir
 
 PRODUCER_MAIN = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_MAIN = "org.apache.kafka.tools.ConsumerPerformance"

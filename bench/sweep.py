@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     from ferry.bench.systems import FerryWorkers
     from ferry.bench.workload import Workload
     from ferry.common.kafka import clients as kafka_clients
+    from ferry.devstack import processes
     from ferry.devstack import stack as devstack
 
     # SIGTERM ends the sweep through its finally blocks: the worker under test stops, topics go.
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-sweep-"))
     workdir.mkdir(parents=True, exist_ok=True)
     stack = devstack.stack_from_env()
-    devstack.up(stack)
+    processes.up(stack)
     source = {"bootstrap.servers": stack.bootstrap("src")}
     destination = {"bootstrap.servers": stack.bootstrap("dst")}
     src_admin, dst_admin = workload.admin(source), workload.admin(destination)

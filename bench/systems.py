@@ -38,9 +38,11 @@ from ferry.bench.errors import BenchError
 from ferry.common.config import ZookeeperConfig
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.model import PartitionKey, PartitionState, WorkerAssignment, WorkerStatus
+from ferry.common.paths import REPO_ROOT, jars_dir
 from ferry.common.zk.layout import ZkLayout, make_client
 from ferry.devstack import support
-from ferry.devstack.stack import LOG4J2_CONFIG, REPO_ROOT, Stack, jars_dir
+from ferry.devstack.server_files import LOG4J2_CONFIG
+from ferry.devstack.stack import Stack
 from ferry.devstack.support import Spawned, WaitTimeout, ferry_command, poll_until, stop_all
 
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"

@@ -9,19 +9,21 @@ controller or the worker uses it.
   command line of ``ferry <args>`` run by this interpreter; :func:`free_port` a port for its HTTP;
   :func:`kafka_tool_command` the command line of one of Kafka's own Java tools (``VerifiableProducer``).
 * waiting: :func:`poll_until`, in the spirit of kazoo's test ``Wait``: polls a condition until it
-  is truthy or a deadline passes (clock and sleep injectable), then raises :class:`WaitTimeout`.
+  is truthy or a deadline passes (clock and sleep injectable), then raises :class:`WaitTimeout`;
+  :data:`QUIET`, the logger of clients that probe a server still starting (it says nothing).
 * Kafka data: :func:`produce_blocking` (a full local queue is waited out, never dropped),
   :func:`end_offsets` (each partition's log-end offset) and :func:`records_in` (their sum, for
   progress), :func:`commit_offset` and :func:`committed_offset` (a consumer group's, as an
   application commits it).
 * :func:`fleet_config`: the config of a controller + workers fleet on the local stack.
 
-The jar folder is resolved by :func:`devstack.stack.jars_dir` (``FERRY_JARS_DIR``), next to the
+The jar folder is resolved by :func:`ferry.common.paths.jars_dir` (``FERRY_JARS_DIR``), next to the
 stack's other folders.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -41,6 +43,11 @@ if TYPE_CHECKING:  # confluent_kafka is imported where used: `ferry dev` imports
     from confluent_kafka.admin import AdminClient
 
 T = TypeVar("T")
+
+# Probing a server that is still starting fails many times on purpose; say nothing about it.
+QUIET = logging.getLogger("ferry.devstack.probe")
+QUIET.setLevel(logging.CRITICAL + 1)
+QUIET.propagate = False
 
 
 # --- processes -----------------------------------------------------------------------------

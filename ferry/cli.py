@@ -31,7 +31,7 @@ from ferry.controller.operate.cli import register_throttle as throttle
 from ferry.controller.operate.cli import register_workers as workers
 from ferry.controller.schemas.cli import register as schemas
 from ferry.controller.tree.cli import register as tree
-from ferry.devstack.stack import register as dev
+from ferry.devstack.cli import register as dev
 from ferry.fleet.cli import register as fleet
 from ferry.pipeline.cli import register_audit as audit
 from ferry.pipeline.cli import register_validate as validate

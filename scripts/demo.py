@@ -30,7 +30,9 @@ from ferry.common import logs
 from ferry.common.core import provenance
 from ferry.common.errors import FerryError
 from ferry.common.kafka import clients as kafka_clients
+from ferry.common.paths import dev_dir
 from ferry.devstack import stack as devstack
+from ferry.devstack.processes import up as stack_up
 from ferry.devstack.support import (
     Spawned,
     end_offsets,
@@ -143,13 +145,13 @@ def main() -> int:
     stack = devstack.stack_from_env(registries=False)  # the demo uses no schema registry
     console.rule("[bold]Ferry demo")
     console.print("starting the local stack (ZooKeeper, Kafka [cyan]src[/], Kafka [cyan]dst[/]) ...")
-    devstack.up(stack, echo=lambda line: console.print(f"  {line}"))
+    stack_up(stack, echo=lambda line: console.print(f"  {line}"))
     # The demo and the workers write with idempotent producers: both clusters must hand out ids.
     for name in ("src", "dst"):
         wait_for_producer_ids({"bootstrap.servers": stack.bootstrap(name)}, name)
     console.print("  [cyan]src[/] and [cyan]dst[/] are ready for idempotent producers")
 
-    workdir = devstack.dev_dir() / "demo"
+    workdir = dev_dir() / "demo"
     workdir.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex[:6]
     config = fleet_config(

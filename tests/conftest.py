@@ -22,7 +22,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 
+from ferry.common.errors import DevStackError
 from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import processes
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import create_topics
 from tests.harness.soak_run import SoakRun
@@ -80,12 +82,12 @@ def soak_run(request: pytest.FixtureRequest) -> SoakRun:
 def local_stack() -> Iterator[devstack.Stack]:
     stack = devstack.stack_from_env()
     try:
-        started = devstack.up(stack, deadline_s=180)
-    except devstack.DevStackError as exc:
+        started = processes.up(stack, deadline_s=180)
+    except DevStackError as exc:
         pytest.fail(f"the local stack is not reachable: {exc}", pytrace=False)
     yield stack
     if started:
-        devstack.down(stack, names=started)
+        processes.down(stack, names=started)
 
 
 @pytest.fixture(scope="session")
@@ -94,12 +96,12 @@ def registry_stack(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
     them. Starts the registries when they do not run, and stops only what it started."""
     stack = devstack.stack_from_env(registries=True)
     try:
-        started = devstack.up(stack, deadline_s=180)
-    except devstack.DevStackError as exc:
+        started = processes.up(stack, deadline_s=180)
+    except DevStackError as exc:
         pytest.fail(f"the local schema registries are not reachable: {exc}", pytrace=False)
     yield stack
     if started:
-        devstack.down(stack, names=started)
+        processes.down(stack, names=started)
 
 
 def _slug(request: pytest.FixtureRequest) -> str:

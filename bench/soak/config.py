@@ -23,9 +23,9 @@ def soak_stack(dst_brokers: int = 3, base_port: int = ZOOKEEPER_PORT) -> Stack:
     ``base_port`` moves every port by the same amount (two soaks side by side)."""
     shift = base_port - ZOOKEEPER_PORT
     return Stack(
-        zookeeper=Server("soak-zookeeper", "zookeeper", ZOOKEEPER_PORT + shift),
-        src=Server("soak-src", "kafka", SRC_PORT + shift),
-        dst=Server("soak-dst", "kafka", DST_PORT + shift, brokers=dst_brokers),
+        zookeeper=Server(name="soak-zookeeper", kind="zookeeper", port=ZOOKEEPER_PORT + shift),
+        src=Server(name="soak-src", kind="kafka", port=SRC_PORT + shift),
+        dst=Server(name="soak-dst", kind="kafka", port=DST_PORT + shift, brokers=dst_brokers),
     )
 
 

@@ -18,7 +18,7 @@ import requests
 from ferry.bench.errors import BenchError
 from ferry.bench.soak import schedule
 from ferry.bench.soak.supervisor import Member, Supervisor
-from ferry.devstack import stack as devstack
+from ferry.devstack import processes
 from ferry.devstack.stack import Server, Stack
 
 # A broker (or ZooKeeper) is down this long when restarted; a worker added by "scale" stays this long.
@@ -113,11 +113,11 @@ class Nemesis:
         return leader.name
 
     def _up(self) -> None:
-        devstack.up(self.stack, deadline_s=300.0, clock=self.clock, sleep=self.pause, echo=self.echo)
+        processes.up(self.stack, deadline_s=300.0, clock=self.clock, sleep=self.pause, echo=self.echo)
 
     def _stop_zookeeper(self) -> str:
         zookeeper = self.stack.zookeeper
-        devstack.down(self.stack, names=[zookeeper.name], clock=self.clock, sleep=self.pause, echo=self.echo)
+        processes.down(self.stack, names=[zookeeper.name], clock=self.clock, sleep=self.pause, echo=self.echo)
         self.pause(self.zookeeper_down_s)
         self._up()
         return zookeeper.label
@@ -128,13 +128,13 @@ class Nemesis:
         return self.draw.choice(nodes)
 
     def _restart_broker(self, broker: Server) -> str:
-        pid = devstack.pid_of(broker)
+        pid = processes.pid_of(broker)
         if pid is not None:
             os.kill(pid, signal.SIGTERM)
             deadline = self.clock() + 60.0
-            while devstack.pid_of(broker) is not None and self.clock() < deadline:
+            while processes.pid_of(broker) is not None and self.clock() < deadline:
                 self.pause(0.2)
-            if devstack.pid_of(broker) is not None:
+            if processes.pid_of(broker) is not None:
                 os.kill(pid, signal.SIGKILL)
         self.pause(BROKER_DOWN_S)
         self._up()

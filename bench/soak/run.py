@@ -34,6 +34,7 @@ from ferry.bench.soak.nemesis import Nemesis
 from ferry.bench.soak.stream import QUIET, Stream, read_values
 from ferry.bench.soak.supervisor import Supervisor
 from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import processes
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import create_topics, end_offsets
 
@@ -159,7 +160,7 @@ def run_soak(
         f"soak: starting its stack (ZooKeeper {stack.zookeeper.address}, src {stack.src.bootstrap}, "
         f"dst {stack.dst.bootstrap}); logs in {options.workdir}"
     )
-    devstack.up(stack, deadline_s=300.0, echo=echo)
+    processes.up(stack, deadline_s=300.0, echo=echo)
     slug = uuid.uuid4().hex[:8]
     topic = f"soak-{slug}"
     config_path = options.workdir / "ferry.yaml"
@@ -264,7 +265,7 @@ def run_soak(
         _drop_topic(mirror, topic)
         mirror.close()
         if not options.keep_stack:
-            devstack.down(stack, echo=lambda line: None)
+            processes.down(stack, echo=lambda line: None)
 
 
 def _drop_topic(mirror: _Mirror, topic: str) -> None:

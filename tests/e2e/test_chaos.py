@@ -15,7 +15,7 @@ ferry process is alive; every partition is ONLINE; ``/validation`` is ok; and, a
 exactly once, a read_committed consumer of the destination sees no record twice (duplicates would be
 printed per fault, by the time their record was produced: run with ``-s``).
 
-The servers it kills are the shared local stack's: it starts them again with ``devstack.up``
+The servers it kills are the shared local stack's: it starts them again with ``processes.up``
 (which waits until they answer), also when the test fails.
 """
 
@@ -35,6 +35,7 @@ import requests
 from confluent_kafka import KafkaError
 
 from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import processes
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import produce_blocking
 from tests.harness.processes import HEADER_SEQ, FerryProcess, Fleet, RecordLedger, wait_until
@@ -133,7 +134,7 @@ class Phase:
 def stack_restored(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
     """The shared stack; whatever this test killed runs again (and answers) when it ends."""
     yield local_stack
-    devstack.up(local_stack, deadline_s=180)
+    processes.up(local_stack, deadline_s=180)
 
 
 def test_chaos_loses_nothing_and_every_partition_ends_online(
@@ -186,11 +187,11 @@ def test_chaos_loses_nothing_and_every_partition_ends_online(
     def kill_server(server: devstack.Server, down_s: float, name: str) -> None:
         phase = Phase(name, started=time.monotonic(), dst_ends=ledger.end_offsets(ledger.dst))
         phases.append(phase)
-        pid = devstack.pid_of(server)
+        pid = processes.pid_of(server)
         assert pid is not None, f"{server.name} is not running"
         os.kill(pid, signal.SIGKILL)
         time.sleep(down_s)  # the outage itself, not a wait for logic
-        devstack.up(stack, deadline_s=180)
+        processes.up(stack, deadline_s=180)
         recover(phase)
 
     try:

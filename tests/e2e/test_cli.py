@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+from ferry.devstack import processes
 from ferry.devstack import stack as devstack
 
 
@@ -29,11 +30,11 @@ def test_dev_status_reports_every_server_running(local_stack: devstack.Stack) ->
 
 
 def test_dev_up_is_idempotent(local_stack: devstack.Stack) -> None:
-    before = {row["name"]: row["pid"] for row in devstack.status(local_stack)}
+    before = {row["name"]: row["pid"] for row in processes.status(local_stack)}
     result = _ferry("dev", "up")
     assert result.returncode == 0, result.stderr
     assert "started" not in result.stdout
-    assert {row["name"]: row["pid"] for row in devstack.status(local_stack)} == before
+    assert {row["name"]: row["pid"] for row in processes.status(local_stack)} == before
 
 
 def test_unknown_subcommand_is_a_usage_error() -> None:

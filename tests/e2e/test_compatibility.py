@@ -26,6 +26,9 @@ import psutil
 import pytest
 import requests
 
+from ferry.common.errors import DevStackError
+from ferry.common.paths import jars_dir
+from ferry.devstack import processes
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import commit_offset, committed_offset
 from tests.harness import read_committed
@@ -56,13 +59,13 @@ def older(request: pytest.FixtureRequest, local_stack: devstack.Stack) -> Iterat
         patch.setenv(env, os.environ.get(env, str(port)))
         stack = local_stack.with_clusters([name], version=version)
     try:
-        started = devstack.up(stack, deadline_s=300)
-    except devstack.DevStackError as exc:
+        started = processes.up(stack, deadline_s=300)
+    except DevStackError as exc:
         pytest.fail(f"cluster {name} ({version}) does not start: {exc}", pytrace=False)
     try:
-        classpath = f"{devstack.jars_dir(version)}/*"
+        classpath = f"{jars_dir(version)}/*"
         for node in stack.cluster(name).nodes:
-            pid = devstack.pid_of(node)
+            pid = processes.pid_of(node)
             if pid is None or classpath not in psutil.Process(pid).cmdline():
                 pytest.fail(
                     f"cluster {name} runs another Kafka release (started earlier): stop it first", pytrace=False
@@ -71,7 +74,7 @@ def older(request: pytest.FixtureRequest, local_stack: devstack.Stack) -> Iterat
         yield version, {"bootstrap.servers": stack.bootstrap(name)}
     finally:
         if started:
-            devstack.down(stack, names=started)
+            processes.down(stack, names=started)
             devstack.forget_extra(started)  # `ferry dev status` need not list it any more
 
 

@@ -31,6 +31,8 @@ from kazoo.client import KazooClient
 
 from ferry.common.core import provenance
 from ferry.common.core.offset_map import CHECKPOINT_TOPIC
+from ferry.common.errors import DevStackError
+from ferry.devstack import processes
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import committed_offset, create_topics, end_offsets
 from tests.harness import java_clients, read_committed
@@ -53,15 +55,15 @@ def pair(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
         os.environ[env] = saved[env] or str(port)
     stack = local_stack.with_clusters([SRC, DST])
     try:
-        started = devstack.up(stack, deadline_s=300)
-    except devstack.DevStackError as exc:
+        started = processes.up(stack, deadline_s=300)
+    except DevStackError as exc:
         pytest.fail(f"clusters {SRC} and {DST} do not start: {exc}", pytrace=False)
     for name in (SRC, DST):
         warm_group_coordinator(stack, name)
     yield stack
-    devstack.up(stack, deadline_s=300)  # a drill that failed half way may have left fosrc down
+    processes.up(stack, deadline_s=300)  # a drill that failed half way may have left fosrc down
     if started:
-        devstack.down(stack, names=started)
+        processes.down(stack, names=started)
         devstack.forget_extra(started)
     for env, value in saved.items():
         if value is None:
@@ -295,7 +297,7 @@ def test_unplanned_failover_reports_the_rpo_and_failback_brings_back_only_what_t
     java_clients.produce(pair.bootstrap(SRC), topic, 50, 3)
     wait_until(lambda: _source_end_seen(fleet, pair, topic) == 350, 60, "the leader to see the source's log end")
     never_copied = 350 - _count(pair, DST, topic)
-    pid = devstack.pid_of(pair.cluster(SRC))
+    pid = processes.pid_of(pair.cluster(SRC))
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
 
@@ -316,7 +318,7 @@ def test_unplanned_failover_reports_the_rpo_and_failback_brings_back_only_what_t
     assert [v for _, v in read_src + read_dst] == _values(1, 300) + _values(4, 80)  # nothing read twice or skipped
 
     # Failback: the old source is back; only what the destination got since goes back, once.
-    devstack.up(pair, deadline_s=300)
+    processes.up(pair, deadline_s=300)
     fleet.start_worker("w2")
     back = _ferry(fleet, "failback", "--route", FORWARD)
     assert back["state"] == "FAILING_BACK"
@@ -518,7 +520,7 @@ def test_an_unplanned_failover_with_a_lagging_mirror_commits_every_partition_and
                 90,
                 "the group checkpointed ahead of the lagging mirror",
             )
-            pid = devstack.pid_of(pair.cluster(SRC))
+            pid = processes.pid_of(pair.cluster(SRC))
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
             member.kill()  # what it printed is all it read; it never reads again from this cluster
@@ -572,7 +574,7 @@ def test_an_unplanned_failover_with_a_lagging_mirror_commits_every_partition_and
         # The RPO's range against what is really missing, counted on the source once it is back: the
         # producer wrote until the kill, after the leader's last look, so the lower bound falls short
         # on partitions 0 and 1; the upper estimate adds the last rate until the report, after the kill.
-        devstack.up(pair, deadline_s=300)
+        processes.up(pair, deadline_s=300)
         source_ends = end_offsets(AdminClient(src_conf), topic)
         missing = {p: source_ends[p] - rpo_rows[p]["copied"] for p in range(4)}
         ranges = "\n".join(
@@ -585,7 +587,7 @@ def test_an_unplanned_failover_with_a_lagging_mirror_commits_every_partition_and
         assert [missing[p] - rpo_rows[p]["notCopied"] for p in (2, 3)] == [0, 0], ranges  # nothing produced there
     finally:
         stop_producing()
-        devstack.up(pair, deadline_s=300)  # the later drills of this module need fosrc
+        processes.up(pair, deadline_s=300)  # the later drills of this module need fosrc
 
 
 def _zookeeper_tree(pair: devstack.Stack, root: str) -> dict[str, tuple[bytes, int]]:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 import pytest
 import requests
 
+from ferry.devstack import processes
 from ferry.devstack import stack as devstack
 from tests.harness.mirroring import PARTITIONS, add_topic, mirror_with_two_workers
 from tests.harness.processes import FerryProcess, Fleet, RecordLedger, wait_until
@@ -26,11 +27,11 @@ from tests.harness.tcp_proxy import TcpProxy
 
 @contextmanager
 def _server_down(stack: devstack.Stack, name: str) -> Iterator[None]:
-    devstack.down(stack, names=[name], echo=lambda _: None)
+    processes.down(stack, names=[name], echo=lambda _: None)
     try:
         yield
     finally:
-        devstack.up(stack, deadline_s=180, echo=lambda _: None)
+        processes.up(stack, deadline_s=180, echo=lambda _: None)
 
 
 def _all_on(fleet: Fleet, controller: FerryProcess, topic: str, workers: set[str]) -> Callable[[], bool]:

@@ -26,7 +26,9 @@ import pytest
 import requests
 from confluent_kafka import TopicPartition
 
+from ferry.common.errors import DevStackError
 from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import processes
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import commit_offset, committed_offset
 from tests.harness import read_committed
@@ -336,13 +338,13 @@ def third_cluster(local_stack: devstack.Stack) -> Iterator[dict[str, str]]:
     """Cluster ``c`` besides the stack's ``src`` and ``dst`` (small heap); stopped again if this test started it."""
     stack = local_stack.with_clusters(["c"])
     try:
-        started = devstack.up(stack, deadline_s=300)
-    except devstack.DevStackError as exc:
+        started = processes.up(stack, deadline_s=300)
+    except DevStackError as exc:
         pytest.fail(f"cluster c does not start: {exc}", pytrace=False)
     warm_group_coordinator(stack, "c")
     yield {"bootstrap.servers": stack.bootstrap("c")}
     if "c" in started:
-        devstack.down(stack, names=["c"])
+        processes.down(stack, names=["c"])
 
 
 def test_a_group_fails_over_exactly_over_two_hops_of_renamed_topics(

@@ -22,6 +22,7 @@ import pytest
 import requests
 
 from ferry.common.config import load_config
+from ferry.common.paths import jars_dir
 from ferry.common.preflight import acls
 from ferry.common.preflight.grants import check_granted, granted_acls
 from ferry.devstack import stack as devstack
@@ -82,7 +83,7 @@ def _apply(stack: devstack.Stack, lines: list[str]) -> None:
                 "-Xmx128m",
                 "-XX:TieredStopAtLevel=1",
                 "-cp",
-                f"{devstack.jars_dir('kafka')}/*",
+                f"{jars_dir('kafka')}/*",
                 "org.apache.kafka.tools.AclCommand",
                 *words[1:],
             ]

@@ -29,8 +29,9 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.compacted import read_topic
 from ferry.common.mm2 import records
+from ferry.common.paths import jars_dir
 from ferry.devstack import stack as devstack
-from ferry.devstack.stack import LOG4J2_CONFIG, jars_dir
+from ferry.devstack.server_files import LOG4J2_CONFIG
 from ferry.devstack.support import commit_offset, committed_offset, ferry_command, spawn, stop_all
 from tests.harness import read_committed
 from tests.harness.processes import HEADER_SEQ, Fleet, RecordLedger, wait_until

@@ -24,7 +24,9 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from ferry.common.core.offset_map import MAP_TOPIC
+from ferry.common.errors import DevStackError
 from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import processes
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import create_topics
 from tests.harness.mirroring import warm_group_coordinator
@@ -45,8 +47,8 @@ def cluster(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
         patch.setenv(env, os.environ.get(env, str(PORT)))
         stack = local_stack.with_clusters([DESTINATION], brokers=3)
     try:
-        started = devstack.up(stack, deadline_s=300)
-    except devstack.DevStackError as exc:
+        started = processes.up(stack, deadline_s=300)
+    except DevStackError as exc:
         pytest.fail(f"the cluster of three brokers does not start: {exc}", pytrace=False)
     try:
         warm_group_coordinator(stack, DESTINATION)
@@ -57,7 +59,7 @@ def cluster(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
         yield stack
     finally:
         if started:
-            devstack.down(stack, names=started)
+            processes.down(stack, names=started)
             devstack.forget_extra(started)
 
 
@@ -87,12 +89,12 @@ def test_a_copy_waits_for_a_restarting_broker_and_gets_every_replica(
     assert producer.flush(30) == 0
 
     third = cluster.cluster(DESTINATION).nodes[2]  # a broker, not the controller (the first)
-    pid = devstack.pid_of(third)
+    pid = processes.pid_of(third)
     assert pid is not None, "broker 3 of rwdst is not ours to stop"
     os.kill(pid, signal.SIGTERM)
     admin = kafka_clients.admin(dst)
     wait_until(lambda: len(admin.list_topics(timeout=10).brokers) == 2, 60, "rwdst to show two brokers")
-    wait_until(lambda: devstack.pid_of(third) is None, 60, "broker 3 of rwdst to exit")  # its ports free again
+    wait_until(lambda: processes.pid_of(third) is None, 60, "broker 3 of rwdst to exit")  # its ports free again
 
     fleet.extra = {
         "clusters": {"src": src, DESTINATION: dst},
@@ -115,7 +117,7 @@ def test_a_copy_waits_for_a_restarting_broker_and_gets_every_replica(
         wait_until(lambda: (_waiting(worker, route) or 0) >= 1, 90, "the copy counted as waiting for brokers")
         assert _replicas(admin, topic) is None  # not created with two replicas
     finally:
-        devstack.up(cluster, deadline_s=180)  # broker 3 back (only what is not running is started)
+        processes.up(cluster, deadline_s=180)  # broker 3 back (only what is not running is started)
 
     wait_until(lambda: _replicas(admin, topic) == 3, 120, f"{topic} created on rwdst with 3 replicas")
     wait_until(lambda: _replicas(admin, MAP_TOPIC) == 3, 60, "the offset-map topic on rwdst with 3 replicas")

@@ -23,7 +23,9 @@ from confluent_kafka.admin import ConfigResource, NewTopic
 from ferry import cli
 from ferry.common.core import heartbeat
 from ferry.common.core.offset_map import CHECKPOINT_TOPIC, MAP_TOPIC
+from ferry.common.errors import DevStackError
 from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import processes
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import commit_offset, create_topics
 from tests.harness import read_committed
@@ -47,8 +49,8 @@ def clusters(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
             patch.setenv(env, os.environ.get(env, str(port)))
         stack = local_stack.with_clusters([SOURCE, DESTINATION], brokers=3)
     try:
-        started = devstack.up(stack, deadline_s=300)
-    except devstack.DevStackError as exc:
+        started = processes.up(stack, deadline_s=300)
+    except DevStackError as exc:
         pytest.fail(f"the clusters of three brokers do not start: {exc}", pytrace=False)
     try:
         for name in (SOURCE, DESTINATION):
@@ -56,7 +58,7 @@ def clusters(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
         yield stack
     finally:
         if started:
-            devstack.down(stack, names=started)
+            processes.down(stack, names=started)
             devstack.forget_extra(started)  # `ferry dev status` need not list them any more
 
 

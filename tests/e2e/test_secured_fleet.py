@@ -18,7 +18,7 @@ from kazoo.exceptions import NoAuthError
 
 from ferry.common.config import load_config
 from ferry.common.zk.layout import ZkLayout, make_client
-from ferry.devstack import stack as devstack
+from ferry.devstack import security
 from tests.harness.processes import Fleet, RecordLedger, wait_until
 
 PARTITIONS = 4
@@ -32,7 +32,7 @@ def test_secured_fleet_mirrors_everything_and_nobody_else_touches_its_state(
 ) -> None:
     # Credentials from environment variables: the config file holds no secret.
     monkeypatch.setenv("FERRY_E2E_ZK_DIGEST", "ferry:e2e-zk-s3cret")
-    monkeypatch.setenv("FERRY_E2E_KAFKA_PASSWORD", devstack.SASL_PASSWORD)
+    monkeypatch.setenv("FERRY_E2E_KAFKA_PASSWORD", security.SASL_PASSWORD)
     from_env = {"sasl.password": "${env:FERRY_E2E_KAFKA_PASSWORD}"}
     chain_top = fleet.zk_root + "/ferry"  # the root chain (/ferry/prod) is created by Ferry, with its ACL
     fleet.zk_root = chain_top + "/prod"
@@ -44,7 +44,7 @@ def test_secured_fleet_mirrors_everything_and_nobody_else_touches_its_state(
         },
     }
     fleet.write_config()
-    assert devstack.SASL_PASSWORD not in fleet.config_path.read_text()
+    assert security.SASL_PASSWORD not in fleet.config_path.read_text()
     config = load_config(fleet.config_path)
     layout = ZkLayout(config.zookeeper.root)
     ferry_zk = make_client(config.zookeeper)
@@ -103,7 +103,7 @@ def test_secured_fleet_mirrors_everything_and_nobody_else_touches_its_state(
         assert controller.alive() and worker.alive()
         for process in fleet.processes:
             log = process.log.read_text(errors="replace")
-            for secret in (devstack.SASL_PASSWORD, "e2e-zk-s3cret"):
+            for secret in (security.SASL_PASSWORD, "e2e-zk-s3cret"):
                 assert secret not in log, f"a secret appears in {process.name}'s log"
     finally:
         fleet.stop_all()

@@ -24,7 +24,9 @@ from confluent_kafka.admin import NewTopic
 
 from ferry.common.config import parse_config
 from ferry.common.core import provenance, tree
+from ferry.common.errors import DevStackError
 from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import processes
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import create_topics
 from tests.harness import read_committed
@@ -43,15 +45,15 @@ def clusters(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
     """The local stack with ``c``, ``d``, ``e`` as well; those this test run started stop at its end."""
     stack = local_stack.with_clusters(EXTRA)
     try:
-        started = devstack.up(stack, deadline_s=300)
-    except devstack.DevStackError as exc:
+        started = processes.up(stack, deadline_s=300)
+    except DevStackError as exc:
         pytest.fail(f"the extra clusters do not start: {exc}", pytrace=False)
     for name in ("src", "dst", *EXTRA):
         warm_group_coordinator(stack, name)
     yield stack
     extra_started = [name for name in started if name in EXTRA]
     if extra_started:
-        devstack.down(stack, names=extra_started)
+        processes.down(stack, names=extra_started)
 
 
 def _conf(stack: devstack.Stack, name: str) -> dict[str, str]:
@@ -297,7 +299,7 @@ def test_a_subtree_switch_when_the_target_broker_stops(topology: Callable[[list[
     view = requests.get(f"{top.controller.url}/tree", timeout=10).json()
     assert {d["name"]: d["target"] for d in view["distributors"]}["src.L3"] == "c"
 
-    devstack.down(top.stack, names=["c"])
+    processes.down(top.stack, names=["c"])
     try:
 
         def switched() -> bool:
@@ -340,7 +342,7 @@ def test_a_subtree_switch_when_the_target_broker_stops(topology: Callable[[list[
         assert [line.split()[6] for line in table.stdout.splitlines() if line.startswith("src.L3")] == ["d"]
         assert "unreachable clusters: c" in table.stdout
     finally:
-        devstack.up(top.stack, deadline_s=300)
+        processes.up(top.stack, deadline_s=300)
     top.wait_settled(80 + late, timeout=240)
     everything = Counter(seq for seqs in top.produced.values() for seq in seqs)
     duplicates = {}

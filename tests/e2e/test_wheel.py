@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from ferry.devstack import stack as devstack
+from ferry.common.paths import jars_dir
 from tests.harness.processes import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +86,7 @@ def test_the_installed_wheel_runs_help_dev_up_and_a_controller_without_the_check
     )
     assert validate.returncode == 2 and validate.stderr.strip().endswith("pip install 'kafka-ferry[spark]'"), validate
 
-    env = {**os.environ, **PORTS, "FERRY_DEV_DIR": str(installed / "dev"), "FERRY_JARS_DIR": str(devstack.jars_dir())}
+    env = {**os.environ, **PORTS, "FERRY_DEV_DIR": str(installed / "dev"), "FERRY_JARS_DIR": str(jars_dir())}
     env.pop("FERRY_DEV_CLUSTERS", None)
     env.pop("FERRY_DEV_REGISTRIES", None)
     try:

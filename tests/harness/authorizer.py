@@ -9,6 +9,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from ferry.common.errors import DevStackError
+from ferry.devstack import processes, security
 from ferry.devstack import stack as devstack
 
 
@@ -23,15 +25,15 @@ def authorizer_pair(
         monkeypatch.setenv(env, os.environ.get(env, str(port)))
     stack = local_stack.with_clusters(list(ports), authorizer=True)
     try:
-        started = devstack.up(stack, deadline_s=300)
-    except devstack.DevStackError as exc:
+        started = processes.up(stack, deadline_s=300)
+    except DevStackError as exc:
         pytest.fail(f"the clusters with an authorizer do not start: {exc}", pytrace=False)
     for name in ports:
-        if devstack.AUTHORIZER_CLASS not in stack.cluster(name).config_file.read_text():
+        if security.AUTHORIZER_CLASS not in stack.cluster(name).config_file.read_text():
             pytest.fail(
                 f"cluster {name} runs without an authorizer (started earlier without it): stop it first", pytrace=False
             )
     yield stack
     if started:
-        devstack.down(stack, names=started)
+        processes.down(stack, names=started)
         devstack.forget_extra(started)  # `ferry dev status` need not list them any more

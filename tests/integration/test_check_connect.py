@@ -17,9 +17,10 @@ from ferry import cli
 from ferry.common.config import parse_config
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.zk.layout import make_client
+from ferry.devstack import security
 from ferry.devstack import stack as devstack
 
-PASSWORD = devstack.SASL_PASSWORD
+PASSWORD = security.SASL_PASSWORD
 ZK_DIGEST = "ferry:check-zk-s3cret"
 
 

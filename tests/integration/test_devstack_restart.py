@@ -15,6 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from ferry.common.errors import DevStackError
+from ferry.devstack import processes
 from ferry.devstack import stack as devstack
 
 
@@ -33,22 +35,22 @@ def _kill(pid: int, sig: int) -> None:
 @pytest.fixture
 def stack(local_stack: devstack.Stack) -> Iterator[devstack.Stack]:
     """The shared stack, running when the test starts, and running again when it ends."""
-    devstack.up(local_stack, deadline_s=180, echo=lambda _line: None)
+    processes.up(local_stack, deadline_s=180, echo=lambda _line: None)
     yield local_stack
-    devstack.up(local_stack, deadline_s=180, echo=lambda _line: None)
+    processes.up(local_stack, deadline_s=180, echo=lambda _line: None)
 
 
 def _assert_running_with_fresh_pid_files(stack: devstack.Stack, old: dict[str, int]) -> None:
     for server in stack.servers:
         pid = _pid_in_file(server)
         assert pid is not None, f"{server.name}: no pid file"
-        assert devstack._pid_of(server) == pid, f"{server.name}: pid file names {pid}, not a live server of ours"
+        assert processes.pid_of(server) == pid, f"{server.name}: pid file names {pid}, not a live server of ours"
         if server.name in old:
             assert pid != old[server.name], f"{server.name}: pid file still names the killed process"
-        assert devstack.state_of(server) is devstack.ServerState.RUNNING, server.name
+        assert processes.state_of(server) is processes.ServerState.RUNNING, server.name
     # A second `up` finds everything running: it starts nothing and leaves the pid files alone.
     pids = {server.name: _pid_in_file(server) for server in stack.servers}
-    assert devstack.up(stack, deadline_s=60, echo=lambda _line: None) == []
+    assert processes.up(stack, deadline_s=60, echo=lambda _line: None) == []
     assert {server.name: _pid_in_file(server) for server in stack.servers} == pids
 
 
@@ -56,7 +58,7 @@ def test_up_restarts_zookeeper_and_a_broker_that_die_while_it_looks_at_them(stac
     # `kill -9` returns before the process is gone: for a moment it still looks alive, then it
     # vanishes while `up` waits for it to answer. SIGSTOP holds both servers in that "alive, not
     # answering" moment until `up` waits for the first time; then they get the SIGKILL.
-    pids = {"zookeeper": devstack._pid_of(stack.zookeeper), "dst": devstack._pid_of(stack.dst)}
+    pids = {"zookeeper": processes.pid_of(stack.zookeeper), "dst": processes.pid_of(stack.dst)}
     old = {name: pid for name, pid in pids.items() if pid is not None}
     assert len(old) == 2, pids
     for pid in old.values():
@@ -72,7 +74,7 @@ def test_up_restarts_zookeeper_and_a_broker_that_die_while_it_looks_at_them(stac
 
     said: list[str] = []
     try:
-        started = devstack.up(stack, deadline_s=180, sleep=sleep_after_killing, echo=said.append)
+        started = processes.up(stack, deadline_s=180, sleep=sleep_after_killing, echo=said.append)
     finally:
         for pid in old.values():
             _kill(pid, signal.SIGKILL)
@@ -86,15 +88,15 @@ def test_up_after_kill_9_of_zookeeper_starts_it_once_and_keeps_its_pid_file(stac
     # Right after Popen returns, the new JVM's /proc/<pid>/cmdline is often still empty (its exec
     # is not finished): `up` took its own new ZooKeeper for dead and removed its pid file. With
     # two `up`s at once, both started one, and the loser's pid file replaced the winner's.
-    old = devstack._pid_of(stack.zookeeper)
+    old = processes.pid_of(stack.zookeeper)
     assert old is not None
     _kill(old, signal.SIGKILL)
     results: dict[int, list[str] | Exception] = {}
 
     def run(i: int) -> None:
         try:
-            results[i] = devstack.up(stack, deadline_s=120, echo=lambda _line: None)
-        except devstack.DevStackError as exc:
+            results[i] = processes.up(stack, deadline_s=120, echo=lambda _line: None)
+        except DevStackError as exc:
             results[i] = exc
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(ups)]

@@ -26,6 +26,7 @@ from ferry.common.config import parse_config
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.model import ExternalView, IdealState, PartitionState, WorkerInfo
 from ferry.common.zk.layout import ZkLayout, make_client
+from ferry.devstack import security
 from ferry.devstack import stack as devstack
 from ferry.devstack.support import create_topics
 from ferry.pipeline.spark import get_session
@@ -46,7 +47,7 @@ def secured_config(
 ) -> Iterator[dict[str, Any]]:
     connect, chroot = zk_chroot.split("/", 1)
     monkeypatch.setenv("FERRY_TEST_ZK_DIGEST", "ferry:zk-s3cret")
-    monkeypatch.setenv("FERRY_TEST_KAFKA_PASSWORD", devstack.SASL_PASSWORD)
+    monkeypatch.setenv("FERRY_TEST_KAFKA_PASSWORD", security.SASL_PASSWORD)
     from_env = {"sasl.password": "${env:FERRY_TEST_KAFKA_PASSWORD}"}
     data = {
         "zookeeper": {
@@ -138,5 +139,5 @@ def test_validate_audit_and_zk_with_sasl_ssl_kafka_and_zookeeper_acls(
     report = json.loads(capsys.readouterr().out)
     assert (report["ok"], report["source"], report["destination"]) == (True, RECORDS, RECORDS)
     # The Kafka password came from ${env:...}: no log record and no output shows it.
-    assert devstack.SASL_PASSWORD not in caplog.text and "zk-s3cret" not in caplog.text
-    assert devstack.SASL_PASSWORD not in "".join(capsys.readouterr())
+    assert security.SASL_PASSWORD not in caplog.text and "zk-s3cret" not in caplog.text
+    assert security.SASL_PASSWORD not in "".join(capsys.readouterr())

@@ -9,18 +9,20 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ScramMechanism, UserScramCredentialDeletion
 
 from ferry.common.kafka import clients as kafka_clients
+from ferry.devstack import security
 from ferry.devstack import stack as devstack
+from ferry.devstack.support import QUIET
 
 
 def _brokers(conf: dict[str, str]) -> list[str]:
-    brokers = kafka_clients.admin(conf, logger=devstack._QUIET).list_topics(timeout=10).brokers
+    brokers = kafka_clients.admin(conf, logger=QUIET).list_topics(timeout=10).brokers
     return [f"{b.host}:{b.port}" for b in brokers.values()]
 
 
 def _refusal(conf: dict[str, str]) -> set[int]:
     """The error codes a client with ``conf`` gets: its metadata request fails, error_cb says why."""
     codes: set[int] = set()
-    admin = kafka_clients.admin(conf, logger=devstack._QUIET, error_cb=lambda err: codes.add(err.code()))
+    admin = kafka_clients.admin(conf, logger=QUIET, error_cb=lambda err: codes.add(err.code()))
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=3)
     admin.poll(1)  # error_cb runs from poll()
@@ -39,7 +41,16 @@ def test_secured_listener_accepts_the_scram_user_and_only_it(local_stack: devsta
 def test_up_recreates_a_missing_scram_user(local_stack: devstack.Stack) -> None:
     # A stack formatted before the secured listener existed has no SCRAM user: `up` creates it.
     admin = AdminClient({"bootstrap.servers": local_stack.bootstrap("dst")})
-    deletion = UserScramCredentialDeletion(devstack.SASL_USER, ScramMechanism.SCRAM_SHA_512)
-    admin.alter_user_scram_credentials([deletion])[devstack.SASL_USER].result(timeout=30)
-    devstack.ensure_scram_user(local_stack.dst, 60, time.monotonic, time.sleep)
+    deletion = UserScramCredentialDeletion(security.SASL_USER, ScramMechanism.SCRAM_SHA_512)
+    admin.alter_user_scram_credentials([deletion])[security.SASL_USER].result(timeout=30)
+    dst = local_stack.dst
+    security.ensure_scram_user(
+        cluster=dst.name,
+        bootstrap=dst.address,
+        sasl_ssl_bootstrap=dst.sasl_ssl_bootstrap,
+        log_file=dst.log_file,
+        deadline_s=60,
+        clock=time.monotonic,
+        sleep=time.sleep,
+    )
     assert _brokers(local_stack.secured("dst")) == [local_stack.dst.sasl_ssl_address]

@@ -15,6 +15,7 @@ from ferry.common.config import ZookeeperConfig, ZookeeperTlsConfig
 from ferry.common.errors import ConfigError
 from ferry.common.zk.layout import connect, make_client
 from ferry.controller.check_cli import zookeeper_result
+from ferry.devstack import processes, security
 from ferry.devstack import stack as devstack
 
 # A ZooKeeper of these tests' own when the shared one was started without its TLS port.
@@ -30,21 +31,23 @@ def tls_zookeeper(local_stack: devstack.Stack) -> Iterator[devstack.Server]:
         yield shared
         return
     own = devstack.Stack(
-        devstack.Server("zookeeper-tls", "zookeeper", OWN_PORT, tls=True), local_stack.src, local_stack.dst
+        zookeeper=devstack.Server(name="zookeeper-tls", kind="zookeeper", port=OWN_PORT, tls=True),
+        src=local_stack.src,
+        dst=local_stack.dst,
     )
-    started = devstack.up(own, deadline_s=120)
+    started = processes.up(own, deadline_s=120)
     try:
         yield own.zookeeper
     finally:
         if "zookeeper-tls" in started:
-            devstack.down(own, names=["zookeeper-tls"])
+            processes.down(own, names=["zookeeper-tls"])
 
 
 def tls_config(server: devstack.Server, **tls: Any) -> ZookeeperConfig:
     return ZookeeperConfig(
         connect=server.tls_address,
         retry_deadline_s=15,
-        tls=ZookeeperTlsConfig(**{"ca_location": str(devstack.ca_file()), **tls}),
+        tls=ZookeeperTlsConfig(**{"ca_location": str(security.ca_file()), **tls}),
     )
 
 
@@ -63,7 +66,7 @@ def test_a_client_trusting_the_stacks_ca_reads_and_writes(tls_zookeeper: devstac
 
 
 def test_a_client_certificate_signed_by_the_ca_is_accepted(tls_zookeeper: devstack.Server) -> None:
-    tls = devstack.tls_dir()
+    tls = security.tls_dir()
     config = tls_config(
         tls_zookeeper, certificate_location=str(tls / "broker.pem"), key_location=str(tls / "broker.key")
     )

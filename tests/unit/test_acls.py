@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from ferry import cli
 from ferry.common.config import parse_config
 from ferry.common.errors import ConfigError
+from ferry.common.paths import DEV_DIR_ENV
 from ferry.common.preflight import acls
 from ferry.common.preflight.acls import (
     ANY,
@@ -27,6 +28,7 @@ from ferry.common.preflight.acls import (
     Acl,
     Resource,
 )
+from ferry.devstack import server_files
 from ferry.devstack import stack as devstack
 
 SASL = {
@@ -267,18 +269,18 @@ def test_security_md_lists_the_acls_of_its_example_config() -> None:
 
 
 def test_dev_clusters_with_an_authorizer_deny_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(DEV_DIR_ENV, str(tmp_path))
     stack = devstack.stack_from_env().with_clusters(["guarded"], authorizer=True)
-    props = dict(line.split("=", 1) for line in devstack._kafka_config(stack.cluster("guarded")).splitlines())
+    props = dict(line.split("=", 1) for line in server_files.kafka_config(stack.cluster("guarded")).splitlines())
     assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
     assert props["allow.everyone.if.no.acl.found"] == "false"
     assert props["super.users"] == "User:ANONYMOUS"
-    assert "authorizer.class.name" not in devstack._kafka_config(stack.src)
+    assert "authorizer.class.name" not in server_files.kafka_config(stack.src)
 
 
 def test_stopped_extra_clusters_can_be_forgotten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(devstack.DEV_DIR_ENV, str(tmp_path))
-    devstack._record_extra(devstack.stack_from_env().with_clusters(["a", "guarded"], authorizer=True))
+    monkeypatch.setenv(DEV_DIR_ENV, str(tmp_path))
+    devstack.record_extra(devstack.stack_from_env().with_clusters(["a", "guarded"], authorizer=True))
     devstack.forget_extra(["guarded"])
     assert [s.name for s in devstack.stack_from_env(recorded=True).extra] == ["a"]
 

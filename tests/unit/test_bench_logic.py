@@ -371,7 +371,11 @@ def test_ratios_use_both_mm2_rows_and_the_fastest_ceiling() -> None:
 
 
 def test_tuned_mirrormaker_gets_the_overrides_on_its_source_consumer_and_target_producer(tmp_path: Path) -> None:
-    stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
+    stack = Stack(
+        zookeeper=Server(name="zookeeper", kind="zookeeper", port=1),
+        src=Server(name="src", kind="kafka", port=2),
+        dst=Server(name="dst", kind="kafka", port=4),
+    )
     default = MirrorMaker2(stack, tmp_path, 8, "run-1", tasks=1).properties(["t"])
     tuned = MirrorMaker2(stack, tmp_path, 8, "run-2", tasks=1, tuned=True)
     props = tuned.properties(["t"])
@@ -394,7 +398,11 @@ def test_tuned_mirrormaker_gets_the_overrides_on_its_source_consumer_and_target_
     ],
 )
 def test_ceiling_systems_by_name(tmp_path: Path, name: str, flags: list[str], count: int) -> None:
-    stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
+    stack = Stack(
+        zookeeper=Server(name="zookeeper", kind="zookeeper", port=1),
+        src=Server(name="src", kind="kafka", port=2),
+        dst=Server(name="dst", kind="kafka", port=4),
+    )
     with mock.patch.object(os, "sched_getaffinity", return_value={0, 1}):
         system = runner.make_system(name, stack, tmp_path, 8, "run-1")
     assert isinstance(system, Ceiling)
@@ -403,7 +411,11 @@ def test_ceiling_systems_by_name(tmp_path: Path, name: str, flags: list[str], co
 
 @pytest.mark.parametrize(("name", "count"), [("native", 2), ("native-1", 1), ("native-3", 3), ("native-12", 8)])
 def test_native_systems_by_name(tmp_path: Path, name: str, count: int) -> None:
-    stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
+    stack = Stack(
+        zookeeper=Server(name="zookeeper", kind="zookeeper", port=1),
+        src=Server(name="src", kind="kafka", port=2),
+        dst=Server(name="dst", kind="kafka", port=4),
+    )
     with mock.patch.object(os, "sched_getaffinity", return_value={0, 1}):
         system = runner.make_system(name, stack, tmp_path, 8, "run-1")
     assert isinstance(system, NativeCopy)
@@ -412,7 +424,11 @@ def test_native_systems_by_name(tmp_path: Path, name: str, count: int) -> None:
 
 
 def test_the_native_copy_gets_the_ceilings_client_settings_as_librdkafka_properties(tmp_path: Path) -> None:
-    stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
+    stack = Stack(
+        zookeeper=Server(name="zookeeper", kind="zookeeper", port=1),
+        src=Server(name="src", kind="kafka", port=2),
+        dst=Server(name="dst", kind="kafka", port=4),
+    )
     overrides = {"consumer": {"fetch.queue.backoff.ms": 5}, "producer": {"linger.ms": 20}}
     with mock.patch.object(os, "sched_getaffinity", return_value={0, 1}):
         system = runner.make_system("native", stack, tmp_path, 4, "run-1", overrides, compression="lz4")
@@ -432,7 +448,11 @@ def test_the_native_copy_gets_the_ceilings_client_settings_as_librdkafka_propert
 
 
 def test_the_native_system_says_how_to_build_its_program(tmp_path: Path) -> None:
-    stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
+    stack = Stack(
+        zookeeper=Server(name="zookeeper", kind="zookeeper", port=1),
+        src=Server(name="src", kind="kafka", port=2),
+        dst=Server(name="dst", kind="kafka", port=4),
+    )
     system = NativeCopy(stack, tmp_path, 8, "run-1", program=tmp_path / "missing")
     with pytest.raises(BenchError, match="make setup"):
         system.start(["t1"])
@@ -480,7 +500,11 @@ def test_log_bytes_counts_only_the_topics_own_segments(tmp_path: Path) -> None:
 
 
 def test_the_bench_sets_the_compression_of_ferrys_route_and_of_the_ceiling(tmp_path: Path) -> None:
-    stack = Stack(Server("zookeeper", "zookeeper", 1), Server("src", "kafka", 2), Server("dst", "kafka", 4))
+    stack = Stack(
+        zookeeper=Server(name="zookeeper", kind="zookeeper", port=1),
+        src=Server(name="src", kind="kafka", port=2),
+        dst=Server(name="dst", kind="kafka", port=4),
+    )
     workers = runner.make_system("ferry-1w", stack, tmp_path, 8, "run-1", compression="zstd")
     assert isinstance(workers, FerryWorkers) and workers.config()["routes"][0]["compression"] == "zstd"
     default = runner.make_system("ferry-1w", stack, tmp_path, 8, "run-2")

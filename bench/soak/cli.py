@@ -6,13 +6,13 @@ import argparse
 import json
 from typing import Any
 
-from ferry.bench.soak.schedule import FAULTS, parse_faults
+from ferry.bench.soak import faults
 from ferry.common.errors import FerryError
 
 
 def _faults(text: str) -> tuple[str, ...]:
     try:
-        return parse_faults(text)
+        return faults.parse_faults(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -41,7 +41,7 @@ def _route_option(text: str) -> tuple[str, Any]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "soak",
-        help="Ferry under faults (kill -9, SIGSTOP, leader, ZooKeeper, brokers, scaling) on a stack of its own; "
+        help=f"Ferry under faults ({', '.join(faults.NAMES)}) on a stack of its own; "
         "then lost, duplicated and disordered records",
     )
     parser.add_argument("--minutes", type=float, default=60.0, help="how long faults are applied (default 60)")
@@ -49,9 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--faults",
         type=_faults,
-        default=FAULTS,
+        default=faults.DEFAULT,
         metavar="LIST",
-        help=f"comma-separated faults to draw from (default: all, {','.join(FAULTS)})",
+        help=f"comma-separated faults to draw from (default: {','.join(faults.DEFAULT)}); {faults.help_text()}",
     )
     parser.add_argument(
         "--gap",

@@ -1,5 +1,6 @@
 """The soak's nemesis: applies one fault of the schedule to the soak's processes and servers.
 
+Which faults there are, and which of its methods runs each, is the fault table's (:mod:`.faults`).
 Each fault returns once it is over (the process or server it hit runs again); meanwhile it waits
 through ``pause``, which the soak gives it so that the supervisor keeps restarting whatever exits.
 """
@@ -16,7 +17,7 @@ from typing import Any
 import requests
 
 from ferry.bench.errors import BenchError
-from ferry.bench.soak import schedule
+from ferry.bench.soak import faults
 from ferry.bench.soak.supervisor import Member, Supervisor
 from ferry.devstack import processes
 from ferry.devstack.stack import Server, Stack
@@ -30,7 +31,7 @@ PAST_SESSION_S = 4.0
 MOVES = 12
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Nemesis:
     supervisor: Supervisor
     stack: Stack
@@ -45,17 +46,7 @@ class Nemesis:
     def apply(self, fault: str) -> dict[str, Any]:
         """Applies ``fault``; returns what it hit (``target``) and how long it took (``took_s``)."""
         started = self.clock()
-        actions: dict[str, Callable[[], str]] = {
-            schedule.KILL: self._kill_worker,
-            schedule.STOP: self._stop_worker,
-            schedule.LEADER: self._kill_leader,
-            schedule.ZOOKEEPER: self._stop_zookeeper,
-            schedule.DST_BROKER: lambda: self._restart_broker(self._some_broker(self.stack.dst)),
-            schedule.SRC_BROKER: lambda: self._restart_broker(self._some_broker(self.stack.src)),
-            schedule.SCALE: self._add_and_remove_worker,
-            schedule.MOVES: self._move_partitions,
-        }
-        target = actions[fault]()
+        target = faults.named(fault).run(self)
         return {"fault": fault, "target": target, "took_s": round(self.clock() - started, 1)}
 
     def _some_worker(self) -> Member:
@@ -69,14 +60,14 @@ class Nemesis:
         while not (member.restarts > restarts_before and member.process.alive()) and self.clock() < deadline:
             self.pause(0.2)
 
-    def _kill_worker(self) -> str:
+    def kill_worker(self) -> str:
         worker = self._some_worker()
         restarts = worker.restarts
         self.supervisor.kill(worker.name)
         self._wait_restarted(worker, restarts)
         return worker.name
 
-    def _stop_worker(self) -> str:
+    def stop_worker(self) -> str:
         worker = self._some_worker()
         worker.process.signal(signal.SIGSTOP)
         try:
@@ -103,7 +94,7 @@ class Nemesis:
             leader = self._leader()
         return leader
 
-    def _kill_leader(self) -> str:
+    def kill_leader(self) -> str:
         leader = self._await_leader()
         if leader is None:
             return "(no leader found)"
@@ -115,7 +106,7 @@ class Nemesis:
     def _up(self) -> None:
         processes.up(self.stack, deadline_s=300.0, clock=self.clock, sleep=self.pause, echo=self.echo)
 
-    def _stop_zookeeper(self) -> str:
+    def stop_zookeeper(self) -> str:
         zookeeper = self.stack.zookeeper
         processes.down(self.stack, names=[zookeeper.name], clock=self.clock, sleep=self.pause, echo=self.echo)
         self.pause(self.zookeeper_down_s)
@@ -127,7 +118,9 @@ class Nemesis:
         nodes = cluster.nodes[1:] or cluster.nodes
         return self.draw.choice(nodes)
 
-    def _restart_broker(self, broker: Server) -> str:
+    def restart_broker(self, cluster: str) -> str:
+        """Restarts one broker of the soak's ``cluster``: ``src`` or ``dst`` (its servers have names of their own)."""
+        broker = self._some_broker({"src": self.stack.src, "dst": self.stack.dst}[cluster])
         pid = processes.pid_of(broker)
         if pid is not None:
             os.kill(pid, signal.SIGTERM)
@@ -140,7 +133,7 @@ class Nemesis:
         self._up()
         return broker.label
 
-    def _add_and_remove_worker(self) -> str:
+    def add_and_remove_worker(self) -> str:
         self._added += 1
         name = f"extra{self._added}"
         self.supervisor.start("worker", name)
@@ -154,7 +147,7 @@ class Nemesis:
         except requests.RequestException as exc:  # the soak goes on; the verdict says what it cost
             self.echo(f"soak: {verb} {worker} failed: {exc}")
 
-    def _move_partitions(self) -> str:
+    def move_partitions(self) -> str:
         """Moves partitions between live workers faster than they acknowledge: a drain and an uncordon,
         two drains chained less than a second apart, a cordon, a worker joining and leaving."""
         leader = self._await_leader()

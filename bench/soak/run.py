@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ferry.bench import procstat
 from ferry.bench.errors import BenchError
-from ferry.bench.soak import schedule, verdict
+from ferry.bench.soak import faults, schedule, verdict
 from ferry.bench.soak.config import fleet_config, soak_stack
 from ferry.bench.soak.nemesis import Nemesis
 from ferry.bench.soak.stream import QUIET, Stream, read_values
@@ -203,16 +203,16 @@ def run_soak(
         echo(f"soak: {topic} flows; {options.minutes:g} minutes of faults from now")
         watch.started = started = clock()
         duration_s = options.minutes * 60.0
-        expected = {**schedule.EXPECTED_S, schedule.ZOOKEEPER: options.zookeeper_down_s + 5.0}
+        expected = faults.expected_lengths(options.zookeeper_down_s)
         planned = schedule.plan(options.seed, duration_s, options.faults, options.gap_s, expected_s=expected)
         nemesis = Nemesis(
-            supervisor,
-            stack,
-            random.Random(options.seed),
-            pause,
-            clock,
-            options.session_timeout_s,
-            options.zookeeper_down_s,
+            supervisor=supervisor,
+            stack=stack,
+            draw=random.Random(options.seed),
+            pause=pause,
+            clock=clock,
+            session_timeout_s=options.session_timeout_s,
+            zookeeper_down_s=options.zookeeper_down_s,
             echo=lambda line: echo(f"  {line}"),
         )
         applied = []
@@ -299,15 +299,17 @@ def _figures(view: verdict.Verdict) -> dict[str, Any]:
 
 
 def render(report: Mapping[str, Any], echo: Callable[[str], None] = print) -> None:
-    """The run's tables: faults, the verdict per partition (read_committed, and read_uncommitted's
+    """The run's tables: faults (with what each does), the verdict per partition (read_committed, and read_uncommitted's
     duplicates), restarts, recovery and the workers' RSS."""
     echo(
         f"soak: {report['minutes']:g} min, seed {report['seed']}, {report['rate']} rec/s, "
         f"{report['produced']:,} records acknowledged on src ({report['sendErrors']} send errors)"
     )
-    echo(f"{'at s':>7} {'fault':11} {'target':16} {'took s':>7}")
+    width = max(len(name) for name in faults.NAMES) + 1
+    echo(f"{'at s':>7} {'fault':{width}} {'target':16} {'took s':>7}  what")
     for fault in report["faults"]:
-        echo(f"{fault['at_s']:>7} {fault['fault']:11} {fault['target']:16} {fault['took_s']:>7}")
+        does = faults.named(fault["fault"]).does
+        echo(f"{fault['at_s']:>7} {fault['fault']:{width}} {fault['target']:16} {fault['took_s']:>7}  {does}")
     committed, uncommitted = report["readCommitted"], report["readUncommitted"]
     echo(
         f"{'partition':>9} {'produced':>9} {'read':>9} {'lost':>6} {'dup':>6} "

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ferry.bench.soak import cli, schedule
+from ferry.bench.soak import faults as fault_table
 from ferry.bench.soak.config import fleet_config, route, soak_stack
 from ferry.bench.soak.verdict import judge, judge_partition
 
@@ -18,21 +19,21 @@ from ferry.bench.soak.verdict import judge, judge_partition
 
 
 def test_the_same_seed_gives_the_same_schedule_and_another_seed_another() -> None:
-    one = schedule.plan(7, 3600, schedule.FAULTS)
-    assert one == schedule.plan(7, 3600, schedule.FAULTS)
-    assert one != schedule.plan(8, 3600, schedule.FAULTS)
+    one = schedule.plan(7, 3600, fault_table.NAMES)
+    assert one == schedule.plan(7, 3600, fault_table.NAMES)
+    assert one != schedule.plan(8, 3600, fault_table.NAMES)
 
 
 def test_each_fault_comes_once_before_any_comes_again() -> None:
-    planned = schedule.plan(3, 7200, schedule.FAULTS)
-    first_round = [p.fault for p in planned[: len(schedule.FAULTS)]]
-    assert sorted(first_round) == sorted(schedule.FAULTS)
+    planned = schedule.plan(3, 7200, fault_table.NAMES)
+    first_round = [p.fault for p in planned[: len(fault_table.NAMES)]]
+    assert sorted(first_round) == sorted(fault_table.NAMES)
 
 
 @given(
     seed=st.integers(0, 2**32),
     duration_s=st.floats(0, 7200),
-    faults=st.lists(st.sampled_from(schedule.FAULTS), min_size=1, unique=True),
+    faults=st.lists(st.sampled_from(fault_table.NAMES), min_size=1, unique=True),
     low=st.floats(0, 60),
     spread=st.floats(0, 60),
 )
@@ -44,23 +45,79 @@ def test_faults_start_a_gap_after_the_previous_ends_and_end_before_the_quiet_tai
     for fault in planned:
         assert fault.fault in faults
         assert fault.at_s >= free_from + low - 0.1
-        free_from = fault.at_s + schedule.EXPECTED_S[fault.fault]
+        free_from = fault.at_s + fault_table.EXPECTED_S[fault.fault]
         assert free_from <= duration_s - 20.0 + 0.1
 
 
 def test_a_long_zookeeper_outage_pushes_the_next_fault_back() -> None:
-    planned = schedule.plan(1, 3600, [schedule.ZOOKEEPER], (30, 30), expected_s={schedule.ZOOKEEPER: 120.0})
+    planned = schedule.plan(1, 3600, ["zookeeper"], (30, 30), expected_s={"zookeeper": 120.0})
     assert [p.at_s for p in planned[:3]] == [30.0, 180.0, 330.0]
 
 
 def test_a_run_too_short_for_any_fault_has_none() -> None:
-    assert schedule.plan(1, 40, schedule.FAULTS) == []
+    assert schedule.plan(1, 40, fault_table.NAMES) == []
 
 
 def test_fault_names_are_checked() -> None:
-    assert schedule.parse_faults(" kill,stop ") == ("kill", "stop")
+    assert fault_table.parse_faults(" kill,stop ") == ("kill", "stop")
     with pytest.raises(ValueError, match="unknown faults"):
-        schedule.parse_faults("kill,reboot")
+        fault_table.parse_faults("kill,reboot")
+
+
+class _RecordingTarget:
+    """A fault target that only records which of its parts a fault ran."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def _record(self, call: str) -> str:
+        self.calls.append(call)
+        return call
+
+    def kill_worker(self) -> str:
+        return self._record("kill_worker")
+
+    def stop_worker(self) -> str:
+        return self._record("stop_worker")
+
+    def kill_leader(self) -> str:
+        return self._record("kill_leader")
+
+    def stop_zookeeper(self) -> str:
+        return self._record("stop_zookeeper")
+
+    def restart_broker(self, cluster: str) -> str:
+        return self._record(f"restart_broker {cluster}")
+
+    def add_and_remove_worker(self) -> str:
+        return self._record("add_and_remove_worker")
+
+    def move_partitions(self) -> str:
+        return self._record("move_partitions")
+
+
+def test_each_fault_of_the_table_runs_one_part_of_the_nemesis_of_its_own() -> None:
+    target = _RecordingTarget()
+    ran = {fault.name: fault.run(target) for fault in fault_table.FAULTS}
+    assert len(set(fault_table.NAMES)) == len(fault_table.NAMES)
+    assert len(set(ran.values())) == len(ran) == len(target.calls)
+    assert ran["dst-broker"] == "restart_broker dst" and ran["src-broker"] == "restart_broker src"
+
+
+def test_the_zookeeper_outage_is_expected_to_last_as_long_as_asked_for() -> None:
+    lengths = fault_table.expected_lengths(300.0)
+    assert lengths["zookeeper"] == 300.0 + fault_table.OUTAGE_MARGIN_S
+    assert {name: s for name, s in lengths.items() if name != "zookeeper"} == {
+        name: s for name, s in fault_table.EXPECTED_S.items() if name != "zookeeper"
+    }
+
+
+def test_the_command_draws_the_faults_on_by_default_and_names_each_in_its_help() -> None:
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    args = parser.parse_args(["soak"])
+    assert args.faults == fault_table.DEFAULT
+    assert all(fault.does in fault_table.help_text() for fault in fault_table.FAULTS)
 
 
 # -- the verdict -----------------------------------------------------------------------------

@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     from ferry.bench.report import render, write_json
-    from ferry.bench.runner import Options, run_bench
+    from ferry.bench.runner import BenchRunOptions, run_bench
     from ferry.bench.workload import Workload
     from ferry.devstack import processes
     from ferry.devstack import stack as devstack
@@ -230,9 +230,14 @@ def run(args: argparse.Namespace) -> int:
         raise FerryError("no system left to run")
     if not args.workloads and not args.idle_partitions:
         raise FerryError("--workloads none leaves nothing to do without --idle-partitions")
-    options = Options(
+    options = BenchRunOptions(
         workloads=tuple(
-            Workload(spec.value_bytes, spec.partitions or args.partitions, spec.records or args.records, args.values)
+            Workload(
+                value_bytes=spec.value_bytes,
+                partitions=spec.partitions or args.partitions,
+                records=spec.records or args.records,
+                values=args.values,
+            )
             for spec in args.workloads
         ),
         systems=systems,

@@ -83,8 +83,8 @@ class Size:
         return cls(partitions, workers)
 
 
-@dataclass
-class Options:
+@dataclass(kw_only=True)
+class ControllerBenchOptions:
     sizes: list[Size]
     topic_partitions: int = 8
     processes: int = 4
@@ -284,7 +284,7 @@ def _histogram(before: dict[str, float], after: dict[str, float], name: str) -> 
     return {"count": count, "mean_s": total / count if count else None, "max_below_s": bound}
 
 
-def _write_config(workdir: Path, stack: Any, root: str, options: Options, name: str) -> Path:
+def _write_config(workdir: Path, stack: Any, root: str, options: ControllerBenchOptions, name: str) -> Path:
     config = fleet_config(
         stack,
         root,
@@ -304,7 +304,9 @@ def _write_config(workdir: Path, stack: Any, root: str, options: Options, name: 
     return path
 
 
-def run_size(size: Size, options: Options, stack: Any, workdir: Path, log: Callable[[str], None]) -> dict[str, Any]:
+def run_size(
+    size: Size, options: ControllerBenchOptions, stack: Any, workdir: Path, log: Callable[[str], None]
+) -> dict[str, Any]:
     topics = -(-size.partitions // options.topic_partitions)
     partitions = topics * options.topic_partitions
     root = f"/ferry-bench-controller-{int(time.time())}-{size.partitions}"
@@ -655,7 +657,7 @@ def run(args: argparse.Namespace) -> int:
     sizes = args.sizes or [Size(16_000, 200), Size(160_000, 2_000)]
     if args.processes < 1 or args.batch_topics < 1 or args.single_posts < 0:
         raise FerryError("--processes and --batch-topics must be at least 1, --single-posts at least 0")
-    options = Options(
+    options = ControllerBenchOptions(
         sizes=sizes,
         processes=args.processes,
         batch_topics=args.batch_topics,

@@ -43,7 +43,7 @@ from ferry.bench import idle, limits, procstat, workload
 from ferry.bench.errors import BenchError
 from ferry.bench.names import CEILING_VARIANTS, KNOWN, SYSTEMS, known_system
 from ferry.bench.systems import Ceiling, FerryWorkers, MirrorMaker2, NativeCopy, System
-from ferry.bench.workload import Latency, Workload
+from ferry.bench.workload import EndToEndLatency, Workload
 from ferry.devstack.stack import Stack
 
 log = logging.getLogger(__name__)
@@ -53,17 +53,17 @@ POLL_S = 0.05
 ARRIVAL_WINDOW_MIN_SHARE = 0.9
 """The arrival window is used when it holds at least this share of the records (else: from go)."""
 DEFAULT_WORKLOADS = (
-    Workload(100, 1, 1_000_000),
-    Workload(1024, 1, 1_000_000),
-    Workload(10240, 1, 200_000),
-    Workload(100, 8, 1_000_000),
-    Workload(1024, 8, 1_000_000),
-    Workload(10240, 8, 200_000),
+    Workload(value_bytes=100, partitions=1, records=1_000_000),
+    Workload(value_bytes=1024, partitions=1, records=1_000_000),
+    Workload(value_bytes=10240, partitions=1, records=200_000),
+    Workload(value_bytes=100, partitions=8, records=1_000_000),
+    Workload(value_bytes=1024, partitions=8, records=1_000_000),
+    Workload(value_bytes=10240, partitions=8, records=200_000),
 )
 
 
-@dataclass(frozen=True)
-class Options:
+@dataclass(frozen=True, kw_only=True)
+class BenchRunOptions:
     workloads: tuple[Workload, ...] = DEFAULT_WORKLOADS
     systems: tuple[str, ...] = SYSTEMS
     latency_rate: int = 5000
@@ -87,7 +87,7 @@ class Options:
     rounds: int = 1
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunResult:
     workload: str
     value_bytes: int
@@ -110,7 +110,7 @@ class RunResult:
     peak_rss_mb: float | None = None
     # Bytes of the destination topic's log segments per record: what crossed the wire, compressed or not.
     destination_bytes_per_record: float | None = None
-    latency: Latency | None = None
+    latency: EndToEndLatency | None = None
     logs: list[str] = field(default_factory=list)
     vs_baseline: dict[str, float | None] = field(default_factory=dict)
 
@@ -232,7 +232,9 @@ def make_system(
     return MirrorMaker2(stack, workdir, partitions, slug, tasks=int(name.rsplit("t", 1)[1]), tuned=tuned)
 
 
-def run_bench(options: Options, stack: Stack, workdir: Path, echo: Callable[[str], None] = print) -> dict[str, Any]:
+def run_bench(
+    options: BenchRunOptions, stack: Stack, workdir: Path, echo: Callable[[str], None] = print
+) -> dict[str, Any]:
     """Runs the whole benchmark; returns the report (what ``--json`` writes)."""
     unknown = [name for name in options.systems if not known_system(name)]
     if unknown:  # before any work
@@ -357,7 +359,7 @@ def run_one(
     load: Workload,
     topic: str,
     run_id: str,
-    options: Options,
+    options: BenchRunOptions,
     source: dict[str, Any],
     destination: dict[str, Any],
     src_admin: Any,
@@ -365,7 +367,14 @@ def run_one(
 ) -> RunResult:
     latency_topic = f"ferry-bench-lat-{load.value_bytes}-{system.slug}"
     topics = [topic, latency_topic]
-    result = RunResult(load.name, load.value_bytes, system.name, system.label, load.records, processes=0)
+    result = RunResult(
+        workload=load.name,
+        value_bytes=load.value_bytes,
+        system=system.name,
+        label=system.label,
+        records=load.records,
+        processes=0,
+    )
     workload.delete_topics(dst_admin, topics)  # each system writes to a destination of its own
     workload.create_topic(src_admin, latency_topic, load.partitions)
     try:
@@ -469,7 +478,7 @@ def _copy(
     load: Workload,
     topics: list[str],
     run_id: str,
-    options: Options,
+    options: BenchRunOptions,
     dst_admin: Any,
     pids: list[int],
     result: RunResult,
@@ -542,7 +551,9 @@ def _broker_limit(
         if name == "limit-produce"
         else "broker limit: consume from src (ConsumerPerformance)"
     )
-    result = RunResult(load.name, load.value_bytes, name, label, load.records, processes=1)
+    result = RunResult(
+        workload=load.name, value_bytes=load.value_bytes, system=name, label=label, records=load.records, processes=1
+    )
     slug = f"{run_id}-{name}"
     log_path = workdir / f"{slug}.log"
     result.logs = [str(log_path)]

@@ -125,7 +125,12 @@ def main(argv: list[str] | None = None) -> int:
 
     # SIGTERM ends the sweep through its finally blocks: the worker under test stops, topics go.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    loads = [Workload(s.value_bytes, s.partitions or args.partitions, s.records or args.records) for s in specs]
+    loads = [
+        Workload(
+            value_bytes=s.value_bytes, partitions=s.partitions or args.partitions, records=s.records or args.records
+        )
+        for s in specs
+    ]
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-sweep-"))
     workdir.mkdir(parents=True, exist_ok=True)
     stack = devstack.stack_from_env()
@@ -133,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     source = {"bootstrap.servers": stack.bootstrap("src")}
     destination = {"bootstrap.servers": stack.bootstrap("dst")}
     src_admin, dst_admin = workload.admin(source), workload.admin(destination)
-    options = runner.Options(latency_seconds=0)
+    options = runner.BenchRunOptions(latency_seconds=0)
     topics: dict[str, tuple[str, str]] = {}  # workload name -> (topic, run id)
     started = time.monotonic()
 

@@ -35,7 +35,7 @@ HEADER_SEQ = "bench-seq"
 _ADMIN_TIMEOUT_S = 30.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Workload:
     value_bytes: int
     partitions: int
@@ -332,8 +332,8 @@ def _record_problem(
 # -- end-to-end latency ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Latency:
+@dataclass(frozen=True, kw_only=True)
+class EndToEndLatency:
     expected: int
     received: int
     p50_ms: float | None
@@ -365,7 +365,7 @@ def measure_latency(
     seconds: float,
     run_id: str,
     settle_s: float = 30.0,
-) -> Latency:
+) -> EndToEndLatency:
     """Produces ``rate`` records/s for ``seconds`` to ``topic`` on the source while a replicator runs.
 
     Latency of one record = the wall-clock time the bench consumer got it from the destination
@@ -429,10 +429,20 @@ def measure_latency(
     thread.join(10)
     consumer.close()
     if probes < workload.partitions:
-        return Latency(total, max(0, len(latencies) - workload.partitions), None, None, None)
+        return EndToEndLatency(
+            expected=total,
+            received=max(0, len(latencies) - workload.partitions),
+            p50_ms=None,
+            p99_ms=None,
+            max_ms=None,
+        )
     values = sorted(latencies[workload.partitions :])
     if not values:
-        return Latency(total, 0, None, None, None)
-    return Latency(
-        total, len(values), round(percentile(values, 0.50), 1), round(percentile(values, 0.99), 1), round(values[-1], 1)
+        return EndToEndLatency(expected=total, received=0, p50_ms=None, p99_ms=None, max_ms=None)
+    return EndToEndLatency(
+        expected=total,
+        received=len(values),
+        p50_ms=round(percentile(values, 0.50), 1),
+        p99_ms=round(percentile(values, 0.99), 1),
+        max_ms=round(values[-1], 1),
     )

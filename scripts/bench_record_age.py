@@ -79,7 +79,7 @@ def observations_per_record(records: int, size: int) -> None:
     dst = {"bootstrap.servers": stack.bootstrap("dst")}
     run = uuid.uuid4().hex[:8]
     topic = f"ferry-record-age-{size}-{run}"
-    load = workload.Workload(size, PARTITIONS, records)
+    load = workload.Workload(value_bytes=size, partitions=PARTITIONS, records=records)
     src_admin, dst_admin = workload.admin(src), workload.admin(dst)
     workload.create_topic(src_admin, topic, PARTITIONS)
     workload.fill(src, topic, load, run)

@@ -101,12 +101,12 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from ferry.bench.soak.run import Options, render, run_soak, write_json
+    from ferry.bench.soak.run import SoakOptions, render, run_soak, write_json
 
     if args.minutes <= 0 or args.rate < 1 or args.zookeeper_down_s < 0:
         raise FerryError("--minutes and --rate must be more than 0, --zookeeper-down-s at least 0")
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="ferry-soak-"))
-    options = Options(
+    options = SoakOptions(
         minutes=args.minutes,
         seed=args.seed,
         faults=args.faults,

@@ -18,7 +18,7 @@ import requests
 
 from ferry.bench.errors import BenchError
 from ferry.bench.soak import faults
-from ferry.bench.soak.supervisor import Member, Supervisor
+from ferry.bench.soak.supervisor import SupervisedProcess, Supervisor
 from ferry.devstack import processes
 from ferry.devstack.stack import Server, Stack
 
@@ -49,13 +49,13 @@ class Nemesis:
         target = faults.named(fault).run(self)
         return {"fault": fault, "target": target, "took_s": round(self.clock() - started, 1)}
 
-    def _some_worker(self) -> Member:
+    def _some_worker(self) -> SupervisedProcess:
         workers = self.supervisor.running("worker")
         if not workers:
             raise BenchError("no worker is running to apply a fault to")
         return self.draw.choice(sorted(workers, key=lambda m: m.name))
 
-    def _wait_restarted(self, member: Member, restarts_before: int, timeout: float = 60.0) -> None:
+    def _wait_restarted(self, member: SupervisedProcess, restarts_before: int, timeout: float = 60.0) -> None:
         deadline = self.clock() + timeout
         while not (member.restarts > restarts_before and member.process.alive()) and self.clock() < deadline:
             self.pause(0.2)
@@ -76,7 +76,7 @@ class Nemesis:
             worker.process.signal(signal.SIGCONT)
         return worker.name
 
-    def _leader(self) -> Member | None:
+    def _leader(self) -> SupervisedProcess | None:
         for controller in self.supervisor.running("controller"):
             try:
                 if requests.get(f"{controller.url}/health", timeout=2).json().get("leader"):
@@ -85,7 +85,7 @@ class Nemesis:
                 continue
         return None
 
-    def _await_leader(self) -> Member | None:
+    def _await_leader(self) -> SupervisedProcess | None:
         """The leading controller, waited for up to 30 s (one may be starting again after a fault)."""
         deadline = self.clock() + 30.0
         leader = self._leader()
@@ -141,7 +141,7 @@ class Nemesis:
         self.supervisor.retire(name)
         return name
 
-    def _operate(self, leader: Member, worker: str, verb: str) -> None:
+    def _operate(self, leader: SupervisedProcess, worker: str, verb: str) -> None:
         try:
             requests.post(f"{leader.url}/workers/{worker}/{verb}", timeout=10)
         except requests.RequestException as exc:  # the soak goes on; the verdict says what it cost

@@ -43,8 +43,8 @@ WORKERS = ("w1", "w2", "w3")
 RSS_SAMPLE_AT_S = 300.0  # each worker's RSS is sampled at minute 5 (and at the end)
 
 
-@dataclass(frozen=True)
-class Options:
+@dataclass(frozen=True, kw_only=True)
+class SoakOptions:
     minutes: float
     seed: int
     faults: tuple[str, ...]
@@ -64,7 +64,7 @@ class Options:
 class _Mirror:
     """What the soak reads of the mirror while it runs: the source's log ends and the committed positions."""
 
-    def __init__(self, stack: devstack.Stack, topic: str, partitions: int, supervisor: Supervisor) -> None:
+    def __init__(self, *, stack: devstack.Stack, topic: str, partitions: int, supervisor: Supervisor) -> None:
         self.topic, self.partitions, self.supervisor = topic, partitions, supervisor
         self.src = {"bootstrap.servers": stack.src.bootstrap}
         self.dst = {"bootstrap.servers": stack.dst.bootstrap}
@@ -148,7 +148,7 @@ class _Watch:
 
 
 def run_soak(
-    options: Options,
+    options: SoakOptions,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     echo: Callable[[str], None] = print,
@@ -166,9 +166,9 @@ def run_soak(
     config_path = options.workdir / "ferry.yaml"
     config = fleet_config(stack, f"/ferry-soak-{slug}", topic, options.session_timeout_s, options.route_options)
     config_path.write_text(yaml.safe_dump(config))
-    supervisor = Supervisor(config_path, options.workdir, clock)
+    supervisor = Supervisor(config_path=config_path, workdir=options.workdir, clock=clock)
     stream = Stream(stack.src.bootstrap, topic, options.rate, options.workdir / "verifiable-producer.log")
-    mirror = _Mirror(stack, topic, options.partitions, supervisor)
+    mirror = _Mirror(stack=stack, topic=topic, partitions=options.partitions, supervisor=supervisor)
     watch = _Watch(supervisor, mirror, clock)
 
     def pause(seconds: float) -> None:
@@ -278,7 +278,7 @@ def _drop_topic(mirror: _Mirror, topic: str) -> None:
             continue
 
 
-def _figures(view: verdict.Verdict) -> dict[str, Any]:
+def _figures(view: verdict.SoakVerdict) -> dict[str, Any]:
     return {
         "lost": view.lost,
         "duplicated": view.duplicated,

@@ -12,8 +12,8 @@ from typing import Any
 from ferry.devstack.support import Spawned, ferry_command, free_port, spawn, stop_all
 
 
-@dataclass
-class Member:
+@dataclass(kw_only=True)
+class SupervisedProcess:
     """One supervised process: its name (``c1``, ``w1``), kind (``controller`` or ``worker``), HTTP port,
     the running process, and how often the supervisor started it again (``exits_on_its_own``: the
     restarts after exits the nemesis did not cause)."""
@@ -33,7 +33,7 @@ class Member:
         return f"http://127.0.0.1:{self.port}"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Supervisor:
     """Starts controllers and workers and keeps them running.
 
@@ -47,20 +47,20 @@ class Supervisor:
     workdir: Path
     clock: Callable[[], float]
     restart_delay_s: float = 2.0
-    members: dict[str, Member] = field(default_factory=dict)
+    members: dict[str, SupervisedProcess] = field(default_factory=dict)
 
     def _spawn(self, name: str, kind: str, port: int) -> Spawned:
         flag = "--rest-port" if kind == "controller" else "--metrics-port"
         command = ferry_command(kind, "--config", str(self.config_path), "--id", name, flag, str(port))
         return spawn(name, command, self.workdir / f"{name}.log")
 
-    def start(self, kind: str, name: str) -> Member:
+    def start(self, kind: str, name: str) -> SupervisedProcess:
         port = free_port()
-        member = Member(name, kind, port, self._spawn(name, kind, port))
+        member = SupervisedProcess(name=name, kind=kind, port=port, process=self._spawn(name, kind, port))
         self.members[name] = member
         return member
 
-    def running(self, kind: str) -> list[Member]:
+    def running(self, kind: str) -> list[SupervisedProcess]:
         return [m for m in self.members.values() if m.kind == kind and not m.retired and m.process.alive()]
 
     def expect_exit(self, name: str) -> None:

@@ -21,7 +21,7 @@ from typing import TypeVar
 V = TypeVar("V", bound=Hashable)  # a record's value: VerifiableProducer's sequence number
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PartitionVerdict:
     partition: int
     produced: int
@@ -33,7 +33,7 @@ class PartitionVerdict:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class SoakVerdict:
     partitions: tuple[PartitionVerdict, ...]
 
     @property
@@ -78,7 +78,7 @@ def judge_partition(partition: int, produced: Sequence[V], read: Sequence[V]) ->
     )
 
 
-def judge(produced: Mapping[int, Sequence[V]], read: Mapping[int, Sequence[V]]) -> Verdict:
+def judge(produced: Mapping[int, Sequence[V]], read: Mapping[int, Sequence[V]]) -> SoakVerdict:
     """The verdict over every partition either side names."""
     partitions = sorted(set(produced) | set(read))
-    return Verdict(tuple(judge_partition(p, produced.get(p, ()), read.get(p, ())) for p in partitions))
+    return SoakVerdict(tuple(judge_partition(p, produced.get(p, ()), read.get(p, ())) for p in partitions))

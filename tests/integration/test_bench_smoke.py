@@ -203,7 +203,9 @@ def test_the_check_fails_a_lossy_or_reordered_copy(
     workload.fill(cluster, good, load, "r1")
     assert workload.verify(cluster, good, load, "r1") == []
 
-    workload.fill(cluster, lossy, Workload(100, 2, 999), "r1")  # partition 1 lacks its last record
+    workload.fill(
+        cluster, lossy, Workload(value_bytes=100, partitions=2, records=999), "r1"
+    )  # partition 1 lacks its last record
     assert workload.verify(cluster, lossy, load, "r1") == [
         "partition 1: offsets 0..499 at the destination, expected 0..500"
     ]

@@ -342,7 +342,15 @@ def test_core_pct() -> None:
 
 def _run(system: str, rps: float, cpu: float, workload: str = "8x1024B") -> runner.RunResult:
     return runner.RunResult(
-        workload, 1024, system, system, 1000, 1, status="OK", records_per_s=rps, cpu_s_per_million=cpu
+        workload=workload,
+        value_bytes=1024,
+        system=system,
+        label=system,
+        records=1000,
+        processes=1,
+        status="OK",
+        records_per_s=rps,
+        cpu_s_per_million=cpu,
     )
 
 
@@ -479,15 +487,16 @@ def test_the_ceilings_variants_are_never_the_ceiling() -> None:
 
 
 def test_workload_values_same_random_and_text() -> None:
-    same = values(Workload(512, 8, 10))
+    same = values(Workload(value_bytes=512, partitions=8, records=10))
     assert same(0) == same(1) and len(same(0)) == 512
-    random_values = values(Workload(512, 8, 10, "random"))
+    random_values = values(Workload(value_bytes=512, partitions=8, records=10, values="random"))
     assert random_values(0) != random_values(1) and len(random_values(1)) == 512
-    text = values(Workload(1024, 8, 10, "text"))
+    text = values(Workload(value_bytes=1024, partitions=8, records=10, values="text"))
     first, second = text(0), text(1)
     assert first != second and len(first) == len(second) == 1024
     assert b'"event": "' in first + second  # JSON events
-    assert Workload(1024, 8, 10, "text").name == "8x1024B-text" and Workload(1024, 8, 10).name == "8x1024B"
+    assert Workload(value_bytes=1024, partitions=8, records=10, values="text").name == "8x1024B-text"
+    assert Workload(value_bytes=1024, partitions=8, records=10).name == "8x1024B"
 
 
 def test_log_bytes_counts_only_the_topics_own_segments(tmp_path: Path) -> None:

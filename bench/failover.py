@@ -49,8 +49,8 @@ _WAIT_S = 300.0
 class MirrorMaker2WithCheckpoints(MirrorMaker2):
     """MirrorMaker 2 as a failover setup runs it: offset syncs, checkpoints and group sync on, fast."""
 
-    def __init__(self, stack: Stack, workdir: Path, slug: str, groups: str) -> None:
-        super().__init__(stack, workdir, 1, slug, tasks=1)
+    def __init__(self, *, stack: Stack, workdir: Path, slug: str, groups: str) -> None:
+        super().__init__(stack=stack, workdir=workdir, partitions=1, slug=slug, tasks=1)
         self.groups = groups
         self.name, self.label = "mm2-checkpoints", "MirrorMaker 2, checkpoints + sync.group.offsets"
 
@@ -156,7 +156,7 @@ def run_failover(stack: Stack, workdir: Path, records: int, lags: list[int], ski
 
     ferry_topic = f"fo-ferry-{slug}"
     _produce(source, ferry_topic, records)
-    ferry = FerryWorkers(stack, workdir, 1, f"fo{slug}", workers=1)
+    ferry = FerryWorkers(stack=stack, workdir=workdir, partitions=1, slug=f"fo{slug}", workers=1)
     try:
         ferry.start([ferry_topic])
         ferry.go([ferry_topic])
@@ -189,7 +189,7 @@ def run_failover(stack: Stack, workdir: Path, records: int, lags: list[int], ski
     if not skip_mm2:
         mm2_topic = f"fo-mm2-{slug}"
         _produce(source, mm2_topic, records)
-        mm2 = MirrorMaker2WithCheckpoints(stack, workdir, f"fo{slug}", groups=f"fo-mm2-{slug}-.*")
+        mm2 = MirrorMaker2WithCheckpoints(stack=stack, workdir=workdir, slug=f"fo{slug}", groups=f"fo-mm2-{slug}-.*")
         try:
             mm2.start([mm2_topic])
             _wait("MirrorMaker 2 to copy every record", lambda: _end(destination, mm2_topic) >= records)

@@ -25,7 +25,7 @@ _ONLINE_TIMEOUT_S = 120.0
 _SETTLE_S = 1.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Idle:
     partitions: int
     seconds: float
@@ -65,7 +65,9 @@ def measure_idle(
     topic = f"ferry-bench-idle-{slug}"
     src_admin, dst_admin = workload.admin(source), workload.admin(destination)
     workload.create_topic(src_admin, topic, partitions)
-    system = FerryWorkers(stack, workdir, partitions, slug, workers=1, worker_config=worker_config)
+    system = FerryWorkers(
+        stack=stack, workdir=workdir, partitions=partitions, slug=slug, workers=1, worker_config=worker_config
+    )
     try:
         system.start([topic])
         system.go([topic])
@@ -91,11 +93,11 @@ def measure_idle(
         worker_cpu = procstat.cpu_seconds(pid) - worker_cpu
         broker_pct = core_pct(procstat.cpu_seconds(broker) - broker_cpu, wall) if broker else None
         return Idle(
-            partitions,
-            round(wall, 1),
-            core_pct(worker_cpu, wall),
-            broker_pct,
-            round(procstat.peak_rss_bytes(pid) / 1e6, 1),
+            partitions=partitions,
+            seconds=round(wall, 1),
+            worker_core_pct=core_pct(worker_cpu, wall),
+            source_broker_core_pct=broker_pct,
+            worker_rss_mb=round(procstat.peak_rss_bytes(pid) / 1e6, 1),
         )
     finally:
         system.stop()

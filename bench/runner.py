@@ -195,10 +195,10 @@ def make_system(
     if name.startswith("native"):
         count = name[len("native") + 1 :]
         return NativeCopy(
-            stack,
-            workdir,
-            partitions,
-            slug,
+            stack=stack,
+            workdir=workdir,
+            partitions=partitions,
+            slug=slug,
             processes=int(count) if count else None,
             client_config=worker_config,
             compression=compression,
@@ -207,10 +207,10 @@ def make_system(
         variant = next(v for v in CEILING_VARIANTS if name.startswith(v))
         count = name[len(variant) + 1 :]
         return Ceiling(
-            stack,
-            workdir,
-            partitions,
-            slug,
+            stack=stack,
+            workdir=workdir,
+            partitions=partitions,
+            slug=slug,
             processes=int(count) if count else None,
             client_config=worker_config,
             variant=variant,
@@ -219,17 +219,19 @@ def make_system(
     if name.startswith("ferry-"):
         exactly_once = name.startswith("ferry-eos-")
         return FerryWorkers(
-            stack,
-            workdir,
-            partitions,
-            slug,
+            stack=stack,
+            workdir=workdir,
+            partitions=partitions,
+            slug=slug,
             workers=int(name.removeprefix("ferry-eos-" if exactly_once else "ferry-")[:-1]),
             worker_config=worker_config,
             compression=compression,
             exactly_once=exactly_once,
         )
     tuned = name.startswith("mm2-tuned-")
-    return MirrorMaker2(stack, workdir, partitions, slug, tasks=int(name.rsplit("t", 1)[1]), tuned=tuned)
+    return MirrorMaker2(
+        stack=stack, workdir=workdir, partitions=partitions, slug=slug, tasks=int(name.rsplit("t", 1)[1]), tuned=tuned
+    )
 
 
 def run_bench(

@@ -146,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         topic, run_id = topics[load.name]
         for attempt in (1, 2):  # a failed run is reported and run once more; twice ends the sweep
             slug = f"{run_id}-{uuid.uuid4().hex[:6]}"
-            system = FerryWorkers(stack, workdir, load.partitions, slug, workers=1, worker_config=config)
+            system = FerryWorkers(
+                stack=stack, workdir=workdir, partitions=load.partitions, slug=slug, workers=1, worker_config=config
+            )
             result = runner.run_one(system, load, topic, run_id, options, source, destination, src_admin, dst_admin)
             if result.ok and result.records_per_s and result.cpu_s_per_million is not None:
                 return result.records_per_s, result.cpu_s_per_million

@@ -93,7 +93,7 @@ class System:
     name = "?"
     label = "?"
 
-    def __init__(self, stack: Stack, workdir: Path, partitions: int, slug: str) -> None:
+    def __init__(self, *, stack: Stack, workdir: Path, partitions: int, slug: str) -> None:
         self.stack = stack
         self.workdir = workdir
         self.partitions = partitions
@@ -157,6 +157,7 @@ class Ceiling(System):
 
     def __init__(
         self,
+        *,
         stack: Stack,
         workdir: Path,
         partitions: int,
@@ -166,7 +167,7 @@ class Ceiling(System):
         variant: str = "ceiling",
         compression: str = "none",
     ) -> None:
-        super().__init__(stack, workdir, partitions, slug)
+        super().__init__(stack=stack, workdir=workdir, partitions=partitions, slug=slug)
         self.variant = variant
         self.name = variant if processes is None else f"{variant}-{processes}"
         self.count = max(1, min(partitions, processes or len(os.sched_getaffinity(0))))
@@ -221,6 +222,7 @@ class NativeCopy(System):
 
     def __init__(
         self,
+        *,
         stack: Stack,
         workdir: Path,
         partitions: int,
@@ -230,7 +232,7 @@ class NativeCopy(System):
         compression: str = "none",
         program: Path = NATIVE_COPY,
     ) -> None:
-        super().__init__(stack, workdir, partitions, slug)
+        super().__init__(stack=stack, workdir=workdir, partitions=partitions, slug=slug)
         self.name = "native" if processes is None else f"native-{processes}"
         self.count = max(1, min(partitions, processes or len(os.sched_getaffinity(0))))
         self.label = f"native limit ({self.count} librdkafka copy process{'es' if self.count > 1 else ''} in C)"
@@ -284,6 +286,7 @@ class FerryWorkers(System):
 
     def __init__(
         self,
+        *,
         stack: Stack,
         workdir: Path,
         partitions: int,
@@ -293,7 +296,7 @@ class FerryWorkers(System):
         compression: str = "none",
         exactly_once: bool = False,
     ) -> None:
-        super().__init__(stack, workdir, partitions, slug)
+        super().__init__(stack=stack, workdir=workdir, partitions=partitions, slug=slug)
         self.workers = workers
         self.exactly_once = exactly_once
         self.compression = compression
@@ -430,9 +433,9 @@ class MirrorMaker2(System):
     """MirrorMaker 2 dedicated mode; cluster aliases unique per run, so its internal topics are too."""
 
     def __init__(
-        self, stack: Stack, workdir: Path, partitions: int, slug: str, tasks: int, tuned: bool = False
+        self, *, stack: Stack, workdir: Path, partitions: int, slug: str, tasks: int, tuned: bool = False
     ) -> None:
-        super().__init__(stack, workdir, partitions, slug)
+        super().__init__(stack=stack, workdir=workdir, partitions=partitions, slug=slug)
         self.tasks = tasks
         self.tuned = tuned
         self.name = f"mm2-tuned-t{tasks}" if tuned else f"mm2-t{tasks}"

@@ -384,8 +384,8 @@ def test_tuned_mirrormaker_gets_the_overrides_on_its_source_consumer_and_target_
         src=Server(name="src", kind="kafka", port=2),
         dst=Server(name="dst", kind="kafka", port=4),
     )
-    default = MirrorMaker2(stack, tmp_path, 8, "run-1", tasks=1).properties(["t"])
-    tuned = MirrorMaker2(stack, tmp_path, 8, "run-2", tasks=1, tuned=True)
+    default = MirrorMaker2(stack=stack, workdir=tmp_path, partitions=8, slug="run-1", tasks=1).properties(["t"])
+    tuned = MirrorMaker2(stack=stack, workdir=tmp_path, partitions=8, slug="run-2", tasks=1, tuned=True)
     props = tuned.properties(["t"])
     assert tuned.name == "mm2-tuned-t1"
     assert props[f"{tuned.src_alias}.consumer.max.poll.records"] == MM2_TUNED["consumer"]["max.poll.records"]
@@ -461,7 +461,7 @@ def test_the_native_system_says_how_to_build_its_program(tmp_path: Path) -> None
         src=Server(name="src", kind="kafka", port=2),
         dst=Server(name="dst", kind="kafka", port=4),
     )
-    system = NativeCopy(stack, tmp_path, 8, "run-1", program=tmp_path / "missing")
+    system = NativeCopy(stack=stack, workdir=tmp_path, partitions=8, slug="run-1", program=tmp_path / "missing")
     with pytest.raises(BenchError, match="make setup"):
         system.start(["t1"])
 

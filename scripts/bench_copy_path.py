@@ -164,12 +164,12 @@ def _round(records: int, case: str) -> float:
         mock.patch.object(starter_module, "DestinationReader", lambda *a, **k: None),
     ):
         copier = RouteCopier(
-            route,
-            {},
-            {},
-            WorkerConfig(),
-            WorkerMetrics(),
-            "bench",
+            route=route,
+            source={},
+            destination={},
+            config=WorkerConfig(),
+            metrics=WorkerMetrics(),
+            client_id="bench",
             origins=frozenset({"origin", "src"}) if case == "loop" else None,
         )
     # Held partitions as acquire() leaves them (without the clusters it asks): started, each with an offset map.

@@ -43,8 +43,14 @@ class _Tracker:
 def _ledger(observe: bool) -> DeliveryLedger:
     """A route's delivery ledger over a stand-in watermark that acknowledges whatever it is told
     (nothing was sent through it), with or without the record-age observation."""
-    ledger = DeliveryLedger("src.dst", lambda topic: topic, lambda key, failure: None, WorkerMetrics(), time.time)
-    ledger.watermarks = _Tracker()  # type: ignore[assignment]
+    ledger = DeliveryLedger(
+        route_name="src.dst",
+        source_name=lambda topic: topic,
+        stop=lambda key, failure: None,
+        metrics=WorkerMetrics(),
+        wall_clock=time.time,
+    )
+    ledger._watermarks = _Tracker()  # type: ignore[assignment]
     if not observe:
         ledger._observe_record_age = lambda run_starts: None  # type: ignore[method-assign]
     return ledger

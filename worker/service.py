@@ -435,11 +435,11 @@ class Worker:
             config = self._routes[route]
             with logs.context(route=route):  # the copier's Kafka clients log with the route
                 self._copiers[route] = RouteCopier(
-                    config,
-                    self.config.clusters[config.source],
-                    self.config.clusters[config.destination],
-                    self.config.worker,
-                    self.metrics,
+                    route=config,
+                    source=self.config.clusters[config.source],
+                    destination=self.config.clusters[config.destination],
+                    config=self.config.worker,
+                    metrics=self.metrics,
                     client_id=f"ferry-{self.worker_id}",
                     clock=self._clock,
                     origins=self.config.copied_origins(config),

@@ -17,11 +17,36 @@ from ferry.worker.copying.committer import (
     Committer,
 )
 from ferry.worker.copying.ledger import DeliveryLedger
-from ferry.worker.errors import RETRY_BACKOFF_S, PartitionDeferred
+from ferry.worker.copying.partition_states import PartitionStates
+from ferry.worker.copying.stopping import PartitionStopper
+from ferry.worker.errors import RETRY_BACKOFF_S, PartitionDeferred, ProducerFailed
 from ferry.worker.metrics import WorkerMetrics
 from tests.fakes import TOPIC, FakeClock, FakeConsumer, FakeMessage, FakeProducer
 
 KEY = (TOPIC, 0)
+
+
+class RecordingStopper(PartitionStopper):
+    """The route's stopper, which also keeps every writer failure it was told of."""
+
+    def __init__(self, route_stops: list[ProducerFailed], consumer: Any) -> None:
+        super().__init__(PartitionStates("src.dst", consumer, WorkerMetrics(), FakeClock(0.0)))
+        self._route_stops = route_stops
+
+    def stop_route(self, failure: ProducerFailed) -> None:
+        if not self.writer_failed:
+            self._route_stops.append(failure)
+        super().stop_route(failure)
+
+
+def _ledger() -> DeliveryLedger:
+    return DeliveryLedger(
+        route_name="src.dst",
+        source_name=lambda topic: topic,
+        stop=lambda key, failure: None,
+        metrics=WorkerMetrics(),
+        wall_clock=lambda: 0,
+    )
 
 
 @pytest.fixture
@@ -37,18 +62,19 @@ def parts(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
         return parts.producers[-1]
 
     monkeypatch.setattr(kafka_clients, "producer", make_producer)
-    parts.ledger = DeliveryLedger("src.dst", lambda topic: topic, lambda key, failure: None, WorkerMetrics(), lambda: 0)
+    parts.ledger = _ledger()
+    parts.stopper = RecordingStopper(parts.route_stops, parts.consumer)
     parts.committer = Committer(
-        "src.dst",
-        {},
-        {"batch.size": 100_000},
-        parts.consumer,
-        parts.ledger,
-        lambda topic: topic,
-        WorkerMetrics(),
-        parts.clock,
-        parts.clock.sleep,
-        parts.route_stops.append,
+        route_name="src.dst",
+        destination={},
+        settings={"batch.size": 100_000},
+        consumer=parts.consumer,
+        ledger=parts.ledger,
+        stopper=parts.stopper,
+        destination_name=lambda topic: topic,
+        metrics=WorkerMetrics(),
+        clock=parts.clock,
+        sleep=parts.clock.sleep,
     )
     return parts
 
@@ -56,7 +82,7 @@ def parts(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 def _copy(parts: SimpleNamespace, offsets: list[int]) -> None:
     """``offsets`` sent and acknowledged, as the copy loop and the producer would leave them."""
     parts.ledger.resume(KEY, OffsetMap())
-    parts.ledger.watermarks.sent_run(KEY, offsets)
+    parts.ledger.sent(KEY, offsets)
     run = parts.ledger.open_run()
     run.count = len(offsets)
     run.on_first(None, FakeMessage(TOPIC, 0, 0))
@@ -85,7 +111,9 @@ def test_a_commit_accepted_at_once_does_not_sleep(parts: SimpleNamespace) -> Non
 
 def test_a_failed_producer_is_renewed_once_and_not_waited_for(parts: SimpleNamespace) -> None:
     first = parts.committer.producer
-    assert parts.committer.fail() and not parts.committer.fail()  # only the first failure stops the route
+    parts.stopper.stop_route(ProducerFailed(PartitionDeferred("a fatal error")))
+    parts.stopper.stop_route(ProducerFailed(PartitionDeferred("another")))
+    assert len(parts.route_stops) == 1  # only the first failure stops the route
     parts.committer.hand_over([KEY], flush_timeout=30, commit_deadline=1)
     assert parts.committer.failed and parts.committer.producer is first
     parts.committer.renew_if_failed()
@@ -104,17 +132,18 @@ def test_batches_shrink_to_a_smaller_destination_limit_with_a_new_producer(parts
 @pytest.fixture
 def transactional(parts: SimpleNamespace) -> SimpleNamespace:
     """``parts`` with a committer that writes in transactions (an exactly-once route)."""
+    parts.stopper = RecordingStopper(parts.route_stops, parts.consumer)
     parts.committer = Committer(
-        "src.dst",
-        {},
-        {"batch.size": 100_000},
-        parts.consumer,
-        parts.ledger,
-        lambda topic: topic,
-        WorkerMetrics(),
-        parts.clock,
-        parts.clock.sleep,
-        parts.route_stops.append,
+        route_name="src.dst",
+        destination={},
+        settings={"batch.size": 100_000},
+        consumer=parts.consumer,
+        ledger=parts.ledger,
+        stopper=parts.stopper,
+        destination_name=lambda topic: topic,
+        metrics=WorkerMetrics(),
+        clock=parts.clock,
+        sleep=parts.clock.sleep,
         transactional_id="ferry.src.dst.w1",
     )
     return parts
@@ -123,7 +152,7 @@ def transactional(parts: SimpleNamespace) -> SimpleNamespace:
 def _sent(parts: SimpleNamespace, offsets: list[int]) -> None:
     """``offsets`` handed to the producer in the open transaction (acknowledged at its next flush)."""
     parts.ledger.resume(KEY, OffsetMap())
-    parts.ledger.watermarks.sent_run(KEY, offsets)
+    parts.ledger.sent(KEY, offsets)
     run = parts.ledger.open_run()
     run.count = len(offsets)
     for nth in range(len(offsets)):  # one delivery run: callbacks on its first and its last record
@@ -334,19 +363,19 @@ def _committer_with(
         return FakeProducer([])
 
     monkeypatch.setattr(kafka_clients, "producer", make_producer)
-    ledger = DeliveryLedger("src.dst", lambda topic: topic, lambda key, failure: None, WorkerMetrics(), lambda: 0)
     clock = FakeClock(0.0)
+    consumer = FakeConsumer([])
     committer = Committer(
-        "src.dst",
-        destination,
-        settings,
-        FakeConsumer([]),
-        ledger,
-        lambda t: t,
-        WorkerMetrics(),
-        clock,
-        clock.sleep,
-        lambda failure: None,
+        route_name="src.dst",
+        destination=destination,
+        settings=settings,
+        consumer=consumer,
+        ledger=_ledger(),
+        stopper=RecordingStopper([], consumer),
+        destination_name=lambda t: t,
+        metrics=WorkerMetrics(),
+        clock=clock,
+        sleep=clock.sleep,
         **kw,
     )
     return committer, made

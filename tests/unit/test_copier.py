@@ -68,12 +68,12 @@ def _rig(monkeypatch: pytest.MonkeyPatch, producer: dict[str, Any] | None = None
     monkeypatch.setattr(copier_module.kafka_clients, "producer", make_producer)
     monkeypatch.setattr(copier_module.kafka_clients, "admin", lambda cluster, **kw: rig.admin)
     rig.copier = RouteCopier(
-        RouteConfig(source="src", destination="dst"),
-        {},
-        {},
-        WorkerConfig(producer=producer or {}, **worker),
-        rig.metrics,
-        "test",
+        route=RouteConfig(source="src", destination="dst"),
+        source={},
+        destination={},
+        config=WorkerConfig(producer=producer or {}, **worker),
+        metrics=rig.metrics,
+        client_id="test",
         clock=rig.clock,
         wall_clock=lambda: rig.wall,
         sleep=rig.clock.sleep,
@@ -357,7 +357,16 @@ def _copier_for(
         "list_topics",
         lambda self, topic=None, timeout=-1: _any_topic_metadata(self.destination_partitions),
     )
-    return RouteCopier(route, {}, {}, WorkerConfig(), WorkerMetrics(), "test", clock=rig.clock, origins=origins)
+    return RouteCopier(
+        route=route,
+        source={},
+        destination={},
+        config=WorkerConfig(),
+        metrics=WorkerMetrics(),
+        client_id="test",
+        clock=rig.clock,
+        origins=origins,
+    )
 
 
 def test_a_renamed_route_creates_and_writes_the_destination_name_and_commits_the_source(
@@ -486,10 +495,24 @@ def test_the_destination_producer_compresses_by_the_route_unless_worker_producer
 ) -> None:
     assert rig.producer_settings["compression.type"] == "lz4"  # the route's default
     route = RouteConfig(source="src", destination="dst", compression="zstd")
-    RouteCopier(route, {}, {}, WorkerConfig(), WorkerMetrics(), "test", clock=rig.clock)
+    RouteCopier(
+        route=route,
+        source={},
+        destination={},
+        config=WorkerConfig(),
+        metrics=WorkerMetrics(),
+        client_id="test",
+        clock=rig.clock,
+    )
     assert rig.producer_settings["compression.type"] == "zstd"
     RouteCopier(
-        route, {}, {}, WorkerConfig(producer={"compression.type": "gzip"}), WorkerMetrics(), "test", clock=rig.clock
+        route=route,
+        source={},
+        destination={},
+        config=WorkerConfig(producer={"compression.type": "gzip"}),
+        metrics=WorkerMetrics(),
+        client_id="test",
+        clock=rig.clock,
     )
     assert rig.producer_settings["compression.type"] == "gzip"
 
@@ -855,12 +878,12 @@ def test_on_an_exactly_once_route_a_failed_record_between_a_runs_ends_aborts_the
     fails unreported and another writer's record lands in its place, so the run looks proven; but the
     failure fails the transaction, which is aborted, and no source offset is committed past it."""
     copier = RouteCopier(
-        RouteConfig(source="src", destination="dst"),
-        {},
-        {},
-        WorkerConfig(),
-        rig.metrics,
-        "test",
+        route=RouteConfig(source="src", destination="dst"),
+        source={},
+        destination={},
+        config=WorkerConfig(),
+        metrics=rig.metrics,
+        client_id="test",
         clock=rig.clock,
         wall_clock=lambda: rig.wall,
         sleep=rig.clock.sleep,
@@ -883,12 +906,12 @@ def test_on_an_exactly_once_route_a_failed_record_between_a_runs_ends_aborts_the
 def _exactly_once(rig: SimpleNamespace) -> RouteCopier:
     """A copier of ``rig``'s clients that writes in transactions under the writer id ``ferry.src.dst.w1``."""
     return RouteCopier(
-        RouteConfig(source="src", destination="dst"),
-        {},
-        {},
-        WorkerConfig(),
-        rig.metrics,
-        "test",
+        route=RouteConfig(source="src", destination="dst"),
+        source={},
+        destination={},
+        config=WorkerConfig(),
+        metrics=rig.metrics,
+        client_id="test",
         clock=rig.clock,
         wall_clock=lambda: rig.wall,
         sleep=rig.clock.sleep,

@@ -23,11 +23,11 @@ FAILED = -1001  # the offset librdkafka reports for a record it could not delive
 def _ledger(stops: list[tuple[Any, Any]], metrics: WorkerMetrics | None = None) -> DeliveryLedger:
     sources = {DESTINATION: TOPIC}
     return DeliveryLedger(
-        "src.dst",
-        lambda topic: sources.get(topic, topic),
-        lambda key, failure: stops.append((key, failure)),
-        metrics or WorkerMetrics(),
-        lambda: 1_700_000_002.0,  # 2 s after FakeMessage's timestamps
+        route_name="src.dst",
+        source_name=lambda topic: sources.get(topic, topic),
+        stop=lambda key, failure: stops.append((key, failure)),
+        metrics=metrics or WorkerMetrics(),
+        wall_clock=lambda: 1_700_000_002.0,  # 2 s after FakeMessage's timestamps
     )
 
 
@@ -62,14 +62,14 @@ def test_a_run_at_contiguous_offsets_acknowledges_its_records_at_once_and_extend
     stops: list[tuple[Any, Any]] = []
     ledger = _ledger(stops)
     ledger.resume(KEY, OffsetMap())
-    ledger.watermarks.sent_run(KEY, [10, 11, 12, 13])
+    ledger.sent(KEY, [10, 11, 12, 13])
     run = ledger.open_run()
     run.count = 3
     run.on_first(None, _report(0, 0))
     ledger.settle()
-    assert ledger.committables() == {} and ledger.watermarks.in_flight() == 4  # the last report has not come
+    assert ledger.committables() == {}  # the last report has not come
     run.on_last(None, _report(0, 2))
-    assert ledger.watermarks.in_flight() == 4  # queued, not applied yet
+    assert ledger.committables() == {}  # queued, not applied yet
     ledger.settle()
     assert ledger.committables() == {KEY: 13} and ledger.in_flight() == 1
     assert ledger.maps[KEY].segments() == [Segment(10, 0, 3)]
@@ -83,7 +83,7 @@ def test_another_writer_between_a_runs_ends_defers_the_partition_and_settles_onl
     stops: list[tuple[Any, Any]] = []
     ledger = _ledger(stops)
     ledger.resume(KEY, OffsetMap())
-    ledger.watermarks.sent_run(KEY, [10, 11, 12, 13])
+    ledger.sent(KEY, [10, 11, 12, 13])
     _run(ledger, 4, 0, 4)
     ledger.settle()
     assert ledger.committables() == {KEY: 11} and ledger.in_flight() == 0
@@ -102,7 +102,7 @@ def test_a_record_between_the_ends_that_failed_unreported_is_caught_by_the_offse
     stops: list[tuple[Any, Any]] = []
     ledger = _ledger(stops)
     ledger.resume(KEY, OffsetMap())
-    ledger.watermarks.sent_run(KEY, [10, 11, 12])
+    ledger.sent(KEY, [10, 11, 12])
     _run(ledger, 3, 0, 1)
     ledger.settle()
     assert ledger.committables() == {KEY: 11}
@@ -114,7 +114,7 @@ def test_a_failed_record_between_the_ends_defers_the_partition_though_the_ends_l
     stops: list[tuple[Any, Any]] = []
     ledger = _ledger(stops)
     ledger.resume(KEY, OffsetMap())
-    ledger.watermarks.sent_run(KEY, [10, 11, 12])
+    ledger.sent(KEY, [10, 11, 12])
     run = ledger.open_run()
     run.count = 3
     run.on_first(None, _report(0, 0))
@@ -130,7 +130,7 @@ def test_a_failed_first_record_stops_its_partition_with_its_offset_and_holds_the
     stops: list[tuple[Any, Any]] = []
     ledger = _ledger(stops)
     ledger.resume(KEY, OffsetMap())
-    ledger.watermarks.sent_run(KEY, [10, 11, 12])
+    ledger.sent(KEY, [10, 11, 12])
     _run(ledger, 3, 0, 1, first_error=KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
     ledger.settle()
     assert [key for key, _ in stops] == [KEY]
@@ -144,7 +144,7 @@ def test_a_failed_last_record_names_its_offset_and_the_unreported_ones_stay_unco
     stops: list[tuple[Any, Any]] = []
     ledger = _ledger(stops)
     ledger.resume(KEY, OffsetMap())
-    ledger.watermarks.sent_run(KEY, [10, 11, 12])
+    ledger.sent(KEY, [10, 11, 12])
     _run(ledger, 3, 0, 0, last_error=KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
     ledger.settle()
     assert len(stops) == 1 and isinstance(stops[0][1], PartitionStopped) and "offset 12" in str(stops[0][1])
@@ -162,7 +162,7 @@ def test_a_failed_last_record_names_its_offset_and_the_unreported_ones_stay_unco
 def test_what_a_failure_means_is_handed_to_the_stop(error: KafkaError, kind: type[Exception]) -> None:
     stops: list[tuple[Any, Any]] = []
     ledger = _ledger(stops)
-    ledger.watermarks.sent_run(KEY, [0])
+    ledger.sent(KEY, [0])
     _run(ledger, 1, 0, 0, last_error=error)
     ledger.settle()
     assert len(stops) == 1 and isinstance(stops[0][1], kind)
@@ -172,8 +172,8 @@ def test_what_a_failure_means_is_handed_to_the_stop(error: KafkaError, kind: typ
 def test_runs_of_several_partitions_settle_each_to_its_own_key() -> None:
     ledger = _ledger([])
     other = (TOPIC, 1)
-    ledger.watermarks.sent_run(KEY, [0, 1])
-    ledger.watermarks.sent_run(other, [5])
+    ledger.sent(KEY, [0, 1])
+    ledger.sent(other, [5])
     first = ledger.open_run()
     first.count = 2
     first.on_first(None, _report(0, 0))
@@ -188,10 +188,10 @@ def test_records_passed_or_already_written_between_a_runs_ends_do_not_count_in_i
     two records at contiguous destination offsets."""
     ledger = _ledger([])
     ledger.resume(KEY, OffsetMap(), skip=[2])
-    ledger.watermarks.sent_run(KEY, [0])
-    ledger.watermarks.passed(KEY, 1)
+    ledger.sent(KEY, [0])
+    ledger.passed(KEY, 1)
     assert ledger.settled_as_already_written(KEY, 2)
-    ledger.watermarks.sent_run(KEY, [3])
+    ledger.sent(KEY, [3])
     _run(ledger, 2, 7, 8)
     ledger.settle()
     assert ledger.committables() == {KEY: 4} and ledger.in_flight() == 0
@@ -201,8 +201,8 @@ def test_records_passed_or_already_written_between_a_runs_ends_do_not_count_in_i
 def test_the_record_age_is_observed_once_per_settled_run() -> None:
     metrics = WorkerMetrics()
     ledger = _ledger([], metrics)
-    ledger.watermarks.sent_run(KEY, [0, 1, 2])
-    ledger.watermarks.sent_run((TOPIC, 1), [0])
+    ledger.sent(KEY, [0, 1, 2])
+    ledger.sent((TOPIC, 1), [0])
     _run(ledger, 2, 0, 1)
     _run(ledger, 1, 0, 0, partition=1)
     _run(ledger, 1, 2, 2)
@@ -217,8 +217,11 @@ def test_offsets_already_on_the_destination_are_settled_once_and_the_skip_set_en
     assert KEY in ledger.skips
     assert ledger.settled_as_already_written(KEY, 3)
     assert not ledger.settled_as_already_written(KEY, 4) and KEY in ledger.skips  # 4 is copied
-    ledger.watermarks.sent(KEY, 4)
-    ledger.watermarks.acked(KEY, 4)
+    ledger.sent(KEY, [4])  # copied, and acknowledged
+    run = ledger.open_run()
+    run.count = 1
+    run.on_last(None, _report(0, 0))
+    ledger.settle()
     assert ledger.settled_as_already_written(KEY, 5) and KEY not in ledger.skips  # the last one: the set ends
     assert ledger.committables() == {KEY: 6}
     assert metrics.resume_skipped.labels("src.dst")._value.get() == 2
@@ -234,6 +237,6 @@ def test_a_skip_set_is_dropped_once_the_copy_passes_its_highest_offset() -> None
 def test_forget_drops_the_watermark_the_map_and_the_skip_set() -> None:
     ledger = _ledger([])
     ledger.resume(KEY, OffsetMap(), skip=[9])
-    ledger.watermarks.sent_run(KEY, [0, 1])
+    ledger.sent(KEY, [0, 1])
     ledger.forget(KEY)
     assert KEY not in ledger.maps and KEY not in ledger.skips and ledger.in_flight() == 0

@@ -71,6 +71,7 @@ from ferry.common.kafka.errors import kafka_error
 from ferry.worker.copying.ledger import DeliveryLedger
 from ferry.worker.copying.map_writer import OffsetMapWriter
 from ferry.worker.copying.names import TopicPartitionKey
+from ferry.worker.copying.stopping import PartitionStopper
 from ferry.worker.errors import FENCED_ERRORS, RETRY_BACKOFF_S, PartitionDeferred, ProducerFailed
 from ferry.worker.metrics import WorkerMetrics
 
@@ -112,21 +113,22 @@ class Committer:
 
     def __init__(
         self,
+        *,
         route_name: str,
         destination: Mapping[str, Any],
         settings: Mapping[str, Any],
         consumer: Any,
         ledger: DeliveryLedger,
+        stopper: PartitionStopper,
         destination_name: Callable[[str], str],
         metrics: WorkerMetrics,
         clock: Callable[[], float],
         sleep: Callable[[float], None],
-        stop_route: Callable[[ProducerFailed], None],
         transactional_id: str | None = None,
     ) -> None:
         """``settings``: the producer's librdkafka properties. ``consumer``: the source consumer, whose
-        group the commits go to. ``destination_name``: a source topic's destination topic, for the map's keys.
-        ``stop_route``: stops every partition of the route (an aborted transaction took their copies along).
+        group the commits go to. ``stopper``: stops the route's partitions when the writer fails, and keeps
+        whether it did. ``destination_name``: a source topic's destination topic, for the map's keys.
         ``transactional_id``: write in transactions under this id (exactly once); None: plain idempotent writes."""
         self._route_name = route_name
         self._log = logs.with_fields(log, route=route_name)
@@ -149,11 +151,15 @@ class Committer:
         self._gapless = transactional_id is None and _gapless_applies({**destination, **self._settings})
         if self._gapless:
             self._settings.update(GAPLESS_SETTINGS)
-        self._stop_route = stop_route
+        self._stopper = stopper
+        # Partitions held when a transaction failed (aborted, or its outcome unknown), taken when the next
+        # producer is built (nothing of the route starts in between): what they acknowledged since their last
+        # committed transaction may not be on the destination, so nothing of them is committed at the source,
+        # whatever producer comes next, until released.
+        self._void: set[TopicPartitionKey] = set()
         self._initialized = False  # init_transactions done for this producer
         self._registering = False  # its init_transactions timed out: the registration goes on inside librdkafka
         self._in_transaction = False
-        self._fenced = False
         self._batch_size = int(self._settings.get("batch.size", LIBRDKAFKA_BATCH_SIZE))
         self._consumer = consumer
         self._ledger = ledger
@@ -163,11 +169,6 @@ class Committer:
         self._sleep = sleep
         self._committed: dict[TopicPartitionKey, int] = {}
         self._sent: dict[TopicPartitionKey, int] = {}  # sent without waiting for the answer (not known committed)
-        # Partitions held when a transaction failed (aborted, or its outcome unknown): what they
-        # acknowledged since their last committed transaction may not be on the destination, so
-        # nothing of them is committed at the source, whatever producer comes next, until released.
-        self._void: set[TopicPartitionKey] = set()
-        self._failed = False
         self._producer: Any = self._new_producer()
 
     @property
@@ -187,7 +188,7 @@ class Committer:
         """The leader fenced this worker's writer (it moved the route's partitions away): the worker must
         stop copying and register again before it writes anything more. Stays so until
         :meth:`renew_fenced`."""
-        return self._fenced
+        return self._stopper.fenced
 
     @property
     def batch_size(self) -> int:
@@ -218,13 +219,14 @@ class Committer:
 
     @property
     def in_transaction(self) -> bool:
-        return self._in_transaction
+        """A transaction is OPEN (a FAILED producer's went with it)."""
+        return self._in_transaction and not self._stopper.writer_failed
 
     def begin(self) -> bool:
         """Opens a transaction (NONE -> OPEN), registering the writer first when it is new; False when
         that failed (every partition of the route is stopped: fenced, or the coordinator did not answer)."""
-        if self._in_transaction or self._failed:
-            return not self._failed
+        if self.in_transaction or self.failed:
+            return not self.failed
         try:
             if not self._initialized:
                 self._producer.init_transactions(TRANSACTION_CALL_TIMEOUT_S)
@@ -249,10 +251,10 @@ class Committer:
         :data:`REGISTRATION_CHECK_S`, whether it finished."""
         if self._transactional_id is None:
             return
-        if self._failed:
+        if self.failed:
             raise PartitionDeferred(
                 "the leader fenced this route's writer: nothing of the route starts until the worker registered again"
-                if self._fenced
+                if self.fenced
                 else "the route's destination producer failed: it is built anew once its partitions are released",
                 retry_after_s=RETRY_BACKOFF_S,
             )
@@ -277,7 +279,7 @@ class Committer:
         """Flushes the open transaction, writes its map segments into it and commits it; False (the
         route stopped) when it was aborted, its outcome is unknown, or the writer was fenced."""
         remaining = self.flush(TRANSACTION_CALL_TIMEOUT_S)
-        if self._failed:
+        if self.failed:
             return False
         if remaining:
             self._abort(f"{remaining} copies not acknowledged within {TRANSACTION_CALL_TIMEOUT_S:g}s")
@@ -303,15 +305,14 @@ class Committer:
     def _transaction_failed(self, exc: KafkaException, doing: str) -> None:
         error: KafkaError = exc.args[0]
         if error.fatal() or error.code() in FENCED_ERRORS:
-            self._fenced = error.code() in FENCED_ERRORS
-            self._in_transaction = False
+            fenced = error.code() in FENCED_ERRORS
             why = (
                 "fenced: the leader gave this worker's partitions of the route to another worker"
-                if self._fenced
+                if fenced
                 else f"{doing}: {kafka_error(exc)}"
             )
             self._log.warning("route %s: the transactional writer failed for good: %s", self._route_name, why)
-            self._give_up(why)
+            self._give_up(why, fenced)
             return
         self._abort(f"{doing}: {kafka_error(exc)}")
 
@@ -327,26 +328,25 @@ class Committer:
             "route %s: %s; a new producer settles it before the route's partitions restart", self._route_name, why
         )
         self._metrics.errors.labels(self._route_name, "transaction").inc()
-        self._in_transaction = False
         self._give_up(why)
 
     def _abort(self, why: str) -> None:
         """Aborts the open transaction: its copies are gone, so the route restarts from the destination."""
         self._log.warning("route %s: transaction aborted (%s); its partitions restart", self._route_name, why)
         self._metrics.errors.labels(self._route_name, "transaction").inc()
-        if self._in_transaction:
+        fenced = False
+        if self.in_transaction:
             try:
                 self._producer.abort_transaction(TRANSACTION_CALL_TIMEOUT_S)
             except KafkaException as exc:  # the broker aborts it anyway after transaction.timeout.ms
                 self._log.warning("route %s: aborting the transaction: %s", self._route_name, kafka_error(exc))
-                if kafka_error(exc).code in FENCED_ERRORS:
-                    self._fenced = True
-        self._in_transaction = False
-        self._give_up(f"transaction aborted: {why}")
+                fenced = kafka_error(exc).code in FENCED_ERRORS
+        self._give_up(f"transaction aborted: {why}", fenced)
 
-    def _give_up(self, why: str) -> None:
-        if self.fail():
-            self._stop_route(ProducerFailed(PartitionDeferred(why, retry_after_s=RETRY_BACKOFF_S), fenced=self._fenced))
+    def _give_up(self, why: str, fenced: bool = False) -> None:
+        """FAILED: the open transaction (if any) goes with the producer, and every partition of the route stops."""
+        self._in_transaction = False
+        self._stopper.stop_route(ProducerFailed(PartitionDeferred(why, retry_after_s=RETRY_BACKOFF_S), fenced=fenced))
 
     # -- the producer -----------------------------------------------------------------------
 
@@ -376,14 +376,14 @@ class Committer:
         cause = exc if isinstance(exc, KafkaException) else exc.__cause__
         if isinstance(cause, KafkaException):
             error: KafkaError = cause.args[0]
-            self._fenced = self._fenced or error.code() in FENCED_ERRORS
+            fenced = error.code() in FENCED_ERRORS
             why = str(kafka_error(cause))
         else:
-            self._fenced = self._fenced or self._transactional_id is not None
+            fenced = self._transactional_id is not None
             why = f"the producer failed for good ({exc})"
         self._log.warning("route %s: the destination producer failed for good: %s", self._route_name, why)
         self.serve_reports_left()
-        self._give_up(why)
+        self._give_up(why, fenced)
 
     def serve_reports_left(self) -> None:
         """Serves and settles the delivery reports a failed plain producer still holds (for at most
@@ -413,7 +413,7 @@ class Committer:
         except KafkaException as exc:
             self._log.warning("route %s: purging the producer: %s", self._route_name, kafka_error(exc))
         self.poll(0)
-        if self._in_transaction:
+        if self.in_transaction:
             self._abort("this worker must stop writing now")
 
     def drop_unacknowledged(self) -> None:
@@ -427,45 +427,35 @@ class Committer:
             self._producer.flush(0)
         except (KafkaException, SystemError) as exc:
             self._fatal(exc)
-        if self._in_transaction:
+        if self.in_transaction:
             self._abort("the route's target is switched")
 
     @property
     def failed(self) -> bool:
         """The producer failed for good (FAILED): it delivers nothing more."""
-        return self._failed
-
-    def fail(self, fenced: bool = False) -> bool:
-        """WORKING -> FAILED; True when it was WORKING (the caller stops the route's partitions).
-        ``fenced``: the failure was the leader's fencing of this writer.
-
-        A transactional producer's failure takes its open transaction along (aborted, or its outcome
-        unknown): the partitions held now are void, committed no more until released."""
-        self._fenced = self._fenced or fenced
-        if self._failed:
-            return False
-        self._failed = True
-        self._in_transaction = False
-        if self._transactional_id is not None:
-            self._void.update(self._ledger.maps)
-        return True
+        return self._stopper.writer_failed
 
     def renew_if_failed(self) -> None:
         """FAILED -> WORKING: a new producer (call once the partitions it stopped are released). A
         fenced writer stays FAILED: only :meth:`renew_fenced` renews it."""
-        if self._failed and not self._fenced:
+        if self.failed and not self.fenced:
             self._log.warning("route %s: building a new destination producer after a fatal error", self._route_name)
-            self._producer = self._new_producer()
-            self._failed = False
+            self._renew()
 
     def renew_fenced(self) -> None:
         """FAILED, fenced -> WORKING, a new producer: the worker registered again (and reads its
         assignment anew), so it may write under its id again. Nothing when not fenced."""
-        if self._fenced:
+        if self.fenced:
             self._log.warning("route %s: building a new transactional writer after the fencing", self._route_name)
-            self._producer = self._new_producer()
-            self._failed = False
-            self._fenced = False
+            self._renew()
+
+    def _renew(self) -> None:
+        """FAILED -> WORKING. A transactional writer's partitions still held are void (see ``_void``): a
+        FAILED writer starts none (:meth:`settle` defers them), so they are the ones held when it failed."""
+        if self._transactional_id is not None:
+            self._void.update(self._ledger.maps)
+        self._producer = self._new_producer()
+        self._stopper.renewed()
 
     def fit_batches_to(self, topic: str, limit: int) -> None:
         """Keeps producer batches under the destination topic's ``max.message.bytes`` (``limit``).
@@ -492,7 +482,7 @@ class Committer:
             topic,
             limit,
         )
-        if self._in_transaction and not self._commit_transaction():
+        if self.in_transaction and not self._commit_transaction():
             return  # aborted: the route's partitions restart, and this runs again when they do
         self._producer.flush(0)
         self._ledger.settle()
@@ -523,9 +513,9 @@ class Committer:
         did not arrive only makes that look-back longer. It is sent again by the next commit with a
         new offset, and by the next commit that waits (a release's): only those count as done.
         """
-        if self._failed:
+        if self.failed:
             return True
-        if self._transactional_id is not None and self._in_transaction and not self._commit_transaction():
+        if self._transactional_id is not None and self.in_transaction and not self._commit_transaction():
             return True
         self._ledger.settle()  # and none until the commit: see DeliveryLedger.settle
         # What may be committed is fixed before the map is written: every offset below it was
@@ -591,15 +581,15 @@ class Committer:
         Anything the destination did not acknowledge stays uncommitted and is copied again, never lost.
         """
         # A failed producer delivers nothing more: waiting for it would only stall.
-        remaining = self.flush(0 if self._failed else flush_timeout)
-        if remaining and not self._failed:
+        remaining = self.flush(0 if self.failed else flush_timeout)
+        if remaining and not self.failed:
             self._log.error(
                 "route %s: %d records still unacknowledged after %.0fs; releasing anyway (they will be copied again)",
                 self._route_name,
                 remaining,
                 flush_timeout,
             )
-        if self._failed:  # its map segments cannot be written, so nothing can be committed:
+        if self.failed:  # its map segments cannot be written, so nothing can be committed:
             return  # the keys restart from their last commit (and the look-back skips what was copied)
         self.commit_within(keys, commit_deadline)
         self.flush(SEGMENT_FLUSH_S)
@@ -612,7 +602,7 @@ class Committer:
 
     def close(self, flush_timeout: float) -> None:
         """Flushes, commits every partition, and waits for the map segments that commit wrote."""
-        if self._failed and self._transactional_id is not None:
+        if self.failed and self._transactional_id is not None:
             return  # aborted or fenced: nothing of it may be committed
         self.flush(flush_timeout)
         self.commit()

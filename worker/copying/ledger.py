@@ -121,13 +121,16 @@ class DeliveryRun:
 class DeliveryLedger:
     """One route's watermark, queued delivery reports, offset maps and resume skip sets.
 
-    ``watermarks`` is the tracker itself: the copy loop marks what it hands the producer on it
-    (``sent_run``, ``passed``), bound once per batch. ``maps`` holds each held partition's offset
-    map; the committer's :class:`worker.copying.map_writer.OffsetMapWriter` writes their segments.
+    The ledger owns the watermark (:class:`common.core.watermark.OffsetWatermarks`): the others say
+    what happened to a source offset through its verbs (:meth:`sent`, :meth:`passed`, :meth:`failed`,
+    :meth:`start_at`), and read it through :meth:`in_flight` and :meth:`committables`. ``maps`` holds
+    each held partition's offset map; the committer's :class:`worker.copying.map_writer.OffsetMapWriter`
+    writes their segments.
     """
 
     def __init__(
         self,
+        *,
         route_name: str,
         source_name: Callable[[str], str],
         stop: StopPartition,
@@ -143,7 +146,7 @@ class DeliveryLedger:
         self._metrics = metrics
         self._record_age = metrics.record_age.labels(route_name)
         self._wall_clock = wall_clock
-        self.watermarks: OffsetWatermarks[TopicPartitionKey] = OffsetWatermarks()
+        self._watermarks: OffsetWatermarks[TopicPartitionKey] = OffsetWatermarks()
         self.maps: dict[TopicPartitionKey, OffsetMap] = {}
         # Source offsets already on the destination (the resume rule), not copied again.
         self._skip: dict[TopicPartitionKey, set[int]] = {}
@@ -175,9 +178,30 @@ class DeliveryLedger:
         self._skip.pop(key, None)
         self._skip_max.pop(key, None)
         self.maps.pop(key, None)
-        self.watermarks.forget(key)
+        self._watermarks.forget(key)
         self._copied_in_transaction.discard(key)
         self._bytes_in_flight.pop(key, None)
+
+    # -- what happened to a source offset ---------------------------------------------------
+
+    def sent(self, key: TopicPartitionKey, offsets: list[int]) -> None:
+        """``offsets`` of ``key`` (ascending, above any sent before) went to the producer: SENT."""
+        self._watermarks.sent_run(key, offsets)
+
+    def passed(self, key: TopicPartitionKey, offset: int) -> None:
+        """``offset`` of ``key`` needs no copy (not for this route's destination, or the source log now
+        starts past it): settled at once, so it never holds a commit back."""
+        self._watermarks.passed(key, offset)
+
+    def failed(self, key: TopicPartitionKey, offset: int, reason: str) -> None:
+        """The producer refused ``offset`` of ``key`` (or it never reached the destination): the watermark
+        stays below it, and its partition stops (the caller stops it)."""
+        self._watermarks.failed(key, offset, reason)
+
+    def start_at(self, key: TopicPartitionKey, offset: int) -> None:
+        """``key`` starts at ``offset``, past what was committed (its records below are on the destination):
+        committable from there at once."""
+        self._watermarks.start_at(key, offset)
 
     # -- what the copy loop asks ------------------------------------------------------------
 
@@ -228,8 +252,8 @@ class DeliveryLedger:
         skip.discard(offset)
         if not skip:
             del self._skip[key]
-        self.watermarks.sent(key, offset)
-        self.watermarks.acked(key, offset)
+        self._watermarks.sent(key, offset)
+        self._watermarks.acked(key, offset)
         self._metrics.resume_skipped.labels(self._route_name).inc()
         return True
 
@@ -265,7 +289,7 @@ class DeliveryLedger:
         if first is None:
             return  # not reported (the flush gave up): the records stay unacknowledged
         key = (self._source_name(first.topic()), first.partition())
-        watermarks = self.watermarks
+        watermarks = self._watermarks
         between_failed = any(error is not None for error in run.between)
         last = first if handed == 1 else run.between.get(None)
         if run.first_error is None and not between_failed and last is not None:
@@ -294,11 +318,11 @@ class DeliveryLedger:
     def in_flight(self) -> int:
         """How many records the destination has not acknowledged yet (reports settled first)."""
         self.settle()
-        return self.watermarks.in_flight()
+        return self._watermarks.in_flight()
 
     def committables(self) -> dict[TopicPartitionKey, int]:
         """Per partition, the source offset a commit may store: below it, everything is acknowledged."""
-        return self.watermarks.committables()
+        return self._watermarks.committables()
 
     def _settle_run(self, run: DeliveryRun, error: KafkaError | None, last: Any, now_ms: float) -> None:
         count = run.count
@@ -307,7 +331,7 @@ class DeliveryLedger:
         in_flight = self._bytes_in_flight.get(key)
         if in_flight is not None:  # None: released meanwhile
             self._bytes_in_flight[key] = max(0, in_flight - run.size)
-        watermarks = self.watermarks
+        watermarks = self._watermarks
         between_failed = next((e for e in run.between if e is not None), None)
         if error is None and first_error is None and between_failed is None:
             start = first.offset()

@@ -73,6 +73,7 @@ class PartitionStarter:
 
     def __init__(
         self,
+        *,
         route: RouteConfig,
         config: WorkerConfig,
         source: Mapping[str, Any],
@@ -221,7 +222,7 @@ class PartitionStarter:
                 to_assign.append(TopicPartition(topic, partition, first[partition] if start is None else start))
                 online.append((topic, partition))
                 if (past := self._past_commit.pop((topic, partition), None)) is not None:
-                    self._ledger.watermarks.start_at((topic, partition), past)
+                    self._ledger.start_at((topic, partition), past)
         self._states.start(to_assign)
         self._past_commit.clear()  # of partitions not started now: read again when they are
         self._open_wait_until = None
@@ -368,9 +369,7 @@ class PartitionStarter:
             first, end = decision.lost
             self._states.lost(key, decision.lost)
             self._metrics.lost.labels(self._route.name, key[0]).inc(end - first)
-            self._ledger.watermarks.passed(
-                key, end - 1
-            )  # nothing to wait for below the log start: commits move past it
+            self._ledger.passed(key, end - 1)  # nothing to wait for below the log start: commits move past it
             self._log.error(
                 "route %s: %s/%s: source records [%d, %d) (%d records) were deleted at the source before "
                 "they were copied (retention or deleteRecords); copying goes on from %d",

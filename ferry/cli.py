@@ -21,16 +21,17 @@ from ferry.common.cli import Register, root_parser, run
 from ferry.common.mm2.cli import register as import_mm2
 from ferry.common.preflight.grants import register as acls
 from ferry.common.zk.inspect import register as zk
-from ferry.controller.check_cli import register as check
-from ferry.controller.cli import register as controller
+from ferry.controller.commands.check import register as check
+from ferry.controller.commands.controller import register as controller
+from ferry.controller.commands.groups import register as groups
+from ferry.controller.commands.offsets import register as offsets
+from ferry.controller.commands.operate import register_autobalancing as autobalancing
+from ferry.controller.commands.operate import register_pause as pause
+from ferry.controller.commands.operate import register_throttle as throttle
+from ferry.controller.commands.operate import register_workers as workers
+from ferry.controller.commands.schemas import register as schemas
+from ferry.controller.commands.tree import register as tree
 from ferry.controller.failover.cli import register as failover
-from ferry.controller.groups.offsets_cli import register as offsets
-from ferry.controller.operate.cli import register_autobalancing as autobalancing
-from ferry.controller.operate.cli import register_pause as pause
-from ferry.controller.operate.cli import register_throttle as throttle
-from ferry.controller.operate.cli import register_workers as workers
-from ferry.controller.schemas.cli import register as schemas
-from ferry.controller.tree.cli import register as tree
 from ferry.devstack.cli import register as dev
 from ferry.fleet.cli import register as fleet
 from ferry.pipeline.cli import register_audit as audit
@@ -45,6 +46,7 @@ COMMANDS: tuple[Register, ...] = (
     bench,
     check,
     controller,
+    groups,
     dev,
     failover,
     fleet,

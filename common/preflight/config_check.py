@@ -15,7 +15,7 @@ and an admin client: Ferry reads and writes both ends (the workers read a destin
 heartbeats write to a source). Any other cluster (e.g. one with only a schema registry) is
 checked as an admin client.
 
-What reaches the servers is ``ferry check --connect`` (``controller/check_cli.py``); its results
+What reaches the servers is ``ferry check --connect`` (``controller/commands/check.py``); its results
 are :class:`EndpointResult` lines.
 """
 

@@ -14,7 +14,7 @@ import pytest
 from ferry.common.config import ZookeeperConfig, ZookeeperTlsConfig
 from ferry.common.errors import ConfigError
 from ferry.common.zk.layout import connect, make_client
-from ferry.controller.check_cli import zookeeper_result
+from ferry.controller.commands.check import zookeeper_result
 from ferry.devstack import processes, security
 from ferry.devstack import stack as devstack
 

@@ -44,7 +44,8 @@ with contextlib.redirect_stdout(io.StringIO()):
             parser.parse_args([command, "--help"])
         except SystemExit:
             pass
-import ferry.worker.cli, ferry.worker.service, ferry.controller.cli, ferry.controller.service, ferry.controller.api.rest
+import ferry.worker.cli, ferry.worker.service, ferry.controller.service, ferry.controller.api.rest
+import ferry.controller.commands.controller
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in {OPTIONAL!r})
 print(attempts, loaded)
 """)

@@ -16,7 +16,7 @@ from flask import Flask, Response, jsonify, request
 from ferry.cli import main
 from ferry.common.config import load_config
 from ferry.common.errors import ConfigError
-from ferry.controller.rest_client import (
+from ferry.controller.commands.rest_client import (
     ControllerCallError,
     ControllerClient,
     ControllerRefused,

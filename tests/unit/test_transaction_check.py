@@ -13,7 +13,7 @@ from ferry.common.config import RouteConfig, parse_config
 from ferry.common.preflight import acls
 from ferry.common.preflight import transactions as check
 from ferry.common.preflight.grants import ClusterGrants
-from ferry.controller.check_cli import transactional_id_results
+from ferry.controller.commands.check import transactional_id_results
 
 pytestmark = pytest.mark.unit
 

@@ -50,11 +50,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--id", help="this controller's id (default: host name and REST port)")
     parser.set_defaults(func=_run)
-    from ferry.controller.groups import (
-        cli as groups_cli,  # `ferry groups`: the checkpoint code, run once from the config
-    )
-
-    groups_cli.register(subparsers)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ through a controller's REST API (any controller; a standby forwards to the leade
 - ``sync``: a distribution pass now; what it copied, and the conflicts. Exit 1 when not in sync.
 - ``diff``: only what differs (missing versions with their IDs, conflicts). Exit 1 when anything does.
 
-The controller is found and called as :mod:`controller.rest_client` says (``--url``, else the
+The controller is found and called as :mod:`controller.commands.rest_client` says (``--url``, else the
 config's; the bearer token from ``--token-env``, default ``$FERRY_TOKEN``). Errors (no controller,
 a refused request) are one line and exit status 2.
 """
@@ -19,7 +19,12 @@ import time
 from typing import Any
 
 from ferry.common.errors import FerryError
-from ferry.controller.rest_client import ControllerClient, ControllerRefused, ControllerUnreachable, add_options
+from ferry.controller.commands.rest_client import (
+    ControllerClient,
+    ControllerRefused,
+    ControllerUnreachable,
+    add_options,
+)
 
 # A pass reads every subject of every registry: give it time.
 TIMEOUT_S = 120.0

@@ -1,7 +1,7 @@
 """``ferry pause|resume``, ``ferry workers cordon|drain|uncordon|show``, ``ferry autobalancing``,
 ``ferry throttle``: an operator's controls over a running fleet, through a controller's REST API.
 
-The controller's options and the calls are :mod:`controller.rest_client`'s (``--config``, ``--url``,
+The controller's options and the calls are :mod:`controller.commands.rest_client`'s (``--config``, ``--url``,
 ``--token-env``); any controller will do: standbys forward writes.
 ``ferry workers drain --wait S`` waits until the worker holds no partition (at most S seconds).
 """
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ferry.controller.rest_client import ControllerCallError, ControllerClient, add_options
+from ferry.controller.commands.rest_client import ControllerCallError, ControllerClient, add_options
 
 
 class ControlsError(ControllerCallError):

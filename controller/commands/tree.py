@@ -1,7 +1,7 @@
 """``ferry tree``: the distribution tree's distributors as a table; ``ferry tree switch D LEAF``.
 
 Both ask a controller's REST API (``GET /tree``, ``POST /tree/<distributor>/target``), found and
-called as :mod:`controller.rest_client` says (``--url``, else the config's; ``--token-env``). Without a
+called as :mod:`controller.commands.rest_client` says (``--url``, else the config's; ``--token-env``). Without a
 reachable controller, ``ferry tree`` still prints the tree as the config derives it (targets as
 configured, state unknown) and says so.
 """
@@ -15,7 +15,7 @@ import sys
 from ferry.common.config import FerryConfig, load_config
 from ferry.common.core import tree
 from ferry.common.errors import ConfigError
-from ferry.controller.rest_client import ControllerClient, ControllerUnreachable, add_options
+from ferry.controller.commands.rest_client import ControllerClient, ControllerUnreachable, add_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

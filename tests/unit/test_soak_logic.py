@@ -1,10 +1,12 @@
-"""The pure parts of ``ferry bench soak``: the fault schedule, the verdict, and the command's options."""
+"""The pure parts of ``ferry bench soak``: the fault table, the schedule, the verdict, the command's options."""
 
 from __future__ import annotations
 
 import argparse
 import random
+import re
 from array import array
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -118,6 +120,12 @@ def test_the_command_draws_the_faults_on_by_default_and_names_each_in_its_help()
     args = parser.parse_args(["soak"])
     assert args.faults == fault_table.DEFAULT
     assert all(fault.does in fault_table.help_text() for fault in fault_table.FAULTS)
+
+
+def test_the_benchmarks_page_describes_exactly_the_soaks_faults_in_the_tables_order() -> None:
+    text = (Path(__file__).resolve().parents[2] / "BENCHMARKS.md").read_text()
+    table = text.split("| fault | what | how long |", 1)[1].split("\n\n", 1)[0]
+    assert tuple(re.findall(r"^\| `([a-z-]+)` \|", table, re.MULTILINE)) == fault_table.NAMES
 
 
 # -- the verdict -----------------------------------------------------------------------------

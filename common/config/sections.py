@@ -137,11 +137,11 @@ class WorkerConfig(_Strict):
     """where a partition with no committed offset starts: earliest | latest"""
     commit_interval_s: float = Field(1.0, gt=0)
     """at-least-once routes: how often acknowledged source offsets are committed"""
-    transaction_interval_s: float = Field(0.1, gt=0)
+    transaction_interval_s: float = Field(0.25, gt=0)
     """exactly-once routes: how often each route commits its transaction (its copies, their offset-map segments and
     its source offsets); a read_committed consumer sees a copy once its transaction commits, so this bounds how long
-    it waits; each commit stops the route's copy loop until the destination acknowledged the transaction's copies
-    (a few ms, BENCHMARKS.md), so much shorter intervals cost records/s"""
+    it waits (p99 about 0.3-0.4 s at the default); each commit stops the route's copy loop until the destination
+    acknowledged the transaction's copies (a few ms), so shorter intervals cost records/s (BENCHMARKS.md)"""
     consume_batch: int = Field(1000, ge=1, le=100_000)
     """records taken from the consumer per call"""
     load_report_interval_s: float = Field(30.0, gt=0)

@@ -183,7 +183,7 @@ def missing(wanted: Iterable[Binding], present: Iterable[Binding]) -> list[Bindi
 # -- what the leader remembers (ZooKeeper ``acls/<route>``) for a failover with the source gone ------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Remembered:
     """The route's source bindings (every operation) as the last sync read them, its topics and groups then."""
 
@@ -207,10 +207,10 @@ class Remembered:
         try:
             raw: dict[str, Any] = json.loads(data)
             return cls(
-                float(raw["at"]),
-                [str(t) for t in raw["topics"]],
-                [str(g) for g in raw["groups"]],
-                [Binding(**row) for row in raw["bindings"]],
+                at=float(raw["at"]),
+                topics=[str(t) for t in raw["topics"]],
+                groups=[str(g) for g in raw["groups"]],
+                bindings=[Binding(**row) for row in raw["bindings"]],
             )
         except (KeyError, TypeError, json.JSONDecodeError) as exc:
             raise ValueError(f"not a remembered ACL set: {exc}") from None

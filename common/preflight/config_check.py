@@ -37,7 +37,7 @@ from ferry.common.placeholders import resolve
 LOCAL_FILE_PROPERTY = re.compile(r"\.location$|^sasl\.kerberos\.keytab$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EndpointResult:
     """One line of ``ferry check --connect``: an endpoint, whether it answered as configured (or
     could not be checked), and what it said (or why not)."""

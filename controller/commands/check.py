@@ -149,7 +149,9 @@ def topic_results(config: FerryConfig, clusters: list[str], timeout_s: float) ->
                 listed[route.source] = None  # it stopped answering: its own line said so
         topics = listed[route.source]
         if topics is not None:
-            yield EndpointResult(f"route {route.name} topics", True, route_topics.summary(route, topics))
+            yield EndpointResult(
+                endpoint=f"route {route.name} topics", ok=True, detail=route_topics.summary(route, topics)
+            )
 
 
 def replica_results(config: FerryConfig, clusters: list[str], timeout_s: float) -> Iterator[EndpointResult]:
@@ -184,7 +186,10 @@ def replica_results(config: FerryConfig, clusters: list[str], timeout_s: float) 
         found = replica_check.fewer_replicas(route, source[0], destination[0], brokers)
         if found:
             yield EndpointResult(
-                f"route {route.name} replicas", True, replica_check.warning(route, found, brokers), warning=True
+                endpoint=f"route {route.name} replicas",
+                ok=True,
+                detail=replica_check.warning(route, found, brokers),
+                warning=True,
             )
 
 
@@ -208,11 +213,14 @@ def transaction_results(config: FerryConfig, clusters: list[str], timeout_s: flo
         verdict = seen[destination]
         endpoint = f"route {route.name} transactions on {destination}"
         if isinstance(verdict, str):
-            yield EndpointResult(endpoint, None, f"not checked: {verdict}")
+            yield EndpointResult(endpoint=endpoint, ok=None, detail=f"not checked: {verdict}")
         else:
             level = verdict.level
             yield EndpointResult(
-                endpoint, level != transaction_check.ERROR, verdict.detail, warning=level == transaction_check.WARNING
+                endpoint=endpoint,
+                ok=level != transaction_check.ERROR,
+                detail=verdict.detail,
+                warning=level == transaction_check.WARNING,
             )
 
 
@@ -244,11 +252,13 @@ def acl_results(granted: dict[str, acl_check.ClusterGrants]) -> Iterator[Endpoin
     for cluster, grants in sorted(granted.items()):
         endpoint = f"kafka {cluster} ACLs" + (f" of {grants.principal}" if grants.principal else "")
         if grants.error is not None:
-            yield EndpointResult(endpoint, None, f"not checked: {grants.error}")
+            yield EndpointResult(endpoint=endpoint, ok=None, detail=f"not checked: {grants.error}")
         elif grants.missing:
-            yield EndpointResult(endpoint, False, f"{len(grants.missing)} missing: grant what `ferry acls` prints")
+            yield EndpointResult(
+                endpoint=endpoint, ok=False, detail=f"{len(grants.missing)} missing: grant what `ferry acls` prints"
+            )
         else:
-            yield EndpointResult(endpoint, True, "every ACL Ferry needs is granted")
+            yield EndpointResult(endpoint=endpoint, ok=True, detail="every ACL Ferry needs is granted")
 
 
 def transactional_id_results(
@@ -264,10 +274,10 @@ def transactional_id_results(
             continue
         endpoint = f"route {route.name} transactional-id ACLs on {destination}"
         if grants.error is not None:
-            yield EndpointResult(endpoint, None, f"not checked: {grants.error}")
+            yield EndpointResult(endpoint=endpoint, ok=None, detail=f"not checked: {grants.error}")
             continue
         verdict = transaction_check.acl_verdict(route, grants.missing, destination)
-        yield EndpointResult(endpoint, verdict.level != transaction_check.ERROR, verdict.detail)
+        yield EndpointResult(endpoint=endpoint, ok=verdict.level != transaction_check.ERROR, detail=verdict.detail)
 
 
 def kafka_result(name: str, props: dict[str, Any], timeout_s: float) -> EndpointResult:
@@ -277,17 +287,21 @@ def kafka_result(name: str, props: dict[str, Any], timeout_s: float) -> Endpoint
     try:
         admin = kafka_clients.admin(props, logger=_SILENT, error_cb=reported.append)
     except KafkaException as exc:  # `ferry check` without --connect names the property
-        return EndpointResult(endpoint, False, f"cannot build a client: {_text(exc)}")
+        return EndpointResult(endpoint=endpoint, ok=False, detail=f"cannot build a client: {_text(exc)}")
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
         admin.poll(min(1.0, timeout_s))  # error_cb runs from poll()
         specific = [error for error in reported if error.code() not in _GENERIC]
         reason = specific[-1].str() if specific else _text(exc)
-        return EndpointResult(endpoint, False, f"no answer within {timeout_s:g}s: {reason}" if not specific else reason)
+        return EndpointResult(
+            endpoint=endpoint, ok=False, detail=f"no answer within {timeout_s:g}s: {reason}" if not specific else reason
+        )
     brokers = len(metadata.brokers)
     return EndpointResult(
-        endpoint, True, f"{brokers} broker{'s' if brokers != 1 else ''}, {len(metadata.topics)} topics"
+        endpoint=endpoint,
+        ok=True,
+        detail=f"{brokers} broker{'s' if brokers != 1 else ''}, {len(metadata.topics)} topics",
     )
 
 
@@ -304,7 +318,7 @@ def zookeeper_result(zookeeper: ZookeeperConfig, timeout_s: float) -> EndpointRe
     try:
         client = make_client(config)
     except ConfigError as exc:  # a TLS file that cannot be read
-        return EndpointResult(endpoint, False, str(exc))
+        return EndpointResult(endpoint=endpoint, ok=False, detail=str(exc))
     kazoo_logger = logging.getLogger("kazoo")
     level = kazoo_logger.level
     kazoo_logger.setLevel(logging.CRITICAL)  # its connection warnings would repeat the one line below
@@ -312,34 +326,42 @@ def zookeeper_result(zookeeper: ZookeeperConfig, timeout_s: float) -> EndpointRe
         try:
             connect(client, config)
         except ConfigError as exc:  # a TLS handshake refused, or the digest credentials
-            return EndpointResult(endpoint, False, str(exc))
+            return EndpointResult(endpoint=endpoint, ok=False, detail=str(exc))
         except UnreachableError:
-            return EndpointResult(endpoint, False, f"no session within {timeout_s:g}s")
+            return EndpointResult(endpoint=endpoint, ok=False, detail=f"no session within {timeout_s:g}s")
         root = zookeeper.root
         user, password = zookeeper.auth.credentials() if zookeeper.auth else ("", "")
         refused = EndpointResult(
-            endpoint,
-            False,
-            f"the ACL on {root} does not grant user {user!r} with this "
+            endpoint=endpoint,
+            ok=False,
+            detail=f"the ACL on {root} does not grant user {user!r} with this "
             "password (a wrong password, or nodes created by another identity)",
         )
         try:
             if client.exists(root) is None:
-                return EndpointResult(endpoint, True, f"session open; {root} does not exist yet (Ferry creates it)")
+                return EndpointResult(
+                    endpoint=endpoint, ok=True, detail=f"session open; {root} does not exist yet (Ferry creates it)"
+                )
             if zookeeper.auth is None:
                 children = client.get_children(root)
-                return EndpointResult(endpoint, True, f"session open; {len(children)} nodes under {root}")
+                return EndpointResult(
+                    endpoint=endpoint, ok=True, detail=f"session open; {len(children)} nodes under {root}"
+                )
             acls, _ = client.get_acls(root)
         except NoAuthError:
             if zookeeper.auth is None:
-                return EndpointResult(endpoint, False, f"not allowed to read {root} (it needs zookeeper.auth)")
+                return EndpointResult(
+                    endpoint=endpoint, ok=False, detail=f"not allowed to read {root} (it needs zookeeper.auth)"
+                )
             return refused
         identity = make_digest_acl_credential(user, password)
         if not any(acl.id.scheme == "digest" and acl.id.id == identity for acl in acls):
             return refused
-        return EndpointResult(endpoint, True, f"authenticated as {user!r}; the ACL on {root} grants it")
+        return EndpointResult(
+            endpoint=endpoint, ok=True, detail=f"authenticated as {user!r}; the ACL on {root} grants it"
+        )
     except KazooException as exc:
-        return EndpointResult(endpoint, False, f"{type(exc).__name__} {exc}".strip())
+        return EndpointResult(endpoint=endpoint, ok=False, detail=f"{type(exc).__name__} {exc}".strip())
     finally:
         client.stop()
         client.close()
@@ -352,7 +374,7 @@ def registry_result(name: str, registry: RegistryConfig, timeout_s: float) -> En
     try:
         subjects = client.subjects()
     except FerryError as exc:
-        return EndpointResult(endpoint, False, str(exc))
+        return EndpointResult(endpoint=endpoint, ok=False, detail=str(exc))
     finally:
         client.close()
-    return EndpointResult(endpoint, True, f"{len(subjects)} subjects")
+    return EndpointResult(endpoint=endpoint, ok=True, detail=f"{len(subjects)} subjects")

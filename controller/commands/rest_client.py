@@ -71,7 +71,7 @@ def add_options(
     parser.add_argument("--token-env", default=TOKEN_ENV, help="environment variable holding a bearer token")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ControllerClient:
     """One controller's REST API: its ``url`` (no trailing slash), the ``headers`` of every call,
     how its certificate is verified (``requests``' ``verify``) and how long a call may take."""
@@ -103,7 +103,7 @@ class ControllerClient:
         verify: bool | str = (rest.tls.ca_file or rest.tls.cert_file) if rest is not None and rest.tls else True
         token = (os.environ if environ is None else environ).get(args.token_env)
         headers = {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
-        return cls(url.rstrip("/"), headers, verify, timeout_s)
+        return cls(url=url.rstrip("/"), headers=headers, verify=verify, timeout_s=timeout_s)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         """The controller's JSON answer to ``method path`` (None when it answered no JSON), ``body``

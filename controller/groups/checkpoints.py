@@ -52,6 +52,7 @@ from ferry.common.core.offset_map import (
     EXACT,
     MAP_TOPIC,
     TIMESTAMP,
+    Segment,
     copy_end,
     segment_key,
     timestamp_lookup_ms,
@@ -71,7 +72,7 @@ PENDING = "pending"
 _ACTIVE_STATES = {"STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GroupOffsetTranslation:
     """One group's position on one partition, on both clusters."""
 
@@ -263,36 +264,50 @@ class Checkpointer:
             ends.update(self._source_ends(route.source, unknown))
         for (topic, partition), offset in sorted(committed.items()):
             dest_topic = route.destination_topic(topic)
-            end = ends[(topic, partition)]
             segments = reader.segments(route.name, dest_topic, partition)
             if not segments and not self._exists(route.destination, dest_topic):
                 continue  # a topic this route does not mirror
-            exact = translate(segments, offset)
-            if exact is not None:
-                result.append(
-                    GroupOffsetTranslation(route.name, group, topic, partition, offset, end, dest_topic, exact, EXACT)
-                )
-                continue
-            if segments and offset > max(s.src_end for s in segments):
-                ahead = copy_end(segments)
-                result.append(
-                    GroupOffsetTranslation(route.name, group, topic, partition, offset, end, dest_topic, ahead, AHEAD)
-                )
-                continue
-            seeded = self._mm2.translate(route, group, dest_topic, partition, offset)
-            if seeded is not None:  # Ferry's map has nothing there yet: MirrorMaker 2's checkpoint
-                result.append(
-                    GroupOffsetTranslation(
-                        route.name, group, topic, partition, offset, end, dest_topic, seeded, MIRRORMAKER2
-                    )
-                )
-                continue
-            by_time = self._by_timestamp(route, topic, dest_topic, partition, offset)
-            method = TIMESTAMP if by_time is not None else PENDING
+            destination_offset, method = self._destination_offset(
+                route, group, topic, dest_topic, partition, offset, segments
+            )
             result.append(
-                GroupOffsetTranslation(route.name, group, topic, partition, offset, end, dest_topic, by_time, method)
+                GroupOffsetTranslation(
+                    route=route.name,
+                    group=group,
+                    topic=topic,
+                    partition=partition,
+                    source_offset=offset,
+                    source_end=ends[(topic, partition)],
+                    destination_topic=dest_topic,
+                    destination_offset=destination_offset,
+                    method=method,
+                )
             )
         return result
+
+    def _destination_offset(
+        self,
+        route: RouteConfig,
+        group: str,
+        topic: str,
+        dest_topic: str,
+        partition: int,
+        offset: int,
+        segments: list[Segment],
+    ) -> tuple[int | None, str]:
+        """Where ``group`` goes on from its committed source ``offset`` on the destination, and the method that
+        found it: the route's map, the copy's end when the group is ahead of it, MirrorMaker 2's checkpoint where
+        Ferry's map has nothing yet, else the timestamp (None: pending)."""
+        exact = translate(segments, offset)
+        if exact is not None:
+            return exact, EXACT
+        if segments and offset > max(s.src_end for s in segments):
+            return copy_end(segments), AHEAD
+        seeded = self._mm2.translate(route, group, dest_topic, partition, offset)
+        if seeded is not None:
+            return seeded, MIRRORMAKER2
+        by_time = self._by_timestamp(route, topic, dest_topic, partition, offset)
+        return by_time, TIMESTAMP if by_time is not None else PENDING
 
     def _source_ends(self, cluster: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int | None]:
         """The log ends of ``partitions`` in one request; None for those the cluster does not answer for."""

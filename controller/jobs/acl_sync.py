@@ -122,7 +122,7 @@ class AclSyncJob:
             )
         groups = [group for group in listed if route.wants_group(group)]
         mine = acl_sync.route_bindings(route, found, topics, groups)
-        self._remember(route, Remembered(self._clock(), topics, groups, mine))
+        self._remember(route, Remembered(at=self._clock(), topics=topics, groups=groups, bindings=mine))
         plan = acl_sync.synced(route, mine, topics, groups)
         if not plan.bindings:
             return AclSyncResult(route.name, skipped=plan.skipped)

@@ -130,11 +130,13 @@ def test_only_the_missing_bindings_are_created_and_none_is_ever_removed() -> Non
 
 
 def test_the_remembered_set_round_trips_and_compares_without_its_time() -> None:
-    remembered = Remembered(12.5, ["orders"], ["app"], [_b("orders", WRITE), _b("orders")])
+    remembered = Remembered(at=12.5, topics=["orders"], groups=["app"], bindings=[_b("orders", WRITE), _b("orders")])
     again = Remembered.from_bytes(remembered.to_bytes())
-    assert again == Remembered(12.5, ["orders"], ["app"], sorted(remembered.bindings))
-    assert again.same_as(Remembered(99.0, ["orders"], ["app"], [_b("orders"), _b("orders", WRITE)]))
-    assert not again.same_as(Remembered(12.5, ["orders"], ["app"], [_b("orders")]))
+    assert again == Remembered(at=12.5, topics=["orders"], groups=["app"], bindings=sorted(remembered.bindings))
+    assert again.same_as(
+        Remembered(at=99.0, topics=["orders"], groups=["app"], bindings=[_b("orders"), _b("orders", WRITE)])
+    )
+    assert not again.same_as(Remembered(at=12.5, topics=["orders"], groups=["app"], bindings=[_b("orders")]))
     with pytest.raises(ValueError):
         Remembered.from_bytes(b'{"at": 1}')
 

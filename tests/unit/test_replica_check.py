@@ -35,4 +35,7 @@ def test_an_existing_copy_is_judged_by_its_own_replicas_even_when_it_was_posted(
 def test_a_long_list_is_cut_and_a_warning_is_no_failure() -> None:
     found = [(f"orders.{i}", 1, 3) for i in range(7)]
     assert warning(ROUTE, found, 1).count("(1 < 3)") == 5 and " and 2 more " in warning(ROUTE, found, 1)
-    assert EndpointResult("route src.dst replicas", True, "x", warning=True).line() == "WARN  route src.dst replicas: x"
+    assert (
+        EndpointResult(endpoint="route src.dst replicas", ok=True, detail="x", warning=True).line()
+        == "WARN  route src.dst replicas: x"
+    )

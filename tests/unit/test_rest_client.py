@@ -127,7 +127,7 @@ def test_the_token_comes_from_the_named_environment_variable(serve: Callable[[Fl
 
 
 def test_a_refusal_names_the_status_and_the_controllers_error(serve: Callable[[Flask], str]) -> None:
-    client = ControllerClient(serve(_controller([])))
+    client = ControllerClient(url=serve(_controller([])))
     with pytest.raises(ControllerRefused) as refused:
         client.call("POST", "/topics/unknown/pause", {})
     assert str(refused.value) == "the controller answered 404: topic unknown is not mirrored"
@@ -136,14 +136,14 @@ def test_a_refusal_names_the_status_and_the_controllers_error(serve: Callable[[F
 
 def test_a_refusal_without_json_names_the_start_of_the_body(serve: Callable[[Flask], str]) -> None:
     with pytest.raises(ControllerRefused) as refused:
-        ControllerClient(serve(_controller([]))).call("GET", "/broken")
+        ControllerClient(url=serve(_controller([]))).call("GET", "/broken")
     assert str(refused.value) == "the controller answered 502: <html>bad gateway</html>"
     assert refused.value.answer is None
 
 
 def test_no_controller_is_named_with_its_url() -> None:
     with pytest.raises(ControllerUnreachable) as unreachable:
-        ControllerClient(CLOSED, timeout_s=5).call("GET", "/workers/w1")
+        ControllerClient(url=CLOSED, timeout_s=5).call("GET", "/workers/w1")
     assert str(unreachable.value) == f"no controller at {CLOSED}: ConnectionError"
     assert isinstance(unreachable.value, ControllerCallError)
 

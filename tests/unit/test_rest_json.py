@@ -177,7 +177,17 @@ def test_commands_offsets_and_jobs_keep_their_keys_and_order() -> None:
         }
     )
 
-    t = GroupOffsetTranslation("a.b", "app", "orders", 0, 5, 9, "b.orders", None, "pending")
+    t = GroupOffsetTranslation(
+        route="a.b",
+        group="app",
+        topic="orders",
+        partition=0,
+        source_offset=5,
+        source_end=9,
+        destination_topic="b.orders",
+        destination_offset=None,
+        method="pending",
+    )
     assert _ordered(
         rest_json.groups_json(GroupCheckpoints({"app": [t]}, {("a.b", "app"): 1.23456, ("a.b", "x"): 2.0}))
     ) == _ordered(

@@ -134,7 +134,17 @@ def _answers() -> Iterator[tuple[type[BaseModel], Any]]:
             HeartbeatView([Latency("a", "c", 2, 0.5, 1.0)], {"a.b": None, "a.c": Latency("a", "c", 1, 0.1, 0.2)})
         ),
     )
-    translation = GroupOffsetTranslation("a.b", "app", "orders", 0, 5, 9, "b.orders", 7, "exact")
+    translation = GroupOffsetTranslation(
+        route="a.b",
+        group="app",
+        topic="orders",
+        partition=0,
+        source_offset=5,
+        source_end=9,
+        destination_topic="b.orders",
+        destination_offset=7,
+        method="exact",
+    )
     yield (
         wire_answers.GroupsAnswer,
         rest_json.groups_json(GroupCheckpoints({"app": [translation]}, {("a.b", "app"): 1.5})),

@@ -88,7 +88,14 @@ class Controller:
         self.operate = FleetControls(
             config=config, layout=layout, leadership=self.leadership, reconciler=self.reconciler
         )
-        self.failover = FailoverControl(config, self._zk, layout, self.leadership, self.store, self.metrics.registry)
+        self.failover = FailoverControl(
+            config=config,
+            zk=self._zk,
+            layout=layout,
+            leadership=self.leadership,
+            store=self.store,
+            registry=self.metrics.registry,
+        )
         self.reads = ReadSide(
             config,
             self._zk,

@@ -21,6 +21,8 @@ from ferry.common.model import ExternalView, IdealState, PartitionKey
 from ferry.common.vocabulary import ControllerState
 from ferry.controller.api.ports import ControllerApi
 from ferry.controller.errors import NotFound
+from ferry.controller.failover.control import RouteFailover
+from ferry.controller.failover.document import FailoverDocument, FailoverPlan, UnplannedPlan
 from ferry.controller.groups.checkpoints import GroupCheckpoints
 from ferry.controller.groups.translate import OffsetTranslation
 from ferry.controller.operate.control import ControlsView, PausedTopic, RouteThrottleSet, WorkerControl
@@ -546,23 +548,38 @@ class FakeController:
 
     # -- failover
 
-    def routes(self) -> list[dict[str, Any]]:
+    def routes(self) -> list[RouteFailover]:
         self._call("routes")
-        return [{"route": "src.dst", "source": "src", "destination": "dst", "state": "ACTIVE"}]
+        return [
+            RouteFailover(route="src.dst", source="src", destination="dst", document=FailoverDocument.active("src.dst"))
+        ]
 
-    def route(self, name: str) -> dict[str, Any]:
+    def route(self, name: str) -> RouteFailover:
         self._call("route", name)
-        return {"route": name, "source": "src", "destination": "dst", "state": "ACTIVE"}
+        return RouteFailover(route=name, source="src", destination="dst", document=FailoverDocument.active(name))
 
     def fail_over(
         self, name: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
-    ) -> dict[str, Any]:
+    ) -> FailoverDocument:
         self._call("fail_over", name, planned, groups, topics, quiet_s, timeout_s)
-        return {"route": name, "source": "src", "destination": "dst", "state": "FAILED_OVER"}
+        return FailoverDocument(route=name, state="FAILED_OVER")
 
-    def plan(self, name: str, planned: bool, groups: str | None, topics: str | None) -> dict[str, Any]:
+    def plan(self, name: str, planned: bool, groups: str | None, topics: str | None) -> FailoverPlan:
         self._call("plan", name, planned, groups, topics)
-        return {"route": name, "state": "ACTIVE", "dryRun": True, "phases": ["REQUESTED", "SYNCING", "FAILED_OVER"]}
+        nothing = UnplannedPlan(source_ends_seen_at=None, rpo=[], not_copied=0, groups=[])
+        return FailoverPlan(
+            route=name,
+            source="src",
+            destination="dst",
+            dry_run=True,
+            state="ACTIVE",
+            planned=planned,
+            phases=["REQUESTED", "SYNCING", "FAILED_OVER"],
+            groups=groups,
+            topics=topics,
+            partitions={},
+            plan=nothing,
+        )
 
 
 def as_controller_api(fake: FakeController) -> ControllerApi:

@@ -15,7 +15,7 @@ Everything lives under the configured root (``zookeeper.root``)::
     <root>/removed/<route>/<topic>     {"at": epoch s}: deleted through REST; never auto-whitelisted again
     <root>/controls/desired            Controls: paused partitions, cordoned workers, autobalancing, throttles
     <root>/controls/shares             worker -> route -> its part of the route's throttle (leader writes)
-    <root>/failover/<route>            the route's failover state and report (controller/failover/states.py)
+    <root>/failover/<route>            the route's failover state and report (controller/failover/document.py)
     <root>/source_ends/<route>         {"at", "ends", "rates"}: the leader's last-seen source log ends and their rates
     <root>/acls/<route>                the route's source ACL bindings as the leader's last ACL sync read them
 
@@ -140,7 +140,7 @@ class ZkLayout:
         return self._join("failover")
 
     def failover(self, route: str) -> str:
-        """The route's failover state; no node: the route is ACTIVE."""
+        """The route's failover document (:mod:`controller.failover.document`); no node: the route is ACTIVE."""
         return self._join("failover", route)
 
     def source_ends(self, route: str) -> str:

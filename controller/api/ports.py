@@ -7,11 +7,13 @@ as protocols.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from ferry.common.core.heartbeat import HeartbeatView
 from ferry.common.core.operate.controls import Throttle
 from ferry.common.model import IdealState, PartitionKey
+from ferry.controller.failover.control import RouteFailover
+from ferry.controller.failover.document import FailoverDocument, FailoverPlan
 from ferry.controller.groups.checkpoints import GroupCheckpoints
 from ferry.controller.groups.translate import OffsetTranslation
 from ferry.controller.operate.control import ControlsView, PausedTopic, RouteThrottleSet, WorkerControl
@@ -94,14 +96,14 @@ class OperateApi(Protocol):
 class FailoverApi(Protocol):
     """Routes' failover (:class:`controller.failover.control.FailoverControl`); a standby forwards the failover.
 
-    The answers are the failover workflow's own documents (:mod:`controller.failover.workflow`)."""
+    The answers are the failover workflow's own documents (:mod:`controller.failover.document`)."""
 
-    def routes(self) -> list[dict[str, Any]]: ...
-    def route(self, name: str) -> dict[str, Any]: ...
+    def routes(self) -> list[RouteFailover]: ...
+    def route(self, name: str) -> RouteFailover: ...
     def fail_over(
         self, name: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
-    ) -> dict[str, Any]: ...
-    def plan(self, name: str, planned: bool, groups: str | None, topics: str | None) -> dict[str, Any]: ...
+    ) -> FailoverDocument: ...
+    def plan(self, name: str, planned: bool, groups: str | None, topics: str | None) -> FailoverPlan: ...
 
 
 class ControllerApi(Protocol):

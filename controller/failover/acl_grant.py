@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
-from typing import Any
 
 from confluent_kafka import KafkaException
 from kazoo.client import KazooClient
@@ -30,6 +29,7 @@ from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import Unavailable
+from ferry.controller.failover.document import AclGrants, AclRevocations, BindingRow, SkippedBinding
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def grant_source_acls(
     *,
     granting: Iterable[Binding] = (),
     before_granting: Callable[[list[Binding]], None] | None = None,
-) -> dict[str, Any]:
+) -> AclGrants:
     """Grants on the route's destination what the source had on ``topics`` (source names) and the
     route's groups; returns the report's ``acls`` entry: the destination, where the bindings came from
     (``source``, ``remembered`` or ``none``), those this failover granted, how many were there already,
@@ -56,30 +56,25 @@ def grant_source_acls(
     the destination holds now were granted by this failover and count as ``granted``, not
     ``alreadyThere``."""
     names = sorted(topics)
-    report: dict[str, Any] = {
-        "destination": route.destination,
-        "from": "none",
-        "granted": [],
-        "alreadyThere": 0,
-        "skipped": [],
-        "errors": [],
-    }
+    report = AclGrants(destination=route.destination, from_="none", granted=[], already_there=0, skipped=[], errors=[])
     source = kafka_clients.admin(config.clusters[route.source])
     try:
         bindings = kafka_acls.describe(source, TIMEOUT_S)
         listed = kafka_acls.group_ids(source, TIMEOUT_S) if route.groups else []
         groups = [group for group in listed if route.wants_group(group)]
-        report["from"] = "source"
+        report = report.model_copy(update={"from_": "source"})
     except (KafkaException, TimeoutError) as exc:
-        report["errors"].append(f"reading the ACLs of source {route.source}: {kafka_error(exc)}")
+        report = report.model_copy(
+            update={"errors": [f"reading the ACLs of source {route.source}: {kafka_error(exc)}"]}
+        )
         remembered = _remembered(zk, layout, route)
         if remembered is None:
             return report
         bindings, groups = remembered.bindings, remembered.groups
-        report["from"] = "remembered"
-        report["rememberedAt"] = remembered.at
+        report = report.model_copy(update={"from_": "remembered", "remembered_at": remembered.at})
     plan = acl_sync.failover_grants(route, bindings, names, groups)
-    report["skipped"] = [{**_row(s.binding), "why": s.why} for s in plan.skipped]
+    skipped = [SkippedBinding(**asdict(s.binding), why=s.why) for s in plan.skipped]
+    report = report.model_copy(update={"skipped": skipped})
     destination = kafka_clients.admin(config.clusters[route.destination])
     try:
         present = set(kafka_acls.describe(destination, TIMEOUT_S))
@@ -88,28 +83,33 @@ def grant_source_acls(
             before_granting(lacking)
         outcome = kafka_acls.create(destination, lacking, TIMEOUT_S)
     except (KafkaException, TimeoutError) as exc:
-        report["errors"].append(f"granting on destination {route.destination}: {kafka_error(exc)}")
-        return report
+        error = f"granting on destination {route.destination}: {kafka_error(exc)}"
+        return report.model_copy(update={"errors": [*report.errors, error]})
     earlier = sorted(set(granting) & present & set(plan.bindings))  # an earlier attempt of this failover's
     created = sorted(b for b, error in outcome.items() if error is None)
-    report["alreadyThere"] = len(plan.bindings) - len(lacking) - len(earlier)
-    report["granted"] = [_row(b) for b in sorted({*earlier, *created})]
-    report["errors"] += [f"{b.line()}: {error}" for b, error in sorted(outcome.items()) if error is not None]
     for binding in created:
         log.info("failover of route %s: granted %s on %s", route.name, binding.line(), route.destination)
-    return report
+    return report.model_copy(
+        update={
+            "already_there": len(plan.bindings) - len(lacking) - len(earlier),
+            "granted": rows({*earlier, *created}),
+            "errors": [
+                *report.errors,
+                *(f"{b.line()}: {error}" for b, error in sorted(outcome.items()) if error is not None),
+            ],
+        }
+    )
 
 
-def revoke_grants(config: FerryConfig, route: RouteConfig, granted: dict[str, Any]) -> dict[str, Any] | None:
+def revoke_grants(config: FerryConfig, route: RouteConfig, granted: AclGrants | None) -> AclRevocations | None:
     """Deletes on the destination exactly the bindings a failover's report says it granted (``granted``,
-    the report's ``acls`` entry); None when it granted none. Returns ``{"destination", "revoked",
-    "errors"}``. A binding the destination's authorizer refuses to delete (Ferry's principal may not) is
-    an error of the answer: remove it by hand. A destination that does not answer raises
-    :class:`controller.errors.Unavailable`, nothing changed: retry."""
-    bindings = [binding_of(row) for row in granted.get("granted") or []]
-    if not bindings:
+    the report's ``acls`` entry); None when it granted none. A binding the destination's authorizer
+    refuses to delete (Ferry's principal may not) is an error of the answer: remove it by hand. A
+    destination that does not answer raises :class:`controller.errors.Unavailable`, nothing changed: retry."""
+    if granted is None or not granted.granted:
         return None
-    cluster = str(granted.get("destination") or route.destination)
+    bindings = [row.binding() for row in granted.granted]
+    cluster = granted.destination or route.destination
     try:
         outcome = kafka_acls.delete(kafka_clients.admin(config.clusters[cluster]), bindings, TIMEOUT_S)
     except (KafkaException, TimeoutError) as exc:
@@ -134,11 +134,9 @@ def revoke_grants(config: FerryConfig, route: RouteConfig, granted: dict[str, An
             cluster,
             error,
         )
-    return {
-        "destination": cluster,
-        "revoked": [_row(b) for b in revoked],
-        "errors": [f"{b.line()}: {error}" for b, error in refused.items()],
-    }
+    return AclRevocations(
+        destination=cluster, revoked=rows(revoked), errors=[f"{b.line()}: {error}" for b, error in refused.items()]
+    )
 
 
 def _remembered(zk: KazooClient, layout: ZkLayout, route: RouteConfig) -> Remembered | None:
@@ -150,33 +148,6 @@ def _remembered(zk: KazooClient, layout: ZkLayout, route: RouteConfig) -> Rememb
         return None
 
 
-def binding_of(row: dict[str, Any]) -> Binding:
-    """A binding of a failover report (:func:`_row`'s camelCase row) as the binding it names."""
-    return Binding(
-        str(row["resourceType"]),
-        str(row["name"]),
-        str(row["pattern"]),
-        str(row["principal"]),
-        str(row["host"]),
-        str(row["operation"]),
-        str(row["permission"]),
-    )
-
-
-def rows(bindings: Iterable[Binding]) -> list[dict[str, str]]:
+def rows(bindings: Iterable[Binding]) -> list[BindingRow]:
     """Bindings as a failover report's rows, sorted."""
-    return [_row(b) for b in sorted(bindings)]
-
-
-def _row(binding: Binding) -> dict[str, str]:
-    """A binding in the failover report (camelCase, as the report's other fields)."""
-    row = asdict(binding)
-    return {
-        "resourceType": row["resource_type"],
-        "name": row["name"],
-        "pattern": row["pattern"],
-        "principal": row["principal"],
-        "host": row["host"],
-        "operation": row["operation"],
-        "permission": row["permission"],
-    }
+    return [BindingRow.of(b) for b in sorted(bindings)]

@@ -187,24 +187,24 @@ def _run(args: argparse.Namespace, command: str) -> int:
     zk_layout.connect(zk, config.zookeeper)
     layout = zk_layout.ZkLayout(config.zookeeper.root)
     StateReader(zk, layout).check_layout(ferry_version())
-    run = FailoverRun(config, zk, layout, say=lambda line: print(line, file=sys.stderr, flush=True))
+    run = FailoverRun(config=config, zk=zk, layout=layout, say=lambda line: print(line, file=sys.stderr, flush=True))
     try:
         if command == "failover":
             if args.dry_run or needs_confirmation(args):
-                plan = run.plan(route, args.planned, args.groups, args.topics)
+                plan = run.plan(route, args.planned, args.groups, args.topics).to_json()
                 if args.dry_run:
                     print(json.dumps(plan, indent=2))
                     return 0
                 if not confirmed(route, plan, sys.stdin, sys.stderr):
                     print(f"ferry: route {route}: not confirmed, nothing done", file=sys.stderr)
                     return NOT_CONFIRMED
-            result = run.failover(route, args.planned, args.groups, args.topics, args.quiet_s, args.timeout_s)
+            result = run.failover(route, args.planned, args.groups, args.topics, args.quiet_s, args.timeout_s).to_json()
             if not args.planned:  # the JSON report on stdout is for scripts; the range, for whoever runs it
                 print(f"route {route}: {rpo_line(result['report'])}", file=sys.stderr)
         elif args.restore:
-            result = run.restore(route)
+            result = run.restore(route).to_json()
         else:
-            result = run.failback(route, args.timeout_s)
+            result = run.failback(route, args.timeout_s).to_json()
     finally:
         run.close()
         zk.stop()

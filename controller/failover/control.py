@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -19,6 +20,7 @@ from ferry.common.config import FerryConfig
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import NotFound, NotLeader, Unavailable
 from ferry.controller.failover import states as fsm
+from ferry.controller.failover.document import FailoverDocument, FailoverPlan
 from ferry.controller.failover.guard import read_state
 from ferry.controller.lead.leadership import Leadership
 from ferry.controller.lead.store import Op, Store
@@ -26,11 +28,26 @@ from ferry.controller.lead.store import Op, Store
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, kw_only=True)
+class RouteFailover:
+    """A configured route, its clusters and its failover document."""
+
+    route: str
+    source: str
+    destination: str
+    document: FailoverDocument
+
+    def to_json(self) -> dict[str, Any]:
+        """As ``GET /routes`` shows it: the route and its clusters, then the document's JSON."""
+        return {"route": self.route, "source": self.source, "destination": self.destination, **self.document.to_json()}
+
+
 class FailoverControl:
     """See the module docstring."""
 
     def __init__(
         self,
+        *,
         config: FerryConfig,
         zk: KazooClient,
         layout: ZkLayout,
@@ -51,17 +68,19 @@ class FailoverControl:
             registry=registry,
         )
 
-    def routes(self) -> list[dict[str, Any]]:
-        """Every configured route with its failover state (and report, once it has one)."""
+    def routes(self) -> list[RouteFailover]:
+        """Every configured route with its failover document (and report, once it has one)."""
         out = []
         for route in self.config.routes:
-            state, _ = read_state(self._zk, self._layout, route.name)
-            out.append({"route": route.name, "source": route.source, "destination": route.destination, **state})
+            document, _ = read_state(self._zk, self._layout, route.name)
+            out.append(
+                RouteFailover(route=route.name, source=route.source, destination=route.destination, document=document)
+            )
         return out
 
-    def route(self, name: str) -> dict[str, Any]:
+    def route(self, name: str) -> RouteFailover:
         for row in self.routes():
-            if row["route"] == name:
+            if row.route == name:
                 return row
         raise NotFound(f"no route {name!r} in the config")
 
@@ -69,7 +88,7 @@ class FailoverControl:
         """The state gauge, from ZooKeeper (before a scrape)."""
         for row in self.routes():
             for state in fsm.STATES:
-                self._gauge.labels(row["route"], state).set(1 if row["state"] == state else 0)
+                self._gauge.labels(row.route, state).set(1 if row.document.state == state else 0)
 
     def _fenced(self, ops: list[Op]) -> None:
         fence = self._leadership.fence
@@ -77,16 +96,16 @@ class FailoverControl:
             raise NotLeader(f"controller {self._leadership.controller_id} does not lead")
         self._store.commit(fence, ops)
 
-    def plan(self, name: str, planned: bool, groups: str | None, topics: str | None) -> dict[str, Any]:
+    def plan(self, name: str, planned: bool, groups: str | None, topics: str | None) -> FailoverPlan:
         """What :meth:`fail_over` would do now, read-only (:meth:`FailoverRun.plan`); alongside a failover
         running, since it writes nothing."""
         from ferry.controller.failover.workflow import FailoverRun  # the Kafka clients load only when used
 
         self.route(name)
         run = FailoverRun(
-            self.config,
-            self._zk,
-            self._layout,
+            config=self.config,
+            zk=self._zk,
+            layout=self._layout,
             client_id=self._leadership.controller_id,
             say=lambda line: log.info("failover dry run: %s", line),
         )
@@ -97,7 +116,7 @@ class FailoverControl:
 
     def fail_over(
         self, name: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
-    ) -> dict[str, Any]:
+    ) -> FailoverDocument:
         from ferry.controller.failover.workflow import FailoverRun  # the Kafka clients load only when used
 
         self.route(name)
@@ -105,9 +124,9 @@ class FailoverControl:
         if not self._running.acquire(blocking=False):
             raise Unavailable("a failover runs on this controller now; retry when it ended")
         run = FailoverRun(
-            self.config,
-            self._zk,
-            self._layout,
+            config=self.config,
+            zk=self._zk,
+            layout=self._layout,
             client_id=self._leadership.controller_id,
             say=lambda line: log.info("failover: %s", line),
             commit=self._fenced,

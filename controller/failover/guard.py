@@ -11,18 +11,20 @@ source log ends are kept in ZooKeeper for an unplanned failover's RPO.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from pydantic import ValidationError
 
 from ferry.common.model import PartitionKey, TopicKey
 from ferry.common.vocabulary import OpKind
 from ferry.common.zk.layout import ZkLayout
+from ferry.controller.errors import ControllerError
 from ferry.controller.failover import states as fsm
+from ferry.controller.failover.document import FailoverDocument
 from ferry.controller.failover.states import partition_key
 from ferry.controller.lead.reconciler import Reconciler
 from ferry.controller.lead.store import Op
@@ -31,13 +33,23 @@ from ferry.controller.lead.topic_writes import TopicChange
 log = logging.getLogger(__name__)
 
 
-def read_state(zk: KazooClient, layout: ZkLayout, route: str) -> tuple[dict[str, Any], int]:
-    """The route's failover node and its version; ``({"state": ACTIVE}, -1)`` when there is none."""
+def read_state(zk: KazooClient, layout: ZkLayout, route: str) -> tuple[FailoverDocument, int]:
+    """The route's failover document and its node's version; an ``ACTIVE`` one and -1 when there is no
+    node. A node that is not what Ferry writes: :class:`controller.errors.ControllerError`, in one line."""
+    path = layout.failover(route)
     try:
-        data, stat = zk.get(layout.failover(route))
+        data, stat = zk.get(path)
     except NoNodeError:
-        return {"route": route, "state": fsm.ACTIVE}, -1
-    return json.loads(data), stat.version
+        return FailoverDocument.active(route), -1
+    try:
+        return FailoverDocument.from_bytes(data), stat.version
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the document"
+        raise ControllerError(
+            f"{path} holds no failover document Ferry can read ({where}: {first['msg']}); "
+            f"see it with: ferry zk get failover/{route}"
+        ) from None
 
 
 def stopped_routes(zk: KazooClient, layout: ZkLayout) -> set[str]:
@@ -46,7 +58,7 @@ def stopped_routes(zk: KazooClient, layout: ZkLayout) -> set[str]:
         names = zk.get_children(layout.failovers)
     except NoNodeError:
         return set()
-    return {name for name in names if fsm.is_stopped(read_state(zk, layout, name)[0].get("state", fsm.ACTIVE))}
+    return {name for name in names if fsm.is_stopped(read_state(zk, layout, name)[0].state)}
 
 
 def stop_routes(zk: KazooClient, layout: ZkLayout, reconciler: Reconciler) -> set[str]:

@@ -1,11 +1,12 @@
 """``ferry failover`` and ``ferry failback``: a route's disaster recovery, run as a state machine
 persisted in ZooKeeper (:mod:`controller.failover.states` lists the states and transitions).
 
-Every phase is written to ``failover/<route>`` before it runs, with a compare-and-set on the node's
-version, so two commands never both run one phase, a second failover of a failed-over route is
-refused (:class:`controller.errors.Conflict`, with the current state), and a command retried after
-its process (or the controller running it) died goes on from the phase reached: each phase is
-idempotent (it reads, waits and commits offsets that are the same the second time).
+Every phase is written to ``failover/<route>`` (:class:`controller.failover.document.FailoverDocument`)
+before it runs, with a compare-and-set on the node's version, so two commands never both run one
+phase, a second failover of a failed-over route is refused (:class:`controller.errors.Conflict`, with
+the current state), and a command retried after its process (or the controller running it) died goes
+on from the phase reached: each phase is idempotent (it reads, waits and commits offsets that are the
+same the second time).
 
 - **Planned** (``planned=True``): DRAINING reports what still lags, waits until no source log-end
   offset moved for ``quiet_s`` (producers stopped) and the route's committed offsets reached the
@@ -37,13 +38,11 @@ before the route copies again: the copy is write-protected again.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -58,6 +57,24 @@ from ferry.controller.errors import BadRequest, Conflict, ControllerError, NotLe
 from ferry.controller.failover import acl_grant
 from ferry.controller.failover import states as fsm
 from ferry.controller.failover.acl_grant import grant_source_acls
+from ferry.controller.failover.document import (
+    Drain,
+    Failback,
+    FailoverDocument,
+    FailoverPlan,
+    GroupPlan,
+    GroupPlanRow,
+    GroupPosition,
+    GroupPositions,
+    PartitionCopy,
+    PlannedPlan,
+    PlannedReport,
+    Restored,
+    RpoReport,
+    RpoRow,
+    UnplannedPlan,
+    UnplannedReport,
+)
 from ferry.controller.failover.guard import read_state
 from ferry.controller.failover.kafka_side import FailoverKafka, LastCheckpoint
 from ferry.controller.groups.checkpoints import Checkpointer, GroupOffsetTranslation
@@ -71,6 +88,7 @@ class FailoverRun:
 
     def __init__(
         self,
+        *,
         config: FerryConfig,
         zk: KazooClient,
         layout: ZkLayout,
@@ -99,16 +117,15 @@ class FailoverRun:
 
     # -- state ------------------------------------------------------------------------------
 
-    def _write(self, state: dict[str, Any], version: int, phase: str) -> int:
-        """Moves the node to ``phase`` (compare-and-set); returns the new version."""
+    def _write(self, doc: FailoverDocument, version: int, phase: str) -> tuple[FailoverDocument, int]:
+        """Moves the node to ``phase`` (compare-and-set); returns the document written and its version."""
         try:
-            fsm.check_transition(state["state"], phase)
+            fsm.check_transition(doc.state, phase)
         except fsm.TransitionRefused as exc:
-            raise Conflict(f"route {state['route']}: {exc}") from None
-        state["state"] = phase
-        state["updatedAt"] = self._clock()
-        data = json.dumps(state).encode()
-        path = self._layout.failover(state["route"])
+            raise Conflict(f"route {doc.route}: {exc}") from None
+        doc = doc.model_copy(update={"state": phase, "updated_at": self._clock()})
+        data = doc.to_bytes()
+        path = self._layout.failover(doc.route)
         if self._commit is not None:
             self._zk.ensure_path(self._layout.failovers)
             op = Op(OpKind.CREATE, path, data) if version < 0 else Op(OpKind.SET, path, data, version)
@@ -118,20 +135,19 @@ class FailoverRun:
                 raise
             except ControllerError:
                 raise Unavailable(
-                    f"route {state['route']}: another failover command changed its state meanwhile; "
+                    f"route {doc.route}: another failover command changed its state meanwhile; "
                     "retry to go on from there"
                 ) from None
-            return version + 1
+            return doc, version + 1
         try:
             if version < 0:
                 self._zk.ensure_path(self._layout.failovers)
                 self._zk.create(path, data)
-                return 0
-            return int(self._zk.set(path, data, version=version).version)
+                return doc, 0
+            return doc, int(self._zk.set(path, data, version=version).version)
         except (NodeExistsError, BadVersionError):
             raise Unavailable(
-                f"route {state['route']}: another failover command changed its state meanwhile; "
-                "retry to go on from there"
+                f"route {doc.route}: another failover command changed its state meanwhile; retry to go on from there"
             ) from None
 
     def _route_topics(self, route: RouteConfig) -> dict[str, int]:
@@ -157,51 +173,53 @@ class FailoverRun:
         topics: str | None = None,
         quiet_s: float = 5.0,
         timeout_s: float = 300.0,
-    ) -> dict[str, Any]:
-        """Fails the route over (or resumes a failover that stopped halfway); returns the report."""
+    ) -> FailoverDocument:
+        """Fails the route over (or resumes a failover that stopped halfway); returns its document, with
+        the report."""
         route = self.config.route(route_name)
-        state, version = self._opening(route, planned, groups, topics)
-        if state["state"] == fsm.ACTIVE:
-            version = self._write(state, version, fsm.REQUESTED)
-        self._kafka.set_topics(route, list(state["partitions"]))
-        if state["state"] in (fsm.REQUESTED, fsm.DRAINING) and planned:
-            if state["state"] == fsm.REQUESTED:
-                version = self._write(state, version, fsm.DRAINING)
-            state["drain"] = self._drain(route, state["partitions"], quiet_s, timeout_s)
-        if state["state"] != fsm.SYNCING:
-            version = self._write(state, version, fsm.SYNCING)  # from here on, nobody copies the route
-        state["report"] = self._planned_sync(route, state) if planned else self._unplanned_sync(route, state)
+        doc, version = self._opening(route, planned, groups, topics)
+        if doc.state == fsm.ACTIVE:
+            doc, version = self._write(doc, version, fsm.REQUESTED)
+        self._kafka.set_topics(route, list(doc.partitions))
+        if doc.state in (fsm.REQUESTED, fsm.DRAINING) and planned:
+            if doc.state == fsm.REQUESTED:
+                doc, version = self._write(doc, version, fsm.DRAINING)
+            doc = doc.model_copy(update={"drain": self._drain(route, doc.partitions, quiet_s, timeout_s)})
+        if doc.state != fsm.SYNCING:
+            doc, version = self._write(doc, version, fsm.SYNCING)  # from here on, nobody copies the route
+        report = self._planned_sync(route, doc) if planned else self._unplanned_sync(route, doc)
+        doc = doc.model_copy(update={"report": report})
         if route.sync_acls:  # nobody copies the route any more: its producers may have the destination's WRITE
-            version = self._grant_acls(route, state, version)
-        self._write(state, version, fsm.FAILED_OVER)
-        return state
+            doc, version = self._grant_acls(route, doc, version)
+        doc, _ = self._write(doc, version, fsm.FAILED_OVER)
+        return doc
 
-    def _grant_acls(self, route: RouteConfig, state: dict[str, Any], version: int) -> int:
-        """Grants the source's ACLs on the destination into ``state["report"]["acls"]``; the bindings
-        about to be created are written down first (``aclsGranting``), so that a failover resumed after
-        a crash still counts them as its own grants (the restore revokes them). Returns the node's version."""
-        earlier = [acl_grant.binding_of(row) for row in state.get("aclsGranting") or []]
+    def _grant_acls(self, route: RouteConfig, doc: FailoverDocument, version: int) -> tuple[FailoverDocument, int]:
+        """Grants the source's ACLs on the destination into the report's ``acls``; the bindings about to
+        be created are written down first (``aclsGranting``), so that a failover resumed after a crash
+        still counts them as its own grants (the restore revokes them). Returns the document and the
+        node's version."""
+        earlier = [row.binding() for row in doc.acls_granting or []]
 
         def write_down(lacking: list[Binding]) -> None:
-            nonlocal version
-            state["aclsGranting"] = acl_grant.rows({*earlier, *lacking})
-            version = self._write(state, version, fsm.SYNCING)
+            nonlocal doc, version
+            granting = doc.model_copy(update={"acls_granting": acl_grant.rows({*earlier, *lacking})})
+            doc, version = self._write(granting, version, fsm.SYNCING)
 
-        state["report"]["acls"] = grant_source_acls(
+        acls = grant_source_acls(
             self.config,
             route,
-            state["partitions"],
+            doc.partitions,
             self._zk,
             self._layout,
             granting=earlier,
             before_granting=write_down,
         )
-        state.pop("aclsGranting", None)  # the report names them now
-        return version
+        return doc.with_acls(acls), version  # the report names them now: no aclsGranting any more
 
     def _opening(
         self, route: RouteConfig, planned: bool, groups: str | None, topics: str | None
-    ) -> tuple[dict[str, Any], int]:
+    ) -> tuple[FailoverDocument, int]:
         """The state a failover starts from and its node's version: a new one (still ``ACTIVE``, not
         written) for an active route, else the one in progress. Refuses a route already failed over and
         the resumption of a failover of the other kind."""
@@ -211,37 +229,37 @@ class FailoverRun:
                     re.compile(pattern)
                 except re.error as exc:
                     raise BadRequest(f"{pattern!r} is not a regular expression: {exc}") from None
-        state, version = read_state(self._zk, self._layout, route.name)
-        if state["state"] in (fsm.FAILED_OVER, fsm.FAILING_BACK):
+        doc, version = read_state(self._zk, self._layout, route.name)
+        if doc.state in (fsm.FAILED_OVER, fsm.FAILING_BACK):
             raise Conflict(
-                f"route {route.name} is already {state['state']}: nothing done (its report: "
+                f"route {route.name} is already {doc.state}: nothing done (its report: "
                 f"GET /routes/{route.name}, or ferry zk get failover/{route.name})"
             )
-        if state["state"] == fsm.ACTIVE:
+        if doc.state == fsm.ACTIVE:
             partitions = {
                 t: n for t, n in self._route_topics(route).items() if topics is None or re.fullmatch(topics, t)
             }
-            state = {
-                "route": route.name,
-                "state": fsm.ACTIVE,
-                "planned": planned,
-                "groups": groups,
-                "topics": topics,
-                "partitions": partitions,
-                "requestedAt": self._clock(),
-            }
-        elif bool(state.get("planned")) != planned:
+            doc = FailoverDocument(
+                route=route.name,
+                state=fsm.ACTIVE,
+                planned=planned,
+                groups=groups,
+                topics=topics,
+                partitions=partitions,
+                requested_at=self._clock(),
+            )
+        elif doc.planned != planned:
             raise Conflict(
-                f"route {route.name} is {state['state']} in a {'planned' if state.get('planned') else 'unplanned'}"
+                f"route {route.name} is {doc.state} in a {'planned' if doc.planned else 'unplanned'}"
                 " failover: retry that one"
             )
-        return state, version
+        return doc, version
 
     # -- dry run ----------------------------------------------------------------------------
 
     def plan(
         self, route_name: str, planned: bool, groups: str | None = None, topics: str | None = None
-    ) -> dict[str, Any]:
+    ) -> FailoverPlan:
         """What :meth:`failover` would do now, and nothing else: no ZooKeeper write, no commit, no record
         written (only reads). Refused as the failover would be (a route already failed over, a
         resumption of the other kind). The answer: the route's current ``state``, the ``phases`` the
@@ -249,83 +267,84 @@ class FailoverRun:
         the route still has to copy and each group's translation now; for an unplanned one the RPO (as
         its report would give it, with what is known now) and each group's last checkpoint."""
         route = self.config.route(route_name)
-        state, _ = self._opening(route, planned, groups, topics)
-        self._kafka.set_topics(route, list(state["partitions"]))
+        doc, _ = self._opening(route, planned, groups, topics)
+        self._kafka.set_topics(route, list(doc.partitions))
+        details: PlannedPlan | UnplannedPlan
         if planned:
-            ends = self._kafka.log_ends(route.source, state["partitions"])
+            ends = self._kafka.log_ends(route.source, doc.partitions)
             committed = self._kafka.committed(route.source, route.group_id)
-            details: dict[str, Any] = {
-                "partitions": [
-                    {
-                        "topic": key.rpartition("/")[0],
-                        "partition": int(key.rpartition("/")[2]),
-                        "sourceEnd": end,
-                        "committed": committed.get(key, 0),
-                        "lag": max(0, end - committed.get(key, 0)),
-                    }
+            details = PlannedPlan(
+                partitions=[
+                    PartitionCopy(
+                        topic=key.rpartition("/")[0],
+                        partition=int(key.rpartition("/")[2]),
+                        source_end=end,
+                        committed=committed.get(key, 0),
+                        lag=max(0, end - committed.get(key, 0)),
+                    )
                     for key, end in sorted(ends.items())
                 ],
-                "groups": self._planned_groups_plan(route, state),
-            }
+                groups=self._planned_groups_plan(route, doc),
+            )
         else:
-            details = {**self._rpo_report(route, state), "groups": self._unplanned_groups_plan(route, state)}
-        return {
-            "route": route.name,
-            "source": route.source,
-            "destination": route.destination,
-            "dryRun": True,
-            "state": state["state"],
-            "planned": planned,
-            "phases": fsm.phases_ahead(state["state"], planned),
-            "groups": state.get("groups"),
-            "topics": state.get("topics"),
-            "partitions": state["partitions"],
-            "plan": details,
-        }
+            details = UnplannedPlan(
+                **dict(self._rpo_report(route, doc)), groups=self._unplanned_groups_plan(route, doc)
+            )
+        return FailoverPlan(
+            route=route.name,
+            source=route.source,
+            destination=route.destination,
+            dry_run=True,
+            state=doc.state,
+            planned=planned,
+            phases=fsm.phases_ahead(doc.state, planned),
+            groups=doc.groups,
+            topics=doc.topics,
+            partitions=doc.partitions,
+            plan=details,
+        )
 
-    def _planned_groups_plan(self, route: RouteConfig, state: dict[str, Any]) -> list[dict[str, Any]]:
+    def _planned_groups_plan(self, route: RouteConfig, doc: FailoverDocument) -> list[GroupPlan]:
         out = []
-        for group, found, _, wanted in self._planned_translations(route, state):
+        for group, found, _, wanted in self._planned_translations(route, doc):
             now = self._kafka.committed(route.destination, group)
             rows = []
             for t in found:
                 key = fsm.partition_key(t.destination_topic, t.partition)
-                if key not in wanted and t.topic not in state["partitions"]:
+                if key not in wanted and t.topic not in doc.partitions:
                     continue
                 rows.append(
-                    {
-                        "topic": t.destination_topic,
-                        "partition": t.partition,
-                        "method": t.method,
-                        "sourceOffset": t.source_offset,
-                        "destinationOffset": wanted.get(key),
-                        "committed": now.get(key),
-                        "lag": t.lag,
-                    }
+                    GroupPlanRow(
+                        topic=t.destination_topic,
+                        partition=t.partition,
+                        method=t.method,
+                        source_offset=t.source_offset,
+                        destination_offset=wanted.get(key),
+                        committed=now.get(key),
+                        lag=t.lag,
+                    )
                 )
-            out.append({"group": group, "partitions": rows})
+            out.append(GroupPlan(group=group, partitions=rows))
         return out
 
-    def _unplanned_groups_plan(self, route: RouteConfig, state: dict[str, Any]) -> list[dict[str, Any]]:
+    def _unplanned_groups_plan(self, route: RouteConfig, doc: FailoverDocument) -> list[GroupPlan]:
         out = []
-        for group, last, current, wanted in self._unplanned_positions(route, state):
+        for group, last, current, wanted in self._unplanned_positions(route, doc):
             rows = [
-                {
-                    "topic": key.rpartition("/")[0],
-                    "partition": int(key.rpartition("/")[2]),
-                    "method": last[key].method,
-                    "sourceOffset": last[key].source_offset,
-                    "destinationOffset": offset,
-                    "committed": current.get(key),
-                }
+                GroupPlanRow(
+                    topic=key.rpartition("/")[0],
+                    partition=int(key.rpartition("/")[2]),
+                    method=last[key].method,
+                    source_offset=last[key].source_offset,
+                    destination_offset=offset,
+                    committed=current.get(key),
+                )
                 for key, offset in sorted(wanted.items())
             ]
-            out.append({"group": group, "partitions": rows})
+            out.append(GroupPlan(group=group, partitions=rows))
         return out
 
-    def _drain(
-        self, route: RouteConfig, partitions: dict[str, int], quiet_s: float, timeout_s: float
-    ) -> dict[str, Any]:
+    def _drain(self, route: RouteConfig, partitions: dict[str, int], quiet_s: float, timeout_s: float) -> Drain:
         """Waits until the source is quiet for ``quiet_s`` and the route copied up to its log ends."""
         deadline = self._clock() + timeout_s
         ends = self._kafka.log_ends(route.source, partitions)
@@ -338,7 +357,7 @@ class FailoverRun:
                     f"route {route.name}: still to copy: " + ", ".join(f"{k} {n}" for k, n in sorted(lagging.items()))
                 )
             if not lagging and self._clock() - quiet_since >= quiet_s:
-                return {"sourceEnds": ends, "committed": committed}
+                return Drain(source_ends=ends, committed=committed)
             if self._clock() >= deadline:
                 raise Unavailable(
                     f"route {route.name}: not drained within {timeout_s:g} s (producers still writing, or "
@@ -352,8 +371,8 @@ class FailoverRun:
     def _selected_groups(self, route: RouteConfig, pattern: str | None, names: list[str]) -> list[str]:
         return sorted(g for g in names if route.wants_group(g) and (pattern is None or re.fullmatch(pattern, g)))
 
-    def _planned_sync(self, route: RouteConfig, state: dict[str, Any]) -> dict[str, Any]:
-        ends = self._kafka.log_ends(route.source, state["partitions"])
+    def _planned_sync(self, route: RouteConfig, doc: FailoverDocument) -> PlannedReport:
+        ends = self._kafka.log_ends(route.source, doc.partitions)
         committed = self._kafka.committed(route.source, route.group_id)
         lagging = fsm.behind(ends, committed)
         if lagging:
@@ -362,23 +381,23 @@ class FailoverRun:
                 "source after it was quiet; move it back and retry"
             )
         dest_ends = self._kafka.log_ends(
-            route.destination, {route.destination_topic(t): n for t, n in state["partitions"].items()}
+            route.destination, {route.destination_topic(t): n for t, n in doc.partitions.items()}
         )
         partitions = [
-            {
-                "topic": key.rpartition("/")[0],
-                "partition": int(key.rpartition("/")[2]),
-                "sourceEnd": end,
-                "committed": committed.get(key, 0),
-                "destinationEnd": dest_ends.get(
+            PartitionCopy(
+                topic=key.rpartition("/")[0],
+                partition=int(key.rpartition("/")[2]),
+                source_end=end,
+                committed=committed.get(key, 0),
+                destination_end=dest_ends.get(
                     fsm.partition_key(route.destination_topic(key.rpartition("/")[0]), int(key.rpartition("/")[2]))
                 ),
-                "lag": 0,
-            }
+                lag=0,
+            )
             for key, end in sorted(ends.items())
         ]
         groups = []
-        for group, _, translations, wanted in self._planned_translations(route, state):
+        for group, _, translations, wanted in self._planned_translations(route, doc):
             pending = [f"{t.topic}/{t.partition}" for t in translations if t.destination_offset is None]
             if pending:
                 raise Unavailable(f"group {group}: no exact position yet on {pending}; retry")
@@ -395,23 +414,23 @@ class FailoverRun:
                     },
                 )
             )
-        return {"partitions": partitions, "groups": groups}
+        return PlannedReport(partitions=partitions, groups=groups)
 
     def _planned_translations(
-        self, route: RouteConfig, state: dict[str, Any]
+        self, route: RouteConfig, doc: FailoverDocument
     ) -> list[tuple[str, list[GroupOffsetTranslation], list[GroupOffsetTranslation], dict[str, int]]]:
         """Per selected group: its translations now, those of the failed-over topics made exact where the
         opposite route's map can (the checkpoints a planned sync writes), and the destination
         ``topic/partition -> offset`` it commits."""
         out = []
-        for group in self._selected_groups(route, state.get("groups"), self._checkpointer.groups(route)):
+        for group in self._selected_groups(route, doc.groups, self._checkpointer.groups(route)):
             found = self._checkpointer.translate_group(route, group)
             wanted = {
                 fsm.partition_key(t.destination_topic, t.partition): t.destination_offset
                 for t in found
                 if t.destination_offset is not None
             }
-            translations = [self._exact_back(route, t) for t in found if t.topic in state["partitions"]]
+            translations = [self._exact_back(route, t) for t in found if t.topic in doc.partitions]
             out.append((group, found, translations, wanted))
         return out
 
@@ -445,7 +464,7 @@ class FailoverRun:
         group: str,
         wanted: dict[str, int],
         source: dict[str, tuple[int, int | None]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> GroupPositions:
         """The group's positions on the destination, checked against the translated ones."""
         now = self._kafka.committed(route.destination, group)
         wrong = {k: (now.get(k), v) for k, v in wanted.items() if now.get(k) != v}
@@ -458,34 +477,34 @@ class FailoverRun:
         for key, offset in sorted(wanted.items()):
             src = (source or {}).get(key)
             rows.append(
-                {
-                    "topic": key.rpartition("/")[0],
-                    "partition": int(key.rpartition("/")[2]),
-                    "sourceOffset": None if src is None else src[0],
-                    "destinationOffset": offset,
-                    "lag": None if src is None else src[1],
-                }
+                GroupPosition(
+                    topic=key.rpartition("/")[0],
+                    partition=int(key.rpartition("/")[2]),
+                    source_offset=None if src is None else src[0],
+                    destination_offset=offset,
+                    lag=None if src is None else src[1],
+                )
             )
-        return {"group": group, "partitions": rows}
+        return GroupPositions(group=group, partitions=rows)
 
-    def _unplanned_sync(self, route: RouteConfig, state: dict[str, Any]) -> dict[str, Any]:
-        report = self._rpo_report(route, state)
+    def _unplanned_sync(self, route: RouteConfig, doc: FailoverDocument) -> UnplannedReport:
+        rpo = self._rpo_report(route, doc)
         groups = []
-        for group, _, _, wanted in self._unplanned_positions(route, state):
+        for group, _, _, wanted in self._unplanned_positions(route, doc):
             self._kafka.commit(route.destination, group, wanted)
             groups.append(self._verified(route, group, wanted))
-        return {**report, "groups": groups}
+        return UnplannedReport(**dict(rpo), groups=groups)
 
     def _unplanned_positions(
-        self, route: RouteConfig, state: dict[str, Any]
+        self, route: RouteConfig, doc: FailoverDocument
     ) -> list[tuple[str, dict[str, LastCheckpoint], dict[str, int], dict[str, int]]]:
         """Per selected group with checkpoints: its last checkpoints, its committed offsets on the
         destination now, and the destination ``topic/partition -> offset`` an unplanned sync commits
         (the last checkpoint, only forward)."""
         checkpoints = self._kafka.last_checkpoints(route)
-        dest_topics = {route.destination_topic(t) for t in state["partitions"]}
+        dest_topics = {route.destination_topic(t) for t in doc.partitions}
         out = []
-        for group in self._selected_groups(route, state.get("groups"), list(checkpoints)):
+        for group in self._selected_groups(route, doc.groups, list(checkpoints)):
             current = self._kafka.committed(route.destination, group)
             wanted = {
                 k: max(v.destination_offset, current.get(k, -1))
@@ -495,15 +514,15 @@ class FailoverRun:
             out.append((group, checkpoints[group], current, wanted))
         return out
 
-    def _rpo_report(self, route: RouteConfig, state: dict[str, Any]) -> dict[str, Any]:
+    def _rpo_report(self, route: RouteConfig, doc: FailoverDocument) -> RpoReport:
         """The RPO per partition and for the route, as a range: the source log ends the leader last saw
         against what was copied (the lower bound), plus what the source probably took since at its last
         measured produce rate (the upper estimate). Reads only."""
         last = self._last_source_ends(route)
         copied, at = self._kafka.copied(route)
-        for key, offset in self._kafka.copied_by_headers(route, state["partitions"]).items():
+        for key, offset in self._kafka.copied_by_headers(route, doc.partitions).items():
             copied[key] = max(copied.get(key, 0), offset)
-        wanted_topics = set(state["partitions"])
+        wanted_topics = set(doc.partitions)
         seen_at = None if last is None else last.at
         unseen = fsm.unseen_s(seen_at, self._clock())
         ends, rates = ({}, None) if last is None else (last.ends, last.rates)
@@ -515,26 +534,26 @@ class FailoverRun:
                 f"no source log ends the leader saw (source_ends/{route.name}): what the source holds beyond "
                 "the copies is unknown"
             )
-        return {
-            "sourceEndsSeenAt": seen_at,
-            "sourceUnseenS": round(unseen, 1),
-            "rpo": [
-                {
-                    "topic": r.topic,
-                    "partition": r.partition,
-                    "sourceEnd": r.source_end,
-                    "copied": r.copied,
-                    "notCopied": r.lost,
-                    "notCopiedUpperEstimate": r.lost_estimate,
-                    "produceRate": r.rate,
-                    "lastCopyMs": r.last_copy_ms,
-                }
+        return RpoReport(
+            source_ends_seen_at=seen_at,
+            source_unseen_s=round(unseen, 1),
+            rpo=[
+                RpoRow(
+                    topic=r.topic,
+                    partition=r.partition,
+                    source_end=r.source_end,
+                    copied=r.copied,
+                    not_copied=r.lost,
+                    not_copied_upper_estimate=r.lost_estimate,
+                    produce_rate=r.rate,
+                    last_copy_ms=r.last_copy_ms,
+                )
                 for r in rows
             ],
-            "notCopied": total.lower,
-            "notCopiedUpperEstimate": total.upper,
-            "rpoNote": note,
-        }
+            not_copied=total.lower,
+            not_copied_upper_estimate=total.upper,
+            rpo_note=note,
+        )
 
     def _last_source_ends(self, route: RouteConfig) -> fsm.SourceEndsPayload | None:
         path = self._layout.source_ends(route.name)
@@ -550,17 +569,17 @@ class FailoverRun:
 
     # -- failback ---------------------------------------------------------------------------
 
-    def failback(self, route_name: str, timeout_s: float = 300.0) -> dict[str, Any]:
+    def failback(self, route_name: str, timeout_s: float = 300.0) -> FailoverDocument:
         """Starts the reverse route's catch-up and moves the groups back; see the module docstring."""
         route = self.config.route(route_name)
         reverse = reverse_route(self.config, route)
-        state, version = read_state(self._zk, self._layout, route.name)
-        if state["state"] not in (fsm.FAILED_OVER, fsm.FAILING_BACK):
-            raise Conflict(f"route {route.name} is {state['state']}: only a failed-over route fails back")
-        if state["state"] == fsm.FAILED_OVER:
-            version = self._write(state, version, fsm.FAILING_BACK)
-        partitions = {route.destination_topic(t): n for t, n in state["partitions"].items()}
-        self._kafka.log_ends(route.source, state["partitions"])  # the old source answers, or a clear error
+        doc, version = read_state(self._zk, self._layout, route.name)
+        if doc.state not in (fsm.FAILED_OVER, fsm.FAILING_BACK):
+            raise Conflict(f"route {route.name} is {doc.state}: only a failed-over route fails back")
+        if doc.state == fsm.FAILED_OVER:
+            doc, version = self._write(doc, version, fsm.FAILING_BACK)
+        partitions = {route.destination_topic(t): n for t, n in doc.partitions.items()}
+        self._kafka.log_ends(route.source, doc.partitions)  # the old source answers, or a clear error
         deadline = self._clock() + timeout_s
         while True:  # the reverse route copies what the destination got since the failover
             ends = self._kafka.log_ends(reverse.source, partitions)
@@ -575,37 +594,32 @@ class FailoverRun:
             if self._clock() >= deadline:
                 raise Unavailable(f"route {reverse.name} has not caught up within {timeout_s:g} s: {lagging}; retry")
             self._sleep(1.0)
-        state["failback"] = {
-            "reverseRoute": reverse.name,
-            "reverseCommitted": committed,
-            "rpoKeptAtSource": (state.get("report") or {}).get("rpo", []),
-        }
-        self._write(state, version, fsm.FAILING_BACK)
-        return state
+        failback = Failback(reverse_route=reverse.name, reverse_committed=committed, rpo_kept_at_source=doc.rpo())
+        doc, _ = self._write(doc.model_copy(update={"failback": failback}), version, fsm.FAILING_BACK)
+        return doc
 
-    def restore(self, route_name: str) -> dict[str, Any]:
+    def restore(self, route_name: str) -> Restored:
         """FAILING_BACK (or FAILED_OVER) -> ACTIVE: the route copies again from where it stopped; the
         records it never copied before the outage stay only at its source (never mixed in). The ACLs its
         failover granted on the destination are revoked first, exactly those (``acls`` in the answer;
         a destination that does not answer: :class:`Unavailable`, nothing changed, retry)."""
         route = self.config.route(route_name)
-        state, version = read_state(self._zk, self._layout, route.name)
-        if state["state"] == fsm.ACTIVE:
-            return state
-        if state["state"] not in (fsm.FAILED_OVER, fsm.FAILING_BACK):
-            raise Conflict(f"route {route.name} is {state['state']}: finish or retry its failover first")
-        ends = self._kafka.log_ends(route.source, state["partitions"])
+        doc, version = read_state(self._zk, self._layout, route.name)
+        if doc.state == fsm.ACTIVE:
+            return Restored(route=doc.route, state=doc.state)
+        if doc.state not in (fsm.FAILED_OVER, fsm.FAILING_BACK):
+            raise Conflict(f"route {route.name} is {doc.state}: finish or retry its failover first")
+        ends = self._kafka.log_ends(route.source, doc.partitions)
         # The producers are back on the source: the copy is Ferry's alone again. Before anything else, so a
         # retried restore revokes again (deleting a binding that is gone is no error).
-        revoked = acl_grant.revoke_grants(self.config, route, (state.get("report") or {}).get("acls") or {})
+        revoked = acl_grant.revoke_grants(self.config, route, doc.acls())
         self._kafka.commit(
             route.source, route.group_id, ends
         )  # skip what is at the source now: the RPO and copies back
         self._zk.delete(self._layout.failover(route.name), version=version)
-        answer: dict[str, Any] = {"route": route.name, "state": fsm.ACTIVE, "resumedAt": ends}
-        if revoked is not None:
-            answer["acls"] = revoked
-        return answer
+        if revoked is None:
+            return Restored(route=route.name, state=fsm.ACTIVE, resumed_at=ends)
+        return Restored(route=route.name, state=fsm.ACTIVE, resumed_at=ends, acls=revoked)
 
 
 def reverse_route(config: FerryConfig, route: RouteConfig) -> RouteConfig:

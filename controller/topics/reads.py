@@ -268,7 +268,7 @@ class ReadSide:
             names = self._zk.get_children(self._layout.failovers)
         except NoNodeError:
             return {}
-        return {name: str(read_state(self._zk, self._layout, name)[0].get("state")) for name in sorted(names)}
+        return {name: read_state(self._zk, self._layout, name)[0].state for name in sorted(names)}
 
     def spark_validation(self) -> StoredValidation | None:
         """The last stored result of ``ferry validate --store``, or None."""

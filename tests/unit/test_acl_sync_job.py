@@ -230,8 +230,8 @@ def test_a_failover_grants_write_from_the_source_or_else_from_what_was_remembere
     admins["src"].acls = {_acl("orders"), _acl("orders", WRITE), _acl("payments", WRITE)}
     zk = FakeZk()
     report = acl_grant.grant_source_acls(config, config.routes[0], ["orders"], zk, ZkLayout("/t"))  # type: ignore[arg-type]
-    assert report["from"] == "source" and report["errors"] == []
-    assert {(row["name"], row["operation"]) for row in report["granted"]} == {
+    assert report.from_ == "source" and report.errors == []
+    assert {(row.name, row.operation) for row in report.granted} == {
         ("src.orders", READ),
         ("src.orders", WRITE),
     }
@@ -242,12 +242,12 @@ def test_a_failover_grants_write_from_the_source_or_else_from_what_was_remembere
     _job(config, zk, {"src.dst": {"orders"}}).run()
     admins["src"].down = True
     report = acl_grant.grant_source_acls(config, config.routes[0], ["orders"], zk, ZkLayout("/t"))  # type: ignore[arg-type]
-    assert report["from"] == "remembered" and "reading the ACLs of source src" in report["errors"][0]
+    assert report.from_ == "remembered" and "reading the ACLs of source src" in report.errors[0]
     assert _acl("src.orders", WRITE) in admins["dst"].acls
 
     # Neither the source nor a remembered set: nothing granted, the failover goes on.
     report = acl_grant.grant_source_acls(config, config.routes[0], ["orders"], FakeZk(), ZkLayout("/t"))  # type: ignore[arg-type]
-    assert report["from"] == "none" and report["granted"] == []
+    assert report.from_ == "none" and report.granted == []
 
 
 def test_a_destination_that_fails_leaves_the_grant_to_the_report(admins: dict[str, FakeAdmin]) -> None:
@@ -255,4 +255,4 @@ def test_a_destination_that_fails_leaves_the_grant_to_the_report(admins: dict[st
     admins["src"].acls = {_acl("orders", WRITE)}
     admins["dst"].down = True
     report = acl_grant.grant_source_acls(config, config.routes[0], ["orders"], FakeZk(), ZkLayout("/t"))  # type: ignore[arg-type]
-    assert report["granted"] == [] and "granting on destination dst" in report["errors"][0]
+    assert report.granted == [] and "granting on destination dst" in report.errors[0]

@@ -18,8 +18,8 @@ from ferry.common.kafka import acls as kafka_acls
 from ferry.common.model import IdealState
 from ferry.common.zk.layout import ZkLayout
 from ferry.controller.errors import Unavailable
-from ferry.controller.failover import acl_grant, workflow
 from ferry.controller.failover import states as fsm
+from ferry.controller.failover import workflow
 from tests.unit.test_acl_sync_job import FakeAdmin, _acl, _b, _config
 from tests.unit.test_acl_sync_job import admins as admins  # the fake AdminClients (a fixture)
 
@@ -117,7 +117,7 @@ def zk(monkeypatch: pytest.MonkeyPatch) -> VersionedZk:
 
 def _run(zk: VersionedZk, config: Any = None) -> workflow.FailoverRun:
     """A new failover command (a new process: nothing carried over but ZooKeeper)."""
-    return workflow.FailoverRun(config or _config(), zk, LAYOUT, say=lambda line: None)  # type: ignore[arg-type]
+    return workflow.FailoverRun(config=config or _config(), zk=zk, layout=LAYOUT, say=lambda line: None)  # type: ignore[arg-type]
 
 
 def _source_and_destination(admins: dict[str, FakeAdmin]) -> None:
@@ -131,18 +131,19 @@ def _source_and_destination(admins: dict[str, FakeAdmin]) -> None:
 def test_the_restore_revokes_exactly_what_the_failover_granted(admins: dict[str, FakeAdmin], zk: VersionedZk) -> None:
     _source_and_destination(admins)
     before = set(admins["dst"].acls)
-    report = _run(zk).failover(ROUTE, planned=False)["report"]["acls"]
-    granted = {acl_grant.binding_of(row) for row in report["granted"]}
+    report = _run(zk).failover(ROUTE, planned=False).acls()
+    assert report is not None
+    granted = {row.binding() for row in report.granted}
     assert granted == {_b("src.orders", WRITE), _b("app-1", READ, kind="GROUP")}
-    assert report["alreadyThere"] == 1 and report["destination"] == "dst"
+    assert report.already_there == 1 and report.destination == "dst"
     assert "aclsGranting" not in zk.state()  # the report names them now
-    assert zk.state()["report"]["acls"]["granted"] == report["granted"]  # kept for the restore
+    assert zk.state()["report"]["acls"]["granted"] == report.to_json()["granted"]  # kept for the restore
     assert len(admins["dst"].acls) == len(before) + 2
 
     answer = _run(zk).restore(ROUTE)  # another process: it reads what was granted from ZooKeeper
-    assert answer["state"] == fsm.ACTIVE
-    assert {acl_grant.binding_of(row) for row in answer["acls"]["revoked"]} == granted
-    assert answer["acls"]["errors"] == []
+    assert answer.state == fsm.ACTIVE and answer.acls is not None
+    assert {row.binding() for row in answer.acls.revoked} == granted
+    assert answer.acls.errors == []
     assert admins["dst"].acls == before
     assert LAYOUT.failover(ROUTE) not in zk.nodes
 
@@ -150,10 +151,10 @@ def test_the_restore_revokes_exactly_what_the_failover_granted(admins: dict[str,
 def test_a_failover_that_granted_nothing_revokes_nothing(admins: dict[str, FakeAdmin], zk: VersionedZk) -> None:
     admins["src"].acls = {_acl("orders", WRITE)}
     admins["dst"].acls = {_acl("src.orders", WRITE)}  # there already: not the failover's to take back
-    report = _run(zk).failover(ROUTE, planned=False)["report"]["acls"]
-    assert report["granted"] == [] and report["alreadyThere"] == 1
+    report = _run(zk).failover(ROUTE, planned=False).acls()
+    assert report is not None and report.granted == [] and report.already_there == 1
     answer = _run(zk).restore(ROUTE)
-    assert "acls" not in answer
+    assert "acls" not in answer.to_json()
     assert admins["dst"].acls == {_acl("src.orders", WRITE)}
 
 
@@ -161,9 +162,9 @@ def test_a_route_without_sync_acls_grants_and_revokes_nothing(admins: dict[str, 
     _source_and_destination(admins)
     before = set(admins["dst"].acls)
     config = _config(sync_acls=False)
-    state = _run(zk, config).failover(ROUTE, planned=False)
+    state = _run(zk, config).failover(ROUTE, planned=False).to_json()
     assert "acls" not in state["report"]
-    assert "acls" not in _run(zk, config).restore(ROUTE)
+    assert "acls" not in _run(zk, config).restore(ROUTE).to_json()
     assert admins["dst"].acls == before
 
 
@@ -189,12 +190,13 @@ def test_a_failover_resumed_after_dying_between_its_grant_and_failed_over_still_
     assert len(zk.state()["aclsGranting"]) == 2  # written down before they were created
     monkeypatch.setattr(kafka_acls, "create", create)
 
-    report = _run(zk).failover(ROUTE, planned=False)["report"]["acls"]  # the retry goes on from SYNCING
-    assert {acl_grant.binding_of(row) for row in report["granted"]} == {
+    report = _run(zk).failover(ROUTE, planned=False).acls()  # the retry goes on from SYNCING
+    assert report is not None
+    assert {row.binding() for row in report.granted} == {
         _b("src.orders", WRITE),
         _b("app-1", READ, kind="GROUP"),
     }
-    assert report["alreadyThere"] == 1
+    assert report.already_there == 1
     _run(zk).restore(ROUTE)
     assert admins["dst"].acls == before
 
@@ -221,9 +223,9 @@ def test_a_revoke_the_destination_refuses_is_reported_and_the_restore_goes_on(
     _run(zk).failover(ROUTE, planned=False)
     admins["dst"].refused = True  # Ferry's principal lost Alter on the destination
     answer = _run(zk).restore(ROUTE)
-    assert answer["state"] == fsm.ACTIVE and answer["acls"]["revoked"] == []
-    assert len(answer["acls"]["errors"]) == 2
-    assert all("authorization failed" in error for error in answer["acls"]["errors"])
+    assert answer.state == fsm.ACTIVE and answer.acls is not None and answer.acls.revoked == []
+    assert len(answer.acls.errors) == 2
+    assert all("authorization failed" in error for error in answer.acls.errors)
 
 
 def test_the_adapter_deletes_exactly_the_bindings_it_is_given(admins: dict[str, FakeAdmin]) -> None:

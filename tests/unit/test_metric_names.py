@@ -121,7 +121,14 @@ def _every_controller_metric() -> CollectorRegistry:
     """The controller's registry with every part that registers in it (controller/service.py)."""
     registry = _controller_registry()
     LoadBalancer(CONFIG.controller, registry)
-    FailoverControl(CONFIG, cast(Any, None), cast(Any, None), cast(Any, None), cast(Any, None), registry)
+    FailoverControl(
+        config=CONFIG,
+        zk=cast(Any, None),
+        layout=cast(Any, None),
+        leadership=cast(Any, None),
+        store=cast(Any, None),
+        registry=registry,
+    )
     return registry
 
 

@@ -19,6 +19,8 @@ from ferry.common.vocabulary import ControllerState, PartitionState, Problem
 from ferry.controller.api import rest_json, wire, wire_answers, wire_requests
 from ferry.controller.api.openapi import openapi_document
 from ferry.controller.api.rest import create_app
+from ferry.controller.failover.control import RouteFailover
+from ferry.controller.failover.document import FailoverDocument, UnplannedReport
 from ferry.controller.groups.checkpoints import GroupCheckpoints, GroupOffsetTranslation, SyncResult
 from ferry.controller.groups.translate import OffsetTranslation
 from ferry.controller.schemas.distributor import SchemaReport, SchemaStatus, SubjectReport
@@ -491,14 +493,17 @@ class FailoverFake(FakeController):
     def failover(self) -> FailoverFake:
         return self
 
-    def routes(self) -> list[dict[str, Any]]:
-        return [{"route": "src.dst", "source": "src", "destination": "dst", "state": "ACTIVE"}]
+    def routes(self) -> list[RouteFailover]:
+        return [
+            RouteFailover(route="src.dst", source="src", destination="dst", document=FailoverDocument.active("src.dst"))
+        ]
 
     def fail_over(
         self, route: str, planned: bool, groups: str | None, topics: str | None, quiet_s: float, timeout_s: float
-    ) -> dict[str, Any]:
+    ) -> FailoverDocument:
         self._call("fail_over", route, planned, groups, topics, quiet_s, timeout_s)
-        return {"route": route, "state": "FAILED_OVER", "planned": planned, "groups": groups, "report": {"rpo": []}}
+        report = UnplannedReport(source_ends_seen_at=None, rpo=[], not_copied=0, groups=[])
+        return FailoverDocument(route=route, state="FAILED_OVER", planned=planned, groups=groups, report=report)
 
 
 @pytest.mark.parametrize(
@@ -523,11 +528,14 @@ def test_a_failover_without_a_body_takes_the_defaults_and_answers_the_routes_sta
     client = create_app(as_controller_api(fake)).test_client()
     answer = client.post("/routes/src.dst/failover")
     assert answer.status_code == 200
+    report: dict[str, Any] = {"sourceEndsSeenAt": None, "rpo": [], "notCopied": 0, "groups": []}
     assert _ordered(answer.get_json()) == _ordered(
-        {"route": "src.dst", "state": "FAILED_OVER", "planned": False, "groups": None, "report": {"rpo": []}}
+        {"route": "src.dst", "state": "FAILED_OVER", "planned": False, "groups": None, "report": report}
     )
     assert fake.calls == [("fail_over", ("src.dst", False, None, None, 5.0, 300.0))]
-    assert client.get("/routes").get_json() == {"routes": fake.routes()}
+    assert client.get("/routes").get_json() == {
+        "routes": [{"route": "src.dst", "source": "src", "destination": "dst", "state": "ACTIVE"}]
+    }
 
 
 @pytest.mark.parametrize(

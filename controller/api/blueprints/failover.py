@@ -2,7 +2,7 @@
 
 The POST's body is :class:`controller.api.wire_requests.FailoverRequest` (every field optional, the body
 too). The answer is the route's failover state with its report; a route already failed over answers 409
-with its state. The state is the workflow's own document (:mod:`controller.failover.workflow`), written
+with its state. The state is the workflow's own document (:mod:`controller.failover.document`), written
 through :class:`controller.api.wire_answers.RouteStateAnswer` (fields it has not written yet stay absent).
 With ``"dryRun": true`` the answer is the failover's plan (``dryRun``, ``phases``, ``plan``) and nothing
 changes. The POST does not ask for a confirmation, as ``ferry failover`` does on a terminal before an
@@ -39,13 +39,13 @@ def _failover_request(route: str) -> dict[str, Any]:
 
 @failover_api.get("/routes")
 def routes() -> ResponseReturnValue:
-    return jsonify(rest_json.routes_json(current_controller().failover.routes()))
+    return jsonify(rest_json.routes_json(row.to_json() for row in current_controller().failover.routes()))
 
 
 @failover_api.get("/routes/<route>")
 def route(route: str) -> ResponseReturnValue:
     state = current_controller().failover.route(checks.route_name(route, "the path's"))
-    return jsonify(rest_json.route_state_json(state))
+    return jsonify(rest_json.route_state_json(state.to_json()))
 
 
 @failover_api.post("/routes/<route>/failover")
@@ -61,6 +61,6 @@ def failover(
 ) -> ResponseReturnValue:
     part = current_controller().failover
     if dry_run:
-        return jsonify(rest_json.route_state_json(part.plan(route, planned, groups, topics)))
+        return jsonify(rest_json.route_state_json(part.plan(route, planned, groups, topics).to_json()))
     state = part.fail_over(route, planned, groups, topics, quiet_s, timeout_s)
-    return jsonify(rest_json.route_state_json(state))
+    return jsonify(rest_json.route_state_json(state.to_json()))

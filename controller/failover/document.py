@@ -75,7 +75,13 @@ class BindingRow(DocumentPart):
 
     def binding(self) -> Binding:
         return Binding(
-            self.resource_type, self.name, self.pattern, self.principal, self.host, self.operation, self.permission
+            resource_type=self.resource_type,
+            name=self.name,
+            pattern=self.pattern,
+            principal=self.principal,
+            host=self.host,
+            operation=self.operation,
+            permission=self.permission,
         )
 
 

@@ -103,7 +103,7 @@ def observations_per_record(records: int, size: int) -> None:
     layout = ZkLayout(root)
     zk = make_client(ZookeeperConfig(connect=stack.zookeeper.address))
     zk.start(timeout=15)
-    worker = Worker(config, "w1")
+    worker = Worker(config=config, worker_id="w1")
     thread = threading.Thread(target=worker.run, name="worker", daemon=True)
     try:
         for path in layout.persistent_paths():

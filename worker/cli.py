@@ -62,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     worker_id = args.id or socket.gethostname()
     logs.set_process_fields(worker=worker_id)  # kazoo's and the metrics server's lines name it too
-    worker = Worker(config, worker_id, metrics_port=args.metrics_port)
+    worker = Worker(config=config, worker_id=worker_id, metrics_port=args.metrics_port)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         worker.stop()

@@ -102,7 +102,7 @@ class RouteCopier:
             },
         )
         names = TopicNames(route)
-        self._states = PartitionStates(route.name, self._consumer, metrics, clock)
+        self._states = PartitionStates(route_name=route.name, consumer=self._consumer, metrics=metrics, clock=clock)
         stopper = PartitionStopper(self._states)
         self._ledger = DeliveryLedger(
             route_name=route.name,

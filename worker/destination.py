@@ -63,12 +63,12 @@ class DestinationTopics:
 
     def __init__(
         self,
+        *,
         route: RouteConfig,
         admin: Any,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
         internal_topics: InternalTopicsConfig | None = None,
-        *,
         metrics: WorkerMetrics | None = None,
     ) -> None:
         """``metrics``: where topics waiting for brokers and capped topics are counted (none: not counted)."""

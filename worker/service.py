@@ -103,6 +103,7 @@ class Worker:
 
     def __init__(
         self,
+        *,
         config: FerryConfig,
         worker_id: str,
         metrics_port: int | None = None,
@@ -136,7 +137,11 @@ class Worker:
         self._controls = WorkerControls(worker_id, self._wake, clock)
         self._stopping = threading.Event()
         self._session = ZkSession(
-            self._zk, self.layout.live_worker(worker_id), config.zookeeper.session_timeout_s, clock, self._wake
+            zk=self._zk,
+            live_path=self.layout.live_worker(worker_id),
+            session_timeout_s=config.zookeeper.session_timeout_s,
+            clock=clock,
+            wake=self._wake,
         )
         self._session_lost = self._session.lost
         self._status_dirty = True

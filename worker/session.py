@@ -42,6 +42,7 @@ class ZkSession:
 
     def __init__(
         self,
+        *,
         zk: KazooClient,
         live_path: str,
         session_timeout_s: float,

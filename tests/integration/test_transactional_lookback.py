@@ -84,7 +84,7 @@ def test_a_transactional_destination_is_read_back_without_waiting_out_a_timeout_
     topic = topic_name("txn-lookback")
     create_topic("dst", topic, 1)
     write_copies(dst, topic, range(3_000), 10, f"ferry.test.{topic}")
-    reader = DestinationReader(dst, "ferry.src.dst", "test-lookback")
+    reader = DestinationReader(destination=dst, group_id="ferry.src.dst", client_id="test-lookback")
     try:
         found = reader.look_back(topic, 0, "src", None, 100_000)
     finally:

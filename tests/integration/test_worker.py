@@ -338,7 +338,12 @@ def start_worker(zk: KazooClient, make_config: Callable[..., FerryConfig]) -> It
         if zk_client is not None:
             clients.append(zk_client)
             zk_client.start(timeout=15)
-        worker = Worker(config or make_config(), f"w-{uuid.uuid4().hex[:8]}", metrics_port=metrics_port, zk=zk_client)
+        worker = Worker(
+            config=config or make_config(),
+            worker_id=f"w-{uuid.uuid4().hex[:8]}",
+            metrics_port=metrics_port,
+            zk=zk_client,
+        )
         result: list[int | BaseException] = []
 
         def run() -> None:
@@ -832,7 +837,7 @@ def test_a_worker_that_cannot_reach_zookeeper_is_live_but_not_ready() -> None:
         }
     )
     port = free_port()
-    worker = Worker(config, "w-unreachable", metrics_port=port)
+    worker = Worker(config=config, worker_id="w-unreachable", metrics_port=port)
     result: list[int | BaseException] = []
 
     def run() -> None:

@@ -18,7 +18,7 @@ def test_a_live_node_deleted_again_right_after_it_was_recreated_is_found_gone_by
     """The watch reports the first deletion. A node re-created and deleted again before the watch read it
     may pass the watch unseen; the copy loop's periodic check finds it gone all the same."""
     wake = threading.Event()
-    session = ZkSession(zk, LIVE, 10.0, time.monotonic, wake)
+    session = ZkSession(zk=zk, live_path=LIVE, session_timeout_s=10.0, clock=time.monotonic, wake=wake)
     assert session.create_live_node(WorkerInfo("w1", "host", 1, None), threading.Event())
     session.watch_live_node()
     session.check_live_node()

@@ -30,7 +30,9 @@ class RecordingStopper(PartitionStopper):
     """The route's stopper, which also keeps every writer failure it was told of."""
 
     def __init__(self, route_stops: list[ProducerFailed], consumer: Any) -> None:
-        super().__init__(PartitionStates("src.dst", consumer, WorkerMetrics(), FakeClock(0.0)))
+        super().__init__(
+            PartitionStates(route_name="src.dst", consumer=consumer, metrics=WorkerMetrics(), clock=FakeClock(0.0))
+        )
         self._route_stops = route_stops
 
     def stop_route(self, failure: ProducerFailed) -> None:

@@ -20,7 +20,7 @@ ROUTE = RouteConfig(source="src", destination="dst")
 
 def _topics(admin: Any, clock: FakeClock | None = None, route: RouteConfig = ROUTE, **kwargs: Any) -> DestinationTopics:
     clock = clock or FakeClock()
-    return DestinationTopics(route, admin, clock, clock.sleep, **kwargs)
+    return DestinationTopics(route=route, admin=admin, clock=clock, sleep=clock.sleep, **kwargs)
 
 
 def _producer(partitions: int) -> Any:

@@ -16,7 +16,12 @@ KEY = (TOPIC, 0)
 
 def _writer(*runs: tuple[range, range]) -> OffsetMapWriter:
     offsets = OffsetMap()
-    writer = OffsetMapWriter("src.dst", lambda topic: f"dst-{topic}", {KEY: offsets}, WorkerMetrics())
+    writer = OffsetMapWriter(
+        route_name="src.dst",
+        destination_name=lambda topic: f"dst-{topic}",
+        maps={KEY: offsets},
+        metrics=WorkerMetrics(),
+    )
     for source, destination in runs:
         offsets.record_run(list(source), list(destination))
     return writer
@@ -63,7 +68,9 @@ def test_a_failed_delivery_is_counted_and_written_again() -> None:
     metrics = WorkerMetrics()
     offsets = OffsetMap()
     offsets.record_run([0, 1], [0, 1])
-    writer = OffsetMapWriter("src.dst", lambda topic: topic, {KEY: offsets}, metrics)
+    writer = OffsetMapWriter(
+        route_name="src.dst", destination_name=lambda topic: topic, maps={KEY: offsets}, metrics=metrics
+    )
     producer.poll = lambda timeout: (
         [
             cb(KafkaError(KafkaError._MSG_TIMED_OUT), None)  # type: ignore[method-assign]

@@ -17,7 +17,7 @@ A, B = (TOPIC, 0), (TOPIC, 1)
 def _states() -> tuple[PartitionStates, list[tuple[str, Any]], FakeClock]:
     calls: list[tuple[str, Any]] = []
     clock = FakeClock(1000.0)
-    states = PartitionStates("src.dst", FakeConsumer(calls), WorkerMetrics(), clock)
+    states = PartitionStates(route_name="src.dst", consumer=FakeConsumer(calls), metrics=WorkerMetrics(), clock=clock)
     states.start([TopicPartition(TOPIC, 0, 5), TopicPartition(TOPIC, 1, 7)])
     return states, calls, clock
 

@@ -163,7 +163,9 @@ class Committer:
         self._batch_size = int(self._settings.get("batch.size", LIBRDKAFKA_BATCH_SIZE))
         self._consumer = consumer
         self._ledger = ledger
-        self._map_writer = OffsetMapWriter(route_name, destination_name, ledger.maps, metrics)
+        self._map_writer = OffsetMapWriter(
+            route_name=route_name, destination_name=destination_name, maps=ledger.maps, metrics=metrics
+        )
         self._metrics = metrics
         self._clock = clock
         self._sleep = sleep

@@ -43,6 +43,7 @@ class OffsetMapWriter:
 
     def __init__(
         self,
+        *,
         route_name: str,
         destination_name: Callable[[str], str],
         maps: Mapping[TopicPartitionKey, OffsetMap],

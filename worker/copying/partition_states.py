@@ -43,7 +43,7 @@ class PartitionStates:
     ``changed`` is set when a partition goes to ERROR or loses records, and cleared by the worker
     once it has reported the statuses."""
 
-    def __init__(self, route_name: str, consumer: Any, metrics: WorkerMetrics, clock: Callable[[], float]) -> None:
+    def __init__(self, *, route_name: str, consumer: Any, metrics: WorkerMetrics, clock: Callable[[], float]) -> None:
         self._route_name = route_name
         self._log = logs.with_fields(log, route=route_name)
         self._consumer = consumer

@@ -115,21 +115,30 @@ class PartitionStarter:
             raise WorkerError(f"route {route.name}: {exc}") from None
         self._probe = SourceProbe(source, route.group_id, f"{client_id}-{route.name}-probe")
         destination_admin = kafka_clients.admin(destination)
-        self._topics = DestinationTopics(route, destination_admin, clock, sleep, internal_topics, metrics=metrics)
+        self._topics = DestinationTopics(
+            route=route,
+            admin=destination_admin,
+            clock=clock,
+            sleep=sleep,
+            internal_topics=internal_topics,
+            metrics=metrics,
+        )
         # Exact offsets: the route's copies read back from the destination (the resume rule).
         waits = metrics.lookback_open_transaction_waits.labels(route.name)
         self._reader = DestinationReader(
-            destination,
-            route.group_id,
-            f"{client_id}-{route.name}-lookback",
-            clock,
-            sleep,
+            destination=destination,
+            group_id=route.group_id,
+            client_id=f"{client_id}-{route.name}-lookback",
+            clock=clock,
+            sleep=sleep,
             admin=destination_admin,
             on_open_transaction=waits.inc,
         )
         # Taking over a MirrorMaker 2 mirror: where a partition the route never copied starts.
         self._mm2 = (
-            Mm2Takeover(route, source, destination, metrics, client_id) if route.mirrormaker2 is not None else None
+            Mm2Takeover(route=route, source=source, destination=destination, metrics=metrics, client_id=client_id)
+            if route.mirrormaker2 is not None
+            else None
         )
         self._recreated: dict[TopicPartitionKey, str] = {}  # filled by resume_at, read by acquire
         # Partitions whose destination an open transaction holds back (deferred): filled by resume_at, read by acquire.

@@ -92,12 +92,12 @@ class DestinationReader:
 
     def __init__(
         self,
+        *,
         destination: Mapping[str, Any],
         group_id: str,
         client_id: str,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
-        *,
         admin: Any = None,
         on_open_transaction: Callable[[], None] = lambda: None,
     ) -> None:

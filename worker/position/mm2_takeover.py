@@ -39,6 +39,7 @@ class Mm2Takeover:
 
     def __init__(
         self,
+        *,
         route: RouteConfig,
         source: Mapping[str, Any],
         destination: Mapping[str, Any],

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
 
 # The packages whose class names must be unique among them all; add a package here to hold it to the same.
-RUNTIME_PACKAGES = ("common", "controller", "worker", "pipeline")
+RUNTIME_PACKAGES = ("common", "controller", "worker", "pipeline", "bench", "fleet", "devstack")
 
 
 def class_definitions(packages: tuple[str, ...] = RUNTIME_PACKAGES) -> dict[str, list[str]]:

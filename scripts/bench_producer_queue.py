@@ -19,7 +19,7 @@ what the queue's depth does to them, are in BENCHMARKS.md ("One hot partition of
 (``batch.size``, librdkafka's 1,000,000 bytes unless given); 0 is none. With a window of W, records go to
 each partition in chunks of one batch, the last of each with a delivery report, and a partition's next
 chunk waits (serving reports) until at most W - 1 of its chunks are unacknowledged: the copy loop's
-window (``WINDOW_BATCHES`` in worker/copier.py) without the rest of the copy loop.
+window (``WINDOW_BATCHES`` in worker/copying/sender.py) without the rest of the copy loop.
 """
 
 from __future__ import annotations

@@ -81,7 +81,10 @@ class DestinationTopics:
         self._sleep = sleep
         internal = internal_topics or InternalTopicsConfig()
         self._map_topic = InternalTopic(
-            MAP_TOPIC, ADMIN_TIMEOUT_S, internal.replication_factor_on, config={"cleanup.policy": "compact"}
+            name=MAP_TOPIC,
+            timeout_s=ADMIN_TIMEOUT_S,
+            replication_factor=internal.replication_factor_on,
+            config={"cleanup.policy": "compact"},
         )
 
     def source_topic(self, consumer: Any, topic: str) -> SourceTopic:

@@ -200,7 +200,10 @@ class Stamper:
         if len(self._topics) >= self.MAX_TOPICS:
             self._topics.clear()
         stamper = self._topics[source_topic, destination_topic] = TopicStamper(
-            self._source, self._decide, source_topic, destination_topic
+            source_cluster=self._source,
+            decide=self._decide,
+            source_topic=source_topic,
+            destination_topic=destination_topic,
         )
         return stamper
 
@@ -223,6 +226,7 @@ class TopicStamper:
 
     def __init__(
         self,
+        *,
         source_cluster: str,
         decide: Callable[[Provenance | None], int | None] | None,
         source_topic: str,

@@ -67,6 +67,7 @@ class InternalTopic:
 
     def __init__(
         self,
+        *,
         name: str,
         timeout_s: float,
         replication_factor: Callable[[str], int],

@@ -162,9 +162,9 @@ class Checkpointer:
         self._latest: dict[str, list[GroupOffsetTranslation]] = {}  # group -> its last translations
         self._checkpointed_at: dict[tuple[str, str], float] = {}  # (route, group) -> last success
         self._checkpoint_topic = InternalTopic(
-            CHECKPOINT_TOPIC,
-            TIMEOUT_S,
-            config.internal_topics.replication_factor_on,
+            name=CHECKPOINT_TOPIC,
+            timeout_s=TIMEOUT_S,
+            replication_factor=config.internal_topics.replication_factor_on,
             config={"cleanup.policy": "compact"},
         )
         self._producers: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.producer(config.clusters[cluster]))

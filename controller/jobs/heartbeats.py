@@ -40,9 +40,9 @@ class HeartbeatJob:
         self.book = heartbeat.HeartbeatBook()
         self._clusters = sorted({c for r in config.routes for c in (r.source, r.destination)})
         self._topic = InternalTopic(
-            heartbeat.TOPIC,
-            _TIMEOUT_S,
-            config.internal_topics.replication_factor_on,
+            name=heartbeat.TOPIC,
+            timeout_s=_TIMEOUT_S,
+            replication_factor=config.internal_topics.replication_factor_on,
             config={"message.timestamp.type": "LogAppendTime"},
         )
         self._producers: ClientPool[str] = ClientPool(lambda cluster: kafka_clients.producer(config.clusters[cluster]))

@@ -44,7 +44,7 @@ class Admin:
 
 
 def test_created_once_per_cluster() -> None:
-    topic, admin = InternalTopic("__ferry_x", 1.0, lambda cluster: 3), Admin()
+    topic, admin = InternalTopic(name="__ferry_x", timeout_s=1.0, replication_factor=lambda cluster: 3), Admin()
     assert not topic.ready("a")
     topic.ensure("a", lambda: admin)
     topic.ensure("a", lambda: admin)
@@ -54,14 +54,14 @@ def test_created_once_per_cluster() -> None:
 
 
 def test_one_created_by_another_process_is_ready() -> None:
-    topic = InternalTopic("__ferry_x", 1.0, lambda cluster: 3)
+    topic = InternalTopic(name="__ferry_x", timeout_s=1.0, replication_factor=lambda cluster: 3)
     topic.ensure("a", lambda: Admin(KafkaError.TOPIC_ALREADY_EXISTS))
     assert topic.ready("a")
 
 
 def test_a_refusal_raises_and_is_asked_again() -> None:
     topic, admin = (
-        InternalTopic("__ferry_x", 1.0, lambda cluster: 3),
+        InternalTopic(name="__ferry_x", timeout_s=1.0, replication_factor=lambda cluster: 3),
         Admin(KafkaError.TOPIC_AUTHORIZATION_FAILED),
     )
     with pytest.raises(KafkaException):
@@ -73,7 +73,7 @@ def test_a_refusal_raises_and_is_asked_again() -> None:
 
 
 def test_each_cluster_gets_its_replication_factor_capped_at_its_brokers(caplog: pytest.LogCaptureFixture) -> None:
-    topic = InternalTopic("__ferry_x", 1.0, {"a": 3, "b": 2, "c": 3}.__getitem__)
+    topic = InternalTopic(name="__ferry_x", timeout_s=1.0, replication_factor={"a": 3, "b": 2, "c": 3}.__getitem__)
     big, small = Admin(brokers=5), Admin(brokers=1)
     topic.ensure("a", lambda: big)
     topic.ensure("b", lambda: big)
@@ -89,7 +89,7 @@ def test_each_cluster_gets_its_replication_factor_capped_at_its_brokers(caplog: 
 def test_a_topic_waits_while_a_broker_that_holds_replicas_is_away_and_is_created_whole_when_it_is_back(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    topic = InternalTopic("__ferry_x", 1.0, lambda cluster: 3)
+    topic = InternalTopic(name="__ferry_x", timeout_s=1.0, replication_factor=lambda cluster: 3)
     restarting = Admin(brokers=2, holders=(0, 1, 2))  # broker 2 holds replicas but is not registered
     with pytest.raises(WaitingForBrokers) as waiting:
         topic.ensure("a", lambda: restarting)
@@ -104,7 +104,7 @@ def test_a_topic_waits_while_a_broker_that_holds_replicas_is_away_and_is_created
 
 def test_a_smaller_cluster_caps_at_its_size_though_a_broker_is_away() -> None:
     # Wanted 5 on a cluster of 3 known brokers, 2 registered: not now, then 3 (the cluster's size).
-    topic = InternalTopic("__ferry_x", 1.0, lambda cluster: 5)
+    topic = InternalTopic(name="__ferry_x", timeout_s=1.0, replication_factor=lambda cluster: 5)
     with pytest.raises(WaitingForBrokers):
         topic.ensure("a", lambda: Admin(brokers=2, holders=(0, 1, 2)))
     assert topic.ensure("a", lambda: Admin(brokers=3, holders=(0, 1, 2))) == Replicas(3, 5)

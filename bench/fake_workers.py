@@ -63,6 +63,7 @@ class FakeWorker:
 
     def __init__(
         self,
+        *,
         connect: str,
         layout: ZkLayout,
         worker_id: str,
@@ -158,7 +159,17 @@ def fleet_main(connect: str, root: str, worker_ids: list[str], session_timeout_s
             conn.send(("online", worker_id, online, at))
 
     handler = SharedHandler()
-    workers = {w: FakeWorker(connect, layout, w, report, session_timeout_s, handler) for w in worker_ids}
+    workers = {
+        w: FakeWorker(
+            connect=connect,
+            layout=layout,
+            worker_id=w,
+            report=report,
+            session_timeout_s=session_timeout_s,
+            handler=handler,
+        )
+        for w in worker_ids
+    }
     start_all(list(workers.values()))
     with send_lock:
         conn.send(("ready", len(workers), time.time()))
@@ -172,7 +183,14 @@ def fleet_main(connect: str, root: str, worker_ids: list[str], session_timeout_s
         elif kind == "leave":
             workers.pop(args[0]).leave()
         elif kind == "join":
-            worker = FakeWorker(connect, layout, args[0], report, session_timeout_s, handler)
+            worker = FakeWorker(
+                connect=connect,
+                layout=layout,
+                worker_id=args[0],
+                report=report,
+                session_timeout_s=session_timeout_s,
+                handler=handler,
+            )
             workers[args[0]] = worker
             worker.start()
         with send_lock:

@@ -167,7 +167,9 @@ def run_soak(
     config = fleet_config(stack, f"/ferry-soak-{slug}", topic, options.session_timeout_s, options.route_options)
     config_path.write_text(yaml.safe_dump(config))
     supervisor = Supervisor(config_path=config_path, workdir=options.workdir, clock=clock)
-    stream = Stream(stack.src.bootstrap, topic, options.rate, options.workdir / "verifiable-producer.log")
+    stream = Stream(
+        bootstrap=stack.src.bootstrap, topic=topic, rate=options.rate, log=options.workdir / "verifiable-producer.log"
+    )
     mirror = _Mirror(stack=stack, topic=topic, partitions=options.partitions, supervisor=supervisor)
     watch = _Watch(supervisor, mirror, clock)
 

@@ -41,7 +41,7 @@ class Stream:
     it and exits). The events are read by a thread of its own while it runs.
     """
 
-    def __init__(self, bootstrap: str, topic: str, rate: int, log: Path) -> None:
+    def __init__(self, *, bootstrap: str, topic: str, rate: int, log: Path) -> None:
         self.command = kafka_tool_command(
             "VerifiableProducer",
             "--bootstrap-server",

@@ -51,7 +51,10 @@ class Fleet:
             self.online[worker] = online
 
     def start(self, ids: list[str]) -> None:
-        new = [FakeWorker(self.chroot, LAYOUT, w, self._report, session_timeout_s=6.0) for w in ids]
+        new = [
+            FakeWorker(connect=self.chroot, layout=LAYOUT, worker_id=w, report=self._report, session_timeout_s=6.0)
+            for w in ids
+        ]
         self.workers.update({w.worker_id: w for w in new})
         start_all(new)
 

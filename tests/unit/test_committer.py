@@ -65,8 +65,15 @@ def parts(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 
     monkeypatch.setattr(kafka_clients, "producer", make_producer)
     parts.ledger = _ledger()
+    parts.committer = _committer(parts)
+    return parts
+
+
+def _committer(parts: SimpleNamespace, transactional_id: str | None = None) -> Committer:
+    """A committer over ``parts``' fakes, with a stopper of its own that keeps the writer's failures in
+    ``parts.route_stops``."""
     parts.stopper = RecordingStopper(parts.route_stops, parts.consumer)
-    parts.committer = Committer(
+    return Committer(
         route_name="src.dst",
         destination={},
         settings={"batch.size": 100_000},
@@ -77,8 +84,8 @@ def parts(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
         metrics=WorkerMetrics(),
         clock=parts.clock,
         sleep=parts.clock.sleep,
+        transactional_id=transactional_id,
     )
-    return parts
 
 
 def _copy(parts: SimpleNamespace, offsets: list[int]) -> None:
@@ -134,20 +141,7 @@ def test_batches_shrink_to_a_smaller_destination_limit_with_a_new_producer(parts
 @pytest.fixture
 def transactional(parts: SimpleNamespace) -> SimpleNamespace:
     """``parts`` with a committer that writes in transactions (an exactly-once route)."""
-    parts.stopper = RecordingStopper(parts.route_stops, parts.consumer)
-    parts.committer = Committer(
-        route_name="src.dst",
-        destination={},
-        settings={"batch.size": 100_000},
-        consumer=parts.consumer,
-        ledger=parts.ledger,
-        stopper=parts.stopper,
-        destination_name=lambda topic: topic,
-        metrics=WorkerMetrics(),
-        clock=parts.clock,
-        sleep=parts.clock.sleep,
-        transactional_id="ferry.src.dst.w1",
-    )
+    parts.committer = _committer(parts, transactional_id="ferry.src.dst.w1")
     return parts
 
 

@@ -67,18 +67,29 @@ def _rig(monkeypatch: pytest.MonkeyPatch, producer: dict[str, Any] | None = None
     monkeypatch.setattr(copier_module.kafka_clients, "consumer", lambda cluster, group, **kw: rig.consumer)
     monkeypatch.setattr(copier_module.kafka_clients, "producer", make_producer)
     monkeypatch.setattr(copier_module.kafka_clients, "admin", lambda cluster, **kw: rig.admin)
-    rig.copier = RouteCopier(
-        route=RouteConfig(source="src", destination="dst"),
+    rig.copier = _copier(rig, config=WorkerConfig(producer=producer or {}, **worker))
+    return rig
+
+
+def _copier(
+    rig: SimpleNamespace,
+    route: RouteConfig | None = None,
+    config: WorkerConfig | None = None,
+    **options: Any,
+) -> RouteCopier:
+    """A copier of ``rig``'s fake clients, on its clocks and metrics (``options``: the copier's own)."""
+    return RouteCopier(
+        route=route or RouteConfig(source="src", destination="dst"),
         source={},
         destination={},
-        config=WorkerConfig(producer=producer or {}, **worker),
+        config=config or WorkerConfig(),
         metrics=rig.metrics,
         client_id="test",
         clock=rig.clock,
         wall_clock=lambda: rig.wall,
         sleep=rig.clock.sleep,
+        **options,
     )
-    return rig
 
 
 def _feed(rig: SimpleNamespace, partition: int, offsets: range) -> None:
@@ -357,16 +368,7 @@ def _copier_for(
         "list_topics",
         lambda self, topic=None, timeout=-1: _any_topic_metadata(self.destination_partitions),
     )
-    return RouteCopier(
-        route=route,
-        source={},
-        destination={},
-        config=WorkerConfig(),
-        metrics=WorkerMetrics(),
-        client_id="test",
-        clock=rig.clock,
-        origins=origins,
-    )
+    return _copier(rig, route, origins=origins)
 
 
 def test_a_renamed_route_creates_and_writes_the_destination_name_and_commits_the_source(
@@ -495,25 +497,9 @@ def test_the_destination_producer_compresses_by_the_route_unless_worker_producer
 ) -> None:
     assert rig.producer_settings["compression.type"] == "lz4"  # the route's default
     route = RouteConfig(source="src", destination="dst", compression="zstd")
-    RouteCopier(
-        route=route,
-        source={},
-        destination={},
-        config=WorkerConfig(),
-        metrics=WorkerMetrics(),
-        client_id="test",
-        clock=rig.clock,
-    )
+    _copier(rig, route)
     assert rig.producer_settings["compression.type"] == "zstd"
-    RouteCopier(
-        route=route,
-        source={},
-        destination={},
-        config=WorkerConfig(producer={"compression.type": "gzip"}),
-        metrics=WorkerMetrics(),
-        client_id="test",
-        clock=rig.clock,
-    )
+    _copier(rig, route, WorkerConfig(producer={"compression.type": "gzip"}))
     assert rig.producer_settings["compression.type"] == "gzip"
 
 
@@ -877,18 +863,7 @@ def test_on_an_exactly_once_route_a_failed_record_between_a_runs_ends_aborts_the
     """The records between a run's ends carry no callback on an exactly-once route: the second of three
     fails unreported and another writer's record lands in its place, so the run looks proven; but the
     failure fails the transaction, which is aborted, and no source offset is committed past it."""
-    copier = RouteCopier(
-        route=RouteConfig(source="src", destination="dst"),
-        source={},
-        destination={},
-        config=WorkerConfig(),
-        metrics=rig.metrics,
-        client_id="test",
-        clock=rig.clock,
-        wall_clock=lambda: rig.wall,
-        sleep=rig.clock.sleep,
-        transactional_id="ferry.src.dst.w1",
-    )
+    copier = _exactly_once(rig)
     copier.acquire([(TOPIC, 0)])
     copier.copy_batch(0.1)
     callbacks = _recording_callbacks(rig)
@@ -905,18 +880,7 @@ def test_on_an_exactly_once_route_a_failed_record_between_a_runs_ends_aborts_the
 
 def _exactly_once(rig: SimpleNamespace) -> RouteCopier:
     """A copier of ``rig``'s clients that writes in transactions under the writer id ``ferry.src.dst.w1``."""
-    return RouteCopier(
-        route=RouteConfig(source="src", destination="dst"),
-        source={},
-        destination={},
-        config=WorkerConfig(),
-        metrics=rig.metrics,
-        client_id="test",
-        clock=rig.clock,
-        wall_clock=lambda: rig.wall,
-        sleep=rig.clock.sleep,
-        transactional_id="ferry.src.dst.w1",
-    )
+    return _copier(rig, transactional_id="ferry.src.dst.w1")
 
 
 def _source_commits(rig: SimpleNamespace) -> list[Any]:

@@ -43,7 +43,7 @@ def _worker(zk: FakeZk, clock: FakeClock) -> Worker:
             "routes": [{"source": "a", "destination": "b"}],
         }
     )
-    worker = Worker(config, "w1", metrics_port=0, zk=zk, clock=clock)  # type: ignore[arg-type]
+    worker = Worker(config=config, worker_id="w1", metrics_port=0, zk=zk, clock=clock)  # type: ignore[arg-type]
     worker.state = WorkerState.RUNNING
     return worker
 

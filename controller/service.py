@@ -56,6 +56,7 @@ class Controller:
 
     def __init__(
         self,
+        *,
         config: FerryConfig,
         controller_id: str,
         rest_url: str,
@@ -70,19 +71,23 @@ class Controller:
         layout = ZkLayout(config.zookeeper.root)
         self.store = Store(self._zk, layout)
         self.kafka = ClusterMetadata(config.clusters)
-        self.leadership = Leadership(self._zk, layout, self.store, controller_id, rest_url)
+        self.leadership = Leadership(
+            zk=self._zk, layout=layout, store=self.store, controller_id=controller_id, rest_url=rest_url
+        )
         self.metrics = ControllerMetrics(self.store, lambda: self.reconciler.watch_reads)
         self.scheduler = make_scheduler(self.metrics)
-        self.tree = TreeControl(config, self._zk, layout, self.leadership, self.kafka, clock)
+        self.tree = TreeControl(
+            config=config, zk=self._zk, layout=layout, leadership=self.leadership, kafka=self.kafka, clock=clock
+        )
         self.reconciler = Reconciler(
-            config,
-            self._zk,
-            layout,
-            self.store,
-            self.leadership,
-            self.scheduler,
-            self.metrics,
-            clock,
+            config=config,
+            zk=self._zk,
+            layout=layout,
+            store=self.store,
+            leadership=self.leadership,
+            scheduler=self.scheduler,
+            metrics=self.metrics,
+            clock=clock,
             effective_routes=self.tree.effective_routes,
         )
         self.operate = FleetControls(
@@ -97,32 +102,39 @@ class Controller:
             registry=self.metrics.registry,
         )
         self.reads = ReadSide(
-            config,
-            self._zk,
-            layout,
-            self.leadership,
-            self.reconciler,
-            self.kafka,
-            self.metrics,
-            self.scheduler,
+            config=config,
+            zk=self._zk,
+            layout=layout,
+            leadership=self.leadership,
+            reconciler=self.reconciler,
+            kafka=self.kafka,
+            metrics=self.metrics,
+            scheduler=self.scheduler,
             before_scrape=self._before_scrape,
         )
         self.topics = TopicAdmin(
-            config, self._zk, layout, self.leadership, self.reconciler, self.kafka, self.reads, clock
+            config=config,
+            zk=self._zk,
+            layout=layout,
+            leadership=self.leadership,
+            reconciler=self.reconciler,
+            kafka=self.kafka,
+            reads=self.reads,
+            clock=clock,
         )
         self.jobs = LeaderJobs(
-            config,
-            controller_id,
-            self.leadership,
-            self.scheduler,
-            self.metrics,
-            self.reads,
-            self.topics,
-            self.tree,
-            self._zk,
-            layout,
-            clock,
-            config_path,
+            config=config,
+            controller_id=controller_id,
+            leadership=self.leadership,
+            scheduler=self.scheduler,
+            metrics=self.metrics,
+            reads=self.reads,
+            topics=self.topics,
+            tree=self.tree,
+            zk=self._zk,
+            layout=layout,
+            clock=clock,
+            config_path=config_path,
         )
 
     def _before_scrape(self) -> None:

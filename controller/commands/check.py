@@ -370,7 +370,9 @@ def zookeeper_result(zookeeper: ZookeeperConfig, timeout_s: float) -> EndpointRe
 
 def registry_result(name: str, registry: RegistryConfig, timeout_s: float) -> EndpointResult:
     endpoint = f"registry {name} ({registry.base_url})"
-    client = RegistryClient(name, registry.model_copy(update={"timeout_s": timeout_s}), retry_deadline_s=timeout_s)
+    client = RegistryClient(
+        name=name, config=registry.model_copy(update={"timeout_s": timeout_s}), retry_deadline_s=timeout_s
+    )
     try:
         subjects = client.subjects()
     except FerryError as exc:

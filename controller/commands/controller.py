@@ -100,7 +100,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"the advertised URL {rest_url} is not {scheme}://, but controller.tls is {'set' if tls else 'absent'}"
         )
-    controller = Controller(config, controller_id, rest_url=rest_url, config_path=args.config)
+    controller = Controller(config=config, controller_id=controller_id, rest_url=rest_url, config_path=args.config)
     app = create_app(
         controller, forward_timeout_s=controller_config.forward_timeout_s, auth=checker, forward_verify=forward_verify
     )

@@ -70,6 +70,7 @@ class AclSyncJob:
 
     def __init__(
         self,
+        *,
         config: FerryConfig,
         routes: Callable[[], list[RouteConfig]],
         topics: Callable[[], Mapping[str, set[str]]],
@@ -77,7 +78,6 @@ class AclSyncJob:
         layout: ZkLayout,
         commit: Callable[[list[Op]], None],
         clock: Callable[[], float],
-        *,
         failures: Counter | None = None,
     ) -> None:
         self._failures = failures

@@ -75,6 +75,7 @@ class LeaderJobs:
 
     def __init__(
         self,
+        *,
         config: FerryConfig,
         controller_id: str,
         leadership: Leadership,
@@ -100,7 +101,7 @@ class LeaderJobs:
         self.progress = ProgressTracker(config.controller.noprogress_after_s)
         self.checkpoints = Checkpointer(config, controller_id, clock=clock)
         # Schema distribution (config `schemas`): see controller/schemas/distributor.py.
-        self.schemas = SchemaDistributor(config.schemas, metrics.registry) if config.schemas else None
+        self.schemas = SchemaDistributor(config=config.schemas, metrics=metrics.registry) if config.schemas else None
         self._heartbeats: HeartbeatJob | None = None  # the leader's, with heartbeats.interval_s
         self._zk = zk
         self._layout = layout
@@ -135,13 +136,13 @@ class LeaderJobs:
             )
         if config.acl_sync_interval_s and any(r.sync_acls for r in self.config.routes):
             self.acl_sync = AclSyncJob(
-                self.config,
-                self._tree.effective_routes,
-                self.mirrored_topics,
-                self._zk,
-                self._layout,
-                self._leadership.commit,
-                self._clock,
+                config=self.config,
+                routes=self._tree.effective_routes,
+                topics=self.mirrored_topics,
+                zk=self._zk,
+                layout=self._layout,
+                commit=self._leadership.commit,
+                clock=self._clock,
                 failures=self._metrics.acl_sync_failures,
             )
             self._every(

@@ -51,10 +51,10 @@ class WriterFencer:
 
     def __init__(
         self,
+        *,
         config: FerryConfig,
         fence_writer: FenceWriter = kafka_clients.fence_writer,
         timeout_s: float = FENCE_TIMEOUT_S,
-        *,
         effective_routes: Callable[[], Iterable[RouteConfig]] | None = None,
     ) -> None:
         """``effective_routes``: the routes as the workers copy them now (a distribution tree's switched

@@ -28,6 +28,7 @@ class LeadWatches:
 
     def __init__(
         self,
+        *,
         zk: KazooClient,
         layout: ZkLayout,
         leadership: Leadership,

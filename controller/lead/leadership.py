@@ -62,7 +62,7 @@ class LeadHooks(Protocol):
 class Leadership:
     """See the module docstring for states; one campaign thread per controller."""
 
-    def __init__(self, zk: KazooClient, layout: ZkLayout, store: Store, controller_id: str, rest_url: str) -> None:
+    def __init__(self, *, zk: KazooClient, layout: ZkLayout, store: Store, controller_id: str, rest_url: str) -> None:
         self.controller_id = controller_id
         self.rest_url = rest_url
         self.state = STANDBY

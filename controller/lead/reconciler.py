@@ -82,6 +82,7 @@ class Reconciler:
 
     def __init__(
         self,
+        *,
         config: FerryConfig,
         zk: KazooClient,
         layout: ZkLayout,
@@ -90,7 +91,6 @@ class Reconciler:
         scheduler: BaseScheduler,
         metrics: ControllerMetrics,
         clock: Callable[[], float],
-        *,
         effective_routes: Callable[[], Iterable[RouteConfig]] | None = None,
     ) -> None:
         """``effective_routes``: the routes as the workers copy them now (a tree's switched targets
@@ -114,14 +114,20 @@ class Reconciler:
         self._state_guard = threading.Lock()
         # What the watches saw since the last reconcile (kazoo's thread writes, the job reads);
         # request_reconcile is looked up at each call (tests replace it on the instance).
-        self._watches = LeadWatches(zk, layout, leadership, lambda: self.request_reconcile(), self._membership_changed)
+        self._watches = LeadWatches(
+            zk=zk,
+            layout=layout,
+            leadership=leadership,
+            on_change=lambda: self.request_reconcile(),
+            on_membership=self._membership_changed,
+        )
         self._queue_lock = threading.Lock()  # guards _reconcile_queued (watch callbacks and the job set it)
         self._reconcile_queued = False
         # Partition keys parsed from the workers' statuses (a status repeats its keys at every report).
         self._parsed_keys: dict[str, PartitionKey] = {}
         self._ensured_paths: set[str] = set()  # folders created (or seen) during this lead
         self.balancer = LoadBalancer(config.controller, metrics.registry)
-        self._fencer = WriterFencer(config, effective_routes=effective_routes)
+        self._fencer = WriterFencer(config=config, effective_routes=effective_routes)
         self._by_load = config.controller.balance == "load"
         # The operator's controls (controls/desired) as last read or written, and the throttle
         # shares as last written (None: not read in this lead; absent node: {} and not existing).

@@ -114,6 +114,7 @@ class SchemaDistributor:
 
     def __init__(
         self,
+        *,
         config: SchemasConfig,
         metrics: CollectorRegistry,
         clients: Mapping[str, RegistryClient] | None = None,
@@ -126,7 +127,10 @@ class SchemaDistributor:
         self._clients = (
             dict(clients)
             if clients is not None
-            else {name: RegistryClient(name, config.registries[name]) for name in [config.primary, *self.targets]}
+            else {
+                name: RegistryClient(name=name, config=config.registries[name])
+                for name in [config.primary, *self.targets]
+            }
         )
         self._formats = {
             name: SubjectFormat(reg.subject_format, reg.subject_vars) for name, reg in config.registries.items()

@@ -71,6 +71,7 @@ class RegistryClient:
 
     def __init__(
         self,
+        *,
         name: str,
         config: RegistryConfig,
         session: requests.Session | None = None,

@@ -60,6 +60,7 @@ class TopicAdmin:
 
     def __init__(
         self,
+        *,
         config: FerryConfig,
         zk: KazooClient,
         layout: ZkLayout,

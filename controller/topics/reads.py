@@ -155,6 +155,7 @@ class ReadSide:
 
     def __init__(
         self,
+        *,
         config: FerryConfig,
         zk: KazooClient,
         layout: ZkLayout,

@@ -61,6 +61,7 @@ class TreeControl:
 
     def __init__(
         self,
+        *,
         config: FerryConfig,
         zk: KazooClient,
         layout: ZkLayout,

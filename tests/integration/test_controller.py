@@ -83,7 +83,10 @@ class Cluster:
         zk = connect(self.chroot)
         self.clients.append(zk)
         controller = Controller(
-            self.config(failover_delay_s, naming), controller_id, f"http://{controller_id}.invalid:9000", zk=zk
+            config=self.config(failover_delay_s, naming),
+            controller_id=controller_id,
+            rest_url=f"http://{controller_id}.invalid:9000",
+            zk=zk,
         )
         self.controllers.append(controller)
         controller.start()
@@ -577,7 +580,7 @@ def test_a_controller_answers_its_probes_at_once_while_zookeeper_does_not_answer
             "routes": [{"source": "src", "destination": "dst"}],
         }
     )
-    controller = Controller(config, "c1", "http://c1.invalid:9000", zk=zk)
+    controller = Controller(config=config, controller_id="c1", rest_url="http://c1.invalid:9000", zk=zk)
     controller.scheduler.start()
     try:
         client = create_app(controller).test_client()

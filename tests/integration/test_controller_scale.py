@@ -95,7 +95,7 @@ def controller(zk_chroot: str, local_stack: Stack) -> Iterator[Controller]:
             },
         }
     )
-    running = Controller(config, "c1", "http://c1.invalid:9000")
+    running = Controller(config=config, controller_id="c1", rest_url="http://c1.invalid:9000")
     running.start()
     try:
         wait_for(running.leadership.is_leader, 15, "the controller to lead")

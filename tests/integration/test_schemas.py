@@ -58,7 +58,7 @@ def topic(topic_name: Callable[[str], str]) -> str:
 
 @pytest.fixture
 def distributor(registry_stack: devstack.Stack, topic: str) -> SchemaDistributor:
-    return SchemaDistributor(schemas_config(registry_stack, f"{topic}-value"), CollectorRegistry())
+    return SchemaDistributor(config=schemas_config(registry_stack, f"{topic}-value"), metrics=CollectorRegistry())
 
 
 def test_ids_carry_over_and_a_second_version_follows_in_order(
@@ -222,17 +222,17 @@ def test_a_restart_mid_distribution_copies_each_version_exactly_once(
             },
         )
     crashing = SchemaDistributor(
-        config,
-        CollectorRegistry(),
+        config=config,
+        metrics=CollectorRegistry(),
         clients={
-            "src": RegistryClient("src", config.registries["src"]),
-            "dst": CrashAfterImport("dst", config.registries["dst"]),
+            "src": RegistryClient(name="src", config=config.registries["src"]),
+            "dst": CrashAfterImport(name="dst", config=config.registries["dst"]),
         },
     )
     with pytest.raises(SystemExit):
         crashing.run()
 
-    restarted = SchemaDistributor(config, CollectorRegistry())
+    restarted = SchemaDistributor(config=config, metrics=CollectorRegistry())
     report = schema_report_json(restarted.run())
     assert report["copied"] == []  # the import before the crash had landed; nothing copied twice
     assert report["inSync"]

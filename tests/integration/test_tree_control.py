@@ -38,8 +38,16 @@ def _config() -> FerryConfig:
 def _tree_control(zk: KazooClient) -> tuple[TreeControl, Leadership]:
     config = _config()
     store = Store(zk, LAYOUT)
-    leadership = Leadership(zk, LAYOUT, store, "c1", "http://c1")
-    return TreeControl(config, zk, LAYOUT, leadership, ClusterMetadata(config.clusters), time.time), leadership
+    leadership = Leadership(zk=zk, layout=LAYOUT, store=store, controller_id="c1", rest_url="http://c1")
+    tree = TreeControl(
+        config=config,
+        zk=zk,
+        layout=LAYOUT,
+        leadership=leadership,
+        kafka=ClusterMetadata(config.clusters),
+        clock=time.time,
+    )
+    return tree, leadership
 
 
 def _lead(zk: KazooClient, leadership: Leadership) -> str:

@@ -167,13 +167,13 @@ def _config(sync_acls: bool = True) -> Any:
 
 def _job(config: Any, zk: FakeZk, topics: dict[str, set[str]]) -> AclSyncJob:
     return AclSyncJob(
-        config,
-        lambda: config.routes,
-        lambda: topics,
-        zk,
-        ZkLayout("/t"),
-        zk.commit,
-        lambda: 100.0,  # type: ignore[arg-type]
+        config=config,
+        routes=lambda: config.routes,
+        topics=lambda: topics,
+        zk=zk,
+        layout=ZkLayout("/t"),
+        commit=zk.commit,
+        clock=lambda: 100.0,  # type: ignore[arg-type]
     )
 
 

@@ -34,7 +34,7 @@ def _controller_registry() -> CollectorRegistry:
     store = SimpleNamespace(reads=7, writes=3, transactions=2, max_transaction_bytes=900, max_node_bytes=400)
     metrics = ControllerMetrics(cast(Store, store), watch_reads=lambda: 5)
     # The schema distributor registers its metrics in the controller's registry.
-    SchemaDistributor(SCHEMAS, metrics.registry, clients=cast(Any, {"src": object(), "dst": object()}))
+    SchemaDistributor(config=SCHEMAS, metrics=metrics.registry, clients=cast(Any, {"src": object(), "dst": object()}))
     # Labelled metrics show their samples only once a label set exists: touch one of each.
     metrics.partitions.labels("ONLINE").set(1)
     metrics.lag.labels("src.dst", "t", "0").set(0)

@@ -148,13 +148,13 @@ def test_the_acl_sync_counts_its_failed_runs_by_route_and_reason_from_0(admins: 
     zk = FakeZk()
     config = _config()
     job = AclSyncJob(
-        config,
-        lambda: config.routes,
-        lambda: {"src.dst": {"orders"}},
-        cast(Any, zk),
-        ZkLayout("/t"),
-        zk.commit,
-        lambda: 100.0,
+        config=config,
+        routes=lambda: config.routes,
+        topics=lambda: {"src.dst": {"orders"}},
+        zk=cast(Any, zk),
+        layout=ZkLayout("/t"),
+        commit=zk.commit,
+        clock=lambda: 100.0,
         failures=metrics.acl_sync_failures,
     )
     job.run()
@@ -170,13 +170,13 @@ def test_the_acl_sync_counts_its_failed_runs_by_route_and_reason_from_0(admins: 
     admins["dst"].refused = True
     admins["src"].acls.add(_acl("payments"))
     job = AclSyncJob(
-        config,
-        lambda: config.routes,
-        lambda: {"src.dst": {"orders", "payments"}},
-        cast(Any, zk),
-        ZkLayout("/t"),
-        zk.commit,
-        lambda: 100.0,
+        config=config,
+        routes=lambda: config.routes,
+        topics=lambda: {"src.dst": {"orders", "payments"}},
+        zk=cast(Any, zk),
+        layout=ZkLayout("/t"),
+        commit=zk.commit,
+        clock=lambda: 100.0,
         failures=metrics.acl_sync_failures,
     )
     job.run()

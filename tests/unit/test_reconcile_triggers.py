@@ -56,14 +56,14 @@ def parts() -> Iterator[tuple[Reconciler, ControllerMetrics]]:
     scheduler = make_scheduler(metrics)
     scheduler.start()
     reconciler = Reconciler(
-        config,
-        cast(Any, None),
-        ZkLayout("/"),
-        cast(Any, StubStore()),
-        cast(Any, StubLeadership()),
-        scheduler,
-        metrics,
-        time.time,
+        config=config,
+        zk=cast(Any, None),
+        layout=ZkLayout("/"),
+        store=cast(Any, StubStore()),
+        leadership=cast(Any, StubLeadership()),
+        scheduler=scheduler,
+        metrics=metrics,
+        clock=time.time,
     )
     try:
         yield reconciler, metrics

@@ -83,7 +83,7 @@ def _import_file(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _distributor(src: FakeRegistry, dst: FakeRegistry) -> SchemaDistributor:
-    return SchemaDistributor(CONFIG, CollectorRegistry(), clients={"src": src, "dst": dst})
+    return SchemaDistributor(config=CONFIG, metrics=CollectorRegistry(), clients={"src": src, "dst": dst})
 
 
 def test_an_import_that_answers_but_lands_nothing_is_reported_not_skipped() -> None:
@@ -115,7 +115,9 @@ def test_imports_go_in_batches_and_stop_for_a_subject_whose_version_did_not_land
     config = CONFIG.model_copy(update={"import_batch": 1})
     src = FakeRegistry("src", {"orders-value": [(7, '"string"'), (8, '"long"')], "other-value": [(9, '"int"')]})
     dst = FakeRegistry("dst", {})
-    report = schema_report_json(SchemaDistributor(config, CollectorRegistry(), clients={"src": src, "dst": dst}).run())
+    report = schema_report_json(
+        SchemaDistributor(config=config, metrics=CollectorRegistry(), clients={"src": src, "dst": dst}).run()
+    )
     # other-value v1 and orders-value v1 each in a request of their own; orders-value v2 waits
     # behind its version 1, which did not land (it would be out of order).
     assert len(dst.imported) == 2
@@ -136,7 +138,9 @@ def test_an_unreachable_target_is_left_out_and_the_others_go_on() -> None:
     dst = FakeRegistry("dst", {"orders-value": [(7, '"string"')]})
     dr = FakeRegistry("dr", {})
     dr.down = True
-    distributor = SchemaDistributor(config, CollectorRegistry(), clients={"src": src, "dst": dst, "dr": dr})
+    distributor = SchemaDistributor(
+        config=config, metrics=CollectorRegistry(), clients={"src": src, "dst": dst, "dr": dr}
+    )
     report = schema_report_json(distributor.run())
     assert report["unreachable"] == {"dr": "registry of dr did not answer"}
     assert report["subjects"][0]["targets"] == {

@@ -41,7 +41,7 @@ class Fences:
 
 def test_only_exactly_once_routes_are_fenced_on_their_destination() -> None:
     fences = Fences()
-    fencer = WriterFencer(_config(), fences)
+    fencer = WriterFencer(config=_config(), fence_writer=fences)
     fencer.fence({"w1": {"a.b", "a.c"}})
     assert fences.fenced == [("b:9092", "ferry.a.b.w1")]
 
@@ -51,14 +51,14 @@ def test_a_worker_that_registered_and_was_lost_again_unseen_is_fenced_again() ->
     fence) and lose its session again before the leader ever sees it live: every write that moves
     its partitions is preceded by a fence of its own."""
     fences = Fences()
-    fencer = WriterFencer(_config(), fences)
+    fencer = WriterFencer(config=_config(), fence_writer=fences)
     fencer.fence({"w1": {"a.b"}})
     fencer.fence({"w1": {"a.b"}})  # the leader never saw it live in between
     assert fences.fenced == [("b:9092", "ferry.a.b.w1")] * 2
 
 
 def test_a_destination_that_does_not_answer_stops_the_write() -> None:
-    fencer = WriterFencer(_config(), Fences(refuse=True))
+    fencer = WriterFencer(config=_config(), fence_writer=Fences(refuse=True))
     with pytest.raises(ControllerError, match=r"fencing worker w1's writer of route a\.b on b"):
         fencer.fence({"w1": {"a.b"}})
 
@@ -70,6 +70,6 @@ def test_a_route_whose_target_was_switched_is_fenced_where_its_workers_write_now
     config = _config()
     distributor = config.routes[0].model_copy(update={"distributor": "a.L1"})
     switched = distributor.model_copy(update={"destination": "c"})
-    fencer = WriterFencer(config, fences, effective_routes=lambda: [switched])
+    fencer = WriterFencer(config=config, fence_writer=fences, effective_routes=lambda: [switched])
     fencer.fence({"w1": {"a.L1"}})
     assert fences.fenced == [("c:9092", "ferry.a.L1.w1")]

@@ -115,7 +115,7 @@ def _manager(args: argparse.Namespace) -> Any:
 
     # The rolling restart reads the ZooKeeper election; kazoo's connection chatter is not news.
     logging.getLogger("kazoo.client").setLevel(logging.WARNING)
-    return FleetManager(_client(args), args.name, log=_say)
+    return FleetManager(client=_client(args), name=args.name, log=_say)
 
 
 def _engine(args: argparse.Namespace) -> int:

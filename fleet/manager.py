@@ -81,9 +81,9 @@ def _get(url: str, timeout: float = 3, statuses: tuple[int, ...] = (200,)) -> An
 class FleetManager:
     def __init__(
         self,
+        *,
         client: Any,
         name: str,
-        *,
         log: Log | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,

@@ -111,7 +111,7 @@ def make_fleet(
 
     def make(suffix: str) -> FleetManager:
         manager = FleetManager(
-            docker_client, f"t{run}-{suffix}", log=lambda line: print(f"{time.strftime('%X')} {line}")
+            client=docker_client, name=f"t{run}-{suffix}", log=lambda line: print(f"{time.strftime('%X')} {line}")
         )
         made.append(manager)
         return manager

@@ -7,12 +7,18 @@ watermark, and one the destination already holds (the resume rule's skip set) to
 holds commits back.
 
 Each partition's records go to the producer as a delivery run (:class:`worker.copying.ledger.DeliveryRun`):
-only its first and its last record carry a Python delivery callback (the records between: see
-``between`` in :meth:`Sender.send`). Which record is the last is known only when the next message is
-another partition's, or the batch ends, so the newest record is *held back* one step: handed over as
-one between the ends when another record of its run follows, or with the run's closing callback when
-the run ends. A run ends in one of two places: when the partition's records end (another partition's
-follow, or the batch ends), or when the next record does not fit it (a record the destination may refuse
+only its first and its last record carry a Python delivery callback. The records between carry none
+when a failed one cannot go unseen (on an exactly-once route it fails the transaction, which is aborted;
+with the gap-less guarantee, an operator's opt-in, it fails the producer for good and every record after
+it): a report per record costs a Message object and the GIL each (0.3-0.45 µs at 100 B, measured).
+Otherwise (librdkafka's default: it may skip a failed record) each carries the run's C-level catcher, so
+a failed one is seen and another writer's record in its place cannot pass for it.
+
+Which record is the last is known only when the next message is another partition's, or the batch
+ends, so the newest record is *held back* one step: handed over as one between the ends when another
+record of its run follows, or with the run's closing callback when the run ends. A run ends in one of
+two places: when the partition's records end (another partition's follow, or the batch ends), or when
+the next record does not fit it (a record the destination may refuse
 on its own, larger than ``Committer.record_alone_above``, and every record of a partition the ledger
 settles record by record, ``exact``, is a run of its own; a run holds at most a producer batch,
 ``Committer.batch_size``, of value bytes).
@@ -122,98 +128,55 @@ class Sender:
         self._key: TopicPartitionKey = ("", -1)  # the source topic and partition
 
     def send(self, messages: list[Any], wait_for_windows: bool = False) -> tuple[int, int, int]:
-        """Hands ``messages`` to the producer, stamped; returns (records sent, records skipped, value bytes
-        sent). ``messages`` is the sender's from then on (its end is marked on it).
-
-        The per-record loop: every name it calls is bound once per batch, and the ledger and the load
-        counters are told once per run of a partition's records. With ``wait_for_windows``, a partition
-        whose window is full is waited for (delivery reports served) instead of deferred."""
+        """Hands ``messages`` (the sender's from then on: their end is marked on them) to the producer, stamped;
+        returns (records sent, records skipped, value bytes sent). With ``wait_for_windows``, a partition whose
+        window is full is waited for instead of deferred. What every record calls is bound once per batch, the
+        ledger and the load counters are told once per run of a partition's records, rare paths are methods."""
         committer = self._committer
         produce = self._produce = kafka_clients.positional_produce(committer.producer)
-        stamper_for = self._stamper.for_topic
-        stamp: Callable[[Any, int], Any]  # the run's topic's stamper (provenance.TopicStamper), taken once per run
-        names = self._names.destinations
-        destination_name = self._names.destination
         ledger = self._ledger
-        sent = ledger.sent
-        passed = ledger.passed
         skips = ledger.skips
         exact = ledger.exact
-        open_run = ledger.open_run
-        settled_as_already_written = ledger.settled_as_already_written
-        hand_over = self._hand_over
-        close = self._close
-        consumer_error = self._consumer_error
-        stop = self._stopper.stop
         alone_above = committer.record_alone_above
         run_most = committer.batch_size
-        wait_above = run_most * (WINDOW_BATCHES - 1)
         windowed_from = run_most // WINDOW_RECORDS_PER_BATCH  # the smallest record the window binds for
-        in_flight_of = ledger.bytes_in_flight.get
-        in_flight_beside = ledger.bytes_in_flight_beside
-        window_open = self._window_open
         errors = self._states.stopped
-        count_copied = self._states.count_copied
-        copied = 0
-        skipped = 0
-        size = 0
-        # librdkafka hands a partition's fetched records out in runs: per run, the key and the
-        # destination topic are looked up once, and the offsets handed to the producer go to the
-        # watermark in one call (before anything that may serve delivery reports or settle the key).
+        copied = skipped = size = 0
+        # The partition whose records come now (its key, destination topic, offsets not told to the watermark
+        # yet, load counters' start), and its delivery run: records the producer has, the callback the next
+        # carries (the first's, then none or the catcher), the value bytes it may still take, the newest record
+        # (held back), and whether that one is the last the run takes (it travels alone).
         run_topic: str | None = None
-        run_partition = -1
-        key: TopicPartitionKey = ("", -1)
-        destination_topic = ""
+        run_partition, key, dest_topic, counted = -1, ("", -1), "", (0, 0)
         run: list[int] = []
-        counted = (0, 0)  # copied and size when this partition's run began, for its load counters
-        # The partition's delivery run: how many of its records the producer has, the callback the
-        # next one carries (the first's, then none), and the newest record, held back (see above).
         delivery: DeliveryRun | None = None
-        handed = 0
-        room = run_most  # value bytes the delivery run may still take
-        ends_run: object = False  # the held record is the last its run takes (it travels alone): truthy
+        handed, room, held, held_timestamp, held_headers = 0, run_most, None, 0, None
+        ends_run: object = False
+        callback: Callable[[Any, Any], None] | None = None
+        between: Callable[[Any, Any], None] | None = None
         # Partitions whose window was full, and their records left in the batch, handed over after the rest.
         waiting: set[TopicPartitionKey] = set()
         deferred: list[Any] = []
-        deferring = False  # the current partition is waiting
-        callback: Callable[[Any, Any], None] | None = None
-        between: Callable[[Any, Any], None] | None = None
-        # The records between a run's ends carry no callback when a failed one cannot go unseen: on an
-        # exactly-once route it fails the transaction, which is aborted; with the gap-less guarantee (an
-        # operator's opt-in) it fails the producer for good and every record after it. A report
-        # per record costs a Message object and the GIL each (0.3-0.45 µs at 100 B, measured). Otherwise
-        # (librdkafka's default: it may skip a failed record) each carries the run's C-level catcher, so
-        # a failed one is seen and another writer's record in its place cannot pass for it.
-        reports_between = committer.reports_between
-        held: Any = None  # the newest record of the run, not handed over yet (see above)
-        held_timestamp = 0
-        held_headers: Any = None
+        deferring = False
         messages.append(_END_OF_BATCH)
         for message in messages:
             if message.error() is not None:
-                consumer_error(message)
+                self._consumer_error(message)
                 continue
             partition = message.partition()
             if partition != run_partition or message.topic() != run_topic:
                 # The partition's records end here: its run closes with the held record (one place of two).
                 if held is not None and delivery is not None:
-                    if not close(delivery, handed, held, held_timestamp, held_headers, run, run_most - room):
+                    if not self._close(delivery, handed, held, held_timestamp, held_headers, run, run_most - room):
                         copied -= 1
                         size -= len(held)
                     held = None
-                if run:
-                    sent(key, run)
-                    run = []
-                if copied != counted[0]:
-                    count_copied(key, copied - counted[0], size - counted[1])
-                    counted = (copied, size)
+                self._partition_ends(key, run, copied - counted[0], size - counted[1])
+                counted = (copied, size)
                 if message is _END_OF_BATCH:
                     break
                 run_topic, run_partition = message.topic(), partition
-                key = (run_topic, partition)
-                destination_topic = names.get(run_topic) or destination_name(run_topic)
-                self._topic, self._partition, self._key = destination_topic, partition, key
-                stamp = stamper_for(run_topic, destination_topic).stamp
+                key, dest_topic, stamp = self._partition_begins(run_topic, partition)
                 delivery = None
                 deferring = bool(waiting) and key in waiting
             if deferring:
@@ -222,40 +185,33 @@ class Sender:
             if errors and key in errors:
                 continue  # stopped: fetched before the pause took effect; never committed past
             offset = message.offset()
-            if skips and key in skips:
-                if run:
-                    sent(key, run)
-                    run = []
-                if settled_as_already_written(key, offset):
-                    continue
+            if skips and key in skips and self._already_written(key, offset, run):
+                continue
             timestamp_type, timestamp = message.timestamp()
             try:
                 headers = stamp(message.headers(), offset)
             except ProvenanceError as exc:
-                stop(key, PartitionStopped(f"offset {offset}: {exc}"))
+                self._stopper.stop(key, PartitionStopped(f"offset {offset}: {exc}"))
                 continue
             if headers is None:  # loop prevention or the tree level: not for this route's destination
-                if run:
-                    sent(key, run)
-                    run = []
-                passed(key, offset)
+                self._passed(key, offset, run)
                 skipped += 1
                 continue
             record_size = len(message)
-            # A record that may be refused on its own (one too large travels alone in its producer
-            # batch), or any on a partition settled record by record, is a run of its own.
+            # One the destination may refuse on its own (too large: alone in its producer batch), or any of a
+            # partition settled record by record, is a run of its own.
             alone = record_size > alone_above or (exact and key in exact)
             if held is not None and delivery is not None:
                 if ends_run or alone or record_size > room:
                     # The run takes no more: it closes with the held record (the other place of two).
-                    if not close(delivery, handed, held, held_timestamp, held_headers, run, run_most - room):
+                    if not self._close(delivery, handed, held, held_timestamp, held_headers, run, run_most - room):
                         copied -= 1
                         size -= len(held)
                     delivery = None
                 else:  # another record of the run follows: the held one is not its last
-                    try:
-                        produce(  # positional: see common.kafka.clients.positional_produce
-                            destination_topic,
+                    try:  # positional: see common.kafka.clients.positional_produce
+                        produce(
+                            dest_topic,
                             held.value(),
                             held.key(),
                             partition,
@@ -265,35 +221,26 @@ class Sender:
                             held_headers,
                         )
                     except (BufferError, KafkaException) as exc:
-                        if not hand_over(held, held_timestamp, held_headers, callback, run, exc):
+                        if not self._between_refused(
+                            delivery, handed, held, held_timestamp, held_headers, callback, run, exc
+                        ):
                             copied -= 1
                             size -= len(held)
-                            self._settle_cut_short(delivery, handed)
                     handed += 1
                     callback = between
                 held = None
                 if errors and key in errors:
                     continue  # stopped while the producer's queue was full, or refused: its run ends here
-            if (
-                delivery is None
-                and record_size >= windowed_from
-                and in_flight_of(key, 0) > wait_above
-                and in_flight_beside(key) < run_most
-            ):
-                # The partition's window is full.
-                if not wait_for_windows:
-                    waiting.add(key)
-                    deferring = True
-                    deferred.append(message)
-                    continue
-                if not window_open(key, offset, run, wait_above, run_most):
-                    continue  # stopped while it waited
             if delivery is None:
-                delivery = open_run()
+                if record_size >= windowed_from and self._window_full(key, message, run, wait_for_windows, deferred):
+                    waiting.add(key)  # the partition's records go after the others' (or it stopped meanwhile)
+                    deferring = True
+                    continue
+                delivery = ledger.open_run()
                 handed = 0
                 room = run_most
                 callback = delivery.on_first
-                between = delivery.on_between if reports_between else None
+                between = delivery.on_between if committer.reports_between else None  # see the module docstring
             held = message
             held_timestamp = timestamp if timestamp_type else 0
             held_headers = headers
@@ -306,6 +253,74 @@ class Sender:
             more_copied, more_skipped, more_size = self.send(deferred, wait_for_windows=True)
             return copied + more_copied, skipped + more_skipped, size + more_size
         return copied, skipped, size
+
+    def _partition_ends(self, key: TopicPartitionKey, run: list[int], copied: int, size: int) -> None:
+        """``key``'s records in the batch end: ``run`` (its offsets not told to the watermark yet) is told and
+        emptied, and its load counters take the ``copied`` records of ``size`` value bytes."""
+        if run:
+            self._ledger.sent(key, run)
+            run.clear()
+        if copied:
+            self._states.count_copied(key, copied, size)
+
+    def _partition_begins(self, topic: str, partition: int) -> tuple[TopicPartitionKey, str, Callable[[Any, int], Any]]:
+        """The records of ``topic``/``partition`` come now: its key, its destination topic and its stamper."""
+        key = (topic, partition)
+        self._topic = self._names.destinations.get(topic) or self._names.destination(topic)
+        self._partition, self._key = partition, key
+        return key, self._topic, self._stamper.for_topic(topic, self._topic).stamp
+
+    def _already_written(self, key: TopicPartitionKey, offset: int, run: list[int]) -> bool:
+        """Settles ``offset`` when the destination already has it (the resume rule's skip set): True then.
+        ``run`` (the partition's offsets not told to the watermark yet) is told first."""
+        if run:
+            self._ledger.sent(key, run)
+            run.clear()
+        return self._ledger.settled_as_already_written(key, offset)
+
+    def _passed(self, key: TopicPartitionKey, offset: int, run: list[int]) -> None:
+        """``offset`` is not for this route's destination: settled at once, after ``run`` is told."""
+        if run:
+            self._ledger.sent(key, run)
+            run.clear()
+        self._ledger.passed(key, offset)
+
+    def _between_refused(
+        self,
+        delivery: DeliveryRun,
+        handed: int,
+        message: Any,
+        timestamp: int,
+        headers: Any,
+        callback: Callable[[Any, Any], None] | None,
+        run: list[int],
+        tried: BufferError | KafkaException,
+    ) -> bool:
+        """The producer did not take ``message``, a record of ``delivery`` before its last (``tried``): hands it
+        over with ``callback`` once the queue has room; False when it refused it for good (the ``handed``
+        records before it are then settled as far as their reports prove)."""
+        if self._hand_over(message, timestamp, headers, callback, run, tried):
+            return True
+        self._settle_cut_short(delivery, handed)
+        return False
+
+    def _window_full(
+        self, key: TopicPartitionKey, message: Any, run: list[int], wait: bool, deferred: list[Any]
+    ) -> bool:
+        """Whether ``key``'s next run of large records (from ``message`` on) must not go to the producer now:
+        its runs in flight leave no room for it and the route's other partitions hold less than a batch. Then,
+        without ``wait``, ``message`` joins ``deferred`` (handed over after the other partitions'); with it,
+        delivery reports are served until there is room (:meth:`_window_open`), and True means ``key`` stopped
+        meanwhile."""
+        ledger = self._ledger
+        batch = self._committer.batch_size
+        wait_above = batch * (WINDOW_BATCHES - 1)
+        if ledger.bytes_in_flight.get(key, 0) <= wait_above or ledger.bytes_in_flight_beside(key) >= batch:
+            return False
+        if wait:
+            return not self._window_open(key, message.offset(), run, wait_above, batch)
+        deferred.append(message)
+        return True
 
     def _close(
         self, delivery: DeliveryRun, handed: int, message: Any, timestamp: int, headers: Any, run: list[int], size: int

@@ -96,10 +96,10 @@ FAULTS: tuple[Fault, ...] = (
         expected_s=30.0,
         run=lambda target: target.add_and_remove_worker(),
     ),
+    # Drains, chained drains, cordons and a worker joining and leaving, each a second or two apart.
     Fault(
         name="moves",
-        does="partitions moved between live workers faster than they acknowledge: drains, chained drains, "
-        "cordons and a worker joining and leaving, each a second or two apart",
+        does="partitions moved between live workers faster than they acknowledge",
         expected_s=25.0,
         run=lambda target: target.move_partitions(),
     ),

@@ -23,6 +23,7 @@ from ferry.common.preflight.grants import register as acls
 from ferry.common.zk.inspect import register as zk
 from ferry.controller.commands.check import register as check
 from ferry.controller.commands.controller import register as controller
+from ferry.controller.commands.failover import register as failover
 from ferry.controller.commands.groups import register as groups
 from ferry.controller.commands.offsets import register as offsets
 from ferry.controller.commands.operate import register_autobalancing as autobalancing
@@ -31,7 +32,6 @@ from ferry.controller.commands.operate import register_throttle as throttle
 from ferry.controller.commands.operate import register_workers as workers
 from ferry.controller.commands.schemas import register as schemas
 from ferry.controller.commands.tree import register as tree
-from ferry.controller.failover.cli import register as failover
 from ferry.devstack.cli import register as dev
 from ferry.fleet.cli import register as fleet
 from ferry.pipeline.cli import register_audit as audit

@@ -1,5 +1,5 @@
 """``ferry failover``'s options, its dry run's summary and the confirmation an unplanned failover asks for
-(controller/failover/cli.py), with fake standard streams."""
+(controller/commands/failover.py), with fake standard streams."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from ferry.cli import build_parser, main
+from ferry.controller.commands import failover as failover_cli
 from ferry.controller.errors import BadRequest
-from ferry.controller.failover import cli as failover_cli
 from ferry.controller.failover import states as fsm
 
 pytestmark = pytest.mark.unit

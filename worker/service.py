@@ -282,9 +282,7 @@ class Worker:
             self._loop_passed_at = now
             if now >= next_transaction:
                 next_transaction = now + transaction_every
-                for copier in self._copiers.values():
-                    if copier.fenced_writes:
-                        copier.commit()
+                self._commit(transactional=True)
             if now >= next_commit:
                 next_commit = now + commit_every
                 self._commit_and_measure()
@@ -457,11 +455,17 @@ class Worker:
             self.metrics.start_route(route)
         return self._copiers[route]
 
+    def _commit(self, *, transactional: bool) -> None:
+        """Commits the routes of one kind: exactly-once ones (their transactions) every
+        ``transaction_interval_s``, at-least-once ones (their source offsets) every ``commit_interval_s``."""
+        for copier in self._copiers.values():
+            if copier.fenced_writes == transactional:
+                copier.commit()
+
     def _commit_and_measure(self) -> None:
+        self._commit(transactional=False)
         in_flight = 0
         for copier in self._copiers.values():
-            if not copier.fenced_writes:  # an exactly-once route commits at its own, shorter, interval
-                copier.commit()
             copier.update_lag()
             in_flight += copier.in_flight()
         self.metrics.in_flight.set(in_flight)

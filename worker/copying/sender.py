@@ -335,11 +335,11 @@ class Sender:
         self._settle_cut_short(delivery, handed)
         return False
 
-    def _settle_cut_short(self, delivery: DeliveryRun | None, handed: int) -> None:
+    def _settle_cut_short(self, delivery: DeliveryRun, handed: int) -> None:
         """The producer refused a record of ``delivery`` after ``handed`` of its records were handed over
         without the run's closing callback (its partition is stopped now): waits for those to be delivered,
         then settles them as far as their reports prove (:meth:`DeliveryLedger.settle_cut_short`)."""
-        if delivery is None or not handed:
+        if not handed:
             return
         self._committer.flush(FLUSH_TIMEOUT_S)
         self._ledger.settle_cut_short(delivery, handed)

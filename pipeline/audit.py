@@ -174,8 +174,9 @@ def provenance_path(headers: Column, topic: Column) -> Column:
     """The path of a record's provenance header as an array of cluster names; null without the header
     or with a foreign one (bound to another topic than the record's: forwarded by an application).
 
-    ``2|<path>|<flags>|<topic tag>|<offset>``, or ``1|<path>|<flags>|<offset>`` bound to any topic
-    (:mod:`common.core.provenance`): the second field, split on commas.
+    ``2|<path>|<flags>|<topic tag>|<offset>``, ``3|<path>|<flags>|<topic tag>`` (an exactly-once route's), or
+    ``1|<path>|<flags>|<offset>`` bound to any topic (:mod:`common.core.provenance`): the second field, split on
+    commas.
     """
     from pyspark.sql import functions as F
 

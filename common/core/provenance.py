@@ -2,7 +2,10 @@
 
 Pure: bytes in, bytes out; no I/O, no clock.
 
-One Kafka record header, key :data:`HEADER`, value ASCII text in five ``|``-separated fields::
+One Kafka record header, key :data:`HEADER`. Its value is ASCII text in ``|``-separated fields, in
+one of two formats, by the kind of route that wrote the copy:
+
+**Version 2, on at-least-once routes: five fields, the copy's own source offset last.** ::
 
     2|<path>|<copy flags>|<topic tag>|<source offset>
     e.g.  2|a|0|e52ffdee|41     a record produced on cluster a, copied once, to topic "orders"
@@ -10,7 +13,12 @@ One Kafka record header, key :data:`HEADER`, value ASCII text in five ``|``-sepa
           2|a,b|5|e52ffdee|7    produced on a, copied to b, then from offset 7 of b's partition to
                                 "orders" here
 
-- ``2``: the format's version. A reader refuses versions it does not know (:class:`ProvenanceError`).
+**Version 3, on exactly-once routes: four fields, no source offset.** ::
+
+    3|<path>|<copy flags>|<topic tag>
+    e.g.  3|a|0|e52ffdee        a record produced on cluster a, copied once, to "orders"
+
+- The first field is the format's version. A reader refuses versions it does not know (:class:`ProvenanceError`).
 - ``path``: the clusters the record was written to before the one it is on, comma-separated, in
   order: the first is the cluster the record first entered (its *origin*), the last is the source
   of the route that wrote this copy. Cluster names (``[A-Za-z0-9_-]``) never hold ``,`` or ``|``.
@@ -20,9 +28,20 @@ One Kafka record header, key :data:`HEADER`, value ASCII text in five ``|``-sepa
   record's headers to the records they derive from it, so a header can be found on a record of
   another topic that Ferry never wrote. Such a header is *foreign*: the record is read as local
   (below), and its copy is stamped afresh.
-- ``source offset``: the record's offset in the source partition of the route that wrote this copy
-  (the same partition number: Ferry copies partition to partition). It lets a worker resume from
-  the destination and build the exact offset map.
+- ``source offset`` (version 2 only): the record's offset in the source partition of the route that
+  wrote this copy (the same partition number: Ferry copies partition to partition). An at-least-once
+  route's copies reach the destination before its source commit, and before the offset-map segments
+  that describe them: after a crash, only this field says which source records the destination
+  already holds, so the next owner resumes without copying them twice and maps them exactly.
+
+Why version 3 carries no source offset: an exactly-once route commits its copies, the offset-map
+segments that describe them and its source offset in one destination transaction, so every copy a
+``read_committed`` reader can see is already described by the committed map, and nothing past the
+committed source offset is visible. The header then needs only what loop prevention and the copy
+flags read, and its value is the same for every record of a source topic without a previous header:
+one shared value instead of a new value, tuple and list per record. An exactly-once route writes
+version 2 while the partition still has records of an earlier at-least-once owner to skip (the
+resume rule's skip set), so that the records it writes then are described as those were.
 
 Version ``1`` (``1|<path>|<copy flags>|<source offset>``), written by Ferry before the topic tag,
 is still read: it carries no tag, so it counts as bound to whatever topic it is on.
@@ -37,14 +56,17 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ferry.common.errors import FerryError
 
 HEADER = "ferry.provenance"
-VERSION = b"2"
+VERSION = b"2"  # with the copy's source offset: at-least-once routes
+TRANSACTIONAL_VERSION = b"3"  # without: exactly-once routes, whose committed offset map describes each copy
 UNBOUND_VERSION = b"1"  # the format before the topic tag: read, no longer written
 
 Headers = list[tuple[str, bytes | None]]
+T = TypeVar("T")
 
 
 class ProvenanceError(FerryError):
@@ -62,7 +84,7 @@ class Provenance:
 
     path: tuple[str, ...]
     flags: int
-    source_offset: int
+    source_offset: int | None  # None: a version 3 header (the route's committed offset map says it)
     topic_tag: bytes | None = None  # None: a version 1 header, bound to any topic
 
     @property
@@ -82,10 +104,15 @@ class Provenance:
         return self.topic_tag is None or self.topic_tag == topic_tag(topic)
 
 
-def encode(path: Sequence[str], flags: int, source_offset: int, topic: str | None = None) -> bytes:
-    """The header of a copy written to ``topic``; without ``topic``, version 1 (what older Ferry wrote)."""
+def encode(path: Sequence[str], flags: int, source_offset: int | None, topic: str | None = None) -> bytes:
+    """The header of a copy written to ``topic``: version 2, or version 3 without ``source_offset``;
+    without ``topic``, version 1 (what older Ferry wrote)."""
     if topic is None:
+        if source_offset is None:
+            raise ValueError("a version 1 header carries a source offset")
         return b"1|%s|%d|%d" % (",".join(path).encode(), flags, source_offset)
+    if source_offset is None:
+        return _transactional(path, flags, topic_tag(topic))
     return _prefix(path, flags, topic_tag(topic)) + b"%d" % source_offset
 
 
@@ -98,6 +125,10 @@ def decode(value: bytes | None) -> Provenance:
         if len(fields) != 5 or not _is_tag(fields[3]):
             raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}")
         tag: bytes | None = fields[3]
+    elif fields[0] == TRANSACTIONAL_VERSION:
+        if len(fields) != 4 or not _is_tag(fields[3]):
+            raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}")
+        return _transactional_provenance(value, fields)
     elif fields[0] == UNBOUND_VERSION:
         if len(fields) != 4:
             raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}")
@@ -114,6 +145,18 @@ def decode(value: bytes | None) -> Provenance:
     if not all(path) or flags < 0 or offset < 0:
         raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}")
     return Provenance(path, flags, offset, tag)
+
+
+def _transactional_provenance(value: bytes, fields: list[bytes]) -> Provenance:
+    """A version 3 header's fields (four, the tag checked) read."""
+    try:
+        path = tuple(fields[1].decode("ascii").split(","))
+        flags = int(fields[2])
+    except ValueError:
+        raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}") from None
+    if not fields[1] or not all(path) or flags < 0:
+        raise ProvenanceError(f"malformed {HEADER} header {value[:100]!r}")
+    return Provenance(path, flags, None, fields[3])
 
 
 def _is_tag(field: bytes) -> bool:
@@ -148,14 +191,14 @@ def read(headers: Sequence[tuple[str, bytes | None]] | None, topic: str | None =
 def stamp(
     headers: Sequence[tuple[str, bytes | None]] | None,
     source_cluster: str,
-    source_offset: int,
+    source_offset: int | None,
     flags: int | None = None,
     *,
     source_topic: str,
     destination_topic: str,
 ) -> Headers:
     """The headers of the copy to ``destination_topic`` of a record read at ``source_offset`` of
-    ``source_topic`` on ``source_cluster``.
+    ``source_topic`` on ``source_cluster`` (None: a version 3 header, which carries no offset).
 
     The application's headers stay as they are; Ferry's own is replaced, its path extended by
     ``source_cluster`` and its flags kept (or set to ``flags`` when given). A foreign header (bound
@@ -211,18 +254,24 @@ class Stamper:
 class TopicStamper:
     """Stamps the copies of one source topic's records to one destination topic: :func:`stamp` per record cheaply.
 
-    Stateless to its callers; it only caches. The header's value is ``<prefix><source offset>``,
-    and the prefix depends only on the previous header's path, flags and topic tag, never on the
-    offset. So the prefix of a local record's copy is built once, and each previous header's
-    prefix (the value up to its last ``|``) maps to its copy's prefix (or to "skip") in a bounded
-    cache; a foreign header's (one whose tag is not the source topic's) maps to the local
-    record's. A record costs one scan of its headers, a concatenation, and for a further hop one
-    dictionary look-up and the check of the previous source offset. The result is byte-identical
-    to :func:`stamp` with the flags ``decide`` chose (property-tested); malformed headers raise
-    :class:`ProvenanceError` exactly where :func:`decode` does.
+    Stateless to its callers; it only caches. Two forms, of the same signature, so that the copy loop
+    takes either per partition: :meth:`stamp` writes version 2 (the copy's source offset last),
+    :meth:`stamp_transactional` version 3 (no offset: see the module docstring).
+
+    A version 2 value is ``<prefix><source offset>``, and the prefix depends only on the previous
+    header's path, flags and topic tag, never on the offset. A version 3 value is the whole header
+    without an offset. So the prefix (or value) of a local record's copy is built once, and each previous
+    header (its value up to its last ``|``, or all of a version 3 value) maps to its copy's prefix (or
+    value, or "skip") in a bounded cache; a foreign header's (one whose tag is not the source topic's)
+    maps to the local record's. A record costs one scan of its headers, for version 2 a concatenation,
+    and for a further hop one dictionary look-up and the check of the previous source offset. A record
+    with no headers at all costs nothing in version 3: its copy's headers are one list, shared by every
+    such copy (never changed: the producer only reads it). The result is equal to :func:`stamp` with
+    the flags ``decide`` chose (property-tested); malformed headers raise :class:`ProvenanceError`
+    exactly where :func:`decode` does.
     """
 
-    MAX_CACHED = 1024  # distinct previous prefixes remembered (paths x flags x tags); the cache is emptied beyond
+    MAX_CACHED = 1024  # distinct previous headers remembered (paths x flags x tags); the cache is emptied beyond
 
     def __init__(
         self,
@@ -238,10 +287,16 @@ class TopicStamper:
         self._tag = topic_tag(destination_topic)
         local_flags = 0 if decide is None else decide(None)
         self._local_prefix = None if local_flags is None else _prefix((source_cluster,), local_flags, self._tag)
+        # Version 3: the header itself (name and value), shared by the copies that carry it.
+        self._local_header = (
+            None if local_flags is None else (HEADER, _transactional((source_cluster,), local_flags, self._tag))
+        )
+        self._local_only: Headers | None = None if self._local_header is None else [self._local_header]
         self._hop_prefixes: dict[bytes, bytes | None] = {}
+        self._hop_headers: dict[bytes, tuple[str, bytes] | None] = {}
 
     def stamp(self, headers: list[tuple[str, bytes | None]] | None, source_offset: int) -> Headers | None:
-        """The copy's headers for a record read at ``source_offset`` (a new list), or None: skip it."""
+        """The copy's headers, version 2, for a record read at ``source_offset`` (a new list), or None: skip it."""
         own: bytes | None = None
         if headers:
             for name, value in headers:
@@ -251,37 +306,70 @@ class TopicStamper:
                 prefix = self._local_prefix
                 return None if prefix is None else [*headers, (HEADER, prefix + str(source_offset).encode())]
             headers = [header for header in headers if header[0] != HEADER]
-            hop_prefix = self._hop_prefix(own)
+            hop_prefix = self._hop(own, self._hop_prefixes, self._local_prefix, _prefix)
             return None if hop_prefix is None else [*headers, (HEADER, hop_prefix + str(source_offset).encode())]
         prefix = self._local_prefix
         return None if prefix is None else [(HEADER, prefix + str(source_offset).encode())]
 
-    def _hop_prefix(self, own: bytes) -> bytes | None:
-        """The prefix of the copy of a record whose header is ``own``, or None: skip it."""
-        head, _, tail = own.rpartition(b"|")
+    def stamp_transactional(self, headers: list[tuple[str, bytes | None]] | None, source_offset: int) -> Headers | None:
+        """The copy's headers, version 3, or None: skip it. ``source_offset`` is not written (the signature is
+        :meth:`stamp`'s). A record without headers gets the list shared by all such copies; others a new list."""
+        if not headers:
+            return self._local_only
+        own: bytes | None = None
+        for name, value in headers:
+            if name == HEADER:
+                own = value if value is not None else b""  # the last one counts, as in split()
+        if own is None:
+            header = self._local_header
+            return None if header is None else [*headers, header]
+        headers = [header for header in headers if header[0] != HEADER]
+        hop_header = self._hop(own, self._hop_headers, self._local_header, _transactional_header)
+        return None if hop_header is None else [*headers, hop_header]
+
+    def _hop(
+        self, own: bytes, cache: dict[bytes, T | None], local: T | None, build: Callable[[Sequence[str], int, bytes], T]
+    ) -> T | None:
+        """What the copy of a record whose header is ``own`` carries (``build``'s version 2 prefix or version 3
+        header; ``local`` for a foreign header), or None: skip it; ``cache`` remembers it per previous header."""
+        if own[:2] == b"3|":  # no offset: the whole value is the key
+            head, tail = own, None
+        else:
+            head, _, tail = own.rpartition(b"|")
         try:
-            prefix = self._hop_prefixes[head]
+            stamped = cache[head]
         except KeyError:
             previous = decode(own)  # raises for anything malformed, the offset included
             if not previous.bound_to(self._source_topic):
-                prefix = self._local_prefix  # forwarded by an application: the record is local here
+                stamped = local  # forwarded by an application: the record is local here
             else:
                 flags = previous.flags if self._decide is None else self._decide(previous)
-                prefix = None if flags is None else _prefix((*previous.path, self._source), flags, self._tag)
-            if len(self._hop_prefixes) >= self.MAX_CACHED:
-                self._hop_prefixes.clear()
-            self._hop_prefixes[head] = prefix
-            return prefix
-        # The head was valid when cached; decode() would still refuse a bad offset after it.
-        try:
-            offset = int(tail)
-        except ValueError:
-            offset = -1
-        if offset < 0:
-            raise ProvenanceError(f"malformed {HEADER} header {own[:100]!r}")
-        return prefix
+                stamped = None if flags is None else build((*previous.path, self._source), flags, self._tag)
+            if len(cache) >= self.MAX_CACHED:
+                cache.clear()
+            cache[head] = stamped
+            return stamped
+        if tail is not None:
+            # The head was valid when cached; decode() would still refuse a bad offset after it.
+            try:
+                offset = int(tail)
+            except ValueError:
+                offset = -1
+            if offset < 0:
+                raise ProvenanceError(f"malformed {HEADER} header {own[:100]!r}")
+        return stamped
 
 
 def _prefix(path: Sequence[str], flags: int, tag: bytes) -> bytes:
     """:func:`encode`'s value without the source offset."""
     return b"2|%s|%d|%s|" % (",".join(path).encode(), flags, tag)
+
+
+def _transactional(path: Sequence[str], flags: int, tag: bytes) -> bytes:
+    """A version 3 header's value."""
+    return b"3|%s|%d|%s" % (",".join(path).encode(), flags, tag)
+
+
+def _transactional_header(path: Sequence[str], flags: int, tag: bytes) -> tuple[str, bytes]:
+    """A version 3 header, name and value."""
+    return HEADER, _transactional(path, flags, tag)

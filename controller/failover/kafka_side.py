@@ -171,7 +171,9 @@ class FailoverKafka:
     def copied_by_headers(self, route: RouteConfig, partitions: Mapping[str, int]) -> dict[str, int]:
         """Per source ``topic/partition``, one past the source offset of the last record on the destination
         partition that this route copied (its provenance header): exact even where the map, persisted at
-        the commit rate, is behind what reached the destination."""
+        the commit rate, is behind what reached the destination. Absent for a partition whose newest copy
+        came from an exactly-once route: its header says no offset, and the map, committed with the
+        copies, is exact there."""
         consumer = self._consumer(route.destination)
         out: dict[str, int] = {}
         for topic, count in sorted(partitions.items()):
@@ -207,6 +209,11 @@ class FailoverKafka:
                     except provenance.ProvenanceError:
                         continue
                     if parsed is not None and parsed.source == source:
+                        if parsed.source_offset is None:
+                            # An exactly-once copy: the offset map, committed in the same transactions as the
+                            # copies, is exact here, and nothing of the route's is past what it describes.
+                            consumer.unassign()
+                            return None
                         best = parsed.source_offset
                 # The consumer's position, not the last record's offset: on an exactly-once destination
                 # transaction markers (one ends every partition written last by a transaction) and

@@ -60,11 +60,11 @@ from ferry.common.core.offset_map import (
 )
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
+from ferry.common.kafka.offset_map_reader import TIMEOUT_S, OffsetMapReader, OffsetMapUnavailable
 from ferry.common.kafka.pool import ClientPool
 from ferry.common.kafka.topics import InternalTopic
 from ferry.controller.errors import NotFound, Unavailable
 from ferry.controller.groups.mm2_checkpoints import MIRRORMAKER2, Mm2Checkpoints
-from ferry.controller.groups.offset_map_reader import TIMEOUT_S, OffsetMapReader
 
 log = logging.getLogger(__name__)
 
@@ -191,9 +191,9 @@ class Checkpointer:
         reader = self._map(cluster)
         try:
             reader.refresh()
-        except Unavailable:
+        except OffsetMapUnavailable as exc:
             self._drop_map(cluster)
-            raise
+            raise Unavailable(str(exc)) from None
         return reader
 
     def _drop_map(self, cluster: str) -> None:
@@ -492,7 +492,7 @@ class Checkpointer:
                         route.name,
                         trimmed,
                     )
-            except (Unavailable, KafkaException) as exc:
+            except (Unavailable, OffsetMapUnavailable, KafkaException) as exc:
                 self._drop_map(route.destination)
                 log.warning("route %s: trimming the offset map failed (next run retries): %s", route.name, exc)
 

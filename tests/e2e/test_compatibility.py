@@ -178,7 +178,9 @@ def test_a_groups_committed_offset_is_translated_and_committed_on_the_destinatio
         return next((p for g in body["groups"] for p in g["partitions"] if p["topic"] == topic), None)
 
     entry = wait_until(translated, 60, f"the checkpoint job to translate group {group}")
-    landing = read_committed.copy_offsets(pair.dst, topic, "src")[1_999] + 1  # right after the last record it read
+    landing = (
+        read_committed.copy_offsets(pair.dst, topic, "src", source_cluster=pair.src)[1_999] + 1
+    )  # right after the last record it read
     assert (entry["method"], entry["sourceOffset"], entry["destinationOffset"]) == ("exact", 2_000, landing), entry
     wait_until(
         lambda: committed_offset(pair.dst, group, topic) == landing,

@@ -421,10 +421,21 @@ def _copies(
     """Per partition of ``topic`` on ``cluster``, (offset there, source offset) of each record copied
     there from ``origin``, from its provenance header (read read_committed: the committed copies)."""
     out: dict[int, list[tuple[int, int]]] = {}
+    # An exactly-once route's header says no source offset: the source record with the same content does.
+    contents: dict[int, dict[tuple[Any, Any, int], int]] | None = None
     for message in _read_to_end(pair.bootstrap(cluster), topic):
         found = provenance.read(message.headers())
-        if found is not None and found.source == origin:
-            out.setdefault(message.partition(), []).append((message.offset(), found.source_offset))
+        if found is None or found.source != origin:
+            continue
+        source_offset = found.source_offset
+        if source_offset is None:
+            if contents is None:
+                by_partition: dict[int, list[Any]] = {}
+                for record in _read_to_end(pair.bootstrap(origin), topic):
+                    by_partition.setdefault(record.partition(), []).append(record)
+                contents = {p: read_committed.source_offsets_by_content(r) for p, r in by_partition.items()}
+            source_offset = contents[message.partition()][read_committed.content(message)]
+        out.setdefault(message.partition(), []).append((message.offset(), source_offset))
     return out
 
 

@@ -123,7 +123,7 @@ def test_groups_fail_over_exactly_at_every_lag_across_restarts(fleet: Fleet, top
         60,
         "the checkpoint job to translate every group",
     )
-    copies = read_committed.copy_offsets(ledger.dst, topic, "src")
+    copies = read_committed.copy_offsets(ledger.dst, topic, "src", source_cluster=ledger.src)
     assert sorted(copies) == list(range(TOTAL))  # every record copied
     # Right after the copy of the last record each group read, whoever of the two generations copied it.
     landing = {lag: copies[TOTAL - lag - 1] + 1 for lag in LAGS}
@@ -312,7 +312,10 @@ def test_a_group_fails_over_through_a_renamed_topic(fleet: Fleet, topic_name: Ca
     ledger.produce(3_000)
     controller, _ = _mirror(fleet, topic)
     wait_until(lambda: read_committed.count(ledger.dst, renamed) >= 3_000, 120, "3,000 records on the renamed topic")
-    landing = read_committed.copy_offsets(ledger.dst, renamed, "src")[1_999] + 1
+    landing = (
+        read_committed.copy_offsets(ledger.dst, renamed, "src", source_cluster=ledger.src, source_topic=topic)[1_999]
+        + 1
+    )
     group = f"app-{topic[-8:]}-renamed"
     commit_offset(ledger.src, group, topic, 2_000)
 
@@ -377,8 +380,15 @@ def test_a_group_fails_over_exactly_over_two_hops_of_renamed_topics(
     fleet.wait_for_leader(controller)
     wait_until(lambda: read_committed.count(third_cluster, on_c) >= 3_000, 120, "3,000 records on c after two hops")
     # Each hop lands right after the copy of the record before the group's position (markers between copies).
-    on_dst_at = read_committed.copy_offsets(ledger.dst, on_dst, "src")[1_199] + 1
-    on_c_at = read_committed.copy_offsets(third_cluster, on_c, "dst")[on_dst_at - 1] + 1
+    on_dst_at = (
+        read_committed.copy_offsets(ledger.dst, on_dst, "src", source_cluster=ledger.src, source_topic=topic)[1_199] + 1
+    )
+    on_c_at = (
+        read_committed.copy_offsets(third_cluster, on_c, "dst", source_cluster=ledger.dst, source_topic=on_dst)[
+            on_dst_at - 1
+        ]
+        + 1
+    )
     commit_offset(ledger.src, group, topic, 1_200)
 
     wait_until(

@@ -71,14 +71,50 @@ def counts(cluster: dict[str, str], topic: str) -> dict[int, int]:
     return {p: len(records) for p, records in read(cluster, topic).items()}
 
 
-def copy_offsets(cluster: dict[str, str], topic: str, source: str, partition: int = 0) -> dict[int, int]:
+def copy_offsets(
+    cluster: dict[str, str],
+    topic: str,
+    source: str,
+    partition: int = 0,
+    *,
+    source_cluster: dict[str, str],
+    source_topic: str | None = None,
+) -> dict[int, int]:
     """Source offset -> the offset of its newest copy on ``topic``'s ``partition``, for the records a
-    route from cluster ``source`` copied there (their provenance header). A group that read a source
-    partition up to offset ``c`` goes on, on the destination, right after the copy of ``c - 1``: with
-    the route's transaction markers between the copies, that is not ``c``."""
+    route from cluster ``source`` (reached at ``source_cluster``; its topic ``source_topic``, by default
+    ``topic``) copied there (their provenance header). A group that read a source partition up to offset
+    ``c`` goes on, on the destination, right after the copy of ``c - 1``: with the route's transaction
+    markers between the copies, that is not ``c``.
+
+    An at-least-once route's header says the copy's source offset. An exactly-once route's does not (its
+    offset map says it, which these tests check): there the copy's source offset is the offset of the
+    source record with the same key, value and timestamp, read from the source (the tests' records are
+    unique; a source with two equal records fails here)."""
+    contents: dict[tuple[Any, Any, int], int] | None = None
     out: dict[int, int] = {}
     for message in read(cluster, topic).get(partition, []):
         origin = provenance.read(message.headers())
-        if origin is not None and origin.source == source:
-            out[origin.source_offset] = message.offset()
+        if origin is None or origin.source != source:
+            continue
+        source_offset = origin.source_offset
+        if source_offset is None:
+            if contents is None:
+                contents = source_offsets_by_content(read(source_cluster, source_topic or topic).get(partition, []))
+            source_offset = contents[content(message)]
+        out[source_offset] = message.offset()
+    return out
+
+
+def content(message: Any) -> tuple[Any, Any, int]:
+    """What identifies a test's record and its copies: key, value and timestamp."""
+    return message.key(), message.value(), message.timestamp()[1]
+
+
+def source_offsets_by_content(messages: list[Any]) -> dict[tuple[Any, Any, int], int]:
+    """:func:`content` -> offset of each of a source partition's ``messages``; fails on two equal records."""
+    out: dict[tuple[Any, Any, int], int] = {}
+    for message in messages:
+        found = content(message)
+        assert found not in out, f"two source records with the same key, value and timestamp: {found!r}"
+        out[found] = message.offset()
     return out

@@ -57,6 +57,9 @@ def test_lookback_bounds() -> None:
     assert lookback_done(None, 50, False, 100, 100)
     assert lookback_done(10, None, True, 0, 100)
     assert lookback_done(10, None, False, 100, 100)
+    # A copy an exactly-once transaction committed (no source offset in its header): it and all older are below.
+    assert lookback_done(10, None, False, 5, 100, committed_copy_seen=True)
+    assert lookback_done(None, None, False, 5, 100, committed_copy_seen=True)
     assert lookback_windows(3, 10, 4) == [(6, 10), (3, 6)]
     assert lookback_windows(0, 100, 10, 20) == [(90, 100), (70, 90), (50, 70), (30, 50), (10, 30), (0, 10)]
     assert lookback_windows(0, 100, 10) == [(90, 100), (70, 90), (30, 70), (0, 30)]
@@ -231,7 +234,7 @@ def test_group_sync_follows_mirrormaker_2s_rule() -> None:
 
 
 def test_the_map_reader_finds_segments_retention_removed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ferry.controller.groups import offset_map_reader
+    from ferry.common.kafka import offset_map_reader
 
     monkeypatch.setattr(offset_map_reader.kafka_clients, "consumer", lambda *args, **kwargs: object())
     reader = offset_map_reader.OffsetMapReader({}, "test")

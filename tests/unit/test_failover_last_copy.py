@@ -78,3 +78,13 @@ def test_a_window_of_markers_and_foreign_records_only_is_passed_over_for_the_cop
     consumer = ReadCommittedPartition(log)
     assert FailoverKafka._last_copy(consumer, TopicPartition(TOPIC, 0), 0, len(log), "src") == 2
     assert consumer.reads_at_the_end == 0
+
+
+def test_a_newest_copy_of_an_exactly_once_route_leaves_the_last_copy_to_the_offset_map() -> None:
+    # Version 3 headers say no source offset: the map, committed with the copies, is exact, so the
+    # look for the last copy stops at the first window holding one rather than read the whole partition.
+    transactional = [(provenance.HEADER, provenance.encode(["src"], 0, None, TOPIC))]
+    log = [*(_copy("src", n) for n in range(600)), None, *([transactional] * 3), None]
+    consumer = ReadCommittedPartition(log)
+    assert FailoverKafka._last_copy(consumer, TopicPartition(TOPIC, 0), 0, len(log), "src") is None
+    assert consumer.reads_at_the_end == 0

@@ -1,4 +1,4 @@
-"""The checkpoint job's offset-map reader (controller/groups/offset_map_reader.py) on an exactly-once
+"""The checkpoint job's offset-map reader (common/kafka/offset_map_reader.py) on an exactly-once
 destination: the map's segments commit in the route's transactions, so the compacted map topic holds
 transaction markers (offsets no reader is given), and a worker's transaction may be open there.
 
@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import IsolationLevel, TopicPartition
 
 from ferry.common.core.offset_map import MAP_TOPIC, Segment, segment_key, segment_value
-from ferry.controller.groups import offset_map_reader
-from ferry.controller.groups.offset_map_reader import OffsetMapReader
+from ferry.common.kafka import offset_map_reader
+from ferry.common.kafka.offset_map_reader import OffsetMapReader
 
 ROUTE, TOPIC = "src.dst", "orders"
 MARKER = None  # a transaction marker in the map topic's log

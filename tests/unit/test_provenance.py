@@ -165,12 +165,10 @@ def test_a_foreign_header_counts_for_nothing(
 
 # Few clusters, flags and topics, so records share heads and hit the stamper's cache. The stamper
 # under test copies topic t (to topic d): a header bound to u is foreign there; None is version 1.
-_valid_values = st.builds(
-    encode,
-    st.lists(st.sampled_from(["a", "b", "src", "dst"]), min_size=1, max_size=3),
-    st.integers(0, 7),
-    st.integers(0, 2**40),
-    st.sampled_from(["t", "u", "d", None]),
+_paths = st.lists(st.sampled_from(["a", "b", "src", "dst"]), min_size=1, max_size=3)
+_valid_values = st.one_of(
+    st.builds(encode, _paths, st.integers(0, 7), st.integers(0, 2**40), st.sampled_from(["t", "u", "d", None])),
+    st.builds(encode, _paths, st.integers(0, 7), st.none(), st.sampled_from(["t", "u", "d"])),  # version 3
 )
 _any_values = st.one_of(
     _valid_values,
@@ -187,6 +185,12 @@ _any_values = st.one_of(
             b"2|a|0|1",
             b"1|a|0|1|2",
             b"2|a|0|zzzzzzzz|1",
+            b"3|a|0|zzzzzzzz",
+            b"3|a|0",
+            b"3|a|-1|" + TAG,
+            b"3||0|" + TAG,
+            b"3|a,|0|" + TAG,
+            b"3|a|0|" + TAG + b"|5",
         ]
     ),
     # a valid head with any tail: the cached head must not let a bad offset through
@@ -216,7 +220,7 @@ def _decisions() -> st.SearchStrategy[Any]:
     return st.one_of(st.none(), loop, level)
 
 
-def _reference(headers: list[tuple[str, bytes | None]] | None, offset: int, decide: Any) -> Any:
+def _reference(headers: list[tuple[str, bytes | None]] | None, offset: int | None, decide: Any) -> Any:
     """split + decode + the decision + encode: what the copier did per record before the stamper."""
     others, own = split(headers)
     previous = None if own is None else decode(own)
@@ -233,24 +237,53 @@ def _reference(headers: list[tuple[str, bytes | None]] | None, offset: int, deci
     st.lists(st.tuples(_record_headers, st.integers(0, 2**63 - 1)), min_size=1, max_size=12),
     _decisions(),
     st.integers(1, 3),
+    st.booleans(),
 )
-def test_the_stamper_is_byte_identical_to_stamp_with_the_decision(
-    records: list[Any], decide: Any, cache_size: int
+def test_the_stamper_is_byte_identical_to_stamp_with_the_decision_in_both_versions(
+    records: list[Any], decide: Any, cache_size: int, transactional: bool
 ) -> None:
     # Several records through one stamper, so later ones hit its cache (also when it overflows).
     stamper = Stamper("src", decide).for_topic("t", "d")
     stamper.MAX_CACHED = cache_size
+    form = stamper.stamp_transactional if transactional else stamper.stamp
     for headers, offset in records:
         given_headers = None if headers is None else list(headers)
         try:
-            expected = _reference(headers, offset, decide)
+            expected = _reference(headers, None if transactional else offset, decide)
         except ProvenanceError as exc:
             with pytest.raises(ProvenanceError) as raised:
-                stamper.stamp(headers, offset)
+                form(headers, offset)
             assert str(raised.value) == str(exc)
         else:
-            assert stamper.stamp(headers, offset) == expected
+            assert form(headers, offset) == expected
         assert headers == given_headers  # the record's own list is never changed
+
+
+def test_a_version_3_header_carries_no_source_offset_and_is_read_like_version_2() -> None:
+    value = encode(("a", "b"), 5, None, "orders")
+    assert value == b"3|a,b|5|e52ffdee"
+    assert decode(value) == Provenance(("a", "b"), 5, None, b"e52ffdee")
+    assert read([(HEADER, value)], "orders") == decode(value) and read([(HEADER, value)], "other") is None
+    with pytest.raises(ValueError):
+        encode(("a",), 0, None)  # version 1 always carried an offset
+    for bad in (b"3|a|0|e52ffdee|1", b"3|a|0", b"3|a|x|e52ffdee", b"3|a|0|E52FFDEE"):
+        with pytest.raises(ProvenanceError):
+            decode(bad)
+
+
+def test_copies_of_records_without_headers_share_one_list_in_version_3() -> None:
+    orders = Stamper("src").for_topic("orders", "orders")
+    first, second = orders.stamp_transactional(None, 1), orders.stamp_transactional([], 2)
+    assert first is second and first == [(HEADER, b"3|src|0|e52ffdee")]
+    # A version 3 header on the source is one more hop: loop prevention reads it as it reads version 2.
+    looping = Stamper("src", lambda p: copy_flags(p, "dst", frozenset({"src"}), None)).for_topic("t", "t")
+    assert looping.stamp_transactional([(HEADER, b"3|dst|0|" + TAG)], 8) is None
+    assert looping.stamp([(HEADER, b"3|dst|0|" + TAG)], 8) is None
+    forwarded = [("app", b"x"), (HEADER, b"3|dst|0|" + topic_tag("u"))]  # foreign: local here
+    assert Stamper("src").for_topic("t", "t").stamp_transactional(forwarded, 3) == [
+        ("app", b"x"),
+        (HEADER, b"3|src|0|" + TAG),
+    ]
 
 
 def test_the_stamper_copies_a_local_record_without_any_headers_and_skips_what_the_route_must_not_copy() -> None:

@@ -1,6 +1,8 @@
-"""The exact offset map as the leader reads it: follows the compacted ``__ferry_offset_map`` topic on one
-destination cluster and keeps every partition's segments (:mod:`common.core.offset_map` parses them),
-for :mod:`controller.groups.checkpoints` to translate with and to trim below retention.
+"""The exact offset map as read from a destination: follows the compacted ``__ferry_offset_map`` topic on
+one destination cluster and keeps every partition's segments (:mod:`common.core.offset_map` parses them).
+The controller's checkpoint job follows it to translate group offsets and to trim the map below
+retention; a worker reads it once where an exactly-once route's copies are on the destination and its
+committed source offset is gone (their provenance header carries no source offset: the map says it).
 
 The reader is ``read_committed``: on an exactly-once route a worker writes its map segments in the
 same destination transactions as the copies they describe, so the map it reads describes exactly
@@ -24,8 +26,8 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 
 from ferry.common.core.offset_map import MAP_TOPIC, Segment, merge, parse_segment
+from ferry.common.errors import UnreachableError
 from ferry.common.kafka import clients as kafka_clients
-from ferry.controller.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,10 @@ REFRESH_DEADLINE_S = 30.0  # to read the map topic to its end, once per translat
 # A wait for the next fetch when nothing is queued: it ends at the first record that comes (a fetch of
 # markers only ends none: the position is checked again after it).
 _FETCH_WAIT_S = 0.1
+
+
+class OffsetMapUnavailable(UnreachableError):
+    """The map topic could not be read to its end now (a temporary condition)."""
 
 
 class OffsetMapReader:
@@ -61,13 +67,13 @@ class OffsetMapReader:
     def refresh(self) -> None:
         """Reads what was committed since the last call, up to the topic's last stable offsets now.
 
-        Raises Unavailable when the topic cannot be read to its end now (the caller drops this
+        Raises :class:`OffsetMapUnavailable` when the topic cannot be read to its end now (the caller drops this
         reader: a new one starts with fresh metadata).
         """
         try:
             self._refresh()
         except KafkaException as exc:
-            raise Unavailable(f"reading {MAP_TOPIC}: {exc.args[0]}") from None
+            raise OffsetMapUnavailable(f"reading {MAP_TOPIC}: {exc.args[0]}") from None
 
     def _refresh(self) -> None:
         metadata = self._admin.list_topics(MAP_TOPIC, timeout=TIMEOUT_S).topics.get(MAP_TOPIC)
@@ -82,9 +88,10 @@ class OffsetMapReader:
                 self._admin, ((MAP_TOPIC, p) for p in metadata.partitions), True, TIMEOUT_S, stable=True
             )
         except TimeoutError as exc:
-            raise Unavailable(f"reading {MAP_TOPIC}: {exc}") from None
+            raise OffsetMapUnavailable(f"reading {MAP_TOPIC}: {exc}") from None
         if len(answered) < len(tps):
-            raise Unavailable(f"reading {MAP_TOPIC}: no log end for {len(tps) - len(answered)} of its partitions")
+            missing = len(tps) - len(answered)
+            raise OffsetMapUnavailable(f"reading {MAP_TOPIC}: no log end for {missing} of its partitions")
         ends = {partition: end for (_, partition), end in answered.items()}
         deadline = self._clock() + REFRESH_DEADLINE_S
         while self._clock() < deadline:
@@ -119,7 +126,7 @@ class OffsetMapReader:
                     known = self._segments.setdefault(key, {}).get(dst_start)
                     if known is None or segment.length > known.length:
                         self._segments[key][dst_start] = segment
-        raise Unavailable(f"the offset map topic could not be read to its end in {REFRESH_DEADLINE_S:.0f} s")
+        raise OffsetMapUnavailable(f"the offset map topic could not be read to its end in {REFRESH_DEADLINE_S:.0f} s")
 
     def _positions(self, tps: list[TopicPartition]) -> dict[int, int]:
         return {tp.partition: tp.offset for tp in self._consumer.position(tps)}

@@ -45,13 +45,21 @@ class OffsetMapUnavailable(UnreachableError):
 class OffsetMapReader:
     """Follows the compacted map topic on one destination cluster; keeps every partition's segments."""
 
-    def __init__(self, cluster: Mapping[str, Any], client_id: str, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        cluster: Mapping[str, Any],
+        client_id: str,
+        clock: Callable[[], float] = time.monotonic,
+        group_id: str | None = None,
+    ) -> None:
+        """``group_id``: the consumer's (never joined or committed to; ACLs name it), by default
+        ``<client_id>.offset-map``."""
         # fetch.wait.max.ms: the reader reads what is there and never waits for new records. A fetch at
         # the log end (where every refresh ends) is otherwise held by the broker for 500 ms, and the
         # next refresh's first fetch waits behind it (librdkafka sends one fetch per broker at a time).
         self._consumer = kafka_clients.consumer(
             cluster,
-            f"{client_id}.offset-map",
+            group_id or f"{client_id}.offset-map",
             **{
                 "client.id": client_id,
                 "auto.offset.reset": "earliest",

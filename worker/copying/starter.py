@@ -267,7 +267,7 @@ class PartitionStarter:
             sleep=self._sleep,
         )
         dest_topic = self._names.destination(topic)
-        maps = _RouteMap(self._destination, self._route.name, f"{self._client_id}-{self._route.name}-map")
+        maps = _RouteMap(self._destination, self._route, f"{self._client_id}-{self._route.name}-map")
         try:
             return self._resume_at(topic, partitions, committed, dest_topic, maps)
         finally:
@@ -443,9 +443,10 @@ class _RouteMap:
     exactly-once route's copies are on the destination and its committed source offset is gone, the map,
     committed with the copies, says which source offset a copy came from."""
 
-    def __init__(self, destination: Mapping[str, Any], route_name: str, client_id: str) -> None:
+    def __init__(self, destination: Mapping[str, Any], route: RouteConfig, client_id: str) -> None:
         self._destination = destination
-        self._route_name = route_name
+        self._route_name = route.name
+        self._group_id = f"{route.group_id}.offset-map"
         self._client_id = client_id
         self._reader: OffsetMapReader | None = None
 
@@ -455,7 +456,7 @@ class _RouteMap:
         if destination_offset is None:
             return None
         if self._reader is None:
-            self._reader = OffsetMapReader(self._destination, self._client_id)
+            self._reader = OffsetMapReader(self._destination, self._client_id, group_id=self._group_id)
             self._reader.refresh()
         for segment in self._reader.segments(self._route_name, topic, partition):
             if segment.dst_start <= destination_offset < segment.dst_end:

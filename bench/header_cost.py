@@ -4,9 +4,11 @@ No cluster, no replicator: the copier's per-record header work is run in a loop 
 (CPU time, ``time.process_time``), header on and off, for the cases the copier meets:
 
 * ``off``: the record's headers handed on as they are (what a copy without Ferry's header does);
-* ``local``: a record without the header gets one (``1|<source>|0|<offset>``);
+* ``local``: a record without the header gets one (version 2, ``2|<source>|0|<tag>|<offset>``);
 * ``hop``: a copy's header is read, checked by loop prevention and replaced (path one longer);
-* ``tree``: the same with a distributor's copy-flags decision.
+* ``tree``: the same with a distributor's copy-flags decision;
+* ``local-3``, ``hop-3``: ``local`` and ``hop`` in version 3 (an exactly-once route's header: no source
+  offset); ``bare-3``: a record with no headers at all in version 3 (its copies share one list).
 
 Each case runs the copier's own code for it, :class:`common.core.provenance.Stamper` (the header's
 prefix is built once per route and per previous header; only the source offset is formatted per
@@ -87,6 +89,10 @@ def measure(records: int, rounds: int = 5) -> dict[str, Any]:
         "local": lambda offset: plain.stamp(local, offset),
         "hop": lambda offset: looping.stamp(hop, offset),
         "tree": lambda offset: tree.stamp(tree_copy, offset),
+        # Version 3, an exactly-once route's: no source offset.
+        "local-3": lambda offset: plain.stamp_transactional(local, offset),
+        "bare-3": lambda offset: plain.stamp_transactional(None, offset),
+        "hop-3": lambda offset: looping.stamp_transactional(hop, offset),
     }
     rounds = max(1, min(rounds, records))
     samples: dict[str, list[float]] = {name: [] for name in cases}
@@ -108,6 +114,8 @@ def measure(records: int, rounds: int = 5) -> dict[str, Any]:
             "one hop, offset 41": header_bytes(encode(("src",), 0, 41, "t")),
             "one hop, offset 123456789": header_bytes(encode(("src",), 0, 123456789, "t")),
             "two hops, flags 5, offset 123456789": header_bytes(encode(("c1", "c3"), 5, 123456789, "t")),
+            "version 3, one hop": header_bytes(encode(("src",), 0, None, "t")),
+            "version 3, two hops, flags 5": header_bytes(encode(("c1", "c3"), 5, None, "t")),
         },
     }
 

@@ -7,12 +7,15 @@ destination offset, as librdkafka would. So the figure is Ferry's own Python per
 loop, provenance header, offset tracker, offset map, delivery callback) plus the stand-in's small
 constant cost, without librdkafka's C work, which a change to the copier does not touch.
 
-Run: ``.venv/bin/python scripts/bench_copy_path.py [--records N] [--repeat R] [--case local|hop|loop]``.
+Run: ``.venv/bin/python scripts/bench_copy_path.py [--records N] [--repeat R] [--case local|hop|loop]
+[--transactional] [--no-app-headers]``.
 Prints the best and the median of ``--repeat`` rounds (CPU of this process, ``time.process_time``),
 in ns per record, beside the broker ceiling's loop (``bench/ceiling.py``) on the same stand-ins,
 and the difference: what Ferry's bookkeeping adds per record. Asserts nothing. ``local``: records
 without Ferry's header (a first copy); ``hop``: records that carry a previous copy's header (a
-chain); ``loop``: the same on a route with loop prevention.
+chain); ``loop``: the same on a route with loop prevention. ``--transactional``: an exactly-once route's
+copier (the default route: provenance version 3, no delivery report between a run's ends);
+``--no-app-headers``: records with no headers of their own.
 """
 
 from __future__ import annotations
@@ -76,6 +79,12 @@ class _Producer:
         headers: Any = None,
     ) -> None:
         self.pending.append((partition, callback or on_delivery or self.on_delivery))
+
+    def init_transactions(self, timeout: float) -> None:
+        pass
+
+    def begin_transaction(self) -> None:
+        pass
 
     def poll(self, timeout: float) -> int:
         pending, self.pending = self.pending, []
@@ -141,16 +150,16 @@ def _bare_round(records: int, headers: list[tuple[str, bytes]]) -> float:
     return (time.process_time() - started) / records * 1e9
 
 
-def _headers(case: str) -> list[tuple[str, bytes]]:
-    headers = [("bench-run", b"r1"), ("bench-seq", b"0000000001")]
+def _headers(case: str, app_headers: bool = True) -> list[tuple[str, bytes]]:
+    headers = [("bench-run", b"r1"), ("bench-seq", b"0000000001")] if app_headers else []
     if case != "local":
         headers.append(("ferry.provenance", provenance.encode(("origin",), 0, 123456, TOPIC)))
     return headers
 
 
-def _round(records: int, case: str) -> float:
+def _round(records: int, case: str, transactional: bool, app_headers: bool) -> float:
     route = RouteConfig(source="src", destination="dst", loop_prevention=case == "loop")
-    headers = _headers(case)
+    headers = _headers(case, app_headers)
     consumer = _Consumer()
     consumer.batches, reports = _batches(records, headers)
 
@@ -171,11 +180,14 @@ def _round(records: int, case: str) -> float:
             metrics=WorkerMetrics(),
             client_id="bench",
             origins=frozenset({"origin", "src"}) if case == "loop" else None,
+            transactional_id="ferry.bench.w1" if transactional else None,
         )
     # Held partitions as acquire() leaves them (without the clusters it asks): started, each with an offset map.
     copier._states.start([TopicPartition(TOPIC, partition, 0) for partition in range(PARTITIONS)])
     for partition in range(PARTITIONS):
         copier._ledger.resume((TOPIC, partition), OffsetMap())
+    if transactional:
+        assert copier._committer.begin()  # the copy loop copies inside an open transaction
     started = time.process_time()
     while copier.copy_batch(0):
         pass
@@ -189,13 +201,19 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--case", choices=("local", "hop", "loop"), default="local")
+    parser.add_argument(
+        "--transactional",
+        action="store_true",
+        help="an exactly-once route's copier (provenance version 3, no report between a run's ends)",
+    )
+    parser.add_argument("--no-app-headers", action="store_true", help="records without application headers")
     args = parser.parse_args()
     ferry, bare = [], []
     for _ in range(args.repeat):  # interleaved, so a neighbour's burst hits both alike
-        bare.append(_bare_round(args.records, _headers(args.case)))
-        ferry.append(_round(args.records, args.case))
+        bare.append(_bare_round(args.records, _headers(args.case, not args.no_app_headers)))
+        ferry.append(_round(args.records, args.case, args.transactional, not args.no_app_headers))
     print(
-        f"{args.case}: copy_batch {min(ferry):.0f} ns/record best, {statistics.median(ferry):.0f} median; "
+        f"{args.case}{' exactly once' if args.transactional else ''}: copy_batch {min(ferry):.0f} ns/record best, {statistics.median(ferry):.0f} median; "
         f"the ceiling's loop {min(bare):.0f} best, {statistics.median(bare):.0f} median; "
         f"Ferry's own {min(ferry) - min(bare):.0f} ns/record ({args.repeat} rounds of {args.records:,} records)"
     )

@@ -294,23 +294,8 @@ def test_a_source_topic_re_created_with_more_records_is_detected_and_its_partiti
 ) -> None:
     topic = topic_name("recreated-longer")
     create_topic("src", topic, 1)
-    kafka.produce(topic, 0, records("old", 5))
-    running = start_worker()
-    running.wait_online(topic, [0], running.assign(topic, [0]))
-    kafka.wait_arrived(topic, 0, 5)
-    kafka.wait_committed(topic, 0, 5)
-    released = running.assign(topic, [])
-    running.wait_status(lambda s: s.generation == released and not s.partitions, "the partition released")
-
-    _recreate(kafka_clients.admin(kafka.conf("src")), topic)
-    wait_until(lambda: _produced(kafka, topic, records("new", 8)), 30, "records on the new topic", interval=0.5)
-    generation = running.assign(topic, [0])
-    key = PartitionKey(ROUTE, topic, 0)
-    status = running.wait_status(
-        lambda s: s.generation == generation and key in s.partitions and s.partitions[key].state == "ERROR",
-        "the partition in ERROR",
-    )
-    reason = status.partitions[key].reason or ""
+    running = _copied_and_released(start_worker(), kafka, topic)
+    reason = _reason_of_error_once_re_created(running, kafka, topic)
     assert "the source topic was re-created" in reason and "offset 4" in reason, reason
     # Read, not the log end: on the default, exactly-once route a transaction marker takes an offset too.
     copied = kafka.read("dst", topic, 0)
@@ -329,13 +314,7 @@ def test_copies_whose_source_offsets_neither_a_commit_nor_the_offset_map_says_st
     stops in ERROR rather than copy records twice or skip them."""
     topic = topic_name("unmapped")
     create_topic("src", topic, 1)
-    kafka.produce(topic, 0, records("old", 5))
-    running = start_worker()
-    running.wait_online(topic, [0], running.assign(topic, [0]))
-    kafka.wait_committed(topic, 0, 5)
-    released = running.assign(topic, [])
-    running.wait_status(lambda s: s.generation == released and not s.partitions, "the partition released")
-
+    running = _copied_and_released(start_worker(), kafka, topic)
     reader = OffsetMapReader(kafka.conf("dst"), f"test-{topic}")
     try:
         reader.refresh()
@@ -347,17 +326,33 @@ def test_copies_whose_source_offsets_neither_a_commit_nor_the_offset_map_says_st
     for segment in segments:
         tombstones.produce(MAP_TOPIC, key=segment_key(ROUTE, topic, 0, segment.dst_start), value=None)
     assert tombstones.flush(30) == 0
+    assert "its offset map does not describe them" in _reason_of_error_once_re_created(running, kafka, topic)
+    assert len(kafka.read("dst", topic, 0)) == 5, "nothing copied under offsets no record says"
+
+
+def _copied_and_released(running: RunningWorker, kafka: Kafka, topic: str) -> RunningWorker:
+    """``running`` copies 5 records of ``topic`` (one partition), commits them, and releases the partition."""
+    kafka.produce(topic, 0, records("old", 5))
+    running.wait_online(topic, [0], running.assign(topic, [0]))
+    kafka.wait_arrived(topic, 0, 5)
+    kafka.wait_committed(topic, 0, 5)
+    released = running.assign(topic, [])
+    running.wait_status(lambda s: s.generation == released and not s.partitions, "the partition released")
+    return running
+
+
+def _reason_of_error_once_re_created(running: RunningWorker, kafka: Kafka, topic: str) -> str:
+    """Re-creates ``topic`` at the source with 8 new records, gives ``running`` its partition again, and
+    returns the reason of the ERROR it stops in."""
     _recreate(kafka_clients.admin(kafka.conf("src")), topic)
     wait_until(lambda: _produced(kafka, topic, records("new", 8)), 30, "records on the new topic", interval=0.5)
-
     generation = running.assign(topic, [0])
     key = PartitionKey(ROUTE, topic, 0)
     status = running.wait_status(
         lambda s: s.generation == generation and key in s.partitions and s.partitions[key].state == "ERROR",
         "the partition in ERROR",
     )
-    assert "its offset map does not describe them" in (status.partitions[key].reason or "")
-    assert len(kafka.read("dst", topic, 0)) == 5, "nothing copied under offsets no record says"
+    return status.partitions[key].reason or ""
 
 
 def _produced(kafka: Kafka, topic: str, batch: list[Any]) -> bool:

@@ -484,6 +484,36 @@ def test_unassigned_partition_is_committed_and_resumes_without_duplicates(
     assert kafka.read("dst", topic, 1) == first[1] + second[1], "nothing copied twice"
 
 
+def test_an_exactly_once_route_taking_an_at_least_once_routes_partition_skips_its_copies_past_the_commit(
+    start_worker: Callable[..., RunningWorker],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+) -> None:
+    """The route's guarantee was changed: an at-least-once owner copied source offsets 0-9 (provenance
+    version 2, with their offsets) and committed 5. The exactly-once owner starts at 5, skips 5-9, which
+    their headers say are there, and copies only 10-14; the look-back reads past the version 2 copies."""
+    topic = topic_name("switched")
+    create_topic("src", topic, 1)
+    create_topic("dst", topic, 1)
+    sent = records("switched", 15)
+    kafka.produce(topic, 0, sent)
+    copier = kafka_clients.producer(kafka.conf("dst"), **{"linger.ms": 0})
+    for offset, (key, value, headers, (_, timestamp)) in enumerate(sent[:10]):
+        stamped = [*headers, (provenance.HEADER, provenance.encode(("src",), 0, offset, topic))]
+        copier.produce(topic, value, key, 0, timestamp=timestamp, headers=stamped)
+    assert copier.flush(30) == 0
+    group = kafka_clients.consumer(kafka.conf("src"), GROUP)
+    group.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+    group.close()
+
+    running = start_worker()
+    running.wait_online(topic, [0], running.assign(topic, [0]))
+    kafka.wait_committed(topic, 0, 15)
+    copies = kafka.read("dst", topic, 0)
+    assert [(k, v) for k, v, _, _ in copies] == [(k, v) for k, v, _, _ in sent], "each record once, in order"
+
+
 def test_a_partition_whose_copies_are_all_on_the_destination_and_never_committed_commits_its_start(
     start_worker: Callable[..., RunningWorker],
     make_config: Callable[..., FerryConfig],

@@ -240,3 +240,23 @@ def test_forget_drops_the_watermark_the_map_and_the_skip_set() -> None:
     ledger.sent(KEY, [0, 1])
     ledger.forget(KEY)
     assert KEY not in ledger.maps and KEY not in ledger.skips and ledger.in_flight() == 0
+
+
+def test_a_partition_resumed_with_copies_to_skip_commits_only_once_it_may_commit_past_the_highest() -> None:
+    """Committed 0; the destination holds 2 and 3 (an earlier owner's gap at 0-1). The refills of 0 and 1
+    land after 2 and 3: committing 2 then would leave 2 and 3 above the commit yet older than the refills,
+    where the next owner's look-back may not read them. So nothing is committable until past 3."""
+    ledger = _ledger([])
+    ledger.resume(KEY, OffsetMap(), skip=[2, 3])
+    ledger.sent(KEY, [0, 1])
+    _run(ledger, 2, 10, 11)
+    ledger.settle()
+    assert ledger.committables() == {}  # 2 is acknowledged-below, but 2 and 3 were to be skipped
+    assert ledger.settled_as_already_written(KEY, 2)
+    assert ledger.committables() == {}
+    assert ledger.settled_as_already_written(KEY, 3)
+    assert ledger.committables() == {KEY: 4}
+    ledger.sent(KEY, [4])
+    _run(ledger, 1, 12, 12)
+    ledger.settle()
+    assert ledger.committables() == {KEY: 5}  # as any partition from then on

@@ -321,8 +321,25 @@ class DeliveryLedger:
         return self._watermarks.in_flight()
 
     def committables(self) -> dict[TopicPartitionKey, int]:
-        """Per partition, the source offset a commit may store: below it, everything is acknowledged."""
-        return self._watermarks.committables()
+        """Per partition, the source offset a commit may store: below it, everything is acknowledged.
+
+        A partition that resumed with offsets to skip (the resume rule found them on the destination past
+        the committed offset) commits nothing until it may commit past the highest of them. The copies it
+        makes of records missing below them (a gap an earlier owner left) land after them on the
+        destination; a commit between would leave those found copies above the committed offset yet
+        older than copies below it, where the next owner's look-back, which stops once it passed below
+        that offset, may not read them, and would copy them again."""
+        committables = self._watermarks.committables()
+        if self._skip_max:
+            for key, highest in list(self._skip_max.items()):
+                offset = committables.get(key)
+                if offset is None:
+                    continue
+                if offset <= highest:
+                    del committables[key]
+                else:
+                    del self._skip_max[key]  # passed: the partition commits as any other from now on
+        return committables
 
     def _settle_run(self, run: DeliveryRun, error: KafkaError | None, last: Any, now_ms: float) -> None:
         count = run.count

@@ -213,7 +213,8 @@ def main() -> None:
         bare.append(_bare_round(args.records, _headers(args.case, not args.no_app_headers)))
         ferry.append(_round(args.records, args.case, args.transactional, not args.no_app_headers))
     print(
-        f"{args.case}{' exactly once' if args.transactional else ''}: copy_batch {min(ferry):.0f} ns/record best, {statistics.median(ferry):.0f} median; "
+        f"{args.case}{' exactly once' if args.transactional else ''}: "
+        f"copy_batch {min(ferry):.0f} ns/record best, {statistics.median(ferry):.0f} median; "
         f"the ceiling's loop {min(bare):.0f} best, {statistics.median(bare):.0f} median; "
         f"Ferry's own {min(ferry) - min(bare):.0f} ns/record ({args.repeat} rounds of {args.records:,} records)"
     )

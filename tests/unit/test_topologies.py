@@ -429,5 +429,6 @@ def test_the_header_cost_bench_counts_the_bytes_kafka_stores() -> None:
     # varint(16) + "ferry.provenance" + varint(8) + "1|a|0|41"
     assert header_cost.header_bytes(b"1|a|0|41") == 1 + 16 + 1 + 8
     result = header_cost.measure(50)
-    assert set(result["cpuNsAddedPerRecord"]) == {"local", "hop", "tree"}
+    assert set(result["cpuNsAddedPerRecord"]) == {"local", "hop", "tree", "local-3", "bare-3", "hop-3"}
     assert result["bytesPerRecord"]["one hop, offset 41"] == 37  # 8 hex digits of the topic tag and their "|"
+    assert result["bytesPerRecord"]["version 3, one hop"] == 34  # version 3: no "|" and offset

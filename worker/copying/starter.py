@@ -320,6 +320,7 @@ class PartitionStarter:
                 topic in self._created_here
                 and committed.get(partition) is not None
                 and not found.own
+                and not found.committed_copy
                 and self._route.distributor is None
             ):  # a tree distributor keeps its offsets across targets
                 # The route committed C, yet the destination topic did not exist: it was deleted under Ferry.

@@ -47,6 +47,7 @@ class OffsetMapReader:
 
     def __init__(
         self,
+        *,
         cluster: Mapping[str, Any],
         client_id: str,
         clock: Callable[[], float] = time.monotonic,

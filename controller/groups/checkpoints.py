@@ -183,7 +183,9 @@ class Checkpointer:
 
     def _map(self, cluster: str) -> OffsetMapReader:
         if cluster not in self._maps:
-            self._maps[cluster] = OffsetMapReader(self._config.clusters[cluster], f"ferry-{self._client_id}-{cluster}")
+            self._maps[cluster] = OffsetMapReader(
+                cluster=self._config.clusters[cluster], client_id=f"ferry-{self._client_id}-{cluster}"
+            )
         return self._maps[cluster]
 
     def fresh_map(self, cluster: str) -> OffsetMapReader:

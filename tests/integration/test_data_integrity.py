@@ -315,7 +315,7 @@ def test_copies_whose_source_offsets_neither_a_commit_nor_the_offset_map_says_st
     topic = topic_name("unmapped")
     create_topic("src", topic, 1)
     running = _copied_and_released(start_worker(), kafka, topic)
-    reader = OffsetMapReader(kafka.conf("dst"), f"test-{topic}")
+    reader = OffsetMapReader(cluster=kafka.conf("dst"), client_id=f"test-{topic}")
     try:
         reader.refresh()
         segments = reader.segments(ROUTE, topic, 0)

@@ -327,7 +327,7 @@ def test_the_map_reader_finds_segments_retention_removed(monkeypatch: pytest.Mon
     from ferry.common.kafka import offset_map_reader
 
     monkeypatch.setattr(offset_map_reader.kafka_clients, "consumer", lambda *args, **kwargs: object())
-    reader = offset_map_reader.OffsetMapReader({}, "test")
+    reader = offset_map_reader.OffsetMapReader(cluster={}, client_id="test")
     key = ("src.dst", "orders", 0)
     reader._segments[key] = {0: Segment(0, 0, 10), 10: Segment(20, 10, 5), 15: Segment(30, 15, 100)}
     reader._segments[("other.dst", "orders", 0)] = {0: Segment(0, 0, 10)}

@@ -136,7 +136,7 @@ def _reader(monkeypatch: pytest.MonkeyPatch, topic: MapTopic) -> tuple[OffsetMap
     consumer = ReadCommittedConsumer(topic)
     monkeypatch.setattr(offset_map_reader.kafka_clients, "consumer", lambda *args, **settings: consumer)
     monkeypatch.setattr(offset_map_reader.kafka_clients, "admin", lambda *args, **settings: MapAdmin(topic))
-    return OffsetMapReader({}, "test"), consumer
+    return OffsetMapReader(cluster={}, client_id="test"), consumer
 
 
 def test_a_refresh_reads_past_the_transaction_markers_to_the_end_without_waiting_out_a_timeout(

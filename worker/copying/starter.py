@@ -457,7 +457,9 @@ class _RouteMap:
         if destination_offset is None:
             return None
         if self._reader is None:
-            self._reader = OffsetMapReader(self._destination, self._client_id, group_id=self._group_id)
+            self._reader = OffsetMapReader(
+                cluster=self._destination, client_id=self._client_id, group_id=self._group_id
+            )
             self._reader.refresh()
         for segment in self._reader.segments(self._route_name, topic, partition):
             if segment.dst_start <= destination_offset < segment.dst_end:

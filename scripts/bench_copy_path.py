@@ -14,7 +14,7 @@ in ns per record, beside the broker ceiling's loop (``bench/ceiling.py``) on the
 and the difference: what Ferry's bookkeeping adds per record. Asserts nothing. ``local``: records
 without Ferry's header (a first copy); ``hop``: records that carry a previous copy's header (a
 chain); ``loop``: the same on a route with loop prevention. ``--transactional``: an exactly-once route's
-copier (the default route: provenance version 3, no delivery report between a run's ends);
+copier (the default route: no delivery report between a run's ends);
 ``--no-app-headers``: records with no headers of their own.
 """
 
@@ -204,7 +204,7 @@ def main() -> None:
     parser.add_argument(
         "--transactional",
         action="store_true",
-        help="an exactly-once route's copier (provenance version 3, no report between a run's ends)",
+        help="an exactly-once route's copier (no delivery report between a run's ends)",
     )
     parser.add_argument("--no-app-headers", action="store_true", help="records without application headers")
     args = parser.parse_args()

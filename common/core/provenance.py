@@ -2,10 +2,7 @@
 
 Pure: bytes in, bytes out; no I/O, no clock.
 
-One Kafka record header, key :data:`HEADER`. Its value is ASCII text in ``|``-separated fields, in
-one of two formats, by the kind of route that wrote the copy:
-
-**Version 2, on at-least-once routes: five fields, the copy's own source offset last.** ::
+One Kafka record header, key :data:`HEADER`, value ASCII text in ``|``-separated fields::
 
     2|<path>|<copy flags>|<topic tag>|<source offset>
     e.g.  2|a|0|e52ffdee|41     a record produced on cluster a, copied once, to topic "orders"
@@ -13,12 +10,7 @@ one of two formats, by the kind of route that wrote the copy:
           2|a,b|5|e52ffdee|7    produced on a, copied to b, then from offset 7 of b's partition to
                                 "orders" here
 
-**Version 3, on exactly-once routes: four fields, no source offset.** ::
-
-    3|<path>|<copy flags>|<topic tag>
-    e.g.  3|a|0|e52ffdee        a record produced on cluster a, copied once, to "orders"
-
-- The first field is the format's version. A reader refuses versions it does not know (:class:`ProvenanceError`).
+- ``2``: the format's version. A reader refuses versions it does not know (:class:`ProvenanceError`).
 - ``path``: the clusters the record was written to before the one it is on, comma-separated, in
   order: the first is the cluster the record first entered (its *origin*), the last is the source
   of the route that wrote this copy. Cluster names (``[A-Za-z0-9_-]``) never hold ``,`` or ``|``.
@@ -28,20 +20,17 @@ one of two formats, by the kind of route that wrote the copy:
   record's headers to the records they derive from it, so a header can be found on a record of
   another topic that Ferry never wrote. Such a header is *foreign*: the record is read as local
   (below), and its copy is stamped afresh.
-- ``source offset`` (version 2 only): the record's offset in the source partition of the route that
-  wrote this copy (the same partition number: Ferry copies partition to partition). An at-least-once
-  route's copies reach the destination before its source commit, and before the offset-map segments
-  that describe them: after a crash, only this field says which source records the destination
-  already holds, so the next owner resumes without copying them twice and maps them exactly.
+- ``source offset``: the record's offset in the source partition of the route that wrote this copy
+  (the same partition number: Ferry copies partition to partition). It lets a worker resume from
+  the destination and build the exact offset map: a route's source offsets are committed at the
+  source after its copies reached the destination (after the transaction that made them visible, on
+  an exactly-once route), so after a crash between the two, the copies past the committed offset
+  say themselves which source records the destination holds.
 
-Why version 3 carries no source offset: an exactly-once route commits its copies, the offset-map
-segments that describe them and its source offset in one destination transaction, so every copy a
-``read_committed`` reader can see is already described by the committed map, and nothing past the
-committed source offset is visible. The header then needs only what loop prevention and the copy
-flags read, and its value is the same for every record of a source topic without a previous header:
-one shared value instead of a new value, tuple and list per record. An exactly-once route writes
-version 2 while the partition still has records of an earlier at-least-once owner to skip (the
-resume rule's skip set), so that the records it writes then are described as those were.
+Version ``3`` (``3|<path>|<copy flags>|<topic tag>``, no source offset) is defined and read, and
+:meth:`TopicStamper.stamp_transactional` writes it, but no route writes it yet: an exactly-once
+route's copies past its committed offset would then be known only from the offset map committed
+with them, which the resume does not read (docs/design.md, "The provenance header").
 
 Version ``1`` (``1|<path>|<copy flags>|<source offset>``), written by Ferry before the topic tag,
 is still read: it carries no tag, so it counts as bound to whatever topic it is on.
@@ -62,7 +51,7 @@ from ferry.common.errors import FerryError
 
 HEADER = "ferry.provenance"
 VERSION = b"2"  # with the copy's source offset: at-least-once routes
-TRANSACTIONAL_VERSION = b"3"  # without: exactly-once routes, whose committed offset map describes each copy
+TRANSACTIONAL_VERSION = b"3"  # without: defined and read, written by no route yet
 UNBOUND_VERSION = b"1"  # the format before the topic tag: read, no longer written
 
 Headers = list[tuple[str, bytes | None]]
@@ -84,7 +73,7 @@ class Provenance:
 
     path: tuple[str, ...]
     flags: int
-    source_offset: int | None  # None: a version 3 header (the route's committed offset map says it)
+    source_offset: int | None  # None: a version 3 header
     topic_tag: bytes | None = None  # None: a version 1 header, bound to any topic
 
     @property

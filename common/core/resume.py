@@ -15,12 +15,6 @@ A plain "last record's source offset + 1" would lose a record after a librdkafka
 (the idempotent producer may leave a gap and write the records after it); skipping a *set* loses
 nothing and copies nothing twice. When the route never committed, the start is one past the last
 record present (or the consumer's reset policy when the destination holds nothing of the route).
-
-An exactly-once route's copies say no source offset (provenance version 3): the transaction that
-made them visible committed the source offset past them, so nothing of the route's is visible above
-the committed offset, the skip set is empty, and the look-back ends at the first such copy. Where
-its committed offset is gone while its copies remain (the source topic re-created, the offsets
-deleted), the newest copy's source offset comes from the route's offset map, committed with it.
 """
 
 from __future__ import annotations
@@ -55,21 +49,11 @@ def resume_plan(committed: int | None, present: Iterable[int]) -> ResumePlan:
     return ResumePlan(committed, skip, gaps)
 
 
-def lookback_done(
-    committed: int | None,
-    oldest_seen: int | None,
-    at_log_start: bool,
-    read: int,
-    limit: int,
-    committed_copy_seen: bool = False,
-) -> bool:
+def lookback_done(committed: int | None, oldest_seen: int | None, at_log_start: bool, read: int, limit: int) -> bool:
     """Whether the destination look-back has read far enough.
 
     Far enough: it passed below the committed offset (every record it could still need to skip is
-    at or above it), or read a copy of the route's that an exactly-once transaction committed
-    (``committed_copy_seen``: its header carries no source offset, and the transaction that made it
-    visible also committed the source offset past it and every older copy), or reached the log
-    start, or read ``limit`` records (the bound).
+    at or above it), or reached the log start, or read ``limit`` records (the bound).
 
     Without a committed offset it goes on to the log start (or the bound) even after finding own
     records: the start is one past the newest, but the records it finds also seed the offset map,
@@ -78,7 +62,7 @@ def lookback_done(
     newest would leave them out of the map: a group committed there would fall back to the
     timestamp method. It costs nothing on an empty destination, and at most ``limit`` records.
     """
-    if at_log_start or read >= limit or committed_copy_seen:
+    if at_log_start or read >= limit:
         return True
     if oldest_seen is None or committed is None:
         return False

@@ -1,8 +1,7 @@
 """The exact offset map as read from a destination: follows the compacted ``__ferry_offset_map`` topic on
-one destination cluster and keeps every partition's segments (:mod:`common.core.offset_map` parses them).
-The controller's checkpoint job follows it to translate group offsets and to trim the map below
-retention; a worker reads it once where an exactly-once route's copies are on the destination and its
-committed source offset is gone (their provenance header carries no source offset: the map says it).
+one destination cluster and keeps every partition's segments (:mod:`common.core.offset_map` parses them),
+for the controller's checkpoint job (:mod:`controller.groups.checkpoints`) to translate with and to trim
+below retention.
 
 The reader is ``read_committed``: on an exactly-once route a worker writes its map segments in the
 same destination transactions as the copies they describe, so the map it reads describes exactly

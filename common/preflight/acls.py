@@ -283,10 +283,6 @@ def required_acls(config: FerryConfig, topics: Iterable[str] = ()) -> list[Acl]:
             need(
                 destination, Resource(TOPIC, MAP_TOPIC), f"route {route.name}: the exact offset map", "Write", "Create"
             )
-            if route.exactly_once:  # its copies say no source offset: where its commit is gone, the map does
-                why_map = f"route {route.name}: read the offset map when taking a partition whose commit is gone"
-                need(destination, Resource(TOPIC, MAP_TOPIC), why_map, "Read")
-                need(destination, Resource(GROUP, f"{route.group_id}.offset-map"), why_map, "Describe")
             if not checkpoints:
                 continue
             need(destination, Resource(TOPIC, MAP_TOPIC), "the checkpoint job: follow and trim the offset map", "Read")

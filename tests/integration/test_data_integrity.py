@@ -19,9 +19,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from ferry.common.config import FerryConfig
-from ferry.common.core.offset_map import MAP_TOPIC, segment_key
 from ferry.common.kafka import clients as kafka_clients
-from ferry.common.kafka.offset_map_reader import OffsetMapReader
 from ferry.common.model import PartitionKey
 from tests.integration import test_worker
 from tests.integration.test_worker import GROUP, LAYOUT, ROUTE, Kafka, RunningWorker, records, wait_until
@@ -300,34 +298,6 @@ def test_a_source_topic_re_created_with_more_records_is_detected_and_its_partiti
     # Read, not the log end: on the default, exactly-once route a transaction marker takes an offset too.
     copied = kafka.read("dst", topic, 0)
     assert len(copied) == 5, "nothing of the new topic copied under the old offsets"
-
-
-def test_copies_whose_source_offsets_neither_a_commit_nor_the_offset_map_says_stop_their_partition(
-    start_worker: Callable[..., RunningWorker],
-    kafka: Kafka,
-    create_topic: Callable[..., None],
-    topic_name: Callable[[str], str],
-) -> None:
-    """On the default, exactly-once route a copy's header says no source offset: the route's offset map,
-    committed with it, does. When the committed source offset is gone (the topic re-created here) and the
-    map's segments for the partition are gone too, nothing says where the copies came from: the partition
-    stops in ERROR rather than copy records twice or skip them."""
-    topic = topic_name("unmapped")
-    create_topic("src", topic, 1)
-    running = _copied_and_released(start_worker(), kafka, topic)
-    reader = OffsetMapReader(cluster=kafka.conf("dst"), client_id=f"test-{topic}")
-    try:
-        reader.refresh()
-        segments = reader.segments(ROUTE, topic, 0)
-    finally:
-        reader.close()
-    assert segments, "the route's offset map describes its copies"
-    tombstones = kafka_clients.producer(kafka.conf("dst"))
-    for segment in segments:
-        tombstones.produce(MAP_TOPIC, key=segment_key(ROUTE, topic, 0, segment.dst_start), value=None)
-    assert tombstones.flush(30) == 0
-    assert "its offset map does not describe them" in _reason_of_error_once_re_created(running, kafka, topic)
-    assert len(kafka.read("dst", topic, 0)) == 5, "nothing copied under offsets no record says"
 
 
 def _copied_and_released(running: RunningWorker, kafka: Kafka, topic: str) -> RunningWorker:

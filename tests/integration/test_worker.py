@@ -404,14 +404,10 @@ def test_copies_records_identically_and_commits_to_the_end(
 
     for p in range(3):
         assert kafka.wait_arrived(topic, p, len(sent[p])) == sent[p]
-        # Each copy names where it came from: the source cluster, and on an at-least-once route its offset
-        # there (an exactly-once route's offset map, committed with the copies, says that).
+        # Each copy names where it came from: the source cluster and its offset there.
         copies = kafka.read("dst", topic, p, own_header=True)
         assert [provenance.read(headers) for _, _, headers, _ in copies] == [
-            provenance.Provenance(
-                ("src",), 0, offset if guarantee == "at_least_once" else None, provenance.topic_tag(topic)
-            )
-            for offset in range(len(sent[p]))
+            provenance.Provenance(("src",), 0, offset, provenance.topic_tag(topic)) for offset in range(len(sent[p]))
         ]
     meta = kafka_clients.admin(kafka.conf("dst")).list_topics(topic, timeout=10).topics[topic]
     assert meta.error is None and len(meta.partitions) == 3
@@ -429,8 +425,8 @@ def test_small_producer_batches_make_a_hot_partition_wait_for_its_window_and_eve
 ) -> None:
     """With ``batch.size`` 1024 a delivery run holds about twenty of these records, and the backlog of the
     route's only busy partition fills its window of two batches again and again: each next run waits for
-    the destination's reports. Every record arrives once and in order, each copy names its source, and the
-    commit reaches the end."""
+    the destination's reports. Every record arrives once and in order, each copy names its source offset,
+    and the commit reaches the end."""
     topic = topic_name("window")
     create_topic("src", topic, 1)
     count = 3000
@@ -443,7 +439,7 @@ def test_small_producer_batches_make_a_hot_partition_wait_for_its_window_and_eve
     assert kafka.wait_arrived(topic, 0, count, timeout=60) == sent
     copies = kafka.read("dst", topic, 0, own_header=True)
     assert [provenance.read(headers) for _, _, headers, _ in copies] == [
-        provenance.Provenance(("src",), 0, None, provenance.topic_tag(topic)) for offset in range(count)
+        provenance.Provenance(("src",), 0, offset, provenance.topic_tag(topic)) for offset in range(count)
     ]
     running.wait_online(topic, [0], generation)
     kafka.wait_committed(topic, 0, count)

@@ -49,11 +49,10 @@ def test_resume_without_a_committed_offset() -> None:
 
 @dataclass
 class _Destination:
-    """A destination partition as a ``read_committed`` reader sees it, and the route's committed source
-    offset. ``log``: per destination offset, the copied source offset and whether its header says it
-    (provenance version 2: at least once, or exactly once while skipping) or not (version 3)."""
+    """A destination partition as a ``read_committed`` reader sees it (per destination offset, the source
+    offset its copy's header says), and the route's committed source offset."""
 
-    log: list[tuple[int, bool]]
+    log: list[int]
     committed: int | None = None
 
 
@@ -62,23 +61,14 @@ def _resume(destination: _Destination) -> tuple[int, set[int]]:
     over the model, newest window first, with the pure rule's stop and plan."""
     present: list[int] = []
     oldest: int | None = None
-    committed_copy = False
     read = 0
-    newest: tuple[int, bool] | None = None
     for start, end in lookback_windows(0, len(destination.log), 3, 12):
-        for source, says_offset in destination.log[start:end]:
+        for source in destination.log[start:end]:
             read += 1
-            if says_offset:
-                present.append(source)
-                oldest = source if oldest is None else min(oldest, source)
-            else:
-                committed_copy = True
-        if newest is None and end > start:
-            newest = destination.log[end - 1]
-        if lookback_done(destination.committed, oldest, start <= 0, read, 10**6, committed_copy):
+            present.append(source)
+            oldest = source if oldest is None else min(oldest, source)
+        if lookback_done(destination.committed, oldest, start <= 0, read, 10**6):
             break
-    if destination.committed is None and newest is not None and not newest[1]:
-        present.append(newest[0])  # the offset map, committed with the copy, says its source offset
     plan = resume_plan(destination.committed, present)
     return (plan.start if plan.start is not None else 0), set(plan.skip)
 
@@ -88,43 +78,39 @@ def _resume(destination: _Destination) -> tuple[int, set[int]]:
 def test_owners_of_either_guarantee_in_any_order_copy_each_offset_once(data: st.DataObject) -> None:
     """Owners take the partition one after another, each at least once or exactly once, each copying
     some batches and then dying. An at-least-once owner's copies are visible at once (a failed delivery
-    stops it, and the records after it may have landed: a gap) and it commits after some batches; an
-    exactly-once owner's become visible with the commit of their transaction, which also commits the
-    source offset past them, and its headers say no source offset once nothing is left to skip. Neither
-    commits a source offset until it may commit past the copies it found to skip. A last owner copies to
-    the end: every source offset is on the destination once."""
+    stops it, and the records after it may have landed: a gap); an exactly-once owner's become visible
+    when their transaction commits. Either commits its source offset after some batches, an exactly-once
+    one only after the transaction (the source is another cluster), so a death between leaves copies above
+    the committed offset; neither commits a source offset until it may commit past the copies it found
+    to skip. A last owner copies to the end: every source offset is on the destination once."""
     total = data.draw(st.integers(1, 40), label="source records")
     destination = _Destination([])
     for _ in range(data.draw(st.integers(0, 5), label="owners before the last")):
         exactly_once = data.draw(st.booleans(), label="exactly once")
         position, skip = _resume(destination)
         highest_skip = max(skip, default=-1)
-        pending: list[tuple[int, bool]] = []  # an open transaction's copies
+        pending: list[int] = []  # an open transaction's copies
         failed: int | None = None  # an at-least-once copy that failed: the commit never passes it
         for _ in range(data.draw(st.integers(0, 4), label="batches")):
-            says_offset = not exactly_once or bool(skip)  # chosen per partition per batch, as the sender does
             for _ in range(data.draw(st.integers(1, 6), label="batch size")):
                 if position >= total:
                     break
                 if position in skip:
                     skip.discard(position)
                 elif exactly_once:
-                    pending.append((position, says_offset))
+                    pending.append(position)
                 elif destination.committed is None or data.draw(st.booleans(), label="delivered"):
                     # (Before the route's first commit the rule starts one past the newest copy: a gap there
                     # is not filled. Failures are drawn after it.)
-                    destination.log.append((position, True))
+                    destination.log.append(position)
                 elif failed is None:
                     failed = position  # librdkafka may still deliver the records after it: a gap
                 position += 1
-            if skip and position > max(skip):
-                skip.clear()
             if data.draw(st.booleans(), label="commits"):
-                # The copies and their map segments, and the source offset once it may pass what was skipped.
-                destination.log += pending
+                destination.log += pending  # the transaction: the copies and their map segments
                 pending = []
                 committable = position if failed is None else failed
-                if committable > highest_skip:
+                if committable > highest_skip and data.draw(st.booleans(), label="source commit arrives"):
                     destination.committed = committable
             if failed is not None:
                 break  # the failure stopped the partition
@@ -132,9 +118,9 @@ def test_owners_of_either_guarantee_in_any_order_copy_each_offset_once(data: st.
     position, skip = _resume(destination)
     while position < total:
         if position not in skip:
-            destination.log.append((position, True))
+            destination.log.append(position)
         position += 1
-    assert sorted(source for source, _ in destination.log) == list(range(total))
+    assert sorted(destination.log) == list(range(total))
 
 
 def test_lookback_bounds() -> None:
@@ -147,9 +133,6 @@ def test_lookback_bounds() -> None:
     assert lookback_done(None, 50, False, 100, 100)
     assert lookback_done(10, None, True, 0, 100)
     assert lookback_done(10, None, False, 100, 100)
-    # A copy an exactly-once transaction committed (no source offset in its header): it and all older are below.
-    assert lookback_done(10, None, False, 5, 100, committed_copy_seen=True)
-    assert lookback_done(None, None, False, 5, 100, committed_copy_seen=True)
     assert lookback_windows(3, 10, 4) == [(6, 10), (3, 6)]
     assert lookback_windows(0, 100, 10, 20) == [(90, 100), (70, 90), (50, 70), (30, 50), (10, 30), (0, 10)]
     assert lookback_windows(0, 100, 10) == [(90, 100), (70, 90), (30, 70), (0, 30)]

@@ -1,8 +1,8 @@
 """The producing half of a route's copy loop: a consumed batch handed to the destination producer, stamped.
 
 Every record goes to the same partition of the route's destination topic with its key, value,
-headers and timestamp, plus Ferry's provenance header (:mod:`common.core.provenance`): with the copy's
-source offset on an at-least-once route, without it (one value for a whole topic) on an exactly-once one. A record the
+headers and timestamp, plus Ferry's provenance header (:mod:`common.core.provenance`), version 2: with the
+copy's source offset. A record the
 route must not copy (loop prevention, a tree distributor's level) is settled at once in the
 watermark, and one the destination already holds (the resume rule's skip set) too, so neither ever
 holds commits back.
@@ -265,18 +265,16 @@ class Sender:
             self._states.count_copied(key, copied, size)
 
     def _partition_begins(self, topic: str, partition: int) -> tuple[TopicPartitionKey, str, Callable[[Any, int], Any]]:
-        """The records of ``topic``/``partition`` come now: its key, its destination topic and how its copies
-        are stamped: with their source offsets (version 2), or, where the transaction that commits a copy
-        also commits the offset-map segment describing it, without (version 3: :mod:`common.core.provenance`).
-        A partition with records of an earlier owner still to skip is stamped with offsets until they pass,
-        so that what the destination holds above the committed offset always says where it came from."""
+        """The records of ``topic``/``partition`` come now: its key, its destination topic and its stamper.
+
+        Every route stamps its copies with their source offsets (provenance version 2), exactly-once ones
+        included: their source offsets are committed at the source after the destination transaction
+        that made the copies visible, so after a crash between the two, only the copies' headers (or the
+        offset map committed with them) say which source records the destination already holds."""
         key = (topic, partition)
         self._topic = self._names.destinations.get(topic) or self._names.destination(topic)
         self._partition, self._key = partition, key
-        stamper = self._stamper.for_topic(topic, self._topic)
-        if self._committer.transactional and key not in self._ledger.skips:
-            return key, self._topic, stamper.stamp_transactional
-        return key, self._topic, stamper.stamp
+        return key, self._topic, self._stamper.for_topic(topic, self._topic).stamp
 
     def _already_written(self, key: TopicPartitionKey, offset: int, run: list[int]) -> bool:
         """Settles ``offset`` when the destination already has it (the resume rule's skip set): True then.

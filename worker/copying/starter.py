@@ -41,7 +41,6 @@ from ferry.common.core.offset_map import OffsetMap
 from ferry.common.core.resume import resume_plan
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.kafka.errors import kafka_error
-from ferry.common.kafka.offset_map_reader import OffsetMapReader, OffsetMapUnavailable
 from ferry.worker.copying.committer import Committer
 from ferry.worker.copying.ledger import DeliveryLedger
 from ferry.worker.copying.names import TopicNames, TopicPartitionKey, partition_fields
@@ -50,13 +49,7 @@ from ferry.worker.destination import METADATA_TIMEOUT_S, DestinationTopics
 from ferry.worker.errors import PartitionDeferred, PartitionStopped, WorkerError
 from ferry.worker.metrics import WorkerMetrics
 from ferry.worker.position import start_offsets
-from ferry.worker.position.data_loss import (
-    SourceProbe,
-    destination_recreated,
-    out_of_range,
-    recreated_reason,
-    unmapped_copy,
-)
+from ferry.worker.position.data_loss import SourceProbe, destination_recreated, out_of_range, recreated_reason
 from ferry.worker.position.lookback import (
     OPEN_TRANSACTION_WAIT_S,
     DestinationReader,
@@ -121,8 +114,6 @@ class PartitionStarter:
         except ValueError as exc:
             raise WorkerError(f"route {route.name}: {exc}") from None
         self._probe = SourceProbe(source, route.group_id, f"{client_id}-{route.name}-probe")
-        self._destination = destination
-        self._client_id = client_id
         destination_admin = kafka_clients.admin(destination)
         self._topics = DestinationTopics(
             route=route,
@@ -149,9 +140,7 @@ class PartitionStarter:
             if route.mirrormaker2 is not None
             else None
         )
-        # Partitions that must not start (a re-created source topic, copies no record says the source of):
-        # filled by resume_at, read by acquire.
-        self._refused: dict[TopicPartitionKey, str] = {}
+        self._recreated: dict[TopicPartitionKey, str] = {}  # filled by resume_at, read by acquire
         # Partitions whose destination an open transaction holds back (deferred): filled by resume_at, read by acquire.
         self._held_back: dict[TopicPartitionKey, str] = {}
         # Until when an acquire's look-backs may wait for open transactions, all together (the copy loop waits).
@@ -207,12 +196,12 @@ class PartitionStarter:
                     starting.append(partition)
             try:
                 starts = self.resume_at(topic, starting)
-            except (KafkaException, LookBackTimeout, Mm2Unavailable, OffsetMapUnavailable) as exc:
+            except (KafkaException, LookBackTimeout, Mm2Unavailable) as exc:
                 why = str(kafka_error(exc)) if isinstance(exc, KafkaException) else str(exc)
                 deferred.update({(topic, p): f"resuming from the destination: {why}" for p in starting})
                 continue
-            for partition in [p for p in starting if (topic, p) in self._refused]:
-                errors[(topic, partition)] = self._refused.pop((topic, partition))
+            for partition in [p for p in starting if (topic, p) in self._recreated]:
+                errors[(topic, partition)] = self._recreated.pop((topic, partition))
                 starting.remove(partition)
             for partition in [p for p in starting if (topic, p) in self._held_back]:
                 deferred[(topic, partition)] = self._held_back.pop((topic, partition))
@@ -267,20 +256,6 @@ class PartitionStarter:
             sleep=self._sleep,
         )
         dest_topic = self._names.destination(topic)
-        maps = _RouteMap(self._destination, self._route, f"{self._client_id}-{self._route.name}-map")
-        try:
-            return self._resume_at(topic, partitions, committed, dest_topic, maps)
-        finally:
-            maps.close()
-
-    def _resume_at(
-        self,
-        topic: str,
-        partitions: list[int],
-        committed: dict[int, int | None],
-        dest_topic: str,
-        maps: _RouteMap,
-    ) -> dict[int, int | None]:
         starts: dict[int, int | None] = {}
         for partition in partitions:
             self._held_back.pop((topic, partition), None)
@@ -301,26 +276,18 @@ class PartitionStarter:
             except OpenTransaction as exc:  # this partition waits; the topic's others go on
                 self._held_back[key] = f"resuming from the destination: {exc}"
                 continue
-            present = found.present
             if committed.get(partition) is None and found.newest is not None:
                 source_offset, timestamp, record_key = found.newest
-                if source_offset is None:  # an exactly-once copy: the offset map committed with it says where from
-                    source_offset = maps.source_of(dest_topic, partition, found.newest_at)
-                    if source_offset is None:
-                        self._refused[key] = unmapped_copy(found.newest_at)
-                        continue
-                    present.add(source_offset)
                 reason = recreated_reason(
                     source_offset, (timestamp, record_key), self._probe.record(topic, partition, source_offset)
                 )
                 if reason:
-                    self._refused[key] = reason
+                    self._recreated[key] = reason
                     continue
             if (
                 topic in self._created_here
                 and committed.get(partition) is not None
                 and not found.own
-                and not found.committed_copy
                 and self._route.distributor is None
             ):  # a tree distributor keeps its offsets across targets
                 # The route committed C, yet the destination topic did not exist: it was deleted under Ferry.
@@ -338,7 +305,7 @@ class PartitionStarter:
                 starts[partition] = OFFSET_BEGINNING
                 self._ledger.resume(key, OffsetMap())
                 continue
-            plan = resume_plan(committed.get(partition), present)
+            plan = resume_plan(committed.get(partition), found.present)
             offsets = OffsetMap()
             for source, destination in reversed(found.own):
                 offsets.record(source, destination)
@@ -437,37 +404,3 @@ class PartitionStarter:
     def close(self) -> None:
         self._reader.close()
         self._probe.close()
-
-
-class _RouteMap:
-    """The route's offset map on the destination, read once when first asked (one topic's resume): where an
-    exactly-once route's copies are on the destination and its committed source offset is gone, the map,
-    committed with the copies, says which source offset a copy came from."""
-
-    def __init__(self, destination: Mapping[str, Any], route: RouteConfig, client_id: str) -> None:
-        self._destination = destination
-        self._route_name = route.name
-        self._group_id = f"{route.group_id}.offset-map"
-        self._client_id = client_id
-        self._reader: OffsetMapReader | None = None
-
-    def source_of(self, topic: str, partition: int, destination_offset: int | None) -> int | None:
-        """The source offset of the copy at ``destination_offset`` of ``topic``/``partition``, or None when
-        no segment of the route's map describes it. Raises :class:`OffsetMapUnavailable` (temporary)."""
-        if destination_offset is None:
-            return None
-        if self._reader is None:
-            self._reader = OffsetMapReader(
-                cluster=self._destination, client_id=self._client_id, group_id=self._group_id
-            )
-            self._reader.refresh()
-        for segment in self._reader.segments(self._route_name, topic, partition):
-            if segment.dst_start <= destination_offset < segment.dst_end:
-                part = segment.from_destination(destination_offset)
-                if part is not None and part.dst_start == destination_offset:  # a copy, not a marker
-                    return part.src_start
-        return None
-
-    def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()

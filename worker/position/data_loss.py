@@ -119,18 +119,6 @@ def recreated_reason(
     )
 
 
-def unmapped_copy(destination_offset: int | None) -> str:
-    """Why a partition must stop when the route committed nothing at the source, yet its exactly-once copies
-    are on the destination and no segment of its offset map says which source record the newest came from."""
-    return (
-        f"the destination holds this route's copies (the newest at offset {destination_offset}), but the route has "
-        "no committed source offset and its offset map does not describe them: the source topic was re-created "
-        "or the route's source offsets were deleted, and where to go on cannot be told. Ferry copies nothing "
-        "rather than copy records twice or skip them; to mirror the topic again, delete the destination topic "
-        "and DELETE then POST the topic again"
-    )
-
-
 class SourceProbe:
     """Reads one source record, on a consumer of its own (the copy loop's is never moved for this).
 

@@ -2,12 +2,10 @@
 
 The look-back of the resume rule (:mod:`common.core.resume`): windows of destination offsets, newest
 first, until it passes below the route's committed source offset (without one: until the log
-start, so that everything a previous owner copied before its first commit is mapped), reads a copy an
-exactly-once route committed (its provenance header carries no source offset: it and everything older
-is below the committed offset), reaches the log start, or has read ``limit`` records. A record is the
-route's own when its provenance path ends with the route's source cluster (the destination may hold
-other writers' records: active-active) and the header is bound to the partition's topic (one an
-application forwarded from another topic is not a copy).
+start, so that everything a previous owner copied before its first commit is mapped), reaches the
+log start, or has read ``limit`` records. A record is the route's own when its provenance path ends with the
+route's source cluster (the destination may hold other writers' records: active-active) and the header
+is bound to the partition's topic (one an application forwarded from another topic is not a copy).
 
 The reader is ``read_committed`` (an aborted copy is not on the destination), so it reads up to the
 partition's last stable offset (LSO), not its end: records past an open transaction, committed or
@@ -74,21 +72,15 @@ class OpenTransaction(LookBackTimeout):
 
 @dataclass
 class LookBack:
-    """What the look-back found: (source offset, destination offset) of the route's own records that say
-    their source offset (provenance version 1 or 2), newest first; whether it read an own record of an
-    exactly-once route (version 3: no source offset, committed with the source offset past it, so every
-    own record from there back is below the committed offset); whether it stopped at its bound before
-    passing the committed offset."""
+    """What the look-back found: (source offset, destination offset) of the route's own records,
+    newest first; whether it stopped at its bound before passing the committed offset."""
 
     own: list[tuple[int, int]] = field(default_factory=list)
     read: int = 0
     bounded: bool = False
-    committed_copy: bool = False
-    # The newest own record's source offset (None: a version 3 copy, whose source offset the route's
-    # offset map says), timestamp and key: what the source must still hold there when it is the topic these
-    # records came from (worker/position/data_loss.py: a re-created source topic); and its destination offset.
-    newest: tuple[int | None, int | None, bytes | None] | None = None
-    newest_at: int | None = None
+    # The newest own record's source offset, timestamp and key: what the source must still hold there
+    # when it is the topic these records came from (worker/position/data_loss.py: a re-created source topic).
+    newest: tuple[int, int | None, bytes | None] | None = None
 
     @property
     def present(self) -> set[int]:
@@ -154,8 +146,8 @@ class DestinationReader:
             for source, destination in reversed(self._read(topic, partition, start, end, source_cluster, result)):
                 result.own.append((source, destination))
                 oldest = source if oldest is None else min(oldest, source)
-            if lookback_done(committed, oldest, start <= low, result.read, limit, result.committed_copy):
-                passed = result.committed_copy or (oldest is not None and committed is not None and oldest < committed)
+            if lookback_done(committed, oldest, start <= low, result.read, limit):
+                passed = oldest is not None and committed is not None and oldest < committed
                 result.bounded = not passed and start > low
                 break
         return result
@@ -260,11 +252,13 @@ class DestinationReader:
                     provenance = read(message.headers(), topic)
                 except ProvenanceError:
                     continue  # not a copy Ferry can read: not this route's
-                if provenance is not None and provenance.source == source_cluster:
-                    if provenance.source_offset is None:
-                        result.committed_copy = True
-                    else:
-                        own.append((provenance.source_offset, offset))
+                # A version 3 header says no source offset (no Ferry release writes it yet): not resumable from.
+                if (
+                    provenance is not None
+                    and provenance.source == source_cluster
+                    and provenance.source_offset is not None
+                ):
+                    own.append((provenance.source_offset, offset))
                     newest = (provenance.source_offset, message)
                 if offset >= end - 1:
                     done = True
@@ -279,7 +273,6 @@ class DestinationReader:
                         timestamp if timestamp_type == TIMESTAMP_CREATE_TIME else None,
                         newest[1].key(),
                     )
-                    result.newest_at = newest[1].offset()
                 return
         raise LookBackTimeout(f"reading back {topic}/{partition} [{start}, {end}) on the destination timed out")
 

@@ -480,6 +480,16 @@ def test_unassigned_partition_is_committed_and_resumes_without_duplicates(
     assert kafka.read("dst", topic, 1) == first[1] + second[1], "nothing copied twice"
 
 
+def _copied_by_an_earlier_owner(kafka: Kafka, topic: str, sent: list[Record], bound: bool) -> None:
+    """Writes copies of ``sent`` (source offsets from 0) to ``topic`` on dst as an earlier owner of the route
+    did, with their provenance headers (version 2, or with ``bound`` False version 1)."""
+    copier = kafka_clients.producer(kafka.conf("dst"), **{"linger.ms": 0})
+    for offset, (key, value, headers, (_, timestamp)) in enumerate(sent):
+        own = provenance.encode(("src",), 0, offset, topic if bound else None)
+        copier.produce(topic, value, key, 0, timestamp=timestamp, headers=[*headers, (provenance.HEADER, own)])
+    assert copier.flush(30) == 0
+
+
 def test_an_exactly_once_route_taking_an_at_least_once_routes_partition_skips_its_copies_past_the_commit(
     start_worker: Callable[..., RunningWorker],
     kafka: Kafka,
@@ -494,11 +504,7 @@ def test_an_exactly_once_route_taking_an_at_least_once_routes_partition_skips_it
     create_topic("dst", topic, 1)
     sent = records("switched", 15)
     kafka.produce(topic, 0, sent)
-    copier = kafka_clients.producer(kafka.conf("dst"), **{"linger.ms": 0})
-    for offset, (key, value, headers, (_, timestamp)) in enumerate(sent[:10]):
-        stamped = [*headers, (provenance.HEADER, provenance.encode(("src",), 0, offset, topic))]
-        copier.produce(topic, value, key, 0, timestamp=timestamp, headers=stamped)
-    assert copier.flush(30) == 0
+    _copied_by_an_earlier_owner(kafka, topic, sent[:10], bound=True)
     group = kafka_clients.consumer(kafka.conf("src"), GROUP)
     group.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
     group.close()
@@ -526,11 +532,7 @@ def test_a_partition_whose_copies_are_all_on_the_destination_and_never_committed
     create_topic("dst", topic, 1)
     sent = records("before", 10)
     kafka.produce(topic, 0, sent)
-    copier = kafka_clients.producer(kafka.conf("dst"), **{"linger.ms": 0})
-    for offset, (key, value, headers, (_, timestamp)) in enumerate(sent):
-        stamped = [*headers, (provenance.HEADER, provenance.encode(("src",), 0, offset))]
-        copier.produce(topic, value, key, 0, timestamp=timestamp, headers=stamped)
-    assert copier.flush(30) == 0
+    _copied_by_an_earlier_owner(kafka, topic, sent, bound=False)
     assert kafka.committed(topic, 0) < 0  # nothing committed
 
     running = start_worker(make_config(delivery_guarantee="at_least_once"))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the bench's `native` system (bench/native/copy.c) into bench/native/build/ferry-native-copy:
-# `make setup` runs it; Ferry itself never needs it. Usage: build-native-copy.sh PYTHON OUTPUT
+# Builds the bench's `native` system (bench/native/copy.c) into bench/native/build/ferry-native-copy, and
+# its `core-copy` system's library (bench/native/core.c, an OUTPUT ending in .so):
+# `make setup` runs it; Ferry itself never needs it. Usage: build-native-copy.sh PYTHON OUTPUT [SOURCE]
 #
 # It links the librdkafka that the confluent-kafka wheel installed into PYTHON's environment (the
 # library the Python systems run: the fairest comparison) and compiles against Debian's
@@ -8,6 +9,7 @@
 set -euo pipefail
 python=$1
 output=$2
+source=${3:-bench/native/copy.c}
 header=/usr/include/librdkafka/rdkafka.h
 if [ ! -f "$header" ]; then
     if [ "$(id -u)" -ne 0 ]; then
@@ -31,6 +33,8 @@ print(found[0])
 PY
 )
 mkdir -p "$(dirname "$output")"
-cc -O2 -Wall -Wextra -Werror -std=gnu11 -o "$output.tmp" bench/native/copy.c "$library" \
+shared=()
+case "$output" in *.so) shared=(-shared -fPIC) ;; esac
+cc -O2 -Wall -Wextra -Werror -std=gnu11 "${shared[@]}" -o "$output.tmp" "$source" "$library" \
     -Wl,-rpath,"$(dirname "$library")"
 mv "$output.tmp" "$output"

@@ -1,7 +1,6 @@
 """`ferry bench` end to end on tiny workloads: the ceiling, its variants (the core-copy loop in C inside
-Python among them) and Ferry (1 and 2 workers); the native limit (the ceiling's loop in C); the brokers'
-limits, a hot single partition and an idle worker; no MirrorMaker 2 (its JVM start alone takes longer
-than all this).
+Python among them) and Ferry (1 and 2 workers); the native limit (the ceiling's loop in C); the brokers' limits, a hot single partition and an idle worker; no MirrorMaker 2
+(its JVM start alone takes longer than all this).
 
 Real processes against the local stack; checks the JSON report's shape and that every run's
 check (every record arrived, in order) passed.
@@ -69,14 +68,7 @@ def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: dev
     failed = [(r["system"], r["problems"]) for r in report["runs"] if r["status"] != "OK"]
     assert status == 0 and report["ok"], failed
 
-    assert report["options"]["systems"] == [
-        "ceiling",
-        "stamped-copy",
-        "acked-copy",
-        "core-copy",
-        "ferry-1w",
-        "ferry-2w",
-    ]
+    assert report["options"]["systems"] == ["ceiling", "stamped-copy", "acked-copy", "core-copy", "ferry-1w", "ferry-2w"]
     assert report["machine"]["nproc"] >= 1
     [load] = report["workloads"]
     assert (load["name"], load["records"], load["partitions"], load["value_bytes"], load["headers"]) == (

@@ -8,7 +8,6 @@ JARS := .dev/jars
 MVN := mvn -B -q -f deploy/pom.xml
 COPY_DEPS := org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies -DincludeScope=runtime
 NATIVE_COPY := bench/native/build/ferry-native-copy
-NATIVE_CORE := bench/native/build/libferry-copy-core.so
 # helm for the chart's tests (deploy/helm/ferry), built from its Go module (no other download).
 HELM_VERSION := v3.19.0
 HELM := .dev/bin/helm
@@ -21,7 +20,7 @@ REGISTRY_SOURCES := deploy/registry/pom.xml deploy/registry/settings.xml \
 
 .PHONY: setup jars registry native fleet-prereqs demo test lint unit integration e2e fleet up down status clean
 
-setup: $(BIN)/.installed $(JARS)/.fetched $(REGISTRY)/.built $(NATIVE_COPY) $(NATIVE_CORE) fleet-prereqs $(HELM)
+setup: $(BIN)/.installed $(JARS)/.fetched $(REGISTRY)/.built $(NATIVE_COPY) fleet-prereqs $(HELM)
 
 # docker.io, debootstrap and prometheus for the fleet tier (only what is missing).
 fleet-prereqs:
@@ -65,15 +64,11 @@ $(REGISTRY)/.built: $(REGISTRY_SOURCES)
 		-Dregistry.build.dir=$(CURDIR)/$(REGISTRY) -Dregistry.local.repo=file://$(CURDIR)/$(REGISTRY_REPO)
 	touch $@
 
-# `ferry bench`'s native system: the ceiling's copy loop in C against the wheel's librdkafka, and its
-# core-copy system's library (the same loop in C inside a Python process, over confluent-kafka's clients).
-# Only the benchmark uses them; rebuilt when their source or the installed packages (the library they
-# link) changed.
-native: $(NATIVE_COPY) $(NATIVE_CORE)
+# `ferry bench`'s native system: the ceiling's copy loop in C against the wheel's librdkafka. Only the
+# benchmark uses it; rebuilt when its source or the installed packages (the library it links) changed.
+native: $(NATIVE_COPY)
 $(NATIVE_COPY): bench/native/copy.c scripts/build-native-copy.sh $(BIN)/.installed
 	scripts/build-native-copy.sh $(BIN)/python $@
-$(NATIVE_CORE): bench/native/core.c scripts/build-native-copy.sh $(BIN)/.installed
-	scripts/build-native-copy.sh $(BIN)/python $@ bench/native/core.c
 
 # The demo runs neither a schema registry nor the fleet, so it sets up neither.
 demo: $(BIN)/.installed $(JARS)/.fetched

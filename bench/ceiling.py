@@ -33,7 +33,6 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from ferry.bench import copy_core
 from ferry.common import collector
 from ferry.common.core.provenance import Stamper
 from ferry.common.kafka import clients as kafka_clients
@@ -51,7 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--producer-config", type=json.loads, default={}, help="librdkafka overrides (JSON object)")
     parser.add_argument("--stamp", action="store_true", help="Ferry's provenance header on each copy")
     parser.add_argument("--reports", action="store_true", help="a delivery report per record")
-    parser.add_argument("--core", action="store_true", help="the stamped loop in C, a report per run")
     parser.add_argument("topics", nargs="+")
     args = parser.parse_args(argv)
     index, count = (int(part) for part in args.block.split("/"))
@@ -83,10 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     collector.settle_for_copying()  # as a worker does: the ceiling is the best bare loop, not a slower one
     # One topic's stamper for all (the cost per record is the same; the tag names the first topic).
     stamper = Stamper("src").for_topic(args.topics[0], args.topics[0])
-    if args.core:
-        failures.extend(copy_core.copy(consumer, producer, args.topics, lambda: stopping))
-    else:
-        _copy(consumer, producer, stamper.stamp if args.stamp else None, lambda: stopping, delivered)
+    _copy(consumer, producer, stamper.stamp if args.stamp else None, lambda: stopping, delivered)
     producer.flush(30)
     consumer.close()
     if failures:

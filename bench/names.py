@@ -19,17 +19,14 @@ SYSTEMS = (
     "mm2-tuned-t1",
 )
 # Also known: native-N and ceiling-N (N copy processes); stamped-copy[-N] and acked-copy[-N] (the
-# ceiling's loop with the provenance header, and also a delivery report per record); core-copy[-N] (the
-# stamped loop in C inside the Python process, a delivery report per run); ferry-Nw (N workers);
-# mm2-tN, mm2-tuned-tN (tasks.max=N).
-CEILING_VARIANTS = ("ceiling", "stamped-copy", "acked-copy", "core-copy")
+# ceiling's loop with the provenance header, and also a delivery report per record); ferry-Nw (N
+# workers); mm2-tN, mm2-tuned-tN (tasks.max=N).
+CEILING_VARIANTS = ("ceiling", "stamped-copy", "acked-copy")
 SYSTEM_PATTERN = re.compile(
     rf"limit-produce|limit-consume|(native|{'|'.join(CEILING_VARIANTS)})(-[1-9]\d*)?|ferry-(eos-)?[1-9]\d*w"
     r"|mm2-(tuned-)?t[1-9]\d*"
 )
-ALSO_KNOWN = (
-    "native-N, ceiling-N, stamped-copy[-N], acked-copy[-N], core-copy[-N], ferry-Nw, ferry-eos-Nw, mm2-tN, mm2-tuned-tN"
-)
+ALSO_KNOWN = "native-N, ceiling-N, stamped-copy[-N], acked-copy[-N], ferry-Nw, ferry-eos-Nw, mm2-tN, mm2-tuned-tN"
 KNOWN = f"{', '.join(SYSTEMS)}, {ALSO_KNOWN}"
 
 

@@ -152,8 +152,7 @@ class Ceiling(System):
     ``client_config`` (``{"consumer": {...}, "producer": {...}}``, the bench's ``--worker-config``)
     overrides the client settings on top of Ferry's defaults, as it does for Ferry's workers.
     ``variant``: ``ceiling``, or ``stamped-copy`` / ``acked-copy`` (the same loop with the
-    provenance header, and also a delivery report per record), or ``core-copy`` (the stamped loop in C
-    inside the process, a report per run; ``bench/ceiling.py``).
+    provenance header, and also a delivery report per record; ``bench/ceiling.py``).
     """
 
     def __init__(
@@ -179,16 +178,8 @@ class Ceiling(System):
             "acked-copy": (
                 f"the ceiling's loop with the provenance header and a delivery report per record ({processes_text})"
             ),
-            "core-copy": (
-                f"the ceiling's loop with the provenance header in C inside Python, a report per run ({processes_text})"
-            ),
         }[variant]
-        self.flags = {
-            "ceiling": [],
-            "stamped-copy": ["--stamp"],
-            "acked-copy": ["--stamp", "--reports"],
-            "core-copy": ["--core"],
-        }[variant]
+        self.flags = {"ceiling": [], "stamped-copy": ["--stamp"], "acked-copy": ["--stamp", "--reports"]}[variant]
         self.client_config = client_config or {}
         self.compression = compression
 

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Builds the bench's `native` system (bench/native/copy.c) into bench/native/build/ferry-native-copy, and
-# its `core-copy` system's library (bench/native/core.c, an OUTPUT ending in .so):
-# `make setup` runs it; Ferry itself never needs it. Usage: build-native-copy.sh PYTHON OUTPUT [SOURCE]
+# Builds the bench's `native` system (bench/native/copy.c) into bench/native/build/ferry-native-copy:
+# `make setup` runs it; Ferry itself never needs it. Usage: build-native-copy.sh PYTHON OUTPUT
 #
 # It links the librdkafka that the confluent-kafka wheel installed into PYTHON's environment (the
 # library the Python systems run: the fairest comparison) and compiles against Debian's
@@ -9,7 +8,6 @@
 set -euo pipefail
 python=$1
 output=$2
-source=${3:-bench/native/copy.c}
 header=/usr/include/librdkafka/rdkafka.h
 if [ ! -f "$header" ]; then
     if [ "$(id -u)" -ne 0 ]; then
@@ -33,8 +31,6 @@ print(found[0])
 PY
 )
 mkdir -p "$(dirname "$output")"
-shared=()
-case "$output" in *.so) shared=(-shared -fPIC) ;; esac
-cc -O2 -Wall -Wextra -Werror -std=gnu11 "${shared[@]}" -o "$output.tmp" "$source" "$library" \
+cc -O2 -Wall -Wextra -Werror -std=gnu11 -o "$output.tmp" bench/native/copy.c "$library" \
     -Wl,-rpath,"$(dirname "$library")"
 mv "$output.tmp" "$output"

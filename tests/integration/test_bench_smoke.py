@@ -1,5 +1,5 @@
-"""`ferry bench` end to end on tiny workloads: the ceiling, its variants (the core-copy loop in C inside
-Python among them) and Ferry (1 and 2 workers); the native limit (the ceiling's loop in C); the brokers' limits, a hot single partition and an idle worker; no MirrorMaker 2
+"""`ferry bench` end to end on tiny workloads: the ceiling and Ferry (1 and 2 workers); the native limit
+(the ceiling's loop in C); the brokers' limits, a hot single partition and an idle worker; no MirrorMaker 2
 (its JVM start alone takes longer than all this).
 
 Real processes against the local stack; checks the JSON report's shape and that every run's
@@ -53,7 +53,7 @@ def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: dev
             "--workloads",
             "100",
             "--systems",
-            "ceiling,stamped-copy,acked-copy,core-copy,ferry-1w,ferry-2w",
+            "ceiling,stamped-copy,acked-copy,ferry-1w,ferry-2w",
             "--latency-rate",
             "500",
             "--latency-seconds",
@@ -68,7 +68,7 @@ def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: dev
     failed = [(r["system"], r["problems"]) for r in report["runs"] if r["status"] != "OK"]
     assert status == 0 and report["ok"], failed
 
-    assert report["options"]["systems"] == ["ceiling", "stamped-copy", "acked-copy", "core-copy", "ferry-1w", "ferry-2w"]
+    assert report["options"]["systems"] == ["ceiling", "stamped-copy", "acked-copy", "ferry-1w", "ferry-2w"]
     assert report["machine"]["nproc"] >= 1
     [load] = report["workloads"]
     assert (load["name"], load["records"], load["partitions"], load["value_bytes"], load["headers"]) == (
@@ -80,7 +80,7 @@ def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: dev
     )
 
     runs = {r["system"]: r for r in report["runs"]}
-    assert set(runs) == {"ceiling", "stamped-copy", "acked-copy", "core-copy", "ferry-1w", "ferry-2w"}
+    assert set(runs) == {"ceiling", "stamped-copy", "acked-copy", "ferry-1w", "ferry-2w"}
     assert runs["ferry-2w"]["processes"] == 2 and runs["ferry-1w"]["processes"] == 1
     for run in runs.values():
         assert set(run) == RUN_KEYS
@@ -96,7 +96,6 @@ def test_bench_runs_ceilings_and_ferry_and_every_record_arrives(local_stack: dev
         assert run["ratios"]["records_per_s_vs_ceiling"] > 0
     assert runs["ceiling"]["ratios"]["records_per_s_vs_ceiling"] == 1.0
     assert runs["acked-copy"]["processes"] == runs["stamped-copy"]["processes"] == runs["ceiling"]["processes"]
-    assert runs["core-copy"]["processes"] == runs["ceiling"]["processes"]
 
 
 def test_bench_runs_exactly_once_at_a_transaction_interval_in_rounds_and_every_record_arrives(

@@ -33,7 +33,6 @@ from ferry.devstack.stack import Server, Stack
         "acked-copy",
         "acked-copy-2",
         "stamped-copy",
-        "core-copy-2",
         "ferry-1w",
         "ferry-12w",
         "mm2-t1",
@@ -404,7 +403,6 @@ def test_tuned_mirrormaker_gets_the_overrides_on_its_source_consumer_and_target_
         ("ceiling-3", [], 3),
         ("stamped-copy", ["--stamp"], 2),
         ("acked-copy-1", ["--stamp", "--reports"], 1),
-        ("core-copy", ["--core"], 2),
     ],
 )
 def test_ceiling_systems_by_name(tmp_path: Path, name: str, flags: list[str], count: int) -> None:

@@ -8,6 +8,7 @@ JARS := .dev/jars
 MVN := mvn -B -q -f deploy/pom.xml
 COPY_DEPS := org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies -DincludeScope=runtime
 NATIVE_COPY := bench/native/build/ferry-native-copy
+COPY_CORE := worker/copying/native/build/libferry-copy-core.so
 # helm for the chart's tests (deploy/helm/ferry), built from its Go module (no other download).
 HELM_VERSION := v3.19.0
 HELM := .dev/bin/helm
@@ -20,7 +21,7 @@ REGISTRY_SOURCES := deploy/registry/pom.xml deploy/registry/settings.xml \
 
 .PHONY: setup jars registry native fleet-prereqs demo test lint unit integration e2e fleet up down status clean
 
-setup: $(BIN)/.installed $(JARS)/.fetched $(REGISTRY)/.built $(NATIVE_COPY) fleet-prereqs $(HELM)
+setup: $(BIN)/.installed $(JARS)/.fetched $(REGISTRY)/.built $(NATIVE_COPY) $(COPY_CORE) fleet-prereqs $(HELM)
 
 # docker.io, debootstrap and prometheus for the fleet tier (only what is missing).
 fleet-prereqs:
@@ -70,8 +71,13 @@ native: $(NATIVE_COPY)
 $(NATIVE_COPY): bench/native/copy.c scripts/build-native-copy.sh $(BIN)/.installed
 	scripts/build-native-copy.sh $(BIN)/python $@
 
+# The worker's native copy core (worker/copying/core.py): the copy loop's per-record work in C over the
+# wheel's librdkafka. A worker without it copies in Python (worker.copy_core: auto).
+$(COPY_CORE): worker/copying/native/copy_core.c scripts/build-native-copy.sh $(BIN)/.installed
+	scripts/build-native-copy.sh $(BIN)/python $@ worker/copying/native/copy_core.c
+
 # The demo runs neither a schema registry nor the fleet, so it sets up neither.
-demo: $(BIN)/.installed $(JARS)/.fetched
+demo: $(BIN)/.installed $(JARS)/.fetched $(COPY_CORE)
 	$(BIN)/python scripts/demo.py
 
 # docs/configuration.md is generated from common/config/: a stale one fails here.
@@ -102,4 +108,4 @@ status:
 	$(BIN)/ferry dev status
 
 clean: down
-	rm -rf .dev $(VENV) bench/native/build
+	rm -rf .dev $(VENV) bench/native/build worker/copying/native/build

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Builds the bench's `native` system (bench/native/copy.c) into bench/native/build/ferry-native-copy:
-# `make setup` runs it; Ferry itself never needs it. Usage: build-native-copy.sh PYTHON OUTPUT
+# Builds a C part against librdkafka: the bench's `native` system (bench/native/copy.c, the default
+# SOURCE) into bench/native/build/ferry-native-copy, and the worker's native copy core
+# (worker/copying/native/copy_core.c, a shared library: an OUTPUT ending in .so), which a worker uses
+# when it is there and copies in Python otherwise. `make setup` runs it.
+# Usage: build-native-copy.sh PYTHON OUTPUT [SOURCE]
 #
 # It links the librdkafka that the confluent-kafka wheel installed into PYTHON's environment (the
 # library the Python systems run: the fairest comparison) and compiles against Debian's
@@ -8,10 +11,11 @@
 set -euo pipefail
 python=$1
 output=$2
+source=${3:-bench/native/copy.c}
 header=/usr/include/librdkafka/rdkafka.h
 if [ ! -f "$header" ]; then
     if [ "$(id -u)" -ne 0 ]; then
-        echo "the bench's native system needs $header: as root, apt-get install -y librdkafka-dev" >&2
+        echo "$source needs $header: as root, apt-get install -y librdkafka-dev" >&2
         exit 1
     fi
     apt-get update -q
@@ -31,6 +35,10 @@ print(found[0])
 PY
 )
 mkdir -p "$(dirname "$output")"
-cc -O2 -Wall -Wextra -Werror -std=gnu11 -o "$output.tmp" bench/native/copy.c "$library" \
+# A shared library is loaded into the Python process that already runs the wheel's librdkafka: linked by
+# the same path, it binds to that one copy of its symbols.
+shared=()
+case "$output" in *.so) shared=(-shared -fPIC) ;; esac
+cc -O2 -Wall -Wextra -Werror -std=gnu11 "${shared[@]}" -o "$output.tmp" "$source" "$library" \
     -Wl,-rpath,"$(dirname "$library")"
 mv "$output.tmp" "$output"

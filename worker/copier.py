@@ -30,6 +30,7 @@ The copier is driven by one thread (the worker's copy loop); delivery callbacks 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
@@ -42,7 +43,9 @@ from ferry.common.core.provenance import Provenance, Stamper
 from ferry.common.core.topology import copy_flags
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.model import PartitionStatus
+from ferry.worker.copying import core as copy_core
 from ferry.worker.copying.committer import FLUSH_TIMEOUT_S, Committer
+from ferry.worker.copying.core import CopyCore
 from ferry.worker.copying.ledger import DeliveryLedger
 from ferry.worker.copying.names import TopicNames, TopicPartitionKey
 from ferry.worker.copying.partition_states import PartitionStates
@@ -50,7 +53,10 @@ from ferry.worker.copying.sender import Sender
 from ferry.worker.copying.source_errors import SourceErrors
 from ferry.worker.copying.starter import AcquireResult, PartitionStarter
 from ferry.worker.copying.stopping import PartitionStopper
+from ferry.worker.errors import WorkerError
 from ferry.worker.metrics import WorkerMetrics
+
+log = logging.getLogger(__name__)
 
 
 class RouteCopier:
@@ -148,17 +154,19 @@ class RouteCopier:
         source_errors = SourceErrors(
             route_name=route.name, starter=self._starter, stopper=stopper, metrics=metrics, clock=clock
         )
+        stamper = Stamper(route.source, _copy_decision(route, origins))
         self._sender = Sender(
             committer=self._committer,
             ledger=self._ledger,
             states=self._states,
             stopper=stopper,
             names=names,
-            stamper=Stamper(route.source, _copy_decision(route, origins)),
+            stamper=stamper,
             consumer_error=source_errors.handle,
             clock=clock,
             destination_stall_s=config.destination_stall_s,
         )
+        self._core = self._native_core(config.copy_core, names, stamper)
 
     # -- what the worker reads --------------------------------------------------------------
 
@@ -291,6 +299,8 @@ class RouteCopier:
 
     def close(self, flush_timeout: float) -> None:
         self._committer.close(flush_timeout)
+        if self._core is not None:
+            self._core.close()
         self._consumer.close()
         self._starter.close()
 
@@ -303,10 +313,16 @@ class RouteCopier:
             # FAILED (aborted or fenced): the route's partitions are stopped until their restart.
             committer.poll(timeout)
             return 0
-        messages = self._take(timeout)
-        if not messages:
-            return 0
-        copied, skipped, size = self._sender.send(messages)
+        if self._core is not None:
+            most = self._most(timeout)
+            if not most:
+                return 0
+            copied, skipped, size = self._core.copy(most, timeout)
+        else:
+            messages = self._take(timeout)
+            if not messages:
+                return 0
+            copied, skipped, size = self._sender.send(messages)
         self._committer.poll(0)
         self._metrics.records.labels(self.route.name).inc(copied)
         if skipped:
@@ -316,19 +332,26 @@ class RouteCopier:
             self.throttle.used(copied + skipped, size, self._clock())
         return copied
 
-    def _take(self, timeout: float) -> list[Any]:
-        """The next batch, as many records as the throttle allows; none (after serving delivery
-        reports) when its budget is spent or nothing comes within ``timeout``."""
-        # consume(n, timeout) waits for n records or the whole timeout: at a modest rate that adds
-        # the timeout to every record's latency. Take what is fetched already; when nothing is,
-        # wait for the first record only.
+    def _most(self, timeout: float) -> int:
+        """How many records the next batch may take: as many as the throttle allows; none (after serving
+        delivery reports) when its budget is spent."""
         most = self._consume_batch
         throttle = self.throttle
         if throttle is not None:
             most = throttle.records_allowed(most, self._clock())
             if not most:  # the route's budget is spent: serve deliveries until it refills
                 self._committer.poll(min(timeout, throttle.wait_s(self._clock())))
-                return []
+        return most
+
+    def _take(self, timeout: float) -> list[Any]:
+        """The next batch, as many records as the throttle allows; none (after serving delivery
+        reports) when its budget is spent or nothing comes within ``timeout``."""
+        # consume(n, timeout) waits for n records or the whole timeout: at a modest rate that adds
+        # the timeout to every record's latency. Take what is fetched already; when nothing is,
+        # wait for the first record only (the native core takes a batch the same way).
+        most = self._most(timeout)
+        if not most:
+            return []
         messages: list[Any] = self._consumer.consume(most, 0)
         if not messages:
             first = self._consumer.poll(timeout)
@@ -337,6 +360,32 @@ class RouteCopier:
                 return []
             messages = [first, *self._consumer.consume(most - 1, 0)] if most > 1 else [first]
         return messages
+
+    def _native_core(self, choice: str, names: TopicNames, stamper: Stamper) -> CopyCore | None:
+        """The native copy core (``worker.copy_core``): None for the Python sender alone."""
+        if choice == "python":
+            return None
+        library, why = copy_core.load()
+        consumer_handle = None if library is None else copy_core.client_handle(library, self._consumer, consumer=True)
+        if library is None or consumer_handle is None:
+            why = why or "confluent-kafka's client layout is not the one the native copy core knows"
+            if choice == "native":
+                raise WorkerError(f"worker.copy_core is native, but {why}")
+            log.info("route %s copies in Python: %s", self.route.name, why)
+            return None
+        return CopyCore(
+            library=library,
+            consumer=self._consumer,
+            consumer_handle=consumer_handle,
+            committer=self._committer,
+            ledger=self._ledger,
+            states=self._states,
+            names=names,
+            stamper=stamper,
+            sender=self._sender,
+            on_commit=self._commit_answered,
+            clock=self._clock,
+        )
 
 
 def _copy_decision(

@@ -144,6 +144,10 @@ class WorkerConfig(_Strict):
     acknowledged the transaction's copies (a few ms), so shorter intervals cost records/s (BENCHMARKS.md)"""
     consume_batch: int = Field(1000, ge=1, le=100_000)
     """records taken from the consumer per call"""
+    copy_core: Literal["auto", "native", "python"] = "auto"
+    """the copy loop's per-record work: native (a C library over the same librdkafka, built by `make setup`; records
+    never become Python objects), python (confluent-kafka's Python API), or auto: native where the library is built
+    and matches the installed confluent-kafka, python otherwise (the worker logs why)"""
     load_report_interval_s: float = Field(30.0, gt=0)
     """how often the worker measures what it copies per partition (bytes/s, records/s, lag) and how busy its copy loop
     is, for the leader's balance by load; written in its status at most this often"""

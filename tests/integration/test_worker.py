@@ -385,6 +385,7 @@ def start_worker(zk: KazooClient, make_config: Callable[..., FerryConfig]) -> It
 
 
 @pytest.mark.parametrize("guarantee", ["exactly_once", "at_least_once"])
+@pytest.mark.parametrize("copy_core", ["native", "python"])
 def test_copies_records_identically_and_commits_to_the_end(
     start_worker: Callable[..., RunningWorker],
     make_config: Callable[..., FerryConfig],
@@ -392,14 +393,15 @@ def test_copies_records_identically_and_commits_to_the_end(
     create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
     guarantee: str,
+    copy_core: str,
 ) -> None:
-    topic = topic_name(f"copy-{guarantee[:3]}")
+    topic = topic_name(f"copy-{guarantee[:3]}-{copy_core[:3]}")
     create_topic("src", topic, 3)
     sent = {p: records("one", 12, partition=p) for p in range(3)}
     for p, batch in sent.items():
         kafka.produce(topic, p, batch)
 
-    running = start_worker(make_config(delivery_guarantee=guarantee))
+    running = start_worker(make_config(delivery_guarantee=guarantee, copy_core=copy_core))
     generation = running.assign(topic, [0, 1, 2])
 
     for p in range(3):
@@ -416,12 +418,14 @@ def test_copies_records_identically_and_commits_to_the_end(
         kafka.wait_committed(topic, p, kafka.end_offset("src", topic, p))
 
 
+@pytest.mark.parametrize("copy_core", ["native", "python"])
 def test_small_producer_batches_make_a_hot_partition_wait_for_its_window_and_every_record_arrives_once(
     start_worker: Callable[..., RunningWorker],
     make_config: Callable[..., FerryConfig],
     kafka: Kafka,
     create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
+    copy_core: str,
 ) -> None:
     """With ``batch.size`` 1024 a delivery run holds about twenty of these records, and the backlog of the
     route's only busy partition fills its window of two batches again and again: each next run waits for
@@ -433,7 +437,7 @@ def test_small_producer_batches_make_a_hot_partition_wait_for_its_window_and_eve
     sent = records("window", count)
     kafka.produce(topic, 0, sent)
 
-    running = start_worker(make_config(producer={"batch.size": 1024}))
+    running = start_worker(make_config(producer={"batch.size": 1024}, copy_core=copy_core))
     generation = running.assign(topic, [0])
 
     assert kafka.wait_arrived(topic, 0, count, timeout=60) == sent
@@ -445,18 +449,21 @@ def test_small_producer_batches_make_a_hot_partition_wait_for_its_window_and_eve
     kafka.wait_committed(topic, 0, count)
 
 
+@pytest.mark.parametrize("copy_core", ["native", "python"])
 def test_unassigned_partition_is_committed_and_resumes_without_duplicates(
     start_worker: Callable[..., RunningWorker],
+    make_config: Callable[..., FerryConfig],
     kafka: Kafka,
     create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
+    copy_core: str,
 ) -> None:
     topic = topic_name("move")
     create_topic("src", topic, 3)
     first = {p: records("first", 10, partition=p) for p in range(3)}
     for p, batch in first.items():
         kafka.produce(topic, p, batch)
-    running = start_worker()
+    running = start_worker(make_config(copy_core=copy_core))
     running.wait_online(topic, [0, 1, 2], running.assign(topic, [0, 1, 2]))
     for p in range(3):
         kafka.wait_arrived(topic, p, 10)
@@ -595,6 +602,7 @@ def test_a_fresh_group_on_a_new_topic_copies_with_no_coordinator_warm_up(
         pytest.param(None, False, "at_least_once", id="rejected-by-broker-in-one-batch"),
     ],
 )
+@pytest.mark.parametrize("copy_core", ["native", "python"])
 def test_record_too_large_for_the_destination_stops_only_its_partition(
     start_worker: Callable[..., RunningWorker],
     make_config: Callable[..., FerryConfig],
@@ -604,6 +612,7 @@ def test_record_too_large_for_the_destination_stops_only_its_partition(
     producer_limit: int | None,
     copy_small_first: bool,
     delivery_guarantee: str | None,
+    copy_core: str,
 ) -> None:
     topic = topic_name("large")
     create_topic("src", topic, 3)
@@ -621,7 +630,7 @@ def test_record_too_large_for_the_destination_stops_only_its_partition(
         kafka.produce(topic, 0, [big, *small_after])
 
     producer = {} if producer_limit is None else {"message.max.bytes": producer_limit}
-    running = start_worker(make_config(delivery_guarantee=delivery_guarantee, producer=producer))
+    running = start_worker(make_config(delivery_guarantee=delivery_guarantee, producer=producer, copy_core=copy_core))
     running.assign(topic, [0, 1, 2])
     if copy_small_first:
         assert kafka.wait_arrived(topic, 0, 5) == small_before
@@ -948,6 +957,7 @@ def _offset_map(kafka: Kafka, topic: str, partition: int) -> list[Segment]:
     return merge(segment for segment in latest.values() if segment is not None)
 
 
+@pytest.mark.parametrize("copy_core", ["native", "python"])
 def test_another_writer_on_the_destination_partition_keeps_the_copy_and_the_offset_map_exact(
     start_worker: Callable[..., RunningWorker],
     make_config: Callable[..., FerryConfig],
@@ -955,6 +965,7 @@ def test_another_writer_on_the_destination_partition_keeps_the_copy_and_the_offs
     create_topic: Callable[..., None],
     topic_name: Callable[[str], str],
     caplog: pytest.LogCaptureFixture,
+    copy_core: str,
 ) -> None:
     """While Ferry copies, another producer writes to the same destination partition: its records land
     among Ferry's, also among the records of one of Ferry's runs (one record per produce request makes
@@ -966,7 +977,11 @@ def test_another_writer_on_the_destination_partition_keeps_the_copy_and_the_offs
     create_topic("src", topic, 1)
     create_topic("dst", topic, 1)
     running = start_worker(
-        make_config(delivery_guarantee="at_least_once", producer={"batch.num.messages": 1, "linger.ms": 0})
+        make_config(
+            delivery_guarantee="at_least_once",
+            producer={"batch.num.messages": 1, "linger.ms": 0},
+            copy_core=copy_core,
+        )
     )
     running.wait_online(topic, [0], running.assign(topic, [0]))
     foreign = ForeignWriter(kafka.conf("dst"), topic, 0)

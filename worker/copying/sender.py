@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from ferry.common.core.provenance import ProvenanceError, Stamper
 from ferry.common.kafka import clients as kafka_clients
@@ -307,8 +307,19 @@ class Sender:
         records before it are then settled as far as their reports prove)."""
         if self._hand_over(message, timestamp, headers, callback, run, tried):
             return True
-        self._settle_cut_short(delivery, handed)
+        self.settle_cut_short(delivery, handed)
         return False
+
+    def window_opens(self, key: TopicPartitionKey, offset: int) -> bool:
+        """Whether ``key``'s next run of large records (from ``offset`` on) may go to the producer, once delivery
+        reports were served until its window left room (see :meth:`_window_full`); False when ``key`` stopped
+        meanwhile. Every offset of ``key`` handed over before must be told to the ledger first."""
+        ledger = self._ledger
+        batch = self._committer.batch_size
+        wait_above = batch * (WINDOW_BATCHES - 1)
+        if ledger.bytes_in_flight.get(key, 0) <= wait_above or ledger.bytes_in_flight_beside(key) >= batch:
+            return True
+        return self._window_open(key, offset, [], wait_above, batch)
 
     def _window_full(
         self, key: TopicPartitionKey, message: Any, run: list[int], wait: bool, deferred: list[Any]
@@ -338,10 +349,10 @@ class Sender:
             # No report can be served before this: the run's last one comes in a later poll.
             self._ledger.closed(self._key, delivery, handed + 1, size)
             return True
-        self._settle_cut_short(delivery, handed)
+        self.settle_cut_short(delivery, handed)
         return False
 
-    def _settle_cut_short(self, delivery: DeliveryRun, handed: int) -> None:
+    def settle_cut_short(self, delivery: DeliveryRun, handed: int) -> None:
         """The producer refused a record of ``delivery`` after ``handed`` of its records were handed over
         without the run's closing callback (its partition is stopped now): waits for those to be delivered,
         then settles them as far as their reports prove (:meth:`DeliveryLedger.settle_cut_short`)."""
@@ -394,20 +405,24 @@ class Sender:
                     run.clear()
                 if full_since is None:
                     full_since = self._clock()
-                if not self._wait_on_destination(key, message.offset(), full_since):
+                if not self.wait_on_destination(key, message.offset(), full_since):
                     return False
             except KafkaException as exc:
                 if run:
                     self._ledger.sent(key, run)
                     run.clear()
-                error = kafka_error(exc)
-                if error.fatal:  # the producer failed for good: the reports of what failed it come first
-                    self._committer.serve_reports_left()
-                offset = message.offset()
-                failure = delivery_failure(error, f"offset {offset}: the destination producer refused the record")
-                self._ledger.failed(key, offset, str(failure))
-                self._stopper.stop(key, failure)
+                self.refused(key, message.offset(), exc)
                 return False
+
+    def refused(self, key: TopicPartitionKey, offset: int, error: KafkaException | KafkaError) -> None:
+        """The producer refused ``offset`` of ``key`` (already told to the ledger as sent) with ``error``: the
+        offset fails and the partition stops as that error means."""
+        failure_error = kafka_error(error)
+        if failure_error.fatal:  # the producer failed for good: the reports of what failed it come first
+            self._committer.serve_reports_left()
+        failure = delivery_failure(failure_error, f"offset {offset}: the destination producer refused the record")
+        self._ledger.failed(key, offset, str(failure))
+        self._stopper.stop(key, failure)
 
     def _window_open(self, key: TopicPartitionKey, offset: int, run: list[int], wait_above: int, batch: int) -> bool:
         """Serves delivery reports until ``key``'s runs in flight hold ``wait_above`` value bytes or fewer,
@@ -424,11 +439,11 @@ class Sender:
         errors = self._states.stopped
         since = self._clock()
         while in_flight.get(key, 0) > wait_above and ledger.bytes_in_flight_beside(key) < batch:
-            if not self._wait_on_destination(key, offset, since) or key in errors:
+            if not self.wait_on_destination(key, offset, since) or key in errors:
                 return False
         return True
 
-    def _wait_on_destination(self, key: TopicPartitionKey, offset: int, since: float) -> bool:
+    def wait_on_destination(self, key: TopicPartitionKey, offset: int, since: float) -> bool:
         """Serves delivery reports for a while (a failure among them stops its partition now), waiting for
         the destination to take more of ``key``'s records since ``since``; once it took none for
         ``worker.destination_stall_s``, fails the producer instead and says False: what it holds is purged,

@@ -1,0 +1,430 @@
+/*
+ * libferry-copy-core: the copy loop's per-record work in C (worker/copying/core.py drives it).
+ *
+ * A route copier's records never become Python objects on the common path: this library takes a batch
+ * from the confluent-kafka consumer's own queue and hands each run of a partition's records to the
+ * confluent-kafka producer, stamped with Ferry's provenance header (version 2: `<prefix><source offset>`,
+ * the prefix Python's stamper built). Python decides per run (which partition, its destination, its
+ * delivery callbacks, how many value bytes it may hold) and keeps every piece of bookkeeping; anything
+ * else (a consumer error, a record that already carries a provenance header, a partition the Python
+ * sender must handle) Python takes item by item through the accessors below.
+ *
+ * What it relies on in confluent-kafka 2.x (worker/copying/core.py checks the version before loading):
+ *   - a client object starts with PyObject_HEAD, then its rd_kafka_t * (confluent_kafka.h, Handle);
+ *   - a produced record's opaque is a `struct { Handle *self; PyObject *dr_cb; }` from calloc(), which
+ *     confluent-kafka's delivery callback calls as dr_cb(error, message), then releases (Py_DECREF) and
+ *     frees; a NULL opaque costs no Python call (Producer.c, dr_msg_cb). Python takes the reference each
+ *     opaque holds (the counts in ferry_core_run_out) before it polls the producer.
+ * And in librdkafka: the consumer's queue is read with the event API (rd_kafka_queue_poll), which
+ * returns its log and error events instead of calling confluent-kafka's callbacks for them (those need
+ * the call state confluent-kafka sets up around its own calls); control records are never returned.
+ *
+ * One copier's thread calls it, between its own consumer and producer calls: no locks.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include <librdkafka/rdkafka.h>
+
+/* What the next pending item is (ferry_core_item.kind). */
+enum { ITEM_RECORD = 0, ITEM_HEADED = 1, ITEM_ERROR = 2, ITEM_LOG = 3, ITEM_COMMIT = 4, ITEM_OTHER = 5 };
+/* How a run's call ended (ferry_core_run_out.status). */
+enum { RUN_CLOSED = 0, RUN_QUEUE_FULL = 1, RUN_REFUSED = 2 };
+
+struct confluent_msgstate {
+    void *handle;
+    void *dr_cb;
+};
+
+struct ferry_core {
+    rd_kafka_event_t **events;           /* the pending batch: events[next..end) */
+    const rd_kafka_message_t **messages; /* each FETCH event's message (it hands it out once), else NULL */
+    ssize_t capacity, next, end;
+    char header[256];                    /* the provenance header's name */
+    char error_topic[256];               /* the topic of the error event peeked last */
+};
+
+struct ferry_core_item {
+    const char *topic; /* NULL: an event of no partition */
+    int32_t partition;
+    int32_t kind;
+    int64_t offset;
+    int64_t size;  /* value bytes */
+    int32_t error; /* ITEM_ERROR: its code; ITEM_LOG: its level */
+    int32_t unused;
+};
+
+struct ferry_core_record {
+    const void *value;
+    size_t value_len;
+    const void *key;
+    size_t key_len;
+    int64_t timestamp;
+    int32_t timestamp_type;
+    int32_t headers;
+};
+
+struct ferry_core_run_args {
+    rd_kafka_t *producer;
+    const char *destination_topic;
+    int32_t destination_partition;
+    int32_t unused;
+    const char *prefix;
+    size_t prefix_len;
+    void *producer_handle;
+    void *on_first;
+    void *on_between; /* NULL: the records between the ends carry no callback */
+    void *on_last;
+    int64_t room;        /* value bytes the run may hold */
+    int64_t alone_above; /* a larger record is a run of its own */
+    int64_t handed_before;
+    int64_t bytes_before;
+};
+
+struct ferry_core_run_out {
+    int64_t handed;
+    int64_t bytes;
+    int32_t status;
+    int32_t error;      /* RUN_REFUSED: the producer's error code */
+    int32_t first_refs; /* opaques made that hold a reference to on_first, on_between and on_last */
+    int32_t between_refs;
+    int32_t last_refs;
+    int32_t unused;
+};
+
+struct ferry_core *ferry_core_new(const char *header) {
+    struct ferry_core *core = calloc(1, sizeof *core);
+    if (core == NULL)
+        return NULL;
+    snprintf(core->header, sizeof core->header, "%s", header);
+    return core;
+}
+
+void ferry_core_free(struct ferry_core *core) {
+    for (ssize_t i = core->next; i < core->end; i++)
+        rd_kafka_event_destroy(core->events[i]);
+    free(core->events);
+    free(core->messages);
+    free(core);
+}
+
+/*
+ * Takes up to `most` events from `consumer`'s queue when none is pending: waits up to `timeout_ms` for
+ * the first, then takes what is there already. Returns how many are pending, or -1 when memory ran out.
+ */
+int ferry_core_fetch(struct ferry_core *core, rd_kafka_t *consumer, int timeout_ms, int most) {
+    if (core->next < core->end)
+        return (int)(core->end - core->next);
+    if (most > core->capacity) {
+        rd_kafka_event_t **events = realloc(core->events, sizeof *events * (size_t)most);
+        if (events == NULL)
+            return -1;
+        core->events = events;
+        const rd_kafka_message_t **messages = realloc(core->messages, sizeof *messages * (size_t)most);
+        if (messages == NULL)
+            return -1;
+        core->messages = messages;
+        core->capacity = most;
+    }
+    core->next = core->end = 0;
+    rd_kafka_queue_t *queue = rd_kafka_queue_get_consumer(consumer);
+    rd_kafka_event_t *event = rd_kafka_queue_poll(queue, timeout_ms);
+    while (event != NULL) {
+        const rd_kafka_message_t *message = NULL;
+        if (rd_kafka_event_type(event) == RD_KAFKA_EVENT_FETCH)
+            message = rd_kafka_event_message_next(event);
+        if (rd_kafka_event_type(event) == RD_KAFKA_EVENT_FETCH && message == NULL) {
+            rd_kafka_event_destroy(event);
+        } else {
+            core->events[core->end] = event;
+            core->messages[core->end++] = message;
+            if (core->end == most)
+                break;
+        }
+        event = rd_kafka_queue_poll(queue, 0);
+    }
+    rd_kafka_queue_destroy(queue);
+    return (int)core->end;
+}
+
+static int has_header(const rd_kafka_message_t *message, const char *header) {
+    rd_kafka_headers_t *headers = NULL;
+    const void *value;
+    size_t size;
+    return rd_kafka_message_headers(message, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+           rd_kafka_header_get_last(headers, header, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+/* Describes the next pending item; 0 when none is pending. */
+int ferry_core_peek(struct ferry_core *core, struct ferry_core_item *item) {
+    if (core->next >= core->end)
+        return 0;
+    memset(item, 0, sizeof *item);
+    rd_kafka_event_t *event = core->events[core->next];
+    const rd_kafka_message_t *message = core->messages[core->next];
+    if (message != NULL) {
+        item->topic = rd_kafka_topic_name(message->rkt);
+        item->partition = message->partition;
+        item->offset = message->offset;
+        item->size = (int64_t)message->len;
+        if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            item->kind = ITEM_ERROR;
+            item->error = message->err;
+        } else {
+            item->kind = has_header(message, core->header) ? ITEM_HEADED : ITEM_RECORD;
+        }
+        return 1;
+    }
+    item->partition = -1;
+    item->offset = -1;
+    switch (rd_kafka_event_type(event)) {
+    case RD_KAFKA_EVENT_ERROR: {
+        item->kind = ITEM_ERROR;
+        item->error = rd_kafka_event_error(event);
+        rd_kafka_topic_partition_t *where = rd_kafka_event_topic_partition(event);
+        if (where != NULL) {
+            snprintf(core->error_topic, sizeof core->error_topic, "%s", where->topic);
+            item->topic = core->error_topic;
+            item->partition = where->partition;
+            item->offset = where->offset;
+            rd_kafka_topic_partition_destroy(where);
+        }
+        break;
+    }
+    case RD_KAFKA_EVENT_LOG: {
+        const char *facility, *text;
+        int level = 0;
+        rd_kafka_event_log(event, &facility, &text, &level);
+        item->kind = ITEM_LOG;
+        item->error = level;
+        break;
+    }
+    case RD_KAFKA_EVENT_OFFSET_COMMIT:
+        item->kind = ITEM_COMMIT;
+        item->error = rd_kafka_event_error(event);
+        break;
+    default:
+        item->kind = ITEM_OTHER;
+        break;
+    }
+    return 1;
+}
+
+/* The next pending item's committed partition `index` (an OFFSET_COMMIT event's): 0 when there is none. */
+int ferry_core_committed(struct ferry_core *core, int index, const char **topic, int32_t *partition, int64_t *offset,
+                         int32_t *error) {
+    if (core->next >= core->end || core->messages[core->next] != NULL)
+        return 0;
+    rd_kafka_event_t *event = core->events[core->next];
+    if (rd_kafka_event_type(event) != RD_KAFKA_EVENT_OFFSET_COMMIT)
+        return 0;
+    const rd_kafka_topic_partition_list_t *partitions = rd_kafka_event_topic_partition_list(event);
+    if (partitions == NULL || index < 0 || index >= partitions->cnt)
+        return 0;
+    const rd_kafka_topic_partition_t *one = &partitions->elems[index];
+    *topic = one->topic;
+    *partition = one->partition;
+    *offset = one->offset;
+    *error = one->err;
+    return 1;
+}
+
+/* The next pending item's record (a FETCH event's); 0 when it is not one. */
+int ferry_core_record(struct ferry_core *core, struct ferry_core_record *out) {
+    if (core->next >= core->end || core->messages[core->next] == NULL)
+        return 0;
+    const rd_kafka_message_t *message = core->messages[core->next];
+    rd_kafka_timestamp_type_t timestamp_type;
+    out->value = message->payload;
+    out->value_len = message->payload == NULL ? 0 : message->len;
+    out->key = message->key;
+    out->key_len = message->key_len;
+    out->timestamp = rd_kafka_message_timestamp(message, &timestamp_type);
+    out->timestamp_type = (int32_t)timestamp_type;
+    rd_kafka_headers_t *headers = NULL;
+    out->headers = rd_kafka_message_headers(message, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR
+                       ? (int32_t)rd_kafka_header_cnt(headers)
+                       : 0;
+    return 1;
+}
+
+/* The next pending record's header `index`: 0 when there is none. `value` is NULL for a null value. */
+int ferry_core_header(struct ferry_core *core, int index, const char **name, const void **value, size_t *size) {
+    if (core->next >= core->end || core->messages[core->next] == NULL)
+        return 0;
+    rd_kafka_headers_t *headers = NULL;
+    if (rd_kafka_message_headers(core->messages[core->next], &headers) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return 0;
+    return rd_kafka_header_get_all(headers, (size_t)index, name, value, size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+/* The next pending item's text: an error's reason or a log line ("FACILITY: text"). */
+int ferry_core_text(struct ferry_core *core, char *out, size_t size) {
+    if (core->next >= core->end)
+        return 0;
+    const rd_kafka_message_t *message = core->messages[core->next];
+    rd_kafka_event_t *event = core->events[core->next];
+    if (message != NULL) {
+        snprintf(out, size, "%s", rd_kafka_message_errstr(message));
+    } else if (rd_kafka_event_type(event) == RD_KAFKA_EVENT_LOG) {
+        const char *facility = "", *text = "";
+        int level = 0;
+        rd_kafka_event_log(event, &facility, &text, &level);
+        snprintf(out, size, "%s: %s", facility, text);
+    } else {
+        snprintf(out, size, "%s", rd_kafka_event_error_string(event));
+    }
+    return 1;
+}
+
+/* Drops the next pending item. */
+void ferry_core_drop(struct ferry_core *core) {
+    if (core->next < core->end)
+        rd_kafka_event_destroy(core->events[core->next++]);
+}
+
+/* Drops the next pending records while they are records of the same partition as the first: a stopped
+ * partition's, fetched before its pause took effect. Returns how many. */
+int64_t ferry_core_drop_run(struct ferry_core *core) {
+    if (core->next >= core->end || core->messages[core->next] == NULL)
+        return 0;
+    const rd_kafka_message_t *first = core->messages[core->next];
+    rd_kafka_topic_t *topic = first->rkt;
+    int32_t partition = first->partition;
+    int64_t dropped = 0;
+    while (core->next < core->end) {
+        const rd_kafka_message_t *message = core->messages[core->next];
+        if (message == NULL || message->rkt != topic || message->partition != partition)
+            break;
+        rd_kafka_event_destroy(core->events[core->next++]);
+        dropped++;
+    }
+    return dropped;
+}
+
+/* Drops the next pending records while they are records of the same partition as the first without a
+ * provenance header (at most `max_offsets`), writing their offsets: records not for the route's
+ * destination, which Python settles as passed. Returns how many. */
+int64_t ferry_core_pass_run(struct ferry_core *core, int64_t *offsets, int64_t max_offsets) {
+    if (core->next >= core->end || core->messages[core->next] == NULL)
+        return 0;
+    const rd_kafka_message_t *first = core->messages[core->next];
+    rd_kafka_topic_t *topic = first->rkt;
+    int32_t partition = first->partition;
+    int64_t passed = 0;
+    while (core->next < core->end && passed < max_offsets) {
+        const rd_kafka_message_t *message = core->messages[core->next];
+        if (message == NULL || message->err != RD_KAFKA_RESP_ERR_NO_ERROR || message->rkt != topic ||
+            message->partition != partition || has_header(message, core->header))
+            break;
+        offsets[passed++] = message->offset;
+        rd_kafka_event_destroy(core->events[core->next++]);
+    }
+    return passed;
+}
+
+/* Whether pending item `index` may join the open run of `first`'s partition, after `bytes` value bytes. */
+static int joins(struct ferry_core *core, ssize_t index, const rd_kafka_message_t *first, int64_t bytes,
+                 const struct ferry_core_run_args *args) {
+    if (index >= core->end)
+        return 0;
+    const rd_kafka_message_t *message = core->messages[index];
+    return message != NULL && message->err == RD_KAFKA_RESP_ERR_NO_ERROR && message->rkt == first->rkt &&
+           message->partition == first->partition && (int64_t)message->len <= args->alone_above &&
+           bytes + (int64_t)message->len <= args->room && !has_header(message, core->header);
+}
+
+static struct confluent_msgstate *opaque_for(const struct ferry_core_run_args *args, void *callback) {
+    if (callback == NULL)
+        return NULL;
+    struct confluent_msgstate *opaque = calloc(1, sizeof *opaque);
+    if (opaque != NULL) {
+        opaque->handle = args->producer_handle;
+        opaque->dr_cb = callback;
+    }
+    return opaque;
+}
+
+/*
+ * Hands the producer the run of the next pending records (Python peeked the first: a record of the
+ * partition, no provenance header): the records of its partition that follow in a row, without a
+ * provenance header, none larger than `alone_above` unless it is the first (then it is the run alone),
+ * their value bytes within `room`. The run's first record carries `on_first` (a run of one: `on_last`),
+ * its last `on_last`, those between `on_between` (or nothing). Each record's source offset is written
+ * to `offsets` (at most `max_offsets` records go in one call).
+ *
+ * A run may take more than one call: when the producer's queue is full (RUN_QUEUE_FULL: the record is
+ * offered again by the next call, with `handed_before` and `bytes_before` what the run handed so far)
+ * and when it refuses a record (RUN_REFUSED: the record stays pending, as it was). Returns 0, or -1
+ * when memory ran out.
+ */
+int ferry_core_send_run(struct ferry_core *core, const struct ferry_core_run_args *args, int64_t *offsets,
+                        int64_t max_offsets, struct ferry_core_run_out *out) {
+    memset(out, 0, sizeof *out);
+    if (core->next >= core->end || core->messages[core->next] == NULL)
+        return 0;
+    const rd_kafka_message_t *first = core->messages[core->next];
+    int64_t handed = args->handed_before, bytes = args->bytes_before;
+    char value[512];
+    if (args->prefix_len > sizeof value - 24)
+        return -1;
+    memcpy(value, args->prefix, args->prefix_len);
+    while (core->next < core->end && out->handed < max_offsets) {
+        rd_kafka_message_t *message = (rd_kafka_message_t *)core->messages[core->next];
+        /* Python offers a call's first record only when it joins the run; each later one joined when the
+         * record before it was found not to be the last. */
+        int is_first = handed == 0;
+        int alone = (int64_t)message->len > args->alone_above;
+        int is_last = alone || !joins(core, core->next + 1, first, bytes + (int64_t)message->len, args) ||
+                      out->handed + 1 == max_offsets;
+        void *callback = is_last ? args->on_last : is_first ? args->on_first : args->on_between;
+        struct confluent_msgstate *opaque = opaque_for(args, callback);
+        if (callback != NULL && opaque == NULL)
+            return -1;
+        int digits = snprintf(value + args->prefix_len, sizeof value - args->prefix_len, "%lld",
+                              (long long)message->offset);
+        rd_kafka_headers_t *headers = NULL;
+        if (rd_kafka_message_detach_headers(message, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR || headers == NULL)
+            headers = rd_kafka_headers_new(1);
+        rd_kafka_header_add(headers, core->header, -1, value, (ssize_t)(args->prefix_len + (size_t)digits));
+        rd_kafka_timestamp_type_t timestamp_type;
+        int64_t timestamp = rd_kafka_message_timestamp(message, &timestamp_type);
+        rd_kafka_resp_err_t err = rd_kafka_producev(
+            args->producer, RD_KAFKA_V_TOPIC(args->destination_topic),
+            RD_KAFKA_V_PARTITION(args->destination_partition), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_VALUE(message->payload, message->len), RD_KAFKA_V_KEY(message->key, message->key_len),
+            RD_KAFKA_V_TIMESTAMP(timestamp_type == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? 0 : timestamp),
+            RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+        if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            /* Not produced: the record goes back as it was (its headers without the one just added). */
+            free(opaque);
+            rd_kafka_header_remove(headers, core->header);
+            rd_kafka_message_set_headers(message, headers);
+            out->status = err == RD_KAFKA_RESP_ERR__QUEUE_FULL ? RUN_QUEUE_FULL : RUN_REFUSED;
+            out->error = err;
+            return 0;
+        }
+        if (callback == NULL) {
+        } else if (callback == args->on_last && is_last) {
+            out->last_refs++;
+        } else if (is_first) {
+            out->first_refs++;
+        } else {
+            out->between_refs++;
+        }
+        offsets[out->handed++] = message->offset;
+        out->bytes += (int64_t)message->len;
+        handed++;
+        bytes += (int64_t)message->len;
+        rd_kafka_event_destroy(core->events[core->next++]);
+        if (is_last) {
+            out->status = RUN_CLOSED;
+            return 0;
+        }
+    }
+    out->status = RUN_CLOSED; /* not reached with max_offsets above the run: every run ends on its last */
+    return 0;
+}

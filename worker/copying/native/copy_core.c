@@ -326,14 +326,14 @@ int64_t ferry_core_pass_run(struct ferry_core *core, int64_t *offsets, int64_t m
     return passed;
 }
 
-/* Whether pending item `index` may join the open run of `first`'s partition, after `bytes` value bytes. */
-static int joins(struct ferry_core *core, ssize_t index, const rd_kafka_message_t *first, int64_t bytes,
-                 const struct ferry_core_run_args *args) {
+/* Whether pending item `index` may join the open run of `topic`/`partition`, after `bytes` value bytes. */
+static int joins(struct ferry_core *core, ssize_t index, const rd_kafka_topic_t *topic, int32_t partition,
+                 int64_t bytes, const struct ferry_core_run_args *args) {
     if (index >= core->end)
         return 0;
     const rd_kafka_message_t *message = core->messages[index];
-    return message != NULL && message->err == RD_KAFKA_RESP_ERR_NO_ERROR && message->rkt == first->rkt &&
-           message->partition == first->partition && (int64_t)message->len <= args->alone_above &&
+    return message != NULL && message->err == RD_KAFKA_RESP_ERR_NO_ERROR && message->rkt == topic &&
+           message->partition == partition && (int64_t)message->len <= args->alone_above &&
            bytes + (int64_t)message->len <= args->room && !has_header(message, core->header);
 }
 
@@ -366,7 +366,9 @@ int ferry_core_send_run(struct ferry_core *core, const struct ferry_core_run_arg
     memset(out, 0, sizeof *out);
     if (core->next >= core->end || core->messages[core->next] == NULL)
         return 0;
-    const rd_kafka_message_t *first = core->messages[core->next];
+    /* The run's partition, kept by value: each record's event (its message) is freed once produced. */
+    const rd_kafka_topic_t *run_topic = core->messages[core->next]->rkt;
+    int32_t run_partition = core->messages[core->next]->partition;
     int64_t handed = args->handed_before, bytes = args->bytes_before;
     char value[512];
     if (args->prefix_len > sizeof value - 24)
@@ -378,7 +380,7 @@ int ferry_core_send_run(struct ferry_core *core, const struct ferry_core_run_arg
          * record before it was found not to be the last. */
         int is_first = handed == 0;
         int alone = (int64_t)message->len > args->alone_above;
-        int is_last = alone || !joins(core, core->next + 1, first, bytes + (int64_t)message->len, args) ||
+        int is_last = alone || !joins(core, core->next + 1, run_topic, run_partition, bytes + (int64_t)message->len, args) ||
                       out->handed + 1 == max_offsets;
         void *callback = is_last ? args->on_last : is_first ? args->on_first : args->on_between;
         struct confluent_msgstate *opaque = opaque_for(args, callback);

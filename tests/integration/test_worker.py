@@ -419,6 +419,53 @@ def test_copies_records_identically_and_commits_to_the_end(
 
 
 @pytest.mark.parametrize("copy_core", ["native", "python"])
+def test_copies_of_copies_get_the_stampers_header(
+    start_worker: Callable[..., RunningWorker],
+    make_config: Callable[..., FerryConfig],
+    kafka: Kafka,
+    create_topic: Callable[..., None],
+    topic_name: Callable[[str], str],
+    copy_core: str,
+) -> None:
+    """Records that came to the source from other clusters (their provenance headers: tagged for this topic,
+    for another topic, of either version, malformed), mixed with local ones: each copy carries exactly the
+    header the stamper writes for it, and a malformed header stops its partition at that offset."""
+    topic = topic_name(f"hops-{copy_core[:3]}")
+    create_topic("src", topic, 2)
+    tag = provenance.topic_tag(topic).decode()
+    hop_v2 = f"2|far|0|{tag}|".encode()
+    previous = [
+        None,
+        ("ferry.provenance", hop_v2 + b"17"),
+        ("ferry.provenance", f"3|far|0|{tag}".encode()),
+        ("ferry.provenance", f"2|far|0|{provenance.topic_tag('other').decode()}|5".encode()),  # local here
+        ("ferry.provenance", hop_v2 + b"18"),
+    ]
+    base = records("hop", 40)
+    sent = []
+    for i, (key, value, headers, timestamp) in enumerate(base):
+        extra = previous[i % len(previous)]
+        sent.append((key, value, (*headers, extra) if extra else headers, timestamp))
+    kafka.produce(topic, 0, sent)
+    broken = records("broken", 3, partition=1)
+    broken[1] = (broken[1][0], broken[1][1], (("ferry.provenance", hop_v2 + b"x"),), broken[1][3])
+    kafka.produce(topic, 1, broken)
+
+    running = start_worker(make_config(copy_core=copy_core))
+    running.assign(topic, [0, 1])
+
+    stamp = provenance.Stamper("src").for_topic(topic, topic).stamp
+    expected = [stamp(list(headers), offset) for offset, (_, _, headers, _) in enumerate(sent)]
+    copies = kafka.wait_arrived(topic, 0, len(sent))
+    assert [record[:2] for record in copies] == [record[:2] for record in sent]
+    assert [list(h) for _, _, h, _ in kafka.read("dst", topic, 0, own_header=True)] == expected
+    stopped = PartitionKey(ROUTE, topic, 1)
+    status = running.wait_status(lambda s: stopped in s.partitions and s.partitions[stopped].state == "ERROR", "ERROR")
+    assert "offset 1" in (status.partitions[stopped].reason or "")
+    assert kafka.read("dst", topic, 1) == broken[:1]
+
+
+@pytest.mark.parametrize("copy_core", ["native", "python"])
 def test_small_producer_batches_make_a_hot_partition_wait_for_its_window_and_every_record_arrives_once(
     start_worker: Callable[..., RunningWorker],
     make_config: Callable[..., FerryConfig],

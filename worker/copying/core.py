@@ -45,7 +45,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from ferry.common.core.provenance import HEADER, Stamper
+from ferry.common.core.provenance import HEADER, ProvenanceError, Stamper
 from ferry.worker.copying.committer import Committer
 from ferry.worker.copying.ledger import DeliveryLedger
 from ferry.worker.copying.names import TopicNames, TopicPartitionKey
@@ -58,7 +58,7 @@ LIBRARY = Path(__file__).resolve().parent / "native" / "build" / "libferry-copy-
 # confluent-kafka releases whose internals copy_core.c relies on (see its comment).
 KNOWN_CONFLUENT_MAJOR = "2."
 
-_RECORD, _HEADED, _ERROR, _LOG, _COMMIT, _OTHER = range(6)
+_COPY, _UNKNOWN, _ERROR, _LOG, _COMMIT, _OTHER, _SKIP = range(7)
 _CLOSED, _QUEUE_FULL, _REFUSED = range(3)
 _CONSUMER_TYPE, _PRODUCER_TYPE = 1, 0  # rd_kafka_type_t
 _NO_TIMESTAMP = 0  # RD_KAFKA_TIMESTAMP_NOT_AVAILABLE
@@ -96,8 +96,6 @@ class _RunArgs(ctypes.Structure):
         ("destination_topic", ctypes.c_char_p),
         ("destination_partition", ctypes.c_int32),
         ("unused", ctypes.c_int32),
-        ("prefix", ctypes.c_char_p),
-        ("prefix_len", ctypes.c_size_t),
         ("producer_handle", ctypes.c_void_p),
         ("on_first", ctypes.c_void_p),
         ("on_between", ctypes.c_void_p),
@@ -147,6 +145,19 @@ def _signatures(library: ctypes.CDLL) -> None:
             ],
         ),
         "ferry_core_drop": (None, [p]),
+        "ferry_core_learn": (
+            ctypes.c_int,
+            [
+                p,
+                ctypes.c_char_p,
+                ctypes.c_char_p,
+                ctypes.c_size_t,
+                ctypes.c_int,
+                ctypes.c_int,
+                ctypes.c_char_p,
+                ctypes.c_size_t,
+            ],
+        ),
         "ferry_core_drop_run": (i64, [p]),
         "ferry_core_pass_run": (i64, [p, ctypes.POINTER(i64), i64]),
         "ferry_core_send_run": (
@@ -288,9 +299,8 @@ class CopyCore:
         self._text = ctypes.create_string_buffer(1024)
         self._increment = ctypes.pythonapi.Py_IncRef
         self._increment.argtypes = [ctypes.py_object]
-        # Per source topic: its destination (encoded) and its copies' provenance prefix (None: its local
-        # records are not for this route's destination; the Python sender passes them).
-        self._topics: dict[str, tuple[bytes, bytes | None]] = {}
+        # Per source topic: its destination, encoded (what its copies get is taught to the library).
+        self._destinations: dict[str, bytes] = {}
 
     def close(self) -> None:
         """Frees the library's state (before the consumer closes: a pending event holds the consumer)."""
@@ -317,21 +327,15 @@ class CopyCore:
         copied = skipped = size = 0
         while library.ferry_core_peek(core, ctypes.byref(item)):
             kind = item.kind
-            if kind == _RECORD:
+            if kind in (_COPY, _SKIP, _UNKNOWN):
                 topic = item.topic.decode()
                 key = (topic, item.partition)
                 if stopped and key in stopped:
                     library.ferry_core_drop_run(core)  # fetched before the pause took effect; never committed past
                     continue
-                encoded, prefix = self._topic(topic)
-                if prefix is None and not python:  # not for this route's destination: passed at once
-                    count = library.ferry_core_pass_run(core, self._offsets, self.MAX_RUN)
-                    for offset in self._offsets[:count]:
-                        self._ledger.passed(key, offset)
-                    skipped += count
-                    continue
-                if prefix is None or producer_handle is None or (skips and key in skips) or (exact and key in exact):
-                    python.append(self._take(topic))
+                encoded = self._destination(topic)
+                if kind == _UNKNOWN or producer_handle is None or (skips and key in skips) or (exact and key in exact):
+                    python.append(self._take(topic, learn=kind == _UNKNOWN))
                     continue
                 if python:  # what came before goes first
                     sent = self._sender.send(python)
@@ -340,13 +344,19 @@ class CopyCore:
                     stopped = self._states.stopped
                     if stopped and key in stopped:
                         continue
+                if kind == _SKIP:  # not for this route's destination: passed at once
+                    count = library.ferry_core_pass_run(core, self._offsets, self.MAX_RUN)
+                    for offset in self._offsets[:count]:
+                        self._ledger.passed(key, offset)
+                    skipped += count
+                    continue
                 if item.size >= windowed_from and not self._sender.window_opens(key, item.offset):
                     continue  # stopped meanwhile: the next turn drops its records
-                run_copied, run_size = self._send_run(key, encoded, item.partition, prefix, producer, producer_handle)
+                run_copied, run_size = self._send_run(key, encoded, item.partition, producer, producer_handle)
                 copied += run_copied
                 size += run_size
-            elif kind == _HEADED or (kind == _ERROR and item.topic):
-                python.append(self._take(item.topic.decode()))
+            elif kind == _ERROR and item.topic:
+                python.append(self._take(item.topic.decode(), learn=False))
             else:
                 self._serve_event(kind)
         if python:
@@ -354,20 +364,42 @@ class CopyCore:
             copied, skipped, size = copied + sent[0], skipped + sent[1], size + sent[2]
         return copied, skipped, size
 
-    def _topic(self, topic: str) -> tuple[bytes, bytes | None]:
+    def _destination(self, topic: str) -> bytes:
+        """``topic``'s destination topic, encoded; the first time, the library learns what its local records'
+        copies get."""
         try:
-            return self._topics[topic]
+            return self._destinations[topic]
         except KeyError:
             pass
         destination = self._names.destinations.get(topic) or self._names.destination(topic)
-        stamped = self._stamper.for_topic(topic, destination).stamp(None, 0)
-        # The copy of a record without headers at offset 0: the prefix is its value less the "0".
+        self._learn(topic, None)
+        encoded = self._destinations[topic] = destination.encode()
+        return encoded
+
+    def _learn(self, topic: str, own: bytes | None) -> None:
+        """Teaches the library what the copy of ``topic``'s record gets when its provenance header is ``own``
+        (None: a local record), as the stamper decides it; nothing for a header the stamper refuses."""
+        destination = self._names.destinations.get(topic) or self._names.destination(topic)
+        try:
+            stamped = self._stamper.for_topic(topic, destination).stamp(None if own is None else [(HEADER, own)], 0)
+        except ProvenanceError:
+            return
+        if own is None:
+            head = b""
+        elif own[:2] == b"3|":
+            head = own
+        else:
+            head = own.rpartition(b"|")[0]
+        # The copy of such a record at offset 0: its header's value less the "0" is the prefix.
         value = None if stamped is None else stamped[-1][1]
-        entry = self._topics[topic] = (destination.encode(), None if value is None else value[:-1])
-        return entry
+        prefix = b"" if value is None else value[:-1]
+        if self._library.ferry_core_learn(
+            self._core, topic.encode(), head, len(head), own is None, value is None, prefix, len(prefix)
+        ):
+            raise MemoryError("the native copy core")
 
     def _send_run(
-        self, key: TopicPartitionKey, destination: bytes, partition: int, prefix: bytes, producer: Any, handle: int
+        self, key: TopicPartitionKey, destination: bytes, partition: int, producer: Any, handle: int
     ) -> tuple[int, int]:
         """Hands the run that starts with the peeked record to the producer; returns (records, value bytes)."""
         library, core, args, out, offsets = self._library, self._core, self._args, self._out, self._offsets
@@ -378,8 +410,6 @@ class CopyCore:
         args.producer = handle
         args.destination_topic = destination
         args.destination_partition = partition
-        args.prefix = prefix
-        args.prefix_len = len(prefix)
         args.producer_handle = id(producer)
         args.on_first = id(on_first)
         args.on_between = None if on_between is None else id(on_between)
@@ -437,8 +467,9 @@ class CopyCore:
                 self._states.count_copied(key, handed, handed_bytes)
             return handed, handed_bytes
 
-    def _take(self, topic: str | None) -> CoreMessage:
-        """The peeked item as a message for the Python sender (then dropped from the library's batch)."""
+    def _take(self, topic: str, learn: bool) -> CoreMessage:
+        """The peeked item as a message for the Python sender (then dropped from the library's batch). With
+        ``learn``, the library learns what the copies of records with its provenance header get."""
         library, core, item = self._library, self._core, self._item
         if item.kind == _ERROR:
             library.ferry_core_text(core, self._text, len(self._text))
@@ -472,6 +503,12 @@ class CopyCore:
             headers=headers,
         )
         library.ferry_core_drop(core)
+        if learn:
+            own = None
+            for name_text, header_value in headers or ():
+                if name_text == HEADER:
+                    own = header_value if header_value is not None else b""  # the last one counts
+            self._learn(topic, own)  # own None: a local record (the library forgets all beyond its bound)
         return message
 
     def _serve_event(self, kind: int) -> None:

@@ -3,11 +3,14 @@
  *
  * A route copier's records never become Python objects on the common path: this library takes a batch
  * from the confluent-kafka consumer's own queue and hands each run of a partition's records to the
- * confluent-kafka producer, stamped with Ferry's provenance header (version 2: `<prefix><source offset>`,
- * the prefix Python's stamper built). Python decides per run (which partition, its destination, its
- * delivery callbacks, how many value bytes it may hold) and keeps every piece of bookkeeping; anything
- * else (a consumer error, a record that already carries a provenance header, a partition the Python
- * sender must handle) Python takes item by item through the accessors below.
+ * confluent-kafka producer, stamped with Ferry's provenance header (version 2: `<prefix><source offset>`).
+ * Which prefix a record's copy gets, or whether it is skipped, is a function of its source topic and the
+ * provenance header it carries up to its last `|` (none: a local record): Python's stamper computes it
+ * the first time and teaches it here (ferry_core_learn), so a copy of a copy costs C alone from then on.
+ * Python decides per run (which partition, its destination, its delivery callbacks, how many value bytes
+ * it may hold) and keeps every piece of bookkeeping; anything else (a consumer error, a record whose
+ * header was not learned yet, a partition the Python sender must handle) Python takes item by item
+ * through the accessors below.
  *
  * What it relies on in confluent-kafka 2.x (worker/copying/core.py checks the version before loading):
  *   - a client object starts with PyObject_HEAD, then its rd_kafka_t * (confluent_kafka.h, Handle);
@@ -21,6 +24,7 @@
  *
  * One copier's thread calls it, between its own consumer and producer calls: no locks.
  */
+#define _GNU_SOURCE /* memrchr */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +34,18 @@
 #include <librdkafka/rdkafka.h>
 
 /* What the next pending item is (ferry_core_item.kind). */
-enum { ITEM_RECORD = 0, ITEM_HEADED = 1, ITEM_ERROR = 2, ITEM_LOG = 3, ITEM_COMMIT = 4, ITEM_OTHER = 5 };
+enum {
+    ITEM_COPY = 0,    /* a record whose copy's prefix is known */
+    ITEM_UNKNOWN = 1, /* a record whose header (or topic) was not learned, or is not one C reads */
+    ITEM_ERROR = 2,
+    ITEM_LOG = 3,
+    ITEM_COMMIT = 4,
+    ITEM_OTHER = 5,
+    ITEM_SKIP = 6 /* a record not for the route's destination */
+};
+/* Learned actions kept at most; all are dropped beyond (each is learned again on its next record), as the
+ * stamper's own cache does. */
+#define MAX_LEARNED 4096
 /* How a run's call ended (ferry_core_run_out.status). */
 enum { RUN_CLOSED = 0, RUN_QUEUE_FULL = 1, RUN_REFUSED = 2 };
 
@@ -39,7 +54,19 @@ struct confluent_msgstate {
     void *dr_cb;
 };
 
+/* What the copy of a source topic's record with a given previous header (or none) gets. */
+struct learned {
+    char *topic;
+    char *head; /* the previous header up to its last `|` (version 3: all of it); NULL: a local record */
+    size_t head_len;
+    int skip;
+    char *prefix;
+    size_t prefix_len;
+};
+
 struct ferry_core {
+    struct learned *learned;
+    int learned_count, learned_capacity;
     rd_kafka_event_t **events;           /* the pending batch: events[next..end) */
     const rd_kafka_message_t **messages; /* each FETCH event's message (it hands it out once), else NULL */
     ssize_t capacity, next, end;
@@ -72,8 +99,6 @@ struct ferry_core_run_args {
     const char *destination_topic;
     int32_t destination_partition;
     int32_t unused;
-    const char *prefix;
-    size_t prefix_len;
     void *producer_handle;
     void *on_first;
     void *on_between; /* NULL: the records between the ends carry no callback */
@@ -103,9 +128,20 @@ struct ferry_core *ferry_core_new(const char *header) {
     return core;
 }
 
+static void forget_all(struct ferry_core *core) {
+    for (int i = 0; i < core->learned_count; i++) {
+        free(core->learned[i].topic);
+        free(core->learned[i].head);
+        free(core->learned[i].prefix);
+    }
+    core->learned_count = 0;
+}
+
 void ferry_core_free(struct ferry_core *core) {
     for (ssize_t i = core->next; i < core->end; i++)
         rd_kafka_event_destroy(core->events[i]);
+    forget_all(core);
+    free(core->learned);
     free(core->events);
     free(core->messages);
     free(core);
@@ -150,12 +186,96 @@ int ferry_core_fetch(struct ferry_core *core, rd_kafka_t *consumer, int timeout_
     return (int)core->end;
 }
 
-static int has_header(const rd_kafka_message_t *message, const char *header) {
+/*
+ * Teaches what the copy of `topic`'s record gets: for a record whose provenance header, up to its last `|`,
+ * is `head` (`is_local`: a record without one), either nothing (`skip`) or the header `prefix` followed by
+ * its source offset. Returns 0, or -1 when memory ran out.
+ */
+int ferry_core_learn(struct ferry_core *core, const char *topic, const char *head, size_t head_len, int is_local,
+                     int skip, const char *prefix, size_t prefix_len) {
+    if (core->learned_count >= MAX_LEARNED)
+        forget_all(core);
+    if (core->learned_count == core->learned_capacity) {
+        int capacity = core->learned_capacity ? core->learned_capacity * 2 : 16;
+        struct learned *grown = realloc(core->learned, sizeof *grown * (size_t)capacity);
+        if (grown == NULL)
+            return -1;
+        core->learned = grown;
+        core->learned_capacity = capacity;
+    }
+    struct learned *entry = &core->learned[core->learned_count];
+    memset(entry, 0, sizeof *entry);
+    entry->topic = strdup(topic);
+    entry->skip = skip;
+    if (!is_local) {
+        entry->head = malloc(head_len + 1);
+        if (entry->head != NULL) {
+            memcpy(entry->head, head, head_len);
+            entry->head[head_len] = '\0';
+        }
+        entry->head_len = head_len;
+    }
+    if (!skip) {
+        entry->prefix = malloc(prefix_len + 1);
+        if (entry->prefix != NULL)
+            memcpy(entry->prefix, prefix, prefix_len);
+        entry->prefix_len = prefix_len;
+    }
+    if (entry->topic == NULL || (!is_local && entry->head == NULL) || (!skip && entry->prefix == NULL)) {
+        free(entry->topic);
+        free(entry->head);
+        free(entry->prefix);
+        return -1;
+    }
+    core->learned_count++;
+    return 0;
+}
+
+static const struct learned *find(const struct ferry_core *core, const char *topic, const char *head, size_t head_len,
+                                  int is_local) {
+    for (int i = 0; i < core->learned_count; i++) {
+        const struct learned *entry = &core->learned[i];
+        if ((entry->head == NULL) != is_local || strcmp(entry->topic, topic) != 0)
+            continue;
+        if (is_local || (entry->head_len == head_len && memcmp(entry->head, head, head_len) == 0))
+            return entry;
+    }
+    return NULL;
+}
+
+/*
+ * What the copy of `message` gets: ITEM_COPY (with `entry` its prefix), ITEM_SKIP, or ITEM_UNKNOWN: not
+ * learned yet, or a header C does not read as the stamper would (a version 2 header whose source offset
+ * is not plain digits; the stamper decides those).
+ */
+static int action_of(const struct ferry_core *core, const rd_kafka_message_t *message, const struct learned **entry) {
     rd_kafka_headers_t *headers = NULL;
-    const void *value;
-    size_t size;
-    return rd_kafka_message_headers(message, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-           rd_kafka_header_get_last(headers, header, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+    const void *value = NULL;
+    size_t size = 0;
+    const char *topic = rd_kafka_topic_name(message->rkt);
+    if (rd_kafka_message_headers(message, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        rd_kafka_header_get_last(headers, core->header, &value, &size) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        *entry = find(core, topic, NULL, 0, 1);
+    } else {
+        const char *text = value;
+        if (text == NULL || size == 0)
+            return ITEM_UNKNOWN;
+        size_t head_len = size;
+        if (!(size >= 2 && text[0] == '3' && text[1] == '|')) {
+            /* Version 2 (or older): the head is all before the last `|`, the tail a source offset. */
+            const char *bar = memrchr(text, '|', size);
+            if (bar == NULL || bar + 1 == text + size)
+                return ITEM_UNKNOWN;
+            for (const char *digit = bar + 1; digit < text + size; digit++)
+                if (*digit < '0' || *digit > '9')
+                    return ITEM_UNKNOWN;
+            head_len = (size_t)(bar - text);
+        }
+        *entry = find(core, topic, text, head_len, 0);
+    }
+    if (*entry == NULL)
+        return ITEM_UNKNOWN;
+    return (*entry)->skip ? ITEM_SKIP : ITEM_COPY;
 }
 
 /* Describes the next pending item; 0 when none is pending. */
@@ -174,7 +294,8 @@ int ferry_core_peek(struct ferry_core *core, struct ferry_core_item *item) {
             item->kind = ITEM_ERROR;
             item->error = message->err;
         } else {
-            item->kind = has_header(message, core->header) ? ITEM_HEADED : ITEM_RECORD;
+            const struct learned *entry;
+            item->kind = action_of(core, message, &entry);
         }
         return 1;
     }
@@ -305,9 +426,9 @@ int64_t ferry_core_drop_run(struct ferry_core *core) {
     return dropped;
 }
 
-/* Drops the next pending records while they are records of the same partition as the first without a
- * provenance header (at most `max_offsets`), writing their offsets: records not for the route's
- * destination, which Python settles as passed. Returns how many. */
+/* Drops the next pending records while they are records of the same partition as the first that are not for
+ * the route's destination (ITEM_SKIP; at most `max_offsets`), writing their offsets: Python settles them as
+ * passed. Returns how many. */
 int64_t ferry_core_pass_run(struct ferry_core *core, int64_t *offsets, int64_t max_offsets) {
     if (core->next >= core->end || core->messages[core->next] == NULL)
         return 0;
@@ -317,8 +438,9 @@ int64_t ferry_core_pass_run(struct ferry_core *core, int64_t *offsets, int64_t m
     int64_t passed = 0;
     while (core->next < core->end && passed < max_offsets) {
         const rd_kafka_message_t *message = core->messages[core->next];
+        const struct learned *entry;
         if (message == NULL || message->err != RD_KAFKA_RESP_ERR_NO_ERROR || message->rkt != topic ||
-            message->partition != partition || has_header(message, core->header))
+            message->partition != partition || action_of(core, message, &entry) != ITEM_SKIP)
             break;
         offsets[passed++] = message->offset;
         rd_kafka_event_destroy(core->events[core->next++]);
@@ -326,15 +448,16 @@ int64_t ferry_core_pass_run(struct ferry_core *core, int64_t *offsets, int64_t m
     return passed;
 }
 
-/* Whether pending item `index` may join the open run of `topic`/`partition`, after `bytes` value bytes. */
+/* Whether pending item `index` may join the open run of `topic`/`partition`, after `bytes` value bytes
+ * (then `entry` says its copy's prefix). */
 static int joins(struct ferry_core *core, ssize_t index, const rd_kafka_topic_t *topic, int32_t partition,
-                 int64_t bytes, const struct ferry_core_run_args *args) {
+                 int64_t bytes, const struct ferry_core_run_args *args, const struct learned **entry) {
     if (index >= core->end)
         return 0;
     const rd_kafka_message_t *message = core->messages[index];
     return message != NULL && message->err == RD_KAFKA_RESP_ERR_NO_ERROR && message->rkt == topic &&
            message->partition == partition && (int64_t)message->len <= args->alone_above &&
-           bytes + (int64_t)message->len <= args->room && !has_header(message, core->header);
+           bytes + (int64_t)message->len <= args->room && action_of(core, message, entry) == ITEM_COPY;
 }
 
 static struct confluent_msgstate *opaque_for(const struct ferry_core_run_args *args, void *callback) {
@@ -349,12 +472,12 @@ static struct confluent_msgstate *opaque_for(const struct ferry_core_run_args *a
 }
 
 /*
- * Hands the producer the run of the next pending records (Python peeked the first: a record of the
- * partition, no provenance header): the records of its partition that follow in a row, without a
- * provenance header, none larger than `alone_above` unless it is the first (then it is the run alone),
- * their value bytes within `room`. The run's first record carries `on_first` (a run of one: `on_last`),
- * its last `on_last`, those between `on_between` (or nothing). Each record's source offset is written
- * to `offsets` (at most `max_offsets` records go in one call).
+ * Hands the producer the run of the next pending records (Python peeked the first: ITEM_COPY): the records
+ * of its partition that follow in a row whose copies are known (ITEM_COPY), none larger than `alone_above`
+ * unless it is the first (then it is the run alone), their value bytes within `room`. Each copy has the
+ * record's headers without its provenance header, then its new one. The run's first record carries
+ * `on_first` (a run of one: `on_last`), its last `on_last`, those between `on_between` (or nothing). Each
+ * record's source offset is written to `offsets` (at most `max_offsets` records go in one call).
  *
  * A run may take more than one call: when the producer's queue is full (RUN_QUEUE_FULL: the record is
  * offered again by the next call, with `handed_before` and `bytes_before` what the run handed so far)
@@ -364,34 +487,44 @@ static struct confluent_msgstate *opaque_for(const struct ferry_core_run_args *a
 int ferry_core_send_run(struct ferry_core *core, const struct ferry_core_run_args *args, int64_t *offsets,
                         int64_t max_offsets, struct ferry_core_run_out *out) {
     memset(out, 0, sizeof *out);
-    if (core->next >= core->end || core->messages[core->next] == NULL)
+    const struct learned *entry = NULL;
+    if (core->next >= core->end || core->messages[core->next] == NULL ||
+        action_of(core, core->messages[core->next], &entry) != ITEM_COPY)
         return 0;
     /* The run's partition, kept by value: each record's event (its message) is freed once produced. */
     const rd_kafka_topic_t *run_topic = core->messages[core->next]->rkt;
     int32_t run_partition = core->messages[core->next]->partition;
     int64_t handed = args->handed_before, bytes = args->bytes_before;
     char value[512];
-    if (args->prefix_len > sizeof value - 24)
-        return -1;
-    memcpy(value, args->prefix, args->prefix_len);
     while (core->next < core->end && out->handed < max_offsets) {
         rd_kafka_message_t *message = (rd_kafka_message_t *)core->messages[core->next];
-        /* Python offers a call's first record only when it joins the run; each later one joined when the
-         * record before it was found not to be the last. */
+        /* Python offers a call's first record only when it joins the run; each later one joined (and
+         * `entry` became its prefix) when the record before it was found not to be the last. */
+        const struct learned *next_entry = NULL;
         int is_first = handed == 0;
         int alone = (int64_t)message->len > args->alone_above;
-        int is_last = alone || !joins(core, core->next + 1, run_topic, run_partition, bytes + (int64_t)message->len, args) ||
+        int is_last = alone ||
+                      !joins(core, core->next + 1, run_topic, run_partition, bytes + (int64_t)message->len, args,
+                             &next_entry) ||
                       out->handed + 1 == max_offsets;
+        if (entry->prefix_len > sizeof value - 24)
+            return -1;
         void *callback = is_last ? args->on_last : is_first ? args->on_first : args->on_between;
         struct confluent_msgstate *opaque = opaque_for(args, callback);
         if (callback != NULL && opaque == NULL)
             return -1;
-        int digits = snprintf(value + args->prefix_len, sizeof value - args->prefix_len, "%lld",
+        memcpy(value, entry->prefix, entry->prefix_len);
+        int digits = snprintf(value + entry->prefix_len, sizeof value - entry->prefix_len, "%lld",
                               (long long)message->offset);
         rd_kafka_headers_t *headers = NULL;
+        rd_kafka_headers_t *previous = NULL; /* a copy of a copy: its headers as they were, for a refusal */
         if (rd_kafka_message_detach_headers(message, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR || headers == NULL)
             headers = rd_kafka_headers_new(1);
-        rd_kafka_header_add(headers, core->header, -1, value, (ssize_t)(args->prefix_len + (size_t)digits));
+        if (entry->head != NULL) {
+            previous = rd_kafka_headers_copy(headers);
+            rd_kafka_header_remove(headers, core->header);
+        }
+        rd_kafka_header_add(headers, core->header, -1, value, (ssize_t)(entry->prefix_len + (size_t)digits));
         rd_kafka_timestamp_type_t timestamp_type;
         int64_t timestamp = rd_kafka_message_timestamp(message, &timestamp_type);
         rd_kafka_resp_err_t err = rd_kafka_producev(
@@ -401,14 +534,21 @@ int ferry_core_send_run(struct ferry_core *core, const struct ferry_core_run_arg
             RD_KAFKA_V_TIMESTAMP(timestamp_type == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? 0 : timestamp),
             RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
         if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            /* Not produced: the record goes back as it was (its headers without the one just added). */
+            /* Not produced: the record goes back as it was. */
             free(opaque);
-            rd_kafka_header_remove(headers, core->header);
+            if (previous != NULL) {
+                rd_kafka_headers_destroy(headers);
+                headers = previous;
+            } else {
+                rd_kafka_header_remove(headers, core->header);
+            }
             rd_kafka_message_set_headers(message, headers);
             out->status = err == RD_KAFKA_RESP_ERR__QUEUE_FULL ? RUN_QUEUE_FULL : RUN_REFUSED;
             out->error = err;
             return 0;
         }
+        if (previous != NULL)
+            rd_kafka_headers_destroy(previous);
         if (callback == NULL) {
         } else if (callback == args->on_last && is_last) {
             out->last_refs++;
@@ -426,6 +566,7 @@ int ferry_core_send_run(struct ferry_core *core, const struct ferry_core_run_arg
             out->status = RUN_CLOSED;
             return 0;
         }
+        entry = next_entry;
     }
     out->status = RUN_CLOSED; /* not reached with max_offsets above the run: every run ends on its last */
     return 0;

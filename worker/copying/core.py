@@ -8,11 +8,13 @@ run's records to the destination producer, stamped with the provenance header, v
 :meth:`common.core.provenance.TopicStamper.stamp` stamps a record without one (an integration test holds
 the two equal). The ledger is told what each run sent and closed, as the sender tells it.
 
-Whatever is not such a run goes to the Python sender as a :class:`CoreMessage`, in order: a consumer error,
-a record that already carries a provenance header (a copy of a copy: loop prevention and tree levels read
-it), and every record of a partition the Python sender settles specially (offsets the resume rule skips,
-a partition settled record by record, a topic whose local records this route does not copy). So both
-paths share one ledger and one set of rules; the core only does the per-record work faster.
+What a record's copy gets (a prefix, or nothing: loop prevention, a tree level) depends only on its source
+topic and its previous provenance header up to the last ``|``; the stamper decides it the first time and
+the library learns it (:meth:`CopyCore._learn`). Whatever is not such a run goes to the Python sender as a
+:class:`CoreMessage`, in order: a consumer error, a record whose previous header is not learned yet (or is
+malformed), and every record of a partition the Python sender settles specially (offsets the resume rule
+skips, a partition settled record by record). So both paths share one ledger and one set of rules; the
+core only does the per-record work faster.
 
 The library reads the consumer's queue with librdkafka's event API, so the other events on that queue
 come back as items here rather than through confluent-kafka's callbacks (which only run under

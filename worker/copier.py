@@ -373,6 +373,7 @@ class RouteCopier:
                 raise WorkerError(f"worker.copy_core is native, but {why}")
             log.info("route %s copies in Python: %s", self.route.name, why)
             return None
+        log.debug("route %s copies with the native copy core", self.route.name)
         return CopyCore(
             library=library,
             consumer=self._consumer,

@@ -280,7 +280,7 @@ class CopyCore:
         """``consumer_handle``: ``consumer``'s (:func:`client_handle`). ``sender``: the Python sender, for
         whatever is not a run the core hands over. ``on_commit``: the consumer's answer to a commit not waited for."""
         self._library = library
-        self._consumer = consumer
+        self._consumer = consumer  # held: its handle is valid while it lives
         self._consumer_handle = consumer_handle
         self._committer = committer
         self._ledger = ledger
@@ -309,10 +309,6 @@ class CopyCore:
         if self._core:
             self._library.ferry_core_free(self._core)
             self._core = None
-
-    def producer_handle(self) -> int | None:
-        """The destination producer's handle, or None when its layout is not the known one."""
-        return client_handle(self._library, self._committer.producer, consumer=False)
 
     def copy(self, most: int, timeout: float) -> tuple[int, int, int]:
         """Consumes a batch of up to ``most`` messages (waiting up to ``timeout`` for the first) and hands it to

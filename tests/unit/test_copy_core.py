@@ -43,7 +43,13 @@ def test_a_library_that_does_not_load_copies_in_python(monkeypatch: pytest.Monke
 
 def test_a_core_message_reads_as_a_consumed_message() -> None:
     message = core.CoreMessage(
-        "orders", 3, 42, value=b"abc", key=b"k", timestamp=(1, 1_700_000_000_000), headers=[("h", None)]
+        topic="orders",
+        partition=3,
+        offset=42,
+        value=b"abc",
+        key=b"k",
+        timestamp=(1, 1_700_000_000_000),
+        headers=[("h", None)],
     )
     assert (message.topic(), message.partition(), message.offset()) == ("orders", 3, 42)
     assert (message.value(), message.key(), message.timestamp(), message.headers()) == (
@@ -53,6 +59,6 @@ def test_a_core_message_reads_as_a_consumed_message() -> None:
         [("h", None)],
     )
     assert message.error() is None and len(message) == 3
-    failed = core.CoreMessage("orders", 3, 7, error=KafkaError(KafkaError._PARTITION_EOF))
+    failed = core.CoreMessage(topic="orders", partition=3, offset=7, error=KafkaError(KafkaError._PARTITION_EOF))
     assert failed.error().code() == KafkaError._PARTITION_EOF  # type: ignore[union-attr]
     assert len(failed) == 0 and failed.value() is None and failed.headers() is None

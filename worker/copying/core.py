@@ -216,10 +216,10 @@ class CoreMessage:
 
     def __init__(
         self,
+        *,
         topic: str | None,
         partition: int,
         offset: int,
-        *,
         value: bytes | None = None,
         key: bytes | None = None,
         timestamp: tuple[int, int] = (_NO_TIMESTAMP, 0),
@@ -472,9 +472,9 @@ class CopyCore:
         if item.kind == _ERROR:
             library.ferry_core_text(core, self._text, len(self._text))
             message = CoreMessage(
-                topic,
-                item.partition,
-                item.offset,
+                topic=topic,
+                partition=item.partition,
+                offset=item.offset,
                 error=KafkaError(item.error, self._text.value.decode(errors="replace")),
             )
             library.ferry_core_drop(core)
@@ -492,9 +492,9 @@ class CopyCore:
                 header_value = None if value.value is None else ctypes.string_at(value.value, value_size.value)
                 headers.append(((name.value or b"").decode(), header_value))
         message = CoreMessage(
-            topic,
-            item.partition,
-            item.offset,
+            topic=topic,
+            partition=item.partition,
+            offset=item.offset,
             value=None if record.value is None else ctypes.string_at(record.value, record.value_len),
             key=None if record.key is None else ctypes.string_at(record.key, record.key_len),
             timestamp=(record.timestamp_type, record.timestamp),

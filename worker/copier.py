@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError
 
+from ferry.common import logs
 from ferry.common.config import InternalTopicsConfig, RouteConfig, WorkerConfig
 from ferry.common.core.operate.rate import RouteThrottle
 from ferry.common.core.provenance import Provenance, Stamper
@@ -44,7 +45,7 @@ from ferry.common.core.topology import copy_flags
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.model import PartitionStatus
 from ferry.worker.copying import core as copy_core
-from ferry.worker.copying.committer import FLUSH_TIMEOUT_S, Committer
+from ferry.worker.copying.committer import FLUSH_TIMEOUT_S, CommitAnswer, Committer
 from ferry.worker.copying.core import CopyCore
 from ferry.worker.copying.ledger import DeliveryLedger
 from ferry.worker.copying.names import TopicNames, TopicPartitionKey
@@ -270,7 +271,7 @@ class RouteCopier:
         Exactly once, the source's answer is not waited for (:meth:`Committer.commit`)."""
         return self._committer.commit(keys, wait=not self._committer.transactional)
 
-    def _commit_answered(self, error: KafkaError | None, partitions: list[Any]) -> None:
+    def _commit_answered(self, error: KafkaError | None, partitions: Sequence[CommitAnswer]) -> None:
         self._committer.commit_answered(error, partitions)
 
     def purge(self) -> None:
@@ -385,6 +386,7 @@ class RouteCopier:
             stamper=stamper,
             sender=self._sender,
             on_commit=self._commit_answered,
+            log=logs.LibrdkafkaLog(logs.current_fields()),
             clock=self._clock,
         )
 

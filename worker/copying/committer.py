@@ -60,8 +60,8 @@ thread (the worker's copy loop), so no state here needs a lock.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
@@ -106,6 +106,20 @@ GAPLESS_SETTINGS: dict[str, Any] = {"enable.gapless.guarantee": True, "message.t
 # delivery reports are waited for and served.
 REPORTS_LEFT_S = 1.0
 REPORTS_LEFT_TRIES = 3
+
+
+class CommitAnswer(Protocol):
+    """One partition of the answer to a commit not waited for: a confluent-kafka ``TopicPartition``, or the
+    native copy core's :class:`worker.copying.core.CommittedPartition`."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def error(self) -> KafkaError | None: ...
 
 
 class Committer:
@@ -553,7 +567,7 @@ class Committer:
             done[(tp.topic, tp.partition)] = tp.offset
         return True
 
-    def commit_answered(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+    def commit_answered(self, error: KafkaError | None, partitions: Sequence[CommitAnswer]) -> None:
         """The source's answer to a commit that was not waited for (the source consumer's ``on_commit``,
         served by its polls on the copy loop's thread): a refused one is counted and logged as a refused
         commit is, and its offsets are sent again by the next commit."""

@@ -41,14 +41,16 @@ from __future__ import annotations
 import ctypes
 import importlib.metadata
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError
 
 from ferry.common.core.provenance import HEADER, ProvenanceError, Stamper
-from ferry.worker.copying.committer import Committer
+from ferry.common.logs import LibrdkafkaLog
+from ferry.worker.copying.committer import CommitAnswer, Committer
 from ferry.worker.copying.ledger import DeliveryLedger
 from ferry.worker.copying.names import TopicNames, TopicPartitionKey
 from ferry.worker.copying.partition_states import PartitionStates
@@ -167,6 +169,8 @@ def _signatures(library: ctypes.CDLL) -> None:
             [p, ctypes.POINTER(_RunArgs), ctypes.POINTER(i64), i64, ctypes.POINTER(_RunOut)],
         ),
         "rd_kafka_type": (ctypes.c_int, [p]),
+        "rd_kafka_name": (ctypes.c_char_p, [p]),
+        "ferry_core_log": (ctypes.c_int, [p, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p)]),
         "rd_kafka_err2str": (ctypes.c_char_p, [ctypes.c_int]),
     }
     for name, (result, arguments) in table.items():
@@ -207,6 +211,16 @@ def client_handle(library: ctypes.CDLL, client: Any, consumer: bool) -> int | No
     if not pointer or library.rd_kafka_type(pointer) != (_CONSUMER_TYPE if consumer else _PRODUCER_TYPE):
         return None
     return int(pointer)
+
+
+@dataclass(frozen=True)
+class CommittedPartition:
+    """One partition of a commit's answer, as the core reads it (``TopicPartition.error`` cannot be set)."""
+
+    topic: str
+    partition: int
+    offset: int
+    error: KafkaError | None
 
 
 class CoreMessage:
@@ -274,11 +288,13 @@ class CopyCore:
         names: TopicNames,
         stamper: Stamper,
         sender: Sender,
-        on_commit: Callable[[KafkaError | None, list[TopicPartition]], None],
+        on_commit: Callable[[KafkaError | None, Sequence[CommitAnswer]], None],
+        log: LibrdkafkaLog,
         clock: Callable[[], float],
     ) -> None:
         """``consumer_handle``: ``consumer``'s (:func:`client_handle`). ``sender``: the Python sender, for
-        whatever is not a run the core hands over. ``on_commit``: the consumer's answer to a commit not waited for."""
+        whatever is not a run the core hands over. ``on_commit``: the consumer's answer to a commit not waited for.
+        ``log``: the consumer's librdkafka logger (its log lines come to the core)."""
         self._library = library
         self._consumer = consumer  # held: its handle is valid while it lives
         self._consumer_handle = consumer_handle
@@ -289,6 +305,8 @@ class CopyCore:
         self._stamper = stamper
         self._sender = sender
         self._on_commit = on_commit
+        self._log = log
+        self._client_name = (library.rd_kafka_name(consumer_handle) or b"").decode(errors="replace")
         self._clock = clock
         self._core = library.ferry_core_new(HEADER.encode())
         if not self._core:
@@ -513,21 +531,32 @@ class CopyCore:
         """A log line, a commit's answer, or another event of the consumer's queue: what confluent-kafka's
         callback for it would do, then dropped."""
         library, core, item = self._library, self._core, self._item
-        if kind == _LOG:
-            library.ferry_core_text(core, self._text, len(self._text))
+        if kind == _LOG:  # as confluent-kafka hands it to the client's logger
+            facility, text = ctypes.c_char_p(), ctypes.c_char_p()
+            library.ferry_core_log(core, ctypes.byref(facility), ctypes.byref(text))
             level = _LOG_LEVELS.get(item.error, logging.INFO if item.error <= 6 else logging.DEBUG)
-            logging.getLogger("ferry.librdkafka").log(level, "%s", self._text.value.decode(errors="replace"))
+            self._log.log(
+                level,
+                "%s [%s] %s",
+                (facility.value or b"").decode(errors="replace"),
+                self._client_name,
+                (text.value or b"").decode(errors="replace"),
+            )
         elif kind == _COMMIT:
-            partitions: list[TopicPartition] = []
+            partitions: list[CommittedPartition] = []
             topic, partition, offset, error = ctypes.c_char_p(), ctypes.c_int32(), ctypes.c_int64(), ctypes.c_int32()
             index = 0
             while library.ferry_core_committed(
                 core, index, ctypes.byref(topic), ctypes.byref(partition), ctypes.byref(offset), ctypes.byref(error)
             ):
-                tp = TopicPartition((topic.value or b"").decode(), partition.value, offset.value)
-                if error.value:
-                    tp.error = KafkaError(error.value)
-                partitions.append(tp)
+                partitions.append(
+                    CommittedPartition(
+                        topic=(topic.value or b"").decode(),
+                        partition=partition.value,
+                        offset=offset.value,
+                        error=KafkaError(error.value) if error.value else None,
+                    )
+                )
                 index += 1
             self._on_commit(KafkaError(item.error) if item.error else None, partitions)
         elif kind == _ERROR:  # an error of no partition: the client retries by itself, as confluent-kafka's logs say

@@ -401,6 +401,15 @@ int ferry_core_text(struct ferry_core *core, char *out, size_t size) {
     return 1;
 }
 
+/* The next pending log line's facility and text (valid until it is dropped); 0 when it is not one. */
+int ferry_core_log(struct ferry_core *core, const char **facility, const char **text) {
+    if (core->next >= core->end || core->messages[core->next] != NULL ||
+        rd_kafka_event_type(core->events[core->next]) != RD_KAFKA_EVENT_LOG)
+        return 0;
+    int level = 0;
+    return rd_kafka_event_log(core->events[core->next], facility, text, &level) == 0;
+}
+
 /* Drops the next pending item. */
 void ferry_core_drop(struct ferry_core *core) {
     if (core->next < core->end)

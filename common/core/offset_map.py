@@ -227,6 +227,23 @@ class OffsetMap:
         for source_offset, destination_offset in zip(source_offsets, destination_offsets, strict=True):
             record(source_offset, destination_offset)
 
+    def record_span(self, source_first: int, destination_first: int, count: int) -> None:
+        """:meth:`record_run` for ``count`` consecutive source offsets from ``source_first`` copied to as many
+        consecutive destination offsets from ``destination_first``: O(1) when they continue the newest run."""
+        length = self._len
+        if length and count and source_first == self._src + length:
+            past_marker = destination_first != self._dst_next
+            if not past_marker or self._extends_past_marker(destination_first):
+                if past_marker:
+                    self._markers.append(self._dst_next)
+                self._len = length + count
+                self._dst_next = destination_first + count
+                self._changed.add(self._dst)
+                return
+        record = self.record
+        for step in range(count):
+            record(source_first + step, destination_first + step)
+
     def end_transaction(self) -> None:
         """A transaction that held this partition's newest copy committed: its marker takes the destination
         offset right after that copy. Called again before the next copy, it still means that one marker

@@ -30,51 +30,73 @@ K = TypeVar("K", bound=Hashable)
 
 
 class _KeyState:
-    """One key's offsets: ``order`` holds, in send order, every offset from the oldest one in
-    flight on; ``settled`` the offsets in ``order`` already settled (acknowledged or failed) out of
-    order, waiting for the ones before them.
+    """One key's offsets: ``spans`` holds, in send order, every offset from the oldest one in flight on,
+    as spans ``[first, end)`` of consecutive offsets (a partition's records mostly are, so a run of a
+    thousand records is one span, not a thousand numbers); ``settled`` the offsets in ``spans`` already
+    settled (acknowledged or failed) out of order, waiting for the ones before them.
 
-    ``order[0]``, when present, is always in flight. Acknowledgements in send order (the common
-    case: an idempotent producer reports deliveries of a partition in order) only pop the head,
-    so the hot path touches no set.
+    The first offset of ``spans[0]``, when present, is always in flight. Acknowledgements in send order
+    (the common case: an idempotent producer reports deliveries of a partition in order) only move the
+    head, so the hot path touches no set.
     """
 
-    __slots__ = ("acked_any", "failure", "last_done", "last_sent", "order", "settled")
+    __slots__ = ("acked_any", "count", "failure", "last_done", "last_sent", "settled", "spans")
 
     def __init__(self) -> None:
-        self.order: deque[int] = deque()
+        self.spans: deque[list[int]] = deque()
+        self.count = 0  # offsets in spans, settled ones included
         self.settled: set[int] = set()
         self.last_sent: int | None = None
         self.last_done: int | None = None  # highest offset popped from the head (acknowledged or failed)
         self.acked_any = False
         self.failure: tuple[int, str] | None = None
 
+    def append(self, first: int, count: int) -> None:
+        """``count`` consecutive offsets from ``first`` were sent (after every offset in ``spans``)."""
+        spans = self.spans
+        if spans and spans[-1][1] == first:
+            spans[-1][1] = first + count
+        else:
+            spans.append([first, first + count])
+        self.count += count
+
+    def pop_head(self, count: int = 1) -> int:
+        """Pops the ``count`` oldest offsets (consecutive: all in ``spans[0]``); returns the first."""
+        head = self.spans[0]
+        first = head[0]
+        head[0] = first + count
+        if head[0] == head[1]:
+            self.spans.popleft()
+        self.count -= count
+        self.last_done = first + count - 1
+        return first
+
     def in_flight(self, offset: int) -> bool:
-        order = self.order
-        if not order or offset < order[0] or offset > order[-1] or offset in self.settled:
+        spans = self.spans
+        if not spans or offset < spans[0][0] or offset >= spans[-1][1] or offset in self.settled:
             return False
-        return offset == order[0] or offset in order  # O(n), only for out-of-order settlements
+        # O(spans), only for out-of-order settlements
+        return offset == spans[0][0] or any(first <= offset < end for first, end in spans)
 
     def settle(self, offset: int) -> None:
         """``offset`` (in flight) is no longer: pop every settled offset at the head."""
-        order = self.order
-        if offset != order[0]:
+        if offset != self.spans[0][0]:
             self.settled.add(offset)
             return
-        self.last_done = order.popleft()
-        settled = self.settled
-        while settled and order and order[0] in settled:
-            settled.discard(order[0])
-            self.last_done = order.popleft()
+        self.pop_head()
+        settled, spans = self.settled, self.spans
+        while settled and spans and spans[0][0] in settled:
+            settled.discard(spans[0][0])
+            self.pop_head()
 
     def pending(self) -> int:
-        return len(self.order) - len(self.settled)
+        return self.count - len(self.settled)
 
     def committable(self) -> int | None:
         if not self.acked_any:
             return None
-        if self.order:
-            offset = self.order[0]
+        if self.spans:
+            offset = self.spans[0][0]
         elif self.last_done is not None:
             offset = self.last_done + 1
         else:  # pragma: no cover - acked_any implies something was popped or is still queued
@@ -98,7 +120,7 @@ class OffsetWatermarks(Generic[K]):
         if state.last_sent is not None and offset <= state.last_sent:
             raise ValueError(f"{key}: offset {offset} sent after {state.last_sent}; offsets must increase")
         state.last_sent = offset
-        state.order.append(offset)
+        state.append(offset, 1)
 
     def sent_run(self, key: K, offsets: list[int]) -> None:
         """:meth:`sent` for each of ``offsets``, in order: one call per run of a partition's records.
@@ -116,7 +138,27 @@ class OffsetWatermarks(Generic[K]):
                 f"{key}: offsets {offsets[0]}..{offsets[-1]} sent after {state.last_sent}; offsets must increase"
             )
         state.last_sent = offsets[-1]
-        state.order.extend(offsets)
+        count = len(offsets)
+        if offsets[-1] - offsets[0] == count - 1:  # increasing, so consecutive: one span
+            state.append(offsets[0], count)
+        else:
+            for offset in offsets:
+                state.append(offset, 1)
+
+    def sent_span(self, key: K, first: int, count: int) -> None:
+        """:meth:`sent` for the ``count`` consecutive offsets from ``first``: a run of a partition's records
+        with no gap between, in O(1)."""
+        if count < 1:
+            return
+        state = self._keys.get(key)
+        if state is None:
+            state = self._keys[key] = _KeyState()
+        if state.last_sent is not None and first <= state.last_sent:
+            raise ValueError(
+                f"{key}: offsets {first}..{first + count - 1} sent after {state.last_sent}; offsets must increase"
+            )
+        state.last_sent = first + count - 1
+        state.append(first, count)
 
     def passed(self, key: K, offset: int) -> None:
         """``offset`` was read and deliberately not copied (loop prevention): settled at once.
@@ -127,8 +169,8 @@ class OffsetWatermarks(Generic[K]):
         self.sent(key, offset)
         state = self._keys[key]
         state.acked_any = True
-        if len(state.order) == 1:  # nothing before it in flight: O(1)
-            state.last_done = state.order.popleft()
+        if state.count == 1:  # nothing before it in flight: O(1)
+            state.pop_head()
         else:
             state.settled.add(offset)
 
@@ -147,35 +189,50 @@ class OffsetWatermarks(Generic[K]):
         producer does), so the delivery callback need not carry the source offset.
         """
         state = self._keys.get(key)
-        if state is None or not state.order:
+        if state is None or not state.spans:
             raise ValueError(f"{key}: an acknowledgement arrived with nothing in flight")
         state.acked_any = True
         if not state.settled:  # nothing settled out of order: the head alone goes (settle()'s first step)
-            offset = state.last_done = state.order.popleft()
-            return offset
-        offset = state.order[0]
+            return state.pop_head()
+        offset = state.spans[0][0]
         state.settle(offset)
         return offset
 
     def acked_oldest_run(self, key: K, count: int) -> list[int]:
         """:meth:`acked_oldest` ``count`` times: the ``count`` oldest offsets in flight, acknowledged, in order."""
         state = self._keys.get(key)
-        if state is None or len(state.order) < count:
+        if state is None or state.count < count:
             raise ValueError(f"{key}: {count} acknowledgements arrived with fewer offsets in flight")
         if state.settled or not count:
             return [self.acked_oldest(key) for _ in range(count)]
         state.acked_any = True
-        popleft = state.order.popleft
-        offsets = [popleft() for _ in range(count)]
-        state.last_done = offsets[-1]
+        offsets: list[int] = []
+        while len(offsets) < count:
+            head = state.spans[0]
+            take = min(count - len(offsets), head[1] - head[0])
+            offsets.extend(range(head[0], head[0] + take))
+            state.pop_head(take)
         return offsets
+
+    def acked_oldest_span(self, key: K, count: int) -> int | None:
+        """:meth:`acked_oldest_run` in O(1) when the ``count`` oldest offsets in flight are consecutive and
+        none was settled out of order: acknowledges them and returns the first. Otherwise None, and
+        nothing changed (:meth:`acked_oldest_run` then says which they are)."""
+        state = self._keys.get(key)
+        if state is None or state.settled or count < 1 or not state.spans:
+            return None
+        head = state.spans[0]
+        if head[1] - head[0] < count:
+            return None
+        state.acked_any = True
+        return state.pop_head(count)
 
     def fail_oldest(self, key: K, reason: str) -> int:
         """Marks the oldest offset in flight for ``key`` as failed (see :meth:`failed`) and returns it."""
         state = self._keys.get(key)
-        if state is None or not state.order:
+        if state is None or not state.spans:
             raise ValueError(f"{key}: a delivery failure arrived with nothing in flight")
-        offset = state.order[0]
+        offset = state.spans[0][0]
         self.failed(key, offset, reason)
         return offset
 

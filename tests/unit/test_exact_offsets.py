@@ -227,6 +227,17 @@ def test_a_group_ahead_of_the_mirror_goes_on_after_the_newest_copy_of_the_head(
     assert translate(segments, head + 1 + ahead_by) is None  # no exact answer: hence the copy's end
 
 
+def _record_chunk(offsets: OffsetMap, chunk: list[tuple[int, int]], data: st.DataObject) -> None:
+    """Records ``chunk`` (source, destination pairs) as the copier does: a run at once, or as one span when
+    both sides are consecutive (the copy core's common case)."""
+    (source, destination), count = chunk[0], len(chunk)
+    consecutive = chunk == [(source + i, destination + i) for i in range(count)]
+    if consecutive and data.draw(st.booleans()):
+        offsets.record_span(source, destination, count)
+    else:
+        offsets.record_run([s for s, _ in chunk], [d for _, d in chunk])
+
+
 @given(copy_events, st.data())
 def test_runs_recorded_at_once_make_the_map_recorded_one_by_one(
     events: list[tuple[str, int]], data: st.DataObject
@@ -253,7 +264,7 @@ def test_runs_recorded_at_once_make_the_map_recorded_one_by_one(
         position += size
         for s, d in chunk:
             one.record(s, d)
-        runs.record_run([s for s, _ in chunk], [d for _, d in chunk])
+        _record_chunk(runs, chunk, data)
         if data.draw(st.booleans()):
             assert one.take_changed() == runs.take_changed()
         assert one.segments() == runs.segments()
@@ -384,8 +395,11 @@ def _replay_transactions(events: list[tuple[str, int]], data: st.DataObject) -> 
     def copy(n: int) -> None:
         nonlocal source, copied_in_transaction
         pairs = [(source + i, len(log) + i) for i in range(n)]
-        if data.draw(st.booleans()):
+        how = data.draw(st.sampled_from(["run", "span", "one by one"]))
+        if how == "run":
             live.record_run([s for s, _ in pairs], [d for _, d in pairs])
+        elif how == "span" and pairs:
+            live.record_span(pairs[0][0], pairs[0][1], len(pairs))
         else:
             for s, d in pairs:
                 live.record(s, d)
@@ -617,7 +631,7 @@ def test_runs_recorded_at_once_make_the_map_recorded_one_by_one_across_markers(
         position += len(chunk)
         for s, d in chunk:
             one.record(s, d)
-        runs.record_run([s for s, _ in chunk], [d for _, d in chunk])
+        _record_chunk(runs, chunk, data)
         if data.draw(st.booleans()):
             assert one.take_changed() == runs.take_changed()
         assert one.segments() == runs.segments()

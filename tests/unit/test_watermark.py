@@ -192,14 +192,29 @@ def test_runs_sent_at_once_track_as_sent_one_by_one(gaps: list[int], data: st.Da
         position += size
         for offset in chunk:
             one.sent("k", offset)
-        runs.sent_run("k", chunk)
+        if chunk[-1] - chunk[0] == len(chunk) - 1 and data.draw(st.booleans()):  # consecutive: as one span
+            runs.sent_span("k", chunk[0], len(chunk))
+        else:
+            runs.sent_run("k", chunk)
         in_flight += chunk
         if data.draw(st.booleans()):  # a failure settles an offset out of order
             failed = data.draw(st.sampled_from(in_flight))
             one.failed("k", failed, "x")
             runs.failed("k", failed, "x")
         acks = data.draw(st.integers(0, one.in_flight("k")))
-        if data.draw(st.booleans()):  # a run of delivery reports at once, or one by one
+        how = data.draw(st.sampled_from(["run", "span", "one by one"]))
+        if how == "span":  # consecutive and nothing settled out of order: the first; else nothing changes
+            before = (runs.committables(), runs.in_flight("k"))
+            first = runs.acked_oldest_span("k", acks)
+            expected = [one.acked_oldest("k") for _ in range(acks)]
+            if first is None:
+                assert (runs.committables(), runs.in_flight("k")) == before
+                acked = runs.acked_oldest_run("k", acks)
+                assert acked == expected
+            else:
+                acked = list(range(first, first + acks))
+                assert acked == expected
+        elif how == "run":  # a run of delivery reports at once, or one by one
             acked = runs.acked_oldest_run("k", acks)
             assert [one.acked_oldest("k") for _ in range(acks)] == acked
         else:
@@ -211,6 +226,22 @@ def test_runs_sent_at_once_track_as_sent_one_by_one(gaps: list[int], data: st.Da
     assert one.committables() == runs.committables()
 
 
+def test_a_run_of_consecutive_offsets_is_acknowledged_as_one_span() -> None:
+    marks = OffsetWatermarks()
+    marks.sent_span("k", 10, 1000)
+    marks.sent_run("k", [1010, 1011])  # continues the span
+    assert marks.acked_oldest_span("k", 1002) == 10
+    assert marks.committables() == {"k": 1012} and marks.in_flight("k") == 0
+    marks.sent_run("k", [1013, 1015])  # a gap: two spans
+    assert marks.acked_oldest_span("k", 2) is None
+    marks.failed("k", 1015, "x")  # settled out of order
+    marks.sent_span("k", 1016, 2)
+    assert marks.acked_oldest_span("k", 1) is None
+    assert marks.acked_oldest_run("k", 1) == [1013]
+    assert marks.acked_oldest_span("k", 2) == 1016
+    assert marks.committables() == {"k": 1015}
+
+
 def test_a_run_must_follow_what_was_sent() -> None:
     marks = OffsetWatermarks()
     marks.sent_run("k", [3, 4])
@@ -220,6 +251,8 @@ def test_a_run_must_follow_what_was_sent() -> None:
         marks.sent_run("k", [4, 5])
     with pytest.raises(ValueError):
         marks.sent_run("k", [9, 7])
+    with pytest.raises(ValueError):
+        marks.sent_span("k", 4, 2)
 
 
 def test_a_key_started_past_what_was_committed_is_committable_at_its_start_at_once() -> None:

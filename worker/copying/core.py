@@ -121,6 +121,8 @@ class _RunOut(ctypes.Structure):
         ("between_refs", ctypes.c_int32),
         ("last_refs", ctypes.c_int32),
         ("unused", ctypes.c_int32),
+        ("first_offset", ctypes.c_int64),
+        ("last_offset", ctypes.c_int64),
     ]
 
 
@@ -450,11 +452,17 @@ class CopyCore:
                     self._increment(callback)
             count = out.handed
             if count:
-                sent = offsets[:count]
-                if sent[0] == told_pending:
-                    del sent[0]
-                if sent:
-                    ledger.sent(key, sent)
+                first = out.first_offset
+                if out.last_offset - first == count - 1:  # consecutive (the common case): one span
+                    told = int(first == told_pending)
+                    if count > told:
+                        ledger.sent_span(key, first + told, count - told)
+                else:
+                    sent = offsets[:count]
+                    if sent[0] == told_pending:
+                        del sent[0]
+                    if sent:
+                        ledger.sent(key, sent)
                 told_pending = -1
                 handed += count
                 handed_bytes += out.bytes

@@ -118,6 +118,8 @@ struct ferry_core_run_out {
     int32_t between_refs;
     int32_t last_refs;
     int32_t unused;
+    int64_t first_offset; /* the source offsets of the first and the last record handed (when handed > 0): */
+    int64_t last_offset;  /* consecutive when they are handed - 1 apart, and Python takes them as a span */
 };
 
 struct ferry_core *ferry_core_new(const char *header) {
@@ -578,6 +580,9 @@ int ferry_core_send_run(struct ferry_core *core, const struct ferry_core_run_arg
         } else {
             out->between_refs++;
         }
+        if (out->handed == 0)
+            out->first_offset = message->offset;
+        out->last_offset = message->offset;
         offsets[out->handed++] = message->offset;
         out->bytes += (int64_t)message->len;
         handed++;

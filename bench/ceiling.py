@@ -33,7 +33,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from ferry.common import collector
+from ferry.common import allocator, collector
 from ferry.common.core.provenance import Stamper
 from ferry.common.kafka import clients as kafka_clients
 
@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         **({"on_delivery": on_delivery} if args.reports else {}),
     )
     collector.settle_for_copying()  # as a worker does: the ceiling is the best bare loop, not a slower one
+    allocator.keep_freed_memory()  # as a worker does by default (worker.keep_freed_memory)
     # One topic's stamper for all (the cost per record is the same; the tag names the first topic).
     stamper = Stamper("src").for_topic(args.topics[0], args.topics[0])
     _copy(consumer, producer, stamper.stamp if args.stamp else None, lambda: stopping, delivered)

@@ -35,6 +35,7 @@ from confluent_kafka import KafkaException
 
 from ferry.bench import workload
 from ferry.bench.errors import BenchError
+from ferry.common import allocator
 from ferry.common.config import ZookeeperConfig
 from ferry.common.kafka import clients as kafka_clients
 from ferry.common.model import PartitionKey, PartitionState, WorkerAssignment, WorkerStatus
@@ -82,9 +83,9 @@ _STOP_TIMEOUT_S = 60.0
 NATIVE_COPY = Path(__file__).resolve().parent / "native" / "build" / "ferry-native-copy"
 
 
-def spawn(name: str, command: list[str], log: Path) -> Spawned:
+def spawn(name: str, command: list[str], log: Path, env: dict[str, str] | None = None) -> Spawned:
     """A process of a system under test, started from the repository (``python -m ferry.bench...``)."""
-    return support.spawn(name, command, log, cwd=REPO_ROOT)
+    return support.spawn(name, command, log, env=env, cwd=REPO_ROOT)
 
 
 class System:
@@ -273,7 +274,8 @@ class NativeCopy(System):
             workload.create_topic(admin, topic, self.partitions)
         for index in range(self.count):
             name = f"native-{index + 1}"
-            self.processes.append(spawn(name, self.command(index, topics), self._log(name)))
+            # glibc's thresholds as a worker sets them by default (common.allocator): the loops alone differ.
+            self.processes.append(spawn(name, self.command(index, topics), self._log(name), allocator.environment()))
 
 
 def _properties(settings: dict[str, Any]) -> dict[str, str]:

@@ -9,12 +9,15 @@ run one worker until SIGTERM.
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import socket
 from types import FrameType
 
-from ferry.common import collector, endpoints, logs
+from ferry.common import allocator, collector, endpoints, logs
 from ferry.common.config import load_config
+
+log = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -70,4 +73,6 @@ def _run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     collector.settle_for_copying()  # the copy loop's objects are acyclic: see common.collector
+    if worker_config.keep_freed_memory and not allocator.keep_freed_memory():
+        log.info("worker.keep_freed_memory: this C library's malloc takes no thresholds; left as it is")
     return worker.run()

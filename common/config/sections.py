@@ -148,6 +148,10 @@ class WorkerConfig(_Strict):
     """the copy loop's per-record work: native (a C library over the same librdkafka, built by `make setup`; records
     never become Python objects), python (confluent-kafka's Python API), or auto: native where the library is built
     and matches the installed confluent-kafka, python otherwise (the worker logs why)"""
+    keep_freed_memory: bool = True
+    """glibc's malloc: allocations up to 64 MiB (whole fetch responses, copies of large records) come from the heap,
+    and up to 128 MiB of freed heap is kept for reuse rather than given back to the OS at once: 17-25 % less CPU per
+    10 KiB record, about 80 MB more resident memory (BENCHMARKS.md); false: glibc's own thresholds"""
     load_report_interval_s: float = Field(30.0, gt=0)
     """how often the worker measures what it copies per partition (bytes/s, records/s, lag) and how busy its copy loop
     is, for the leader's balance by load; written in its status at most this often"""

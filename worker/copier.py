@@ -388,6 +388,7 @@ class RouteCopier:
             on_commit=self._commit_answered,
             log=logs.LibrdkafkaLog(logs.current_fields()),
             clock=self._clock,
+            most=self._consume_batch,
         )
 
 

@@ -138,7 +138,7 @@ def _signatures(library: ctypes.CDLL) -> None:
             ctypes.c_int,
             [p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(p), ctypes.POINTER(ctypes.c_size_t)],
         ),
-        "ferry_core_text": (ctypes.c_int, [p, ctypes.c_char_p, ctypes.c_size_t]),
+        "ferry_core_error_text": (ctypes.c_int, [p, ctypes.c_char_p, ctypes.c_size_t]),
         "ferry_core_committed": (
             ctypes.c_int,
             [
@@ -276,8 +276,6 @@ class CoreMessage:
 class CopyCore:
     """A route's copy loop through the native library (see the module docstring)."""
 
-    MAX_RUN = 100_000  # records one call hands over at most (a run ends there and the next one opens)
-
     def __init__(
         self,
         *,
@@ -293,10 +291,12 @@ class CopyCore:
         on_commit: Callable[[KafkaError | None, Sequence[CommitAnswer]], None],
         log: LibrdkafkaLog,
         clock: Callable[[], float],
+        most: int,
     ) -> None:
         """``consumer_handle``: ``consumer``'s (:func:`client_handle`). ``sender``: the Python sender, for
         whatever is not a run the core hands over. ``on_commit``: the consumer's answer to a commit not waited for.
-        ``log``: the consumer's librdkafka logger (its log lines come to the core)."""
+        ``log``: the consumer's librdkafka logger (its log lines come to the core). ``most``: the records one
+        :meth:`copy` takes at most (``worker.consume_batch``), and so one run."""
         self._library = library
         self._consumer = consumer  # held: its handle is valid while it lives
         self._consumer_handle = consumer_handle
@@ -317,7 +317,8 @@ class CopyCore:
         self._record = _Record()
         self._args = _RunArgs()
         self._out = _RunOut()
-        self._offsets = (ctypes.c_int64 * self.MAX_RUN)()
+        self._most = most
+        self._offsets = (ctypes.c_int64 * most)()  # a run's source offsets
         self._text = ctypes.create_string_buffer(1024)
         self._increment = ctypes.pythonapi.Py_IncRef
         self._increment.argtypes = [ctypes.py_object]
@@ -363,7 +364,7 @@ class CopyCore:
                     if stopped and key in stopped:
                         continue
                 if kind == _SKIP:  # not for this route's destination: passed at once
-                    count = library.ferry_core_pass_run(core, self._offsets, self.MAX_RUN)
+                    count = library.ferry_core_pass_run(core, self._offsets, self._most)
                     for offset in self._offsets[:count]:
                         self._ledger.passed(key, offset)
                     skipped += count
@@ -389,7 +390,7 @@ class CopyCore:
             return self._destinations[topic]
         except KeyError:
             pass
-        destination = self._names.destinations.get(topic) or self._names.destination(topic)
+        destination = self._names.destination(topic)
         self._learn(topic, None)
         encoded = self._destinations[topic] = destination.encode()
         return encoded
@@ -397,7 +398,7 @@ class CopyCore:
     def _learn(self, topic: str, own: bytes | None) -> None:
         """Teaches the library what the copy of ``topic``'s record gets when its provenance header is ``own``
         (None: a local record), as the stamper decides it; nothing for a header the stamper refuses."""
-        destination = self._names.destinations.get(topic) or self._names.destination(topic)
+        destination = self._names.destination(topic)
         try:
             stamped = self._stamper.for_topic(topic, destination).stamp(None if own is None else [(HEADER, own)], 0)
         except ProvenanceError:
@@ -440,7 +441,7 @@ class CopyCore:
         while True:
             args.handed_before = handed
             args.bytes_before = handed_bytes
-            if library.ferry_core_send_run(core, ctypes.byref(args), offsets, self.MAX_RUN, ctypes.byref(out)) < 0:
+            if library.ferry_core_send_run(core, ctypes.byref(args), offsets, self._most, ctypes.byref(out)) < 0:
                 raise MemoryError("the native copy core")
             # Each callback's reference, taken before anything polls the producer (its report releases it).
             for callback, count in (
@@ -496,7 +497,7 @@ class CopyCore:
         ``learn``, the library learns what the copies of records with its provenance header get."""
         library, core, item = self._library, self._core, self._item
         if item.kind == _ERROR:
-            library.ferry_core_text(core, self._text, len(self._text))
+            library.ferry_core_error_text(core, self._text, len(self._text))
             message = CoreMessage(
                 topic=topic,
                 partition=item.partition,
@@ -568,6 +569,6 @@ class CopyCore:
                 index += 1
             self._on_commit(KafkaError(item.error) if item.error else None, partitions)
         elif kind == _ERROR:  # an error of no partition: the client retries by itself, as confluent-kafka's logs say
-            library.ferry_core_text(core, self._text, len(self._text))
+            library.ferry_core_error_text(core, self._text, len(self._text))
             log.debug("source consumer: %s", self._text.value.decode(errors="replace"))
         library.ferry_core_drop(core)

@@ -12,20 +12,18 @@ TopicPartitionKey = tuple[str, int]
 
 
 class TopicNames:
-    """A route's destination topic for each source topic, worked out once per topic, and back.
-
-    ``destinations`` is the cache itself, for the copy loop to read without a call per run."""
+    """A route's destination topic for each source topic, worked out once per topic, and back."""
 
     def __init__(self, route: RouteConfig) -> None:
         self._route = route
-        self.destinations: dict[str, str] = {}
+        self._destinations: dict[str, str] = {}
         self._sources: dict[str, str] = {}  # the reverse, for delivery reports
 
     def destination(self, topic: str) -> str:
         """The destination topic of source ``topic``."""
-        name = self.destinations.get(topic)
+        name = self._destinations.get(topic)
         if name is None:
-            name = self.destinations[topic] = self._route.destination_topic(topic)
+            name = self._destinations[topic] = self._route.destination_topic(topic)
             self._sources[name] = topic
         return name
 

@@ -272,7 +272,7 @@ class Sender:
         that made the copies visible, so after a crash between the two, only the copies' headers (or the
         offset map committed with them) say which source records the destination already holds."""
         key = (topic, partition)
-        self._topic = self._names.destinations.get(topic) or self._names.destination(topic)
+        self._topic = self._names.destination(topic)
         self._partition, self._key = partition, key
         return key, self._topic, self._stamper.for_topic(topic, self._topic).stamp
 

@@ -384,22 +384,15 @@ int ferry_core_header(struct ferry_core *core, int index, const char **name, con
     return rd_kafka_header_get_all(headers, (size_t)index, name, value, size) == RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
-/* The next pending item's text: an error's reason or a log line ("FACILITY: text"). */
-int ferry_core_text(struct ferry_core *core, char *out, size_t size) {
+/* The next pending item's error text: a record's error or an error event's reason. */
+int ferry_core_error_text(struct ferry_core *core, char *out, size_t size) {
     if (core->next >= core->end)
         return 0;
     const rd_kafka_message_t *message = core->messages[core->next];
-    rd_kafka_event_t *event = core->events[core->next];
-    if (message != NULL) {
+    if (message != NULL)
         snprintf(out, size, "%s", rd_kafka_message_errstr(message));
-    } else if (rd_kafka_event_type(event) == RD_KAFKA_EVENT_LOG) {
-        const char *facility = "", *text = "";
-        int level = 0;
-        rd_kafka_event_log(event, &facility, &text, &level);
-        snprintf(out, size, "%s: %s", facility, text);
-    } else {
-        snprintf(out, size, "%s", rd_kafka_event_error_string(event));
-    }
+    else
+        snprintf(out, size, "%s", rd_kafka_event_error_string(core->events[core->next]));
     return 1;
 }
 

@@ -208,21 +208,15 @@ class OffsetMap:
         not, so both lists are compared whole with the run they would extend.
         """
         count = len(source_offsets)
-        length = self._len
-        if length and count and count == len(destination_offsets) and source_offsets[0] == self._src + length:
-            first = destination_offsets[0]
-            past_marker = first != self._dst_next
-            if (
-                (not past_marker or self._extends_past_marker(first))
-                and source_offsets == list(range(source_offsets[0], source_offsets[0] + count))
-                and destination_offsets == list(range(first, first + count))
-            ):
-                if past_marker:
-                    self._markers.append(self._dst_next)
-                self._len = length + count
-                self._dst_next = first + count
-                self._changed.add(self._dst)
-                return
+        if (
+            count
+            and count == len(destination_offsets)
+            and self._continues(source_offsets[0], destination_offsets[0])
+            and source_offsets == list(range(source_offsets[0], source_offsets[0] + count))
+            and destination_offsets == list(range(destination_offsets[0], destination_offsets[0] + count))
+        ):
+            self._extend(destination_offsets[0], count)
+            return
         record = self.record
         for source_offset, destination_offset in zip(source_offsets, destination_offsets, strict=True):
             record(source_offset, destination_offset)
@@ -230,19 +224,30 @@ class OffsetMap:
     def record_span(self, source_first: int, destination_first: int, count: int) -> None:
         """:meth:`record_run` for ``count`` consecutive source offsets from ``source_first`` copied to as many
         consecutive destination offsets from ``destination_first``: O(1) when they continue the newest run."""
-        length = self._len
-        if length and count and source_first == self._src + length:
-            past_marker = destination_first != self._dst_next
-            if not past_marker or self._extends_past_marker(destination_first):
-                if past_marker:
-                    self._markers.append(self._dst_next)
-                self._len = length + count
-                self._dst_next = destination_first + count
-                self._changed.add(self._dst)
-                return
+        if count and self._continues(source_first, destination_first):
+            self._extend(destination_first, count)
+            return
         record = self.record
         for step in range(count):
             record(source_first + step, destination_first + step)
+
+    def _continues(self, source_first: int, destination_first: int) -> bool:
+        """Whether copies of the source offsets from ``source_first`` on, at consecutive destination offsets from
+        ``destination_first``, continue the newest run 1:1 (right after its newest copy, or past the pending
+        transaction marker)."""
+        return (
+            bool(self._len)
+            and source_first == self._src + self._len
+            and (destination_first == self._dst_next or self._extends_past_marker(destination_first))
+        )
+
+    def _extend(self, destination_first: int, count: int) -> None:
+        """The newest run goes on by ``count`` copies from ``destination_first`` on (:meth:`_continues` said so)."""
+        if destination_first != self._dst_next:  # past the marker
+            self._markers.append(self._dst_next)
+        self._len += count
+        self._dst_next = destination_first + count
+        self._changed.add(self._dst)
 
     def end_transaction(self) -> None:
         """A transaction that held this partition's newest copy committed: its marker takes the destination

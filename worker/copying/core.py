@@ -16,10 +16,14 @@ malformed), and every record of a partition the Python sender settles specially 
 skips, a partition settled record by record). So both paths share one ledger and one set of rules; the
 core only does the per-record work faster.
 
-The library reads the consumer's queue with librdkafka's event API, so the other events on that queue
-come back as items here rather than through confluent-kafka's callbacks (which only run under
-confluent-kafka's own calls): a log line goes to the log, the answer to a commit not waited for goes to
-``on_commit``, an error of no partition is logged.
+The records come from a fetch queue of the library's own, which every assigned partition's queue is
+forwarded to (:meth:`CopyCore.copy` forwards them again after each change of the consumer's assignment:
+librdkafka drops a forward when a partition is unassigned), a batch per call. The library reads the
+consumer's own queue first, with librdkafka's event API, so the other events on that queue come back as
+items here rather than through confluent-kafka's callbacks (which only run under confluent-kafka's own
+calls): a log line goes to the log, the answer to a commit not waited for goes to ``on_commit``, an error
+of no partition is logged; records fetched before their partition was forwarded come from there too,
+ahead of the fetch queue's.
 
 What it takes from confluent-kafka's internals is checked in :func:`load`: the known major version, a
 client object's ``rd_kafka_t *`` right after its object header (checked by the handle's type), and the
@@ -132,6 +136,7 @@ def _signatures(library: ctypes.CDLL) -> None:
         "ferry_core_new": (p, [ctypes.c_char_p]),
         "ferry_core_free": (None, [p]),
         "ferry_core_fetch": (ctypes.c_int, [p, p, ctypes.c_int, ctypes.c_int]),
+        "ferry_core_forward": (ctypes.c_int, [p, p, ctypes.c_char_p, i32]),
         "ferry_core_peek": (ctypes.c_int, [p, ctypes.POINTER(_Item)]),
         "ferry_core_record": (ctypes.c_int, [p, ctypes.POINTER(_Record)]),
         "ferry_core_header": (
@@ -324,6 +329,7 @@ class CopyCore:
         self._increment.argtypes = [ctypes.py_object]
         # Per source topic: its destination, encoded (what its copies get is taught to the library).
         self._destinations: dict[str, bytes] = {}
+        self._forwarded_changes = -1  # the states' assignment_changes when the partitions were last forwarded
 
     def close(self) -> None:
         """Frees the library's state (before the consumer closes: a pending event holds the consumer)."""
@@ -335,6 +341,8 @@ class CopyCore:
         """Consumes a batch of up to ``most`` messages (waiting up to ``timeout`` for the first) and hands it to
         the producer; returns (records sent, records skipped, value bytes sent), as :meth:`Sender.send`."""
         library, core, item = self._library, self._core, self._item
+        if self._states.assignment_changes != self._forwarded_changes:
+            self._forward()
         if library.ferry_core_fetch(core, self._consumer_handle, int(timeout * 1000), most) < 0:
             raise MemoryError("the native copy core")
         producer = self._committer.producer
@@ -382,6 +390,14 @@ class CopyCore:
             sent = self._sender.send(python)
             copied, skipped, size = copied + sent[0], skipped + sent[1], size + sent[2]
         return copied, skipped, size
+
+    def _forward(self) -> None:
+        """Forwards every assigned partition's queue to the library's fetch queue (again: forwarding one
+        that is forwarded already changes nothing)."""
+        for topic, partition in sorted(self._states.assigned):
+            if self._library.ferry_core_forward(self._core, self._consumer_handle, topic.encode(), partition):
+                raise MemoryError("the native copy core")
+        self._forwarded_changes = self._states.assignment_changes
 
     def _destination(self, topic: str) -> bytes:
         """``topic``'s destination topic, encoded; the first time, the library learns what its local records'

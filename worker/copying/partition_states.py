@@ -59,6 +59,9 @@ class PartitionStates:
         # partition's records by the copy loop, never per record; and the lag measure_lags last saw.
         self._copied: dict[TopicPartitionKey, list[int]] = {}
         self._lags: dict[TopicPartitionKey, int] = {}
+        # How many times partitions were assigned to the consumer: the native copy core forwards their
+        # queues again when it changed.
+        self.assignment_changes = 0
 
     # -- what the worker reads --------------------------------------------------------------
 
@@ -107,9 +110,17 @@ class PartitionStates:
         if not positions:
             return
         self._consumer.incremental_assign(positions)
+        self.assignment_changes += 1
         # A partition stopped in ERROR earlier was paused; the pause may outlive the unassign.
         self._consumer.resume(positions)
         self._assigned.update((tp.topic, tp.partition) for tp in positions)
+
+    def reassign(self, key: TopicPartitionKey, offset: int) -> None:
+        """ONLINE -> ONLINE at ``offset``: assigns the partition anew there (librdkafka stopped fetching
+        it: its position left the source log, and a seek is refused in that state)."""
+        self._consumer.incremental_unassign([TopicPartition(key[0], key[1])])
+        self._consumer.incremental_assign([TopicPartition(key[0], key[1], offset)])
+        self.assignment_changes += 1
 
     def not_started(self, key: TopicPartitionKey, reason: str) -> None:
         """(not held) -> ERROR: the partition cannot start for good (refused at acquire)."""

@@ -391,9 +391,7 @@ class PartitionStarter:
                 end,
                 extra=partition_fields(key),
             )
-        # librdkafka stopped fetching the partition (a seek is refused in that state): assign it anew there.
-        self._consumer.incremental_unassign([tp])
-        self._consumer.incremental_assign([TopicPartition(key[0], key[1], decision.resume_at)])
+        self._states.reassign(key, decision.resume_at)
 
     # -- its own clients --------------------------------------------------------------------
 

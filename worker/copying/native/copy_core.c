@@ -21,6 +21,14 @@
  * And in librdkafka: the consumer's queue is read with the event API (rd_kafka_queue_poll), which
  * returns its log and error events instead of calling confluent-kafka's callbacks for them (those need
  * the call state confluent-kafka sets up around its own calls); control records are never returned.
+ * The records themselves come from a fetch queue of the core's own, which each assigned partition's queue
+ * is forwarded to (ferry_core_forward), read a batch per call (rd_kafka_consume_batch_queue): one lock
+ * and one clock reading per batch rather than per record, and no event to make and free per record.
+ * Only a partition's fetched records and errors reach it (never a log line or a commit's answer, whose
+ * callbacks could not run there). librdkafka keeps a forward the application set across a partition's
+ * assignments but clears it when the partition is unassigned, so Python forwards every partition after
+ * each assignment; records fetched before a partition was forwarded are in the consumer's queue, which
+ * each fetch reads first, so a partition's records still come in order.
  *
  * One copier's thread calls it, between its own consumer and producer calls: no locks.
  */
@@ -67,8 +75,9 @@ struct learned {
 struct ferry_core {
     struct learned *learned;
     int learned_count, learned_capacity;
-    rd_kafka_event_t **events;           /* the pending batch: events[next..end) */
-    const rd_kafka_message_t **messages; /* each FETCH event's message (it hands it out once), else NULL */
+    rd_kafka_queue_t *fetch_queue;       /* where the assigned partitions' queues are forwarded */
+    rd_kafka_event_t **events;           /* the pending batch: events[next..end); NULL: a record of fetch_queue */
+    const rd_kafka_message_t **messages; /* each record (a FETCH event's or fetch_queue's), else NULL */
     ssize_t capacity, next, end;
     char header[256];                    /* the provenance header's name */
     char error_topic[256];               /* the topic of the error event peeked last */
@@ -139,9 +148,19 @@ static void forget_all(struct ferry_core *core) {
     core->learned_count = 0;
 }
 
+/* Frees pending item `index`: an event, or a record of the fetch queue. */
+static void release(struct ferry_core *core, ssize_t index) {
+    if (core->events[index] != NULL)
+        rd_kafka_event_destroy(core->events[index]);
+    else
+        rd_kafka_message_destroy((rd_kafka_message_t *)core->messages[index]);
+}
+
 void ferry_core_free(struct ferry_core *core) {
     for (ssize_t i = core->next; i < core->end; i++)
-        rd_kafka_event_destroy(core->events[i]);
+        release(core, i);
+    if (core->fetch_queue != NULL)
+        rd_kafka_queue_destroy(core->fetch_queue);
     forget_all(core);
     free(core->learned);
     free(core->events);
@@ -149,9 +168,60 @@ void ferry_core_free(struct ferry_core *core) {
     free(core);
 }
 
+/* The core's fetch queue, made on first use for `consumer`: NULL when memory ran out. */
+static rd_kafka_queue_t *fetch_queue_of(struct ferry_core *core, rd_kafka_t *consumer) {
+    if (core->fetch_queue == NULL)
+        core->fetch_queue = rd_kafka_queue_new(consumer);
+    return core->fetch_queue;
+}
+
 /*
- * Takes up to `most` events from `consumer`'s queue when none is pending: waits up to `timeout_ms` for
- * the first, then takes what is there already. Returns how many are pending, or -1 when memory ran out.
+ * Forwards `topic`/`partition`'s queue of `consumer` (assigned) to the core's fetch queue: its records come
+ * from there from now on. Returns 0, or -1 when the partition's queue could not be had.
+ */
+int ferry_core_forward(struct ferry_core *core, rd_kafka_t *consumer, const char *topic, int32_t partition) {
+    rd_kafka_queue_t *fetch_queue = fetch_queue_of(core, consumer);
+    rd_kafka_queue_t *partition_queue = rd_kafka_queue_get_partition(consumer, topic, partition);
+    if (fetch_queue == NULL || partition_queue == NULL) {
+        if (partition_queue != NULL)
+            rd_kafka_queue_destroy(partition_queue);
+        return -1;
+    }
+    rd_kafka_queue_forward(partition_queue, fetch_queue);
+    rd_kafka_queue_destroy(partition_queue);
+    return 0;
+}
+
+/* Appends `event` to the pending batch (an empty FETCH event is freed). */
+static void take_event(struct ferry_core *core, rd_kafka_event_t *event) {
+    const rd_kafka_message_t *message = NULL;
+    if (rd_kafka_event_type(event) == RD_KAFKA_EVENT_FETCH) {
+        message = rd_kafka_event_message_next(event);
+        if (message == NULL) {
+            rd_kafka_event_destroy(event);
+            return;
+        }
+    }
+    core->events[core->end] = event;
+    core->messages[core->end++] = message;
+}
+
+/* Appends up to `most` records of the fetch queue that are there already to the pending batch. */
+static void take_records(struct ferry_core *core, rd_kafka_queue_t *fetch_queue, int most) {
+    if (core->end >= most)
+        return;
+    ssize_t taken = rd_kafka_consume_batch_queue(fetch_queue, 0, (rd_kafka_message_t **)&core->messages[core->end],
+                                                 (size_t)(most - core->end));
+    for (ssize_t i = 0; i < taken; i++)
+        core->events[core->end++] = NULL;
+}
+
+/*
+ * Takes up to `most` items when none is pending: first what the consumer's queue holds (its log lines, errors
+ * and commit answers, and records fetched before their partition was forwarded), then the fetch queue's
+ * records; when both are empty, waits up to `timeout_ms` for the fetch queue's first record (the consumer's
+ * queue is read again on the next call). rd_kafka_consume_batch_queue is only asked for what is there: it
+ * would wait out its whole timeout for a full batch. Returns how many are pending, or -1 when memory ran out.
  */
 int ferry_core_fetch(struct ferry_core *core, rd_kafka_t *consumer, int timeout_ms, int most) {
     if (core->next < core->end)
@@ -168,23 +238,19 @@ int ferry_core_fetch(struct ferry_core *core, rd_kafka_t *consumer, int timeout_
         core->capacity = most;
     }
     core->next = core->end = 0;
+    rd_kafka_queue_t *fetch_queue = fetch_queue_of(core, consumer);
+    if (fetch_queue == NULL)
+        return -1;
     rd_kafka_queue_t *queue = rd_kafka_queue_get_consumer(consumer);
-    rd_kafka_event_t *event = rd_kafka_queue_poll(queue, timeout_ms);
-    while (event != NULL) {
-        const rd_kafka_message_t *message = NULL;
-        if (rd_kafka_event_type(event) == RD_KAFKA_EVENT_FETCH)
-            message = rd_kafka_event_message_next(event);
-        if (rd_kafka_event_type(event) == RD_KAFKA_EVENT_FETCH && message == NULL) {
-            rd_kafka_event_destroy(event);
-        } else {
-            core->events[core->end] = event;
-            core->messages[core->end++] = message;
-            if (core->end == most)
-                break;
-        }
-        event = rd_kafka_queue_poll(queue, 0);
-    }
+    rd_kafka_event_t *event;
+    while (core->end < most && (event = rd_kafka_queue_poll(queue, 0)) != NULL)
+        take_event(core, event);
     rd_kafka_queue_destroy(queue);
+    take_records(core, fetch_queue, most);
+    if (core->end == 0 && timeout_ms > 0 && (event = rd_kafka_queue_poll(fetch_queue, timeout_ms)) != NULL) {
+        take_event(core, event);
+        take_records(core, fetch_queue, most);
+    }
     return (int)core->end;
 }
 
@@ -288,7 +354,7 @@ int ferry_core_peek(struct ferry_core *core, struct ferry_core_item *item) {
     rd_kafka_event_t *event = core->events[core->next];
     const rd_kafka_message_t *message = core->messages[core->next];
     if (message != NULL) {
-        item->topic = rd_kafka_topic_name(message->rkt);
+        item->topic = message->rkt == NULL ? NULL : rd_kafka_topic_name(message->rkt);
         item->partition = message->partition;
         item->offset = message->offset;
         item->size = (int64_t)message->len;
@@ -408,7 +474,7 @@ int ferry_core_log(struct ferry_core *core, const char **facility, const char **
 /* Drops the next pending item. */
 void ferry_core_drop(struct ferry_core *core) {
     if (core->next < core->end)
-        rd_kafka_event_destroy(core->events[core->next++]);
+        release(core, core->next++);
 }
 
 /* Drops the next pending records while they are records of the same partition as the first: a stopped
@@ -424,7 +490,7 @@ int64_t ferry_core_drop_run(struct ferry_core *core) {
         const rd_kafka_message_t *message = core->messages[core->next];
         if (message == NULL || message->rkt != topic || message->partition != partition)
             break;
-        rd_kafka_event_destroy(core->events[core->next++]);
+        release(core, core->next++);
         dropped++;
     }
     return dropped;
@@ -447,7 +513,7 @@ int64_t ferry_core_pass_run(struct ferry_core *core, int64_t *offsets, int64_t m
             message->partition != partition || action_of(core, message, &entry) != ITEM_SKIP)
             break;
         offsets[passed++] = message->offset;
-        rd_kafka_event_destroy(core->events[core->next++]);
+        release(core, core->next++);
     }
     return passed;
 }
@@ -580,7 +646,7 @@ int ferry_core_send_run(struct ferry_core *core, const struct ferry_core_run_arg
         out->bytes += (int64_t)message->len;
         handed++;
         bytes += (int64_t)message->len;
-        rd_kafka_event_destroy(core->events[core->next++]);
+        release(core, core->next++);
         if (is_last) {
             out->status = RUN_CLOSED;
             return 0;

@@ -91,3 +91,16 @@ def test_copied_counts_add_up_per_partition_until_taken() -> None:
     states.count_copied(B, 4, 40)
     assert states.take_copied() == {A: (3, 30), B: (4, 40)}
     assert states.take_copied() == {}
+
+
+def test_every_assignment_is_counted_and_a_partition_assigned_anew_restarts_at_its_new_offset() -> None:
+    # The native copy core forwards the assigned partitions' queues again whenever the count moves:
+    # librdkafka drops a forward when a partition is unassigned.
+    states, calls, _ = _states()
+    assert states.assignment_changes == 1
+    calls.clear()
+    states.reassign(A, 12)
+    assert calls == [("unassign", [A]), ("assign", [A])]
+    assert states.assignment_changes == 2 and states.assigned == {A, B}
+    states.release([B])
+    assert states.assignment_changes == 2  # an unassign needs no forwarding

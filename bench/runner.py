@@ -6,9 +6,12 @@ the topic does not exist yet:
 1. *throughput*: the system copies the whole topic. The bench polls the destination's log-end
    offsets every 50 ms; records/s, MB/s and CPU seconds per million records are taken over the
    window from the first poll that saw records to the poll that saw the last one (so a JVM's
-   start-up and Ferry's registration are not counted; the total CPU is reported too). When that
-   first poll already saw more than a tenth of the records (a tiny run), the window starts at the
-   bench's go instead (:func:`copy_window`). An exactly-once copy is measured the same way, over
+   start-up and Ferry's registration are not counted; the total CPU is reported too). A system
+   that copies from its start (the native limit, the ceiling) is measured from the first poll that
+   saw more than the destination held at the bench's go, and the records before are not counted.
+   When that first poll already saw more than a tenth of the records (a tiny run), the window starts
+   at the go instead (:func:`copy_window`). The dirty pages of what ran before are written out
+   before each system starts. An exactly-once copy is measured the same way, over
    the records it produced to the destination (the log-end offsets count them before their
    transaction commits); it is done when its source offsets reach the end, after its last
    transaction, and the time from its last record produced to then is reported on its own
@@ -380,11 +383,11 @@ def run_one(
     workload.delete_topics(dst_admin, topics)  # each system writes to a destination of its own
     workload.create_topic(src_admin, latency_topic, load.partitions)
     try:
+        _settle_disk()  # before the start: the native limit and the ceiling copy from their start
         system.start(topics)
         result.processes = len(system.pids())
         result.logs = system.logs()
         pids = system.pids()
-        _settle_disk()
         _copy(system, load, topics, run_id, options, dst_admin, pids, result)
         if not result.problems:
             stored = workload.log_bytes(system.stack.dst.home / "data", topic)
@@ -457,20 +460,21 @@ class Window:
 def copy_window(go: Sample, samples: Sequence[Sample], expected: int, marker_slack: int = 0) -> Window:
     """The window of a copy of ``expected`` records (pure: no I/O, no clock).
 
-    ``go``: when the system was told to copy (no records). ``samples``: the polls at which the
+    ``go``: when the system was told to copy, with what the destination held then (a system that copies
+    from its start may have copied some records before; they are not counted). ``samples``: the polls at which the
     destination's count changed, in order, the last one the final count. The window ends at the first
     poll within ``marker_slack`` of the final count: an exactly-once copy's count also holds the
     transactions' markers, and its last transaction's markers (one per partition it wrote) land when
     it commits, after the last record; so ``marker_slack`` is the partition count there, 0 otherwise.
-    It starts at the first poll when that one saw at most a tenth of the records and the window has
-    a length; otherwise at ``go`` (a tiny run whose records arrived between two polls).
+    It starts at the first poll when that one saw at most a tenth of the records since ``go`` and the
+    window has a length; otherwise at ``go`` (a tiny run whose records arrived between two polls).
     """
     if not samples:
         raise ValueError("no poll saw a record")
     final = samples[-1].records
     end = next(sample for sample in samples if sample.records >= final - marker_slack)
     first = samples[0]
-    if first.records <= expected * (1 - ARRIVAL_WINDOW_MIN_SHARE) and end.time > first.time:
+    if first.records - go.records <= expected * (1 - ARRIVAL_WINDOW_MIN_SHARE) and end.time > first.time:
         return Window("arrival", first, end)
     return Window("start", go, end)
 
@@ -492,8 +496,11 @@ def _copy(
     topic = topics[0]
     expected = load.records
     transactional = bool(getattr(system, "exactly_once", False))
+    # What the destination holds at the go: a system that copies from its start (the native limit, the
+    # ceiling) may have copied some records already, without the CPU before the go being counted.
+    held = system.produced(dst_admin, topic)
     started = time.monotonic()
-    go = Sample(started, 0, procstat.total_cpu_seconds(pids))
+    go = Sample(started, held, procstat.total_cpu_seconds(pids))
     system.go(topics)
     samples: list[Sample] = []  # the polls at which the destination's log-end offsets moved
     count = 0
@@ -503,7 +510,7 @@ def _copy(
         produced = system.produced(dst_admin, topic)
         copied = system.copied(dst_admin, topic) if transactional else produced
         now = time.monotonic()
-        grew = produced != (samples[-1].records if samples else 0)
+        grew = produced != (samples[-1].records if samples else go.records)
         if grew:
             samples.append(Sample(now, produced, procstat.total_cpu_seconds(pids)))
         if grew or copied != count:

@@ -139,6 +139,15 @@ def test_a_run_whose_first_poll_saw_most_records_is_measured_from_the_go() -> No
     assert runner.copy_window(GO, [alone], 10_000) == runner.Window("start", GO, alone)
 
 
+def test_records_the_destination_held_at_the_go_count_for_neither_the_window_nor_its_share() -> None:
+    # The native limit copies from its start: 2,500 records were there at the go.
+    go = runner.Sample(0.0, 2500, 1.0)
+    samples = [runner.Sample(1.0, 3000, 1.5), runner.Sample(2.0, 10_000, 4.5)]
+    assert runner.copy_window(go, samples, 10_000) == runner.Window("arrival", samples[0], samples[1])
+    samples = [runner.Sample(0.05, 4000, 1.1), runner.Sample(0.1, 10_000, 1.6)]
+    assert runner.copy_window(go, samples, 10_000) == runner.Window("start", go, samples[1])
+
+
 def test_an_exactly_once_copy_ends_at_its_last_record_not_at_its_last_transactions_markers() -> None:
     # 8 partitions: the last poll sees the last transaction's 8 markers, the one before the last record.
     samples = [runner.Sample(1.0, 100, 1.5), runner.Sample(2.0, 10_010, 3.0), runner.Sample(2.9, 10_018, 3.4)]

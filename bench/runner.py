@@ -542,6 +542,11 @@ def _copy(
     result.window = window.kind
     records = expected - min(window.base.records, expected)
     seconds = window.end.time - window.base.time
+    if records == 0 or seconds <= 0:
+        result.problems.append(
+            "every record was copied before the bench's go: nothing to measure (give it more records)"
+        )
+        return
     result.seconds = round(seconds, 3)
     result.records_per_s = round(records / seconds, 1)
     result.mb_per_s = round(records * load.record_bytes(run_id) / seconds / 1e6, 2)
